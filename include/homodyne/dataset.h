@@ -1,0 +1,124 @@
+// Two-time correlation data from beamline HDF5 files (DESIGN section 8; reference section 3).
+//
+// Terms used throughout:
+// - raw grid: the N_raw frames of the sliced window [start_frame, end_frame], t_k = k dt from 0.
+// - fitted grid: the raw grid without frame 0 (the reference CLI drops it), N = N_raw - 1 times
+//   t_i = (i + 1) dt. Row i of the fitted grid is file frame first_frame + 1 + i.
+// - packed strict upper triangle: for each row i, the points (i, j) with j = i+1..N-1, rows in
+//   order; N (N - 1) / 2 points per angle. The fit counts each of them twice (c2 is symmetric).
+// Data is never loaded whole unless the caller asks: a BatchSource reads row ranges.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace homodyne {
+
+enum class FileLayout { kApsU, kApsOld };
+std::string_view ToString(FileLayout layout);  // "aps_u" or "aps_old"
+
+// Points of a packed strict upper triangle with n times.
+inline int64_t UpperTriangleSize(int64_t n) { return n * (n - 1) / 2; }
+// Offset of row i's first point (i, i+1) in the packed strict upper triangle of n times.
+inline int64_t UpperTriangleRowOffset(int64_t n, int64_t i) { return i * (n - 1) - i * (i - 1) / 2; }
+// Points in rows [row_begin, row_end) of the packed strict upper triangle of n times.
+inline int64_t UpperTriangleRowsSize(int64_t n, int64_t row_begin, int64_t row_end) {
+  return UpperTriangleRowOffset(n, row_end) - UpperTriangleRowOffset(n, row_begin);
+}
+
+// Normalises an angle to (-180, 180] as the reference CLI does: 210 -> -150, -180 -> 180.
+double NormalizePhiDegrees(double phi_degrees);
+
+// One kept angle range of phi_filtering, in degrees; min > max means a range that wraps.
+struct PhiRange {
+  double min_angle_degrees = 0.0;
+  double max_angle_degrees = 0.0;
+};
+// True when phi (normalised) lies in the range (ends normalised, wrap-aware, inclusive).
+bool PhiInRange(double phi_degrees, const PhiRange& range);
+
+// What to read from a file; built from the config (experimental_data, analyzer_parameters,
+// phi_filtering) and CLI overrides.
+struct DataSelection {
+  std::string file_path;                  // the HDF5 file
+  double wavevector_q_target = 0.0054;    // analyzer_parameters.scattering.wavevector_q [1/A]
+  int start_frame = 1;                    // 1-based, inclusive; clamped to >= 1
+  int end_frame = -1;                     // 1-based, inclusive; -1 = to the last frame
+  double dt_seconds = 0.001;              // frame time [s]
+  double q_tolerance_fraction = 0.1;      // APS-old q window (reference section 3.4)
+  bool phi_filtering_enabled = false;     // phi_filtering.enabled
+  std::vector<PhiRange> phi_ranges;       // phi_filtering.target_ranges; empty keeps all
+};
+
+// One correlation matrix kept for fitting.
+struct AngleInfo {
+  double phi_degrees = 0.0;   // normalised to (-180, 180]
+  double q_inv_angstrom = 0.0;
+  std::string dataset_path;   // HDF5 path of its (half) matrix, e.g. /xpcs/twotime/correlation_map/c2_00001
+};
+
+// What a file holds and what of it is selected. Built without reading matrix values.
+struct DatasetInfo {
+  std::string file_path;
+  FileLayout layout = FileLayout::kApsU;
+  std::string value_type;      // "float32" or "float64"
+  std::string compression;     // "none", "gzip", "lzf" (of the first selected matrix)
+  int frames_in_file = 0;      // matrix size in the file
+  int first_frame = 0;         // 0-based file frame of raw-grid time 0
+  int num_raw_frames = 0;      // N_raw after slicing
+  double dt_seconds = 0.0;
+  double q_inv_angstrom = 0.0; // q of the selected ring (the first kept matrix's q)
+  std::vector<AngleInfo> angles;          // kept, in file order
+  std::vector<double> phi_filtered_out;   // normalised angles removed by phi_filtering
+  std::vector<std::string> warnings;      // things the user should know (logged by callers)
+
+  int num_angles() const { return static_cast<int>(angles.size()); }
+  // N: times of the fitted grid.
+  int num_times() const { return num_raw_frames - 1; }
+  // Points entering chi2: both triangles, diagonal excluded: n_angles * N * (N - 1).
+  int64_t num_fit_points() const;
+  // Fitted-grid times t_i = (i + 1) dt, i = 0..N-1.
+  std::vector<double> FittedTimes() const;
+};
+
+// Reads row ranges of one angle's strict upper triangle on the fitted grid. Implementations read
+// hyperslabs from disk on every call (constant memory); not thread-safe (one reader per thread,
+// or external locking).
+class BatchSource {
+ public:
+  virtual ~BatchSource() = default;
+  virtual const DatasetInfo& info() const = 0;
+
+  // Rows [row_begin, row_end) of the fitted grid of angle `angle`, packed strict upper triangle:
+  // out.size() must be UpperTriangleRowsSize(N, row_begin, row_end). Values are c2 as rebuilt by
+  // the reference (C = H + H^T off the diagonal). Throws DataError naming file and dataset on a
+  // failed read.
+  virtual void ReadUpperTriangleRows(int angle, int row_begin, int row_end,
+                                     std::span<double> out) = 0;
+  virtual void ReadUpperTriangleRows(int angle, int row_begin, int row_end,
+                                     std::span<float> out) = 0;
+
+  // The full symmetric N x N matrix of one angle on the fitted grid, row-major, with the diagonal
+  // corrected as the reference does (computed with raw frame 0 present). For outputs and plots;
+  // needs N*N doubles.
+  virtual void ReadCorrectedMatrix(int angle, std::span<double> out) = 0;
+};
+
+// Opens the file, detects the layout, selects q ring, frames and angles, and validates shapes.
+// Throws DataError with the file path and what is missing or wrong.
+DatasetInfo InspectDataset(const DataSelection& selection);
+std::unique_ptr<BatchSource> OpenBatchSource(const DataSelection& selection);
+
+// Counts of non-finite values in the fitted points (strict upper triangle) of a data set.
+struct NonFiniteCount {
+  int64_t nan = 0;
+  int64_t inf = 0;
+  int64_t points_scanned = 0;
+};
+// Streams through every angle in batches of about rows_per_batch rows; constant memory.
+NonFiniteCount CountNonFinite(BatchSource& source, int rows_per_batch = 256);
+
+}  // namespace homodyne

@@ -1,0 +1,124 @@
+// The homodyne model of two-time correlations (He et al., PNAS 2024) exactly as the reference
+// package computes it (reference/homodyne-model-data-config.md section 1), with its analytic
+// Jacobian (section 1.12).
+//
+//   c2_k(i, j) = offset_k + contrast_k * g1(i, j)^2
+//   g1 = max(g1_diffusion * sinc(Phi_k)^2, 1e-10)
+//   g1_diffusion = exp(clip(-0.5 q^2 dt * M_D(i, j), -700, 0))
+//   Phi_k(i, j) = q L dt / (2 pi) * cos(phi0 - phi_k) * M_G(i, j)            (laminar_flow only)
+//   M_X(i, j) = sqrt((C_X[i] - C_X[j])^2 + 1e-12),  C_X = cumulative trapezoid of X(t) in steps
+//   D(t) = max(D0 ts^alpha + D_offset, 1e-10), gamma_dot(t) = max(g0 ts^beta + g_off, 1e-10)
+//   ts = max(t, eps_t), eps_t = max(|t[1] - t[0]| / 2, 1e-8)                  (the t=0 guard)
+//   sinc(x) = sin(x)/x (unnormalised), 1 - x^2/6 + x^4/120 for |x| < 1e-4
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace homodyne {
+
+enum class AnalysisMode { kStatic, kLaminarFlow };
+
+// "static" or "laminar_flow".
+std::string_view ToString(AnalysisMode mode);
+// Accepts the reference's names and aliases (case-insensitive): static, static_isotropic,
+// static_anisotropic, laminar_flow. Throws ConfigError for anything else.
+AnalysisMode ParseAnalysisMode(std::string_view text);
+
+// 3 (static: D0, alpha, D_offset) or 7 (laminar_flow adds gamma_dot_t0, beta,
+// gamma_dot_t_offset, phi0).
+int NumPhysicalParameters(AnalysisMode mode);
+// Canonical physical parameter names in model order.
+const std::vector<std::string>& PhysicalParameterNames(AnalysisMode mode);
+
+// Index of each physical parameter in the model's parameter vector.
+enum PhysicalIndex : int {
+  kD0 = 0,
+  kAlpha = 1,
+  kDOffset = 2,
+  kGammaDot0 = 3,
+  kBeta = 4,
+  kGammaDotOffset = 5,
+  kPhi0 = 6,
+};
+
+// Experiment constants entering the model's prefactors.
+struct ScatteringGeometry {
+  double q_inv_angstrom = 0.0054;  // scattering wavevector q [1/Angstrom]
+  double gap_angstrom = 2.0e6;     // stator-rotor gap L [Angstrom]
+  double dt_seconds = 0.001;       // frame time dt [s]
+
+  // 0.5 q^2 dt ("wavevector_q_squared_half_dt" of the reference).
+  double DiffusionPrefactor() const;
+  // q L dt / (2 pi) ("sinc_prefactor" of the reference).
+  double SincPrefactor() const;
+};
+
+// The model on one time grid. Immutable; safe to share between threads.
+class HomodyneModel {
+ public:
+  // times_seconds: the 1-D time grid t_0..t_{N-1} (N >= 1) on which matrix element (i, j) means
+  // (t1 = t_i, t2 = t_j). The fitted grid of the CLI is t_k = k dt for k = 1..N_raw-1.
+  HomodyneModel(AnalysisMode mode, ScatteringGeometry geometry, std::vector<double> times_seconds);
+
+  AnalysisMode mode() const { return mode_; }
+  const ScatteringGeometry& geometry() const { return geometry_; }
+  const std::vector<double>& times_seconds() const { return times_seconds_; }
+  int num_times() const { return static_cast<int>(times_seconds_.size()); }
+  int num_physical() const { return NumPhysicalParameters(mode_); }
+  // Derivatives per point: num_physical() columns, then contrast, then offset.
+  int num_point_derivatives() const { return num_physical() + 2; }
+
+ private:
+  AnalysisMode mode_;
+  ScatteringGeometry geometry_;
+  std::vector<double> times_seconds_;
+};
+
+// The model at one physical parameter vector. Construction does all the work that depends only
+// on the parameters and the time grid (rates, cumulative integrals and their parameter
+// derivatives): O(N). Evaluation per point is then O(1). Immutable after construction; safe to
+// share between threads. Holds a reference to the model, which must outlive it.
+class ModelEvaluation {
+ public:
+  // physical_parameters: num_physical() values in PhysicalParameterNames order (phi0 in degrees).
+  ModelEvaluation(const HomodyneModel& model, std::span<const double> physical_parameters);
+
+  const HomodyneModel& model() const { return model_; }
+
+  // c2 at (i, j) for j in [j_begin, j_end) of one angle (any j, diagonal included).
+  void ComputeC2RowSegment(double phi_degrees, double contrast, double offset, int i, int j_begin,
+                           int j_end, std::span<double> c2_out) const;
+
+  // c2 on the full N x N grid of one angle, diagonal included, no diagonal correction.
+  // c2_out: N*N values, row-major (element (i, j) at i*N + j).
+  void ComputeC2Matrix(double phi_degrees, double contrast, double offset,
+                       std::span<double> c2_out) const;
+
+  // c2 and its derivatives on rows [row_begin, row_end) of the strict upper triangle of one angle:
+  // for each i in the range, j = i+1..N-1, in that order (the packed order of dataset.h).
+  // c2_out: one value per point. jacobian_out: empty, or num_point_derivatives() values per point
+  // (point-major): d c2 / d(physical parameters..., contrast, offset). The derivative is zero
+  // where a floor or clip of the reference is active, as in the reference's autodiff.
+  void EvaluateUpperTriangleRows(double phi_degrees, double contrast, double offset, int row_begin,
+                                 int row_end, std::span<double> c2_out,
+                                 std::span<double> jacobian_out) const;
+
+ private:
+  const HomodyneModel& model_;
+  std::vector<double> parameters_;
+  // Cumulative trapezoid integrals (in steps) of D(t) and gamma_dot(t), and their derivatives with
+  // respect to the 3 parameters of each rate: column-major blocks of N values.
+  std::vector<double> cumulative_diffusion_;
+  std::vector<double> cumulative_diffusion_derivatives_;  // 3 * N
+  std::vector<double> cumulative_shear_;
+  std::vector<double> cumulative_shear_derivatives_;  // 3 * N
+};
+
+// Diagonal correction "basic" of the reference (section 1.9), in place on a row-major N x N
+// matrix: diag_i = mean of the symmetrised first off-diagonal neighbours. N <= 1: unchanged.
+void ApplyDiagonalCorrection(int n, std::span<double> matrix);
+
+}  // namespace homodyne
