@@ -115,6 +115,14 @@ class ModelEvaluation {
   std::vector<double> cumulative_diffusion_derivatives_;  // 3 * N
   std::vector<double> cumulative_shear_;
   std::vector<double> cumulative_shear_derivatives_;  // 3 * N
+  double diffusion_prefactor_;                        // 0.5 q^2 dt (section 1.5)
+  double sinc_prefactor_;                             // q L dt / (2 pi) (section 1.6)
+
+  // c2 (and, with kWithJacobian, num_point_derivatives() values per point) at (i, j) for j in
+  // [j_begin, j_end). The one per-point kernel behind every public evaluation.
+  template <bool kLaminar, bool kWithJacobian>
+  void EvaluateSegment(double phi_degrees, double contrast, double offset, int i, int j_begin,
+                       int j_end, double* c2_out, double* jacobian_out) const;
 };
 
 // Diagonal correction "basic" of the reference (section 1.9), in place on a row-major N x N
