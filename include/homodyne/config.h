@@ -24,81 +24,87 @@ struct ParameterBound {
   double max = 1.0;
 };
 
-// initial_parameters
+// initial_parameters (reference section 2.3). parameter_names defaults to the mode's physical
+// names; it holds only names of the mode plus contrast/offset (names of the other mode are
+// dropped with a warning, together with their values). values, when set, has one entry per name.
 struct InitialParameterOptions {
-  std::vector<std::string> parameter_names;        // canonical names, order of `values`
-  std::optional<std::vector<double>> values;       // null -> bound midpoints
+  std::vector<std::string> parameter_names;               // canonical names, order of `values`
+  std::optional<std::vector<double>> values;              // null -> bound midpoints
   std::optional<std::vector<double>> per_angle_contrast;  // per_angle_scaling.contrast
   std::optional<std::vector<double>> per_angle_offset;    // per_angle_scaling.offset
-  std::vector<std::string> fixed_parameters;       // fixed_parameters (names), empty if null
+  std::vector<std::string> fixed_parameters;              // fixed_parameters (names), empty if null
 };
 
 // optimization.nlsq (and its anti_degeneracy part)
 struct NlsqOptions {
-  int max_iterations = 100;          // optimization.nlsq.max_iterations, > 0
-  double tolerance = 1e-8;           // ftol: relative chi2 change (`tolerance` or `ftol`), > 0
-  double xtol = 1e-8;                // relative step, > 0
-  double gtol = 1e-8;                // scaled gradient, > 0
-  double sigma = 0.01;               // per-point noise when the data has none, > 0
-  bool anti_degeneracy_enabled = true;   // anti_degeneracy.enable
-  std::string per_angle_mode = "individual";  // individual | constant | auto | fourier
-  int constant_scaling_threshold = 3;   // anti_degeneracy.constant_scaling_threshold, >= 1
-  int fourier_order = 2;                // anti_degeneracy.fourier_order, >= 1
+  int max_iterations = 100;             // optimization.nlsq.max_iterations, > 0
+  double tolerance = 1e-8;              // ftol: relative chi2 change (`tolerance` or `ftol`), > 0
+  double xtol = 1e-8;                   // relative step, > 0
+  double gtol = 1e-8;                   // scaled gradient, > 0
+  double sigma = 0.01;                  // per-point noise when the data has none, > 0
+  bool anti_degeneracy_enabled = true;  // anti_degeneracy.enable
+  // individual | constant | auto | fourier (the reference's fixed_constant reads as constant)
+  std::string per_angle_mode = "individual";
+  int constant_scaling_threshold = 3;       // anti_degeneracy.constant_scaling_threshold, >= 1
+  int fourier_order = 2;                    // anti_degeneracy.fourier_order, >= 1
   bool per_angle_mode_from_config = false;  // true when the config set per_angle_mode
 };
 
-// optimization.streaming (also accepted under optimization.nlsq.streaming)
+// optimization.streaming (also accepted under optimization.nlsq.streaming; per key,
+// optimization.streaming wins and a differing value elsewhere is a warning)
 struct StreamingOptions {
   bool enable_checkpoints = true;
   std::string checkpoint_dir = "./checkpoints";
-  int checkpoint_frequency = 10;         // batches between checkpoints, > 0
+  int checkpoint_frequency = 10;  // batches between checkpoints, > 0
   bool resume_from_checkpoint = true;
-  int keep_last_checkpoints = 3;         // >= 1
+  int keep_last_checkpoints = 3;  // >= 1
   bool enable_fault_tolerance = true;
-  int max_retries_per_batch = 2;         // >= 0
-  double min_success_rate = 0.5;         // in [0, 1]
-  std::optional<int64_t> batch_size;     // points per batch; null = automatic (DESIGN section 3)
-  bool enable_compression = true;        // deflate inside checkpoints
+  int max_retries_per_batch = 2;      // >= 0
+  double min_success_rate = 0.5;      // in [0, 1]
+  std::optional<int64_t> batch_size;  // points per batch; null = automatic (DESIGN section 3)
+  bool enable_compression = true;     // deflate inside checkpoints
 };
 
 // performance
 struct PerformanceOptions {
   std::optional<StrategyKind> strategy_override;  // performance.strategy_override
   std::optional<double> memory_limit_gb;          // performance.memory_limit_gb, > 0
-  bool fast_mode = false;                         // performance.fast_mode
+  bool fast_mode = false;                         // performance.fast_mode (or top-level fast_mode)
   std::string backend = "cpu";                    // performance.backend: cpu | cuda | auto
-  std::optional<int> cpu_threads;                 // performance.computation.cpu_threads; null/auto = all cores
-  bool enable_progress = true;                    // performance.enable_progress
+  std::optional<int> cpu_threads;  // performance.computation.cpu_threads; null/auto = all cores
+  bool enable_progress = true;     // performance.enable_progress
 };
 
 // simulation: (homodyne-simulate only)
 struct SimulationOptions {
-  bool present = false;                    // the config has a simulation section
+  bool present = false;  // the config has a simulation section
   std::string output = "simulated_xpcs.h5";
-  FileLayout format = FileLayout::kApsU;   // aps_u | aps_old
-  int frames = 500;                        // frames in the file, >= 2
+  FileLayout format = FileLayout::kApsU;  // aps_u | aps_old
+  int frames = 500;                       // frames in the file, >= 2
   std::vector<double> phi_angles_degrees = {0.0, 45.0, 90.0};
-  std::vector<double> physical_parameters;  // model order; from `parameters` (map by name), defaults below
-  std::vector<double> contrast = {0.3};     // one value, or one per angle
-  std::vector<double> offset = {1.0};       // one value, or one per angle
-  double noise_sigma = 0.0;                 // Gaussian noise added to each stored value, >= 0
+  std::vector<double>
+      physical_parameters;  // model order; from `parameters` (map by name), defaults below
+  std::vector<double> contrast = {0.3};  // one value, or one per angle
+  std::vector<double> offset = {1.0};    // one value, or one per angle
+  double noise_sigma = 0.0;              // Gaussian noise added to each stored value, >= 0
   uint64_t seed = 42;
-  std::string dtype = "float32";            // float32 | float64
-  std::string compression = "none";         // none | gzip | lzf
+  std::string dtype = "float32";     // float32 | float64
+  std::string compression = "none";  // none | gzip | lzf
 };
 
 struct Config {
-  std::string source_path;   // file it was loaded from ("" if from text)
+  std::string source_path;  // file it was loaded from ("" if from text)
   AnalysisMode analysis_mode = AnalysisMode::kLaminarFlow;
-  ScatteringGeometry geometry;    // analyzer_parameters: dt, scattering.wavevector_q (as q target), geometry.stator_rotor_gap
-  DataSelection data;             // experimental_data + analyzer_parameters + phi_filtering
+  ScatteringGeometry geometry;  // analyzer_parameters: dt, scattering.wavevector_q (as q target),
+                                // geometry.stator_rotor_gap
+  DataSelection data;           // experimental_data + analyzer_parameters + phi_filtering
   std::vector<ParameterBound> bounds;  // every parameter of the mode plus contrast and offset
   InitialParameterOptions initial;
   NlsqOptions nlsq;
   StreamingOptions streaming;
   PerformanceOptions performance;
   SimulationOptions simulation;
-  std::vector<std::string> warnings;   // unknown keys (with the closest known key), deprecated keys
+  std::vector<std::string> warnings;  // unknown keys (with the closest known key), deprecated keys
 
   // The bound for a canonical parameter name; throws ConfigError if absent.
   const ParameterBound& BoundOf(const std::string& name) const;
@@ -109,6 +115,10 @@ struct Config {
 Config LoadConfig(const std::string& path);
 // Same from YAML text; source_name is used in messages.
 Config ParseConfig(const std::string& yaml_text, const std::string& source_name);
+
+// A few lines for logs and `homodyne-config --validate`: mode, data file, q, dt, L, frame window,
+// phi filtering, NLSQ settings, strategy, backend, memory limit, checkpoints.
+std::string BriefReport(const Config& config);
 
 // A documented template (our text: every key explained with its default) for the mode.
 std::string ConfigTemplate(AnalysisMode mode);

@@ -1,1 +1,862 @@
-// (being written)
+// LoadConfig / ParseConfig: YAML text -> Config (include/homodyne/config.h).
+//
+// Contract: every key of the reference templates is accepted; keys the engine uses are parsed and
+// validated; a broken rule throws ConfigError "<source>: <yaml.path> = <value>: <rule>"; malformed
+// YAML or a missing file throws InputError naming the file (and line and column). Unknown keys
+// and deprecated spellings become Config::warnings, never errors. yaml-cpp stays in this folder.
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "config/config_schema.h"
+#include "homodyne/config.h"
+#include "homodyne/errors.h"
+
+namespace homodyne {
+namespace {
+
+using config_internal::ClassifyKey;
+using config_internal::ClosestKnownKey;
+using config_internal::KeyKind;
+
+// Code defaults of reference section 2.2 (bounds) for the parameters of a mode.
+struct DefaultBound {
+  const char* name;
+  double min;
+  double max;
+};
+constexpr DefaultBound kDefaultBounds[] = {
+    {"D0", 1e2, 1e5},        {"alpha", -2.0, 2.0},
+    {"D_offset", -1e5, 1e5}, {"gamma_dot_t0", 1e-6, 0.5},
+    {"beta", -2.0, 2.0},     {"gamma_dot_t_offset", -0.1, 0.1},
+    {"phi0", -10.0, 10.0},   {"contrast", 0.0, 1.0},
+    {"offset", 0.5, 1.5},
+};
+
+// Registry defaults of reference section 2.2: the truth simulation uses when `parameters` omits
+// a name.
+const std::map<std::string, double> kRegistryDefaults = {
+    {"D0", 1000.0},         {"alpha", 0.5}, {"D_offset", 10.0},
+    {"gamma_dot_t0", 0.01}, {"beta", 0.5},  {"gamma_dot_t_offset", 0.0},
+    {"phi0", 0.0},
+};
+
+std::string Lower(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return text;
+}
+
+bool Present(const YAML::Node& node) { return node.IsDefined() && !node.IsNull(); }
+
+// A value as the user wrote it: numbers and booleans bare, other scalars quoted, collections in
+// flow style.
+std::string Show(const YAML::Node& node) {
+  if (!node.IsDefined() || node.IsNull()) return "null";
+  if (node.IsScalar()) {
+    double number = 0.0;
+    bool flag = false;
+    if (node.Tag() != "!" &&
+        (YAML::convert<double>::decode(node, number) || YAML::convert<bool>::decode(node, flag))) {
+      return node.Scalar();
+    }
+    return "'" + node.Scalar() + "'";
+  }
+  YAML::Emitter emitter;
+  emitter << YAML::Flow << node;
+  return emitter.c_str();
+}
+
+std::string JoinNames(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& name : names) out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
+
+std::string FormatNumber(double value) {
+  std::ostringstream out;
+  out << value;
+  return out.str();
+}
+
+// Reads typed values out of the document and reports broken rules with the source name.
+class ConfigReader {
+ public:
+  ConfigReader(YAML::Node root, std::string source, std::vector<std::string>* warnings)
+      : root_(std::move(root)), source_(std::move(source)), warnings_(warnings) {}
+
+  [[noreturn]] void Fail(const std::string& path, const YAML::Node& value,
+                         const std::string& rule) const {
+    throw ConfigError(source_ + ": " + path + " = " + Show(value) + ": " + rule);
+  }
+  [[noreturn]] void FailText(const std::string& message) const {
+    throw ConfigError(source_ + ": " + message);
+  }
+  void Warn(const std::string& message) const { warnings_->push_back(source_ + ": " + message); }
+
+  // The node at a dot path; undefined when absent or below a null section. A non-mapping on
+  // the way is an error.
+  YAML::Node Find(const std::string& path) const {
+    YAML::Node current;
+    current.reset(root_);
+    std::string walked;
+    std::istringstream parts(path);
+    std::string part;
+    while (std::getline(parts, part, '.')) {
+      if (!Present(current)) return YAML::Node(YAML::NodeType::Undefined);
+      if (!current.IsMap()) Fail(walked, current, "must be a mapping");
+      const YAML::Node& const_current = current;
+      YAML::Node next = const_current[part];
+      if (!next.IsDefined()) return YAML::Node(YAML::NodeType::Undefined);
+      current.reset(next);
+      walked += (walked.empty() ? "" : ".") + part;
+    }
+    return current;
+  }
+
+  double NumberOf(const YAML::Node& node, const std::string& path) const {
+    double value = 0.0;
+    if (!node.IsScalar() || !YAML::convert<double>::decode(node, value)) {
+      Fail(path, node, "must be a number");
+    }
+    return value;
+  }
+  int64_t IntegerOf(const YAML::Node& node, const std::string& path) const {
+    double value = 0.0;
+    if (!node.IsScalar() || !YAML::convert<double>::decode(node, value) || !std::isfinite(value) ||
+        value != std::floor(value) || std::fabs(value) > 9.0e15) {
+      Fail(path, node, "must be an integer");
+    }
+    return static_cast<int64_t>(value);
+  }
+  bool BoolOf(const YAML::Node& node, const std::string& path) const {
+    bool value = false;
+    if (!node.IsScalar() || !YAML::convert<bool>::decode(node, value)) {
+      Fail(path, node, "must be true or false");
+    }
+    return value;
+  }
+  std::string StringOf(const YAML::Node& node, const std::string& path) const {
+    if (!node.IsScalar()) Fail(path, node, "must be a string");
+    return node.Scalar();
+  }
+  std::vector<double> NumbersOf(const YAML::Node& node, const std::string& path) const {
+    if (!node.IsSequence()) Fail(path, node, "must be a list of numbers");
+    std::vector<double> values;
+    for (size_t i = 0; i < node.size(); ++i) {
+      values.push_back(NumberOf(node[i], path + "[" + std::to_string(i) + "]"));
+    }
+    return values;
+  }
+  std::vector<std::string> StringsOf(const YAML::Node& node, const std::string& path) const {
+    if (!node.IsSequence()) Fail(path, node, "must be a list of names");
+    std::vector<std::string> values;
+    for (size_t i = 0; i < node.size(); ++i) {
+      values.push_back(StringOf(node[i], path + "[" + std::to_string(i) + "]"));
+    }
+    return values;
+  }
+
+  // Typed reads by path; std::nullopt when the key is absent or null.
+  std::optional<double> Number(const std::string& path) const {
+    YAML::Node node = Find(path);
+    if (!Present(node)) return std::nullopt;
+    return NumberOf(node, path);
+  }
+  std::optional<int64_t> Integer(const std::string& path) const {
+    YAML::Node node = Find(path);
+    if (!Present(node)) return std::nullopt;
+    return IntegerOf(node, path);
+  }
+  std::optional<bool> Bool(const std::string& path) const {
+    YAML::Node node = Find(path);
+    if (!Present(node)) return std::nullopt;
+    return BoolOf(node, path);
+  }
+  std::optional<std::string> String(const std::string& path) const {
+    YAML::Node node = Find(path);
+    if (!Present(node)) return std::nullopt;
+    return StringOf(node, path);
+  }
+
+  // Rule checks: the value (read from `path`) must satisfy `ok`, else "<path> = <v>: <rule>".
+  void Require(bool ok, const std::string& path, const std::string& rule) const {
+    if (!ok) Fail(path, Find(path), rule);
+  }
+
+  const std::string& source() const { return source_; }
+
+ private:
+  YAML::Node root_;
+  std::string source_;
+  std::vector<std::string>* warnings_;
+};
+
+// Walks the document and warns about every key the schema does not know.
+void CheckKnownKeys(const ConfigReader& reader, const YAML::Node& map,
+                    const std::string& display_path, const std::string& schema_path) {
+  for (const auto& entry : map) {
+    const std::string key = entry.first.IsScalar() ? entry.first.Scalar() : Show(entry.first);
+    const std::string display = display_path.empty() ? key : display_path + "." + key;
+    const std::string schema = schema_path.empty() ? key : schema_path + "." + key;
+    const YAML::Node& value = entry.second;
+    switch (ClassifyKey(schema)) {
+      case KeyKind::kUnknown:
+        reader.Warn("unknown key '" + display + "' (did you mean '" + ClosestKnownKey(schema) +
+                    "'?); ignored");
+        break;
+      case KeyKind::kLeaf:
+      case KeyKind::kFreeForm:
+        break;
+      case KeyKind::kSection:
+        if (value.IsMap()) {
+          CheckKnownKeys(reader, value, display, schema);
+        } else if (value.IsSequence()) {
+          for (size_t i = 0; i < value.size(); ++i) {
+            if (value[i].IsMap()) {
+              CheckKnownKeys(reader, value[i], display + "[" + std::to_string(i) + "]",
+                             schema + "[]");
+            }
+          }
+        } else if (!value.IsNull()) {
+          reader.Fail(display, value, "must be a mapping");
+        }
+        break;
+    }
+  }
+}
+
+bool IsPhysicalName(const std::string& name, AnalysisMode mode) {
+  const auto& names = PhysicalParameterNames(mode);
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+// Physical parameters of either mode, plus the per-angle scaling names.
+bool IsKnownParameterName(const std::string& name) {
+  return IsPhysicalName(name, AnalysisMode::kLaminarFlow) || name == "contrast" || name == "offset";
+}
+std::string AllParameterNames() {
+  std::vector<std::string> names = PhysicalParameterNames(AnalysisMode::kLaminarFlow);
+  names.push_back("contrast");
+  names.push_back("offset");
+  return JoinNames(names);
+}
+
+void ParseMode(const ConfigReader& reader, Config& config) {
+  YAML::Node node = reader.Find("analysis_mode");
+  if (!Present(node)) {
+    reader.Warn("analysis_mode is not set; using laminar_flow");
+    config.analysis_mode = AnalysisMode::kLaminarFlow;
+    return;
+  }
+  const std::string text = reader.StringOf(node, "analysis_mode");
+  try {
+    config.analysis_mode = ParseAnalysisMode(text);
+  } catch (const Error&) {
+    reader.Fail("analysis_mode", node,
+                "must be static or laminar_flow (aliases: static_isotropic, static_anisotropic)");
+  }
+}
+
+// Reads the first of several paths that is present; returns the path used ("" if none).
+std::string FirstPresent(const ConfigReader& reader, std::initializer_list<const char*> paths) {
+  for (const char* path : paths) {
+    if (Present(reader.Find(path))) return path;
+  }
+  return "";
+}
+
+void WarnLegacyKey(const ConfigReader& reader, const std::string& key, const std::string& modern) {
+  if (Present(reader.Find(key))) {
+    reader.Warn("'" + key + "' is a deprecated flat key; use " + modern);
+  }
+}
+
+void ParseDataAndGeometry(const ConfigReader& reader, Config& config) {
+  DataSelection& data = config.data;
+  WarnLegacyKey(reader, "data_file", "experimental_data.data_folder_path + data_file_name");
+  WarnLegacyKey(reader, "dt", "analyzer_parameters.dt");
+  WarnLegacyKey(reader, "start_frame", "analyzer_parameters.start_frame");
+  WarnLegacyKey(reader, "end_frame", "analyzer_parameters.end_frame");
+
+  // Data file: folder + name (reference section 0 step 1), else file_path, else legacy data_file.
+  const auto folder = reader.String("experimental_data.data_folder_path");
+  const auto name = reader.String("experimental_data.data_file_name");
+  if (folder && name) {
+    data.file_path = (std::filesystem::path(*folder) / *name).string();
+  } else if (const auto file_path = reader.String("experimental_data.file_path")) {
+    data.file_path = *file_path;
+  } else if (name) {
+    data.file_path = *name;
+  } else if (const auto legacy = reader.String("data_file")) {
+    data.file_path = *legacy;
+  }
+
+  const std::string dt_path =
+      FirstPresent(reader, {"analyzer_parameters.dt", "experimental_data.dt", "dt"});
+  if (!dt_path.empty()) {
+    const double dt = *reader.Number(dt_path);
+    reader.Require(std::isfinite(dt) && dt > 0.0, dt_path, "must be a finite number > 0 [s]");
+    data.dt_seconds = dt;
+  }
+  config.geometry.dt_seconds = data.dt_seconds;
+
+  const std::string start_path =
+      FirstPresent(reader, {"analyzer_parameters.start_frame", "start_frame"});
+  if (!start_path.empty()) {
+    const int64_t start = *reader.Integer(start_path);
+    reader.Require(start >= 1 && start <= std::numeric_limits<int>::max(), start_path,
+                   "must be >= 1 (frames are 1-based)");
+    data.start_frame = static_cast<int>(start);
+  }
+  const std::string end_path = FirstPresent(reader, {"analyzer_parameters.end_frame", "end_frame"});
+  if (!end_path.empty()) {
+    const int64_t end = *reader.Integer(end_path);
+    reader.Require(end == -1 || (end >= data.start_frame && end <= std::numeric_limits<int>::max()),
+                   end_path,
+                   "must be -1 (to the last frame) or >= start_frame (" +
+                       std::to_string(data.start_frame) + ")");
+    data.end_frame = static_cast<int>(end);
+  }
+
+  if (const auto q = reader.Number("analyzer_parameters.scattering.wavevector_q")) {
+    reader.Require(std::isfinite(*q) && *q > 0.0, "analyzer_parameters.scattering.wavevector_q",
+                   "must be a finite number > 0 [1/Angstrom]");
+    data.wavevector_q_target = *q;
+  }
+  config.geometry.q_inv_angstrom = data.wavevector_q_target;
+
+  // L fallbacks of reference section 1.1.
+  const std::string gap_path =
+      FirstPresent(reader, {"analyzer_parameters.geometry.stator_rotor_gap",
+                            "experimental_data.geometry.stator_rotor_gap",
+                            "experimental_data.sample_detector_distance"});
+  if (!gap_path.empty()) {
+    const double gap = *reader.Number(gap_path);
+    reader.Require(std::isfinite(gap) && gap > 0.0, gap_path,
+                   "must be a finite number > 0 [Angstrom]");
+    config.geometry.gap_angstrom = gap;
+  }
+
+  if (const auto tolerance = reader.Number("q_tolerance_fraction")) {
+    reader.Require(std::isfinite(*tolerance) && *tolerance > 0.0, "q_tolerance_fraction",
+                   "must be a finite number > 0");
+    data.q_tolerance_fraction = *tolerance;
+  }
+
+  data.phi_filtering_enabled = reader.Bool("phi_filtering.enabled").value_or(false);
+  const YAML::Node ranges = reader.Find("phi_filtering.target_ranges");
+  if (Present(ranges)) {
+    if (!ranges.IsSequence()) {
+      reader.Fail("phi_filtering.target_ranges", ranges,
+                  "must be a list of {min_angle, max_angle}");
+    }
+    for (size_t i = 0; i < ranges.size(); ++i) {
+      const std::string path = "phi_filtering.target_ranges[" + std::to_string(i) + "]";
+      const YAML::Node range = ranges[i];
+      if (!range.IsMap()) reader.Fail(path, range, "must be a mapping {min_angle, max_angle}");
+      PhiRange phi_range;
+      for (const char* end : {"min_angle", "max_angle"}) {
+        const YAML::Node value = range[end];
+        if (!Present(value)) reader.Fail(path + "." + end, value, "is required [degrees]");
+        const double degrees = reader.NumberOf(value, path + "." + end);
+        if (!std::isfinite(degrees)) reader.Fail(path + "." + end, value, "must be finite");
+        (std::string(end) == "min_angle" ? phi_range.min_angle_degrees
+                                         : phi_range.max_angle_degrees) = degrees;
+      }
+      data.phi_ranges.push_back(phi_range);
+    }
+  }
+}
+
+void ParseBounds(const ConfigReader& reader, Config& config) {
+  std::vector<std::string> names = PhysicalParameterNames(config.analysis_mode);
+  names.push_back("contrast");
+  names.push_back("offset");
+  std::vector<std::string> source_path(names.size());  // bounds entry that set it ("" default)
+  for (const std::string& name : names) {
+    for (const DefaultBound& bound : kDefaultBounds) {
+      if (name == bound.name) config.bounds.push_back({name, bound.min, bound.max});
+    }
+  }
+
+  const YAML::Node entries = reader.Find("parameter_space.bounds");
+  if (Present(entries)) {
+    if (!entries.IsSequence()) {
+      reader.Fail("parameter_space.bounds", entries, "must be a list of {name, min, max}");
+    }
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const std::string path = "parameter_space.bounds[" + std::to_string(i) + "]";
+      const YAML::Node entry = entries[i];
+      if (!entry.IsMap()) reader.Fail(path, entry, "must be a mapping {name, min, max}");
+      if (!Present(entry["name"])) reader.Fail(path + ".name", entry["name"], "is required");
+      const std::string given = reader.StringOf(entry["name"], path + ".name");
+      const std::string name = CanonicalParameterName(given);
+      const auto it = std::find(names.begin(), names.end(), name);
+      if (it == names.end()) {
+        if (!IsKnownParameterName(name)) {
+          reader.Warn(path + ".name = '" + given + "': not a parameter (" + AllParameterNames() +
+                      "); ignored");
+        }
+        continue;  // a parameter of the other mode: accepted, unused
+      }
+      const size_t index = static_cast<size_t>(it - names.begin());
+      ParameterBound& bound = config.bounds[index];
+      if (Present(entry["min"])) bound.min = reader.NumberOf(entry["min"], path + ".min");
+      if (Present(entry["max"])) bound.max = reader.NumberOf(entry["max"], path + ".max");
+      source_path[index] = path;
+    }
+  }
+  for (size_t i = 0; i < config.bounds.size(); ++i) {
+    const ParameterBound& bound = config.bounds[i];
+    if (std::isfinite(bound.min) && std::isfinite(bound.max) && bound.min < bound.max) continue;
+    const std::string path = source_path[i].empty() ? "parameter_space.bounds" : source_path[i];
+    reader.FailText(path + ".min = " + FormatNumber(bound.min) + ": must be finite and < max (" +
+                    FormatNumber(bound.max) + ") for " + bound.name);
+  }
+}
+
+// A list of parameter names mapped to canonical names; unknown names are errors.
+std::vector<std::string> CanonicalNames(const ConfigReader& reader, const YAML::Node& node,
+                                        const std::string& path) {
+  std::vector<std::string> names = reader.StringsOf(node, path);
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string element = path + "[" + std::to_string(i) + "]";
+    names[i] = CanonicalParameterName(names[i]);
+    if (!IsKnownParameterName(names[i])) {
+      reader.Fail(element, node[i], "unknown parameter; expected one of " + AllParameterNames());
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (names[j] == names[i]) reader.Fail(element, node[i], "appears twice");
+    }
+  }
+  return names;
+}
+
+void ParseInitialParameters(const ConfigReader& reader, Config& config) {
+  InitialParameterOptions& initial = config.initial;
+  const std::string names_path = "initial_parameters.parameter_names";
+  const YAML::Node names_node = reader.Find(names_path);
+  initial.parameter_names = Present(names_node) ? CanonicalNames(reader, names_node, names_path)
+                                                : PhysicalParameterNames(config.analysis_mode);
+
+  const YAML::Node values_node = reader.Find("initial_parameters.values");
+  if (Present(values_node)) {
+    std::vector<double> values = reader.NumbersOf(values_node, "initial_parameters.values");
+    if (values.size() != initial.parameter_names.size()) {
+      reader.Fail("initial_parameters.values", values_node,
+                  "must have " + std::to_string(initial.parameter_names.size()) +
+                      " values, one per " + names_path + " entry");
+    }
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (!std::isfinite(values[i])) {
+        reader.Fail("initial_parameters.values[" + std::to_string(i) + "]", values_node[i],
+                    "must be finite");
+      }
+    }
+    initial.values = std::move(values);
+  }
+
+  // Names of the other mode (laminar names in a static config) are dropped with their values.
+  for (size_t i = initial.parameter_names.size(); i-- > 0;) {
+    const std::string& name = initial.parameter_names[i];
+    if (name == "contrast" || name == "offset" || IsPhysicalName(name, config.analysis_mode)) {
+      continue;
+    }
+    reader.Warn(names_path + " lists '" + name + "', not a parameter of " +
+                std::string(ToString(config.analysis_mode)) + " mode; ignored");
+    initial.parameter_names.erase(initial.parameter_names.begin() + static_cast<long>(i));
+    if (initial.values) initial.values->erase(initial.values->begin() + static_cast<long>(i));
+  }
+
+  for (const char* key : {"contrast", "offset"}) {
+    const std::string path = std::string("initial_parameters.per_angle_scaling.") + key;
+    const YAML::Node node = reader.Find(path);
+    if (!Present(node)) continue;
+    std::vector<double> values = reader.NumbersOf(node, path);
+    if (values.empty()) reader.Fail(path, node, "must have one value per angle (or be null)");
+    (std::string(key) == "contrast" ? initial.per_angle_contrast : initial.per_angle_offset) =
+        std::move(values);
+  }
+  if (initial.per_angle_contrast && initial.per_angle_offset &&
+      initial.per_angle_contrast->size() != initial.per_angle_offset->size()) {
+    reader.Fail("initial_parameters.per_angle_scaling.offset",
+                reader.Find("initial_parameters.per_angle_scaling.offset"),
+                "must have as many values as per_angle_scaling.contrast (" +
+                    std::to_string(initial.per_angle_contrast->size()) + ")");
+  }
+
+  const std::string fixed_path = "initial_parameters.fixed_parameters";
+  const YAML::Node fixed = reader.Find(fixed_path);
+  if (Present(fixed)) initial.fixed_parameters = CanonicalNames(reader, fixed, fixed_path);
+}
+
+void ParseNlsq(const ConfigReader& reader, Config& config) {
+  NlsqOptions& nlsq = config.nlsq;
+  const std::string base = "optimization.nlsq.";
+  if (const auto iterations = reader.Integer(base + "max_iterations")) {
+    reader.Require(*iterations > 0 && *iterations <= std::numeric_limits<int>::max(),
+                   base + "max_iterations", "must be > 0");
+    nlsq.max_iterations = static_cast<int>(*iterations);
+  }
+  auto positive = [&](const std::string& key, double& field) {
+    if (const auto value = reader.Number(base + key)) {
+      reader.Require(std::isfinite(*value) && *value > 0.0, base + key, "must be > 0");
+      field = *value;
+    }
+  };
+  // `tolerance` (templates) and `ftol` (code) both set ftol; the template key wins.
+  double ftol = nlsq.tolerance;
+  positive("ftol", ftol);
+  positive("tolerance", nlsq.tolerance);
+  const auto tolerance_given = reader.Number(base + "tolerance");
+  if (!tolerance_given) {
+    nlsq.tolerance = ftol;
+  } else if (reader.Number(base + "ftol") && ftol != nlsq.tolerance) {
+    reader.Warn(base + "ftol = " + FormatNumber(ftol) + " differs from " + base +
+                "tolerance = " + FormatNumber(nlsq.tolerance) + "; using tolerance");
+  }
+  positive("xtol", nlsq.xtol);
+  positive("gtol", nlsq.gtol);
+  positive("sigma", nlsq.sigma);
+
+  const std::string ad = base + "anti_degeneracy.";
+  nlsq.anti_degeneracy_enabled = reader.Bool(ad + "enable").value_or(nlsq.anti_degeneracy_enabled);
+  if (const auto mode = reader.String(ad + "per_angle_mode")) {
+    std::string lower = Lower(*mode);
+    if (lower == "fixed_constant") lower = "constant";  // the reference's resolved spelling
+    if (lower != "individual" && lower != "constant" && lower != "auto" && lower != "fourier") {
+      reader.Fail(ad + "per_angle_mode", reader.Find(ad + "per_angle_mode"),
+                  "must be one of individual, constant, auto, fourier (fixed_constant is accepted "
+                  "as constant; auto_averaged is what auto resolves to with >= "
+                  "constant_scaling_threshold angles)");
+    }
+    nlsq.per_angle_mode = lower;
+    nlsq.per_angle_mode_from_config = true;
+  }
+  auto at_least_one = [&](const std::string& path, int& field) {
+    if (const auto value = reader.Integer(path)) {
+      reader.Require(*value >= 1 && *value <= std::numeric_limits<int>::max(), path,
+                     "must be >= 1");
+      field = static_cast<int>(*value);
+    }
+  };
+  at_least_one(ad + "constant_scaling_threshold", nlsq.constant_scaling_threshold);
+  at_least_one(ad + "fourier_order", nlsq.fourier_order);
+
+  if (reader.Bool("optimization.fast_chi2_mode").value_or(false)) {
+    reader.Warn(
+        "optimization.fast_chi2_mode = true: accepted but not used (a subsampled chi2 would "
+        "change the objective); performance.fast_mode skips validation checks instead");
+  }
+}
+
+void ParseStreaming(const ConfigReader& reader, Config& config) {
+  // Each key from optimization.streaming (the templates' place), else optimization.nlsq.streaming
+  // (where the reference code reads it, Q7). When both are set and differ the first wins.
+  auto pick = [&](const std::string& key) -> std::string {
+    const std::string primary = "optimization.streaming." + key;
+    const std::string secondary = "optimization.nlsq.streaming." + key;
+    const YAML::Node a = reader.Find(primary);
+    const YAML::Node b = reader.Find(secondary);
+    if (Present(a) && Present(b) && Show(a) != Show(b)) {
+      reader.Warn(secondary + " = " + Show(b) + " differs from " + primary + " = " + Show(a) +
+                  "; using " + primary);
+    }
+    if (Present(a)) return primary;
+    if (Present(b)) return secondary;
+    return "";
+  };
+  StreamingOptions& s = config.streaming;
+  auto flag = [&](const std::string& key, bool& field) {
+    const std::string path = pick(key);
+    if (!path.empty()) field = *reader.Bool(path);
+  };
+  auto integer = [&](const std::string& key, int& field, int64_t min, const std::string& rule) {
+    const std::string path = pick(key);
+    if (path.empty()) return;
+    const int64_t value = *reader.Integer(path);
+    reader.Require(value >= min && value <= std::numeric_limits<int>::max(), path, rule);
+    field = static_cast<int>(value);
+  };
+  flag("enable_checkpoints", s.enable_checkpoints);
+  if (const std::string path = pick("checkpoint_dir"); !path.empty()) {
+    s.checkpoint_dir = *reader.String(path);
+    reader.Require(!s.checkpoint_dir.empty(), path, "must be a non-empty folder path");
+  }
+  integer("checkpoint_frequency", s.checkpoint_frequency, 1, "must be > 0");
+  flag("resume_from_checkpoint", s.resume_from_checkpoint);
+  integer("keep_last_checkpoints", s.keep_last_checkpoints, 1, "must be >= 1");
+  flag("enable_fault_tolerance", s.enable_fault_tolerance);
+  integer("max_retries_per_batch", s.max_retries_per_batch, 0, "must be >= 0");
+  if (const std::string path = pick("min_success_rate"); !path.empty()) {
+    const double rate = *reader.Number(path);
+    reader.Require(rate >= 0.0 && rate <= 1.0, path, "must be in [0, 1]");
+    s.min_success_rate = rate;
+  }
+  if (const std::string path = pick("batch_size"); !path.empty()) {
+    const int64_t batch = *reader.Integer(path);
+    reader.Require(batch >= 1, path, "must be >= 1 (or null for automatic)");
+    s.batch_size = batch;
+  }
+  flag("enable_compression", s.enable_compression);
+  if (const std::string path = pick("adaptive_batching"); !path.empty()) {
+    (void)*reader.Bool(path);  // accepted, unused
+  }
+}
+
+void ParsePerformance(const ConfigReader& reader, Config& config) {
+  PerformanceOptions& p = config.performance;
+  if (const auto text = reader.String("performance.strategy_override")) {
+    const std::string lower = Lower(*text);
+    if (lower != "auto") {
+      p.strategy_override = ParseStrategyKind(lower);
+      if (!p.strategy_override) {
+        reader.Fail("performance.strategy_override", reader.Find("performance.strategy_override"),
+                    "must be one of standard, large, chunked, streaming (or null for automatic)");
+      }
+    }
+  }
+  if (const auto limit = reader.Number("performance.memory_limit_gb")) {
+    reader.Require(std::isfinite(*limit) && *limit > 0.0, "performance.memory_limit_gb",
+                   "must be > 0 [GB] (or null for automatic)");
+    p.memory_limit_gb = *limit;
+  }
+  const auto fast = reader.Bool("performance.fast_mode");
+  const auto fast_alias = reader.Bool("fast_mode");
+  if (fast && fast_alias && *fast != *fast_alias) {
+    reader.Warn("fast_mode differs from performance.fast_mode; using performance.fast_mode");
+  }
+  p.fast_mode = fast.value_or(fast_alias.value_or(p.fast_mode));
+  if (const auto backend = reader.String("performance.backend")) {
+    p.backend = Lower(*backend);
+    reader.Require(p.backend == "cpu" || p.backend == "cuda" || p.backend == "auto",
+                   "performance.backend", "must be one of cpu, cuda, auto");
+  }
+  const std::string threads_path = "performance.computation.cpu_threads";
+  const YAML::Node threads = reader.Find(threads_path);
+  if (Present(threads) && !(threads.IsScalar() && Lower(threads.Scalar()) == "auto")) {
+    double value = 0.0;
+    if (!threads.IsScalar() || !YAML::convert<double>::decode(threads, value) ||
+        value != std::floor(value) || value < 1.0 || value > 1.0e6) {
+      reader.Fail(threads_path, threads, "must be an integer >= 1 or 'auto'");
+    }
+    p.cpu_threads = static_cast<int>(value);
+  }
+  p.enable_progress = reader.Bool("performance.enable_progress").value_or(p.enable_progress);
+}
+
+void ParseSimulation(const ConfigReader& reader, Config& config) {
+  const YAML::Node section = reader.Find("simulation");
+  if (!Present(section)) return;
+  if (!section.IsMap()) reader.Fail("simulation", section, "must be a mapping");
+  SimulationOptions& sim = config.simulation;
+  sim.present = true;
+  if (const auto output = reader.String("simulation.output")) {
+    reader.Require(!output->empty(), "simulation.output", "must be a non-empty file path");
+    sim.output = *output;
+  }
+  if (const auto format = reader.String("simulation.format")) {
+    const std::string lower = Lower(*format);
+    reader.Require(lower == "aps_u" || lower == "aps_old", "simulation.format",
+                   "must be aps_u or aps_old");
+    sim.format = lower == "aps_u" ? FileLayout::kApsU : FileLayout::kApsOld;
+  }
+  if (const auto frames = reader.Integer("simulation.frames")) {
+    reader.Require(*frames >= 2 && *frames <= 1000000, "simulation.frames",
+                   "must be in [2, 1000000]");
+    sim.frames = static_cast<int>(*frames);
+  }
+  const YAML::Node angles = reader.Find("simulation.phi_angles");
+  if (Present(angles)) {
+    sim.phi_angles_degrees =
+        angles.IsSequence() ? reader.NumbersOf(angles, "simulation.phi_angles")
+                            : std::vector<double>{reader.NumberOf(angles, "simulation.phi_angles")};
+    if (sim.phi_angles_degrees.empty()) {
+      reader.Fail("simulation.phi_angles", angles, "must list at least one angle [degrees]");
+    }
+  }
+
+  const std::vector<std::string>& names = PhysicalParameterNames(config.analysis_mode);
+  sim.physical_parameters.clear();
+  for (const std::string& name : names)
+    sim.physical_parameters.push_back(kRegistryDefaults.at(name));
+  const YAML::Node parameters = reader.Find("simulation.parameters");
+  if (Present(parameters)) {
+    if (!parameters.IsMap()) {
+      reader.Fail("simulation.parameters", parameters, "must be a mapping {name: value}");
+    }
+    for (const auto& entry : parameters) {
+      const std::string given = entry.first.Scalar();
+      const std::string path = "simulation.parameters." + given;
+      const std::string name = CanonicalParameterName(given);
+      const auto it = std::find(names.begin(), names.end(), name);
+      if (it == names.end()) {
+        reader.Fail(path, entry.second,
+                    "not a parameter of " + std::string(ToString(config.analysis_mode)) +
+                        " mode (expected " + JoinNames(names) + ")");
+      }
+      const double value = reader.NumberOf(entry.second, path);
+      if (!std::isfinite(value)) reader.Fail(path, entry.second, "must be finite");
+      sim.physical_parameters[static_cast<size_t>(it - names.begin())] = value;
+    }
+  }
+
+  const size_t n_angles = sim.phi_angles_degrees.size();
+  for (const char* key : {"contrast", "offset"}) {
+    const std::string path = std::string("simulation.") + key;
+    const YAML::Node node = reader.Find(path);
+    if (!Present(node)) continue;
+    std::vector<double> values = node.IsSequence()
+                                     ? reader.NumbersOf(node, path)
+                                     : std::vector<double>{reader.NumberOf(node, path)};
+    if (values.size() != 1 && values.size() != n_angles) {
+      reader.Fail(path, node,
+                  "must be one number or one per angle (" + std::to_string(n_angles) + ")");
+    }
+    for (double value : values) {
+      if (!std::isfinite(value)) reader.Fail(path, node, "must be finite");
+    }
+    (std::string(key) == "contrast" ? sim.contrast : sim.offset) = std::move(values);
+  }
+  if (const auto sigma = reader.Number("simulation.noise_sigma")) {
+    reader.Require(std::isfinite(*sigma) && *sigma >= 0.0, "simulation.noise_sigma",
+                   "must be >= 0");
+    sim.noise_sigma = *sigma;
+  }
+  if (const auto seed = reader.Integer("simulation.seed")) {
+    reader.Require(*seed >= 0, "simulation.seed", "must be >= 0");
+    sim.seed = static_cast<uint64_t>(*seed);
+  }
+  if (const auto dtype = reader.String("simulation.dtype")) {
+    sim.dtype = Lower(*dtype);
+    reader.Require(sim.dtype == "float32" || sim.dtype == "float64", "simulation.dtype",
+                   "must be float32 or float64");
+  }
+  if (const auto compression = reader.String("simulation.compression")) {
+    sim.compression = Lower(*compression);
+    reader.Require(
+        sim.compression == "none" || sim.compression == "gzip" || sim.compression == "lzf",
+        "simulation.compression", "must be one of none, gzip, lzf");
+  }
+}
+
+}  // namespace
+
+std::string CanonicalParameterName(const std::string& name) {
+  // Aliases of reference section 2.1.
+  static const std::map<std::string, std::string> kAliases = {
+      {"gamma_dot_0", "gamma_dot_t0"},
+      {"gamma_dot_t_0", "gamma_dot_t0"},
+      {"gamma_dot_offset", "gamma_dot_t_offset"},
+      {"phi_0", "phi0"},
+  };
+  const auto it = kAliases.find(name);
+  return it == kAliases.end() ? name : it->second;
+}
+
+const ParameterBound& Config::BoundOf(const std::string& name) const {
+  const std::string canonical = CanonicalParameterName(name);
+  for (const ParameterBound& bound : bounds) {
+    if (bound.name == canonical) return bound;
+  }
+  throw ConfigError("no bounds for parameter '" + name + "' in " +
+                    std::string(ToString(analysis_mode)) + " mode");
+}
+
+Config ParseConfig(const std::string& yaml_text, const std::string& source_name) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::ParserException& e) {
+    throw InputError(source_name + ": invalid YAML at line " + std::to_string(e.mark.line + 1) +
+                     ", column " + std::to_string(e.mark.column + 1) + ": " + e.msg);
+  }
+  if (root.IsNull()) root.reset(YAML::Node(YAML::NodeType::Map));  // empty file: all defaults
+  Config config;
+  ConfigReader reader(root, source_name, &config.warnings);
+  if (!root.IsMap()) {
+    throw ConfigError(source_name + ": the document must be a mapping of sections, got " +
+                      Show(root));
+  }
+  CheckKnownKeys(reader, root, "", "");
+  ParseMode(reader, config);
+  ParseDataAndGeometry(reader, config);
+  ParseBounds(reader, config);
+  ParseInitialParameters(reader, config);
+  ParseNlsq(reader, config);
+  ParseStreaming(reader, config);
+  ParsePerformance(reader, config);
+  ParseSimulation(reader, config);
+  return config;
+}
+
+Config LoadConfig(const std::string& path) {
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) {
+    throw InputError(path + ": config file not found");
+  }
+  if (std::filesystem::is_directory(path, error)) {
+    throw InputError(path + ": is a folder, not a config file");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path + ": cannot open the config file for reading");
+  std::ostringstream text;
+  text << in.rdbuf();
+  Config config = ParseConfig(text.str(), path);
+  config.source_path = path;
+  return config;
+}
+
+std::string BriefReport(const Config& config) {
+  std::ostringstream out;
+  const DataSelection& d = config.data;
+  out << "mode: " << ToString(config.analysis_mode) << "\n";
+  out << "data file: " << (d.file_path.empty() ? "(none; give --data-file)" : d.file_path) << "\n";
+  out << "q target: " << d.wavevector_q_target << " 1/A, dt: " << d.dt_seconds
+      << " s, gap L: " << config.geometry.gap_angstrom << " A\n";
+  out << "frames: " << d.start_frame << ".."
+      << (d.end_frame == -1 ? "last" : std::to_string(d.end_frame)) << "\n";
+  out << "phi filtering: ";
+  if (!d.phi_filtering_enabled || d.phi_ranges.empty()) {
+    out << "off (all angles)\n";
+  } else {
+    for (size_t i = 0; i < d.phi_ranges.size(); ++i) {
+      out << (i ? ", " : "") << "[" << d.phi_ranges[i].min_angle_degrees << ", "
+          << d.phi_ranges[i].max_angle_degrees << "]";
+    }
+    out << " deg\n";
+  }
+  out << "nlsq: max_iterations " << config.nlsq.max_iterations << ", ftol " << config.nlsq.tolerance
+      << ", xtol " << config.nlsq.xtol << ", gtol " << config.nlsq.gtol << ", sigma "
+      << config.nlsq.sigma << ", per_angle_mode " << config.nlsq.per_angle_mode << "\n";
+  const PerformanceOptions& p = config.performance;
+  out << "strategy: "
+      << (p.strategy_override ? std::string(ToString(*p.strategy_override)) : "automatic")
+      << ", backend " << p.backend << ", memory limit "
+      << (p.memory_limit_gb ? FormatNumber(*p.memory_limit_gb) + " GB" : "automatic")
+      << ", cpu threads " << (p.cpu_threads ? std::to_string(*p.cpu_threads) : "auto")
+      << ", fast mode " << (p.fast_mode ? "on" : "off") << "\n";
+  const StreamingOptions& s = config.streaming;
+  out << "checkpoints: " << (s.enable_checkpoints ? "on" : "off") << " in " << s.checkpoint_dir
+      << " every " << s.checkpoint_frequency << " batches, keep " << s.keep_last_checkpoints
+      << ", resume " << (s.resume_from_checkpoint ? "yes" : "no") << ", batch size "
+      << (s.batch_size ? std::to_string(*s.batch_size) : "automatic") << "\n";
+  if (config.simulation.present) {
+    out << "simulation: " << config.simulation.output << ", " << config.simulation.frames
+        << " frames, " << config.simulation.phi_angles_degrees.size() << " angles\n";
+  }
+  return out.str();
+}
+
+}  // namespace homodyne

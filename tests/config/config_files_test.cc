@@ -1,0 +1,109 @@
+// The ready configs in configs/ and the generated templates load without warnings.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "config_test_util.h"
+
+namespace homodyne {
+namespace {
+
+using testing::JoinWarnings;
+
+std::string ConfigsDir() { return std::string(HOMODYNE_TEST_DATA_DIR) + "/../../configs"; }
+
+class ReadyConfigTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ReadyConfigTest, LoadsWithoutWarnings) {
+  const std::string path = ConfigsDir() + "/" + GetParam();
+  const Config config = LoadConfig(path);
+  EXPECT_EQ(config.source_path, path);
+  EXPECT_TRUE(config.warnings.empty()) << JoinWarnings(config);
+}
+
+INSTANTIATE_TEST_SUITE_P(Configs, ReadyConfigTest,
+                         ::testing::Values("homodyne_static.yaml", "homodyne_laminar_flow.yaml",
+                                           "streaming_cluster.yaml", "gpu.yaml",
+                                           "simulate_laminar_flow.yaml", "simulate_static.yaml"),
+                         [](const ::testing::TestParamInfo<const char*>& param_info) {
+                           std::string name = param_info.param;
+                           return name.substr(0, name.find('.'));
+                         });
+
+TEST(ReadyConfigValuesTest, ReferenceTemplatesCarryTheirDefaults) {
+  const Config laminar = LoadConfig(ConfigsDir() + "/homodyne_laminar_flow.yaml");
+  EXPECT_EQ(laminar.analysis_mode, AnalysisMode::kLaminarFlow);
+  EXPECT_EQ(laminar.data.file_path, "./data/sample/experiment.hdf");
+  EXPECT_EQ(laminar.data.end_frame, 2000);
+  EXPECT_TRUE(laminar.data.phi_filtering_enabled);
+  EXPECT_EQ(laminar.data.phi_ranges.size(), 2u);
+  EXPECT_TRUE(laminar.nlsq.anti_degeneracy_enabled);
+  EXPECT_EQ(laminar.nlsq.per_angle_mode, "auto");
+  EXPECT_FALSE(laminar.initial.values.has_value());
+
+  const Config stat = LoadConfig(ConfigsDir() + "/homodyne_static.yaml");
+  EXPECT_EQ(stat.analysis_mode, AnalysisMode::kStatic);
+  EXPECT_FALSE(stat.nlsq.anti_degeneracy_enabled);
+  EXPECT_DOUBLE_EQ(stat.data.phi_ranges[1].min_angle_degrees, 170.0);
+}
+
+TEST(ReadyConfigValuesTest, ClusterAndGpuConfigs) {
+  const Config cluster = LoadConfig(ConfigsDir() + "/streaming_cluster.yaml");
+  EXPECT_EQ(cluster.performance.strategy_override, StrategyKind::kStreaming);
+  EXPECT_DOUBLE_EQ(*cluster.performance.memory_limit_gb, 25.6);
+  EXPECT_EQ(cluster.performance.cpu_threads, 16);
+  EXPECT_EQ(cluster.streaming.checkpoint_frequency, 20);
+
+  const Config gpu = LoadConfig(ConfigsDir() + "/gpu.yaml");
+  EXPECT_EQ(gpu.performance.backend, "cuda");
+  EXPECT_EQ(gpu.streaming.batch_size, 100000);
+}
+
+TEST(ReadyConfigValuesTest, SimulationConfigPointsExperimentalDataAtItsOutput) {
+  for (const char* name : {"simulate_laminar_flow.yaml", "simulate_static.yaml"}) {
+    const Config config = LoadConfig(ConfigsDir() + "/" + name);
+    EXPECT_TRUE(config.simulation.present) << name;
+    EXPECT_EQ(config.simulation.frames, 500) << name;
+    EXPECT_EQ(config.simulation.phi_angles_degrees.size(), 3u) << name;
+    EXPECT_DOUBLE_EQ(config.data.dt_seconds, 0.1) << name;
+    EXPECT_EQ(config.data.file_path, config.simulation.output) << name;
+    EXPECT_EQ(config.simulation.physical_parameters.size(),
+              static_cast<size_t>(NumPhysicalParameters(config.analysis_mode)))
+        << name;
+  }
+}
+
+class TemplateTest : public ::testing::TestWithParam<AnalysisMode> {};
+
+TEST_P(TemplateTest, RoundTripsWithoutWarnings) {
+  const std::string text = ConfigTemplate(GetParam());
+  const Config config = ParseConfig(text, "template.yaml");
+  EXPECT_TRUE(config.warnings.empty()) << JoinWarnings(config);
+  EXPECT_EQ(config.analysis_mode, GetParam());
+  EXPECT_EQ(config.bounds.size(), static_cast<size_t>(NumPhysicalParameters(GetParam()) + 2));
+  EXPECT_EQ(config.nlsq.max_iterations, 100);
+  EXPECT_EQ(config.streaming.checkpoint_frequency, 10);
+  EXPECT_EQ(config.data.file_path, "./data/experiment.hdf");
+}
+
+TEST_P(TemplateTest, EveryDocumentedKeyHasACommentWithItsDefault) {
+  const std::string text = ConfigTemplate(GetParam());
+  for (const char* key :
+       {"dt:", "wavevector_q:", "stator_rotor_gap:", "max_iterations:", "checkpoint_frequency:",
+        "memory_limit_gb:", "cpu_threads:", "strategy_override:", "batch_size:", "sigma:"}) {
+    const size_t at = text.find(key);
+    ASSERT_NE(at, std::string::npos) << key;
+    const std::string line = text.substr(at, text.find('\n', at) - at);
+    EXPECT_NE(line.find('#'), std::string::npos) << line;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, TemplateTest,
+                         ::testing::Values(AnalysisMode::kStatic, AnalysisMode::kLaminarFlow),
+                         [](const ::testing::TestParamInfo<AnalysisMode>& param_info) {
+                           return std::string(ToString(param_info.param));
+                         });
+
+}  // namespace
+}  // namespace homodyne

@@ -1,0 +1,488 @@
+// ParseConfig / LoadConfig: defaults, aliases, fallbacks, key locations, unknown-key warnings,
+// malformed YAML and missing files.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "config_test_util.h"
+#include "homodyne/config.h"
+#include "homodyne/errors.h"
+
+namespace homodyne {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::JoinWarnings;
+
+TEST(ConfigDefaultsTest, MinimalLaminarConfigGetsDocumentedDefaults) {
+  const Config config = ParseConfig("analysis_mode: laminar_flow\n", "min.yaml");
+
+  EXPECT_TRUE(config.warnings.empty()) << JoinWarnings(config);
+  EXPECT_EQ(config.analysis_mode, AnalysisMode::kLaminarFlow);
+  EXPECT_EQ(config.source_path, "");
+  EXPECT_DOUBLE_EQ(config.data.dt_seconds, 0.001);
+  EXPECT_DOUBLE_EQ(config.geometry.dt_seconds, 0.001);
+  EXPECT_DOUBLE_EQ(config.data.wavevector_q_target, 0.0054);
+  EXPECT_DOUBLE_EQ(config.geometry.gap_angstrom, 2.0e6);
+  EXPECT_EQ(config.data.start_frame, 1);
+  EXPECT_EQ(config.data.end_frame, -1);
+  EXPECT_DOUBLE_EQ(config.data.q_tolerance_fraction, 0.1);
+  EXPECT_FALSE(config.data.phi_filtering_enabled);
+  EXPECT_EQ(config.nlsq.max_iterations, 100);
+  EXPECT_DOUBLE_EQ(config.nlsq.tolerance, 1e-8);
+  EXPECT_DOUBLE_EQ(config.nlsq.xtol, 1e-8);
+  EXPECT_DOUBLE_EQ(config.nlsq.gtol, 1e-8);
+  EXPECT_DOUBLE_EQ(config.nlsq.sigma, 0.01);
+  EXPECT_EQ(config.nlsq.per_angle_mode, "individual");
+  EXPECT_FALSE(config.nlsq.per_angle_mode_from_config);
+  EXPECT_TRUE(config.streaming.enable_checkpoints);
+  EXPECT_EQ(config.streaming.checkpoint_dir, "./checkpoints");
+  EXPECT_EQ(config.streaming.checkpoint_frequency, 10);
+  EXPECT_EQ(config.streaming.keep_last_checkpoints, 3);
+  EXPECT_EQ(config.streaming.max_retries_per_batch, 2);
+  EXPECT_FALSE(config.streaming.batch_size.has_value());
+  EXPECT_FALSE(config.performance.strategy_override.has_value());
+  EXPECT_FALSE(config.performance.memory_limit_gb.has_value());
+  EXPECT_FALSE(config.performance.cpu_threads.has_value());
+  EXPECT_EQ(config.performance.backend, "cpu");
+  EXPECT_FALSE(config.performance.fast_mode);
+  EXPECT_FALSE(config.simulation.present);
+}
+
+TEST(ConfigDefaultsTest, BoundsDefaultToReferenceSection22InModelOrder) {
+  const Config config = ParseConfig("analysis_mode: laminar_flow\n", "min.yaml");
+
+  ASSERT_EQ(config.bounds.size(), 9u);
+  EXPECT_EQ(config.bounds[0].name, "D0");
+  EXPECT_EQ(config.bounds[6].name, "phi0");
+  EXPECT_EQ(config.bounds[7].name, "contrast");
+  EXPECT_EQ(config.bounds[8].name, "offset");
+  EXPECT_DOUBLE_EQ(config.BoundOf("D0").min, 1e2);
+  EXPECT_DOUBLE_EQ(config.BoundOf("D0").max, 1e5);
+  EXPECT_DOUBLE_EQ(config.BoundOf("gamma_dot_t0").min, 1e-6);
+  EXPECT_DOUBLE_EQ(config.BoundOf("gamma_dot_t_offset").max, 0.1);
+  EXPECT_DOUBLE_EQ(config.BoundOf("offset").min, 0.5);
+  EXPECT_DOUBLE_EQ(config.BoundOf("phi_0").max, 10.0);  // alias
+  EXPECT_THROW(config.BoundOf("nonsense"), ConfigError);
+}
+
+TEST(ConfigDefaultsTest, StaticModeHasFiveBoundsAndThreeInitialNames) {
+  const Config config = ParseConfig("analysis_mode: static_isotropic\n", "s.yaml");
+
+  EXPECT_EQ(config.analysis_mode, AnalysisMode::kStatic);
+  EXPECT_EQ(config.bounds.size(), 5u);
+  EXPECT_EQ(config.initial.parameter_names, (std::vector<std::string>{"D0", "alpha", "D_offset"}));
+  EXPECT_FALSE(config.initial.values.has_value());
+}
+
+TEST(ConfigDefaultsTest, MissingAnalysisModeWarnsAndUsesLaminarFlow) {
+  const Config config = ParseConfig("analyzer_parameters: {dt: 0.5}\n", "m.yaml");
+
+  EXPECT_EQ(config.analysis_mode, AnalysisMode::kLaminarFlow);
+  EXPECT_THAT(JoinWarnings(config), HasSubstr("analysis_mode"));
+}
+
+TEST(ConfigDefaultsTest, EmptyDocumentGivesDefaults) {
+  const Config config = ParseConfig("", "empty.yaml");
+  EXPECT_EQ(config.analysis_mode, AnalysisMode::kLaminarFlow);
+}
+
+TEST(ConfigAliasTest, ParameterAliasesMapToCanonicalNames) {
+  EXPECT_EQ(CanonicalParameterName("gamma_dot_0"), "gamma_dot_t0");
+  EXPECT_EQ(CanonicalParameterName("gamma_dot_t_0"), "gamma_dot_t0");
+  EXPECT_EQ(CanonicalParameterName("gamma_dot_offset"), "gamma_dot_t_offset");
+  EXPECT_EQ(CanonicalParameterName("phi_0"), "phi0");
+  EXPECT_EQ(CanonicalParameterName("D0"), "D0");
+}
+
+TEST(ConfigAliasTest, BoundsAndInitialValuesAcceptAliases) {
+  const Config config = ParseConfig(R"(
+analysis_mode: laminar_flow
+initial_parameters:
+  parameter_names: [D0, alpha, D_offset, gamma_dot_0, beta, gamma_dot_offset, phi_0, contrast]
+  values: [1000, -0.5, 10, 0.001, 0, 0, 2, 0.4]
+parameter_space:
+  bounds:
+    - {name: gamma_dot_0, min: 1.0e-5, max: 0.1}
+    - {name: phi_0, min: -5, max: 5}
+    - {name: D0, min: 500}
+)",
+                                    "a.yaml");
+
+  EXPECT_TRUE(config.warnings.empty()) << JoinWarnings(config);
+  EXPECT_EQ(config.initial.parameter_names[3], "gamma_dot_t0");
+  EXPECT_EQ(config.initial.parameter_names[5], "gamma_dot_t_offset");
+  EXPECT_EQ(config.initial.parameter_names[6], "phi0");
+  ASSERT_TRUE(config.initial.values.has_value());
+  EXPECT_DOUBLE_EQ((*config.initial.values)[7], 0.4);
+  EXPECT_DOUBLE_EQ(config.BoundOf("gamma_dot_t0").min, 1e-5);
+  EXPECT_DOUBLE_EQ(config.BoundOf("gamma_dot_t0").max, 0.1);
+  EXPECT_DOUBLE_EQ(config.BoundOf("phi0").min, -5.0);
+  EXPECT_DOUBLE_EQ(config.BoundOf("D0").min, 500.0);
+  EXPECT_DOUBLE_EQ(config.BoundOf("D0").max, 1e5);  // only min overridden
+}
+
+TEST(ConfigAliasTest, LaminarNamesInStaticConfigAreDroppedWithWarning) {
+  const Config config = ParseConfig(R"(
+analysis_mode: static
+initial_parameters:
+  parameter_names: [D0, alpha, D_offset, phi0]
+  values: [1000, -0.5, 10, 2]
+parameter_space:
+  bounds:
+    - {name: phi0, min: -5, max: 5}
+)",
+                                    "a.yaml");
+
+  EXPECT_EQ(config.initial.parameter_names, (std::vector<std::string>{"D0", "alpha", "D_offset"}));
+  EXPECT_EQ(config.initial.values->size(), 3u);
+  EXPECT_THAT(JoinWarnings(config), HasSubstr("'phi0', not a parameter of static"));
+  EXPECT_EQ(config.bounds.size(), 5u);
+}
+
+TEST(ConfigDataTest, FolderPlusNameWinsOverFilePath) {
+  const Config config = ParseConfig(R"(
+analysis_mode: static
+experimental_data:
+  file_path: ./other.hdf
+  data_folder_path: ./data/sample
+  data_file_name: run.hdf
+)",
+                                    "d.yaml");
+  EXPECT_EQ(config.data.file_path, "./data/sample/run.hdf");
+}
+
+TEST(ConfigDataTest, FilePathUsedWithoutFolderAndName) {
+  const Config config =
+      ParseConfig("analysis_mode: static\nexperimental_data: {file_path: /x/y.h5}\n", "d.yaml");
+  EXPECT_EQ(config.data.file_path, "/x/y.h5");
+}
+
+TEST(ConfigDataTest, AnalyzerParametersAndPhiFiltering) {
+  const Config config = ParseConfig(R"(
+analysis_mode: laminar_flow
+analyzer_parameters:
+  dt: 0.1
+  start_frame: 10
+  end_frame: 500
+  scattering: {wavevector_q: 0.0237}
+  geometry: {stator_rotor_gap: 1.5e6}
+q_tolerance_fraction: 0.05
+phi_filtering:
+  enabled: true
+  target_ranges:
+    - {min_angle: -10, max_angle: 10, description: parallel}
+    - {min_angle: 170, max_angle: -170}
+)",
+                                    "d.yaml");
+
+  EXPECT_DOUBLE_EQ(config.data.dt_seconds, 0.1);
+  EXPECT_DOUBLE_EQ(config.geometry.dt_seconds, 0.1);
+  EXPECT_EQ(config.data.start_frame, 10);
+  EXPECT_EQ(config.data.end_frame, 500);
+  EXPECT_DOUBLE_EQ(config.data.wavevector_q_target, 0.0237);
+  EXPECT_DOUBLE_EQ(config.geometry.q_inv_angstrom, 0.0237);
+  EXPECT_DOUBLE_EQ(config.geometry.gap_angstrom, 1.5e6);
+  EXPECT_DOUBLE_EQ(config.data.q_tolerance_fraction, 0.05);
+  EXPECT_TRUE(config.data.phi_filtering_enabled);
+  ASSERT_EQ(config.data.phi_ranges.size(), 2u);
+  EXPECT_DOUBLE_EQ(config.data.phi_ranges[1].min_angle_degrees, 170.0);
+  EXPECT_DOUBLE_EQ(config.data.phi_ranges[1].max_angle_degrees, -170.0);
+}
+
+TEST(ConfigDataTest, DtAndGapFallbacks) {
+  const Config config = ParseConfig(R"(
+analysis_mode: laminar_flow
+experimental_data:
+  dt: 0.25
+  sample_detector_distance: 3.0e6
+)",
+                                    "d.yaml");
+  EXPECT_DOUBLE_EQ(config.data.dt_seconds, 0.25);
+  EXPECT_DOUBLE_EQ(config.geometry.gap_angstrom, 3.0e6);
+
+  const Config config2 = ParseConfig(R"(
+analysis_mode: laminar_flow
+experimental_data:
+  geometry: {stator_rotor_gap: 4.0e6}
+  sample_detector_distance: 3.0e6
+)",
+                                     "d.yaml");
+  EXPECT_DOUBLE_EQ(config2.geometry.gap_angstrom, 4.0e6);
+}
+
+TEST(ConfigDataTest, LegacyFlatKeysWorkWithDeprecationWarning) {
+  const Config config =
+      ParseConfig("analysis_mode: static\ndata_file: a.h5\ndt: 0.5\nstart_frame: 3\n", "l.yaml");
+  EXPECT_EQ(config.data.file_path, "a.h5");
+  EXPECT_DOUBLE_EQ(config.data.dt_seconds, 0.5);
+  EXPECT_EQ(config.data.start_frame, 3);
+  EXPECT_THAT(JoinWarnings(config), HasSubstr("'dt' is a deprecated flat key"));
+}
+
+TEST(ConfigInitialTest, PerAngleScalingAndFixedParameters) {
+  const Config config = ParseConfig(R"(
+analysis_mode: laminar_flow
+initial_parameters:
+  per_angle_scaling:
+    contrast: [0.3, 0.31, 0.29]
+    offset: [1.0, 1.01, 0.99]
+  fixed_parameters: [phi_0, beta]
+)",
+                                    "i.yaml");
+  ASSERT_TRUE(config.initial.per_angle_contrast.has_value());
+  EXPECT_EQ(config.initial.per_angle_contrast->size(), 3u);
+  EXPECT_DOUBLE_EQ((*config.initial.per_angle_offset)[2], 0.99);
+  EXPECT_EQ(config.initial.fixed_parameters, (std::vector<std::string>{"phi0", "beta"}));
+}
+
+TEST(ConfigNlsqTest, NlsqKeysAndPerAngleMode) {
+  const Config config = ParseConfig(R"(
+analysis_mode: laminar_flow
+optimization:
+  nlsq:
+    max_iterations: 250
+    tolerance: 1.0e-6
+    xtol: 1.0e-7
+    gtol: 1.0e-9
+    sigma: 0.02
+    anti_degeneracy:
+      enable: false
+      per_angle_mode: fourier
+      constant_scaling_threshold: 4
+      fourier_order: 3
+)",
+                                    "n.yaml");
+  EXPECT_EQ(config.nlsq.max_iterations, 250);
+  EXPECT_DOUBLE_EQ(config.nlsq.tolerance, 1e-6);
+  EXPECT_DOUBLE_EQ(config.nlsq.xtol, 1e-7);
+  EXPECT_DOUBLE_EQ(config.nlsq.gtol, 1e-9);
+  EXPECT_DOUBLE_EQ(config.nlsq.sigma, 0.02);
+  EXPECT_FALSE(config.nlsq.anti_degeneracy_enabled);
+  EXPECT_EQ(config.nlsq.per_angle_mode, "fourier");
+  EXPECT_TRUE(config.nlsq.per_angle_mode_from_config);
+  EXPECT_EQ(config.nlsq.constant_scaling_threshold, 4);
+  EXPECT_EQ(config.nlsq.fourier_order, 3);
+}
+
+TEST(ConfigNlsqTest, FtolKeyAndReferenceSpellingOfConstant) {
+  const Config config = ParseConfig(R"(
+analysis_mode: laminar_flow
+optimization:
+  nlsq:
+    ftol: 1.0e-5
+    anti_degeneracy: {per_angle_mode: fixed_constant}
+)",
+                                    "n.yaml");
+  EXPECT_DOUBLE_EQ(config.nlsq.tolerance, 1e-5);
+  EXPECT_EQ(config.nlsq.per_angle_mode, "constant");
+}
+
+TEST(ConfigStreamingTest, OptimizationStreamingKeys) {
+  const Config config = ParseConfig(R"(
+analysis_mode: laminar_flow
+optimization:
+  streaming:
+    batch_size: 20000
+    checkpoint_dir: /scratch/ck
+    checkpoint_frequency: 50
+    keep_last_checkpoints: 5
+    resume_from_checkpoint: false
+    enable_checkpoints: false
+    enable_fault_tolerance: false
+    max_retries_per_batch: 0
+    min_success_rate: 0.9
+    enable_compression: false
+)",
+                                    "s.yaml");
+  EXPECT_TRUE(config.warnings.empty()) << JoinWarnings(config);
+  const StreamingOptions& s = config.streaming;
+  EXPECT_EQ(s.batch_size, 20000);
+  EXPECT_EQ(s.checkpoint_dir, "/scratch/ck");
+  EXPECT_EQ(s.checkpoint_frequency, 50);
+  EXPECT_EQ(s.keep_last_checkpoints, 5);
+  EXPECT_FALSE(s.resume_from_checkpoint);
+  EXPECT_FALSE(s.enable_checkpoints);
+  EXPECT_FALSE(s.enable_fault_tolerance);
+  EXPECT_EQ(s.max_retries_per_batch, 0);
+  EXPECT_DOUBLE_EQ(s.min_success_rate, 0.9);
+  EXPECT_FALSE(s.enable_compression);
+}
+
+TEST(ConfigStreamingTest, NlsqStreamingAcceptedAndOptimizationStreamingWins) {
+  const Config config = ParseConfig(R"(
+analysis_mode: laminar_flow
+optimization:
+  streaming:
+    checkpoint_frequency: 20
+  nlsq:
+    streaming:
+      checkpoint_frequency: 5
+      keep_last_checkpoints: 7
+)",
+                                    "s.yaml");
+  EXPECT_EQ(config.streaming.checkpoint_frequency, 20);
+  EXPECT_EQ(config.streaming.keep_last_checkpoints, 7);
+  const std::string warnings = JoinWarnings(config);
+  EXPECT_THAT(warnings, HasSubstr("optimization.nlsq.streaming.checkpoint_frequency = 5"));
+  EXPECT_THAT(warnings, HasSubstr("using optimization.streaming.checkpoint_frequency"));
+}
+
+TEST(ConfigPerformanceTest, PerformanceKeys) {
+  const Config config = ParseConfig(R"(
+analysis_mode: laminar_flow
+performance:
+  strategy_override: Streaming
+  memory_limit_gb: 8.5
+  fast_mode: true
+  backend: CUDA
+  enable_progress: false
+  computation: {cpu_threads: 16}
+)",
+                                    "p.yaml");
+  EXPECT_EQ(config.performance.strategy_override, StrategyKind::kStreaming);
+  EXPECT_DOUBLE_EQ(*config.performance.memory_limit_gb, 8.5);
+  EXPECT_TRUE(config.performance.fast_mode);
+  EXPECT_EQ(config.performance.backend, "cuda");
+  EXPECT_FALSE(config.performance.enable_progress);
+  EXPECT_EQ(config.performance.cpu_threads, 16);
+}
+
+TEST(ConfigPerformanceTest, TopLevelFastModeAliasAndAutoThreads) {
+  const Config config = ParseConfig(
+      "analysis_mode: static\nfast_mode: true\nperformance: {computation: {cpu_threads: auto}}\n",
+      "p.yaml");
+  EXPECT_TRUE(config.warnings.empty()) << JoinWarnings(config);
+  EXPECT_TRUE(config.performance.fast_mode);
+  EXPECT_FALSE(config.performance.cpu_threads.has_value());
+}
+
+TEST(ConfigSimulationTest, SimulationSection) {
+  const Config config = ParseConfig(R"(
+analysis_mode: laminar_flow
+simulation:
+  output: out.h5
+  format: aps_old
+  frames: 200
+  phi_angles: [0, 30, 60, 90]
+  parameters: {D0: 2000, gamma_dot_0: 0.002, phi_0: 4}
+  contrast: [0.2, 0.25, 0.3, 0.35]
+  offset: 1.02
+  noise_sigma: 0.005
+  seed: 9
+  dtype: float64
+  compression: lzf
+)",
+                                    "sim.yaml");
+  EXPECT_TRUE(config.warnings.empty()) << JoinWarnings(config);
+  const SimulationOptions& sim = config.simulation;
+  EXPECT_TRUE(sim.present);
+  EXPECT_EQ(sim.output, "out.h5");
+  EXPECT_EQ(sim.format, FileLayout::kApsOld);
+  EXPECT_EQ(sim.frames, 200);
+  EXPECT_EQ(sim.phi_angles_degrees.size(), 4u);
+  ASSERT_EQ(sim.physical_parameters.size(), 7u);
+  EXPECT_DOUBLE_EQ(sim.physical_parameters[kD0], 2000.0);
+  EXPECT_DOUBLE_EQ(sim.physical_parameters[kAlpha], 0.5);  // registry default
+  EXPECT_DOUBLE_EQ(sim.physical_parameters[kGammaDot0], 0.002);
+  EXPECT_DOUBLE_EQ(sim.physical_parameters[kPhi0], 4.0);
+  EXPECT_EQ(sim.contrast.size(), 4u);
+  EXPECT_EQ(sim.offset, std::vector<double>{1.02});
+  EXPECT_DOUBLE_EQ(sim.noise_sigma, 0.005);
+  EXPECT_EQ(sim.seed, 9u);
+  EXPECT_EQ(sim.dtype, "float64");
+  EXPECT_EQ(sim.compression, "lzf");
+}
+
+TEST(ConfigUnknownKeyTest, WarnsWithFullPathAndClosestKey) {
+  const Config config = ParseConfig(R"(
+analysis_mode: laminar_flow
+optimization:
+  nlsq:
+    max_iteration: 50
+performance:
+  memory_limt_gb: 4
+parameter_space:
+  bounds:
+    - {name: D0, min: 1, max: 2, mn: 3}
+)",
+                                    "u.yaml");
+  const std::string warnings = JoinWarnings(config);
+  EXPECT_THAT(warnings, HasSubstr("u.yaml: unknown key 'optimization.nlsq.max_iteration'"));
+  EXPECT_THAT(warnings, HasSubstr("did you mean 'optimization.nlsq.max_iterations'"));
+  EXPECT_THAT(warnings, HasSubstr("'performance.memory_limt_gb'"));
+  EXPECT_THAT(warnings, HasSubstr("did you mean 'performance.memory_limit_gb'"));
+  EXPECT_THAT(warnings, HasSubstr("'parameter_space.bounds[0].mn'"));
+  EXPECT_EQ(config.warnings.size(), 3u);
+  EXPECT_EQ(config.nlsq.max_iterations, 100);  // the misspelt key is ignored
+}
+
+TEST(ConfigUnknownKeyTest, FreeFormSubtreesAcceptAnything) {
+  const Config config = ParseConfig(R"(
+analysis_mode: laminar_flow
+metadata: {anything: {deep: [1, 2]}}
+optimization:
+  cmc: {sharding: {whatever: 3}}
+  mcmc: {num_samples: 10}
+logging: {modules: {homodyne.fit: DEBUG}}
+analysis_settings: {model_description: {text: x}}
+plotting: {dpi: 150}
+)",
+                                    "f.yaml");
+  EXPECT_TRUE(config.warnings.empty()) << JoinWarnings(config);
+}
+
+TEST(ConfigFileTest, MalformedYamlNamesFileLineAndColumn) {
+  try {
+    ParseConfig("analysis_mode: static\noptimization:\n  nlsq: [1, 2\n", "broken.yaml");
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    FAIL() << "expected InputError, not ConfigError: " << e.what();
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("broken.yaml"));
+    EXPECT_THAT(e.what(), HasSubstr("invalid YAML at line "));
+    EXPECT_THAT(e.what(), HasSubstr("column"));
+  }
+}
+
+TEST(ConfigFileTest, MalformedYamlLineNumberIsOneBased) {
+  try {
+    ParseConfig("a: 1\nb: 2\nc: [\n", "broken.yaml");
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("line 4"));
+  }
+  try {
+    ParseConfig("a: 1\n  b: 2\n", "broken.yaml");
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("line 2"));
+  }
+}
+
+TEST(ConfigFileTest, MissingFileNamesThePath) {
+  try {
+    LoadConfig("/nonexistent/dir/cfg.yaml");
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("/nonexistent/dir/cfg.yaml"));
+    EXPECT_THAT(e.what(), HasSubstr("not found"));
+  }
+}
+
+TEST(ConfigReportTest, BriefReportMentionsModeFileAndStrategy) {
+  const Config config = ParseConfig(R"(
+analysis_mode: static
+experimental_data: {file_path: /d/x.h5}
+performance: {strategy_override: chunked}
+)",
+                                    "r.yaml");
+  const std::string report = BriefReport(config);
+  EXPECT_THAT(report, HasSubstr("mode: static"));
+  EXPECT_THAT(report, HasSubstr("/d/x.h5"));
+  EXPECT_THAT(report, HasSubstr("strategy: chunked"));
+}
+
+}  // namespace
+}  // namespace homodyne

@@ -1,0 +1,167 @@
+// Every validation rule of LoadConfig: the ConfigError message names the source, the YAML path,
+// the value as written and the rule.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "config_test_util.h"
+
+namespace homodyne {
+namespace {
+
+using testing::ConfigErrorOf;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+struct RuleCase {
+  const char* name;
+  const char* yaml;      // appended to "analysis_mode: laminar_flow\n"
+  const char* expected;  // substring of the message: "<path> = <value>: <rule>"
+};
+
+class ConfigRuleTest : public ::testing::TestWithParam<RuleCase> {};
+
+TEST_P(ConfigRuleTest, MessageNamesPathValueAndRule) {
+  const RuleCase& c = GetParam();
+  const std::string message = ConfigErrorOf(std::string("analysis_mode: laminar_flow\n") + c.yaml);
+  EXPECT_THAT(message, StartsWith("test.yaml: "));
+  EXPECT_THAT(message, HasSubstr(c.expected));
+}
+
+const RuleCase kRules[] = {
+    {"MaxIterationsNegative", "optimization: {nlsq: {max_iterations: -3}}",
+     "optimization.nlsq.max_iterations = -3: must be > 0"},
+    {"MaxIterationsNotInteger", "optimization: {nlsq: {max_iterations: 2.5}}",
+     "optimization.nlsq.max_iterations = 2.5: must be an integer"},
+    {"DtText", "analyzer_parameters: {dt: abc}",
+     "analyzer_parameters.dt = 'abc': must be a number"},
+    {"DtZero", "analyzer_parameters: {dt: 0}",
+     "analyzer_parameters.dt = 0: must be a finite number > 0"},
+    {"DtInfinite", "analyzer_parameters: {dt: .inf}",
+     "analyzer_parameters.dt = .inf: must be a finite"},
+    {"DtNegativeFallback", "experimental_data: {dt: -1}",
+     "experimental_data.dt = -1: must be a finite"},
+    {"QZero", "analyzer_parameters: {scattering: {wavevector_q: 0}}",
+     "analyzer_parameters.scattering.wavevector_q = 0: must be a finite number > 0"},
+    {"GapNegative", "analyzer_parameters: {geometry: {stator_rotor_gap: -5}}",
+     "analyzer_parameters.geometry.stator_rotor_gap = -5: must be a finite number > 0"},
+    {"StartFrameZero", "analyzer_parameters: {start_frame: 0}",
+     "analyzer_parameters.start_frame = 0: must be >= 1"},
+    {"EndBeforeStart", "analyzer_parameters: {start_frame: 100, end_frame: 50}",
+     "analyzer_parameters.end_frame = 50: must be -1 (to the last frame) or >= start_frame (100)"},
+    {"EndFrameMinusTwo", "analyzer_parameters: {end_frame: -2}",
+     "analyzer_parameters.end_frame = -2"},
+    {"BoundsMinNotBelowMax", "parameter_space: {bounds: [{name: D0, min: 500, max: 100}]}",
+     "parameter_space.bounds[0].min = 500: must be finite and < max (100) for D0"},
+    {"BoundsMinAboveDefaultMax", "parameter_space: {bounds: [{name: D0}, {name: beta, min: 3}]}",
+     "parameter_space.bounds[1].min = 3: must be finite and < max (2) for beta"},
+    {"BoundsNameMissing", "parameter_space: {bounds: [{min: 0, max: 1}]}",
+     "parameter_space.bounds[0].name = null: is required"},
+    {"BoundsText", "parameter_space: {bounds: [{name: D0, min: low}]}",
+     "parameter_space.bounds[0].min = 'low': must be a number"},
+    {"Tolerance", "optimization: {nlsq: {tolerance: 0}}",
+     "optimization.nlsq.tolerance = 0: must be > 0"},
+    {"Ftol", "optimization: {nlsq: {ftol: -1.0e-8}}",
+     "optimization.nlsq.ftol = -1.0e-8: must be > 0"},
+    {"Xtol", "optimization: {nlsq: {xtol: -1}}", "optimization.nlsq.xtol = -1: must be > 0"},
+    {"Gtol", "optimization: {nlsq: {gtol: 0.0}}", "optimization.nlsq.gtol = 0.0: must be > 0"},
+    {"Sigma", "optimization: {nlsq: {sigma: 0}}", "optimization.nlsq.sigma = 0: must be > 0"},
+    {"PerAngleMode", "optimization: {nlsq: {anti_degeneracy: {per_angle_mode: averaged}}}",
+     "optimization.nlsq.anti_degeneracy.per_angle_mode = 'averaged': must be one of individual, "
+     "constant, auto, fourier"},
+    {"FourierOrder", "optimization: {nlsq: {anti_degeneracy: {fourier_order: 0}}}",
+     "optimization.nlsq.anti_degeneracy.fourier_order = 0: must be >= 1"},
+    {"AntiDegeneracyEnableText", "optimization: {nlsq: {anti_degeneracy: {enable: maybe}}}",
+     "optimization.nlsq.anti_degeneracy.enable = 'maybe': must be true or false"},
+    {"CheckpointFrequency", "optimization: {streaming: {checkpoint_frequency: 0}}",
+     "optimization.streaming.checkpoint_frequency = 0: must be > 0"},
+    {"CheckpointFrequencyUnderNlsq",
+     "optimization: {nlsq: {streaming: {checkpoint_frequency: -1}}}",
+     "optimization.nlsq.streaming.checkpoint_frequency = -1: must be > 0"},
+    {"KeepLastCheckpoints", "optimization: {streaming: {keep_last_checkpoints: 0}}",
+     "optimization.streaming.keep_last_checkpoints = 0: must be >= 1"},
+    {"MaxRetries", "optimization: {streaming: {max_retries_per_batch: -1}}",
+     "optimization.streaming.max_retries_per_batch = -1: must be >= 0"},
+    {"BatchSize", "optimization: {streaming: {batch_size: 0}}",
+     "optimization.streaming.batch_size = 0: must be >= 1"},
+    {"MinSuccessRate", "optimization: {streaming: {min_success_rate: 1.5}}",
+     "optimization.streaming.min_success_rate = 1.5: must be in [0, 1]"},
+    {"CheckpointDirEmpty", "optimization: {streaming: {checkpoint_dir: ''}}",
+     "optimization.streaming.checkpoint_dir = '': must be a non-empty folder path"},
+    {"MemoryLimit", "performance: {memory_limit_gb: 0}",
+     "performance.memory_limit_gb = 0: must be > 0"},
+    {"MemoryLimitText", "performance: {memory_limit_gb: lots}",
+     "performance.memory_limit_gb = 'lots': must be a number"},
+    {"CpuThreadsZero", "performance: {computation: {cpu_threads: 0}}",
+     "performance.computation.cpu_threads = 0: must be an integer >= 1 or 'auto'"},
+    {"CpuThreadsText", "performance: {computation: {cpu_threads: many}}",
+     "performance.computation.cpu_threads = 'many': must be an integer >= 1 or 'auto'"},
+    {"StrategyOverride", "performance: {strategy_override: turbo}",
+     "performance.strategy_override = 'turbo': must be one of standard, large, chunked, streaming"},
+    {"Backend", "performance: {backend: opencl}",
+     "performance.backend = 'opencl': must be one of cpu, cuda, auto"},
+    {"FastModeText", "performance: {fast_mode: 3}",
+     "performance.fast_mode = 3: must be true or false"},
+    {"InitialValuesLength", "initial_parameters: {parameter_names: [D0, alpha], values: [1, 2, 3]}",
+     "initial_parameters.values = [1, 2, 3]: must have 2 values, one per "
+     "initial_parameters.parameter_names entry"},
+    {"InitialValuesDefaultNamesLength", "initial_parameters: {values: [1, 2, 3]}",
+     "initial_parameters.values = [1, 2, 3]: must have 7 values"},
+    {"InitialUnknownName", "initial_parameters: {parameter_names: [D0, foo], values: [1, 2]}",
+     "initial_parameters.parameter_names[1] = 'foo': unknown parameter; expected one of D0"},
+    {"InitialDuplicateName", "initial_parameters: {parameter_names: [phi0, phi_0], values: [1, 2]}",
+     "initial_parameters.parameter_names[1] = 'phi_0': appears twice"},
+    {"PerAngleLengths",
+     "initial_parameters: {per_angle_scaling: {contrast: [0.3, 0.3], offset: [1, 1, 1]}}",
+     "initial_parameters.per_angle_scaling.offset = [1, 1, 1]: must have as many values as "
+     "per_angle_scaling.contrast (2)"},
+    {"FixedUnknown", "initial_parameters: {fixed_parameters: [gamma]}",
+     "initial_parameters.fixed_parameters[0] = 'gamma': unknown parameter"},
+    {"PhiRangeMissingEnd", "phi_filtering: {enabled: true, target_ranges: [{min_angle: 5}]}",
+     "phi_filtering.target_ranges[0].max_angle = null: is required"},
+    {"SectionNotMapping", "optimization: 5", "optimization = 5: must be a mapping"},
+    {"QTolerance", "q_tolerance_fraction: -0.1",
+     "q_tolerance_fraction = -0.1: must be a finite number > 0"},
+    {"SimulationFrames", "simulation: {frames: 1}",
+     "simulation.frames = 1: must be in [2, 1000000]"},
+    {"SimulationUnknownParameter", "simulation: {parameters: {D1: 3}}",
+     "simulation.parameters.D1 = 3: not a parameter of laminar_flow mode"},
+    {"SimulationContrastLength", "simulation: {phi_angles: [0, 90], contrast: [0.1, 0.2, 0.3]}",
+     "simulation.contrast = [0.1, 0.2, 0.3]: must be one number or one per angle (2)"},
+    {"SimulationNoise", "simulation: {noise_sigma: -0.1}",
+     "simulation.noise_sigma = -0.1: must be >= 0"},
+    {"SimulationDtype", "simulation: {dtype: int8}",
+     "simulation.dtype = 'int8': must be float32 or float64"},
+    {"SimulationCompression", "simulation: {compression: zstd}",
+     "simulation.compression = 'zstd': must be one of none, gzip, lzf"},
+    {"SimulationFormat", "simulation: {format: nexus}",
+     "simulation.format = 'nexus': must be aps_u or aps_old"},
+};
+
+INSTANTIATE_TEST_SUITE_P(AllRules, ConfigRuleTest,
+                         ::testing::ValuesIn(std::begin(kRules), std::end(kRules)),
+                         [](const ::testing::TestParamInfo<RuleCase>& param_info) {
+                           return std::string(param_info.param.name);
+                         });
+
+TEST(ConfigModeTest, UnknownAnalysisModeNamesPathAndChoices) {
+  const std::string message = ConfigErrorOf("analysis_mode: turbulent\n");
+  EXPECT_THAT(message, HasSubstr("test.yaml: analysis_mode = 'turbulent': must be static or "
+                                 "laminar_flow"));
+}
+
+TEST(ConfigModeTest, AutoAveragedSpellingIsExplained) {
+  const std::string message = ConfigErrorOf(
+      "analysis_mode: laminar_flow\noptimization: {nlsq: {anti_degeneracy: {per_angle_mode: "
+      "auto_averaged}}}\n");
+  EXPECT_THAT(message, HasSubstr("auto_averaged is what auto resolves to"));
+}
+
+TEST(ConfigModeTest, NonMappingDocumentIsAnError) {
+  const std::string message = ConfigErrorOf("- just\n- a list\n");
+  EXPECT_THAT(message, HasSubstr("must be a mapping"));
+}
+
+}  // namespace
+}  // namespace homodyne
