@@ -23,7 +23,9 @@ std::string_view ToString(FileLayout layout);  // "aps_u" or "aps_old"
 // Points of a packed strict upper triangle with n times.
 inline int64_t UpperTriangleSize(int64_t n) { return n * (n - 1) / 2; }
 // Offset of row i's first point (i, i+1) in the packed strict upper triangle of n times.
-inline int64_t UpperTriangleRowOffset(int64_t n, int64_t i) { return i * (n - 1) - i * (i - 1) / 2; }
+inline int64_t UpperTriangleRowOffset(int64_t n, int64_t i) {
+  return i * (n - 1) - i * (i - 1) / 2;
+}
 // Points in rows [row_begin, row_end) of the packed strict upper triangle of n times.
 inline int64_t UpperTriangleRowsSize(int64_t n, int64_t row_begin, int64_t row_end) {
   return UpperTriangleRowOffset(n, row_end) - UpperTriangleRowOffset(n, row_begin);
@@ -43,37 +45,42 @@ bool PhiInRange(double phi_degrees, const PhiRange& range);
 // What to read from a file; built from the config (experimental_data, analyzer_parameters,
 // phi_filtering) and CLI overrides.
 struct DataSelection {
-  std::string file_path;                  // the HDF5 file
-  double wavevector_q_target = 0.0054;    // analyzer_parameters.scattering.wavevector_q [1/A]
-  int start_frame = 1;                    // 1-based, inclusive; clamped to >= 1
-  int end_frame = -1;                     // 1-based, inclusive; -1 = to the last frame
-  double dt_seconds = 0.001;              // frame time [s]
-  double q_tolerance_fraction = 0.1;      // APS-old q window (reference section 3.4)
-  bool phi_filtering_enabled = false;     // phi_filtering.enabled
-  std::vector<PhiRange> phi_ranges;       // phi_filtering.target_ranges; empty keeps all
+  std::string file_path;                // the HDF5 file
+  double wavevector_q_target = 0.0054;  // analyzer_parameters.scattering.wavevector_q [1/A]
+  int start_frame = 1;                  // 1-based, inclusive; clamped to >= 1
+  int end_frame = -1;                   // 1-based, inclusive; -1 = to the last frame
+  double dt_seconds = 0.001;            // frame time [s]
+  double q_tolerance_fraction = 0.1;    // APS-old q window (reference section 3.4)
+  bool phi_filtering_enabled = false;   // phi_filtering.enabled
+  std::vector<PhiRange> phi_ranges;     // phi_filtering.target_ranges; empty keeps all
 };
 
 // One correlation matrix kept for fitting.
 struct AngleInfo {
-  double phi_degrees = 0.0;   // normalised to (-180, 180]
+  double phi_degrees = 0.0;  // normalised to (-180, 180]
   double q_inv_angstrom = 0.0;
-  std::string dataset_path;   // HDF5 path of its (half) matrix, e.g. /xpcs/twotime/correlation_map/c2_00001
+  // HDF5 path of its (half) matrix, e.g. /xpcs/twotime/correlation_map/c2_00001.
+  std::string dataset_path;
+  // The matrix holds both triangles instead of the APS convention (upper triangle, zeros below):
+  // its upper triangle is used as is rather than doubling the off-diagonal (a warning says so).
+  bool stores_both_triangles = false;
 };
 
 // What a file holds and what of it is selected. Built without reading matrix values.
 struct DatasetInfo {
   std::string file_path;
   FileLayout layout = FileLayout::kApsU;
-  std::string value_type;      // "float32" or "float64"
-  std::string compression;     // "none", "gzip", "lzf" (of the first selected matrix)
-  int frames_in_file = 0;      // matrix size in the file
-  int first_frame = 0;         // 0-based file frame of raw-grid time 0
-  int num_raw_frames = 0;      // N_raw after slicing
+  std::string value_type;   // "float32" or "float64"
+  std::string compression;  // "none", "gzip", "lzf" (of the first selected matrix)
+  int frames_in_file = 0;   // matrix size in the file
+  int first_frame = 0;      // 0-based file frame of raw-grid time 0
+  int num_raw_frames = 0;   // N_raw after slicing
   double dt_seconds = 0.0;
-  double q_inv_angstrom = 0.0; // q of the selected ring (the first kept matrix's q)
-  std::vector<AngleInfo> angles;          // kept, in file order
-  std::vector<double> phi_filtered_out;   // normalised angles removed by phi_filtering
-  std::vector<std::string> warnings;      // things the user should know (logged by callers)
+  double q_inv_angstrom = 0.0;           // q of the selected ring (the first kept matrix's q)
+  double q_target_inv_angstrom = 0.0;    // the requested q (DataSelection::wavevector_q_target)
+  std::vector<AngleInfo> angles;         // kept, in file order
+  std::vector<double> phi_filtered_out;  // normalised angles removed by phi_filtering
+  std::vector<std::string> warnings;     // things the user should know (logged by callers)
 
   int num_angles() const { return static_cast<int>(angles.size()); }
   // N: times of the fitted grid.

@@ -10,9 +10,9 @@ namespace homodyne {
 
 struct SimulationReport {
   std::string output_path;
-  int64_t points_written = 0;   // matrix elements stored (n_angles * frames^2)
-  int64_t bytes_written = 0;    // file size on disk
-  double seconds = 0.0;         // wall time of the write
+  int64_t points_written = 0;  // matrix elements stored (n_angles * frames^2)
+  int64_t bytes_written = 0;   // file size on disk
+  double seconds = 0.0;        // wall time of the write
 };
 
 // Writes config.simulation to its output in the layout a beamline writes: one upper-triangle half

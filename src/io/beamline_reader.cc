@@ -1,1 +1,694 @@
-// (being written)
+// Reader of beamline two-time correlation files (DESIGN section 8; reference section 3).
+//
+// InspectDataset follows the reference loader: layout detection (3.2), APS-U (3.5) and APS-old
+// (3.4) selection, frame slicing (3.7), phi normalisation and phi_filtering (3.10). Where the
+// reference silently truncates or guesses, this reader stops with a DataError whose message
+// starts with the file path (a count mismatch between bins and matrices, a target q far from
+// every ring). Matrix values are only read by the BatchSource, as hyperslabs of row ranges.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+#include <utility>
+
+#include "homodyne/dataset.h"
+#include "homodyne/errors.h"
+#include "io/hdf5_util.h"
+
+namespace homodyne {
+
+using io_internal::DatasetHid;
+using io_internal::Hdf5ErrorText;
+using io_internal::Hid;
+using io_internal::PlistHid;
+using io_internal::SpaceHid;
+using io_internal::TypeHid;
+
+std::string_view ToString(FileLayout layout) {
+  return layout == FileLayout::kApsU ? "aps_u" : "aps_old";
+}
+
+double NormalizePhiDegrees(double phi_degrees) {
+  // Python's `phi % 360` (result in [0, 360)), then (180, 360) -> (-180, 0) (reference 3.10).
+  double wrapped = std::fmod(phi_degrees, 360.0);
+  if (wrapped < 0.0) wrapped += 360.0;
+  if (wrapped >= 360.0) wrapped -= 360.0;
+  if (wrapped > 180.0) wrapped -= 360.0;
+  return wrapped;
+}
+
+bool PhiInRange(double phi_degrees, const PhiRange& range) {
+  // A range spanning a full turn before normalisation (e.g. [-180, 180]) keeps every angle; the
+  // reference would normalise it to [180, 180]. Other ranges follow reference 3.10 exactly.
+  if (range.max_angle_degrees - range.min_angle_degrees >= 360.0) return true;
+  const double phi = NormalizePhiDegrees(phi_degrees);
+  const double low = NormalizePhiDegrees(range.min_angle_degrees);
+  const double high = NormalizePhiDegrees(range.max_angle_degrees);
+  if (low <= high) return low <= phi && phi <= high;
+  return phi >= low || phi <= high;  // wrapped range
+}
+
+int64_t DatasetInfo::num_fit_points() const {
+  const int64_t n = num_times();
+  return static_cast<int64_t>(num_angles()) * n * (n - 1);
+}
+
+std::vector<double> DatasetInfo::FittedTimes() const {
+  std::vector<double> times(static_cast<size_t>(std::max(num_times(), 0)));
+  for (size_t i = 0; i < times.size(); ++i) times[i] = static_cast<double>(i + 1) * dt_seconds;
+  return times;
+}
+
+namespace {
+
+constexpr const char* kApsUQList = "/xpcs/qmap/dynamic_v_list_dim0";
+constexpr const char* kApsUPhiList = "/xpcs/qmap/dynamic_v_list_dim1";
+constexpr const char* kApsUBins = "/xpcs/twotime/processed_bins";
+constexpr const char* kApsUMatrices = "/xpcs/twotime/correlation_map";
+constexpr const char* kApsOldQList = "/xpcs/dqlist";
+constexpr const char* kApsOldPhiList = "/xpcs/dphilist";
+constexpr const char* kApsOldMatrices = "/exchange/C2T_all";
+
+// Exact-match tolerance of APS-U q rings (reference 3.5).
+constexpr double kApsUSameQ = 1e-10;
+// Temporary buffer of one hyperslab read of rows.
+constexpr size_t kReadBufferBytes = size_t{16} << 20;
+// Total HDF5 chunk cache over all open matrices of one BatchSource.
+constexpr size_t kChunkCacheBudgetBytes = size_t{256} << 20;
+
+std::string FormatDouble(double value) {
+  std::ostringstream text;
+  text.precision(10);
+  text << value;
+  return text.str();
+}
+
+[[noreturn]] void Fail(const std::string& path, const std::string& what) {
+  throw DataError(path + ": " + what);
+}
+
+// One matrix of the file with its bin's q and phi (phi as stored).
+struct Candidate {
+  double q = 0.0;
+  double phi_degrees = 0.0;
+  std::string dataset_path;
+};
+
+std::vector<std::string> MemberNames(hid_t file, const std::string& file_path,
+                                     const std::string& group_path) {
+  Hid group = io_internal::GroupHid(H5Gopen2(file, group_path.c_str(), H5P_DEFAULT));
+  if (!group.valid()) Fail(file_path, group_path + " is not a group (" + Hdf5ErrorText() + ")");
+  try {
+    return io_internal::GroupMemberNames(group.get());
+  } catch (const std::runtime_error& error) {
+    Fail(file_path, group_path + ": " + error.what());
+  }
+}
+
+std::vector<double> ReadDoubles(hid_t file, const std::string& file_path,
+                                const std::string& dataset_path) {
+  try {
+    return io_internal::ReadAllDoubles(file, dataset_path);
+  } catch (const std::runtime_error& error) {
+    Fail(file_path, error.what());
+  }
+}
+
+std::string ListTopLevel(hid_t file) {
+  std::vector<std::string> names;
+  try {
+    names = io_internal::GroupMemberNames(file);
+  } catch (const std::runtime_error&) {
+    return "(unreadable)";
+  }
+  if (names.empty()) return "(nothing)";
+  std::string text;
+  for (const std::string& name : names) text += (text.empty() ? "/" : ", /") + name;
+  return text;
+}
+
+// APS-U (reference 3.5): bins -> (q index, phi index) -> pairs matched by position with the
+// alphabetically sorted correlation_map members.
+std::vector<Candidate> ApsUCandidates(hid_t file, const std::string& path,
+                                      std::vector<std::string>& warnings) {
+  const std::vector<double> q_list = ReadDoubles(file, path, kApsUQList);
+  if (!io_internal::PathExists(file, kApsUPhiList)) {
+    Fail(path, std::string("APS-U layout without ") + kApsUPhiList);
+  }
+  if (!io_internal::PathExists(file, kApsUBins)) {
+    Fail(path, std::string("APS-U layout without ") + kApsUBins);
+  }
+  const std::vector<double> phi_list = ReadDoubles(file, path, kApsUPhiList);
+  std::vector<int64_t> bins;
+  try {
+    bins = io_internal::ReadAllInt64(file, kApsUBins);
+  } catch (const std::runtime_error& error) {
+    Fail(path, error.what());
+  }
+  const std::vector<std::string> names = MemberNames(file, path, kApsUMatrices);
+  if (q_list.empty() || phi_list.empty()) {
+    Fail(path, std::string(kApsUQList) + " or " + kApsUPhiList + " is empty");
+  }
+  const int64_t n_q = static_cast<int64_t>(q_list.size());
+  const int64_t n_phi = static_cast<int64_t>(phi_list.size());
+  std::vector<Candidate> candidates;
+  int invalid = 0;
+  for (int64_t bin : bins) {
+    const int64_t index = bin - 1;
+    if (index < 0 || index / n_phi >= n_q) {
+      ++invalid;
+      continue;
+    }
+    candidates.push_back({q_list[static_cast<size_t>(index / n_phi)],
+                          phi_list[static_cast<size_t>(index % n_phi)], ""});
+  }
+  if (invalid > 0) {
+    warnings.push_back(path + ": skipped " + std::to_string(invalid) +
+                       " processed bin(s) outside " + "the q/phi lists (" + std::to_string(n_q) +
+                       " q x " + std::to_string(n_phi) + " phi)");
+  }
+  if (candidates.size() != names.size()) {
+    Fail(path, "count mismatch: " + std::to_string(candidates.size()) + " valid bins in " +
+                   kApsUBins + " but " + std::to_string(names.size()) + " matrices in " +
+                   kApsUMatrices);
+  }
+  for (size_t k = 0; k < names.size(); ++k) {
+    candidates[k].dataset_path = std::string(kApsUMatrices) + "/" + names[k];
+  }
+  return candidates;
+}
+
+// APS-old (reference 3.4): (1, M) q and phi lists matched by position with the sorted C2T_all
+// members.
+std::vector<Candidate> ApsOldCandidates(hid_t file, const std::string& path) {
+  const std::vector<double> q_list = ReadDoubles(file, path, kApsOldQList);
+  const std::vector<double> phi_list = ReadDoubles(file, path, kApsOldPhiList);
+  const std::vector<std::string> names = MemberNames(file, path, kApsOldMatrices);
+  if (q_list.size() != phi_list.size()) {
+    Fail(path, "count mismatch: " + std::to_string(q_list.size()) + " values in " + kApsOldQList +
+                   " but " + std::to_string(phi_list.size()) + " in " + kApsOldPhiList);
+  }
+  if (q_list.size() != names.size()) {
+    Fail(path, "count mismatch: " + std::to_string(q_list.size()) + " bins in " + kApsOldQList +
+                   " but " + std::to_string(names.size()) + " matrices in " + kApsOldMatrices);
+  }
+  std::vector<Candidate> candidates;
+  for (size_t k = 0; k < names.size(); ++k) {
+    candidates.push_back({q_list[k], phi_list[k], std::string(kApsOldMatrices) + "/" + names[k]});
+  }
+  return candidates;
+}
+
+// Index of the candidate whose q is closest to the target (first on ties). Throws if the closest
+// ring is further than the tolerance from the target: "q not present".
+size_t ClosestQ(const std::vector<Candidate>& candidates, const DataSelection& selection) {
+  size_t best = 0;
+  for (size_t k = 1; k < candidates.size(); ++k) {
+    if (std::abs(candidates[k].q - selection.wavevector_q_target) <
+        std::abs(candidates[best].q - selection.wavevector_q_target)) {
+      best = k;
+    }
+  }
+  const double target = selection.wavevector_q_target;
+  const double distance = std::abs(candidates[best].q - target);
+  if (!(distance <= selection.q_tolerance_fraction * std::abs(target))) {
+    Fail(selection.file_path, "wavevector q = " + FormatDouble(target) +
+                                  " 1/A is not present: the closest available q " + "is " +
+                                  FormatDouble(candidates[best].q) + " 1/A (allowed distance " +
+                                  FormatDouble(selection.q_tolerance_fraction) + " x q)");
+  }
+  return best;
+}
+
+std::vector<Candidate> SelectApsU(const std::vector<Candidate>& candidates,
+                                  const DataSelection& selection) {
+  const double q_star = candidates[ClosestQ(candidates, selection)].q;
+  std::vector<Candidate> kept;
+  for (const Candidate& candidate : candidates) {
+    if (std::abs(candidate.q - q_star) < kApsUSameQ) kept.push_back(candidate);
+  }
+  return kept;
+}
+
+std::vector<Candidate> SelectApsOld(const std::vector<Candidate>& candidates,
+                                    const DataSelection& selection,
+                                    std::vector<std::string>& warnings) {
+  const double q_star = candidates[ClosestQ(candidates, selection)].q;
+  std::vector<size_t> indices;
+  for (size_t k = 0; k < candidates.size(); ++k) {
+    if (std::abs(candidates[k].q - q_star) <= selection.q_tolerance_fraction * q_star) {
+      indices.push_back(k);
+    }
+  }
+  if (indices.size() < 5) {
+    // Fewer than 5 bins in the window: the 10 (or all, if fewer) bins closest in q, kept in file
+    // order.
+    indices.resize(candidates.size());
+    for (size_t k = 0; k < indices.size(); ++k) indices[k] = k;
+    std::stable_sort(indices.begin(), indices.end(), [&](size_t a, size_t b) {
+      return std::abs(candidates[a].q - q_star) < std::abs(candidates[b].q - q_star);
+    });
+    indices.resize(std::min<size_t>(10, indices.size()));
+    std::sort(indices.begin(), indices.end());
+  }
+  std::vector<Candidate> kept;
+  bool mixed = false;
+  for (size_t k : indices) {
+    kept.push_back(candidates[k]);
+    mixed = mixed || std::abs(candidates[k].q - kept.front().q) > kApsUSameQ;
+  }
+  if (mixed) {
+    warnings.push_back(selection.file_path + ": the APS-old q window mixes several q rings; the " +
+                       "model uses the first kept matrix's q (reference 3.4)");
+  }
+  return kept;
+}
+
+std::string TypeName(hid_t type) {
+  if (H5Tget_class(type) == H5T_FLOAT) {
+    if (H5Tget_size(type) == 4) return "float32";
+    if (H5Tget_size(type) == 8) return "float64";
+  }
+  return "";
+}
+
+// "none", "gzip", "lzf" or "filter <id>"; throws when a filter cannot be decoded here.
+std::string Compression(hid_t dataset, const std::string& file_path,
+                        const std::string& dataset_path) {
+  Hid create = PlistHid(H5Dget_create_plist(dataset));
+  const int count = create.valid() ? H5Pget_nfilters(create.get()) : -1;
+  if (count < 0) Fail(file_path, "cannot read the filters of " + dataset_path);
+  std::string compression = "none";
+  for (int k = 0; k < count; ++k) {
+    unsigned flags = 0;
+    size_t num_values = 0;
+    char name[64] = {0};
+    unsigned config = 0;
+    const H5Z_filter_t id = H5Pget_filter2(create.get(), static_cast<unsigned>(k), &flags,
+                                           &num_values, nullptr, sizeof(name), name, &config);
+    if (id < 0) Fail(file_path, "cannot read the filters of " + dataset_path);
+    if (H5Zfilter_avail(id) <= 0) {
+      Fail(file_path, dataset_path + " uses HDF5 filter " + std::to_string(id) + " (" + name +
+                          "), which this build cannot decode (supported: gzip, lzf)");
+    }
+    if (id == H5Z_FILTER_DEFLATE) {
+      compression = "gzip";
+    } else if (id == io_internal::kLzfFilterId) {
+      compression = "lzf";
+    } else if (id != H5Z_FILTER_SHUFFLE && id != H5Z_FILTER_FLETCHER32) {
+      compression = "filter " + std::to_string(id);
+    }
+  }
+  return compression;
+}
+
+// Reads `rows` x `cols` values at (row, col) of a 2-D dataset into `out` (row-major), converted
+// to T by HDF5.
+template <typename T>
+void ReadRectangle(hid_t dataset, int64_t row, int64_t rows, int64_t col, int64_t cols, T* out) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
+  const hid_t memory_type = std::is_same_v<T, float> ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE;
+  const hsize_t start[2] = {static_cast<hsize_t>(row), static_cast<hsize_t>(col)};
+  const hsize_t count[2] = {static_cast<hsize_t>(rows), static_cast<hsize_t>(cols)};
+  Hid file_space = SpaceHid(H5Dget_space(dataset));
+  Hid memory_space = SpaceHid(H5Screate_simple(2, count, nullptr));
+  if (!file_space.valid() || !memory_space.valid() ||
+      H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr) < 0 ||
+      H5Dread(dataset, memory_type, memory_space.get(), file_space.get(), H5P_DEFAULT, out) < 0) {
+    throw std::runtime_error(Hdf5ErrorText());
+  }
+}
+
+// Samples a few rows below the diagonal: true when most sampled lower-triangle values are
+// non-zero, i.e. the matrix stores both triangles rather than the APS convention (reference 3.3).
+bool StoresBothTriangles(hid_t dataset, int frames) {
+  int64_t sampled = 0;
+  int64_t non_zero = 0;
+  std::vector<double> row;
+  for (int64_t r :
+       {int64_t{frames} / 4, int64_t{frames} / 2, 3 * int64_t{frames} / 4, int64_t{frames} - 1}) {
+    if (r < 1) continue;
+    const int64_t width = std::min<int64_t>(r, 4096);  // the values just left of the diagonal
+    row.resize(static_cast<size_t>(width));
+    ReadRectangle(dataset, r, 1, r - width, width, row.data());
+    for (double value : row) non_zero += (std::isfinite(value) && value != 0.0) ? 1 : 0;
+    sampled += width;
+  }
+  return sampled > 0 && 2 * non_zero > sampled;
+}
+
+struct OpenedDataset {
+  DatasetInfo info;
+  Hid file;
+};
+
+OpenedDataset Inspect(const DataSelection& selection) {
+  io_internal::InitializeHdf5();
+  const std::string& path = selection.file_path;
+  std::error_code error;
+  if (path.empty()) Fail("(empty path)", "no data file given");
+  if (!std::filesystem::exists(path, error)) Fail(path, "no such file");
+  if (std::filesystem::is_directory(path, error)) Fail(path, "is a directory, not an HDF5 file");
+  if (H5Fis_hdf5(path.c_str()) <= 0) {
+    Hdf5ErrorText();
+    Fail(path, "not an HDF5 file");
+  }
+  OpenedDataset opened;
+  opened.file = io_internal::FileHid(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  if (!opened.file.valid()) Fail(path, "cannot open the HDF5 file (" + Hdf5ErrorText() + ")");
+  const hid_t file = opened.file.get();
+  DatasetInfo& info = opened.info;
+  info.file_path = path;
+  info.dt_seconds = selection.dt_seconds;
+  info.q_target_inv_angstrom = selection.wavevector_q_target;
+
+  // Layout detection, first match wins (reference 3.2).
+  std::vector<Candidate> candidates;
+  if (io_internal::PathExists(file, kApsUQList) && io_internal::PathExists(file, kApsUMatrices)) {
+    info.layout = FileLayout::kApsU;
+    candidates = ApsUCandidates(file, path, info.warnings);
+  } else if (io_internal::PathExists(file, kApsOldQList) &&
+             io_internal::PathExists(file, kApsOldPhiList) &&
+             io_internal::PathExists(file, kApsOldMatrices)) {
+    info.layout = FileLayout::kApsOld;
+    candidates = ApsOldCandidates(file, path);
+  } else {
+    Fail(path, std::string("neither APS-U layout (") + kApsUQList + " and " + kApsUMatrices +
+                   ") nor APS-old layout (" + kApsOldQList + ", " + kApsOldPhiList + " and " +
+                   kApsOldMatrices + "); the file's top level holds: " + ListTopLevel(file));
+  }
+  if (candidates.empty()) {
+    Fail(path, std::string("no correlation matrix to select: every angle was filtered out (") +
+                   (info.layout == FileLayout::kApsU ? "no valid processed bin" : "no q bin") +
+                   ")");
+  }
+
+  std::vector<Candidate> kept = info.layout == FileLayout::kApsU
+                                    ? SelectApsU(candidates, selection)
+                                    : SelectApsOld(candidates, selection, info.warnings);
+  info.q_inv_angstrom = kept.front().q;
+  if (std::abs(info.q_inv_angstrom - selection.wavevector_q_target) >
+      1e-6 * std::abs(selection.wavevector_q_target)) {
+    info.warnings.push_back(path + ": target q " + FormatDouble(selection.wavevector_q_target) +
+                            " 1/A not in the file; using the closest ring, q = " +
+                            FormatDouble(info.q_inv_angstrom) + " 1/A");
+  }
+
+  // Shapes and types of the selected matrices: square, all the same size, float.
+  for (const Candidate& candidate : kept) {
+    Hid dataset = DatasetHid(H5Dopen2(file, candidate.dataset_path.c_str(), H5P_DEFAULT));
+    if (!dataset.valid()) Fail(path, "cannot open dataset " + candidate.dataset_path);
+    std::vector<hsize_t> dims;
+    try {
+      dims = io_internal::DatasetDims(dataset.get());
+    } catch (const std::runtime_error& failure) {
+      Fail(path, candidate.dataset_path + ": " + failure.what());
+    }
+    if (dims.size() != 2 || dims[0] != dims[1]) {
+      std::string shape;
+      for (hsize_t d : dims) shape += (shape.empty() ? "" : " x ") + std::to_string(d);
+      Fail(path, "matrix " + candidate.dataset_path + " has shape (" + shape +
+                     "): expected a square frames x frames matrix (rank 2)");
+    }
+    if (dims[0] > static_cast<hsize_t>(std::numeric_limits<int>::max())) {
+      Fail(path, "matrix " + candidate.dataset_path + " is too large");
+    }
+    Hid type = TypeHid(H5Dget_type(dataset.get()));
+    const std::string type_name = TypeName(type.get());
+    if (type_name.empty()) {
+      Fail(path, "matrix " + candidate.dataset_path + " is not float32 or float64");
+    }
+    if (info.angles.empty()) {
+      info.frames_in_file = static_cast<int>(dims[0]);
+      info.value_type = type_name;
+      info.compression = Compression(dataset.get(), path, candidate.dataset_path);
+    } else {
+      Compression(dataset.get(), path, candidate.dataset_path);  // decodable?
+      if (static_cast<int>(dims[0]) != info.frames_in_file) {
+        Fail(path, "matrix " + candidate.dataset_path + " has " + std::to_string(dims[0]) +
+                       " frames but " + info.angles.front().dataset_path + " has " +
+                       std::to_string(info.frames_in_file));
+      }
+    }
+    AngleInfo angle;
+    angle.phi_degrees = NormalizePhiDegrees(candidate.phi_degrees);
+    angle.q_inv_angstrom = candidate.q;
+    angle.dataset_path = candidate.dataset_path;
+    try {
+      angle.stores_both_triangles = StoresBothTriangles(dataset.get(), info.frames_in_file);
+    } catch (const std::runtime_error& failure) {
+      Fail(path, "cannot read " + candidate.dataset_path + " (" + failure.what() + ")");
+    }
+    if (angle.stores_both_triangles) {
+      info.warnings.push_back(path + ": " + candidate.dataset_path + " stores both triangles " +
+                              "(not the APS upper-triangle convention); using its upper triangle " +
+                              "as is instead of doubling the off-diagonal (reference 3.3)");
+    }
+    info.angles.push_back(std::move(angle));
+  }
+
+  // Frame slicing, 1-based inclusive window (reference 3.7).
+  const int frames = info.frames_in_file;
+  const int first = std::max(selection.start_frame, 1) - 1;
+  if (first >= frames) {
+    Fail(path, "start_frame = " + std::to_string(selection.start_frame) + " is beyond the file's " +
+                   std::to_string(frames) + " frames");
+  }
+  int end = selection.end_frame < 0 ? frames : selection.end_frame;
+  if (end > frames) {
+    info.warnings.push_back(path + ": end_frame = " + std::to_string(selection.end_frame) +
+                            " beyond the file's " + std::to_string(frames) + " frames; using " +
+                            std::to_string(frames));
+    end = frames;
+  }
+  if (end <= first) {
+    Fail(path, "end_frame = " + std::to_string(selection.end_frame) +
+                   " is before start_frame = " + std::to_string(first + 1));
+  }
+  if (end - first < 3) {
+    Fail(path, "frame window [" + std::to_string(first + 1) + ", " + std::to_string(end) +
+                   "] holds " + std::to_string(end - first) +
+                   " frame(s); at least 3 are needed (frame 0 of the window is dropped)");
+  }
+  info.first_frame = first;
+  info.num_raw_frames = end - first;
+
+  // phi_filtering (reference 3.10): keep angles in any range; none matching keeps all.
+  if (selection.phi_filtering_enabled && !selection.phi_ranges.empty()) {
+    std::vector<AngleInfo> in_range;
+    std::vector<double> out_of_range;
+    for (const AngleInfo& angle : info.angles) {
+      const bool keep =
+          std::any_of(selection.phi_ranges.begin(), selection.phi_ranges.end(),
+                      [&](const PhiRange& r) { return PhiInRange(angle.phi_degrees, r); });
+      if (keep) {
+        in_range.push_back(angle);
+      } else {
+        out_of_range.push_back(angle.phi_degrees);
+      }
+    }
+    if (in_range.empty()) {
+      info.warnings.push_back(path + ": phi_filtering kept no angle of " +
+                              std::to_string(info.angles.size()) +
+                              "; using all angles (as the reference does)");
+    } else {
+      info.angles = std::move(in_range);
+      info.phi_filtered_out = std::move(out_of_range);
+    }
+  }
+  return opened;
+}
+
+// Next prime >= n (chunk-cache hash slots).
+size_t NextPrime(size_t n) {
+  auto is_prime = [](size_t v) {
+    if (v < 2) return false;
+    for (size_t d = 2; d * d <= v; ++d) {
+      if (v % d == 0) return false;
+    }
+    return true;
+  };
+  while (!is_prime(n)) ++n;
+  return n;
+}
+
+class HdfBatchSource final : public BatchSource {
+ public:
+  explicit HdfBatchSource(OpenedDataset opened)
+      : info_(std::move(opened.info)), file_(std::move(opened.file)) {
+    datasets_.resize(info_.angles.size());
+  }
+
+  const DatasetInfo& info() const override { return info_; }
+
+  void ReadUpperTriangleRows(int angle, int row_begin, int row_end,
+                             std::span<double> out) override {
+    ReadRows(angle, row_begin, row_end, out, double_buffer_);
+  }
+  void ReadUpperTriangleRows(int angle, int row_begin, int row_end, std::span<float> out) override {
+    ReadRows(angle, row_begin, row_end, out, float_buffer_);
+  }
+
+  void ReadCorrectedMatrix(int angle, std::span<double> out) override;
+
+ private:
+  // The dataset of an angle, opened on first use with a chunk cache that holds one row of chunks
+  // (so consecutive row batches do not re-read or re-decompress chunks), within the budget.
+  hid_t Dataset(int angle);
+
+  template <typename T>
+  void ReadRows(int angle, int row_begin, int row_end, std::span<T> out, std::vector<T>& buffer);
+
+  // Reads a rectangle of file rows/columns relative to the window origin (raw grid indices).
+  template <typename T>
+  void ReadRaw(int angle, int64_t raw_row, int64_t rows, int64_t raw_col, int64_t cols, T* out) {
+    try {
+      ReadRectangle(Dataset(angle), info_.first_frame + raw_row, rows, info_.first_frame + raw_col,
+                    cols, out);
+    } catch (const std::runtime_error& failure) {
+      Fail(info_.file_path, "cannot read rows " + std::to_string(info_.first_frame + raw_row) +
+                                ".." + std::to_string(info_.first_frame + raw_row + rows - 1) +
+                                " of " + info_.angles[static_cast<size_t>(angle)].dataset_path +
+                                " (" + failure.what() + ")");
+    }
+  }
+
+  DatasetInfo info_;
+  Hid file_;
+  std::vector<Hid> datasets_;
+  std::vector<double> double_buffer_;
+  std::vector<float> float_buffer_;
+};
+
+hid_t HdfBatchSource::Dataset(int angle) {
+  HOMODYNE_CHECK(angle >= 0 && angle < info_.num_angles());
+  Hid& dataset = datasets_[static_cast<size_t>(angle)];
+  if (dataset.valid()) return dataset.get();
+  const std::string& dataset_path = info_.angles[static_cast<size_t>(angle)].dataset_path;
+  Hid access = PlistHid(H5Pcreate(H5P_DATASET_ACCESS));
+  {
+    Hid probe = DatasetHid(H5Dopen2(file_.get(), dataset_path.c_str(), H5P_DEFAULT));
+    Hid create = PlistHid(probe.valid() ? H5Dget_create_plist(probe.get()) : -1);
+    hsize_t chunk[2] = {0, 0};
+    if (create.valid() && H5Pget_layout(create.get()) == H5D_CHUNKED &&
+        H5Pget_chunk(create.get(), 2, chunk) == 2 && chunk[0] > 0 && chunk[1] > 0) {
+      const size_t value_bytes = info_.value_type == "float32" ? 4 : 8;
+      const size_t chunk_bytes = value_bytes * chunk[0] * chunk[1];
+      const size_t chunks_per_row =
+          (static_cast<size_t>(info_.frames_in_file) + chunk[1] - 1) / chunk[1];
+      const size_t budget =
+          std::max<size_t>(size_t{4} << 20, kChunkCacheBudgetBytes / datasets_.size());
+      const size_t cache_bytes =
+          std::clamp<size_t>(chunk_bytes * chunks_per_row + 1024, size_t{1} << 20, budget);
+      const size_t slots =
+          NextPrime(std::clamp<size_t>(100 * (cache_bytes / chunk_bytes + 1), 521, 100003));
+      H5Pset_chunk_cache(access.get(), slots, cache_bytes, 1.0);
+    }
+  }
+  dataset = DatasetHid(H5Dopen2(file_.get(), dataset_path.c_str(), access.get()));
+  if (!dataset.valid()) {
+    Fail(info_.file_path, "cannot open dataset " + dataset_path + " (" + Hdf5ErrorText() + ")");
+  }
+  return dataset.get();
+}
+
+template <typename T>
+void HdfBatchSource::ReadRows(int angle, int row_begin, int row_end, std::span<T> out,
+                              std::vector<T>& buffer) {
+  const int64_t n = info_.num_times();
+  HOMODYNE_CHECK(angle >= 0 && angle < info_.num_angles());
+  HOMODYNE_CHECK(row_begin >= 0 && row_begin <= row_end && row_end <= n);
+  HOMODYNE_CHECK(static_cast<int64_t>(out.size()) == UpperTriangleRowsSize(n, row_begin, row_end));
+  const int64_t out_origin = UpperTriangleRowOffset(n, row_begin);
+  int64_t row = row_begin;
+  while (row < row_end) {
+    // Fitted (i, j), j = row+1..n-1, is raw (i+1, j+1): one rectangle of raw rows starting at
+    // row+1 and raw columns starting at row+2, bounded to kReadBufferBytes.
+    const int64_t width = n - row - 1;
+    if (width <= 0) break;  // the last row has no point
+    const int64_t rows_per_read =
+        std::max<int64_t>(1, static_cast<int64_t>(kReadBufferBytes / sizeof(T)) / width);
+    const int64_t rows = std::min<int64_t>(rows_per_read, row_end - row);
+    buffer.resize(static_cast<size_t>(rows * width));
+    ReadRaw(angle, row + 1, rows, row + 2, width, buffer.data());
+    for (int64_t i = row; i < row + rows; ++i) {
+      const T* source = buffer.data() + (i - row) * width + (i - row);
+      std::copy(source, source + (n - 1 - i),
+                out.begin() + (UpperTriangleRowOffset(n, i) - out_origin));
+    }
+    row += rows;
+  }
+}
+
+void HdfBatchSource::ReadCorrectedMatrix(int angle, std::span<double> out) {
+  const int64_t n = info_.num_times();
+  const int64_t n_raw = info_.num_raw_frames;
+  HOMODYNE_CHECK(static_cast<int64_t>(out.size()) == n * n);
+  // Raw super-diagonal s_r = C[r, r+1] (raw frame 0 included), reference 1.9.
+  std::vector<double> super_diagonal(static_cast<size_t>(n_raw - 1));
+  std::vector<double>& buffer = double_buffer_;
+  int64_t raw_row = 0;
+  while (raw_row < n_raw) {
+    const int64_t width = n_raw - raw_row;  // raw columns raw_row..n_raw-1
+    const int64_t rows = std::min<int64_t>(
+        n_raw - raw_row,
+        std::max<int64_t>(1, static_cast<int64_t>(kReadBufferBytes / sizeof(double)) / width));
+    buffer.resize(static_cast<size_t>(rows * width));
+    ReadRaw(angle, raw_row, rows, raw_row, width, buffer.data());
+    for (int64_t r = raw_row; r < raw_row + rows; ++r) {
+      // Raw column c of raw row r.
+      auto value = [&](int64_t c) {
+        return buffer[static_cast<size_t>((r - raw_row) * width + (c - raw_row))];
+      };
+      if (r + 1 < n_raw) super_diagonal[static_cast<size_t>(r)] = value(r + 1);
+      if (r == 0) continue;
+      const int64_t i = r - 1;
+      for (int64_t c = r + 1; c < n_raw; ++c) {
+        const int64_t j = c - 1;
+        out[static_cast<size_t>(i * n + j)] = value(c);
+        out[static_cast<size_t>(j * n + i)] = value(c);
+      }
+    }
+    raw_row += rows;
+  }
+  for (int64_t r = 1; r < n_raw; ++r) {
+    const double diagonal = r == n_raw - 1 ? super_diagonal[static_cast<size_t>(r - 1)]
+                                           : 0.5 * (super_diagonal[static_cast<size_t>(r - 1)] +
+                                                    super_diagonal[static_cast<size_t>(r)]);
+    out[static_cast<size_t>((r - 1) * n + (r - 1))] = diagonal;
+  }
+}
+
+}  // namespace
+
+DatasetInfo InspectDataset(const DataSelection& selection) { return Inspect(selection).info; }
+
+std::unique_ptr<BatchSource> OpenBatchSource(const DataSelection& selection) {
+  return std::make_unique<HdfBatchSource>(Inspect(selection));
+}
+
+NonFiniteCount CountNonFinite(BatchSource& source, int rows_per_batch) {
+  const DatasetInfo& info = source.info();
+  const int n = info.num_times();
+  const int step = std::max(rows_per_batch, 1);
+  NonFiniteCount count;
+  std::vector<double> values;
+  for (int angle = 0; angle < info.num_angles(); ++angle) {
+    for (int row = 0; row < n; row += step) {
+      const int row_end = std::min(n, row + step);
+      values.resize(static_cast<size_t>(UpperTriangleRowsSize(n, row, row_end)));
+      source.ReadUpperTriangleRows(angle, row, row_end, std::span<double>(values));
+      for (double value : values) {
+        count.nan += std::isnan(value) ? 1 : 0;
+        count.inf += std::isinf(value) ? 1 : 0;
+      }
+      count.points_scanned += static_cast<int64_t>(values.size());
+    }
+  }
+  return count;
+}
+
+}  // namespace homodyne

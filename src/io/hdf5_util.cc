@@ -1,0 +1,207 @@
+// RAII helpers over the HDF5 C API (see hdf5_util.h).
+#include "io/hdf5_util.h"
+
+#include <algorithm>
+#include <mutex>
+#include <stdexcept>
+
+namespace homodyne::io_internal {
+
+void InitializeHdf5() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    H5open();
+    // Failures are translated into DataError; HDF5 must not print its stack to stderr.
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+    RegisterLzfFilter();
+  });
+}
+
+namespace {
+herr_t CollectErrorDescription(unsigned n, const H5E_error2_t* error, void* client) {
+  auto* text = static_cast<std::string*>(client);
+  if (error->desc == nullptr || error->desc[0] == '\0') return 0;
+  if (n < 3) {  // the innermost few entries say what really failed
+    if (!text->empty()) *text += "; ";
+    *text += error->desc;
+  }
+  return 0;
+}
+}  // namespace
+
+std::string Hdf5ErrorText() {
+  std::string text;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, CollectErrorDescription, &text);
+  H5Eclear2(H5E_DEFAULT);
+  return text;
+}
+
+Hid& Hid::operator=(Hid&& other) noexcept {
+  if (this != &other) {
+    static_cast<void>(Close());
+    id_ = other.id_;
+    closer_ = other.closer_;
+    other.id_ = -1;
+  }
+  return *this;
+}
+
+herr_t Hid::Close() {
+  herr_t status = 0;
+  if (id_ >= 0 && closer_ != nullptr) status = closer_(id_);
+  id_ = -1;
+  return status;
+}
+
+bool PathExists(hid_t file, const std::string& path) {
+  if (path.empty() || path[0] != '/') return false;
+  size_t position = 1;
+  while (position <= path.size()) {
+    size_t next = path.find('/', position);
+    if (next == std::string::npos) next = path.size();
+    const std::string prefix = path.substr(0, next);
+    if (H5Lexists(file, prefix.c_str(), H5P_DEFAULT) <= 0) return false;
+    if (H5Oexists_by_name(file, prefix.c_str(), H5P_DEFAULT) <= 0) return false;  // dangling
+    position = next + 1;
+  }
+  return true;
+}
+
+namespace {
+herr_t CollectName(hid_t /*group*/, const char* name, const H5L_info_t* /*info*/, void* client) {
+  static_cast<std::vector<std::string>*>(client)->emplace_back(name);
+  return 0;
+}
+}  // namespace
+
+std::vector<std::string> GroupMemberNames(hid_t group) {
+  std::vector<std::string> names;
+  hsize_t index = 0;
+  if (H5Literate(group, H5_INDEX_NAME, H5_ITER_INC, &index, CollectName, &names) < 0) {
+    throw std::runtime_error("cannot list group members: " + Hdf5ErrorText());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::vector<hsize_t> DatasetDims(hid_t dataset) {
+  Hid space = SpaceHid(H5Dget_space(dataset));
+  if (!space.valid()) throw std::runtime_error("cannot get dataspace: " + Hdf5ErrorText());
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  if (rank < 0) throw std::runtime_error("cannot get rank: " + Hdf5ErrorText());
+  std::vector<hsize_t> dims(static_cast<size_t>(rank));
+  if (rank > 0 && H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr) < 0) {
+    throw std::runtime_error("cannot get dims: " + Hdf5ErrorText());
+  }
+  return dims;
+}
+
+namespace {
+template <typename T>
+std::vector<T> ReadAll(hid_t file, const std::string& path, hid_t memory_type) {
+  Hid dataset = DatasetHid(H5Dopen2(file, path.c_str(), H5P_DEFAULT));
+  if (!dataset.valid()) throw std::runtime_error("cannot open " + path + ": " + Hdf5ErrorText());
+  hsize_t count = 1;
+  for (hsize_t d : DatasetDims(dataset.get())) count *= d;
+  if (count > (hsize_t{1} << 28)) throw std::runtime_error(path + " is implausibly large");
+  std::vector<T> values(count);
+  if (count > 0 &&
+      H5Dread(dataset.get(), memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) < 0) {
+    throw std::runtime_error("cannot read " + path + ": " + Hdf5ErrorText());
+  }
+  return values;
+}
+
+void WriteArray(hid_t location, const std::string& name, const std::vector<hsize_t>& dims,
+                hid_t file_type, hid_t memory_type, const void* values) {
+  Hid space = SpaceHid(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
+  Hid dataset = DatasetHid(H5Dcreate2(location, name.c_str(), file_type, space.get(), H5P_DEFAULT,
+                                      H5P_DEFAULT, H5P_DEFAULT));
+  if (!space.valid() || !dataset.valid() ||
+      H5Dwrite(dataset.get(), memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, values) < 0 ||
+      dataset.Close() < 0) {
+    throw std::runtime_error("cannot write dataset " + name + ": " + Hdf5ErrorText());
+  }
+}
+
+void WriteScalarAttribute(hid_t object, const std::string& name, hid_t file_type, hid_t memory_type,
+                          const void* value) {
+  Hid space = SpaceHid(H5Screate(H5S_SCALAR));
+  if (H5Aexists(object, name.c_str()) > 0) H5Adelete(object, name.c_str());
+  Hid attribute = AttributeHid(
+      H5Acreate2(object, name.c_str(), file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT));
+  if (!attribute.valid() || H5Awrite(attribute.get(), memory_type, value) < 0 ||
+      attribute.Close() < 0) {
+    throw std::runtime_error("cannot write attribute " + name + ": " + Hdf5ErrorText());
+  }
+}
+}  // namespace
+
+std::vector<double> ReadAllDoubles(hid_t file, const std::string& path) {
+  return ReadAll<double>(file, path, H5T_NATIVE_DOUBLE);
+}
+
+std::vector<int64_t> ReadAllInt64(hid_t file, const std::string& path) {
+  return ReadAll<int64_t>(file, path, H5T_NATIVE_INT64);
+}
+
+void WriteDoubles(hid_t location, const std::string& name, const std::vector<hsize_t>& dims,
+                  std::span<const double> values, hid_t file_type) {
+  WriteArray(location, name, dims, file_type, H5T_NATIVE_DOUBLE, values.data());
+}
+
+void WriteInt64s(hid_t location, const std::string& name, const std::vector<hsize_t>& dims,
+                 std::span<const int64_t> values) {
+  WriteArray(location, name, dims, H5T_STD_I64LE, H5T_NATIVE_INT64, values.data());
+}
+
+void WriteStrings(hid_t location, const std::string& name, const std::vector<std::string>& values) {
+  size_t width = 1;
+  for (const std::string& value : values) width = std::max(width, value.size() + 1);
+  std::vector<char> packed(width * values.size(), '\0');
+  for (size_t k = 0; k < values.size(); ++k) {
+    std::copy(values[k].begin(), values[k].end(), packed.begin() + static_cast<long>(k * width));
+  }
+  Hid type = TypeHid(H5Tcopy(H5T_C_S1));
+  H5Tset_size(type.get(), width);
+  H5Tset_strpad(type.get(), H5T_STR_NULLTERM);
+  WriteArray(location, name, {values.size()}, type.get(), type.get(), packed.data());
+}
+
+void WriteAttribute(hid_t object, const std::string& name, double value) {
+  WriteScalarAttribute(object, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &value);
+}
+
+void WriteAttribute(hid_t object, const std::string& name, int64_t value) {
+  WriteScalarAttribute(object, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &value);
+}
+
+void WriteAttribute(hid_t object, const std::string& name, uint64_t value) {
+  WriteScalarAttribute(object, name, H5T_STD_U64LE, H5T_NATIVE_UINT64, &value);
+}
+
+void WriteAttribute(hid_t object, const std::string& name, const std::string& value) {
+  Hid type = TypeHid(H5Tcopy(H5T_C_S1));
+  H5Tset_size(type.get(), std::max<size_t>(1, value.size()));
+  H5Tset_strpad(type.get(), H5T_STR_NULLPAD);
+  const std::string padded = value.empty() ? std::string(1, '\0') : value;
+  WriteScalarAttribute(object, name, type.get(), type.get(), padded.data());
+}
+
+void CreateGroups(hid_t file, const std::string& path) {
+  size_t position = 1;
+  while (position <= path.size()) {
+    size_t next = path.find('/', position);
+    if (next == std::string::npos) next = path.size();
+    const std::string prefix = path.substr(0, next);
+    if (H5Lexists(file, prefix.c_str(), H5P_DEFAULT) <= 0) {
+      Hid group = GroupHid(H5Gcreate2(file, prefix.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+      if (!group.valid()) {
+        throw std::runtime_error("cannot create group " + prefix + ": " + Hdf5ErrorText());
+      }
+    }
+    position = next + 1;
+  }
+}
+
+}  // namespace homodyne::io_internal

@@ -1,0 +1,206 @@
+// Tests of SimulateDataset (include/homodyne/simulate.h) read back through the reader.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+
+#include "homodyne/config.h"
+#include "homodyne/dataset.h"
+#include "homodyne/errors.h"
+#include "homodyne/model.h"
+#include "homodyne/simulate.h"
+#include "io/hdf5_util.h"
+#include "io_test_util.h"
+
+namespace homodyne {
+namespace {
+
+using ::testing::HasSubstr;
+using testing_io::TempDirTest;
+
+Config LaminarConfig(const std::string& output) {
+  Config config;
+  config.analysis_mode = AnalysisMode::kLaminarFlow;
+  config.geometry.q_inv_angstrom = 0.0054;
+  config.geometry.gap_angstrom = 2.0e6;
+  config.geometry.dt_seconds = 0.1;
+  SimulationOptions& sim = config.simulation;
+  sim.present = true;
+  sim.output = output;
+  sim.frames = 30;
+  sim.phi_angles_degrees = {0.0, 45.0, 200.0};
+  sim.physical_parameters = {1000.0, -0.3, 10.0, 0.002, -0.2, 0.0001, 10.0};
+  sim.contrast = {0.3, 0.4, 0.5};
+  sim.offset = {1.0};
+  sim.noise_sigma = 0.0;
+  sim.dtype = "float64";
+  sim.compression = "gzip";
+  return config;
+}
+
+DataSelection SelectionOf(const Config& config) {
+  DataSelection selection;
+  selection.file_path = config.simulation.output;
+  selection.wavevector_q_target = config.geometry.q_inv_angstrom;
+  selection.dt_seconds = config.geometry.dt_seconds;
+  return selection;
+}
+
+// All fitted points of all angles.
+std::vector<double> ReadAllPoints(const std::string& path, const Config& config) {
+  DataSelection selection = SelectionOf(config);
+  selection.file_path = path;
+  std::unique_ptr<BatchSource> source = OpenBatchSource(selection);
+  const int n = source->info().num_times();
+  std::vector<double> all;
+  std::vector<double> values(static_cast<size_t>(UpperTriangleSize(n)));
+  for (int a = 0; a < source->info().num_angles(); ++a) {
+    source->ReadUpperTriangleRows(a, 0, n, std::span<double>(values));
+    all.insert(all.end(), values.begin(), values.end());
+  }
+  return all;
+}
+
+class SimulatorTest : public TempDirTest {};
+
+TEST_F(SimulatorTest, NoiseFreeFloat64ReproducesTheModel) {
+  for (FileLayout layout : {FileLayout::kApsU, FileLayout::kApsOld}) {
+    Config config = LaminarConfig(PathOf("sim.h5"));
+    config.simulation.format = layout;
+    const SimulationReport report = SimulateDataset(config);
+    EXPECT_EQ(report.points_written, 3 * 30 * 30);
+    EXPECT_GT(report.bytes_written, 0);
+    EXPECT_EQ(std::filesystem::file_size(config.simulation.output),
+              static_cast<uintmax_t>(report.bytes_written));
+
+    std::unique_ptr<BatchSource> source = OpenBatchSource(SelectionOf(config));
+    const DatasetInfo& info = source->info();
+    EXPECT_EQ(info.layout, layout);
+    EXPECT_EQ(info.value_type, "float64");
+    EXPECT_EQ(info.compression, "gzip");
+    ASSERT_EQ(info.num_angles(), 3);
+    EXPECT_DOUBLE_EQ(info.angles[2].phi_degrees, -160.0);
+    const int n = info.num_times();
+    ASSERT_EQ(n, 29);
+    // The fitted grid t = (i + 1) dt: rows/columns >= 1 of the raw grid.
+    const HomodyneModel model(config.analysis_mode, config.geometry, info.FittedTimes());
+    const ModelEvaluation evaluation(model, config.simulation.physical_parameters);
+    std::vector<double> expected(static_cast<size_t>(UpperTriangleSize(n)));
+    std::vector<double> stored(expected.size());
+    for (int a = 0; a < 3; ++a) {
+      evaluation.EvaluateUpperTriangleRows(config.simulation.phi_angles_degrees[a],
+                                           config.simulation.contrast[a], 1.0, 0, n, expected, {});
+      source->ReadUpperTriangleRows(a, 0, n, std::span<double>(stored));
+      for (size_t p = 0; p < stored.size(); ++p) {
+        ASSERT_NEAR(stored[p], expected[p], 1e-12 * std::abs(expected[p])) << a << " " << p;
+      }
+    }
+  }
+}
+
+TEST_F(SimulatorTest, WritesTheTruth) {
+  Config config = LaminarConfig(PathOf("sim.h5"));
+  config.simulation.noise_sigma = 0.01;
+  config.simulation.seed = 7;
+  SimulateDataset(config);
+  io_internal::InitializeHdf5();
+  io_internal::Hid file =
+      io_internal::FileHid(H5Fopen(config.simulation.output.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  ASSERT_TRUE(file.valid());
+  EXPECT_EQ(io_internal::ReadAllDoubles(file.get(), "/simulation/parameters"),
+            config.simulation.physical_parameters);
+  EXPECT_EQ(io_internal::ReadAllDoubles(file.get(), "/simulation/contrast"),
+            (std::vector<double>{0.3, 0.4, 0.5}));
+  EXPECT_EQ(io_internal::ReadAllDoubles(file.get(), "/simulation/offset"),
+            (std::vector<double>{1.0, 1.0, 1.0}));
+  EXPECT_EQ(io_internal::ReadAllDoubles(file.get(), "/simulation/phi"),
+            config.simulation.phi_angles_degrees);
+  for (const char* name : {"noise_sigma", "seed", "analysis_mode", "dt", "q", "L"}) {
+    EXPECT_GT(H5Aexists_by_name(file.get(), "/simulation", name, H5P_DEFAULT), 0) << name;
+  }
+  EXPECT_TRUE(io_internal::PathExists(file.get(), "/simulation/parameter_names"));
+}
+
+TEST_F(SimulatorTest, NoiseIsDeterministicAndIndependentOfThreads) {
+  Config config = LaminarConfig(PathOf("a.h5"));
+  config.simulation.noise_sigma = 0.01;
+  config.simulation.frames = 80;
+  config.simulation.compression = "lzf";
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  SimulateDataset(config);
+  omp_set_num_threads(std::max(2, threads));
+  config.simulation.output = PathOf("b.h5");
+  SimulateDataset(config);
+  omp_set_num_threads(threads);
+  config.simulation.output = PathOf("c.h5");
+  config.simulation.seed = 43;
+  SimulateDataset(config);
+  config.simulation.output = PathOf("clean.h5");
+  config.simulation.noise_sigma = 0.0;
+  SimulateDataset(config);
+
+  const std::vector<double> a = ReadAllPoints(PathOf("a.h5"), config);
+  const std::vector<double> b = ReadAllPoints(PathOf("b.h5"), config);
+  const std::vector<double> c = ReadAllPoints(PathOf("c.h5"), config);
+  const std::vector<double> clean = ReadAllPoints(PathOf("clean.h5"), config);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  double sum = 0.0;
+  double sum_squares = 0.0;
+  for (size_t p = 0; p < a.size(); ++p) {
+    const double noise = a[p] - clean[p];
+    sum += noise;
+    sum_squares += noise * noise;
+  }
+  const double count = static_cast<double>(a.size());
+  EXPECT_NEAR(sum / count, 0.0, 5.0 * 0.01 / std::sqrt(count));
+  EXPECT_NEAR(std::sqrt(sum_squares / count), 0.01, 0.0005);
+}
+
+TEST_F(SimulatorTest, Float32StaticMode) {
+  Config config = LaminarConfig(PathOf("static.h5"));
+  config.analysis_mode = AnalysisMode::kStatic;
+  config.simulation.physical_parameters = {500.0, 0.0, 0.0};
+  config.simulation.dtype = "float32";
+  config.simulation.compression = "none";
+  config.simulation.contrast = {0.2};
+  SimulateDataset(config);
+  std::unique_ptr<BatchSource> source = OpenBatchSource(SelectionOf(config));
+  EXPECT_EQ(source->info().value_type, "float32");
+  const int n = source->info().num_times();
+  std::vector<float> values(static_cast<size_t>(UpperTriangleSize(n)));
+  source->ReadUpperTriangleRows(1, 0, n, std::span<float>(values));
+  // D constant: g1 = exp(-0.5 q^2 dt D |i - j|) (reference 1.5), point (0, 1) one step apart.
+  const double expected = 1.0 + 0.2 * std::exp(-2.0 * 0.5 * 0.0054 * 0.0054 * 0.1 * 500.0);
+  EXPECT_NEAR(values[0], expected, 1e-6);
+}
+
+TEST_F(SimulatorTest, FailuresLeaveNoFile) {
+  Config config = LaminarConfig(PathOf("missing_dir/sim.h5"));
+  try {
+    SimulateDataset(config);
+    FAIL();
+  } catch (const DataError& error) {
+    EXPECT_THAT(error.what(), ::testing::StartsWith(config.simulation.output));
+    EXPECT_THAT(error.what(), HasSubstr("does not exist"));
+  }
+  config = LaminarConfig(PathOf("sim.h5"));
+  config.simulation.contrast = {0.1, 0.2};  // 3 angles
+  EXPECT_THROW(SimulateDataset(config), InputError);
+  config.simulation.contrast = {0.1};
+  config.simulation.physical_parameters = {1.0, 2.0};
+  try {
+    SimulateDataset(config);
+    FAIL();
+  } catch (const InputError& error) {
+    EXPECT_THAT(error.what(), HasSubstr("simulation.parameters"));
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(directory_));
+}
+
+}  // namespace
+}  // namespace homodyne
