@@ -1,1 +1,125 @@
-// (being written)
+#include "dry_run.h"
+
+#include <omp.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iomanip>
+#include <ostream>
+#include <spdlog/spdlog.h>
+#include <sstream>
+#include <string>
+
+#include "homodyne/dataset.h"
+#include "homodyne/errors.h"
+#include "homodyne/scaling.h"
+#include "homodyne/strategy.h"
+
+namespace homodyne::cli {
+namespace {
+
+std::string FormatBytes(double bytes) {
+  const char* units[] = {"B", "KB", "MB", "GB", "TB"};
+  int unit = 0;
+  while (bytes >= 1024.0 && unit < 4) {
+    bytes /= 1024.0;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof(text), unit == 0 ? "%.0f %s" : "%.2f %s", bytes, units[unit]);
+  return text;
+}
+
+std::string FormatAngles(const std::vector<double>& angles) {
+  std::ostringstream text;
+  text << std::fixed << std::setprecision(2);
+  for (size_t k = 0; k < angles.size(); ++k) text << (k ? ", " : "") << angles[k];
+  return text.str();
+}
+
+}  // namespace
+
+int RunDryRun(const Config& config, const CommandLineOptions& options, std::ostream& out) {
+  std::unique_ptr<BatchSource> source = OpenBatchSource(config.data);
+  const DatasetInfo& info = source->info();
+  for (const std::string& warning : info.warnings) spdlog::warn("{}", warning);
+
+  std::vector<double> kept;
+  for (const AngleInfo& angle : info.angles) kept.push_back(angle.phi_degrees);
+  const int n_times = info.num_times();
+  const int n_physical = NumPhysicalParameters(config.analysis_mode);
+  const ResolvedScaling scaling = ResolvePerAngleMode(config.nlsq, info.num_angles());
+  const int n_parameters = n_physical + scaling.num_scaling_parameters;
+
+  const AvailableMemory available =
+      DetectAvailableMemory(options.memory_limit_gb, config.performance.memory_limit_gb);
+  ProblemSize size;
+  size.fit_points = info.num_angles() * UpperTriangleSize(n_times);
+  size.num_parameters = n_parameters;
+  size.num_times = n_times;
+  size.num_angles = info.num_angles();
+  size.bytes_per_value = info.value_type == "float32" ? 4 : 8;
+  size.batch_points = config.streaming.batch_size.value_or(
+      AutomaticBatchSize(available.bytes, n_parameters));
+  size.threads = config.performance.cpu_threads.value_or(omp_get_max_threads());
+
+  out << "homodyne dry run (no fit)\n";
+  out << "  config            " << config.source_path << "\n";
+  out << "  analysis mode     " << ToString(config.analysis_mode) << "\n";
+  out << "  data file         " << info.file_path << "\n";
+  out << "  layout            " << ToString(info.layout) << ", " << info.value_type << ", "
+      << info.compression << " compression\n";
+  out << "  q                 " << info.q_inv_angstrom << " 1/A (target "
+      << config.data.wavevector_q_target << ")\n";
+  out << "  dt                " << info.dt_seconds << " s\n";
+  out << "  frames            " << info.frames_in_file << " in file; window starts at frame "
+      << info.first_frame + 1 << ", " << info.num_raw_frames << " frames; " << n_times
+      << " fitted times (frame 0 dropped)\n";
+  out << "  angles kept       " << info.num_angles() << ": " << FormatAngles(kept) << " deg\n";
+  if (!info.phi_filtered_out.empty()) {
+    out << "  angles filtered   " << info.phi_filtered_out.size() << ": "
+        << FormatAngles(info.phi_filtered_out) << " deg\n";
+  }
+  out << "  points to fit     " << info.num_fit_points() << " (" << size.fit_points
+      << " upper-triangle points, each counted twice; diagonal excluded)\n";
+  if (config.performance.fast_mode) {
+    out << "  non-finite values not scanned (fast mode)\n";
+  } else {
+    const auto start = std::chrono::steady_clock::now();
+    const NonFiniteCount count = CountNonFinite(*source);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    out << "  non-finite values " << count.nan << " NaN, " << count.inf << " Inf in "
+        << count.points_scanned << " points scanned (" << std::fixed << std::setprecision(1)
+        << seconds << " s); they are excluded from the fit\n"
+        << std::defaultfloat;
+  }
+  out << "  parameters        " << n_parameters << " fitted: " << n_physical << " physical + "
+      << scaling.num_scaling_parameters << " scaling (per-angle mode " << ToString(scaling.mode)
+      << ": " << scaling.reason << ")\n";
+  out << "  sigma             " << config.nlsq.sigma << "\n";
+  out << "  memory available  " << FormatBytes(available.bytes) << " (" << available.source
+      << ")\n";
+  out << "  batch size        " << size.batch_points << " points"
+      << (config.streaming.batch_size ? " (optimization.streaming.batch_size)" : " (automatic)")
+      << "\n";
+  out << "  threads           " << size.threads << "\n";
+  out << "  memory by strategy:\n";
+  for (StrategyKind kind : {StrategyKind::kStandard, StrategyKind::kLarge, StrategyKind::kChunked,
+                            StrategyKind::kStreaming}) {
+    const MemoryEstimate estimate = EstimateMemory(kind, size);
+    out << "    " << std::left << std::setw(10) << ToString(kind) << std::right << std::setw(11)
+        << FormatBytes(static_cast<double>(estimate.TotalBytes())) << "  =";
+    for (size_t k = 0; k < estimate.items.size(); ++k) {
+      out << (k ? " + " : " ") << estimate.items[k].what << " "
+          << FormatBytes(static_cast<double>(estimate.items[k].bytes));
+    }
+    out << "\n";
+  }
+  const StrategyChoice choice =
+      SelectStrategy(size, available.bytes, config.performance.strategy_override);
+  out << "  strategy          " << ToString(choice.kind) << " (" << choice.reason << ")\n";
+  return kExitSuccess;
+}
+
+}  // namespace homodyne::cli

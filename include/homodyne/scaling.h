@@ -1,0 +1,29 @@
+// Per-angle contrast and offset: how they are parameterised in the fit (reference section 2.4).
+#pragma once
+
+#include <string>
+
+#include "homodyne/config.h"
+
+namespace homodyne {
+
+enum class PerAngleMode {
+  kIndividual,    // one contrast and one offset per angle: 2 n_phi parameters
+  kConstant,      // fixed at the per-angle quantile estimates: 0 parameters
+  kAutoAveraged,  // one contrast and one offset shared by every angle: 2 parameters
+  kFourier,       // contrast(phi), offset(phi) as Fourier series of order K: 2 (1 + 2K)
+};
+std::string_view ToString(PerAngleMode mode);
+
+struct ResolvedScaling {
+  PerAngleMode mode = PerAngleMode::kIndividual;
+  int num_scaling_parameters = 0;  // parameters the fit optimises for contrast and offset
+  std::string reason;              // e.g. "auto with 3 angles >= constant_scaling_threshold 3"
+};
+
+// Resolves optimization.nlsq.anti_degeneracy.per_angle_mode for n_angles angles: `auto` becomes
+// averaged when n_angles >= constant_scaling_threshold, else individual; `fourier` needs
+// n_angles >= 1 + 2 fourier_order, else individual (reference section 2.4).
+ResolvedScaling ResolvePerAngleMode(const NlsqOptions& nlsq, int n_angles);
+
+}  // namespace homodyne

@@ -1,0 +1,199 @@
+#include "command_line.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cmath>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "homodyne/errors.h"
+#include "homodyne/strategy.h"
+
+namespace homodyne::cli {
+namespace {
+
+constexpr const char* kExitCodesHelp =
+    "Exit codes:\n"
+    "  0  finished\n"
+    "  1  bad input or failure (the message says what and where)\n"
+    "  2  bad command-line usage\n"
+    "  3  interrupted, checkpoint saved (run again to resume)\n";
+
+// Adds an optional<T> option: set only when the flag is given.
+template <typename T>
+CLI::Option* AddOptional(CLI::App& app, const std::string& name, std::optional<T>& target,
+                         const std::string& help) {
+  return app
+      .add_option_function<T>(
+          name, [&target](const T& value) { target = value; }, help)
+      ->type_name(std::is_same_v<T, std::string> ? "TEXT"
+                  : std::is_integral_v<T>         ? "INT"
+                                                  : "FLOAT");
+}
+
+// Sets the physical parameter `name` in initial_parameters (names + values), keeping others.
+void SetInitialValue(Config* config, const std::string& name, double value) {
+  InitialParameterOptions& initial = config->initial;
+  const std::vector<std::string>& names = PhysicalParameterNames(config->analysis_mode);
+  if (!initial.values || initial.parameter_names.empty()) {
+    // Start from the bound midpoints of every physical parameter (reference 2.3, Q1).
+    initial.parameter_names = names;
+    std::vector<double> midpoints;
+    for (const std::string& each : names) {
+      const ParameterBound& bound = config->BoundOf(each);
+      midpoints.push_back(0.5 * (bound.min + bound.max));
+    }
+    initial.values = midpoints;
+  }
+  for (size_t k = 0; k < initial.parameter_names.size(); ++k) {
+    if (initial.parameter_names[k] == name) {
+      (*initial.values)[k] = value;
+      return;
+    }
+  }
+  initial.parameter_names.push_back(name);
+  initial.values->push_back(value);
+}
+
+// Checks flag values that need no config; throws UsageError naming the flag and the rule.
+void ValidateFlagValues(const CommandLineOptions& options) {
+  auto require_positive = [](const char* flag, auto value) {
+    if (!(value > 0) || !std::isfinite(static_cast<double>(value))) {
+      std::ostringstream message;
+      message << flag << " " << value << ": must be > 0";
+      throw UsageError(message.str());
+    }
+  };
+  if (options.max_iterations) require_positive("--max-iterations", *options.max_iterations);
+  if (options.tolerance) require_positive("--tolerance", *options.tolerance);
+  if (options.initial_d0) require_positive("--initial-d0", *options.initial_d0);
+  if (options.threads) require_positive("--threads", *options.threads);
+  if (options.memory_limit_gb) require_positive("--memory-limit-gb", *options.memory_limit_gb);
+  if (options.checkpoint_frequency) {
+    require_positive("--checkpoint-frequency", *options.checkpoint_frequency);
+  }
+  if (options.strategy && !ParseStrategyKind(*options.strategy)) {
+    throw UsageError("--strategy " + *options.strategy +
+                     ": must be one of standard, large, chunked, streaming");
+  }
+  if (options.backend && *options.backend != "cpu" && *options.backend != "cuda" &&
+      *options.backend != "auto") {
+    throw UsageError("--backend " + *options.backend + ": must be one of cpu, cuda, auto");
+  }
+}
+
+}  // namespace
+
+std::optional<CommandLineOptions> ParseCommandLine(int argc, char** argv) {
+  CommandLineOptions options;
+  CLI::App app{
+      "homodyne: fit the homodyne XPCS model to two-time correlation data (NLSQ).\n"
+      "Reads the homodyne YAML config and beamline HDF5 files (APS-U, APS-old)."};
+  app.footer(kExitCodesHelp);
+  app.set_version_flag("--version", std::string("homodyne-cpp ") + HOMODYNE_VERSION);
+
+  app.add_option("--config", options.config_path, "YAML config file")
+      ->capture_default_str()
+      ->each([&options](const std::string&) { options.config_path_given = true; });
+  app.add_option("--output-dir", options.output_dir, "Results folder")->capture_default_str();
+  app.add_option("--method", options.method, "Fitting method (this engine: nlsq)")
+      ->check(CLI::IsMember({"nlsq"}))
+      ->capture_default_str();
+  AddOptional(app, "--data-file", options.data_file, "HDF5 data file (overrides the config)");
+  auto* static_flag = app.add_flag("--static-mode", options.static_mode, "Force static mode");
+  app.add_flag("--laminar-flow", options.laminar_flow, "Force laminar_flow mode")
+      ->excludes(static_flag);
+  AddOptional(app, "--max-iterations", options.max_iterations,
+              "optimization.nlsq.max_iterations (> 0)");
+  AddOptional(app, "--tolerance", options.tolerance, "optimization.nlsq.tolerance (> 0)");
+  AddOptional(app, "--initial-d0", options.initial_d0, "Initial D0 [A^2/s] (> 0)");
+  AddOptional(app, "--initial-alpha", options.initial_alpha, "Initial alpha");
+  AddOptional(app, "--initial-d-offset", options.initial_d_offset, "Initial D_offset [A^2/s]");
+  AddOptional(app, "--initial-gamma-dot-t0", options.initial_gamma_dot_t0,
+              "Initial gamma_dot_t0 [1/s]");
+  AddOptional(app, "--initial-beta", options.initial_beta, "Initial beta");
+  AddOptional(app, "--initial-gamma-dot-offset", options.initial_gamma_dot_offset,
+              "Initial gamma_dot_t_offset [1/s]");
+  AddOptional(app, "--initial-phi0", options.initial_phi0, "Initial phi0 [degrees]");
+  app.add_flag("--save-plots", options.save_plots, "Save one PNG per angle (data | fit | residual)");
+  app.add_option("--output-format", options.output_format, "Legacy summary format")
+      ->check(CLI::IsMember({"yaml", "json"}))
+      ->capture_default_str();
+  auto* verbose = app.add_flag("-v,--verbose", options.verbosity, "More log output (repeatable)");
+  app.add_flag("--quiet", options.quiet, "Only warnings and errors")->excludes(verbose);
+  AddOptional(app, "--threads", options.threads, "CPU threads (default: all cores)");
+  AddOptional(app, "--strategy", options.strategy,
+              "Force a strategy: standard | large | chunked | streaming");
+  AddOptional(app, "--memory-limit-gb", options.memory_limit_gb,
+              "Memory the run may use [GB] (default: performance.memory_limit_gb, "
+              "HOMODYNE_MEMORY_LIMIT, else what the OS allows)");
+  AddOptional(app, "--backend", options.backend, "Compute backend: cpu | cuda | auto");
+  AddOptional(app, "--checkpoint-dir", options.checkpoint_dir, "Checkpoint folder");
+  AddOptional(app, "--checkpoint-frequency", options.checkpoint_frequency,
+              "Batches between checkpoints (> 0)");
+  bool resume_flag = false;
+  bool no_resume_flag = false;
+  auto* resume = app.add_flag("--resume", resume_flag, "Resume from a valid checkpoint (default)");
+  app.add_flag("--no-resume", no_resume_flag, "Start fresh, ignoring checkpoints")
+      ->excludes(resume);
+  app.add_flag("--fast-mode", options.fast_mode,
+               "Skip numerical validation checks (keeps recovery and checkpoints)");
+  app.add_flag("--dry-run", options.dry_run,
+               "Load config and data, print a summary and the memory each strategy needs; no fit");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& success) {
+    app.exit(success);  // prints --help / --version
+    return std::nullopt;
+  } catch (const CLI::ParseError& error) {
+    throw UsageError(error.what());
+  }
+  if (resume_flag) options.resume = true;
+  if (no_resume_flag) options.resume = false;
+  ValidateFlagValues(options);
+  return options;
+}
+
+void ApplyCommandLineOverrides(const CommandLineOptions& options, Config* config) {
+  if (options.static_mode) config->analysis_mode = AnalysisMode::kStatic;
+  if (options.laminar_flow) config->analysis_mode = AnalysisMode::kLaminarFlow;
+  if (options.data_file) config->data.file_path = *options.data_file;
+  if (options.max_iterations) config->nlsq.max_iterations = *options.max_iterations;
+  if (options.tolerance) config->nlsq.tolerance = *options.tolerance;
+
+  const std::pair<const std::optional<double>*, const char*> initial_overrides[] = {
+      {&options.initial_d0, "D0"},
+      {&options.initial_alpha, "alpha"},
+      {&options.initial_d_offset, "D_offset"},
+      {&options.initial_gamma_dot_t0, "gamma_dot_t0"},
+      {&options.initial_beta, "beta"},
+      {&options.initial_gamma_dot_offset, "gamma_dot_t_offset"},
+      {&options.initial_phi0, "phi0"},
+  };
+  const int num_physical = NumPhysicalParameters(config->analysis_mode);
+  for (int k = 0; k < 7; ++k) {
+    const auto& [value, name] = initial_overrides[k];
+    if (!value->has_value()) continue;
+    if (k >= num_physical) {
+      throw UsageError(std::string("--initial-") + name + " applies to laminar_flow only; the " +
+                       "analysis mode is static");
+    }
+    SetInitialValue(config, name, **value);
+  }
+
+  if (options.threads) config->performance.cpu_threads = *options.threads;
+  if (options.strategy) config->performance.strategy_override = ParseStrategyKind(*options.strategy);
+  // --memory-limit-gb stays on the command line: DetectAvailableMemory reports it as the source.
+  if (options.backend) config->performance.backend = *options.backend;
+  if (options.checkpoint_dir) config->streaming.checkpoint_dir = *options.checkpoint_dir;
+  if (options.checkpoint_frequency) {
+    config->streaming.checkpoint_frequency = *options.checkpoint_frequency;
+  }
+  if (options.resume) config->streaming.resume_from_checkpoint = *options.resume;
+  if (options.fast_mode) config->performance.fast_mode = true;
+}
+
+}  // namespace homodyne::cli

@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# End-to-end tests of the command-line programs: exit codes and messages for good and bad input.
+# Usage: cli_test.sh BIN_DIR CASE   (runs one case in a fresh temporary folder)
+set -u
+bin_dir=$(cd "$1" && pwd)
+case_name=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+
+failures=0
+# expect_exit CODE PATTERN COMMAND...: runs COMMAND, checks its exit code and that its combined
+# output matches the extended regex PATTERN.
+expect_exit() {
+  local want=$1 pattern=$2
+  shift 2
+  local output code
+  output=$("$@" 2>&1)
+  code=$?
+  if [ "$code" -ne "$want" ]; then
+    echo "FAIL: '$*' exited $code, expected $want. Output:"; echo "$output"
+    failures=$((failures + 1)); return
+  fi
+  if ! grep -Eq -- "$pattern" <<<"$output"; then
+    echo "FAIL: '$*' output does not match /$pattern/. Output:"; echo "$output"
+    failures=$((failures + 1)); return
+  fi
+  echo "ok: $* -> $code"
+}
+
+write_config() {  # write_config FILE MODE DATA_FILE [extra yaml]
+  local shear_parameters=""
+  if [ "$2" = laminar_flow ]; then
+    shear_parameters=", gamma_dot_t0: 0.01, beta: 0, gamma_dot_t_offset: 0, phi0: 0"
+  fi
+  cat > "$1" <<YAML
+analysis_mode: $2
+analyzer_parameters:
+  dt: 0.1
+  start_frame: 1
+  end_frame: -1
+  scattering:
+    wavevector_q: 0.0054
+  geometry:
+    stator_rotor_gap: 2000000
+experimental_data:
+  data_folder_path: ./
+  data_file_name: $3
+simulation:
+  output: ./$3
+  format: aps_u
+  frames: 60
+  phi_angles: [0, 45, 90]
+  parameters: {D0: 1000, alpha: -0.5, D_offset: 10$shear_parameters}
+  contrast: [0.3, 0.28, 0.25]
+  offset: 1.0
+  noise_sigma: 0.01
+  seed: 7
+  dtype: float32
+  compression: lzf
+$4
+YAML
+}
+
+case "$case_name" in
+  simulate_and_dry_run)
+    write_config sim.yaml laminar_flow sim.h5 ""
+    expect_exit 0 "wrote .*sim.h5" "$bin_dir/homodyne-simulate" --config sim.yaml
+    expect_exit 0 "points to fit +10266 " "$bin_dir/homodyne" --config sim.yaml --dry-run
+    expect_exit 0 "angles kept +3: 0.00, 45.00, 90.00" "$bin_dir/homodyne" --config sim.yaml --dry-run
+    expect_exit 0 "parameters +13 fitted" "$bin_dir/homodyne" --config sim.yaml --dry-run
+    expect_exit 0 "strategy +standard" "$bin_dir/homodyne" --config sim.yaml --dry-run
+    expect_exit 0 "strategy +streaming \(forced" "$bin_dir/homodyne" --config sim.yaml --dry-run \
+      --strategy streaming
+    expect_exit 0 "memory available +1.00 GB \(--memory-limit-gb\)" "$bin_dir/homodyne" \
+      --config sim.yaml --dry-run --memory-limit-gb 1
+    expect_exit 0 "parameters +9 fitted: 3 physical \+ 6 scaling" "$bin_dir/homodyne" --config sim.yaml --dry-run \
+      --static-mode --data-file ./sim.h5
+    expect_exit 0 "not scanned \(fast mode\)" "$bin_dir/homodyne" --config sim.yaml --dry-run \
+      --fast-mode
+    HOMODYNE_MEMORY_LIMIT=2 expect_exit 0 "2.00 GB \(HOMODYNE_MEMORY_LIMIT\)" \
+      "$bin_dir/homodyne" --config sim.yaml --dry-run
+    ;;
+  frame_window)
+    write_config sim.yaml static sim.h5 ""
+    "$bin_dir/homodyne-simulate" --config sim.yaml --frames 40 > /dev/null || failures=1
+    sed -i 's/end_frame: -1/end_frame: 30/; s/start_frame: 1/start_frame: 11/' sim.yaml
+    # frames 11..30 -> 20 raw frames, 19 fitted times: 3 * 19 * 18 points.
+    expect_exit 0 "points to fit +1026 " "$bin_dir/homodyne" --config sim.yaml --dry-run
+    # end_frame past the file is clamped with a warning, as the reference does.
+    sed -i 's/end_frame: 30/end_frame: 99/' sim.yaml
+    expect_exit 0 "end_frame = 99 beyond the file's 40 frames" "$bin_dir/homodyne" \
+      --config sim.yaml --dry-run
+    # A window starting past the last frame is an error naming the file.
+    sed -i 's/start_frame: 11/start_frame: 50/' sim.yaml
+    expect_exit 1 "sim.h5.*start_frame" "$bin_dir/homodyne" --config sim.yaml --dry-run
+    ;;
+  bad_usage)
+    expect_exit 2 "usage error" "$bin_dir/homodyne" --no-such-flag
+    expect_exit 2 "--strategy fastest: must be one of" "$bin_dir/homodyne" --config x.yaml \
+      --strategy fastest --dry-run
+    expect_exit 2 "usage error" "$bin_dir/homodyne" --static-mode --laminar-flow
+    expect_exit 2 "usage error" "$bin_dir/homodyne-simulate"
+    expect_exit 0 "Exit codes" "$bin_dir/homodyne" --help
+    expect_exit 0 "homodyne-cpp" "$bin_dir/homodyne" --version
+    ;;
+  bad_input)
+    expect_exit 1 "missing.yaml: config file not found" "$bin_dir/homodyne" --config missing.yaml
+    write_config nofile.yaml laminar_flow absent.h5 ""
+    expect_exit 1 "absent.h5" "$bin_dir/homodyne" --config nofile.yaml --dry-run
+    echo "this is not HDF5" > text.h5
+    write_config text.yaml laminar_flow text.h5 ""
+    expect_exit 1 "text.h5.*HDF5" "$bin_dir/homodyne" --config text.yaml --dry-run
+    printf 'analysis_mode: laminar_flow\nanalyzer_parameters: [1, 2\n' > broken.yaml
+    expect_exit 1 "broken.yaml" "$bin_dir/homodyne" --config broken.yaml --dry-run
+    write_config negdt.yaml laminar_flow sim.h5 ""
+    sed -i 's/dt: 0.1/dt: -0.1/' negdt.yaml
+    expect_exit 1 "analyzer_parameters.dt" "$bin_dir/homodyne" --config negdt.yaml --dry-run
+    write_config nosim.yaml laminar_flow sim.h5 ""
+    sed -i '/^simulation:/,$d' nosim.yaml
+    expect_exit 1 "simulation" "$bin_dir/homodyne-simulate" --config nosim.yaml
+    write_config ro.yaml laminar_flow sim.h5 ""
+    sed -i 's#output: ./sim.h5#output: /proc/no_such_dir/sim.h5#' ro.yaml
+    expect_exit 1 "/proc/no_such_dir/sim.h5" "$bin_dir/homodyne-simulate" --config ro.yaml
+    ;;
+  *)
+    echo "unknown case $case_name"; exit 2 ;;
+esac
+
+if [ "$failures" -ne 0 ]; then echo "$case_name: $failures check(s) failed"; exit 1; fi
+echo "$case_name: all checks passed"
