@@ -16,21 +16,21 @@ std::string_view ToString(StrategyKind kind);
 // Case-insensitive; std::nullopt for an unknown name.
 std::optional<StrategyKind> ParseStrategyKind(std::string_view text);
 
-
 // Size of a fitting problem, as the memory estimates need it.
 struct ProblemSize {
-  int64_t fit_points = 0;       // strict upper-triangle points over all angles (each counts twice in chi2)
-  int num_parameters = 0;       // parameters optimised
-  int num_times = 0;            // N of the fitted grid
+  int64_t fit_points =
+      0;  // strict upper-triangle points over all angles (each counts twice in chi2)
+  int num_parameters = 0;  // parameters optimised
+  int num_times = 0;       // N of the fitted grid
   int num_angles = 0;
-  int bytes_per_value = 8;      // 4 when the data are float32 (kept packed in memory as float32)
-  int64_t batch_points = 0;     // points per batch (AutomaticBatchSize or the config)
+  int bytes_per_value = 8;   // 4 when the data are float32 (kept packed in memory as float32)
+  int64_t batch_points = 0;  // points per batch (AutomaticBatchSize or the config)
   int threads = 1;
 };
 
 // One line of an itemised memory budget.
 struct MemoryItem {
-  std::string what;   // e.g. "packed data (float32)"
+  std::string what;  // e.g. "packed data (float32)"
   int64_t bytes = 0;
 };
 
@@ -52,7 +52,8 @@ int64_t AutomaticBatchSize(double available_bytes, int num_parameters);
 // Memory the run may use, and where that number came from.
 struct AvailableMemory {
   double bytes = 0.0;
-  std::string source;  // "--memory-limit-gb", "performance.memory_limit_gb", "HOMODYNE_MEMORY_LIMIT", "MemAvailable", "cgroup memory.max"
+  std::string source;  // "--memory-limit-gb", "performance.memory_limit_gb",
+                       // "HOMODYNE_MEMORY_LIMIT", "MemAvailable", "cgroup memory.max"
 };
 // First of: the command line, the config, the environment variable HOMODYNE_MEMORY_LIMIT (GB),
 // else the smaller of /proc/meminfo MemAvailable and the cgroup limit. Throws InputError for an
@@ -67,7 +68,8 @@ struct StrategyChoice {
   MemoryEstimate estimate;  // of the chosen strategy
 };
 
-// Size tier first (fit_points < 1e6 standard, < 1e7 large, < 1e8 chunked, else streaming), then
+// Size tier first, on the points chi2 counts (2 fit_points): < 1e6 standard, < 1e7 large,
+// < 1e8 chunked, else streaming. Then
 // one tier leaner at a time while the estimate exceeds 70% of available_bytes. A forced strategy
 // is kept as asked; a forced strategy whose estimate exceeds the available memory is an InputError
 // saying why (DESIGN section 3).

@@ -29,8 +29,8 @@ CLI::Option* AddOptional(CLI::App& app, const std::string& name, std::optional<T
       .add_option_function<T>(
           name, [&target](const T& value) { target = value; }, help)
       ->type_name(std::is_same_v<T, std::string> ? "TEXT"
-                  : std::is_integral_v<T>         ? "INT"
-                                                  : "FLOAT");
+                  : std::is_integral_v<T>        ? "INT"
+                                                 : "FLOAT");
 }
 
 // Sets the physical parameter `name` in initial_parameters (names + values), keeping others.
@@ -117,7 +117,8 @@ std::optional<CommandLineOptions> ParseCommandLine(int argc, char** argv) {
   AddOptional(app, "--initial-gamma-dot-offset", options.initial_gamma_dot_offset,
               "Initial gamma_dot_t_offset [1/s]");
   AddOptional(app, "--initial-phi0", options.initial_phi0, "Initial phi0 [degrees]");
-  app.add_flag("--save-plots", options.save_plots, "Save one PNG per angle (data | fit | residual)");
+  app.add_flag("--save-plots", options.save_plots,
+               "Save one PNG per angle (data | fit | residual)");
   app.add_option("--output-format", options.output_format, "Legacy summary format")
       ->check(CLI::IsMember({"yaml", "json"}))
       ->capture_default_str();
@@ -185,7 +186,8 @@ void ApplyCommandLineOverrides(const CommandLineOptions& options, Config* config
   }
 
   if (options.threads) config->performance.cpu_threads = *options.threads;
-  if (options.strategy) config->performance.strategy_override = ParseStrategyKind(*options.strategy);
+  if (options.strategy)
+    config->performance.strategy_override = ParseStrategyKind(*options.strategy);
   // --memory-limit-gb stays on the command line: DetectAvailableMemory reports it as the source.
   if (options.backend) config->performance.backend = *options.backend;
   if (options.checkpoint_dir) config->streaming.checkpoint_dir = *options.checkpoint_dir;

@@ -12,28 +12,28 @@ namespace homodyne::cli {
 struct CommandLineOptions {
   std::string config_path = "./homodyne_config.yaml";  // --config
   bool config_path_given = false;
-  std::string output_dir = "./homodyne_results";       // --output-dir
-  std::string method = "nlsq";                         // --method (nlsq only in this engine)
-  std::optional<std::string> data_file;                // --data-file
-  bool static_mode = false;                            // --static-mode
-  bool laminar_flow = false;                           // --laminar-flow
-  std::optional<int> max_iterations;                   // --max-iterations
-  std::optional<double> tolerance;                     // --tolerance
+  std::string output_dir = "./homodyne_results";  // --output-dir
+  std::string method = "nlsq";                    // --method (nlsq only in this engine)
+  std::optional<std::string> data_file;           // --data-file
+  bool static_mode = false;                       // --static-mode
+  bool laminar_flow = false;                      // --laminar-flow
+  std::optional<int> max_iterations;              // --max-iterations
+  std::optional<double> tolerance;                // --tolerance
   std::optional<double> initial_d0, initial_alpha, initial_d_offset, initial_gamma_dot_t0,
       initial_beta, initial_gamma_dot_offset, initial_phi0;  // --initial-*
-  bool save_plots = false;                             // --save-plots
-  std::string output_format = "yaml";                  // --output-format yaml|json
-  int verbosity = 0;                                   // -v (count)
-  bool quiet = false;                                  // --quiet
-  std::optional<int> threads;                          // --threads
-  std::optional<std::string> strategy;                 // --strategy
-  std::optional<double> memory_limit_gb;               // --memory-limit-gb
-  std::optional<std::string> backend;                  // --backend cpu|cuda|auto
-  std::optional<std::string> checkpoint_dir;           // --checkpoint-dir
-  std::optional<int> checkpoint_frequency;             // --checkpoint-frequency
-  std::optional<bool> resume;                          // --resume / --no-resume
-  bool fast_mode = false;                              // --fast-mode
-  bool dry_run = false;                                // --dry-run
+  bool save_plots = false;                                   // --save-plots
+  std::string output_format = "yaml";                        // --output-format yaml|json
+  int verbosity = 0;                                         // -v (count)
+  bool quiet = false;                                        // --quiet
+  std::optional<int> threads;                                // --threads
+  std::optional<std::string> strategy;                       // --strategy
+  std::optional<double> memory_limit_gb;                     // --memory-limit-gb
+  std::optional<std::string> backend;                        // --backend cpu|cuda|auto
+  std::optional<std::string> checkpoint_dir;                 // --checkpoint-dir
+  std::optional<int> checkpoint_frequency;                   // --checkpoint-frequency
+  std::optional<bool> resume;                                // --resume / --no-resume
+  bool fast_mode = false;                                    // --fast-mode
+  bool dry_run = false;                                      // --dry-run
 };
 
 // Parses argv and checks every flag value that needs no config. Returns std::nullopt after

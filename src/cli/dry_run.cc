@@ -2,11 +2,11 @@
 
 #include <omp.h>
 
+#include <spdlog/spdlog.h>
 #include <chrono>
 #include <cstdio>
 #include <iomanip>
 #include <ostream>
-#include <spdlog/spdlog.h>
 #include <sstream>
 #include <string>
 
@@ -59,8 +59,8 @@ int RunDryRun(const Config& config, const CommandLineOptions& options, std::ostr
   size.num_times = n_times;
   size.num_angles = info.num_angles();
   size.bytes_per_value = info.value_type == "float32" ? 4 : 8;
-  size.batch_points = config.streaming.batch_size.value_or(
-      AutomaticBatchSize(available.bytes, n_parameters));
+  size.batch_points =
+      config.streaming.batch_size.value_or(AutomaticBatchSize(available.bytes, n_parameters));
   size.threads = config.performance.cpu_threads.value_or(omp_get_max_threads());
 
   out << "homodyne dry run (no fit)\n";

@@ -1,7 +1,7 @@
 // homodyne-simulate: writes a synthetic two-time correlation data set in a beamline layout from a
 // config's `simulation:` section (plus analysis_mode and analyzer_parameters).
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <iostream>
@@ -25,13 +25,15 @@ int Run(int argc, char** argv) {
   std::optional<uint64_t> seed;
   app.add_option("--config", config_path, "YAML config with a simulation: section")->required();
   app.add_option_function<std::string>(
-      "--output", [&](const std::string& v) { output = v; }, "Output HDF5 path (simulation.output)");
+      "--output", [&](const std::string& v) { output = v; },
+      "Output HDF5 path (simulation.output)");
   app.add_option_function<int>(
       "--frames", [&](const int& v) { frames = v; }, "Frames (simulation.frames, >= 2)");
   app.add_option_function<double>(
       "--noise", [&](const double& v) { noise = v; }, "Noise sigma (simulation.noise_sigma, >= 0)");
   app.add_option_function<uint64_t>(
       "--seed", [&](const uint64_t& v) { seed = v; }, "Random seed (simulation.seed)");
+  spdlog::set_pattern("%^[%l]%$ %v");
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& success) {

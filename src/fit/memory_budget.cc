@@ -33,8 +33,8 @@ double ReadMemAvailableBytes() {
 
 // The cgroup v2 (memory.max) or v1 (memory.limit_in_bytes) limit in bytes, or 0 when unlimited.
 double ReadCgroupLimitBytes() {
-  for (const char* path : {"/sys/fs/cgroup/memory.max",
-                           "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+  for (const char* path :
+       {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
     std::ifstream file(path);
     std::string text;
     if (!(file >> text) || text == "max") continue;
@@ -159,9 +159,11 @@ StrategyChoice SelectStrategy(const ProblemSize& size, double available_bytes,
     }
     return {*forced, "forced by the user", std::move(estimate)};
   }
-  StrategyKind kind = SizeTier(size.fit_points);
-  std::string reason = std::to_string(size.fit_points) + " points: size tier " +
-                       std::string(ToString(kind));
+  // Tiers count points as chi2 does (both triangles), like the reference's n_phi * N^2.
+  const int64_t counted_points = 2 * size.fit_points;
+  StrategyKind kind = SizeTier(counted_points);
+  std::string reason =
+      std::to_string(counted_points) + " points: size tier " + std::string(ToString(kind));
   MemoryEstimate estimate = EstimateMemory(kind, size);
   while (static_cast<double>(estimate.TotalBytes()) > usable && kind != StrategyKind::kStreaming) {
     const StrategyKind leaner = static_cast<StrategyKind>(static_cast<int>(kind) + 1);

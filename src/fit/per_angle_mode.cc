@@ -23,7 +23,8 @@ ResolvedScaling ResolvePerAngleMode(const NlsqOptions& nlsq, int n_angles) {
                                    "one contrast and offset per angle"};
   if (mode == "individual") return individual;
   if (mode == "constant" || mode == "fixed_constant") {
-    return {PerAngleMode::kConstant, 0, "contrast and offset fixed at per-angle quantile estimates"};
+    return {PerAngleMode::kConstant, 0,
+            "contrast and offset fixed at per-angle quantile estimates"};
   }
   if (mode == "auto" || mode == "auto_averaged") {
     if (n_angles >= nlsq.constant_scaling_threshold) {
@@ -32,7 +33,8 @@ ResolvedScaling ResolvePerAngleMode(const NlsqOptions& nlsq, int n_angles) {
                   std::to_string(nlsq.constant_scaling_threshold) + ", one shared pair"};
     }
     ResolvedScaling resolved = individual;
-    resolved.reason = "auto: " + std::to_string(n_angles) + " angles < constant_scaling_threshold " +
+    resolved.reason = "auto: " + std::to_string(n_angles) +
+                      " angles < constant_scaling_threshold " +
                       std::to_string(nlsq.constant_scaling_threshold) + ", individual";
     return resolved;
   }

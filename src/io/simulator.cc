@@ -174,10 +174,12 @@ SimulationReport SimulateDataset(const Config& config) {
   const std::filesystem::path output(sim.output);
   const std::filesystem::path directory =
       output.has_parent_path() ? output.parent_path() : std::filesystem::path(".");
+  // Create the output folder as a user expects (e.g. ./data/ of the ready configs).
   std::error_code error;
+  std::filesystem::create_directories(directory, error);
   if (!std::filesystem::is_directory(directory, error)) {
     throw DataError(sim.output + ": cannot create the file: directory " + directory.string() +
-                    " does not exist");
+                    " does not exist and cannot be created");
   }
   // Written under a temporary name and renamed at the end: a failed simulation never leaves a
   // half-written file under the final name.

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include "homodyne/config.h"
 #include "homodyne/dataset.h"
@@ -179,8 +180,16 @@ TEST_F(SimulatorTest, Float32StaticMode) {
   EXPECT_NEAR(values[0], expected, 1e-6);
 }
 
+TEST_F(SimulatorTest, CreatesMissingOutputFolder) {
+  const Config config = LaminarConfig(PathOf("new_dir/nested/sim.h5"));
+  SimulateDataset(config);
+  EXPECT_TRUE(std::filesystem::exists(config.simulation.output));
+}
+
 TEST_F(SimulatorTest, FailuresLeaveNoFile) {
-  Config config = LaminarConfig(PathOf("missing_dir/sim.h5"));
+  // A folder that cannot be created: its parent is a regular file.
+  std::ofstream(PathOf("plain_file")) << "not a folder";
+  Config config = LaminarConfig(PathOf("plain_file/sim.h5"));
   try {
     SimulateDataset(config);
     FAIL();
@@ -199,6 +208,7 @@ TEST_F(SimulatorTest, FailuresLeaveNoFile) {
   } catch (const InputError& error) {
     EXPECT_THAT(error.what(), HasSubstr("simulation.parameters"));
   }
+  std::filesystem::remove(PathOf("plain_file"));
   EXPECT_TRUE(std::filesystem::is_empty(directory_));
 }
 
