@@ -49,4 +49,4 @@ echo "== $(nproc) cores; $angles angles x $frames frames, $dtype, compression $c
 ls -l bench.h5
 /usr/bin/time -f "dry run: wall %e s, peak RSS %M KB" "$bin/homodyne" --config bench.yaml --dry-run \
   | grep -E "points to fit|non-finite|strategy "
-rm -f bench.h5 bench.yaml
+[ -n "${KEEP_FILE:-}" ] || rm -f bench.h5 bench.yaml
