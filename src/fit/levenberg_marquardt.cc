@@ -1,0 +1,551 @@
+// The Levenberg-Marquardt core (DESIGN section 4): Marquardt-scaled damping, gain-ratio
+// acceptance, Nielsen's damping update, bounds by projection with an active set. One trial step
+// per iteration; each trial costs exactly one pass (Cost or speculative Accumulate), plus one
+// Accumulate after an accepted step in kCostOnlyPass mode.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "homodyne/errors.h"
+#include "homodyne/lm.h"
+
+namespace homodyne {
+namespace {
+
+// Marquardt scaling uses D_ii = max(H_ii, floor) with floor = this times max_j H_jj, so that a
+// parameter the data do not constrain (H_ii = 0) is still damped instead of making the damped
+// system singular.
+constexpr double kDiagonalFloorRelative = 1e-12;
+// Eigenvalues of the Jacobi-scaled free block of J^T J below this times the largest count as zero
+// for the covariance (its pseudo-inverse is used then).
+constexpr double kCovarianceRcond = 1e-12;
+// Nielsen's update can shrink mu geometrically; below this it only loses digits.
+constexpr double kMinDamping = 1e-20;
+
+std::string Format(double value) {
+  std::ostringstream out;
+  out << value;
+  return out.str();
+}
+
+std::string FormatShort(double value) {
+  std::ostringstream out;
+  out.precision(4);
+  out << value;
+  return out.str();
+}
+
+bool IsPositiveFinite(double value) { return std::isfinite(value) && value > 0.0; }
+
+class LevenbergMarquardtMinimizer {
+ public:
+  LevenbergMarquardtMinimizer(const LevenbergMarquardtOptions& options,
+                              LeastSquaresProblem& problem)
+      : options_(options),
+        problem_(problem),
+        num_parameters_(problem.num_parameters()),
+        damping_(options.initial_damping),
+        start_time_(std::chrono::steady_clock::now()) {}
+
+  LevenbergMarquardtSummary Run(Eigen::VectorXd theta0) {
+    if (IterationZero(std::move(theta0))) {
+      while (!Finished()) {
+        if (summary_.iterations >= options_.max_iterations) {
+          Stop(LevenbergMarquardtStatus::kMaxIterations,
+               "stopped after max_iterations = " + std::to_string(options_.max_iterations) +
+                   " trial steps without meeting ftol, xtol or gtol");
+          break;
+        }
+        ++summary_.iterations;
+        const bool step_solved = ComputeStep();
+        if (step_solved) EvaluateTrial();
+        if (step_solved && IsStepSuccessful()) {
+          AcceptStep();
+        } else {
+          RejectStep();
+        }
+        ReportIteration();
+      }
+    }
+    ComputeCovariance();
+    summary_.theta = theta_;
+    summary_.final_damping = damping_.mu();
+    summary_.seconds = SecondsSinceStart();
+    return std::move(summary_);
+  }
+
+ private:
+  // Step 1: clip the start into the bounds (one warning per clipped parameter), first full pass,
+  // finiteness of the start, active set and the gradient test at the start. False if the run
+  // already ended (non-finite start or converged there).
+  bool IterationZero(Eigen::VectorXd theta0) {
+    HOMODYNE_CHECK(num_parameters_ > 0);
+    HOMODYNE_CHECK(theta0.size() == num_parameters_);
+    const double inf = std::numeric_limits<double>::infinity();
+    lower_ = options_.lower_bounds.size() > 0 ? options_.lower_bounds
+                                              : Eigen::VectorXd::Constant(num_parameters_, -inf);
+    upper_ = options_.upper_bounds.size() > 0 ? options_.upper_bounds
+                                              : Eigen::VectorXd::Constant(num_parameters_, inf);
+    HOMODYNE_CHECK(lower_.size() == num_parameters_ && upper_.size() == num_parameters_);
+    HOMODYNE_CHECK(options_.parameter_names.empty() ||
+                   static_cast<int>(options_.parameter_names.size()) == num_parameters_);
+
+    theta_ = std::move(theta0);
+    for (int i = 0; i < num_parameters_; ++i) {
+      if (!std::isfinite(theta_[i])) {
+        Stop(LevenbergMarquardtStatus::kFailedNonFinite,
+             "the starting value of " + Name(i) + " is " + Format(theta_[i]));
+        return false;
+      }
+      if (theta_[i] < lower_[i] || theta_[i] > upper_[i]) {
+        const bool below = theta_[i] < lower_[i];
+        const double bound = below ? lower_[i] : upper_[i];
+        summary_.warnings.push_back("initial value of " + Name(i) + " = " + Format(theta_[i]) +
+                                    " is " + (below ? "below its lower" : "above its upper") +
+                                    " bound " + Format(bound) + ": clipped to " + Format(bound));
+        theta_[i] = bound;
+      }
+    }
+
+    current_ = AccumulateAt(theta_);
+    summary_.initial_chi2 = current_.chi2;
+    if (!IsFiniteAccumulation(current_)) {
+      Stop(LevenbergMarquardtStatus::kFailedNonFinite,
+           "chi2 or its gradient is not finite at the starting point (chi2 = " +
+               Format(current_.chi2) + ")");
+      return false;
+    }
+    ReportIteration();
+    if (Finished()) return false;
+    ComputeActiveSet();
+    return !HasConvergedByGradient();
+  }
+
+  // Step 2: the bound-constrained damped Gauss-Newton step. Solves
+  //   (H_FF + mu D_FF) delta_F = -g_F   on the free parameters F (frozen ones do not move),
+  // projects theta + delta onto the bounds, and predicts the chi2 reduction of the projected step
+  // s from the quadratic model: pred = -(2 g^T s + s^T H s). False if the solve failed (no pass).
+  bool ComputeStep() {
+    const int num_free = static_cast<int>(free_.size());
+    HOMODYNE_CHECK(num_free > 0);
+    Eigen::MatrixXd damped(num_free, num_free);
+    Eigen::VectorXd minus_gradient(num_free);
+    double max_diagonal = 0.0;
+    for (int a = 0; a < num_free; ++a) {
+      max_diagonal = std::max(max_diagonal, current_.jtj(free_[a], free_[a]));
+    }
+    const double floor = max_diagonal > 0.0 ? kDiagonalFloorRelative * max_diagonal : 1.0;
+    for (int a = 0; a < num_free; ++a) {
+      for (int b = 0; b < num_free; ++b) damped(a, b) = current_.jtj(free_[a], free_[b]);
+      damped(a, a) += damping_.mu() * std::max(damped(a, a), floor);
+      minus_gradient[a] = -current_.jtr[free_[a]];
+    }
+    const Eigen::LDLT<Eigen::MatrixXd> ldlt(damped);
+    const Eigen::VectorXd delta = ldlt.solve(minus_gradient);
+
+    trial_theta_ = theta_;
+    step_ = Eigen::VectorXd::Zero(num_parameters_);
+    trial_chi2_ = std::numeric_limits<double>::quiet_NaN();
+    gain_ratio_ = 0.0;
+    if (ldlt.info() != Eigen::Success || !delta.allFinite()) return false;
+    for (int a = 0; a < num_free; ++a) {
+      const int i = free_[a];
+      trial_theta_[i] = std::clamp(theta_[i] + delta[a], lower_[i], upper_[i]);
+      step_[i] = trial_theta_[i] - theta_[i];
+    }
+    predicted_reduction_ = -(2.0 * current_.jtr.dot(step_) + step_.dot(current_.jtj * step_));
+    return true;
+  }
+
+  // Step 3: one pass at the trial point, as options.trial_evaluation says.
+  void EvaluateTrial() {
+    trial_is_finite_ = true;
+    if (options_.trial_evaluation == TrialEvaluation::kSpeculativeFullPass) {
+      trial_ = AccumulateAt(trial_theta_);
+      trial_chi2_ = trial_.chi2;
+      trial_is_finite_ = IsFiniteAccumulation(trial_);
+    } else {
+      trial_chi2_ = problem_.Cost(trial_theta_);
+      ++summary_.cost_passes;
+      trial_is_finite_ = std::isfinite(trial_chi2_);
+    }
+  }
+
+  // Step 4: gain ratio rho = actual / predicted reduction; accepted iff rho > 0. A non-finite
+  // trial (NaN/inf chi2, or gradient under validate_numerics) or a non-positive prediction is
+  // rejected (DESIGN section 7: never accepted).
+  bool IsStepSuccessful() {
+    if (!trial_is_finite_ || !(predicted_reduction_ > 0.0)) return false;
+    actual_reduction_ = current_.chi2 - trial_chi2_;
+    gain_ratio_ = actual_reduction_ / predicted_reduction_;
+    return gain_ratio_ > 0.0;
+  }
+
+  // Step 5a: move to the trial point, obtain its normal equations (reused speculative pass, or a
+  // new one), lower the damping, test ftol, xtol and gtol.
+  void AcceptStep() {
+    const double previous_chi2 = current_.chi2;
+    const double previous_theta_norm = theta_.norm();
+    theta_ = trial_theta_;
+    if (options_.trial_evaluation == TrialEvaluation::kSpeculativeFullPass) {
+      current_ = std::move(trial_);
+    } else {
+      current_ = AccumulateAt(theta_);
+    }
+    ++summary_.accepted_steps;
+    consecutive_rejections_ = 0;
+    damping_.OnAccepted(gain_ratio_);
+    if (!IsFiniteAccumulation(current_) || (options_.validate_numerics && !theta_.allFinite())) {
+      Stop(LevenbergMarquardtStatus::kFailedNonFinite,
+           "chi2 or its gradient became non-finite at an accepted point (chi2 = " +
+               Format(current_.chi2) + ")");
+      return;
+    }
+    ComputeActiveSet();
+    if (HasConvergedByGradient()) return;
+    const double step_norm = step_.norm();
+    if (step_norm <= options_.xtol * (previous_theta_norm + options_.xtol)) {
+      Stop(LevenbergMarquardtStatus::kConvergedXtol,
+           "the accepted step |dtheta| = " + FormatShort(step_norm) +
+               " is within xtol = " + Format(options_.xtol) + " of |theta|");
+      return;
+    }
+    const double reduction = previous_chi2 - current_.chi2;
+    if (gain_ratio_ > 0.25 && reduction <= options_.ftol * previous_chi2) {
+      Stop(LevenbergMarquardtStatus::kConvergedFtol,
+           "chi2 fell by " + FormatShort(reduction / previous_chi2) +
+               " (relative), within ftol = " + Format(options_.ftol));
+    }
+  }
+
+  // Step 5b: keep theta, raise the damping; a rejected step smaller than xtol means no smaller
+  // step can help (converged); runaway damping or too many rejections in a row is a failure.
+  void RejectStep() {
+    ++summary_.rejected_steps;
+    ++consecutive_rejections_;
+    damping_.OnRejected();
+    const double step_norm = step_.norm();
+    if (step_norm > 0.0 && step_norm <= options_.xtol * (theta_.norm() + options_.xtol)) {
+      Stop(LevenbergMarquardtStatus::kConvergedXtol,
+           "the trial step |dtheta| = " + FormatShort(step_norm) + " is within xtol = " +
+               Format(options_.xtol) + " of |theta| and does not lower chi2");
+    } else if (damping_.mu() > options_.max_damping) {
+      Stop(LevenbergMarquardtStatus::kFailedDamping,
+           "the damping rose to " + FormatShort(damping_.mu()) + " (> " +
+               Format(options_.max_damping) + ") without a step that lowers chi2");
+    } else if (consecutive_rejections_ >= options_.max_consecutive_rejections) {
+      Stop(LevenbergMarquardtStatus::kFailedRejections,
+           std::to_string(consecutive_rejections_) +
+               " trial steps in a row were rejected (max_consecutive_rejections)");
+    }
+  }
+
+  // Step 6: freeze a parameter at a bound whose descent direction -g_i points out of the box.
+  void ComputeActiveSet() {
+    free_.clear();
+    frozen_.assign(num_parameters_, false);
+    for (int i = 0; i < num_parameters_; ++i) {
+      const double g = current_.jtr[i];
+      frozen_[i] = (theta_[i] <= lower_[i] && g > 0.0) || (theta_[i] >= upper_[i] && g < 0.0);
+      if (!frozen_[i]) free_.push_back(i);
+    }
+  }
+
+  // gtol test on the free parameters (see LevenbergMarquardtOptions::gtol). Stops if met.
+  bool HasConvergedByGradient() {
+    double scaled_gradient = 0.0;
+    if (current_.chi2 > 0.0) {
+      for (int i : free_) {
+        const double g = std::abs(current_.jtr[i]);
+        if (g == 0.0) continue;
+        const double denominator = std::sqrt(current_.jtj(i, i) * current_.chi2);
+        scaled_gradient =
+            std::max(scaled_gradient,
+                     denominator > 0.0 ? g / denominator : std::numeric_limits<double>::infinity());
+      }
+    }
+    if (scaled_gradient > options_.gtol) return false;
+    std::string reason;
+    if (free_.empty()) {
+      reason = "every parameter is at a bound with its gradient pointing out";
+    } else if (current_.chi2 == 0.0) {
+      reason = "chi2 is exactly 0";
+    } else {
+      reason = "the scaled gradient " + FormatShort(scaled_gradient) +
+               " is within gtol = " + Format(options_.gtol);
+    }
+    Stop(LevenbergMarquardtStatus::kConvergedGtol, reason);
+    return true;
+  }
+
+  // Step 7: covariance = s^2 (H_FF)^-1 on the free block at theta, via the eigen-decomposition of
+  // the Jacobi-scaled block (pseudo-inverse when rank-deficient); frozen parameters get zero rows
+  // and columns (DESIGN section 4).
+  void ComputeCovariance() {
+    summary_.dof = problem_.num_residuals() - num_parameters_;
+    if (summary_.passes == 0) return;
+    summary_.final_chi2 = current_.chi2;
+    if (summary_.dof <= 0) {
+      summary_.warnings.push_back("degrees of freedom = " + std::to_string(summary_.dof) +
+                                  " (<= 0): covariance uses dof = 1");
+    }
+    const double s2 = current_.chi2 / static_cast<double>(std::max<int64_t>(summary_.dof, 1));
+    summary_.reduced_chi2 = s2;
+    if (!IsFiniteAccumulation(current_, /*always_check_matrices=*/true)) {
+      summary_.warnings.push_back("no covariance: chi2 or J^T J is not finite at the result");
+      return;
+    }
+    ComputeActiveSet();
+    for (int i = 0; i < num_parameters_; ++i) {
+      if (frozen_[i]) summary_.parameters_at_bound.push_back(i);
+    }
+    const int num_free = static_cast<int>(free_.size());
+    summary_.covariance = Eigen::MatrixXd::Zero(num_parameters_, num_parameters_);
+    summary_.uncertainties = Eigen::VectorXd::Zero(num_parameters_);
+    if (num_free == 0) return;
+
+    Eigen::VectorXd scale(num_free);
+    for (int a = 0; a < num_free; ++a) {
+      const double diagonal = current_.jtj(free_[a], free_[a]);
+      scale[a] = diagonal > 0.0 ? 1.0 / std::sqrt(diagonal) : 0.0;
+      if (!(diagonal > 0.0)) summary_.covariance_pseudo_inverse = true;
+    }
+    Eigen::MatrixXd scaled(num_free, num_free);
+    for (int a = 0; a < num_free; ++a) {
+      for (int b = 0; b < num_free; ++b) {
+        scaled(a, b) = scale[a] * current_.jtj(free_[a], free_[b]) * scale[b];
+      }
+    }
+    const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eigen(scaled);
+    HOMODYNE_CHECK(eigen.info() == Eigen::Success);
+    const Eigen::VectorXd& values = eigen.eigenvalues();
+    const double cutoff = kCovarianceRcond * std::max(values.maxCoeff(), 0.0);
+    Eigen::VectorXd inverse_values(num_free);
+    for (int a = 0; a < num_free; ++a) {
+      if (values[a] > cutoff && values[a] > 0.0) {
+        inverse_values[a] = 1.0 / values[a];
+      } else {
+        inverse_values[a] = 0.0;
+        summary_.covariance_pseudo_inverse = true;
+      }
+    }
+    const Eigen::MatrixXd& vectors = eigen.eigenvectors();
+    const Eigen::MatrixXd scaled_inverse =
+        vectors * inverse_values.asDiagonal() * vectors.transpose();
+    for (int a = 0; a < num_free; ++a) {
+      for (int b = 0; b < num_free; ++b) {
+        summary_.covariance(free_[a], free_[b]) = s2 * scale[a] * scaled_inverse(a, b) * scale[b];
+      }
+    }
+    summary_.uncertainties = summary_.covariance.diagonal().cwiseMax(0.0).cwiseSqrt();
+  }
+
+  // Step 8: the callback, after iteration 0 and after every trial.
+  void ReportIteration() {
+    if (!options_.callback) return;
+    LevenbergMarquardtIteration report;
+    report.iteration = summary_.iterations;
+    report.step_accepted = summary_.iterations > 0 && consecutive_rejections_ == 0;
+    report.chi2 = current_.chi2;
+    report.trial_chi2 = summary_.iterations > 0 ? trial_chi2_ : current_.chi2;
+    report.damping = damping_.mu();
+    report.step_norm = summary_.iterations > 0 ? step_.norm() : 0.0;
+    report.gain_ratio = summary_.iterations > 0 ? gain_ratio_ : 0.0;
+    report.seconds = SecondsSinceStart();
+    report.passes = summary_.passes;
+    report.cost_passes = summary_.cost_passes;
+    report.theta = theta_;
+    if (!options_.callback(report) && !Finished()) {
+      Stop(LevenbergMarquardtStatus::kStoppedByCallback,
+           "the iteration callback asked to stop after iteration " +
+               std::to_string(summary_.iterations));
+    }
+  }
+
+  NormalEquations AccumulateAt(const Eigen::VectorXd& theta) {
+    NormalEquations result = problem_.Accumulate(theta);
+    ++summary_.passes;
+    HOMODYNE_CHECK(result.jtj.rows() == num_parameters_ && result.jtj.cols() == num_parameters_);
+    HOMODYNE_CHECK(result.jtr.size() == num_parameters_);
+    return result;
+  }
+
+  // chi2 is always checked; J^T J and J^T r under validate_numerics (DESIGN section 7).
+  bool IsFiniteAccumulation(const NormalEquations& equations,
+                            bool always_check_matrices = false) const {
+    if (!std::isfinite(equations.chi2)) return false;
+    if (!options_.validate_numerics && !always_check_matrices) return true;
+    return equations.jtj.allFinite() && equations.jtr.allFinite();
+  }
+
+  void Stop(LevenbergMarquardtStatus status, std::string reason) {
+    summary_.status = status;
+    summary_.reason = std::move(reason);
+  }
+  bool Finished() const { return summary_.status != LevenbergMarquardtStatus::kNotRun; }
+
+  std::string Name(int i) const {
+    return options_.parameter_names.empty() ? "#" + std::to_string(i) : options_.parameter_names[i];
+  }
+
+  double SecondsSinceStart() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time_).count();
+  }
+
+  const LevenbergMarquardtOptions& options_;
+  LeastSquaresProblem& problem_;
+  const int num_parameters_;
+  NielsenDamping damping_;
+  const std::chrono::steady_clock::time_point start_time_;
+  LevenbergMarquardtSummary summary_;
+
+  Eigen::VectorXd lower_, upper_;
+  Eigen::VectorXd theta_;    // current point, always inside the bounds
+  NormalEquations current_;  // at theta_
+  std::vector<int> free_;    // parameters the next step may move
+  std::vector<bool> frozen_;
+  int consecutive_rejections_ = 0;
+
+  Eigen::VectorXd trial_theta_;
+  Eigen::VectorXd step_;   // trial_theta_ - theta_ (after projection)
+  NormalEquations trial_;  // speculative pass at trial_theta_
+  double trial_chi2_ = 0.0;
+  bool trial_is_finite_ = false;
+  double predicted_reduction_ = 0.0;
+  double actual_reduction_ = 0.0;
+  double gain_ratio_ = 0.0;
+};
+
+}  // namespace
+
+void NielsenDamping::OnAccepted(double gain_ratio) {
+  HOMODYNE_CHECK(gain_ratio > 0.0);
+  const double t = 2.0 * gain_ratio - 1.0;
+  mu_ = std::max(mu_ * std::max(1.0 / 3.0, 1.0 - t * t * t), kMinDamping);
+  nu_ = 2.0;
+}
+
+void NielsenDamping::OnRejected() {
+  mu_ *= nu_;
+  nu_ *= 2.0;
+}
+
+std::string_view ToString(LevenbergMarquardtStatus status) {
+  switch (status) {
+    case LevenbergMarquardtStatus::kNotRun:
+      return "not run";
+    case LevenbergMarquardtStatus::kConvergedFtol:
+      return "converged (ftol)";
+    case LevenbergMarquardtStatus::kConvergedXtol:
+      return "converged (xtol)";
+    case LevenbergMarquardtStatus::kConvergedGtol:
+      return "converged (gtol)";
+    case LevenbergMarquardtStatus::kMaxIterations:
+      return "max iterations";
+    case LevenbergMarquardtStatus::kFailedNonFinite:
+      return "failed (non-finite)";
+    case LevenbergMarquardtStatus::kFailedDamping:
+      return "failed (damping)";
+    case LevenbergMarquardtStatus::kFailedRejections:
+      return "failed (rejections)";
+    case LevenbergMarquardtStatus::kStoppedByCallback:
+      return "stopped by callback";
+  }
+  return "unknown";
+}
+
+bool IsConverged(LevenbergMarquardtStatus status) {
+  return status == LevenbergMarquardtStatus::kConvergedFtol ||
+         status == LevenbergMarquardtStatus::kConvergedXtol ||
+         status == LevenbergMarquardtStatus::kConvergedGtol;
+}
+
+bool LevenbergMarquardtOptions::IsValid(std::string* error) const {
+  auto fail = [error](const std::string& message) {
+    if (error != nullptr) *error = message;
+    return false;
+  };
+  if (max_iterations <= 0) {
+    return fail("optimization.nlsq.max_iterations = " + std::to_string(max_iterations) +
+                ": must be > 0");
+  }
+  if (!IsPositiveFinite(ftol)) {
+    return fail("optimization.nlsq.tolerance = " + Format(ftol) + ": must be > 0");
+  }
+  if (!IsPositiveFinite(xtol)) {
+    return fail("optimization.nlsq.xtol = " + Format(xtol) + ": must be > 0");
+  }
+  if (!IsPositiveFinite(gtol)) {
+    return fail("optimization.nlsq.gtol = " + Format(gtol) + ": must be > 0");
+  }
+  if (!IsPositiveFinite(initial_damping)) {
+    return fail("LevenbergMarquardtOptions.initial_damping = " + Format(initial_damping) +
+                ": must be > 0");
+  }
+  if (!(max_damping > initial_damping)) {
+    return fail("LevenbergMarquardtOptions.max_damping = " + Format(max_damping) +
+                ": must be > initial_damping = " + Format(initial_damping));
+  }
+  if (max_consecutive_rejections <= 0) {
+    return fail("LevenbergMarquardtOptions.max_consecutive_rejections = " +
+                std::to_string(max_consecutive_rejections) + ": must be > 0");
+  }
+  if (lower_bounds.size() != upper_bounds.size()) {
+    return fail("parameter_space.bounds: " + std::to_string(lower_bounds.size()) +
+                " lower bounds but " + std::to_string(upper_bounds.size()) + " upper bounds");
+  }
+  if (!parameter_names.empty() && lower_bounds.size() > 0 &&
+      static_cast<Eigen::Index>(parameter_names.size()) != lower_bounds.size()) {
+    return fail("parameter_space.bounds: " + std::to_string(lower_bounds.size()) + " bounds but " +
+                std::to_string(parameter_names.size()) + " parameter names");
+  }
+  for (Eigen::Index i = 0; i < lower_bounds.size(); ++i) {
+    const std::string path =
+        "parameter_space.bounds[" +
+        (parameter_names.empty() ? "#" + std::to_string(i) : parameter_names[i]) + "]";
+    const double min = lower_bounds[i];
+    const double max = upper_bounds[i];
+    if (std::isnan(min) || std::isnan(max)) {
+      return fail(path + ": min " + Format(min) + ", max " + Format(max) +
+                  ": must be numbers (+-inf allowed)");
+    }
+    if (min > max) return fail(path + ": min " + Format(min) + " > max " + Format(max));
+    if (min == std::numeric_limits<double>::infinity() ||
+        max == -std::numeric_limits<double>::infinity()) {
+      return fail(path + ": min " + Format(min) + ", max " + Format(max) +
+                  ": leaves no finite value");
+    }
+  }
+  return true;
+}
+
+std::string LevenbergMarquardtSummary::BriefReport() const {
+  if (status == LevenbergMarquardtStatus::kNotRun) return "LM: not run";
+  std::ostringstream out;
+  out.precision(6);
+  out << "LM " << ToString(status) << ": " << iterations << " iterations (" << accepted_steps
+      << " accepted), " << passes << " passes + " << cost_passes << " cost passes, chi2 "
+      << initial_chi2 << " -> " << final_chi2 << ", reduced chi2 " << reduced_chi2 << " (dof "
+      << dof << ")";
+  if (!parameters_at_bound.empty()) out << ", " << parameters_at_bound.size() << " at bound";
+  if (covariance_pseudo_inverse) out << ", covariance by pseudo-inverse";
+  if (!warnings.empty()) out << ", " << warnings.size() << " warnings";
+  out.precision(3);
+  out << ", " << seconds << " s";
+  return out.str();
+}
+
+LevenbergMarquardtSummary Minimize(const LevenbergMarquardtOptions& options,
+                                   LeastSquaresProblem& problem, Eigen::VectorXd theta0) {
+  std::string error;
+  if (!options.IsValid(&error)) throw ConfigError(error);
+  LevenbergMarquardtMinimizer minimizer(options, problem);
+  return minimizer.Run(std::move(theta0));
+}
+
+}  // namespace homodyne
