@@ -1,0 +1,67 @@
+// The result of a fit and the reference's result files (reference section 6, DESIGN section 8).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "homodyne/model.h"
+
+namespace homodyne {
+
+struct ParameterEstimate {
+  std::string name;
+  double value = 0.0;
+  double uncertainty = 0.0;  // one standard error; 0 for a parameter held fixed or at a bound
+};
+
+// Contrast and offset of one angle (always one pair per angle, whatever the per-angle mode).
+struct AngleScaling {
+  double phi_degrees = 0.0;
+  ParameterEstimate contrast;
+  ParameterEstimate offset;
+};
+
+// Everything the result files report. Fields start as "not run" values.
+struct FitResult {
+  AnalysisMode analysis_mode = AnalysisMode::kLaminarFlow;
+  std::vector<ParameterEstimate> physical;    // model order (PhysicalParameterNames)
+  std::vector<AngleScaling> per_angle;        // in data order
+  std::vector<std::string> covariance_names;  // rows/columns of `covariance`
+  std::vector<double> covariance;             // row-major, covariance_names.size()^2
+
+  double chi_squared = 0.0;
+  double reduced_chi_squared = 0.0;
+  int64_t degrees_of_freedom = 0;
+  std::string convergence_status = "not_run";  // "converged", "max_iterations", "failed", ...
+  std::string termination_reason = "not run";  // one sentence: why the fit stopped
+
+  int64_t n_points = 0;  // points fitted (both triangles, diagonal excluded)
+  int n_angles = 0;
+  int n_times = 0;  // N of the fitted grid
+  double q_inv_angstrom = 0.0;
+  int iterations = 0;
+  int64_t passes = 0;             // full passes over the data
+  int64_t point_evaluations = 0;  // points evaluated over all passes
+  std::string strategy = "none";
+  std::string strategy_reason;
+  std::string backend = "cpu";
+  int threads = 1;
+  double load_seconds = 0.0;
+  double optimization_seconds = 0.0;
+  double total_seconds = 0.0;
+  double memory_peak_mb = 0.0;
+  std::vector<std::string> recovery_actions;  // e.g. strategy fallbacks
+  std::vector<std::string> warnings;
+};
+
+// "good" (reduced chi2 < 1.5), "marginal" (< 3.0) or "poor" (reference section 4.3).
+std::string QualityFlag(double reduced_chi_squared);
+
+// Writes nlsq/parameters.json, nlsq/analysis_results_nlsq.json and nlsq/convergence_metrics.json
+// under output_dir (created if absent) with the reference's fields plus ours. Each file is written
+// to a temporary name and renamed, so a failure never leaves a truncated file. NaN is written as
+// null, +-Inf as "Infinity"/"-Infinity" (as the reference). Throws InputError naming the path.
+void WriteResultFiles(const FitResult& result, const std::string& output_dir);
+
+}  // namespace homodyne

@@ -1,0 +1,206 @@
+// The reference's JSON result files (reference section 6): parameters.json,
+// analysis_results_nlsq.json, convergence_metrics.json, with our additions.
+#include <unistd.h>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "homodyne/errors.h"
+#include "homodyne/results.h"
+
+namespace homodyne {
+namespace {
+
+using nlohmann::ordered_json;
+
+// NaN -> null, +-Inf -> "Infinity"/"-Infinity" (the reference's JSON convention).
+ordered_json Number(double value) {
+  if (std::isnan(value)) return nullptr;
+  if (std::isinf(value)) return value > 0 ? "Infinity" : "-Infinity";
+  return value;
+}
+
+ordered_json Estimate(const ParameterEstimate& estimate) {
+  return {{"value", Number(estimate.value)}, {"uncertainty", Number(estimate.uncertainty)}};
+}
+
+// ISO 8601 local time, seconds precision.
+std::string Timestamp() {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm local{};
+  localtime_r(&now, &local);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%S", &local);
+  return text;
+}
+
+// Mean of the per-angle values (NaN ignored) and RMS of their uncertainties, as the reference
+// reports the scalar `contrast` and `offset`.
+ParameterEstimate MeanOverAngles(const std::vector<AngleScaling>& angles, bool contrast) {
+  double sum = 0.0;
+  double sum_squared_uncertainty = 0.0;
+  int count = 0;
+  for (const AngleScaling& angle : angles) {
+    const ParameterEstimate& estimate = contrast ? angle.contrast : angle.offset;
+    if (std::isnan(estimate.value)) continue;
+    sum += estimate.value;
+    sum_squared_uncertainty += estimate.uncertainty * estimate.uncertainty;
+    ++count;
+  }
+  ParameterEstimate mean{contrast ? "contrast" : "offset", std::nan(""), std::nan("")};
+  if (count > 0) {
+    mean.value = sum / count;
+    mean.uncertainty = std::sqrt(sum_squared_uncertainty / count);
+  }
+  return mean;
+}
+
+// Fields every file of ours carries beyond the reference's.
+ordered_json RunDetails(const FitResult& result) {
+  return {
+      {"strategy", {{"name", result.strategy}, {"reason", result.strategy_reason}}},
+      {"backend", result.backend},
+      {"threads", result.threads},
+      {"n_points", result.n_points},
+      {"iterations", result.iterations},
+      {"passes", result.passes},
+      {"point_evaluations", result.point_evaluations},
+      {"timings_s",
+       {{"load", Number(result.load_seconds)},
+        {"optimization", Number(result.optimization_seconds)},
+        {"total", Number(result.total_seconds)}}},
+      {"memory_peak_mb", Number(result.memory_peak_mb)},
+      {"termination_reason", result.termination_reason},
+  };
+}
+
+ordered_json ParametersJson(const FitResult& result, const std::string& timestamp) {
+  ordered_json parameters = ordered_json::object();
+  parameters["contrast"] = Estimate(MeanOverAngles(result.per_angle, true));
+  parameters["offset"] = Estimate(MeanOverAngles(result.per_angle, false));
+  for (const ParameterEstimate& estimate : result.physical) {
+    parameters[estimate.name] = Estimate(estimate);
+  }
+  ordered_json per_angle = ordered_json::array();
+  for (const AngleScaling& angle : result.per_angle) {
+    per_angle.push_back({{"phi", Number(angle.phi_degrees)},
+                         {"contrast", Estimate(angle.contrast)},
+                         {"offset", Estimate(angle.offset)}});
+  }
+  ordered_json matrix = ordered_json::array();
+  const size_t n = result.covariance_names.size();
+  for (size_t i = 0; i < n && result.covariance.size() == n * n; ++i) {
+    ordered_json row = ordered_json::array();
+    for (size_t j = 0; j < n; ++j) row.push_back(Number(result.covariance[i * n + j]));
+    matrix.push_back(std::move(row));
+  }
+  return {
+      {"timestamp", timestamp},
+      {"analysis_mode", std::string(ToString(result.analysis_mode))},
+      {"chi_squared", Number(result.chi_squared)},
+      {"reduced_chi_squared", Number(result.reduced_chi_squared)},
+      {"convergence_status", result.convergence_status},
+      {"parameters", std::move(parameters)},
+      {"per_angle", std::move(per_angle)},
+      {"covariance", {{"parameter_names", result.covariance_names}, {"matrix", std::move(matrix)}}},
+  };
+}
+
+ordered_json AnalysisResultsJson(const FitResult& result, const std::string& timestamp) {
+  ordered_json json = {
+      {"method", "nlsq"},
+      {"timestamp", timestamp},
+      {"analysis_mode", std::string(ToString(result.analysis_mode))},
+      {"fit_quality",
+       {{"chi_squared", Number(result.chi_squared)},
+        {"reduced_chi_squared", Number(result.reduced_chi_squared)},
+        {"degrees_of_freedom", result.degrees_of_freedom},
+        {"quality_flag", QualityFlag(result.reduced_chi_squared)}}},
+      {"dataset_info",
+       {{"n_angles", result.n_angles},
+        {"n_time_points", static_cast<int64_t>(result.n_times) * result.n_times},
+        {"total_data_points",
+         static_cast<int64_t>(result.n_angles) * result.n_times * result.n_times},
+        {"q_value", Number(result.q_inv_angstrom)}}},
+      {"optimization_summary",
+       {{"convergence_status", result.convergence_status},
+        {"iterations", result.iterations},
+        {"execution_time", Number(result.total_seconds)}}},
+  };
+  json.update(RunDetails(result));
+  return json;
+}
+
+ordered_json ConvergenceMetricsJson(const FitResult& result) {
+  const double reduced = result.reduced_chi_squared;
+  ordered_json json = {
+      {"convergence",
+       {{"status", result.convergence_status},
+        {"iterations", result.iterations},
+        {"execution_time", Number(result.total_seconds)},
+        {"final_chi_squared", Number(result.chi_squared)},
+        {"chi_squared_reduction", Number(reduced < 1.0 ? 1.0 - reduced : 0.0)}}},
+      {"recovery_actions", result.recovery_actions},
+      {"quality_flag", QualityFlag(reduced)},
+      {"device_info", {{"backend", result.backend}, {"threads", result.threads}}},
+      {"quality_validation_passed", result.warnings.empty()},
+      {"quality_warnings", result.warnings},
+      {"quality_checks",
+       {{"converged", result.convergence_status == "converged"},
+        {"reduced_chi_squared_finite", std::isfinite(reduced)}}},
+  };
+  json.update(RunDetails(result));
+  return json;
+}
+
+// Writes `json` to path via a temporary file in the same folder and a rename.
+void WriteJsonAtomically(const ordered_json& json, const std::filesystem::path& path) {
+  const std::filesystem::path temporary = path.string() + ".partial-" + std::to_string(::getpid());
+  {
+    std::ofstream file(temporary);
+    file << json.dump(2) << "\n";
+    file.flush();
+    if (!file) {
+      std::error_code ignored;
+      std::filesystem::remove(temporary, ignored);
+      throw InputError(path.string() +
+                       ": cannot write the result file (disk full or no "
+                       "permission?)");
+    }
+  }
+  std::error_code error;
+  std::filesystem::rename(temporary, path, error);
+  if (error) {
+    std::filesystem::remove(temporary, error);
+    throw InputError(path.string() + ": cannot write the result file: " + error.message());
+  }
+}
+
+}  // namespace
+
+std::string QualityFlag(double reduced_chi_squared) {
+  if (reduced_chi_squared < 1.5) return "good";
+  if (reduced_chi_squared < 3.0) return "marginal";
+  return "poor";
+}
+
+void WriteResultFiles(const FitResult& result, const std::string& output_dir) {
+  const std::filesystem::path folder = std::filesystem::path(output_dir) / "nlsq";
+  std::error_code error;
+  std::filesystem::create_directories(folder, error);
+  if (!std::filesystem::is_directory(folder)) {
+    throw InputError(folder.string() + ": cannot create the results folder" +
+                     (error ? ": " + error.message() : std::string()));
+  }
+  const std::string timestamp = Timestamp();
+  WriteJsonAtomically(ParametersJson(result, timestamp), folder / "parameters.json");
+  WriteJsonAtomically(AnalysisResultsJson(result, timestamp),
+                      folder / "analysis_results_nlsq.json");
+  WriteJsonAtomically(ConvergenceMetricsJson(result), folder / "convergence_metrics.json");
+}
+
+}  // namespace homodyne

@@ -1,0 +1,133 @@
+// The JSON result files: the reference's fields, ours, the NaN/Inf convention, failures.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "homodyne/errors.h"
+#include "homodyne/results.h"
+
+namespace homodyne {
+namespace {
+
+using ::testing::HasSubstr;
+
+class ResultsJsonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    directory_ = std::filesystem::temp_directory_path() /
+                 ("homodyne_results_test_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(directory_);
+  }
+  void TearDown() override { std::filesystem::remove_all(directory_); }
+
+  nlohmann::json Read(const std::string& name) const {
+    std::ifstream file(directory_ / "nlsq" / name);
+    return nlohmann::json::parse(file);
+  }
+
+  static FitResult StaticResult() {
+    FitResult result;
+    result.analysis_mode = AnalysisMode::kStatic;
+    result.physical = {{"D0", 1000.0, 5.0}, {"alpha", -0.5, 0.01}, {"D_offset", 10.0, 1.0}};
+    result.per_angle = {{0.0, {"contrast", 0.3, 0.003}, {"offset", 1.0, 0.004}},
+                        {45.0, {"contrast", 0.2, 0.004}, {"offset", 1.02, 0.003}}};
+    result.covariance_names = {"D0", "alpha"};
+    result.covariance = {25.0, 0.01, 0.01, 1e-4};
+    result.chi_squared = 2000.0;
+    result.reduced_chi_squared = 1.6;
+    result.degrees_of_freedom = 1250;
+    result.convergence_status = "converged";
+    result.termination_reason = "ftol";
+    result.n_angles = 2;
+    result.n_times = 25;
+    result.n_points = 1200;
+    result.q_inv_angstrom = 0.0054;
+    result.iterations = 7;
+    result.passes = 8;
+    result.point_evaluations = 9600;
+    result.strategy = "large";
+    result.strategy_reason = "size tier";
+    result.threads = 2;
+    result.total_seconds = 1.5;
+    return result;
+  }
+
+  std::filesystem::path directory_;
+};
+
+TEST(QualityFlagTest, ReferenceBoundaries) {
+  EXPECT_EQ(QualityFlag(1.49), "good");
+  EXPECT_EQ(QualityFlag(1.5), "marginal");
+  EXPECT_EQ(QualityFlag(3.0), "poor");
+  EXPECT_EQ(QualityFlag(std::nan("")), "poor");
+}
+
+TEST_F(ResultsJsonTest, ParametersJsonHasReferenceFieldsAndPerAngleValues) {
+  WriteResultFiles(StaticResult(), directory_.string());
+  const nlohmann::json json = Read("parameters.json");
+  EXPECT_EQ(json["analysis_mode"], "static");
+  EXPECT_EQ(json["convergence_status"], "converged");
+  EXPECT_DOUBLE_EQ(json["chi_squared"].get<double>(), 2000.0);
+  EXPECT_DOUBLE_EQ(json["parameters"]["D0"]["value"].get<double>(), 1000.0);
+  EXPECT_DOUBLE_EQ(json["parameters"]["alpha"]["uncertainty"].get<double>(), 0.01);
+  // Scalar contrast: mean of the per-angle values, RMS of their uncertainties.
+  EXPECT_DOUBLE_EQ(json["parameters"]["contrast"]["value"].get<double>(), 0.25);
+  EXPECT_NEAR(json["parameters"]["contrast"]["uncertainty"].get<double>(),
+              std::sqrt((0.003 * 0.003 + 0.004 * 0.004) / 2), 1e-15);
+  ASSERT_EQ(json["per_angle"].size(), 2u);
+  EXPECT_DOUBLE_EQ(json["per_angle"][1]["phi"].get<double>(), 45.0);
+  EXPECT_DOUBLE_EQ(json["per_angle"][1]["offset"]["value"].get<double>(), 1.02);
+  EXPECT_EQ(json["covariance"]["parameter_names"][1], "alpha");
+  EXPECT_DOUBLE_EQ(json["covariance"]["matrix"][0][1].get<double>(), 0.01);
+  EXPECT_TRUE(json.contains("timestamp"));
+}
+
+TEST_F(ResultsJsonTest, AnalysisAndConvergenceFilesCarryRunDetails) {
+  WriteResultFiles(StaticResult(), directory_.string());
+  const nlohmann::json analysis = Read("analysis_results_nlsq.json");
+  EXPECT_EQ(analysis["method"], "nlsq");
+  EXPECT_EQ(analysis["fit_quality"]["quality_flag"], "marginal");
+  EXPECT_EQ(analysis["fit_quality"]["degrees_of_freedom"], 1250);
+  EXPECT_EQ(analysis["dataset_info"]["n_time_points"], 625);
+  EXPECT_EQ(analysis["dataset_info"]["total_data_points"], 1250);
+  EXPECT_EQ(analysis["strategy"]["name"], "large");
+  EXPECT_EQ(analysis["passes"], 8);
+  EXPECT_EQ(analysis["point_evaluations"], 9600);
+  EXPECT_EQ(analysis["timings_s"]["total"], 1.5);
+
+  const nlohmann::json convergence = Read("convergence_metrics.json");
+  EXPECT_EQ(convergence["convergence"]["iterations"], 7);
+  EXPECT_DOUBLE_EQ(convergence["convergence"]["chi_squared_reduction"].get<double>(), 0.0);
+  EXPECT_EQ(convergence["termination_reason"], "ftol");
+  EXPECT_EQ(convergence["device_info"]["threads"], 2);
+}
+
+TEST_F(ResultsJsonTest, NonFiniteNumbersFollowTheReferenceConvention) {
+  FitResult result = StaticResult();
+  result.chi_squared = std::numeric_limits<double>::infinity();
+  result.reduced_chi_squared = std::nan("");
+  result.convergence_status = "failed";
+  WriteResultFiles(result, directory_.string());
+  const nlohmann::json json = Read("parameters.json");
+  EXPECT_EQ(json["chi_squared"], "Infinity");
+  EXPECT_TRUE(json["reduced_chi_squared"].is_null());
+}
+
+TEST_F(ResultsJsonTest, UnwritableFolderIsAnErrorNamingThePath) {
+  std::filesystem::create_directories(directory_);
+  std::ofstream(directory_ / "plain_file") << "not a folder";
+  const std::string output = (directory_ / "plain_file").string();
+  try {
+    WriteResultFiles(StaticResult(), output);
+    FAIL() << "writing under a regular file must fail";
+  } catch (const InputError& error) {
+    EXPECT_THAT(error.what(), HasSubstr("plain_file/nlsq"));
+  }
+}
+
+}  // namespace
+}  // namespace homodyne
