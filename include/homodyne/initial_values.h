@@ -1,0 +1,34 @@
+// Starting values of a fit (reference sections 2.3 and 2.4; DESIGN: midpoints for values: null).
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "homodyne/config.h"
+
+namespace homodyne {
+
+// Physical starting values in model order: initial_parameters.values by name where given, the
+// bound midpoint (min + max) / 2 of every parameter not given (the documented rule for
+// `values: null`, reference Q1).
+std::vector<double> InitialPhysicalParameters(const Config& config);
+
+struct ScalingEstimate {
+  double contrast = 0.0;
+  double offset = 0.0;
+};
+
+// The reference's quantile estimator of one angle's contrast and offset (reference section 2.4),
+// on the packed strict upper triangle of n_times times (lag = j - i frames):
+//   offset   = 10th percentile of c2 at lags >= the 80th lag percentile,
+//   contrast = 90th percentile of c2 at lags <= the 20th lag percentile - offset,
+// each clipped to its bounds; percentiles interpolate linearly (numpy's default); non-finite values
+// are ignored; fewer than 100 finite points give the bound midpoints.
+ScalingEstimate EstimateScalingFromData(std::span<const float> packed_upper, int n_times,
+                                        const ParameterBound& contrast_bound,
+                                        const ParameterBound& offset_bound);
+
+// numpy.percentile(values, q) with linear interpolation; reorders `values`. Empty -> NaN.
+double Percentile(std::vector<double>& values, double q);
+
+}  // namespace homodyne
