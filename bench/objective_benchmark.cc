@@ -1,0 +1,65 @@
+// Throughput of one fitting pass (PackedDataObjective): laminar_flow, 3 angles, N = 2000 fitted
+// times (5,997,000 upper-triangle points), float32 data in memory (the "large" strategy).
+// Accumulate = residuals + Jacobian + normal equations; Cost = residuals and chi2 only.
+// items_per_second = upper-triangle points per second. Threads: arg (1, 2).
+#include <benchmark/benchmark.h>
+#include <omp.h>
+
+#include <Eigen/Dense>
+#include <vector>
+
+#include "homodyne/dataset.h"
+#include "homodyne/model.h"
+#include "homodyne/objective.h"
+
+namespace {
+
+using homodyne::PackedDataObjective;
+
+PackedDataObjective& LaminarObjective() {
+  static PackedDataObjective* objective = [] {
+    const int n = 2000;
+    std::vector<double> times(n);
+    for (int i = 0; i < n; ++i) times[static_cast<size_t>(i)] = (i + 1) * 0.1;
+    homodyne::HomodyneModel model(homodyne::AnalysisMode::kLaminarFlow,
+                                  homodyne::ScatteringGeometry{0.0054, 2e6, 0.1}, times);
+    const std::vector<double> physical = {3000.0, -0.5, 10.0, 2.0e-5, 0.3, 1.0e-6, 5.0};
+    const std::vector<double> phi = {0.0, 45.0, 90.0};
+    const homodyne::ModelEvaluation evaluation(model, physical);
+    PackedDataObjective::PackedData data;
+    std::vector<double> c2(static_cast<size_t>(homodyne::UpperTriangleSize(n)));
+    for (double angle : phi) {
+      evaluation.EvaluateUpperTriangleRows(angle, 0.3, 1.0, 0, n, c2, {});
+      data.emplace_back(c2.begin(), c2.end());
+    }
+    return new PackedDataObjective(model, phi, 0.01, std::move(data));
+  }();
+  return *objective;
+}
+
+Eigen::VectorXd Theta() {
+  Eigen::VectorXd theta(13);
+  theta << 3100.0, -0.45, 11.0, 2.1e-5, 0.31, 1.1e-6, 5.5, 0.3, 0.3, 0.3, 1.0, 1.0, 1.0;
+  return theta;
+}
+
+void BM_AccumulateLaminar(benchmark::State& state) {
+  omp_set_num_threads(static_cast<int>(state.range(0)));
+  PackedDataObjective& objective = LaminarObjective();
+  const Eigen::VectorXd theta = Theta();
+  for (auto _ : state) benchmark::DoNotOptimize(objective.Accumulate(theta).chi2);
+  state.SetItemsProcessed(state.iterations() * objective.num_points());
+}
+
+void BM_CostLaminar(benchmark::State& state) {
+  omp_set_num_threads(static_cast<int>(state.range(0)));
+  PackedDataObjective& objective = LaminarObjective();
+  const Eigen::VectorXd theta = Theta();
+  for (auto _ : state) benchmark::DoNotOptimize(objective.Cost(theta));
+  state.SetItemsProcessed(state.iterations() * objective.num_points());
+}
+
+BENCHMARK(BM_AccumulateLaminar)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_CostLaminar)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace

@@ -1,0 +1,232 @@
+// Tests of PackedDataObjective (include/homodyne/objective.h) on simulated data sets.
+#include <gtest/gtest.h>
+#include <omp.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "homodyne/config.h"
+#include "homodyne/dataset.h"
+#include "homodyne/lm.h"
+#include "homodyne/model.h"
+#include "homodyne/objective.h"
+#include "homodyne/simulate.h"
+
+namespace homodyne {
+namespace {
+
+class ObjectiveTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    directory_ = std::filesystem::temp_directory_path() /
+                 ("homodyne_fit_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(directory_);
+    std::filesystem::create_directories(directory_);
+  }
+  void TearDown() override { std::filesystem::remove_all(directory_); }
+
+  Config SimulationConfig(AnalysisMode mode, int frames) const {
+    Config config;
+    config.analysis_mode = mode;
+    config.geometry.q_inv_angstrom = 0.0054;
+    config.geometry.gap_angstrom = 2.0e6;
+    config.geometry.dt_seconds = 0.1;
+    SimulationOptions& sim = config.simulation;
+    sim.present = true;
+    sim.output = (directory_ / "sim.h5").string();
+    sim.frames = frames;
+    sim.phi_angles_degrees = {0.0, 45.0, 90.0};
+    if (mode == AnalysisMode::kLaminarFlow) {
+      sim.physical_parameters = {3000.0, -0.5, 10.0, 2.0e-4, 0.3, 1.0e-5, 5.0};
+    } else {
+      sim.physical_parameters = {3000.0, -0.5, 10.0};
+    }
+    sim.contrast = {0.30, 0.25, 0.20};
+    sim.offset = {1.00, 1.02, 0.98};
+    sim.noise_sigma = 0.01;
+    sim.seed = 1;
+    sim.dtype = "float64";
+    sim.compression = "none";
+    return config;
+  }
+
+  // Simulates the config and builds the objective on the file's fitted grid.
+  static std::unique_ptr<PackedDataObjective> MakeObjective(const Config& config,
+                                                            int64_t batch_points) {
+    SimulateDataset(config);
+    DataSelection selection;
+    selection.file_path = config.simulation.output;
+    selection.wavevector_q_target = config.geometry.q_inv_angstrom;
+    selection.dt_seconds = config.geometry.dt_seconds;
+    std::unique_ptr<BatchSource> source = OpenBatchSource(selection);
+    const DatasetInfo& info = source->info();
+    std::vector<double> phi;
+    for (const AngleInfo& angle : info.angles) phi.push_back(angle.phi_degrees);
+    HomodyneModel model(config.analysis_mode, config.geometry, info.FittedTimes());
+    // Small read blocks exercise the row-block loader.
+    return std::make_unique<PackedDataObjective>(std::move(model), std::move(phi), 0.01,
+                                                 PackedDataObjective::LoadPackedData(*source, 500),
+                                                 batch_points);
+  }
+
+  static Eigen::VectorXd Truth(const Config& config) {
+    const SimulationOptions& sim = config.simulation;
+    const int p_phys = NumPhysicalParameters(config.analysis_mode);
+    const int n = static_cast<int>(sim.phi_angles_degrees.size());
+    Eigen::VectorXd theta(p_phys + 2 * n);
+    for (int a = 0; a < p_phys; ++a) theta[a] = sim.physical_parameters[static_cast<size_t>(a)];
+    for (int k = 0; k < n; ++k) {
+      theta[p_phys + k] = sim.contrast[static_cast<size_t>(k)];
+      theta[p_phys + n + k] = sim.offset[static_cast<size_t>(k)];
+    }
+    return theta;
+  }
+
+  std::filesystem::path directory_;
+};
+
+TEST_F(ObjectiveTest, GradientMatchesFiniteDifferencesOfCost) {
+  const Config config = SimulationConfig(AnalysisMode::kLaminarFlow, 40);
+  std::unique_ptr<PackedDataObjective> objective = MakeObjective(config, 100);
+  EXPECT_EQ(objective->num_points(), 3 * 39 * 38 / 2);
+  EXPECT_EQ(objective->num_residuals(), 3 * 39 * 38);
+  EXPECT_EQ(objective->num_nonfinite_points(), 0);
+  EXPECT_GT(objective->num_batches(), 3);
+  ASSERT_EQ(objective->num_parameters(), 13);
+
+  Eigen::VectorXd theta = Truth(config);
+  const Eigen::VectorXd step_from_truth = (Eigen::VectorXd(13) << 300.0, 0.05, 2.0, 2e-5, -0.03,
+                                           2e-6, 1.5, 0.01, -0.01, 0.02, 0.005, -0.004, 0.003)
+                                              .finished();
+  theta += step_from_truth;
+  const NormalEquations ne = objective->Accumulate(theta);
+  EXPECT_EQ(ne.num_points, objective->num_residuals());
+  EXPECT_DOUBLE_EQ(ne.chi2, objective->Cost(theta));
+  EXPECT_TRUE(ne.jtj.isApprox(ne.jtj.transpose(), 0.0));
+
+  // chi2 = sum r^2, so d chi2 / d theta = 2 J^T r: compare J^T r with d(chi2/2)/dtheta by central
+  // differences with Richardson extrapolation.
+  for (int j = 0; j < objective->num_parameters(); ++j) {
+    const double h = 1e-4 * std::max(std::abs(theta[j]), 1e-6);
+    auto half_cost_difference = [&](double step) {
+      Eigen::VectorXd plus = theta;
+      Eigen::VectorXd minus = theta;
+      plus[j] += step;
+      minus[j] -= step;
+      return (objective->Cost(plus) - objective->Cost(minus)) / (4.0 * step);
+    };
+    const double d1 = half_cost_difference(h);
+    const double d2 = half_cost_difference(h / 2);
+    const double numeric = (4.0 * d2 - d1) / 3.0;
+    EXPECT_NEAR(ne.jtr[j], numeric, 1e-5 * std::abs(numeric)) << "parameter " << j;
+  }
+}
+
+TEST_F(ObjectiveTest, BitwiseIndependentOfThreadsAndCalls) {
+  const Config config = SimulationConfig(AnalysisMode::kLaminarFlow, 40);
+  std::unique_ptr<PackedDataObjective> objective = MakeObjective(config, 60);
+  Eigen::VectorXd theta = Truth(config);
+  theta[0] *= 1.1;
+  theta[3] *= 0.9;
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const NormalEquations one = objective->Accumulate(theta);
+  const double cost_one = objective->Cost(theta);
+  omp_set_num_threads(2);
+  const NormalEquations two = objective->Accumulate(theta);
+  const NormalEquations again = objective->Accumulate(theta);
+  const double cost_two = objective->Cost(theta);
+  omp_set_num_threads(threads);
+  for (const NormalEquations* other : {&two, &again}) {
+    EXPECT_EQ(one.chi2, other->chi2);
+    EXPECT_EQ(one.num_points, other->num_points);
+    EXPECT_TRUE((one.jtj.array() == other->jtj.array()).all());
+    EXPECT_TRUE((one.jtr.array() == other->jtr.array()).all());
+  }
+  EXPECT_EQ(cost_one, cost_two);
+  EXPECT_EQ(cost_one, one.chi2);
+}
+
+TEST_F(ObjectiveTest, SkipsNonFiniteDataPoints) {
+  const std::vector<double> times = {0.1, 0.2, 0.3, 0.4};
+  HomodyneModel model(AnalysisMode::kStatic, ScatteringGeometry{}, times);
+  PackedDataObjective::PackedData data = {std::vector<float>(6, 1.1f)};
+  data[0][2] = std::numeric_limits<float>::quiet_NaN();
+  data[0][4] = std::numeric_limits<float>::infinity();
+  PackedDataObjective objective(model, {0.0}, 0.01, data, 2);
+  EXPECT_EQ(objective.num_points(), 6);
+  EXPECT_EQ(objective.num_nonfinite_points(), 2);
+  EXPECT_EQ(objective.num_residuals(), 8);
+  const Eigen::VectorXd theta = (Eigen::VectorXd(5) << 1000.0, 0.0, 0.0, 0.3, 1.0).finished();
+  const NormalEquations ne = objective.Accumulate(theta);
+  EXPECT_TRUE(std::isfinite(ne.chi2));
+  EXPECT_TRUE(ne.jtj.allFinite());
+  EXPECT_EQ(ne.num_points, 8);
+  EXPECT_THROW(objective.Cost(Eigen::VectorXd::Zero(4)), std::invalid_argument);
+}
+
+struct RecoveryCase {
+  AnalysisMode mode;
+  std::vector<double> start_physical;
+};
+
+void ExpectRecovery(PackedDataObjective& objective, const Eigen::VectorXd& truth,
+                    const std::vector<double>& start_physical) {
+  const int p_phys = objective.num_physical();
+  const int n = objective.num_angles();
+  const int p = objective.num_parameters();
+  const std::vector<std::pair<double, double>> physical_bounds = {
+      {1e2, 1e5}, {-2.0, 2.0}, {-1e5, 1e5}, {1e-6, 0.5}, {-2.0, 2.0}, {-0.1, 0.1}, {-10.0, 10.0}};
+  LevenbergMarquardtOptions options;
+  options.lower_bounds.resize(p);
+  options.upper_bounds.resize(p);
+  Eigen::VectorXd theta0(p);
+  for (int a = 0; a < p_phys; ++a) {
+    options.lower_bounds[a] = physical_bounds[static_cast<size_t>(a)].first;
+    options.upper_bounds[a] = physical_bounds[static_cast<size_t>(a)].second;
+    theta0[a] = start_physical[static_cast<size_t>(a)];
+  }
+  for (int k = 0; k < n; ++k) {
+    options.lower_bounds[objective.ContrastIndex(k)] = 0.0;
+    options.upper_bounds[objective.ContrastIndex(k)] = 1.0;
+    options.lower_bounds[objective.OffsetIndex(k)] = 0.5;
+    options.upper_bounds[objective.OffsetIndex(k)] = 1.5;
+    theta0[objective.ContrastIndex(k)] = 0.25;
+    theta0[objective.OffsetIndex(k)] = 1.0;
+  }
+  const LevenbergMarquardtSummary summary = Minimize(options, objective, theta0);
+  std::printf("%s\n", summary.BriefReport().c_str());
+  ASSERT_TRUE(summary.IsConverged()) << summary.reason;
+  EXPECT_FALSE(summary.covariance_pseudo_inverse);
+  EXPECT_NEAR(summary.reduced_chi2, 1.0, 0.05);
+  for (int a = 0; a < p; ++a) {
+    std::printf("  theta[%d] = %.6g +- %.3g (truth %.6g, %.2f sigma)\n", a, summary.theta[a],
+                summary.uncertainties[a], truth[a],
+                (summary.theta[a] - truth[a]) / summary.uncertainties[a]);
+    EXPECT_GT(summary.uncertainties[a], 0.0) << a;
+    EXPECT_LE(std::abs(summary.theta[a] - truth[a]), 3.0 * summary.uncertainties[a]) << a;
+  }
+}
+
+TEST_F(ObjectiveTest, RecoversLaminarFlowParameters) {
+  const Config config = SimulationConfig(AnalysisMode::kLaminarFlow, 200);
+  std::unique_ptr<PackedDataObjective> objective =
+      MakeObjective(config, PackedDataObjective::kDefaultBatchPoints);
+  ExpectRecovery(*objective, Truth(config), {3900.0, -0.4, 13.0, 2.6e-4, 0.24, 1.3e-5, 6.5});
+}
+
+TEST_F(ObjectiveTest, RecoversStaticParameters) {
+  const Config config = SimulationConfig(AnalysisMode::kStatic, 200);
+  std::unique_ptr<PackedDataObjective> objective =
+      MakeObjective(config, PackedDataObjective::kDefaultBatchPoints);
+  ExpectRecovery(*objective, Truth(config), {3900.0, -0.4, 13.0});
+}
+
+}  // namespace
+}  // namespace homodyne
