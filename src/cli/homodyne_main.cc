@@ -8,6 +8,7 @@
 
 #include "command_line.h"
 #include "dry_run.h"
+#include "fit_command.h"
 #include "homodyne/config.h"
 #include "homodyne/errors.h"
 
@@ -43,9 +44,7 @@ int Run(int argc, char** argv) {
   ApplyCommandLineOverrides(*options, &config);
 
   if (options->dry_run) return RunDryRun(config, *options, std::cout);
-  throw Error(
-      "fitting is not available in this build yet (the fitting engine is the next milestone); "
-      "use --dry-run to inspect the config and data");
+  return RunFit(config, *options, std::cout);
 }
 
 }  // namespace

@@ -95,6 +95,28 @@ case "$case_name" in
     sed -i 's/start_frame: 11/start_frame: 50/' sim.yaml
     expect_exit 1 "sim.h5.*start_frame" "$bin_dir/homodyne" --config sim.yaml --dry-run
     ;;
+  fit)
+    write_config sim.yaml laminar_flow sim.h5 ""
+    sed -i 's/frames: 60/frames: 120/; s/gamma_dot_t0: 0.01/gamma_dot_t0: 0.0002/' sim.yaml
+    "$bin_dir/homodyne-simulate" --config sim.yaml > /dev/null || failures=1
+    expect_exit 0 "LM converged" "$bin_dir/homodyne" --config sim.yaml --output-dir out
+    for file in parameters.json analysis_results_nlsq.json convergence_metrics.json; do
+      [ -s "out/nlsq/$file" ] || { echo "FAIL: out/nlsq/$file missing"; failures=$((failures + 1)); }
+    done
+    grep -q '"convergence_status": "converged"' out/nlsq/parameters.json ||
+      { echo "FAIL: parameters.json not converged"; failures=$((failures + 1)); }
+    [ "$(grep -c '"phi"' out/nlsq/parameters.json)" -eq 3 ] ||
+      { echo "FAIL: parameters.json does not list 3 angles"; failures=$((failures + 1)); }
+    grep -q '"phi": 45.0' out/nlsq/parameters.json ||
+      { echo "FAIL: angle 45 missing from per_angle"; failures=$((failures + 1)); }
+    # Results that cannot be written: exit 1 naming the folder; nothing else is lost.
+    echo "a file" > blocked
+    expect_exit 1 "blocked/nlsq" "$bin_dir/homodyne" --config sim.yaml --output-dir blocked
+    expect_exit 1 "phi +45.00 deg +contrast" "$bin_dir/homodyne" --config sim.yaml \
+      --output-dir blocked
+    # A fit that needs the streaming strategy is refused with the reason.
+    expect_exit 1 "streaming" "$bin_dir/homodyne" --config sim.yaml --strategy streaming
+    ;;
   bad_usage)
     expect_exit 2 "usage error" "$bin_dir/homodyne" --no-such-flag
     expect_exit 2 "--strategy fastest: must be one of" "$bin_dir/homodyne" --config x.yaml \
