@@ -1,6 +1,7 @@
 #include "dry_run.h"
 
-#include <omp.h>
+#include "fit_plan.h"
+
 
 #include <spdlog/spdlog.h>
 #include <chrono>
@@ -12,7 +13,6 @@
 
 #include "homodyne/dataset.h"
 #include "homodyne/errors.h"
-#include "homodyne/scaling.h"
 #include "homodyne/strategy.h"
 
 namespace homodyne::cli {
@@ -47,21 +47,9 @@ int RunDryRun(const Config& config, const CommandLineOptions& options, std::ostr
   std::vector<double> kept;
   for (const AngleInfo& angle : info.angles) kept.push_back(angle.phi_degrees);
   const int n_times = info.num_times();
-  const int n_physical = NumPhysicalParameters(config.analysis_mode);
-  const ResolvedScaling scaling = ResolvePerAngleMode(config.nlsq, info.num_angles());
-  const int n_parameters = n_physical + scaling.num_scaling_parameters;
-
-  const AvailableMemory available =
-      DetectAvailableMemory(options.memory_limit_gb, config.performance.memory_limit_gb);
-  ProblemSize size;
-  size.fit_points = info.num_angles() * UpperTriangleSize(n_times);
-  size.num_parameters = n_parameters;
-  size.num_times = n_times;
-  size.num_angles = info.num_angles();
-  size.bytes_per_value = info.value_type == "float32" ? 4 : 8;
-  size.batch_points =
-      config.streaming.batch_size.value_or(AutomaticBatchSize(available.bytes, n_parameters));
-  size.threads = config.performance.cpu_threads.value_or(omp_get_max_threads());
+  const FitPlan plan = PlanFit(config, info, options.memory_limit_gb);
+  if (!plan.scaling_warning.empty()) spdlog::warn("{}", plan.scaling_warning);
+  const ProblemSize& size = plan.size;
 
   out << "homodyne dry run (no fit)\n";
   out << "  config            " << config.source_path << "\n";
@@ -94,12 +82,12 @@ int RunDryRun(const Config& config, const CommandLineOptions& options, std::ostr
         << seconds << " s); they are excluded from the fit\n"
         << std::defaultfloat;
   }
-  out << "  parameters        " << n_parameters << " fitted: " << n_physical << " physical + "
-      << scaling.num_scaling_parameters << " scaling (per-angle mode " << ToString(scaling.mode)
-      << ": " << scaling.reason << ")\n";
+  out << "  parameters        " << plan.num_parameters << " fitted: " << plan.num_physical
+      << " physical + " << plan.scaling.num_scaling_parameters << " scaling (per-angle mode "
+      << ToString(plan.scaling.mode) << ": " << plan.scaling.reason << ")\n";
   out << "  sigma             " << config.nlsq.sigma << "\n";
-  out << "  memory available  " << FormatBytes(available.bytes) << " (" << available.source
-      << ")\n";
+  out << "  memory available  " << FormatBytes(plan.available.bytes) << " ("
+      << plan.available.source << ")\n";
   out << "  batch size        " << size.batch_points << " points"
       << (config.streaming.batch_size ? " (optimization.streaming.batch_size)" : " (automatic)")
       << "\n";
@@ -116,9 +104,8 @@ int RunDryRun(const Config& config, const CommandLineOptions& options, std::ostr
     }
     out << "\n";
   }
-  const StrategyChoice choice =
-      SelectStrategy(size, available.bytes, config.performance.strategy_override);
-  out << "  strategy          " << ToString(choice.kind) << " (" << choice.reason << ")\n";
+  out << "  strategy          " << ToString(plan.strategy.kind) << " (" << plan.strategy.reason
+      << ")\n";
   return kExitSuccess;
 }
 

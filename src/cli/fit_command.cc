@@ -1,5 +1,7 @@
 #include "fit_command.h"
 
+#include "fit_plan.h"
+
 #include <omp.h>
 #include <spdlog/spdlog.h>
 
@@ -16,8 +18,6 @@
 #include "homodyne/lm.h"
 #include "homodyne/objective.h"
 #include "homodyne/results.h"
-#include "homodyne/scaling.h"
-#include "homodyne/strategy.h"
 
 namespace homodyne::cli {
 namespace {
@@ -104,32 +104,17 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
                       " values but the data has " + std::to_string(n_angles) + " angles");
   }
 
-  // Per-angle mode: this build fits one contrast and offset per angle.
-  const ResolvedScaling scaling = ResolvePerAngleMode(config.nlsq, n_angles);
-  if (scaling.mode != PerAngleMode::kIndividual) {
-    const std::string warning = "per-angle mode " + std::string(ToString(scaling.mode)) +
-                                " is not available in this build yet: fitting individual";
-    spdlog::warn("{}", warning);
-    result.warnings.push_back(warning);
+  const FitPlan plan = PlanFit(config, info, options.memory_limit_gb);
+  if (!plan.scaling_warning.empty()) {
+    spdlog::warn("{}", plan.scaling_warning);
+    result.warnings.push_back(plan.scaling_warning);
   }
-  const int n_physical = NumPhysicalParameters(config.analysis_mode);
-  const int n_parameters = n_physical + 2 * n_angles;
-
-  // Strategy: the in-memory pass serves standard, large and chunked; streaming is not built yet.
-  const AvailableMemory available =
-      DetectAvailableMemory(options.memory_limit_gb, config.performance.memory_limit_gb);
-  ProblemSize size;
-  size.fit_points = n_angles * UpperTriangleSize(n_times);
-  size.num_parameters = n_parameters;
-  size.num_times = n_times;
-  size.num_angles = n_angles;
-  size.bytes_per_value = 4;
-  size.batch_points =
-      config.streaming.batch_size.value_or(AutomaticBatchSize(available.bytes, n_parameters));
-  size.threads = config.performance.cpu_threads.value_or(omp_get_max_threads());
+  const int n_physical = plan.num_physical;
+  const int n_parameters = plan.num_parameters;
+  const ProblemSize& size = plan.size;
   omp_set_num_threads(size.threads);
-  const StrategyChoice choice =
-      SelectStrategy(size, available.bytes, config.performance.strategy_override);
+  // The in-memory pass serves standard, large and chunked; streaming is not built yet.
+  const StrategyChoice& choice = plan.strategy;
   if (choice.kind == StrategyKind::kStreaming) {
     throw Error("the data set needs the streaming strategy (" + choice.reason +
                 "), which is not available in this build yet; raise --memory-limit-gb so it fits "

@@ -1,0 +1,36 @@
+#include "fit_plan.h"
+
+#include <omp.h>
+
+namespace homodyne::cli {
+
+FitPlan PlanFit(const Config& config, const DatasetInfo& info,
+                std::optional<double> command_line_memory_limit_gb) {
+  FitPlan plan;
+  const int n_angles = info.num_angles();
+  plan.requested_scaling = ResolvePerAngleMode(config.nlsq, n_angles);
+  // The fitting pass of this build optimises one contrast and offset per angle.
+  plan.scaling = {PerAngleMode::kIndividual, 2 * n_angles, "one contrast and offset per angle"};
+  if (plan.requested_scaling.mode != PerAngleMode::kIndividual) {
+    plan.scaling_warning = "per-angle mode " + std::string(ToString(plan.requested_scaling.mode)) +
+                           " is not available in this build yet: fitting individual";
+  }
+  plan.num_physical = NumPhysicalParameters(config.analysis_mode);
+  plan.num_parameters = plan.num_physical + plan.scaling.num_scaling_parameters;
+
+  plan.available =
+      DetectAvailableMemory(command_line_memory_limit_gb, config.performance.memory_limit_gb);
+  ProblemSize& size = plan.size;
+  size.fit_points = n_angles * UpperTriangleSize(info.num_times());
+  size.num_parameters = plan.num_parameters;
+  size.num_times = info.num_times();
+  size.num_angles = n_angles;
+  size.bytes_per_value = 4;  // data are kept as float32 in memory, whatever the file's type
+  size.batch_points = config.streaming.batch_size.value_or(
+      AutomaticBatchSize(plan.available.bytes, plan.num_parameters));
+  size.threads = config.performance.cpu_threads.value_or(omp_get_max_threads());
+  plan.strategy = SelectStrategy(size, plan.available.bytes, config.performance.strategy_override);
+  return plan;
+}
+
+}  // namespace homodyne::cli
