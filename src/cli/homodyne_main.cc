@@ -43,6 +43,10 @@ int Run(int argc, char** argv) {
   for (const std::string& warning : config.warnings) spdlog::warn("{}", warning);
   ApplyCommandLineOverrides(*options, &config);
 
+  if (options->save_plots) {
+    spdlog::warn("--save-plots: plots are not available in this build yet; the fit and its result "
+                 "files are written as usual");
+  }
   if (options->dry_run) return RunDryRun(config, *options, std::cout);
   return RunFit(config, *options, std::cout);
 }
