@@ -112,6 +112,12 @@ class BatchSource {
   // corrected as the reference does (computed with raw frame 0 present). For outputs and plots;
   // needs N*N doubles.
   virtual void ReadCorrectedMatrix(int angle, std::span<double> out) = 0;
+
+  // Rows [row_begin, row_end) of that corrected symmetric matrix (the same values as
+  // ReadCorrectedMatrix), full rows of N values, row-major: out.size() must be
+  // (row_end - row_begin) * N. The default reads the whole matrix (N*N doubles); the HDF5 source
+  // reads only the needed hyperslabs (memory grows with the block, not with N^2).
+  virtual void ReadCorrectedRows(int angle, int row_begin, int row_end, std::span<double> out);
 };
 
 // Opens the file, detects the layout, selects q ring, frames and angles, and validates shapes.

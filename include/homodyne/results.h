@@ -64,4 +64,16 @@ std::string QualityFlag(double reduced_chi_squared);
 // null, +-Inf as "Infinity"/"-Infinity" (as the reference). Throws InputError naming the path.
 void WriteResultFiles(const FitResult& result, const std::string& output_dir);
 
+class BatchSource;
+
+// Writes nlsq/fitted_data.h5 under output_dir (created if absent) via a temporary file and a
+// rename: /t (N fitted times [s]), /phi (angles [deg]), /q (scalar [1/A]), /contrast and /offset
+// (per angle), and per angle k the group /angles/phi_{k:03d} (attributes phi, contrast, offset)
+// with N x N float64 datasets `data` (ReadCorrectedMatrix), `fit` (model c2 with the angle's
+// contrast and offset) and `residuals` (data - fit), chunked by row blocks, uncompressed.
+// Streams blocks of rows, so memory stays bounded for large N. per_angle holds one entry per
+// angle of the source, in data order. Throws InputError naming the path.
+void WriteFittedData(BatchSource& source, const ModelEvaluation& evaluation,
+                     const std::vector<AngleScaling>& per_angle, const std::string& output_dir);
+
 }  // namespace homodyne

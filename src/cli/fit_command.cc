@@ -259,6 +259,13 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
   // Printed before writing, so a full disk or a bad --output-dir loses no computed number.
   out.flush();
   WriteResultFiles(result, options.output_dir);
+  {
+    // Data, fit and residuals per angle, streamed by row blocks from the input file.
+    std::unique_ptr<BatchSource> output_source = OpenBatchSource(config.data);
+    const std::vector<double> physical(summary.theta.data(), summary.theta.data() + n_physical);
+    const ModelEvaluation evaluation(model, physical);
+    WriteFittedData(*output_source, evaluation, result.per_angle, options.output_dir);
+  }
   out << "  results in " << options.output_dir << "/nlsq/\n";
   return result.convergence_status == "failed" ? kExitFailure : kExitSuccess;
 }

@@ -522,6 +522,7 @@ class HdfBatchSource final : public BatchSource {
   }
 
   void ReadCorrectedMatrix(int angle, std::span<double> out) override;
+  void ReadCorrectedRows(int angle, int row_begin, int row_end, std::span<double> out) override;
 
  private:
   // The dataset of an angle, opened on first use with a chunk cache that holds one row of chunks
@@ -637,7 +638,54 @@ void HdfBatchSource::ReadCorrectedMatrix(int angle, std::span<double> out) {
   }
 }
 
+void HdfBatchSource::ReadCorrectedRows(int angle, int row_begin, int row_end,
+                                       std::span<double> out) {
+  const int64_t n = info_.num_times();
+  HOMODYNE_CHECK(angle >= 0 && angle < info_.num_angles());
+  HOMODYNE_CHECK(row_begin >= 0 && row_begin <= row_end && row_end <= n);
+  const int64_t r0 = row_begin;
+  const int64_t rows = row_end - row_begin;
+  HOMODYNE_CHECK(static_cast<int64_t>(out.size()) == rows * n);
+  if (rows == 0) return;
+  // Fitted (i, j) is raw (i + 1, j + 1); the file holds the upper triangle (raw column > row).
+  // block: raw rows r0+1..r0+rows, every fitted column: fitted (i, j) at block[(i - r0) n + j].
+  std::vector<double> block(static_cast<size_t>(rows * n));
+  ReadRaw(angle, r0 + 1, rows, 1, n, block.data());
+  // above: fitted rows 0..r0-1 x fitted columns r0..r0+rows-1 (upper parts H[j, i], j < r0 <= i),
+  // at above[j * rows + (i - r0)].
+  std::vector<double> above(static_cast<size_t>(r0 * rows));
+  if (r0 > 0) ReadRaw(angle, 1, r0, r0 + 1, rows, above.data());
+  // Raw super-diagonal value C[r0, r0 + 1] (raw row r0; raw frame 0 when r0 = 0), reference 1.9.
+  double super_before = 0.0;
+  if (r0 > 0) {
+    super_before = above[static_cast<size_t>((r0 - 1) * rows)];
+  } else {
+    ReadRaw(angle, 0, 1, 1, 1, &super_before);
+  }
+  auto upper = [&](int64_t i, int64_t j) {  // fitted (i, j), i < j, i >= r0
+    return block[static_cast<size_t>((i - r0) * n + j)];
+  };
+  for (int64_t i = r0; i < r0 + rows; ++i) {
+    double* row = out.data() + (i - r0) * n;
+    for (int64_t j = 0; j < r0; ++j) row[j] = above[static_cast<size_t>(j * rows + (i - r0))];
+    for (int64_t j = r0; j < i; ++j) row[j] = upper(j, i);
+    for (int64_t j = i + 1; j < n; ++j) row[j] = upper(i, j);
+    // Raw row r = i + 1: s_{r-1} = C_raw[i, i + 1], s_r = C_raw[i + 1, i + 2] = fitted (i, i+1).
+    const double s_before = i == r0 ? super_before : upper(i - 1, i);
+    row[i] = i == n - 1 ? s_before : 0.5 * (s_before + upper(i, i + 1));
+  }
+}
+
 }  // namespace
+
+void BatchSource::ReadCorrectedRows(int angle, int row_begin, int row_end, std::span<double> out) {
+  const int64_t n = info().num_times();
+  HOMODYNE_CHECK(row_begin >= 0 && row_begin <= row_end && row_end <= n);
+  HOMODYNE_CHECK(static_cast<int64_t>(out.size()) == (row_end - row_begin) * n);
+  std::vector<double> matrix(static_cast<size_t>(n * n));
+  ReadCorrectedMatrix(angle, matrix);
+  std::copy(matrix.begin() + row_begin * n, matrix.begin() + row_end * n, out.begin());
+}
 
 DatasetInfo InspectDataset(const DataSelection& selection) { return Inspect(selection).info; }
 

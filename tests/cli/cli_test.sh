@@ -100,7 +100,8 @@ case "$case_name" in
     sed -i 's/frames: 60/frames: 120/; s/gamma_dot_t0: 0.01/gamma_dot_t0: 0.0002/' sim.yaml
     "$bin_dir/homodyne-simulate" --config sim.yaml > /dev/null || failures=1
     expect_exit 0 "LM converged" "$bin_dir/homodyne" --config sim.yaml --output-dir out
-    for file in parameters.json analysis_results_nlsq.json convergence_metrics.json; do
+    for file in parameters.json analysis_results_nlsq.json convergence_metrics.json \
+      fitted_data.h5; do
       [ -s "out/nlsq/$file" ] || { echo "FAIL: out/nlsq/$file missing"; failures=$((failures + 1)); }
     done
     grep -q '"convergence_status": "converged"' out/nlsq/parameters.json ||

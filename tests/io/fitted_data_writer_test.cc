@@ -1,0 +1,264 @@
+// Tests of WriteFittedData (include/homodyne/results.h) and BatchSource::ReadCorrectedRows.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "homodyne/config.h"
+#include "homodyne/dataset.h"
+#include "homodyne/errors.h"
+#include "homodyne/model.h"
+#include "homodyne/results.h"
+#include "homodyne/simulate.h"
+#include "io/hdf5_util.h"
+#include "io_test_util.h"
+
+namespace homodyne {
+namespace {
+
+using ::testing::HasSubstr;
+using testing_io::TempDirTest;
+
+Config LaminarConfig(const std::string& output, double noise) {
+  Config config;
+  config.analysis_mode = AnalysisMode::kLaminarFlow;
+  config.geometry.q_inv_angstrom = 0.0054;
+  config.geometry.gap_angstrom = 2.0e6;
+  config.geometry.dt_seconds = 0.1;
+  SimulationOptions& sim = config.simulation;
+  sim.present = true;
+  sim.output = output;
+  sim.frames = 40;
+  sim.phi_angles_degrees = {0.0, 45.0, 200.0};
+  sim.physical_parameters = {1000.0, -0.3, 10.0, 0.002, -0.2, 0.0001, 10.0};
+  sim.contrast = {0.3, 0.4, 0.5};
+  sim.offset = {1.0};
+  sim.noise_sigma = noise;
+  sim.seed = 11;
+  sim.dtype = "float64";
+  sim.compression = "gzip";
+  return config;
+}
+
+DataSelection SelectionOf(const Config& config) {
+  DataSelection selection;
+  selection.file_path = config.simulation.output;
+  selection.wavevector_q_target = config.geometry.q_inv_angstrom;
+  selection.dt_seconds = config.geometry.dt_seconds;
+  return selection;
+}
+
+// The truth as a fit result: one scaling per kept angle.
+std::vector<AngleScaling> TruthScaling(const Config& config, const DatasetInfo& info) {
+  std::vector<AngleScaling> scaling(static_cast<size_t>(info.num_angles()));
+  for (size_t k = 0; k < scaling.size(); ++k) {
+    scaling[k].phi_degrees = info.angles[k].phi_degrees;
+    scaling[k].contrast = {"contrast", config.simulation.contrast[k], 0.0};
+    scaling[k].offset = {"offset", 1.0, 0.0};
+  }
+  return scaling;
+}
+
+double ReadAttribute(hid_t object, const std::string& name) {
+  io_internal::Hid attribute =
+      io_internal::AttributeHid(H5Aopen(object, name.c_str(), H5P_DEFAULT));
+  EXPECT_TRUE(attribute.valid()) << name;
+  double value = std::nan("");
+  EXPECT_GE(H5Aread(attribute.get(), H5T_NATIVE_DOUBLE, &value), 0) << name;
+  return value;
+}
+
+class FittedDataWriterTest : public TempDirTest {
+ protected:
+  // Simulates, opens and writes; returns the path of fitted_data.h5.
+  void Run(double noise) {
+    config_ = LaminarConfig(PathOf("sim.h5"), noise);
+    SimulateDataset(config_);
+    source_ = OpenBatchSource(SelectionOf(config_));
+    model_ = std::make_unique<HomodyneModel>(config_.analysis_mode, config_.geometry,
+                                             source_->info().FittedTimes());
+    evaluation_ =
+        std::make_unique<ModelEvaluation>(*model_, config_.simulation.physical_parameters);
+    scaling_ = TruthScaling(config_, source_->info());
+    WriteFittedData(*source_, *evaluation_, scaling_, PathOf("out"));
+    output_ = PathOf("out/nlsq/fitted_data.h5");
+  }
+
+  Config config_;
+  std::unique_ptr<BatchSource> source_;
+  std::unique_ptr<HomodyneModel> model_;
+  std::unique_ptr<ModelEvaluation> evaluation_;
+  std::vector<AngleScaling> scaling_;
+  std::string output_;
+};
+
+TEST_F(FittedDataWriterTest, ReadCorrectedRowsMatchesTheMatrix) {
+  config_ = LaminarConfig(PathOf("sim.h5"), 0.01);
+  SimulateDataset(config_);
+  source_ = OpenBatchSource(SelectionOf(config_));
+  const int n = source_->info().num_times();
+  ASSERT_EQ(n, 39);
+  std::vector<double> matrix(static_cast<size_t>(n * n));
+  const std::vector<std::pair<int, int>> blocks = {{0, 1},   {0, 5},  {5, 17},  {17, 39},
+                                                   {38, 39}, {0, 39}, {20, 20}, {1, 2}};
+  for (int a = 0; a < source_->info().num_angles(); ++a) {
+    source_->ReadCorrectedMatrix(a, matrix);
+    for (const auto& [begin, end] : blocks) {
+      std::vector<double> rows(static_cast<size_t>((end - begin) * n), -1.0);
+      source_->ReadCorrectedRows(a, begin, end, rows);
+      for (int i = begin; i < end; ++i) {
+        for (int j = 0; j < n; ++j) {
+          ASSERT_EQ(rows[static_cast<size_t>((i - begin) * n + j)],
+                    matrix[static_cast<size_t>(i * n + j)])
+              << a << " rows [" << begin << ", " << end << ") at " << i << " " << j;
+        }
+      }
+    }
+  }
+}
+
+TEST_F(FittedDataWriterTest, WritesDataFitAndResiduals) {
+  Run(0.01);
+  const DatasetInfo& info = source_->info();
+  const int n = info.num_times();
+  io_internal::Hid file =
+      io_internal::FileHid(H5Fopen(output_.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  ASSERT_TRUE(file.valid());
+  EXPECT_EQ(io_internal::ReadAllDoubles(file.get(), "/t"), info.FittedTimes());
+  const std::vector<double> phi = io_internal::ReadAllDoubles(file.get(), "/phi");
+  ASSERT_EQ(phi.size(), 3u);
+  EXPECT_DOUBLE_EQ(phi[2], -160.0);
+  EXPECT_EQ(io_internal::ReadAllDoubles(file.get(), "/q"),
+            std::vector<double>{info.q_inv_angstrom});
+  EXPECT_EQ(io_internal::ReadAllDoubles(file.get(), "/contrast"),
+            (std::vector<double>{0.3, 0.4, 0.5}));
+  EXPECT_EQ(io_internal::ReadAllDoubles(file.get(), "/offset"),
+            (std::vector<double>{1.0, 1.0, 1.0}));
+
+  std::vector<double> matrix(static_cast<size_t>(n * n));
+  std::vector<double> row(static_cast<size_t>(n));
+  for (int a = 0; a < 3; ++a) {
+    char group_name[32];
+    std::snprintf(group_name, sizeof(group_name), "/angles/phi_%03d", a);
+    io_internal::Hid group = io_internal::GroupHid(H5Gopen2(file.get(), group_name, H5P_DEFAULT));
+    ASSERT_TRUE(group.valid()) << group_name;
+    EXPECT_EQ(ReadAttribute(group.get(), "phi"), scaling_[a].phi_degrees);
+    EXPECT_EQ(ReadAttribute(group.get(), "contrast"), scaling_[a].contrast.value);
+    EXPECT_EQ(ReadAttribute(group.get(), "offset"), 1.0);
+
+    const std::string base = group_name;
+    for (const char* name : {"/data", "/fit", "/residuals"}) {
+      io_internal::Hid dataset =
+          io_internal::DatasetHid(H5Dopen2(file.get(), (base + name).c_str(), H5P_DEFAULT));
+      ASSERT_TRUE(dataset.valid());
+      EXPECT_EQ(io_internal::DatasetDims(dataset.get()),
+                (std::vector<hsize_t>{static_cast<hsize_t>(n), static_cast<hsize_t>(n)}));
+      io_internal::Hid create = io_internal::PlistHid(H5Dget_create_plist(dataset.get()));
+      EXPECT_EQ(H5Pget_layout(create.get()), H5D_CHUNKED);
+      EXPECT_EQ(H5Pget_nfilters(create.get()), 0);  // uncompressed (see the writer)
+    }
+    const std::vector<double> data = io_internal::ReadAllDoubles(file.get(), base + "/data");
+    const std::vector<double> fit = io_internal::ReadAllDoubles(file.get(), base + "/fit");
+    const std::vector<double> residuals =
+        io_internal::ReadAllDoubles(file.get(), base + "/residuals");
+    source_->ReadCorrectedMatrix(a, matrix);
+    EXPECT_EQ(data, matrix);
+    ASSERT_EQ(fit.size(), matrix.size());
+    ASSERT_EQ(residuals.size(), matrix.size());
+    for (int i = 0; i < n; ++i) {
+      evaluation_->ComputeC2RowSegment(scaling_[a].phi_degrees, scaling_[a].contrast.value, 1.0, i,
+                                       0, n, row);
+      for (int j = 0; j < n; ++j) {
+        const size_t p = static_cast<size_t>(i * n + j);
+        ASSERT_EQ(fit[p], row[static_cast<size_t>(j)]) << a << " " << i << " " << j;
+        ASSERT_EQ(residuals[p], data[p] - fit[p]) << a << " " << i << " " << j;
+      }
+    }
+  }
+  // No temporary left behind.
+  int files = 0;
+  for ([[maybe_unused]] const auto& entry :
+       std::filesystem::directory_iterator(PathOf("out/nlsq"))) {
+    ++files;
+  }
+  EXPECT_EQ(files, 1);
+}
+
+TEST_F(FittedDataWriterTest, NoiseFreeResidualsVanishOffTheDiagonal) {
+  Run(0.0);
+  const int n = source_->info().num_times();
+  io_internal::Hid file =
+      io_internal::FileHid(H5Fopen(output_.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  ASSERT_TRUE(file.valid());
+  for (int a = 0; a < 3; ++a) {
+    char name[48];
+    std::snprintf(name, sizeof(name), "/angles/phi_%03d/residuals", a);
+    const std::vector<double> residuals = io_internal::ReadAllDoubles(file.get(), name);
+    ASSERT_EQ(residuals.size(), static_cast<size_t>(n * n));
+    for (int i = 0; i < n; ++i) {
+      for (int j = 0; j < n; ++j) {
+        if (i == j) continue;
+        ASSERT_LT(std::abs(residuals[static_cast<size_t>(i * n + j)]), 1e-12)
+            << a << " " << i << " " << j;
+      }
+    }
+  }
+}
+
+// N > 1024: the writer streams more than one block of rows (blocks of 2^20 values).
+TEST_F(FittedDataWriterTest, SeveralRowBlocksOnALargerGrid) {
+  config_ = LaminarConfig(PathOf("sim.h5"), 0.01);
+  config_.simulation.frames = 1100;
+  config_.simulation.phi_angles_degrees = {30.0};
+  config_.simulation.contrast = {0.4};
+  SimulateDataset(config_);
+  source_ = OpenBatchSource(SelectionOf(config_));
+  const int n = source_->info().num_times();
+  ASSERT_EQ(n, 1099);
+  const HomodyneModel model(config_.analysis_mode, config_.geometry, source_->info().FittedTimes());
+  const ModelEvaluation evaluation(model, config_.simulation.physical_parameters);
+  const std::vector<AngleScaling> scaling = TruthScaling(config_, source_->info());
+  WriteFittedData(*source_, evaluation, scaling, PathOf("out"));
+  io_internal::Hid file = io_internal::FileHid(
+      H5Fopen(PathOf("out/nlsq/fitted_data.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  ASSERT_TRUE(file.valid());
+  std::vector<double> matrix(static_cast<size_t>(n) * static_cast<size_t>(n));
+  source_->ReadCorrectedMatrix(0, matrix);
+  EXPECT_EQ(io_internal::ReadAllDoubles(file.get(), "/angles/phi_000/data"), matrix);
+  const std::vector<double> fit = io_internal::ReadAllDoubles(file.get(), "/angles/phi_000/fit");
+  ASSERT_EQ(fit.size(), matrix.size());
+  std::vector<double> row(static_cast<size_t>(n));
+  for (int i : {0, 953, 954, 955, n - 1}) {
+    evaluation.ComputeC2RowSegment(scaling[0].phi_degrees, 0.4, 1.0, i, 0, n, row);
+    for (int j = 0; j < n; ++j) {
+      ASSERT_EQ(fit[static_cast<size_t>(i) * n + j], row[static_cast<size_t>(j)]) << i << " " << j;
+    }
+  }
+}
+
+TEST_F(FittedDataWriterTest, UnwritableOutputDirNamesThePath) {
+  config_ = LaminarConfig(PathOf("sim.h5"), 0.01);
+  SimulateDataset(config_);
+  source_ = OpenBatchSource(SelectionOf(config_));
+  const HomodyneModel model(config_.analysis_mode, config_.geometry, source_->info().FittedTimes());
+  const ModelEvaluation evaluation(model, config_.simulation.physical_parameters);
+  // A regular file where the output folder should be: nothing can be created under it.
+  const std::string blocker = PathOf("not_a_folder");
+  std::ofstream(blocker) << "x";
+  try {
+    WriteFittedData(*source_, evaluation, TruthScaling(config_, source_->info()), blocker);
+    FAIL() << "expected InputError";
+  } catch (const InputError& error) {
+    EXPECT_THAT(error.what(), HasSubstr(blocker));
+  }
+}
+
+}  // namespace
+}  // namespace homodyne
