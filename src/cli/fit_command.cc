@@ -91,17 +91,16 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
   for (const std::string& warning : info.warnings) spdlog::warn("{}", warning);
   const int n_angles = info.num_angles();
   const int n_times = info.num_times();
-  if (config.initial.per_angle_contrast &&
-      static_cast<int>(config.initial.per_angle_contrast->size()) != n_angles) {
-    throw ConfigError(config.source_path + ": initial_parameters.per_angle_scaling.contrast has " +
-                      std::to_string(config.initial.per_angle_contrast->size()) +
-                      " values but the data has " + std::to_string(n_angles) + " angles");
-  }
-  if (config.initial.per_angle_offset &&
-      static_cast<int>(config.initial.per_angle_offset->size()) != n_angles) {
-    throw ConfigError(config.source_path + ": initial_parameters.per_angle_scaling.offset has " +
-                      std::to_string(config.initial.per_angle_offset->size()) +
-                      " values but the data has " + std::to_string(n_angles) + " angles");
+  // initial_parameters.per_angle_scaling lists must have one value per kept angle.
+  const std::pair<const std::optional<std::vector<double>>*, const char*> per_angle_lists[] = {
+      {&config.initial.per_angle_contrast, "contrast"},
+      {&config.initial.per_angle_offset, "offset"}};
+  for (const auto& [list, name] : per_angle_lists) {
+    if (*list && static_cast<int>((*list)->size()) != n_angles) {
+      throw ConfigError(config.source_path + ": initial_parameters.per_angle_scaling." + name +
+                        " has " + std::to_string((*list)->size()) + " values but the data has " +
+                        std::to_string(n_angles) + " angles");
+    }
   }
 
   const FitPlan plan = PlanFit(config, info, options.memory_limit_gb);

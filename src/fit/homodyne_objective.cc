@@ -9,10 +9,37 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "homodyne/objective.h"
 
 namespace homodyne {
+namespace {
+
+// Runs of whole rows [row_begin, row_end) of the packed strict upper triangle of n times, each
+// closed once it holds >= min_points points (the last may hold fewer). Used for the fixed batch
+// list and for loading, so both split the triangle the same way.
+struct RowRun {
+  int row_begin = 0;
+  int row_end = 0;
+  int64_t points = 0;
+};
+std::vector<RowRun> SplitIntoRowRuns(int n, int64_t min_points) {
+  std::vector<RowRun> runs;
+  int row_begin = 0;
+  while (row_begin < n - 1) {
+    RowRun run{row_begin, row_begin, 0};
+    while (run.row_end < n - 1 && run.points < min_points) {
+      run.points += n - 1 - run.row_end;
+      ++run.row_end;
+    }
+    runs.push_back(run);
+    row_begin = run.row_end;
+  }
+  return runs;
+}
+
+}  // namespace
 
 PackedDataObjective::PackedDataObjective(HomodyneModel model, std::vector<double> phi_degrees,
                                          double sigma, PackedData data, int64_t batch_points)
@@ -48,18 +75,12 @@ PackedDataObjective::PackedDataObjective(HomodyneModel model, std::vector<double
     num_points_ += per_angle;
   }
   // Fixed batch list: whole rows of one angle, closed once they hold >= batch_points points.
+  const std::vector<RowRun> runs = SplitIntoRowRuns(n, batch_points);
   for (int k = 0; k < num_angles(); ++k) {
-    int row_begin = 0;
-    while (row_begin < n - 1) {
-      int row_end = row_begin;
-      int64_t size = 0;
-      while (row_end < n - 1 && size < batch_points) {
-        size += n - 1 - row_end;
-        ++row_end;
-      }
-      batches_.push_back({k, row_begin, row_end, UpperTriangleRowOffset(n, row_begin), size});
-      max_batch_size_ = std::max(max_batch_size_, size);
-      row_begin = row_end;
+    for (const RowRun& run : runs) {
+      batches_.push_back(
+          {k, run.row_begin, run.row_end, UpperTriangleRowOffset(n, run.row_begin), run.points});
+      max_batch_size_ = std::max(max_batch_size_, run.points);
     }
   }
 }
@@ -69,22 +90,15 @@ PackedDataObjective::PackedData PackedDataObjective::LoadPackedData(BatchSource&
   const int n = source.info().num_times();
   const int64_t block_points = std::max<int64_t>(rows_block_points, 1);
   PackedData data(static_cast<size_t>(source.info().num_angles()));
+  const std::vector<RowRun> runs = SplitIntoRowRuns(n, block_points);
   for (int k = 0; k < source.info().num_angles(); ++k) {
     std::vector<float>& values = data[static_cast<size_t>(k)];
     values.resize(static_cast<size_t>(UpperTriangleSize(n)));
-    int row_begin = 0;
-    while (row_begin < n - 1) {
-      int row_end = row_begin;
-      int64_t size = 0;
-      while (row_end < n - 1 && size < block_points) {
-        size += n - 1 - row_end;
-        ++row_end;
-      }
+    for (const RowRun& run : runs) {
       source.ReadUpperTriangleRows(
-          k, row_begin, row_end,
-          std::span<float>(values.data() + UpperTriangleRowOffset(n, row_begin),
-                           static_cast<size_t>(size)));
-      row_begin = row_end;
+          k, run.row_begin, run.row_end,
+          std::span<float>(values.data() + UpperTriangleRowOffset(n, run.row_begin),
+                           static_cast<size_t>(run.points)));
     }
   }
   return data;
