@@ -24,36 +24,9 @@ namespace homodyne {
 namespace {
 
 using ::testing::HasSubstr;
+using testing_io::LaminarSimulationConfig;
+using testing_io::SelectionOf;
 using testing_io::TempDirTest;
-
-Config LaminarConfig(const std::string& output, double noise) {
-  Config config;
-  config.analysis_mode = AnalysisMode::kLaminarFlow;
-  config.geometry.q_inv_angstrom = 0.0054;
-  config.geometry.gap_angstrom = 2.0e6;
-  config.geometry.dt_seconds = 0.1;
-  SimulationOptions& sim = config.simulation;
-  sim.present = true;
-  sim.output = output;
-  sim.frames = 40;
-  sim.phi_angles_degrees = {0.0, 45.0, 200.0};
-  sim.physical_parameters = {1000.0, -0.3, 10.0, 0.002, -0.2, 0.0001, 10.0};
-  sim.contrast = {0.3, 0.4, 0.5};
-  sim.offset = {1.0};
-  sim.noise_sigma = noise;
-  sim.seed = 11;
-  sim.dtype = "float64";
-  sim.compression = "gzip";
-  return config;
-}
-
-DataSelection SelectionOf(const Config& config) {
-  DataSelection selection;
-  selection.file_path = config.simulation.output;
-  selection.wavevector_q_target = config.geometry.q_inv_angstrom;
-  selection.dt_seconds = config.geometry.dt_seconds;
-  return selection;
-}
 
 // The truth as a fit result: one scaling per kept angle.
 std::vector<AngleScaling> TruthScaling(const Config& config, const DatasetInfo& info) {
@@ -79,7 +52,7 @@ class FittedDataWriterTest : public TempDirTest {
  protected:
   // Simulates, opens and writes; returns the path of fitted_data.h5.
   void Run(double noise) {
-    config_ = LaminarConfig(PathOf("sim.h5"), noise);
+    config_ = LaminarSimulationConfig(PathOf("sim.h5"), 40, noise, 11);
     SimulateDataset(config_);
     source_ = OpenBatchSource(SelectionOf(config_));
     model_ = std::make_unique<HomodyneModel>(config_.analysis_mode, config_.geometry,
@@ -100,7 +73,7 @@ class FittedDataWriterTest : public TempDirTest {
 };
 
 TEST_F(FittedDataWriterTest, ReadCorrectedRowsMatchesTheMatrix) {
-  config_ = LaminarConfig(PathOf("sim.h5"), 0.01);
+  config_ = LaminarSimulationConfig(PathOf("sim.h5"), 40, 0.01, 11);
   SimulateDataset(config_);
   source_ = OpenBatchSource(SelectionOf(config_));
   const int n = source_->info().num_times();
@@ -214,7 +187,7 @@ TEST_F(FittedDataWriterTest, NoiseFreeResidualsVanishOffTheDiagonal) {
 
 // N > 1024: the writer streams more than one block of rows (blocks of 2^20 values).
 TEST_F(FittedDataWriterTest, SeveralRowBlocksOnALargerGrid) {
-  config_ = LaminarConfig(PathOf("sim.h5"), 0.01);
+  config_ = LaminarSimulationConfig(PathOf("sim.h5"), 40, 0.01, 11);
   config_.simulation.frames = 1100;
   config_.simulation.phi_angles_degrees = {30.0};
   config_.simulation.contrast = {0.4};
@@ -244,7 +217,7 @@ TEST_F(FittedDataWriterTest, SeveralRowBlocksOnALargerGrid) {
 }
 
 TEST_F(FittedDataWriterTest, UnwritableOutputDirNamesThePath) {
-  config_ = LaminarConfig(PathOf("sim.h5"), 0.01);
+  config_ = LaminarSimulationConfig(PathOf("sim.h5"), 40, 0.01, 11);
   SimulateDataset(config_);
   source_ = OpenBatchSource(SelectionOf(config_));
   const HomodyneModel model(config_.analysis_mode, config_.geometry, source_->info().FittedTimes());

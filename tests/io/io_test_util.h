@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "homodyne/config.h"
 #include "homodyne/dataset.h"
 #include "io/beamline_writer.h"
 
@@ -35,6 +36,39 @@ class TempDirTest : public ::testing::Test {
 
   std::filesystem::path directory_;
 };
+
+// A laminar-flow simulation of 3 angles (0, 45, 200 degrees) with per-angle contrast, float64,
+// gzip, written to `output` by SimulateDataset.
+inline Config LaminarSimulationConfig(const std::string& output, int frames, double noise_sigma,
+                                      uint64_t seed = SimulationOptions{}.seed) {
+  Config config;
+  config.analysis_mode = AnalysisMode::kLaminarFlow;
+  config.geometry.q_inv_angstrom = 0.0054;
+  config.geometry.gap_angstrom = 2.0e6;
+  config.geometry.dt_seconds = 0.1;
+  SimulationOptions& sim = config.simulation;
+  sim.present = true;
+  sim.output = output;
+  sim.frames = frames;
+  sim.phi_angles_degrees = {0.0, 45.0, 200.0};
+  sim.physical_parameters = {1000.0, -0.3, 10.0, 0.002, -0.2, 0.0001, 10.0};
+  sim.contrast = {0.3, 0.4, 0.5};
+  sim.offset = {1.0};
+  sim.noise_sigma = noise_sigma;
+  sim.seed = seed;
+  sim.dtype = "float64";
+  sim.compression = "gzip";
+  return config;
+}
+
+// The selection that reads back a simulated file with the config's q and dt.
+inline DataSelection SelectionOf(const Config& config) {
+  DataSelection selection;
+  selection.file_path = config.simulation.output;
+  selection.wavevector_q_target = config.geometry.q_inv_angstrom;
+  selection.dt_seconds = config.geometry.dt_seconds;
+  return selection;
+}
 
 // Value stored at file (row i, column j) of matrix k, i <= j.
 inline double StoredValue(int k, int i, int j) { return 1.0 + 0.1 * k + 0.001 * i + 0.00001 * j; }

@@ -20,35 +20,9 @@ namespace homodyne {
 namespace {
 
 using ::testing::HasSubstr;
+using testing_io::LaminarSimulationConfig;
+using testing_io::SelectionOf;
 using testing_io::TempDirTest;
-
-Config LaminarConfig(const std::string& output) {
-  Config config;
-  config.analysis_mode = AnalysisMode::kLaminarFlow;
-  config.geometry.q_inv_angstrom = 0.0054;
-  config.geometry.gap_angstrom = 2.0e6;
-  config.geometry.dt_seconds = 0.1;
-  SimulationOptions& sim = config.simulation;
-  sim.present = true;
-  sim.output = output;
-  sim.frames = 30;
-  sim.phi_angles_degrees = {0.0, 45.0, 200.0};
-  sim.physical_parameters = {1000.0, -0.3, 10.0, 0.002, -0.2, 0.0001, 10.0};
-  sim.contrast = {0.3, 0.4, 0.5};
-  sim.offset = {1.0};
-  sim.noise_sigma = 0.0;
-  sim.dtype = "float64";
-  sim.compression = "gzip";
-  return config;
-}
-
-DataSelection SelectionOf(const Config& config) {
-  DataSelection selection;
-  selection.file_path = config.simulation.output;
-  selection.wavevector_q_target = config.geometry.q_inv_angstrom;
-  selection.dt_seconds = config.geometry.dt_seconds;
-  return selection;
-}
 
 // All fitted points of all angles.
 std::vector<double> ReadAllPoints(const std::string& path, const Config& config) {
@@ -69,7 +43,7 @@ class SimulatorTest : public TempDirTest {};
 
 TEST_F(SimulatorTest, NoiseFreeFloat64ReproducesTheModel) {
   for (FileLayout layout : {FileLayout::kApsU, FileLayout::kApsOld}) {
-    Config config = LaminarConfig(PathOf("sim.h5"));
+    Config config = LaminarSimulationConfig(PathOf("sim.h5"), 30, 0.0);
     config.simulation.format = layout;
     const SimulationReport report = SimulateDataset(config);
     EXPECT_EQ(report.points_written, 3 * 30 * 30);
@@ -103,7 +77,7 @@ TEST_F(SimulatorTest, NoiseFreeFloat64ReproducesTheModel) {
 }
 
 TEST_F(SimulatorTest, WritesTheTruth) {
-  Config config = LaminarConfig(PathOf("sim.h5"));
+  Config config = LaminarSimulationConfig(PathOf("sim.h5"), 30, 0.0);
   config.simulation.noise_sigma = 0.01;
   config.simulation.seed = 7;
   SimulateDataset(config);
@@ -126,7 +100,7 @@ TEST_F(SimulatorTest, WritesTheTruth) {
 }
 
 TEST_F(SimulatorTest, NoiseIsDeterministicAndIndependentOfThreads) {
-  Config config = LaminarConfig(PathOf("a.h5"));
+  Config config = LaminarSimulationConfig(PathOf("a.h5"), 30, 0.0);
   config.simulation.noise_sigma = 0.01;
   config.simulation.frames = 80;
   config.simulation.compression = "lzf";
@@ -163,7 +137,7 @@ TEST_F(SimulatorTest, NoiseIsDeterministicAndIndependentOfThreads) {
 }
 
 TEST_F(SimulatorTest, Float32StaticMode) {
-  Config config = LaminarConfig(PathOf("static.h5"));
+  Config config = LaminarSimulationConfig(PathOf("static.h5"), 30, 0.0);
   config.analysis_mode = AnalysisMode::kStatic;
   config.simulation.physical_parameters = {500.0, 0.0, 0.0};
   config.simulation.dtype = "float32";
@@ -181,7 +155,7 @@ TEST_F(SimulatorTest, Float32StaticMode) {
 }
 
 TEST_F(SimulatorTest, CreatesMissingOutputFolder) {
-  const Config config = LaminarConfig(PathOf("new_dir/nested/sim.h5"));
+  const Config config = LaminarSimulationConfig(PathOf("new_dir/nested/sim.h5"), 30, 0.0);
   SimulateDataset(config);
   EXPECT_TRUE(std::filesystem::exists(config.simulation.output));
 }
@@ -189,7 +163,7 @@ TEST_F(SimulatorTest, CreatesMissingOutputFolder) {
 TEST_F(SimulatorTest, FailuresLeaveNoFile) {
   // A folder that cannot be created: its parent is a regular file.
   std::ofstream(PathOf("plain_file")) << "not a folder";
-  Config config = LaminarConfig(PathOf("plain_file/sim.h5"));
+  Config config = LaminarSimulationConfig(PathOf("plain_file/sim.h5"), 30, 0.0);
   try {
     SimulateDataset(config);
     FAIL();
@@ -197,7 +171,7 @@ TEST_F(SimulatorTest, FailuresLeaveNoFile) {
     EXPECT_THAT(error.what(), ::testing::StartsWith(config.simulation.output));
     EXPECT_THAT(error.what(), HasSubstr("does not exist"));
   }
-  config = LaminarConfig(PathOf("sim.h5"));
+  config = LaminarSimulationConfig(PathOf("sim.h5"), 30, 0.0);
   config.simulation.contrast = {0.1, 0.2};  // 3 angles
   EXPECT_THROW(SimulateDataset(config), InputError);
   config.simulation.contrast = {0.1};
