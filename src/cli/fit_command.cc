@@ -87,7 +87,7 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
   result.analysis_mode = config.analysis_mode;
 
   std::unique_ptr<BatchSource> source = OpenBatchSource(config.data);
-  const DatasetInfo info = source->info();  // a copy: the source is closed after loading
+  const DatasetInfo& info = source->info();  // the source stays open until the end
   for (const std::string& warning : info.warnings) spdlog::warn("{}", warning);
   const int n_angles = info.num_angles();
   const int n_times = info.num_times();
@@ -129,7 +129,6 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
 
   // Load the data (float32, packed strict upper triangles) and build the problem.
   PackedDataObjective::PackedData data = PackedDataObjective::LoadPackedData(*source);
-  source.reset();
   const HomodyneModel model(
       config.analysis_mode,
       ScatteringGeometry{info.q_inv_angstrom, config.geometry.gap_angstrom, info.dt_seconds},
@@ -260,10 +259,9 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
   WriteResultFiles(result, options.output_dir);
   {
     // Data, fit and residuals per angle, streamed by row blocks from the input file.
-    std::unique_ptr<BatchSource> output_source = OpenBatchSource(config.data);
     const std::vector<double> physical(summary.theta.data(), summary.theta.data() + n_physical);
     const ModelEvaluation evaluation(model, physical);
-    WriteFittedData(*output_source, evaluation, result.per_angle, options.output_dir);
+    WriteFittedData(*source, evaluation, result.per_angle, options.output_dir);
   }
   out << "  results in " << options.output_dir << "/nlsq/\n";
   return result.convergence_status == "failed" ? kExitFailure : kExitSuccess;
