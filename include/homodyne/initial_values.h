@@ -28,6 +28,14 @@ ScalingEstimate EstimateScalingFromData(std::span<const float> packed_upper, int
                                         const ParameterBound& contrast_bound,
                                         const ParameterBound& offset_bound);
 
+// The same estimator on a sample of whole rows (the streaming strategy, which never holds a whole
+// angle): `values` concatenates the packed strict upper-triangle segments (j = i+1..N-1) of the
+// ascending `rows`. The lag thresholds are those of the full triangle, so an evenly spread sample
+// of rows approximates the full-data estimate.
+ScalingEstimate EstimateScalingFromRows(std::span<const float> values, std::span<const int> rows,
+                                        int n_times, const ParameterBound& contrast_bound,
+                                        const ParameterBound& offset_bound);
+
 // numpy.percentile(values, q) with linear interpolation; reorders `values`. Empty -> NaN.
 double Percentile(std::vector<double>& values, double q);
 

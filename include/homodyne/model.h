@@ -21,6 +21,16 @@ namespace homodyne {
 
 enum class AnalysisMode { kStatic, kLaminarFlow };
 
+// Safeguards of the reference kernel (section 1.11), shared by every evaluation of the model.
+namespace model_limits {
+inline constexpr double kMinTimeGuardSeconds = 1e-8;  // eps_t floor of the t -> 0 guard (1.3)
+inline constexpr double kRateFloor = 1e-10;           // D(t), gamma_dot(t) floor (1.3)
+inline constexpr double kSmoothAbsEpsilon = 1e-12;    // M = sqrt(x^2 + 1e-12) (1.4)
+inline constexpr double kLogG1DiffusionMin = -700.0;  // clip of log g1_diffusion (1.5)
+inline constexpr double kSincTaylorRadius = 1e-4;     // Taylor branch of sinc (1.6)
+inline constexpr double kG1Floor = 1e-10;             // floor of g1 (1.7)
+}  // namespace model_limits
+
 // "static" or "laminar_flow".
 std::string_view ToString(AnalysisMode mode);
 // Accepts the reference's names and aliases (case-insensitive): static, static_isotropic,
@@ -87,6 +97,21 @@ class ModelEvaluation {
   ModelEvaluation(const HomodyneModel& model, std::span<const double> physical_parameters);
 
   const HomodyneModel& model() const { return model_; }
+  // The O(N) intermediates, for kernels that evaluate many points at once (the fitting pass):
+  // C_D and C_G (N values each; C_G empty in static mode) and their derivatives with respect to
+  // (D0, alpha, D_offset) and (gamma_dot_t0, beta, gamma_dot_t_offset): column p of the
+  // derivatives at [p N, (p + 1) N).
+  std::span<const double> cumulative_diffusion() const { return cumulative_diffusion_; }
+  std::span<const double> cumulative_diffusion_derivatives() const {
+    return cumulative_diffusion_derivatives_;
+  }
+  std::span<const double> cumulative_shear() const { return cumulative_shear_; }
+  std::span<const double> cumulative_shear_derivatives() const {
+    return cumulative_shear_derivatives_;
+  }
+  std::span<const double> physical_parameters() const { return parameters_; }
+  double diffusion_prefactor() const { return diffusion_prefactor_; }  // 0.5 q^2 dt
+  double sinc_prefactor() const { return sinc_prefactor_; }            // q L dt / (2 pi)
 
   // c2 at (i, j) for j in [j_begin, j_end) of one angle (any j, diagonal included).
   void ComputeC2RowSegment(double phi_degrees, double contrast, double offset, int i, int j_begin,

@@ -1,5 +1,9 @@
-// The chi2 objective of DESIGN section 1 on in-memory packed data: the "large" strategy data path
-// (DESIGN section 3) with individual per-angle scaling (one contrast and one offset per angle).
+// The chi2 objective of DESIGN section 1 as passes over a fixed list of batches: the data path of
+// the large, chunked and streaming strategies (DESIGN section 3). They differ only in where a
+// batch's data come from (PassData: packed arrays in memory, or the HDF5 file on every pass) and
+// in how many batches a chunk holds (progress and the checkpoint hook run between chunks); the
+// per-batch sums and their batch-order reduction are the same, so the three return bitwise the
+// same normal equations for the same batch size, whatever the thread count or chunk size.
 //
 // Parameter vector layout (P = P_phys + 2 n_angles):
 //   theta = [physical_0 .. physical_{P_phys-1},             PhysicalParameterNames order
@@ -11,15 +15,12 @@
 // triangle is evaluated; every point counts twice (chi2, J^T J, J^T r are doubled and
 // num_residuals() is twice the number of finite points), which equals the fit of the full
 // symmetric matrices without the diagonal. Non-finite data points are skipped and counted.
-//
-// A pass: one ModelEvaluation (O(N)), then OpenMP over a fixed list of batches (a batch is a run of
-// whole rows of one angle, about batch_points points). Each batch accumulates a dense
-// (P_phys + 2)^2 block (its angle's scaling parameters only), stored per batch; the blocks are
-// scattered into the P x P matrix in batch order, so the result is bitwise independent of the
-// thread count and of scheduling.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
 #include <vector>
 
 #include <Eigen/Dense>
@@ -30,26 +31,78 @@
 
 namespace homodyne {
 
-class PackedDataObjective : public LeastSquaresProblem {
+// One batch: rows [row_begin, row_end) of the strict upper triangle of every angle (DESIGN
+// section 3; the rows of all angles together, so the angle-independent factors are shared).
+struct RowBatch {
+  int row_begin = 0;
+  int row_end = 0;
+  int64_t offset = 0;  // first point of row_begin in an angle's packed triangle (dataset.h order)
+  int64_t points = 0;  // points per angle
+};
+
+// Runs of whole rows of the strict upper triangle of n_times times, each closed once it holds
+// >= batch_points points per angle (the last may hold fewer). batch_points >= 1.
+std::vector<RowBatch> SplitIntoBatches(int n_times, int64_t batch_points);
+
+// Where a pass gets its batches' data. One interface for in-memory and streamed data.
+class PassData {
+ public:
+  virtual ~PassData() = default;
+  // Makes batches[first, last) available; pointers receives (last - first) * num_angles values:
+  // for batch b and angle k, pointers[(b - first) * num_angles + k] points at that batch's
+  // batches[b].points values of angle k. They stay valid until the next Fetch. A pass fetches
+  // consecutive ranges from 0 to the end; the next pass starts at 0 again. Read failures throw
+  // DataError (they end the fit; lm.h).
+  virtual void Fetch(std::span<const RowBatch> batches, int first, int last, int num_angles,
+                     std::vector<const float*>& pointers) = 0;
+};
+
+// Packed strict upper triangles held in memory (large and chunked strategies).
+class InMemoryPassData : public PassData {
  public:
   // One packed strict upper triangle per angle (dataset.h order, UpperTriangleSize(N) values).
   using PackedData = std::vector<std::vector<float>>;
+  explicit InMemoryPassData(PackedData data) : data_(std::move(data)) {}
+  void Fetch(std::span<const RowBatch> batches, int first, int last, int num_angles,
+             std::vector<const float*>& pointers) override;
+  const PackedData& data() const { return data_; }
 
-  // Default batch size in points (DESIGN section 3 clamps the automatic size to [1e3, 1e5]).
-  static constexpr int64_t kDefaultBatchPoints = 10000;
+ private:
+  PackedData data_;
+};
 
-  // model: the fitted grid (N = model.num_times()). phi_degrees: one angle per data entry.
-  // sigma > 0: the per-point noise (optimization.nlsq.sigma). batch_points >= 1.
-  // Throws std::invalid_argument on inconsistent sizes or values.
-  PackedDataObjective(HomodyneModel model, std::vector<double> phi_degrees, double sigma,
-                      PackedData data, int64_t batch_points = kDefaultBatchPoints);
+// Batches read from the file on every pass (streaming strategy): the batches of the next fetch
+// are read by a background thread while the current ones are computed (double buffering, when
+// prefetch is on), so memory holds two chunks whatever the data size. The source must outlive
+// this object and must not be used by anyone else while it exists (HDF5 is not thread-safe).
+// prefetch = false reads on demand (same values, for tests and debugging).
+std::unique_ptr<PassData> MakeStreamingPassData(BatchSource& source, bool prefetch = true);
 
-  // Every angle's packed strict upper triangle from the source, read as float in blocks of whole
-  // rows (about rows_block_points points per read). Propagates the source's DataError.
-  static PackedData LoadPackedData(BatchSource& source, int64_t rows_block_points = 1 << 20);
+// Progress of a pass, after each chunk (DESIGN section 3: chunked progress and checkpoint hook).
+struct PassProgress {
+  int64_t pass = 0;         // passes started so far (1 for the first)
+  bool full_pass = true;    // Accumulate (true) or Cost (false)
+  int batches_done = 0;     // batches reduced so far in this pass
+  int num_batches = 0;      // batches in a pass
+};
+
+struct PassOptions {
+  int64_t batch_points = 10000;  // points per angle per batch (DESIGN section 3), >= 1
+  int chunk_batches = 0;         // batches per chunk; 0 = 1024 (chunks only bound scratch memory)
+  std::function<void(const PassProgress&)> on_chunk;  // optional, after every chunk
+};
+
+class BatchedObjective : public LeastSquaresProblem {
+ public:
+  // model: the fitted grid (N = model.num_times()). phi_degrees: one angle per data angle.
+  // sigma > 0: the per-point noise (optimization.nlsq.sigma). Throws std::invalid_argument on
+  // inconsistent sizes or values.
+  BatchedObjective(HomodyneModel model, std::vector<double> phi_degrees, double sigma,
+                   std::unique_ptr<PassData> data, PassOptions options);
 
   int num_parameters() const override { return num_physical_ + 2 * num_angles(); }
-  // 2 * (finite upper-triangle points).
+  // 2 * (finite upper-triangle points), as counted by the last Accumulate (or the data set's
+  // count when known before the first pass).
   int64_t num_residuals() const override { return 2 * num_finite_points_; }
   NormalEquations Accumulate(const Eigen::VectorXd& theta) override;
   double Cost(const Eigen::VectorXd& theta) override;
@@ -64,29 +117,50 @@ class PackedDataObjective : public LeastSquaresProblem {
   int64_t num_nonfinite_points() const { return num_points_ - num_finite_points_; }
   int num_batches() const { return static_cast<int>(batches_.size()); }
   const HomodyneModel& model() const { return model_; }
+  int64_t passes() const { return passes_; }
+
+ protected:
+  void set_num_finite_points(int64_t count) { num_finite_points_ = count; }
+  PassData& pass_data() { return *data_; }
 
  private:
-  struct Batch {
-    int angle = 0;
-    int row_begin = 0;
-    int row_end = 0;
-    int64_t offset = 0;  // first point in the angle's packed data
-    int64_t size = 0;    // points
-  };
-
   void CheckTheta(const Eigen::VectorXd& theta) const;
-  template <int kM>
-  void AccumulateBatches(const Eigen::VectorXd& theta, std::vector<double>& partials) const;
+  int ChunkBatches() const;
 
   HomodyneModel model_;
   std::vector<double> phi_degrees_;
   double sigma_;
-  PackedData data_;
+  std::unique_ptr<PassData> data_;
+  PassOptions options_;
   int num_physical_;
   int64_t num_points_ = 0;
   int64_t num_finite_points_ = 0;
-  int64_t max_batch_size_ = 0;
-  std::vector<Batch> batches_;
+  int64_t passes_ = 0;
+  std::vector<RowBatch> batches_;
+};
+
+// The objective on packed data in memory (large and chunked strategies). Counts the finite
+// points up front, so num_residuals() is right before the first pass.
+class PackedDataObjective : public BatchedObjective {
+ public:
+  using PackedData = InMemoryPassData::PackedData;
+
+  // Default batch size in points (DESIGN section 3 clamps the automatic size to [1e3, 1e5]).
+  static constexpr int64_t kDefaultBatchPoints = 10000;
+
+  PackedDataObjective(HomodyneModel model, std::vector<double> phi_degrees, double sigma,
+                      PackedData data, int64_t batch_points = kDefaultBatchPoints);
+  PackedDataObjective(HomodyneModel model, std::vector<double> phi_degrees, double sigma,
+                      PackedData data, PassOptions options);
+
+  // Every angle's packed strict upper triangle from the source, read as float in blocks of whole
+  // rows (about rows_block_points points per read). Propagates the source's DataError.
+  static PackedData LoadPackedData(BatchSource& source, int64_t rows_block_points = 1 << 20);
+
+  const PackedData& data() const { return data_view_->data(); }
+
+ private:
+  const InMemoryPassData* data_view_;
 };
 
 }  // namespace homodyne

@@ -2,6 +2,9 @@
 #pragma once
 
 #include <string>
+#include <vector>
+
+#include <Eigen/Dense>
 
 #include "homodyne/config.h"
 
@@ -25,5 +28,21 @@ struct ResolvedScaling {
 // averaged when n_angles >= constant_scaling_threshold, else individual; `fourier` needs
 // n_angles >= 1 + 2 fourier_order, else individual (reference section 2.4).
 ResolvedScaling ResolvePerAngleMode(const NlsqOptions& nlsq, int n_angles);
+
+// The parameters a per-angle mode optimises ("reduced"), mapped linearly onto the objective's full
+// layout (objective.h: [physical..., contrast_0..n-1, offset_0..n-1]):
+//   theta_full = matrix * theta_reduced + shift.
+// The reduced layout starts with the physical parameters (identity block), then the mode's scaling
+// parameters. individual: identity; auto_averaged: [c, o] replicated; constant: no scaling
+// parameter, the frozen values in `shift`; fourier: series coefficients (reference section 2.4).
+struct ScalingMap {
+  Eigen::MatrixXd matrix;                  // P_full x P_reduced
+  Eigen::VectorXd shift;                   // P_full
+  std::vector<std::string> reduced_names;  // P_reduced names, e.g. "contrast_fourier_c1"
+
+  int num_full() const { return static_cast<int>(matrix.rows()); }
+  int num_reduced() const { return static_cast<int>(matrix.cols()); }
+  Eigen::VectorXd Expand(const Eigen::VectorXd& reduced) const { return matrix * reduced + shift; }
+};
 
 }  // namespace homodyne

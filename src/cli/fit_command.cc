@@ -5,11 +5,18 @@
 #include <omp.h>
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
 #include <Eigen/Dense>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <memory>
+#include <new>
+#include <optional>
 #include <ostream>
+#include <sstream>
 #include <string>
 
 #include "homodyne/dataset.h"
@@ -44,12 +51,9 @@ double PeakResidentMb() {
 }
 
 // Per-angle starting contrast and offset: per_angle_scaling lists, else scalar contrast/offset of
-// initial_parameters replicated, else the quantile estimator on the data (reference 2.3, 2.4).
+// initial_parameters replicated, else the quantile estimate from the data (reference 2.3, 2.4).
 std::vector<ScalingEstimate> InitialScaling(const Config& config,
-                                            const PackedDataObjective::PackedData& data,
-                                            int n_times) {
-  const int n_angles = static_cast<int>(data.size());
-  std::vector<ScalingEstimate> scaling(static_cast<size_t>(n_angles));
+                                            const std::vector<ScalingEstimate>& from_data) {
   std::optional<double> scalar_contrast, scalar_offset;
   if (config.initial.values) {
     for (size_t k = 0; k < config.initial.parameter_names.size(); ++k) {
@@ -61,22 +65,140 @@ std::vector<ScalingEstimate> InitialScaling(const Config& config,
       }
     }
   }
-  for (int k = 0; k < n_angles; ++k) {
-    ScalingEstimate& start = scaling[static_cast<size_t>(k)];
-    start = EstimateScalingFromData(data[static_cast<size_t>(k)], n_times,
-                                    config.BoundOf("contrast"), config.BoundOf("offset"));
+  std::vector<ScalingEstimate> scaling = from_data;
+  for (size_t k = 0; k < scaling.size(); ++k) {
+    ScalingEstimate& start = scaling[k];
     if (config.initial.per_angle_contrast) {
-      start.contrast = (*config.initial.per_angle_contrast)[static_cast<size_t>(k)];
+      start.contrast = (*config.initial.per_angle_contrast)[k];
     } else if (scalar_contrast) {
       start.contrast = *scalar_contrast;
     }
     if (config.initial.per_angle_offset) {
-      start.offset = (*config.initial.per_angle_offset)[static_cast<size_t>(k)];
+      start.offset = (*config.initial.per_angle_offset)[k];
     } else if (scalar_offset) {
       start.offset = *scalar_offset;
     }
   }
   return scaling;
+}
+
+// The quantile estimate per angle on data held in memory.
+std::vector<ScalingEstimate> EstimateScalingInMemory(const Config& config,
+                                                     const PackedDataObjective::PackedData& data,
+                                                     int n_times) {
+  std::vector<ScalingEstimate> estimates;
+  for (const std::vector<float>& values : data) {
+    estimates.push_back(EstimateScalingFromData(values, n_times, config.BoundOf("contrast"),
+                                                config.BoundOf("offset")));
+  }
+  return estimates;
+}
+
+// The quantile estimate per angle for streamed data: on an evenly spread sample of whole rows
+// holding about max_points points per angle, read from the file (memory stays bounded).
+std::vector<ScalingEstimate> EstimateScalingFromFile(const Config& config, BatchSource& source,
+                                                     int64_t max_points) {
+  const int n = source.info().num_times();
+  const int64_t total = UpperTriangleSize(n);
+  const int stride = static_cast<int>(std::max<int64_t>(1, (total + max_points - 1) / max_points));
+  std::vector<int> rows;
+  for (int i = 0; i + 1 < n; i += stride) rows.push_back(i);
+  std::vector<ScalingEstimate> estimates;
+  std::vector<float> values;
+  for (int k = 0; k < source.info().num_angles(); ++k) {
+    values.clear();
+    for (int i : rows) {
+      const size_t start = values.size();
+      values.resize(start + static_cast<size_t>(n - 1 - i));
+      source.ReadUpperTriangleRows(k, i, i + 1,
+                                   std::span<float>(values.data() + start, values.size() - start));
+    }
+    estimates.push_back(EstimateScalingFromRows(values, rows, n, config.BoundOf("contrast"),
+                                                config.BoundOf("offset")));
+  }
+  return estimates;
+}
+
+// The next leaner strategy after an allocation failure (DESIGN section 3): standard -> large;
+// large and chunked hold the same data, so both fall back to streaming.
+std::optional<StrategyKind> LeanerStrategy(StrategyKind kind) {
+  switch (kind) {
+    case StrategyKind::kStandard:
+      return StrategyKind::kLarge;
+    case StrategyKind::kLarge:
+    case StrategyKind::kChunked:
+      return StrategyKind::kStreaming;
+    case StrategyKind::kStreaming:
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+// Test-only fault hook: HOMODYNE_TEST_FAIL_ALLOCATION lists strategy names (comma-separated) whose
+// set-up throws std::bad_alloc, so the fallback chain can be tested without exhausting memory.
+void MaybeInjectAllocationFailure(StrategyKind kind) {
+  const char* names = std::getenv("HOMODYNE_TEST_FAIL_ALLOCATION");
+  if (names == nullptr) return;
+  std::stringstream list(names);
+  std::string name;
+  while (std::getline(list, name, ',')) {
+    if (name == ToString(kind)) throw std::bad_alloc();
+  }
+}
+
+// A progress bar for the chunks of a pass, on a terminal only (log files get the iteration lines).
+class PassProgressBar {
+ public:
+  explicit PassProgressBar(bool enabled) : enabled_(enabled && isatty(STDERR_FILENO) != 0) {}
+  void Update(const PassProgress& progress) {
+    if (!enabled_ || progress.num_batches <= 1) return;
+    constexpr int kWidth = 30;
+    const int filled = kWidth * progress.batches_done / progress.num_batches;
+    std::fprintf(stderr, "\r  pass %lld %s [%s%s] %3d%%", static_cast<long long>(progress.pass),
+                 progress.full_pass ? "(J)" : "(c)", std::string(filled, '#').c_str(),
+                 std::string(kWidth - filled, '.').c_str(),
+                 100 * progress.batches_done / progress.num_batches);
+    if (progress.batches_done == progress.num_batches) std::fprintf(stderr, "\r%60s\r", "");
+    std::fflush(stderr);
+  }
+
+ private:
+  bool enabled_;
+};
+
+// The objective of one strategy (DESIGN section 3) and the data-based start it needs.
+struct StrategySetup {
+  std::unique_ptr<BatchedObjective> objective;
+  std::vector<ScalingEstimate> scaling_from_data;
+};
+
+StrategySetup SetUpStrategy(StrategyKind kind, const Config& config, BatchSource& source,
+                            const HomodyneModel& model, const std::vector<double>& phi,
+                            const ProblemSize& size, PassProgressBar& progress_bar) {
+  MaybeInjectAllocationFailure(kind);
+  const int n_angles = source.info().num_angles();
+  PassOptions options;
+  // optimization.streaming.batch_size counts points of all angles; a batch holds every angle.
+  options.batch_points = std::max<int64_t>(1, (size.batch_points + n_angles - 1) / n_angles);
+  options.on_chunk = [&progress_bar](const PassProgress& progress) {
+    progress_bar.Update(progress);
+  };
+  StrategySetup setup;
+  if (kind == StrategyKind::kStreaming) {
+    options.chunk_batches = 2 * std::max(size.threads, 1);
+    setup.scaling_from_data = EstimateScalingFromFile(config, source, 1 << 20);
+    setup.objective = std::make_unique<BatchedObjective>(
+        model, phi, config.nlsq.sigma, MakeStreamingPassData(source), std::move(options));
+    return setup;
+  }
+  if (kind == StrategyKind::kChunked) {
+    options.chunk_batches = config.streaming.checkpoint_frequency;  // hook between chunks
+  }
+  PackedDataObjective::PackedData data = PackedDataObjective::LoadPackedData(source);
+  setup.scaling_from_data = EstimateScalingInMemory(config, data, source.info().num_times());
+  setup.objective = std::make_unique<PackedDataObjective>(model, phi, config.nlsq.sigma,
+                                                          std::move(data), std::move(options));
+  return setup;
 }
 
 }  // namespace
@@ -112,37 +234,40 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
   const int n_parameters = plan.num_parameters;
   const ProblemSize& size = plan.size;
   omp_set_num_threads(size.threads);
-  // The in-memory pass serves standard, large and chunked; streaming is not built yet.
   const StrategyChoice& choice = plan.strategy;
-  if (choice.kind == StrategyKind::kStreaming) {
-    throw Error("the data set needs the streaming strategy (" + choice.reason +
-                "), which is not available in this build yet; raise --memory-limit-gb so it fits "
-                "in memory");
-  }
-  result.strategy = "large";
   result.strategy_reason = choice.reason;
-  if (choice.kind != StrategyKind::kLarge) {
-    result.strategy_reason += "; " + std::string(ToString(choice.kind)) +
-                              " runs as the in-memory large pass in this build";
-  }
-  spdlog::info("strategy {} ({})", result.strategy, result.strategy_reason);
+  spdlog::info("strategy {} ({})", ToString(choice.kind), choice.reason);
 
-  // Load the data (float32, packed strict upper triangles) and build the problem.
-  PackedDataObjective::PackedData data = PackedDataObjective::LoadPackedData(*source);
   const HomodyneModel model(
       config.analysis_mode,
       ScatteringGeometry{info.q_inv_angstrom, config.geometry.gap_angstrom, info.dt_seconds},
       info.FittedTimes());
   std::vector<double> phi;
   for (const AngleInfo& angle : info.angles) phi.push_back(angle.phi_degrees);
-  const std::vector<ScalingEstimate> initial_scaling = InitialScaling(config, data, n_times);
-  PackedDataObjective objective(model, phi, config.nlsq.sigma, std::move(data), size.batch_points);
-  if (objective.num_nonfinite_points() > 0) {
-    const std::string warning = std::to_string(objective.num_nonfinite_points()) +
-                                " non-finite data points excluded from the fit";
-    spdlog::warn("{}", warning);
-    result.warnings.push_back(warning);
+
+  // Set up the chosen strategy; on an allocation failure, the next leaner one (DESIGN section 3).
+  PassProgressBar progress_bar(config.performance.enable_progress);
+  StrategyKind kind = choice.kind;
+  StrategySetup setup;
+  while (true) {
+    try {
+      setup = SetUpStrategy(kind, config, *source, model, phi, size, progress_bar);
+      break;
+    } catch (const std::bad_alloc&) {
+      const std::optional<StrategyKind> leaner = LeanerStrategy(kind);
+      if (!leaner) throw;
+      const std::string action = "strategy " + std::string(ToString(kind)) +
+                                 " ran out of memory while setting up; fell back to " +
+                                 std::string(ToString(*leaner));
+      spdlog::warn("{}", action);
+      result.recovery_actions.push_back(action);
+      kind = *leaner;
+    }
   }
+  BatchedObjective& objective = *setup.objective;
+  const std::vector<ScalingEstimate> initial_scaling =
+      InitialScaling(config, setup.scaling_from_data);
+  result.strategy = std::string(ToString(kind));
   result.load_seconds = SecondsSince(start);
 
   // Starting point and bounds, in the objective's parameter order.
@@ -187,6 +312,12 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
   };
 
   const LevenbergMarquardtSummary summary = Minimize(lm, objective, theta0);
+  if (objective.num_nonfinite_points() > 0) {
+    const std::string warning = std::to_string(objective.num_nonfinite_points()) +
+                                " non-finite data points excluded from the fit";
+    spdlog::warn("{}", warning);
+    result.warnings.push_back(warning);
+  }
   for (const std::string& warning : summary.warnings) {
     spdlog::warn("{}", warning);
     result.warnings.push_back(warning);
@@ -257,6 +388,7 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
   // Printed before writing, so a full disk or a bad --output-dir loses no computed number.
   out.flush();
   WriteResultFiles(result, options.output_dir);
+  setup.objective.reset();  // a streaming objective gives the source back (no read in flight)
   {
     // Data, fit and residuals per angle, streamed by row blocks from the input file.
     const std::vector<double> physical(summary.theta.data(), summary.theta.data() + n_physical);

@@ -1,9 +1,9 @@
-// PackedDataObjective (include/homodyne/objective.h): chi2 and normal equations on in-memory packed
-// upper-triangle data, OpenMP over a fixed batch list, reduced in batch order.
+// BatchedObjective and PackedDataObjective (include/homodyne/objective.h): chi2 and normal
+// equations as passes over a fixed batch list, chunk by chunk, OpenMP over the batches of a
+// chunk, per-batch sums reduced in batch order.
 #include <omp.h>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <span>
 #include <stdexcept>
@@ -12,225 +12,242 @@
 #include <vector>
 
 #include "homodyne/objective.h"
+#include "pass_kernel.h"
 
 namespace homodyne {
-namespace {
 
-// Runs of whole rows [row_begin, row_end) of the packed strict upper triangle of n times, each
-// closed once it holds >= min_points points (the last may hold fewer). Used for the fixed batch
-// list and for loading, so both split the triangle the same way.
-struct RowRun {
-  int row_begin = 0;
-  int row_end = 0;
-  int64_t points = 0;
-};
-std::vector<RowRun> SplitIntoRowRuns(int n, int64_t min_points) {
-  std::vector<RowRun> runs;
-  int row_begin = 0;
-  while (row_begin < n - 1) {
-    RowRun run{row_begin, row_begin, 0};
-    while (run.row_end < n - 1 && run.points < min_points) {
-      run.points += n - 1 - run.row_end;
-      ++run.row_end;
-    }
-    runs.push_back(run);
-    row_begin = run.row_end;
+std::vector<RowBatch> SplitIntoBatches(int n_times, int64_t batch_points) {
+  if (batch_points < 1) {
+    throw std::invalid_argument("batch_points = " + std::to_string(batch_points) +
+                                ": must be >= 1");
   }
-  return runs;
+  std::vector<RowBatch> batches;
+  int row_begin = 0;
+  while (row_begin < n_times - 1) {
+    RowBatch batch{row_begin, row_begin, UpperTriangleRowOffset(n_times, row_begin), 0};
+    while (batch.row_end < n_times - 1 && batch.points < batch_points) {
+      batch.points += n_times - 1 - batch.row_end;
+      ++batch.row_end;
+    }
+    batches.push_back(batch);
+    row_begin = batch.row_end;
+  }
+  return batches;
 }
 
-}  // namespace
+void InMemoryPassData::Fetch(std::span<const RowBatch> batches, int first, int last,
+                             int num_angles, std::vector<const float*>& pointers) {
+  pointers.clear();
+  for (int b = first; b < last; ++b) {
+    for (int k = 0; k < num_angles; ++k) {
+      pointers.push_back(data_[static_cast<size_t>(k)].data() +
+                         batches[static_cast<size_t>(b)].offset);
+    }
+  }
+}
 
-PackedDataObjective::PackedDataObjective(HomodyneModel model, std::vector<double> phi_degrees,
-                                         double sigma, PackedData data, int64_t batch_points)
+BatchedObjective::BatchedObjective(HomodyneModel model, std::vector<double> phi_degrees,
+                                   double sigma, std::unique_ptr<PassData> data,
+                                   PassOptions options)
     : model_(std::move(model)),
       phi_degrees_(std::move(phi_degrees)),
       sigma_(sigma),
       data_(std::move(data)),
+      options_(std::move(options)),
       num_physical_(model_.num_physical()) {
   if (!(sigma_ > 0.0) || !std::isfinite(sigma_)) {
-    throw std::invalid_argument("PackedDataObjective: sigma = " + std::to_string(sigma_) +
+    throw std::invalid_argument("objective: sigma = " + std::to_string(sigma_) +
                                 ": must be finite and > 0");
   }
-  if (batch_points < 1) {
-    throw std::invalid_argument(
-        "PackedDataObjective: batch_points = " + std::to_string(batch_points) + ": must be >= 1");
-  }
-  if (phi_degrees_.empty() || phi_degrees_.size() != data_.size()) {
-    throw std::invalid_argument("PackedDataObjective: " + std::to_string(phi_degrees_.size()) +
-                                " angles for " + std::to_string(data_.size()) +
-                                " data arrays: need the same number, >= 1");
+  if (phi_degrees_.empty()) throw std::invalid_argument("objective: no angle");
+  if (data_ == nullptr) throw std::invalid_argument("objective: no data");
+  if (options_.chunk_batches < 0) {
+    throw std::invalid_argument("objective: chunk_batches = " +
+                                std::to_string(options_.chunk_batches) + ": must be >= 0");
   }
   const int n = model_.num_times();
+  batches_ = SplitIntoBatches(n, options_.batch_points);
+  num_points_ = UpperTriangleSize(n) * num_angles();
+  num_finite_points_ = num_points_;  // until a pass or the data say otherwise
+}
+
+void BatchedObjective::CheckTheta(const Eigen::VectorXd& theta) const {
+  if (theta.size() != num_parameters()) {
+    throw std::invalid_argument("objective: theta has " + std::to_string(theta.size()) +
+                                " values, expected " + std::to_string(num_parameters()));
+  }
+}
+
+int BatchedObjective::ChunkBatches() const {
+  return options_.chunk_batches > 0 ? options_.chunk_batches : 1024;
+}
+
+NormalEquations BatchedObjective::Accumulate(const Eigen::VectorXd& theta) {
+  CheckTheta(theta);
+  ++passes_;
+  const int n_angles = num_angles();
+  const std::vector<double> contrast(theta.data() + ContrastIndex(0),
+                                     theta.data() + ContrastIndex(0) + n_angles);
+  const std::vector<double> offset(theta.data() + OffsetIndex(0),
+                                   theta.data() + OffsetIndex(0) + n_angles);
+  const ModelEvaluation evaluation(
+      model_, std::span<const double>(theta.data(), static_cast<size_t>(num_physical_)));
+  const PassKernel kernel(evaluation, phi_degrees_, contrast, offset);
+  const int g = kernel.gram_size();  // M + 1, M = P_phys + 2
+  const int m = g - 1;
+  const int num_batches = static_cast<int>(batches_.size());
+  const int chunk = std::min(ChunkBatches(), std::max(num_batches, 1));
+
+  // Per batch and angle of a chunk: the Gram matrix of [J | e] and the finite point count.
+  std::vector<Eigen::MatrixXd> grams(static_cast<size_t>(chunk) * n_angles,
+                                     Eigen::MatrixXd(g, g));
+  std::vector<int64_t> finite(static_cast<size_t>(chunk) * n_angles);
+  std::vector<const float*> pointers;
+
+  const int p_total = num_parameters();
+  NormalEquations result;
+  result.jtj = Eigen::MatrixXd::Zero(p_total, p_total);
+  result.jtr = Eigen::VectorXd::Zero(p_total);
+  int64_t finite_total = 0;
+  std::vector<int> index(static_cast<size_t>(m));
+  for (int a = 0; a < num_physical_; ++a) index[static_cast<size_t>(a)] = a;
+  const double scale = 2.0 / (sigma_ * sigma_);  // r = e / sigma, every point counts twice
+
+  for (int first = 0; first < num_batches; first += chunk) {
+    const int last = std::min(first + chunk, num_batches);
+    data_->Fetch(batches_, first, last, n_angles, pointers);
+    for (auto& gram : grams) gram.setZero();
+    std::fill(finite.begin(), finite.end(), 0);
+#pragma omp parallel
+    {
+      PassKernel::Workspace workspace(g);
+#pragma omp for schedule(dynamic)
+      for (int b = first; b < last; ++b) {
+        const size_t slot = static_cast<size_t>(b - first) * n_angles;
+        const RowBatch& batch = batches_[static_cast<size_t>(b)];
+        kernel.AccumulateRows(
+            batch.row_begin, batch.row_end,
+            std::span<const float* const>(pointers.data() + slot, static_cast<size_t>(n_angles)),
+            std::span<Eigen::MatrixXd>(grams.data() + slot, static_cast<size_t>(n_angles)),
+            std::span<int64_t>(finite.data() + slot, static_cast<size_t>(n_angles)), workspace);
+      }
+    }
+    // Scatter in batch order, then angle order, into the lower triangle of J^T J. The block
+    // index maps monotonically to the global one, so (a >= c) stays in the lower triangle.
+    for (int b = first; b < last; ++b) {
+      for (int k = 0; k < n_angles; ++k) {
+        const size_t slot = static_cast<size_t>(b - first) * n_angles + k;
+        const Eigen::MatrixXd& gram = grams[slot];
+        index[static_cast<size_t>(m - 2)] = ContrastIndex(k);
+        index[static_cast<size_t>(m - 1)] = OffsetIndex(k);
+        for (int c = 0; c < m; ++c) {
+          const int gc = index[static_cast<size_t>(c)];
+          for (int a = c; a < m; ++a) {
+            result.jtj(index[static_cast<size_t>(a)], gc) += scale * gram(a, c);
+          }
+          result.jtr[gc] -= scale * gram(m, c);  // J_r = -J_model / sigma
+        }
+        result.chi2 += scale * gram(m, m);
+        finite_total += finite[slot];
+      }
+    }
+    if (options_.on_chunk) options_.on_chunk({passes_, true, last, num_batches});
+  }
+  for (int c = 0; c < p_total; ++c) {
+    for (int a = c + 1; a < p_total; ++a) result.jtj(c, a) = result.jtj(a, c);
+  }
+  num_finite_points_ = finite_total;
+  result.num_points = 2 * finite_total;
+  return result;
+}
+
+double BatchedObjective::Cost(const Eigen::VectorXd& theta) {
+  CheckTheta(theta);
+  ++passes_;
+  const int n_angles = num_angles();
+  const std::vector<double> contrast(theta.data() + ContrastIndex(0),
+                                     theta.data() + ContrastIndex(0) + n_angles);
+  const std::vector<double> offset(theta.data() + OffsetIndex(0),
+                                   theta.data() + OffsetIndex(0) + n_angles);
+  const ModelEvaluation evaluation(
+      model_, std::span<const double>(theta.data(), static_cast<size_t>(num_physical_)));
+  const PassKernel kernel(evaluation, phi_degrees_, contrast, offset);
+  const int num_batches = static_cast<int>(batches_.size());
+  const int chunk = std::min(ChunkBatches(), std::max(num_batches, 1));
+  std::vector<double> sums(static_cast<size_t>(chunk));
+  std::vector<const float*> pointers;
+  const double scale = 2.0 / (sigma_ * sigma_);
+  double chi2 = 0.0;
+  for (int first = 0; first < num_batches; first += chunk) {
+    const int last = std::min(first + chunk, num_batches);
+    data_->Fetch(batches_, first, last, n_angles, pointers);
+#pragma omp parallel
+    {
+      PassKernel::Workspace workspace(kernel.gram_size());
+#pragma omp for schedule(dynamic)
+      for (int b = first; b < last; ++b) {
+        const RowBatch& batch = batches_[static_cast<size_t>(b)];
+        sums[static_cast<size_t>(b - first)] = kernel.SumSquaredResiduals(
+            batch.row_begin, batch.row_end,
+            std::span<const float* const>(pointers.data() + static_cast<size_t>(b - first) *
+                                                                n_angles,
+                                          static_cast<size_t>(n_angles)),
+            workspace);
+      }
+    }
+    for (int b = first; b < last; ++b) chi2 += scale * sums[static_cast<size_t>(b - first)];
+    if (options_.on_chunk) options_.on_chunk({passes_, false, last, num_batches});
+  }
+  return chi2;
+}
+
+PackedDataObjective::PackedDataObjective(HomodyneModel model, std::vector<double> phi_degrees,
+                                         double sigma, PackedData data, int64_t batch_points)
+    : PackedDataObjective(std::move(model), std::move(phi_degrees), sigma, std::move(data),
+                          PassOptions{batch_points, 0, {}}) {}
+
+PackedDataObjective::PackedDataObjective(HomodyneModel model, std::vector<double> phi_degrees,
+                                         double sigma, PackedData data, PassOptions options)
+    : BatchedObjective(std::move(model), std::move(phi_degrees), sigma,
+                       std::make_unique<InMemoryPassData>(std::move(data)), std::move(options)),
+      data_view_(static_cast<const InMemoryPassData*>(&pass_data())) {
+  const PackedData& values = data_view_->data();
+  if (values.size() != static_cast<size_t>(num_angles())) {
+    throw std::invalid_argument("objective: " + std::to_string(num_angles()) + " angles for " +
+                                std::to_string(values.size()) +
+                                " data arrays: need the same number");
+  }
+  const int n = this->model().num_times();
   const int64_t per_angle = UpperTriangleSize(n);
-  for (size_t k = 0; k < data_.size(); ++k) {
-    if (static_cast<int64_t>(data_[k].size()) != per_angle) {
-      throw std::invalid_argument("PackedDataObjective: angle " + std::to_string(k) + " has " +
-                                  std::to_string(data_[k].size()) + " points, expected " +
+  int64_t finite_points = 0;
+  for (size_t k = 0; k < values.size(); ++k) {
+    if (static_cast<int64_t>(values[k].size()) != per_angle) {
+      throw std::invalid_argument("objective: angle " + std::to_string(k) + " has " +
+                                  std::to_string(values[k].size()) + " points, expected " +
                                   std::to_string(per_angle) + " (N = " + std::to_string(n) + ")");
     }
-    for (float value : data_[k]) {
-      if (std::isfinite(value)) ++num_finite_points_;
-    }
-    num_points_ += per_angle;
-  }
-  // Fixed batch list: whole rows of one angle, closed once they hold >= batch_points points.
-  const std::vector<RowRun> runs = SplitIntoRowRuns(n, batch_points);
-  for (int k = 0; k < num_angles(); ++k) {
-    for (const RowRun& run : runs) {
-      batches_.push_back(
-          {k, run.row_begin, run.row_end, UpperTriangleRowOffset(n, run.row_begin), run.points});
-      max_batch_size_ = std::max(max_batch_size_, run.points);
+    for (float value : values[k]) {
+      if (std::isfinite(value)) ++finite_points;
     }
   }
+  set_num_finite_points(finite_points);
 }
 
 PackedDataObjective::PackedData PackedDataObjective::LoadPackedData(BatchSource& source,
                                                                     int64_t rows_block_points) {
   const int n = source.info().num_times();
-  const int64_t block_points = std::max<int64_t>(rows_block_points, 1);
   PackedData data(static_cast<size_t>(source.info().num_angles()));
-  const std::vector<RowRun> runs = SplitIntoRowRuns(n, block_points);
+  const std::vector<RowBatch> blocks = SplitIntoBatches(n, std::max<int64_t>(rows_block_points, 1));
   for (int k = 0; k < source.info().num_angles(); ++k) {
     std::vector<float>& values = data[static_cast<size_t>(k)];
     values.resize(static_cast<size_t>(UpperTriangleSize(n)));
-    for (const RowRun& run : runs) {
+    for (const RowBatch& block : blocks) {
       source.ReadUpperTriangleRows(
-          k, run.row_begin, run.row_end,
-          std::span<float>(values.data() + UpperTriangleRowOffset(n, run.row_begin),
-                           static_cast<size_t>(run.points)));
+          k, block.row_begin, block.row_end,
+          std::span<float>(values.data() + block.offset, static_cast<size_t>(block.points)));
     }
   }
   return data;
-}
-
-void PackedDataObjective::CheckTheta(const Eigen::VectorXd& theta) const {
-  if (theta.size() != num_parameters()) {
-    throw std::invalid_argument("PackedDataObjective: theta has " + std::to_string(theta.size()) +
-                                " values, expected " + std::to_string(num_parameters()));
-  }
-}
-
-// partials: per batch, kM*kM (J^T J block, upper triangle filled) + kM (J^T r block) + 1 (chi2),
-// already doubled and divided by sigma^2. Block index a < P_phys is physical parameter a; kM - 2
-// is the batch angle's contrast, kM - 1 its offset.
-template <int kM>
-void PackedDataObjective::AccumulateBatches(const Eigen::VectorXd& theta,
-                                            std::vector<double>& partials) const {
-  constexpr int kStride = kM * kM + kM + 1;
-  const int num_batches = static_cast<int>(batches_.size());
-  partials.assign(static_cast<size_t>(num_batches) * kStride, 0.0);
-  const ModelEvaluation evaluation(
-      model_, std::span<const double>(theta.data(), static_cast<size_t>(num_physical_)));
-  const double scale = 2.0 / (sigma_ * sigma_);
-#pragma omp parallel
-  {
-    std::vector<double> c2(static_cast<size_t>(max_batch_size_));
-    std::vector<double> jac(static_cast<size_t>(max_batch_size_) * kM);
-#pragma omp for schedule(dynamic)
-    for (int b = 0; b < num_batches; ++b) {
-      const Batch& batch = batches_[static_cast<size_t>(b)];
-      const size_t size = static_cast<size_t>(batch.size);
-      evaluation.EvaluateUpperTriangleRows(
-          phi_degrees_[static_cast<size_t>(batch.angle)], theta[ContrastIndex(batch.angle)],
-          theta[OffsetIndex(batch.angle)], batch.row_begin, batch.row_end,
-          std::span<double>(c2.data(), size), std::span<double>(jac.data(), size * kM));
-      const float* data = data_[static_cast<size_t>(batch.angle)].data() + batch.offset;
-      std::array<double, kM * kM> s{};
-      std::array<double, kM> v{};
-      double chi2 = 0.0;
-      for (size_t p = 0; p < size; ++p) {
-        const double d = static_cast<double>(data[p]);
-        if (!std::isfinite(d)) continue;
-        const double e = d - c2[p];
-        const double* jp = jac.data() + p * kM;
-        chi2 += e * e;
-        for (int a = 0; a < kM; ++a) {
-          v[static_cast<size_t>(a)] += jp[a] * e;
-          for (int c = a; c < kM; ++c) s[static_cast<size_t>(a * kM + c)] += jp[a] * jp[c];
-        }
-      }
-      // r = e / sigma, J = -jac / sigma; each point counts twice.
-      double* out = partials.data() + static_cast<size_t>(b) * kStride;
-      for (int a = 0; a < kM * kM; ++a) out[a] = scale * s[static_cast<size_t>(a)];
-      for (int a = 0; a < kM; ++a) out[kM * kM + a] = -scale * v[static_cast<size_t>(a)];
-      out[kM * kM + kM] = scale * chi2;
-    }
-  }
-}
-
-NormalEquations PackedDataObjective::Accumulate(const Eigen::VectorXd& theta) {
-  CheckTheta(theta);
-  const int m = num_physical_ + 2;
-  std::vector<double> partials;
-  if (m == 5) {
-    AccumulateBatches<5>(theta, partials);
-  } else {
-    AccumulateBatches<9>(theta, partials);
-  }
-  const int p_total = num_parameters();
-  NormalEquations result;
-  result.jtj = Eigen::MatrixXd::Zero(p_total, p_total);
-  result.jtr = Eigen::VectorXd::Zero(p_total);
-  result.num_points = 2 * num_finite_points_;
-  const size_t stride = static_cast<size_t>(m * m + m + 1);
-  std::vector<int> index(static_cast<size_t>(m));
-  for (int a = 0; a < num_physical_; ++a) index[static_cast<size_t>(a)] = a;
-  // Scatter in batch order (upper triangle of the global matrix), then mirror.
-  for (size_t b = 0; b < batches_.size(); ++b) {
-    const int angle = batches_[b].angle;
-    index[static_cast<size_t>(m - 2)] = ContrastIndex(angle);
-    index[static_cast<size_t>(m - 1)] = OffsetIndex(angle);
-    const double* part = partials.data() + b * stride;
-    for (int a = 0; a < m; ++a) {
-      const int ga = index[static_cast<size_t>(a)];
-      for (int c = a; c < m; ++c) {
-        const int gc = index[static_cast<size_t>(c)];
-        // Block indices map monotonically to global ones, so (ga, gc) stays in the upper triangle.
-        result.jtj(ga, gc) += part[a * m + c];
-      }
-      result.jtr[ga] += part[m * m + a];
-    }
-    result.chi2 += part[m * m + m];
-  }
-  for (int a = 0; a < p_total; ++a) {
-    for (int c = a + 1; c < p_total; ++c) result.jtj(c, a) = result.jtj(a, c);
-  }
-  return result;
-}
-
-double PackedDataObjective::Cost(const Eigen::VectorXd& theta) {
-  CheckTheta(theta);
-  const int num_batches = static_cast<int>(batches_.size());
-  std::vector<double> partials(static_cast<size_t>(num_batches), 0.0);
-  const ModelEvaluation evaluation(
-      model_, std::span<const double>(theta.data(), static_cast<size_t>(num_physical_)));
-#pragma omp parallel
-  {
-    std::vector<double> c2(static_cast<size_t>(max_batch_size_));
-#pragma omp for schedule(dynamic)
-    for (int b = 0; b < num_batches; ++b) {
-      const Batch& batch = batches_[static_cast<size_t>(b)];
-      const size_t size = static_cast<size_t>(batch.size);
-      evaluation.EvaluateUpperTriangleRows(phi_degrees_[static_cast<size_t>(batch.angle)],
-                                           theta[ContrastIndex(batch.angle)],
-                                           theta[OffsetIndex(batch.angle)], batch.row_begin,
-                                           batch.row_end, std::span<double>(c2.data(), size), {});
-      const float* data = data_[static_cast<size_t>(batch.angle)].data() + batch.offset;
-      double chi2 = 0.0;
-      for (size_t p = 0; p < size; ++p) {
-        const double d = static_cast<double>(data[p]);
-        if (!std::isfinite(d)) continue;
-        const double e = d - c2[p];
-        chi2 += e * e;
-      }
-      partials[static_cast<size_t>(b)] = chi2;
-    }
-  }
-  const double scale = 2.0 / (sigma_ * sigma_);
-  double chi2 = 0.0;
-  for (double part : partials) chi2 += scale * part;
-  return chi2;
 }
 
 }  // namespace homodyne

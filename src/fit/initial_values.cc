@@ -66,16 +66,24 @@ double LagPercentile(int n_times, double q) {
 ScalingEstimate EstimateScalingFromData(std::span<const float> packed_upper, int n_times,
                                         const ParameterBound& contrast_bound,
                                         const ParameterBound& offset_bound) {
+  std::vector<int> rows(static_cast<size_t>(std::max(n_times, 0)));
+  for (int i = 0; i < n_times; ++i) rows[static_cast<size_t>(i)] = i;
+  return EstimateScalingFromRows(packed_upper, rows, n_times, contrast_bound, offset_bound);
+}
+
+ScalingEstimate EstimateScalingFromRows(std::span<const float> values, std::span<const int> rows,
+                                        int n_times, const ParameterBound& contrast_bound,
+                                        const ParameterBound& offset_bound) {
   const ScalingEstimate midpoints{0.5 * (contrast_bound.min + contrast_bound.max),
                                   0.5 * (offset_bound.min + offset_bound.max)};
   if (n_times < 2) return midpoints;
   const double lag_high = LagPercentile(n_times, 80.0);
   const double lag_low = LagPercentile(n_times, 20.0);
   std::vector<double> all, far, near;
-  int64_t index = 0;
-  for (int i = 0; i < n_times; ++i) {
-    for (int j = i + 1; j < n_times; ++j, ++index) {
-      const double value = packed_upper[static_cast<size_t>(index)];
+  size_t index = 0;
+  for (int i : rows) {
+    for (int j = i + 1; j < n_times && index < values.size(); ++j, ++index) {
+      const double value = values[index];
       if (!std::isfinite(value)) continue;
       all.push_back(value);
       if (j - i >= lag_high) far.push_back(value);

@@ -57,17 +57,23 @@ MemoryEstimate EstimateMemory(StrategyKind strategy, const ProblemSize& size) {
   const int64_t p = size.num_parameters;
   const int64_t batch = std::max<int64_t>(size.batch_points, 1);
   const int64_t threads = std::max(size.threads, 1);
-  // Normal equations: J^T J, J^T r and their per-batch partial sums are tiny, but listed.
-  const int64_t normal_equations = DoubleBytes(p * p + p) * (threads + 2);
+  const int64_t angles = std::max(size.num_angles, 1);
+  // Normal equations: J^T J, J^T r and the LM core's copies of them.
+  const int64_t normal_equations = DoubleBytes(p * p + p) * 4;
   // Model precomputation: cumulative integrals and their derivatives, O(N).
   const int64_t model_tables = DoubleBytes(int64_t{size.num_times} * 8);
+  // Pass kernel scratch (pass_kernel.h): per thread one tile of [J | e] (256 points x 12 padded
+  // columns) and the shared factors (8 x 256); per batch of a chunk one Gram matrix per angle.
+  const int64_t tiles = DoubleBytes(threads * 256 * (12 + 8));
+  const int64_t gram = DoubleBytes(11 * 11);
+  const int64_t batches = std::max<int64_t>(size.fit_points / batch, 1);
 
   MemoryEstimate estimate;
   estimate.strategy = strategy;
   switch (strategy) {
     case StrategyKind::kStandard:
       estimate.items = {
-          {"data (double)", DoubleBytes(size.fit_points)},
+          {"data (float32)", size.fit_points * 4},
           {"residuals (double)", DoubleBytes(size.fit_points)},
           {"Jacobian N x P (double)", DoubleBytes(size.fit_points * p)},
           {"QR workspace (Jacobian copy)", DoubleBytes(size.fit_points * p)},
@@ -79,16 +85,20 @@ MemoryEstimate EstimateMemory(StrategyKind strategy, const ProblemSize& size) {
       estimate.items = {
           {size.bytes_per_value == 4 ? "packed data (float32)" : "packed data (float64)",
            size.fit_points * size.bytes_per_value},
-          {"per-thread batch Jacobian rows", DoubleBytes(threads * batch * (p + 1))},
-          {"normal equations and partial sums", normal_equations},
+          {"per-thread tiles", tiles},
+          {"per-batch Gram matrices of a chunk", std::min<int64_t>(batches, 1024) * angles * gram},
+          {"normal equations", normal_equations},
           {"model tables", model_tables},
       };
       break;
     case StrategyKind::kStreaming:
+      // Chunks of 2 x threads batches: the one computed and the one being read (objective.h).
       estimate.items = {
-          {"batches in flight (read + prefetch)", 2 * batch * size.bytes_per_value * 2},
-          {"per-thread batch Jacobian rows", DoubleBytes(threads * batch * (p + 1))},
-          {"normal equations and partial sums", normal_equations},
+          {"batches in flight (computed + prefetched chunk)", 2 * 2 * threads * batch * 4},
+          {"file reader row buffer", batch * 4 * 2},
+          {"per-thread tiles", tiles},
+          {"per-batch Gram matrices of a chunk", 2 * threads * angles * gram},
+          {"normal equations", normal_equations},
           {"model tables", model_tables},
       };
       break;

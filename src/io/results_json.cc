@@ -62,7 +62,10 @@ ParameterEstimate MeanOverAngles(const std::vector<AngleScaling>& angles, bool c
 // Fields every file of ours carries beyond the reference's.
 ordered_json RunDetails(const FitResult& result) {
   return {
-      {"strategy", {{"name", result.strategy}, {"reason", result.strategy_reason}}},
+      {"strategy",
+       {{"name", result.strategy},
+        {"reason", result.strategy_reason},
+        {"fallbacks", result.recovery_actions}}},
       {"backend", result.backend},
       {"threads", result.threads},
       {"n_points", result.n_points},

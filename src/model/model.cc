@@ -19,13 +19,12 @@
 namespace homodyne {
 namespace {
 
-// Safeguards of the reference kernel (section 1.11).
-constexpr double kMinTimeGuardSeconds = 1e-8;  // eps_t floor of the t -> 0 guard (section 1.3)
-constexpr double kRateFloor = 1e-10;           // D(t), gamma_dot(t) floor (section 1.3)
-constexpr double kSmoothAbsEpsilon = 1e-12;    // M = sqrt(x^2 + 1e-12) (section 1.4)
-constexpr double kLogG1DiffusionMin = -700.0;  // clip of log g1_diffusion (section 1.5)
-constexpr double kSincTaylorRadius = 1e-4;     // Taylor branch of sinc (section 1.6)
-constexpr double kG1Floor = 1e-10;             // floor of g1 (section 1.7)
+using model_limits::kG1Floor;
+using model_limits::kLogG1DiffusionMin;
+using model_limits::kMinTimeGuardSeconds;
+using model_limits::kRateFloor;
+using model_limits::kSincTaylorRadius;
+using model_limits::kSmoothAbsEpsilon;
 constexpr double kRadiansPerDegree = std::numbers::pi / 180.0;
 
 // Unnormalised sinc(x) = sin(x)/x and its derivative (sections 1.6, 1.12), with the reference's

@@ -115,8 +115,22 @@ case "$case_name" in
     expect_exit 1 "blocked/nlsq" "$bin_dir/homodyne" --config sim.yaml --output-dir blocked
     expect_exit 1 "phi +45.00 deg +contrast" "$bin_dir/homodyne" --config sim.yaml \
       --output-dir blocked
-    # A fit that needs the streaming strategy is refused with the reason.
-    expect_exit 1 "streaming" "$bin_dir/homodyne" --config sim.yaml --strategy streaming
+    # Every strategy of the shared pass returns bitwise the same parameters as the default one.
+    for strategy in large chunked streaming; do
+      expect_exit 0 "strategy $strategy \\(forced" "$bin_dir/homodyne" --config sim.yaml \
+        --strategy $strategy --output-dir "out_$strategy"
+      python3 - "out_$strategy/nlsq/parameters.json" out_large/nlsq/parameters.json <<'PY' ||
+import json, sys
+a, b = (json.load(open(path)) for path in sys.argv[1:])
+sys.exit(0 if a["parameters"] == b["parameters"] and a["chi_squared"] == b["chi_squared"] else 1)
+PY
+        { echo "FAIL: $strategy parameters differ from large"; failures=$((failures + 1)); }
+    done
+    # An allocation failure while setting up a strategy falls back to the next leaner one.
+    HOMODYNE_TEST_FAIL_ALLOCATION=large expect_exit 0 "fell back to streaming" \
+      "$bin_dir/homodyne" --config sim.yaml --strategy large --output-dir out_fallback
+    grep -q "fell back to streaming" out_fallback/nlsq/analysis_results_nlsq.json ||
+      { echo "FAIL: fallback not recorded in the results"; failures=$((failures + 1)); }
     ;;
   bad_usage)
     expect_exit 2 "usage error" "$bin_dir/homodyne" --no-such-flag
