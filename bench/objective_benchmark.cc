@@ -1,5 +1,6 @@
-// Throughput of one fitting pass (PackedDataObjective): laminar_flow, 3 angles, N = 2000 fitted
-// times (5,997,000 upper-triangle points), float32 data in memory (the "large" strategy).
+// Throughput of one fitting pass (PackedDataObjective): laminar_flow and static, 3 angles,
+// N = 2000 fitted times (5,997,000 upper-triangle points), float32 data in memory (the "large"
+// strategy).
 // Accumulate = residuals + Jacobian + normal equations; Cost = residuals and chi2 only.
 // items_per_second = upper-triangle points per second. Threads: arg (1, 2).
 #include <benchmark/benchmark.h>
@@ -16,24 +17,31 @@ namespace {
 
 using homodyne::PackedDataObjective;
 
+PackedDataObjective* MakeObjective(homodyne::AnalysisMode mode) {
+  const int n = 2000;
+  std::vector<double> times(n);
+  for (int i = 0; i < n; ++i) times[static_cast<size_t>(i)] = (i + 1) * 0.1;
+  homodyne::HomodyneModel model(mode, homodyne::ScatteringGeometry{0.0054, 2e6, 0.1}, times);
+  std::vector<double> physical = {3000.0, -0.5, 10.0, 2.0e-5, 0.3, 1.0e-6, 5.0};
+  physical.resize(static_cast<size_t>(model.num_physical()));
+  const std::vector<double> phi = {0.0, 45.0, 90.0};
+  const homodyne::ModelEvaluation evaluation(model, physical);
+  PackedDataObjective::PackedData data;
+  std::vector<double> c2(static_cast<size_t>(homodyne::UpperTriangleSize(n)));
+  for (double angle : phi) {
+    evaluation.EvaluateUpperTriangleRows(angle, 0.3, 1.0, 0, n, c2, {});
+    data.emplace_back(c2.begin(), c2.end());
+  }
+  return new PackedDataObjective(model, phi, 0.01, std::move(data));
+}
+
 PackedDataObjective& LaminarObjective() {
-  static PackedDataObjective* objective = [] {
-    const int n = 2000;
-    std::vector<double> times(n);
-    for (int i = 0; i < n; ++i) times[static_cast<size_t>(i)] = (i + 1) * 0.1;
-    homodyne::HomodyneModel model(homodyne::AnalysisMode::kLaminarFlow,
-                                  homodyne::ScatteringGeometry{0.0054, 2e6, 0.1}, times);
-    const std::vector<double> physical = {3000.0, -0.5, 10.0, 2.0e-5, 0.3, 1.0e-6, 5.0};
-    const std::vector<double> phi = {0.0, 45.0, 90.0};
-    const homodyne::ModelEvaluation evaluation(model, physical);
-    PackedDataObjective::PackedData data;
-    std::vector<double> c2(static_cast<size_t>(homodyne::UpperTriangleSize(n)));
-    for (double angle : phi) {
-      evaluation.EvaluateUpperTriangleRows(angle, 0.3, 1.0, 0, n, c2, {});
-      data.emplace_back(c2.begin(), c2.end());
-    }
-    return new PackedDataObjective(model, phi, 0.01, std::move(data));
-  }();
+  static PackedDataObjective* objective = MakeObjective(homodyne::AnalysisMode::kLaminarFlow);
+  return *objective;
+}
+
+PackedDataObjective& StaticObjective() {
+  static PackedDataObjective* objective = MakeObjective(homodyne::AnalysisMode::kStatic);
   return *objective;
 }
 
@@ -59,7 +67,31 @@ void BM_CostLaminar(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * objective.num_points());
 }
 
+Eigen::VectorXd StaticTheta() {
+  Eigen::VectorXd theta(9);
+  theta << 3100.0, -0.45, 11.0, 0.3, 0.3, 0.3, 1.0, 1.0, 1.0;
+  return theta;
+}
+
+void BM_AccumulateStatic(benchmark::State& state) {
+  omp_set_num_threads(static_cast<int>(state.range(0)));
+  PackedDataObjective& objective = StaticObjective();
+  const Eigen::VectorXd theta = StaticTheta();
+  for (auto _ : state) benchmark::DoNotOptimize(objective.Accumulate(theta).chi2);
+  state.SetItemsProcessed(state.iterations() * objective.num_points());
+}
+
+void BM_CostStatic(benchmark::State& state) {
+  omp_set_num_threads(static_cast<int>(state.range(0)));
+  PackedDataObjective& objective = StaticObjective();
+  const Eigen::VectorXd theta = StaticTheta();
+  for (auto _ : state) benchmark::DoNotOptimize(objective.Cost(theta));
+  state.SetItemsProcessed(state.iterations() * objective.num_points());
+}
+
 BENCHMARK(BM_AccumulateLaminar)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_CostLaminar)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_AccumulateStatic)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_CostStatic)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace

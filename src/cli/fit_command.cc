@@ -185,7 +185,7 @@ StrategySetup SetUpStrategy(StrategyKind kind, const Config& config, BatchSource
   };
   StrategySetup setup;
   if (kind == StrategyKind::kStreaming) {
-    options.chunk_batches = 2 * std::max(size.threads, 1);
+    options.chunk_batches = 8 * std::max(size.threads, 1);
     setup.scaling_from_data = EstimateScalingFromFile(config, source, 1 << 20);
     setup.objective = std::make_unique<BatchedObjective>(
         model, phi, config.nlsq.sigma, MakeStreamingPassData(source), std::move(options));

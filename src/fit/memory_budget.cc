@@ -92,12 +92,12 @@ MemoryEstimate EstimateMemory(StrategyKind strategy, const ProblemSize& size) {
       };
       break;
     case StrategyKind::kStreaming:
-      // Chunks of 2 x threads batches: the one computed and the one being read (objective.h).
+      // Chunks of 8 x threads batches: the one computed and the one being read (objective.h).
       estimate.items = {
-          {"batches in flight (computed + prefetched chunk)", 2 * 2 * threads * batch * 4},
+          {"batches in flight (computed + prefetched chunk)", 2 * 8 * threads * batch * 4},
           {"file reader row buffer", batch * 4 * 2},
           {"per-thread tiles", tiles},
-          {"per-batch Gram matrices of a chunk", 2 * threads * angles * gram},
+          {"per-batch Gram matrices of a chunk", 8 * threads * angles * gram},
           {"normal equations", normal_equations},
           {"model tables", model_tables},
       };
