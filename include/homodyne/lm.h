@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,6 +50,26 @@ class LeastSquaresProblem {
   virtual double Cost(const Eigen::VectorXd& theta) = 0;
 };
 
+// The Levenberg-Marquardt core's state between two iterations (lm.h): with it, Minimize continues
+// exactly as if it had never stopped.
+struct LevenbergMarquardtState {
+  Eigen::VectorXd theta;         // the current point
+  Eigen::MatrixXd jtj;           // normal equations at theta (P x P)
+  Eigen::VectorXd jtr;           // P
+  double chi2 = 0.0;             // at theta
+  int64_t num_points = 0;        // residuals in chi2
+  double damping_mu = 0.0;       // NielsenDamping mu
+  double damping_nu = 2.0;       // NielsenDamping nu
+  int consecutive_rejections = 0;
+  int iterations = 0;            // trials made so far
+  int accepted_steps = 0;
+  int rejected_steps = 0;
+  int64_t passes = 0;            // Accumulate passes so far
+  int64_t cost_passes = 0;
+  double initial_chi2 = 0.0;
+  std::vector<double> chi2_history;  // chi2 at theta after each iteration (iteration 0 first)
+};
+
 // How a trial point is judged (DESIGN section 4).
 enum class TrialEvaluation {
   // A full Accumulate at the trial point; if the step is accepted it is the next iteration's
@@ -72,6 +93,9 @@ struct LevenbergMarquardtIteration {
   int64_t passes = 0;          // full (Accumulate) passes so far
   int64_t cost_passes = 0;     // cost-only passes so far
   Eigen::VectorXd theta;       // the current point (after this iteration)
+  // The core's full state after this iteration: what a checkpoint saves so that Minimize can
+  // continue from here (LevenbergMarquardtOptions::resume_state) exactly as if never stopped.
+  LevenbergMarquardtState state;
 };
 
 // Defaults follow optimization.nlsq (config.h NlsqOptions) and DESIGN section 4.
@@ -100,6 +124,10 @@ struct LevenbergMarquardtOptions {
   // Called after iteration 0 and after every trial (progress lines, checkpoints). Return false to
   // stop the run (status kStoppedByCallback), e.g. on a signal (DESIGN section 6). Optional.
   std::function<bool(const LevenbergMarquardtIteration&)> callback;
+  // Resume (DESIGN section 6): continue from this state (saved by the callback of an earlier run
+  // with the same options and problem) instead of starting at theta0, which is then ignored. The
+  // run returns bitwise what the uninterrupted one would have.
+  std::optional<LevenbergMarquardtState> resume_state;
 
   // True if every field obeys its rule; else false and *error (if not null) names the YAML path,
   // the value and the rule, e.g. "optimization.nlsq.max_iterations = -3: must be > 0".
@@ -146,7 +174,9 @@ struct LevenbergMarquardtSummary {
   std::vector<int> parameters_at_bound;  // frozen at the end: at a bound, gradient pointing out
   std::vector<std::string> warnings;     // clipped start values, dof <= 0, ...
   double final_damping = 0.0;
-  double seconds = 0.0;  // wall time of Minimize
+  std::vector<double> chi2_history;  // chi2 at theta after each iteration, iteration 0 first
+  bool resumed = false;              // started from options.resume_state
+  double seconds = 0.0;              // wall time of Minimize (this run only, when resumed)
 
   // One line for logs: status, iterations, passes, chi2 start -> end, reduced chi2, time.
   std::string BriefReport() const;
@@ -161,7 +191,8 @@ struct LevenbergMarquardtSummary {
 // mu never falls below 1e-20 (smaller only loses digits). Marquardt-scaled, so mu is dimensionless.
 class NielsenDamping {
  public:
-  explicit NielsenDamping(double initial_mu) : mu_(initial_mu) {}
+  explicit NielsenDamping(double initial_mu, double initial_nu = 2.0)
+      : mu_(initial_mu), nu_(initial_nu) {}
   // Requires rho > 0 (an accepted step).
   void OnAccepted(double gain_ratio);
   void OnRejected();
@@ -170,7 +201,7 @@ class NielsenDamping {
 
  private:
   double mu_;
-  double nu_ = 2.0;
+  double nu_;
 };
 
 // Minimises chi2(theta) of the problem from theta0 (DESIGN section 4). Throws ConfigError when

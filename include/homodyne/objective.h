@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -78,12 +79,28 @@ class InMemoryPassData : public PassData {
 // prefetch = false reads on demand (same values, for tests and debugging).
 std::unique_ptr<PassData> MakeStreamingPassData(BatchSource& source, bool prefetch = true);
 
+// A pass interrupted between two chunks (objective.h): its point, the batches already reduced and
+// their partial sums, so the pass continues from the next batch with the same result.
+struct PassState {
+  Eigen::VectorXd theta;      // the point the pass evaluates
+  bool full_pass = true;      // Accumulate (true) or Cost (false)
+  int next_batch = 0;         // batches [0, next_batch) are in the partial sums
+  Eigen::MatrixXd jtj;        // partial J^T J (lower triangle filled; P x P); empty for Cost
+  Eigen::VectorXd jtr;        // partial J^T r; empty for Cost
+  double chi2 = 0.0;          // partial chi2
+  int64_t finite_points = 0;  // finite points counted so far
+};
+
 // Progress of a pass, after each chunk (DESIGN section 3: chunked progress and checkpoint hook).
 struct PassProgress {
   int64_t pass = 0;         // passes started so far (1 for the first)
   bool full_pass = true;    // Accumulate (true) or Cost (false)
   int batches_done = 0;     // batches reduced so far in this pass
   int num_batches = 0;      // batches in a pass
+  int batches_in_chunk = 0;  // batches computed in the chunk just finished
+  // The pass's partial sums after this chunk (what an in-pass checkpoint saves); valid during
+  // the callback. The callback may throw to end the pass (e.g. after saving, on a signal).
+  const PassState* state = nullptr;
 };
 
 struct PassOptions {
@@ -107,6 +124,11 @@ class BatchedObjective : public LeastSquaresProblem {
   NormalEquations Accumulate(const Eigen::VectorXd& theta) override;
   double Cost(const Eigen::VectorXd& theta) override;
 
+  // Resume (DESIGN section 6): the next Accumulate (state.full_pass) or Cost at bitwise the same
+  // theta continues this saved pass from state.next_batch instead of starting at batch 0, with
+  // the same result as the uninterrupted pass. Calls at another point leave it pending.
+  void ResumePass(PassState state) { resume_pass_ = std::move(state); }
+
   int num_physical() const { return num_physical_; }
   int num_angles() const { return static_cast<int>(phi_degrees_.size()); }
   int ContrastIndex(int angle) const { return num_physical_ + angle; }
@@ -116,6 +138,7 @@ class BatchedObjective : public LeastSquaresProblem {
   // Upper-triangle data points skipped because they are NaN or +-inf.
   int64_t num_nonfinite_points() const { return num_points_ - num_finite_points_; }
   int num_batches() const { return static_cast<int>(batches_.size()); }
+  int64_t batch_points() const { return options_.batch_points; }  // per angle per batch
   const HomodyneModel& model() const { return model_; }
   int64_t passes() const { return passes_; }
 
@@ -126,6 +149,8 @@ class BatchedObjective : public LeastSquaresProblem {
  private:
   void CheckTheta(const Eigen::VectorXd& theta) const;
   int ChunkBatches() const;
+  // Starts pass_ at theta: from the pending resume state when it matches, else from zero.
+  void BeginPass(const Eigen::VectorXd& theta, bool full_pass);
 
   HomodyneModel model_;
   std::vector<double> phi_degrees_;
@@ -137,6 +162,8 @@ class BatchedObjective : public LeastSquaresProblem {
   int64_t num_finite_points_ = 0;
   int64_t passes_ = 0;
   std::vector<RowBatch> batches_;
+  PassState pass_;  // the pass in progress: its point and partial sums
+  std::optional<PassState> resume_pass_;
 };
 
 // The objective on packed data in memory (large and chunked strategies). Counts the finite

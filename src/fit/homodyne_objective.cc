@@ -82,9 +82,28 @@ int BatchedObjective::ChunkBatches() const {
   return options_.chunk_batches > 0 ? options_.chunk_batches : 1024;
 }
 
+void BatchedObjective::BeginPass(const Eigen::VectorXd& theta, bool full_pass) {
+  ++passes_;
+  if (resume_pass_ && resume_pass_->full_pass == full_pass &&
+      resume_pass_->theta.size() == theta.size() &&
+      (resume_pass_->theta.array() == theta.array()).all()) {
+    pass_ = std::move(*resume_pass_);
+    resume_pass_.reset();
+    return;
+  }
+  const int p_total = num_parameters();
+  pass_ = PassState{};
+  pass_.theta = theta;
+  pass_.full_pass = full_pass;
+  if (full_pass) {
+    pass_.jtj = Eigen::MatrixXd::Zero(p_total, p_total);
+    pass_.jtr = Eigen::VectorXd::Zero(p_total);
+  }
+}
+
 NormalEquations BatchedObjective::Accumulate(const Eigen::VectorXd& theta) {
   CheckTheta(theta);
-  ++passes_;
+  BeginPass(theta, /*full_pass=*/true);
   const int n_angles = num_angles();
   const std::vector<double> contrast(theta.data() + ContrastIndex(0),
                                      theta.data() + ContrastIndex(0) + n_angles);
@@ -103,17 +122,12 @@ NormalEquations BatchedObjective::Accumulate(const Eigen::VectorXd& theta) {
                                      Eigen::MatrixXd(g, g));
   std::vector<int64_t> finite(static_cast<size_t>(chunk) * n_angles);
   std::vector<const float*> pointers;
-
-  const int p_total = num_parameters();
-  NormalEquations result;
-  result.jtj = Eigen::MatrixXd::Zero(p_total, p_total);
-  result.jtr = Eigen::VectorXd::Zero(p_total);
-  int64_t finite_total = 0;
   std::vector<int> index(static_cast<size_t>(m));
   for (int a = 0; a < num_physical_; ++a) index[static_cast<size_t>(a)] = a;
   const double scale = 2.0 / (sigma_ * sigma_);  // r = e / sigma, every point counts twice
 
-  for (int first = 0; first < num_batches; first += chunk) {
+  while (pass_.next_batch < num_batches) {
+    const int first = pass_.next_batch;
     const int last = std::min(first + chunk, num_batches);
     data_->Fetch(batches_, first, last, n_angles, pointers);
     for (auto& gram : grams) gram.setZero();
@@ -143,27 +157,35 @@ NormalEquations BatchedObjective::Accumulate(const Eigen::VectorXd& theta) {
         for (int c = 0; c < m; ++c) {
           const int gc = index[static_cast<size_t>(c)];
           for (int a = c; a < m; ++a) {
-            result.jtj(index[static_cast<size_t>(a)], gc) += scale * gram(a, c);
+            pass_.jtj(index[static_cast<size_t>(a)], gc) += scale * gram(a, c);
           }
-          result.jtr[gc] -= scale * gram(m, c);  // J_r = -J_model / sigma
+          pass_.jtr[gc] -= scale * gram(m, c);  // J_r = -J_model / sigma
         }
-        result.chi2 += scale * gram(m, m);
-        finite_total += finite[slot];
+        pass_.chi2 += scale * gram(m, m);
+        pass_.finite_points += finite[slot];
       }
     }
-    if (options_.on_chunk) options_.on_chunk({passes_, true, last, num_batches});
+    pass_.next_batch = last;
+    if (options_.on_chunk) {
+      options_.on_chunk({passes_, true, last, num_batches, last - first, &pass_});
+    }
   }
+  NormalEquations result;
+  result.jtj = pass_.jtj;
+  const int p_total = num_parameters();
   for (int c = 0; c < p_total; ++c) {
     for (int a = c + 1; a < p_total; ++a) result.jtj(c, a) = result.jtj(a, c);
   }
-  num_finite_points_ = finite_total;
-  result.num_points = 2 * finite_total;
+  result.jtr = pass_.jtr;
+  result.chi2 = pass_.chi2;
+  num_finite_points_ = pass_.finite_points;
+  result.num_points = 2 * pass_.finite_points;
   return result;
 }
 
 double BatchedObjective::Cost(const Eigen::VectorXd& theta) {
   CheckTheta(theta);
-  ++passes_;
+  BeginPass(theta, /*full_pass=*/false);
   const int n_angles = num_angles();
   const std::vector<double> contrast(theta.data() + ContrastIndex(0),
                                      theta.data() + ContrastIndex(0) + n_angles);
@@ -177,8 +199,8 @@ double BatchedObjective::Cost(const Eigen::VectorXd& theta) {
   std::vector<double> sums(static_cast<size_t>(chunk));
   std::vector<const float*> pointers;
   const double scale = 2.0 / (sigma_ * sigma_);
-  double chi2 = 0.0;
-  for (int first = 0; first < num_batches; first += chunk) {
+  while (pass_.next_batch < num_batches) {
+    const int first = pass_.next_batch;
     const int last = std::min(first + chunk, num_batches);
     data_->Fetch(batches_, first, last, n_angles, pointers);
 #pragma omp parallel
@@ -195,10 +217,13 @@ double BatchedObjective::Cost(const Eigen::VectorXd& theta) {
             workspace);
       }
     }
-    for (int b = first; b < last; ++b) chi2 += scale * sums[static_cast<size_t>(b - first)];
-    if (options_.on_chunk) options_.on_chunk({passes_, false, last, num_batches});
+    for (int b = first; b < last; ++b) pass_.chi2 += scale * sums[static_cast<size_t>(b - first)];
+    pass_.next_batch = last;
+    if (options_.on_chunk) {
+      options_.on_chunk({passes_, false, last, num_batches, last - first, &pass_});
+    }
   }
-  return chi2;
+  return pass_.chi2;
 }
 
 PackedDataObjective::PackedDataObjective(HomodyneModel model, std::vector<double> phi_degrees,

@@ -53,7 +53,9 @@ class LevenbergMarquardtMinimizer {
         start_time_(std::chrono::steady_clock::now()) {}
 
   LevenbergMarquardtSummary Run(Eigen::VectorXd theta0) {
-    if (IterationZero(std::move(theta0))) {
+    const bool running = options_.resume_state ? RestoreState(*options_.resume_state)
+                                               : IterationZero(std::move(theta0));
+    if (running) {
       while (!Finished()) {
         if (summary_.iterations >= options_.max_iterations) {
           Stop(LevenbergMarquardtStatus::kMaxIterations,
@@ -80,12 +82,8 @@ class LevenbergMarquardtMinimizer {
   }
 
  private:
-  // Step 1: clip the start into the bounds (one warning per clipped parameter), first full pass,
-  // finiteness of the start, active set and the gradient test at the start. False if the run
-  // already ended (non-finite start or converged there).
-  bool IterationZero(Eigen::VectorXd theta0) {
-    HOMODYNE_CHECK(num_parameters_ > 0);
-    HOMODYNE_CHECK(theta0.size() == num_parameters_);
+  // Lower and upper bounds from the options (+-inf when none).
+  void SetBounds() {
     const double inf = std::numeric_limits<double>::infinity();
     lower_ = options_.lower_bounds.size() > 0 ? options_.lower_bounds
                                               : Eigen::VectorXd::Constant(num_parameters_, -inf);
@@ -94,6 +92,62 @@ class LevenbergMarquardtMinimizer {
     HOMODYNE_CHECK(lower_.size() == num_parameters_ && upper_.size() == num_parameters_);
     HOMODYNE_CHECK(options_.parameter_names.empty() ||
                    static_cast<int>(options_.parameter_names.size()) == num_parameters_);
+  }
+
+  // Step 1 of a resumed run: the state saved after an iteration of an earlier run. Everything the
+  // next iteration reads is restored bit for bit; the active set is recomputed from it.
+  bool RestoreState(const LevenbergMarquardtState& state) {
+    HOMODYNE_CHECK(num_parameters_ > 0);
+    HOMODYNE_CHECK(state.theta.size() == num_parameters_ && state.jtr.size() == num_parameters_);
+    HOMODYNE_CHECK(state.jtj.rows() == num_parameters_ && state.jtj.cols() == num_parameters_);
+    SetBounds();
+    theta_ = state.theta;
+    current_.jtj = state.jtj;
+    current_.jtr = state.jtr;
+    current_.chi2 = state.chi2;
+    current_.num_points = state.num_points;
+    damping_ = NielsenDamping(state.damping_mu, state.damping_nu);
+    consecutive_rejections_ = state.consecutive_rejections;
+    summary_.iterations = state.iterations;
+    summary_.accepted_steps = state.accepted_steps;
+    summary_.rejected_steps = state.rejected_steps;
+    summary_.passes = state.passes;
+    summary_.cost_passes = state.cost_passes;
+    summary_.initial_chi2 = state.initial_chi2;
+    summary_.chi2_history = state.chi2_history;
+    summary_.resumed = true;
+    ComputeActiveSet();
+    return true;
+  }
+
+  // The state after the current iteration (LevenbergMarquardtIteration::state).
+  LevenbergMarquardtState State() const {
+    LevenbergMarquardtState state;
+    state.theta = theta_;
+    state.jtj = current_.jtj;
+    state.jtr = current_.jtr;
+    state.chi2 = current_.chi2;
+    state.num_points = current_.num_points;
+    state.damping_mu = damping_.mu();
+    state.damping_nu = damping_.nu();
+    state.consecutive_rejections = consecutive_rejections_;
+    state.iterations = summary_.iterations;
+    state.accepted_steps = summary_.accepted_steps;
+    state.rejected_steps = summary_.rejected_steps;
+    state.passes = summary_.passes;
+    state.cost_passes = summary_.cost_passes;
+    state.initial_chi2 = summary_.initial_chi2;
+    state.chi2_history = summary_.chi2_history;
+    return state;
+  }
+
+  // Step 1: clip the start into the bounds (one warning per clipped parameter), first full pass,
+  // finiteness of the start, active set and the gradient test at the start. False if the run
+  // already ended (non-finite start or converged there).
+  bool IterationZero(Eigen::VectorXd theta0) {
+    HOMODYNE_CHECK(num_parameters_ > 0);
+    HOMODYNE_CHECK(theta0.size() == num_parameters_);
+    SetBounds();
 
     theta_ = std::move(theta0);
     for (int i = 0; i < num_parameters_; ++i) {
@@ -347,6 +401,7 @@ class LevenbergMarquardtMinimizer {
 
   // Step 8: the callback, after iteration 0 and after every trial.
   void ReportIteration() {
+    summary_.chi2_history.push_back(current_.chi2);
     if (!options_.callback) return;
     LevenbergMarquardtIteration report;
     report.iteration = summary_.iterations;
@@ -360,6 +415,7 @@ class LevenbergMarquardtMinimizer {
     report.passes = summary_.passes;
     report.cost_passes = summary_.cost_passes;
     report.theta = theta_;
+    report.state = State();
     if (!options_.callback(report) && !Finished()) {
       Stop(LevenbergMarquardtStatus::kStoppedByCallback,
            "the iteration callback asked to stop after iteration " +
@@ -390,7 +446,10 @@ class LevenbergMarquardtMinimizer {
   bool Finished() const { return summary_.status != LevenbergMarquardtStatus::kNotRun; }
 
   std::string Name(int i) const {
-    return options_.parameter_names.empty() ? "#" + std::to_string(i) : options_.parameter_names[i];
+    if (!options_.parameter_names.empty()) return options_.parameter_names[i];
+    std::string name = "#";  // appended, not "#" + ...: GCC 12 -Wrestrict false positive (105651)
+    name += std::to_string(i);
+    return name;
   }
 
   double SecondsSinceStart() const {

@@ -78,7 +78,7 @@ class StreamingPassData : public PassData {
     for (size_t s = 0; s < ready.starts.size(); ++s) {
       pointers.push_back(ready.values.data() + ready.starts[s]);
     }
-    if (first == 0) chunk_ = last - first;  // a pass's first fetch has the full chunk size
+    chunk_ = std::max(chunk_, last - first);  // only a pass's last fetch is shorter
     if (prefetch_) StartPrefetch(batches, last, num_angles);
   }
 
@@ -102,7 +102,7 @@ class StreamingPassData : public PassData {
   bool prefetch_;
   ChunkBuffer buffers_[2];
   int current_ = 0;
-  int chunk_ = 1;  // batches per fetch, from the pass's first fetch
+  int chunk_ = 1;  // batches per fetch: the largest fetch seen
   std::future<void> pending_;
 };
 

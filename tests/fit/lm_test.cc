@@ -543,5 +543,37 @@ TEST(LevenbergMarquardtTest, CallbackSeesEveryIterationAndCanStop) {
   EXPECT_EQ(summary.iterations, 2);
 }
 
+// Resume (DESIGN section 6): stopping after any iteration and continuing from the state the
+// callback saw returns bitwise the uninterrupted result (Rosenbrock: rejected and accepted steps).
+TEST(LevenbergMarquardtResumeTest, ResumingAfterAnyIterationIsBitwiseIdentical) {
+  FunctionProblem problem = Rosenbrock();
+  std::vector<LevenbergMarquardtState> states;
+  LevenbergMarquardtOptions options;
+  options.callback = [&states](const LevenbergMarquardtIteration& iteration) {
+    states.push_back(iteration.state);
+    return true;
+  };
+  const LevenbergMarquardtSummary uninterrupted = Minimize(options, problem, Vector({-1.2, 1.0}));
+  ASSERT_TRUE(uninterrupted.IsConverged());
+  ASSERT_GT(uninterrupted.rejected_steps, 0);
+  ASSERT_EQ(states.size(), static_cast<size_t>(uninterrupted.iterations + 1));
+
+  for (size_t stop = 0; stop + 1 < states.size(); ++stop) {
+    LevenbergMarquardtOptions resumed_options;
+    resumed_options.resume_state = states[stop];
+    FunctionProblem fresh = Rosenbrock();
+    const LevenbergMarquardtSummary resumed =
+        Minimize(resumed_options, fresh, Vector({100.0, 100.0}));  // theta0 is ignored
+    EXPECT_TRUE(resumed.resumed);
+    EXPECT_EQ(resumed.status, uninterrupted.status) << "after iteration " << stop;
+    EXPECT_EQ(resumed.iterations, uninterrupted.iterations) << stop;
+    EXPECT_EQ(resumed.passes, uninterrupted.passes) << stop;
+    EXPECT_EQ(resumed.final_chi2, uninterrupted.final_chi2) << stop;
+    EXPECT_TRUE(resumed.theta == uninterrupted.theta) << stop;
+    EXPECT_TRUE(resumed.covariance == uninterrupted.covariance) << stop;
+    EXPECT_TRUE(resumed.chi2_history == uninterrupted.chi2_history) << stop;
+  }
+}
+
 }  // namespace
 }  // namespace homodyne

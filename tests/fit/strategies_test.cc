@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "homodyne/lm.h"
@@ -126,6 +127,56 @@ TEST_F(StrategiesTest, StartAtTheOptimumStaysAndPoorStartReachesIt) {
   EXPECT_NEAR(from_poor.final_chi2, optimum.final_chi2, 1e-9 * optimum.final_chi2);
   for (int a = 0; a < objective->num_parameters(); ++a) {
     EXPECT_NEAR(from_poor.theta[a], optimum.theta[a], 1e-2 * optimum.uncertainties[a]) << a;
+  }
+}
+
+// Interrupting a pass between two chunks and resuming from the saved LM state (after the last
+// finished iteration) and pass state (partial sums, next batch) gives bitwise the uninterrupted
+// fit, wherever the interruption falls (first pass, a trial pass, late in the fit).
+TEST_F(StrategiesTest, ResumingAnInterruptedPassIsBitwiseIdentical) {
+  const Config config = SimulationConfig(AnalysisMode::kLaminarFlow, 120);
+  std::unique_ptr<BatchSource> source = SimulateAndOpen(config);
+  const HomodyneModel model = ModelOf(config, *source);
+  const std::vector<double> phi = AnglesOf(*source);
+  constexpr int64_t kBatchPoints = 400;
+  constexpr int kChunk = 2;
+  const Eigen::VectorXd start = ScaledStart(config, 1.2);
+
+  BatchedObjective uninterrupted(model, phi, 0.01, MakeStreamingPassData(*source),
+                                 PassOptions{kBatchPoints, kChunk, {}});
+  const LevenbergMarquardtOptions options = BoundedOptions(uninterrupted);
+  const LevenbergMarquardtSummary reference = Minimize(options, uninterrupted, start);
+  ASSERT_TRUE(reference.IsConverged()) << reference.reason;
+  const int chunks_per_pass = (uninterrupted.num_batches() + kChunk - 1) / kChunk;
+  ASSERT_GT(chunks_per_pass, 3);
+
+  struct Interrupted {};
+  for (int interrupt_at : {1, chunks_per_pass + 2, 5 * chunks_per_pass - 1}) {
+    std::optional<LevenbergMarquardtState> last_state;
+    std::optional<PassState> saved_pass;
+    int chunks = 0;
+    LevenbergMarquardtOptions first_options = options;
+    first_options.callback = [&last_state](const LevenbergMarquardtIteration& iteration) {
+      last_state = iteration.state;
+      return true;
+    };
+    BatchedObjective first(model, phi, 0.01, MakeStreamingPassData(*source),
+                           PassOptions{kBatchPoints, kChunk, [&](const PassProgress& progress) {
+                                         if (++chunks == interrupt_at) {
+                                           saved_pass = *progress.state;
+                                           throw Interrupted{};
+                                         }
+                                       }});
+    EXPECT_THROW(Minimize(first_options, first, start), Interrupted);
+    ASSERT_TRUE(saved_pass.has_value());
+    ASSERT_LT(saved_pass->next_batch, first.num_batches());
+
+    LevenbergMarquardtOptions resumed_options = options;
+    resumed_options.resume_state = last_state;  // none when stopped in the first pass
+    BatchedObjective resumed(model, phi, 0.01, MakeStreamingPassData(*source),
+                             PassOptions{kBatchPoints, kChunk, {}});
+    resumed.ResumePass(*saved_pass);
+    ExpectBitwiseEqual(reference, Minimize(resumed_options, resumed, start), "resumed");
   }
 }
 
