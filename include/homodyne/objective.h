@@ -56,6 +56,8 @@ class PassData {
   // DataError (they end the fit; lm.h).
   virtual void Fetch(std::span<const RowBatch> batches, int first, int last, int num_angles,
                      std::vector<const float*>& pointers) = 0;
+  // Batch reads retried so far (DESIGN section 7 batch statistics); 0 for data in memory.
+  virtual int64_t read_retries() const { return 0; }
 };
 
 // Packed strict upper triangles held in memory (large and chunked strategies).
@@ -77,6 +79,14 @@ class InMemoryPassData : public PassData {
 // prefetch is on), so memory holds two chunks whatever the data size. The source must outlive
 // this object and must not be used by anyone else while it exists (HDF5 is not thread-safe).
 // prefetch = false reads on demand (same values, for tests and debugging).
+struct StreamingReadOptions {
+  bool prefetch = true;  // read the next chunk in the background (false: on demand, same values)
+  int max_retries = 2;   // optimization.streaming.max_retries_per_batch: retries of a failed read
+  double retry_backoff_seconds = 0.05;  // wait before the first retry; doubles each retry
+};
+// A failed batch read is retried options.max_retries times; then Fetch throws DataError naming the
+// file, the dataset, the batch and its rows.
+std::unique_ptr<PassData> MakeStreamingPassData(BatchSource& source, StreamingReadOptions options);
 std::unique_ptr<PassData> MakeStreamingPassData(BatchSource& source, bool prefetch = true);
 
 // A pass interrupted between two chunks (objective.h): its point, the batches already reduced and
@@ -139,6 +149,7 @@ class BatchedObjective : public LeastSquaresProblem {
   int64_t num_nonfinite_points() const { return num_points_ - num_finite_points_; }
   int num_batches() const { return static_cast<int>(batches_.size()); }
   int64_t batch_points() const { return options_.batch_points; }  // per angle per batch
+  int64_t read_retries() const { return data_->read_retries(); }
   const HomodyneModel& model() const { return model_; }
   int64_t passes() const { return passes_; }
 
