@@ -53,18 +53,18 @@ class LeastSquaresProblem {
 // The Levenberg-Marquardt core's state between two iterations (lm.h): with it, Minimize continues
 // exactly as if it had never stopped.
 struct LevenbergMarquardtState {
-  Eigen::VectorXd theta;         // the current point
-  Eigen::MatrixXd jtj;           // normal equations at theta (P x P)
-  Eigen::VectorXd jtr;           // P
-  double chi2 = 0.0;             // at theta
-  int64_t num_points = 0;        // residuals in chi2
-  double damping_mu = 0.0;       // NielsenDamping mu
-  double damping_nu = 2.0;       // NielsenDamping nu
+  Eigen::VectorXd theta;    // the current point
+  Eigen::MatrixXd jtj;      // normal equations at theta (P x P)
+  Eigen::VectorXd jtr;      // P
+  double chi2 = 0.0;        // at theta
+  int64_t num_points = 0;   // residuals in chi2
+  double damping_mu = 0.0;  // NielsenDamping mu
+  double damping_nu = 2.0;  // NielsenDamping nu
   int consecutive_rejections = 0;
-  int iterations = 0;            // trials made so far
+  int iterations = 0;  // trials made so far
   int accepted_steps = 0;
   int rejected_steps = 0;
-  int64_t passes = 0;            // Accumulate passes so far
+  int64_t passes = 0;  // Accumulate passes so far
   int64_t cost_passes = 0;
   double initial_chi2 = 0.0;
   std::vector<double> chi2_history;  // chi2 at theta after each iteration (iteration 0 first)

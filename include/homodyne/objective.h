@@ -103,10 +103,10 @@ struct PassState {
 
 // Progress of a pass, after each chunk (DESIGN section 3: chunked progress and checkpoint hook).
 struct PassProgress {
-  int64_t pass = 0;         // passes started so far (1 for the first)
-  bool full_pass = true;    // Accumulate (true) or Cost (false)
-  int batches_done = 0;     // batches reduced so far in this pass
-  int num_batches = 0;      // batches in a pass
+  int64_t pass = 0;          // passes started so far (1 for the first)
+  bool full_pass = true;     // Accumulate (true) or Cost (false)
+  int batches_done = 0;      // batches reduced so far in this pass
+  int num_batches = 0;       // batches in a pass
   int batches_in_chunk = 0;  // batches computed in the chunk just finished
   // The pass's partial sums after this chunk (what an in-pass checkpoint saves); valid during
   // the callback. The callback may throw to end the pass (e.g. after saving, on a signal).

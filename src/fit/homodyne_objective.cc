@@ -35,8 +35,8 @@ std::vector<RowBatch> SplitIntoBatches(int n_times, int64_t batch_points) {
   return batches;
 }
 
-void InMemoryPassData::Fetch(std::span<const RowBatch> batches, int first, int last,
-                             int num_angles, std::vector<const float*>& pointers) {
+void InMemoryPassData::Fetch(std::span<const RowBatch> batches, int first, int last, int num_angles,
+                             std::vector<const float*>& pointers) {
   pointers.clear();
   for (int b = first; b < last; ++b) {
     for (int k = 0; k < num_angles; ++k) {
@@ -62,8 +62,8 @@ BatchedObjective::BatchedObjective(HomodyneModel model, std::vector<double> phi_
   if (phi_degrees_.empty()) throw std::invalid_argument("objective: no angle");
   if (data_ == nullptr) throw std::invalid_argument("objective: no data");
   if (options_.chunk_batches < 0) {
-    throw std::invalid_argument("objective: chunk_batches = " +
-                                std::to_string(options_.chunk_batches) + ": must be >= 0");
+    throw std::invalid_argument(
+        "objective: chunk_batches = " + std::to_string(options_.chunk_batches) + ": must be >= 0");
   }
   const int n = model_.num_times();
   batches_ = SplitIntoBatches(n, options_.batch_points);
@@ -118,8 +118,7 @@ NormalEquations BatchedObjective::Accumulate(const Eigen::VectorXd& theta) {
   const int chunk = std::min(ChunkBatches(), std::max(num_batches, 1));
 
   // Per batch and angle of a chunk: the Gram matrix of [J | e] and the finite point count.
-  std::vector<Eigen::MatrixXd> grams(static_cast<size_t>(chunk) * n_angles,
-                                     Eigen::MatrixXd(g, g));
+  std::vector<Eigen::MatrixXd> grams(static_cast<size_t>(chunk) * n_angles, Eigen::MatrixXd(g, g));
   std::vector<int64_t> finite(static_cast<size_t>(chunk) * n_angles);
   std::vector<const float*> pointers;
   std::vector<int> index(static_cast<size_t>(m));
@@ -211,9 +210,9 @@ double BatchedObjective::Cost(const Eigen::VectorXd& theta) {
         const RowBatch& batch = batches_[static_cast<size_t>(b)];
         sums[static_cast<size_t>(b - first)] = kernel.SumSquaredResiduals(
             batch.row_begin, batch.row_end,
-            std::span<const float* const>(pointers.data() + static_cast<size_t>(b - first) *
-                                                                n_angles,
-                                          static_cast<size_t>(n_angles)),
+            std::span<const float* const>(
+                pointers.data() + static_cast<size_t>(b - first) * n_angles,
+                static_cast<size_t>(n_angles)),
             workspace);
       }
     }

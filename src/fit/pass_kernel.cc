@@ -103,7 +103,8 @@ PassKernel::PassKernel(const ModelEvaluation& evaluation, std::span<const double
       const double phi0 = evaluation.physical_parameters()[kPhi0];
       const double psi = (phi0 - phi_degrees[k]) * kRadiansPerDegree;
       angle.phase_per_step = evaluation.sinc_prefactor() * std::cos(psi);
-      angle.dphase_dphi0_per_step = -evaluation.sinc_prefactor() * std::sin(psi) * kRadiansPerDegree;
+      angle.dphase_dphi0_per_step =
+          -evaluation.sinc_prefactor() * std::sin(psi) * kRadiansPerDegree;
     }
     angles_.push_back(angle);
   }
@@ -111,7 +112,8 @@ PassKernel::PassKernel(const ModelEvaluation& evaluation, std::span<const double
 
 // Per point of the tile (t = j - j_begin):
 //   g1d = exp(clip(-w M_D, -700, 0)), d log g1d / d theta_D = -w (diff_D / M_D) (dC_D[i] - dC_D[j])
-//   (zero where the clip binds); laminar: M_G, d M_G / d theta_G = (diff_G / M_G) (dC_G[i] - dC_G[j]).
+//   (zero where the clip binds); laminar: M_G, d M_G / d theta_G = (diff_G / M_G) (dC_G[i] -
+//   dC_G[j]).
 template <bool kLaminar, bool kWithDerivatives>
 void PassKernel::SharedFactors(int i, int j_begin, int count, Workspace& workspace) const {
   const size_t n = static_cast<size_t>(num_times_);
@@ -264,8 +266,8 @@ bool PassKernel::NeedsLibm(const Angle& angle, int count, const Workspace& works
 }
 
 void PassKernel::AccumulateRows(int row_begin, int row_end, std::span<const float* const> data,
-                                std::span<Eigen::MatrixXd> grams,
-                                std::span<int64_t> finite_points, Workspace& workspace) const {
+                                std::span<Eigen::MatrixXd> grams, std::span<int64_t> finite_points,
+                                Workspace& workspace) const {
   HOMODYNE_CHECK(0 <= row_begin && row_begin <= row_end && row_end <= num_times_);
   HOMODYNE_CHECK(data.size() == angles_.size() && grams.size() == angles_.size() &&
                  finite_points.size() == angles_.size());

@@ -38,10 +38,10 @@ class PassKernel {
    private:
     friend class PassKernel;
     // Angle-independent per-point factors of one tile (column t of each block).
-    std::vector<double> g1_diffusion_;        // kTilePoints
-    std::vector<double> dlog_g1d_;            // 3 kTilePoints: d log g1d / d(D0, alpha, D_off)
-    std::vector<double> m_shear_;             // kTilePoints: M_G
-    std::vector<double> dm_shear_;            // 3 kTilePoints: d M_G / d(g0, beta, g_off)
+    std::vector<double> g1_diffusion_;  // kTilePoints
+    std::vector<double> dlog_g1d_;      // 3 kTilePoints: d log g1d / d(D0, alpha, D_off)
+    std::vector<double> m_shear_;       // kTilePoints: M_G
+    std::vector<double> dm_shear_;      // 3 kTilePoints: d M_G / d(g0, beta, g_off)
     // [J | e] of one angle: column c at [c kTilePoints, (c + 1) kTilePoints), columns padded with
     // zeros to a multiple of 4.
     std::vector<double> tile_;

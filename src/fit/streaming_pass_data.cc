@@ -94,9 +94,9 @@ class StreamingPassData : public PassData {
       const RowBatch& batch = chunk[c];
       for (int k = 0; k < num_angles; ++k) {
         buffer.starts.push_back(start);
-        ReadWithRetries(first + static_cast<int>(c), batch, k,
-                        std::span<float>(buffer.values.data() + start,
-                                         static_cast<size_t>(batch.points)));
+        ReadWithRetries(
+            first + static_cast<int>(c), batch, k,
+            std::span<float>(buffer.values.data() + start, static_cast<size_t>(batch.points)));
         start += static_cast<size_t>(batch.points);
       }
     }

@@ -19,7 +19,7 @@ inline constexpr double kRoundingShifter = 0x1.8p52;
 // (truncation error < 1e-17 relative), scaled by 2^k built in the exponent bits.
 inline double Exp(double x) {
   constexpr double kLog2E = 1.4426950408889634;
-  constexpr double kLn2Hi = 0x1.62e42fefa3800p-1;  // ln 2, upper bits (k * kLn2Hi is exact)
+  constexpr double kLn2Hi = 0x1.62e42fefa3800p-1;   // ln 2, upper bits (k * kLn2Hi is exact)
   constexpr double kLn2Lo = 0x1.ef35793c76730p-45;  // ln 2 - kLn2Hi
   const double shifted = x * kLog2E + kRoundingShifter;
   const double k = shifted - kRoundingShifter;
@@ -51,7 +51,7 @@ inline constexpr double kSinCosMaxArgument = 1.0e5;
 // the fdlibm kernel polynomials (__kernel_sin, __kernel_cos) and the quadrant of q.
 inline void SinCos(double x, double* sin_out, double* cos_out) {
   constexpr double kTwoOverPi = 0.63661977236758134308;
-  constexpr double kPiOver2Part1 = 0x1.921fb544p+0;      // pi/2 = part1 + part2 + part3
+  constexpr double kPiOver2Part1 = 0x1.921fb544p+0;  // pi/2 = part1 + part2 + part3
   constexpr double kPiOver2Part2 = 0x1.0b4611a6p-34;
   constexpr double kPiOver2Part3 = 0x1.3198a2e037073p-69;
   const double shifted = x * kTwoOverPi + kRoundingShifter;

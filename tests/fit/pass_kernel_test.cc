@@ -48,7 +48,8 @@ struct KernelCase {
   int n = 300;
   ScatteringGeometry geometry{0.0054, 2.0e6, 0.1};
   std::vector<double> physical;
-  // With phi0 = 5, the third angle is perpendicular to the flow: phases ~ 0, the sinc Taylor branch.
+  // With phi0 = 5, the third angle is perpendicular to the flow: phases ~ 0, the sinc Taylor
+  // branch.
   std::vector<double> phi = {0.0, 45.0, 95.0};
   std::vector<double> contrast = {0.3, 0.25, 0.2};
   std::vector<double> offset = {1.0, 1.02, 0.98};
@@ -141,8 +142,7 @@ void ExpectKernelMatchesReference(const KernelCase& c, double tolerance) {
     reference_sum_squares += reference[k](g - 1, g - 1);
     for (int a = 0; a < g; ++a) {
       for (int col = 0; col <= a; ++col) {
-        const double scale =
-            std::sqrt(reference[k](a, a) * reference[k](col, col)) + 1e-300;
+        const double scale = std::sqrt(reference[k](a, a) * reference[k](col, col)) + 1e-300;
         EXPECT_NEAR(grams[k](a, col) / scale, reference[k](a, col) / scale, tolerance)
             << "angle " << k << " entry (" << a << ", " << col << ")";
       }

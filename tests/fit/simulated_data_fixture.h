@@ -85,8 +85,7 @@ class SimulatedDataTest : public ::testing::Test {
                                                             int64_t batch_points) {
     std::unique_ptr<BatchSource> source = SimulateAndOpen(config);
     // Small read blocks exercise the row-block loader.
-    return std::make_unique<PackedDataObjective>(ModelOf(config, *source), AnglesOf(*source),
-                                                 0.01,
+    return std::make_unique<PackedDataObjective>(ModelOf(config, *source), AnglesOf(*source), 0.01,
                                                  PackedDataObjective::LoadPackedData(*source, 500),
                                                  batch_points);
   }
@@ -103,7 +102,6 @@ class SimulatedDataTest : public ::testing::Test {
     }
     return theta;
   }
-
 
  public:
   // LM options with the bounds of the fit tests, for an objective's parameter layout.

@@ -63,8 +63,8 @@ TEST_F(StrategiesTest, LargeChunkedAndStreamingGiveBitwiseTheSameFit) {
   // Streaming with and without prefetching, with different chunk sizes (and so different
   // prefetch orders), on 1 and 2 threads.
   const int threads = omp_get_max_threads();
-  for (auto [prefetch, chunk, thread_count] : {std::tuple{true, 4, 2}, std::tuple{false, 1, 1},
-                                                std::tuple{true, 7, 1}}) {
+  for (auto [prefetch, chunk, thread_count] :
+       {std::tuple{true, 4, 2}, std::tuple{false, 1, 1}, std::tuple{true, 7, 1}}) {
     omp_set_num_threads(thread_count);
     BatchedObjective streaming(model, phi, 0.01, MakeStreamingPassData(*source, prefetch),
                                PassOptions{kBatchPoints, chunk, {}});
@@ -108,8 +108,7 @@ TEST_F(StrategiesTest, StartAtTheOptimumStaysAndPoorStartReachesIt) {
   const Config config = SimulationConfig(AnalysisMode::kLaminarFlow, 200);
   std::unique_ptr<PackedDataObjective> objective = MakeObjective(config, 5000);
   const LevenbergMarquardtOptions options = BoundedOptions(*objective);
-  const LevenbergMarquardtSummary optimum =
-      Minimize(options, *objective, ScaledStart(config, 1.1));
+  const LevenbergMarquardtSummary optimum = Minimize(options, *objective, ScaledStart(config, 1.1));
   ASSERT_TRUE(optimum.IsConverged()) << optimum.reason;
 
   const LevenbergMarquardtSummary restarted = Minimize(options, *objective, optimum.theta);
