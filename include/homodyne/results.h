@@ -23,6 +23,15 @@ struct AngleScaling {
 };
 
 // Everything the result files report. Fields start as "not run" values.
+// Batch statistics of a run (DESIGN section 7).
+struct BatchStatisticsSummary {
+  int64_t batches = 0;              // batches computed over all passes
+  int64_t retries = 0;              // batch reads retried
+  int64_t read_failures = 0;        // batch reads that failed after every retry
+  int64_t checkpoint_failures = 0;  // checkpoints that could not be written
+  int64_t checkpoints_saved = 0;
+};
+
 struct FitResult {
   AnalysisMode analysis_mode = AnalysisMode::kLaminarFlow;
   std::vector<ParameterEstimate> physical;    // model order (PhysicalParameterNames)
@@ -30,6 +39,7 @@ struct FitResult {
   std::vector<std::string> covariance_names;  // rows/columns of `covariance`
   std::vector<double> covariance;             // row-major, covariance_names.size()^2
 
+  std::string per_angle_mode = "individual";  // individual | constant | auto_averaged | fourier
   double chi_squared = 0.0;
   double reduced_chi_squared = 0.0;
   int64_t degrees_of_freedom = 0;
@@ -51,7 +61,8 @@ struct FitResult {
   double optimization_seconds = 0.0;
   double total_seconds = 0.0;
   double memory_peak_mb = 0.0;
-  std::vector<std::string> recovery_actions;  // e.g. strategy fallbacks
+  BatchStatisticsSummary batch_statistics;
+  std::vector<std::string> recovery_actions;  // e.g. strategy fallbacks, resume
   std::vector<std::string> warnings;
 };
 

@@ -1,6 +1,8 @@
 #include "fit_command.h"
 
+#include "fit_checkpoints.h"
 #include "fit_plan.h"
+#include "plots.h"
 
 #include <omp.h>
 #include <spdlog/spdlog.h>
@@ -12,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <new>
 #include <optional>
@@ -19,12 +22,16 @@
 #include <sstream>
 #include <string>
 
+#include "homodyne/checkpoint.h"
 #include "homodyne/dataset.h"
 #include "homodyne/errors.h"
 #include "homodyne/initial_values.h"
 #include "homodyne/lm.h"
 #include "homodyne/objective.h"
+#include "homodyne/reparametrized_problem.h"
 #include "homodyne/results.h"
+#include "homodyne/scaling.h"
+#include "homodyne/standard_fit.h"
 
 namespace homodyne::cli {
 namespace {
@@ -174,21 +181,23 @@ struct StrategySetup {
 
 StrategySetup SetUpStrategy(StrategyKind kind, const Config& config, BatchSource& source,
                             const HomodyneModel& model, const std::vector<double>& phi,
-                            const ProblemSize& size, PassProgressBar& progress_bar) {
+                            const ProblemSize& size,
+                            std::function<void(const PassProgress&)> on_chunk) {
   MaybeInjectAllocationFailure(kind);
   const int n_angles = source.info().num_angles();
   PassOptions options;
   // optimization.streaming.batch_size counts points of all angles; a batch holds every angle.
   options.batch_points = std::max<int64_t>(1, (size.batch_points + n_angles - 1) / n_angles);
-  options.on_chunk = [&progress_bar](const PassProgress& progress) {
-    progress_bar.Update(progress);
-  };
+  options.on_chunk = std::move(on_chunk);
   StrategySetup setup;
   if (kind == StrategyKind::kStreaming) {
     options.chunk_batches = 8 * std::max(size.threads, 1);
     setup.scaling_from_data = EstimateScalingFromFile(config, source, 1 << 20);
+    StreamingReadOptions read_options;
+    read_options.max_retries = config.streaming.max_retries_per_batch;
     setup.objective = std::make_unique<BatchedObjective>(
-        model, phi, config.nlsq.sigma, MakeStreamingPassData(source), std::move(options));
+        model, phi, config.nlsq.sigma, MakeStreamingPassData(source, read_options),
+        std::move(options));
     return setup;
   }
   if (kind == StrategyKind::kChunked) {
@@ -205,6 +214,7 @@ StrategySetup SetUpStrategy(StrategyKind kind, const Config& config, BatchSource
 
 int RunFit(const Config& config, const CommandLineOptions& options, std::ostream& out) {
   const Clock::time_point start = Clock::now();
+  InstallInterruptHandlers();
   FitResult result;
   result.analysis_mode = config.analysis_mode;
 
@@ -231,7 +241,6 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
     result.warnings.push_back(plan.scaling_warning);
   }
   const int n_physical = plan.num_physical;
-  const int n_parameters = plan.num_parameters;
   const ProblemSize& size = plan.size;
   omp_set_num_threads(size.threads);
   const StrategyChoice& choice = plan.strategy;
@@ -247,11 +256,16 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
 
   // Set up the chosen strategy; on an allocation failure, the next leaner one (DESIGN section 3).
   PassProgressBar progress_bar(config.performance.enable_progress);
+  std::unique_ptr<FitCheckpoints> checkpoints;  // created once the strategy is set up
+  auto on_chunk = [&progress_bar, &checkpoints](const PassProgress& progress) {
+    progress_bar.Update(progress);
+    if (checkpoints) checkpoints->OnChunk(progress);
+  };
   StrategyKind kind = choice.kind;
   StrategySetup setup;
   while (true) {
     try {
-      setup = SetUpStrategy(kind, config, *source, model, phi, size, progress_bar);
+      setup = SetUpStrategy(kind, config, *source, model, phi, size, on_chunk);
       break;
     } catch (const std::bad_alloc&) {
       const std::optional<StrategyKind> leaner = LeanerStrategy(kind);
@@ -270,11 +284,12 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
   result.strategy = std::string(ToString(kind));
   result.load_seconds = SecondsSince(start);
 
-  // Starting point and bounds, in the objective's parameter order.
-  Eigen::VectorXd theta0(n_parameters);
+  // Starting point and bounds in the objective's (full) parameter layout.
+  const int n_full = objective.num_parameters();
+  Eigen::VectorXd theta0(n_full);
   LevenbergMarquardtOptions lm;
-  lm.lower_bounds.resize(n_parameters);
-  lm.upper_bounds.resize(n_parameters);
+  lm.lower_bounds.resize(n_full);
+  lm.upper_bounds.resize(n_full);
   const std::vector<double> physical0 = InitialPhysicalParameters(config);
   const std::vector<std::string>& names = PhysicalParameterNames(config.analysis_mode);
   for (int p = 0; p < n_physical; ++p) {
@@ -283,7 +298,7 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
     lm.lower_bounds[p] = config.BoundOf(names[static_cast<size_t>(p)]).min;
     lm.upper_bounds[p] = config.BoundOf(names[static_cast<size_t>(p)]).max;
   }
-  lm.parameter_names.resize(static_cast<size_t>(n_parameters));
+  lm.parameter_names.resize(static_cast<size_t>(n_full));
   for (int k = 0; k < n_angles; ++k) {
     const int c = objective.ContrastIndex(k);
     const int o = objective.OffsetIndex(k);
@@ -296,22 +311,100 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
     lm.lower_bounds[o] = config.BoundOf("offset").min;
     lm.upper_bounds[o] = config.BoundOf("offset").max;
   }
+  // The parameters the fit optimises: the per-angle mode's map (reference section 2.4), with
+  // initial_parameters.fixed_parameters held at their start values.
+  const ScalingMap full_map = BuildScalingMap(plan.scaling, n_physical, names, phi, initial_scaling,
+                                              config.nlsq.fourier_order);
+  std::vector<bool> fixed(static_cast<size_t>(n_full), false);
+  for (const std::string& name : config.initial.fixed_parameters) {
+    for (int i = 0; i < n_full; ++i) {
+      const std::string& full_name = lm.parameter_names[static_cast<size_t>(i)];
+      if (full_name == name || full_name.rfind(name + "[", 0) == 0) {
+        fixed[static_cast<size_t>(i)] = true;
+      }
+    }
+  }
+  const ScalingMap map = FixParameters(full_map, fixed, theta0);
+  if (map.num_reduced() == 0) {
+    throw ConfigError(config.source_path +
+                      ": initial_parameters.fixed_parameters fixes every parameter: nothing to "
+                      "fit");
+  }
+  spdlog::info("per-angle scaling {} ({}); {} parameters fitted", ToString(plan.scaling.mode),
+               plan.scaling.reason, map.num_reduced());
+  const std::vector<std::string> full_names = lm.parameter_names;
+  const Eigen::VectorXd reduced0 = ReduceStartingPoint(map, theta0);
+  const BoundBox reduced_bounds = ReduceBounds(map, lm.lower_bounds, lm.upper_bounds);
+  lm.lower_bounds = reduced_bounds.lower;
+  lm.upper_bounds = reduced_bounds.upper;
+  lm.parameter_names = map.reduced_names;
+  ReparametrizedProblem problem(objective, map);
+
   lm.max_iterations = config.nlsq.max_iterations;
   lm.ftol = config.nlsq.tolerance;
   lm.xtol = config.nlsq.xtol;
   lm.gtol = config.nlsq.gtol;
   lm.validate_numerics = !config.performance.fast_mode;
-  lm.callback = [](const LevenbergMarquardtIteration& iteration) {
+  lm.callback = [&checkpoints](const LevenbergMarquardtIteration& iteration) {
     spdlog::info("iteration {:3d}  chi2 {:.8e}  damping {:.2e}  step {:.3e}  {}  {:.2f} s",
                  iteration.iteration, iteration.chi2, iteration.damping, iteration.step_norm,
                  iteration.iteration == 0  ? "start"
                  : iteration.step_accepted ? "accepted"
                                            : "rejected",
                  iteration.seconds);
-    return true;
+    return checkpoints->OnIteration(iteration);
   };
 
-  const LevenbergMarquardtSummary summary = Minimize(lm, objective, theta0);
+  // Checkpoints of this config and data set; resume from the newest valid one (DESIGN section 6).
+  const int64_t batch_points_per_angle = setup.objective->batch_points();
+  checkpoints = std::make_unique<FitCheckpoints>(
+      config, kind, Sha256Hex(FitIdentityText(config, batch_points_per_angle)),
+      DataFingerprint(*source));
+  if (const std::optional<Checkpoint> checkpoint = checkpoints->LoadForResume()) {
+    checkpoints->ContinueFrom(*checkpoint);
+    if (checkpoint->lm.theta.size() > 0) lm.resume_state = checkpoint->lm;
+    if (checkpoint->pass) objective.ResumePass(*checkpoint->pass);
+    const std::string action = "resumed from the checkpoint at batch " +
+                               std::to_string(checkpoint->global_batch) + " (iteration " +
+                               std::to_string(checkpoint->lm.iterations) + ", written " +
+                               checkpoint->timestamp_utc + ")";
+    spdlog::info("{}", action);
+    result.recovery_actions.push_back(action);
+  }
+
+  LevenbergMarquardtSummary summary;
+  try {
+    if (kind == StrategyKind::kStandard) {
+      // Full Jacobian in memory, solved by Ceres (DENSE_QR); on allocation failure the same data
+      // go through the large pass instead (DESIGN section 3).
+      try {
+        const auto& in_memory = static_cast<const PackedDataObjective&>(objective);
+        summary = FitStandardWithCeres(lm, model, phi, config.nlsq.sigma, in_memory.data(), map,
+                                       reduced0);
+      } catch (const std::bad_alloc&) {
+        const std::string action =
+            "strategy standard ran out of memory for its Jacobian; fell back to large";
+        spdlog::warn("{}", action);
+        result.recovery_actions.push_back(action);
+        result.strategy = "large";
+        summary = Minimize(lm, problem, reduced0);
+      }
+    } else {
+      summary = Minimize(lm, problem, reduced0);
+    }
+  } catch (const DataError& error) {
+    // A batch that could not be read even after retries: keep what was computed (DESIGN 7).
+    const bool saved = checkpoints->SaveAfterFailure();
+    throw DataError(std::string(error.what()) +
+                    (saved ? "; progress saved in " + config.streaming.checkpoint_dir +
+                                 ": run the same command again to resume once the file is readable"
+                           : ""));
+  }
+  for (const std::string& warning : checkpoints->warnings()) result.warnings.push_back(warning);
+  const BatchStatistics& statistics = checkpoints->statistics();
+  result.batch_statistics = {statistics.batches, statistics.retries + objective.read_retries(),
+                             statistics.read_failures, statistics.checkpoint_failures,
+                             checkpoints->saves()};
   if (objective.num_nonfinite_points() > 0) {
     const std::string warning = std::to_string(objective.num_nonfinite_points()) +
                                 " non-finite data points excluded from the fit";
@@ -324,29 +417,38 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
   }
   result.optimization_seconds = summary.seconds;
 
-  // Results.
+  // Results in the full layout: one contrast and one offset per angle (reference section 2.4),
+  // dof with the reference's effective parameter count (section 4.3).
+  const int n_effective =
+      EffectiveParameterCount(plan.scaling.mode, n_physical, n_angles, map.num_reduced());
+  const int64_t dof = problem.num_residuals() - n_effective;
+  const double covariance_scale = static_cast<double>(std::max<int64_t>(summary.dof, 1)) /
+                                  static_cast<double>(std::max<int64_t>(dof, 1));
+  const ExpandedSolution full =
+      ExpandSolution(map, summary.theta, summary.covariance, covariance_scale);
+  const bool has_uncertainties = full.uncertainties.size() > 0;
   for (int p = 0; p < n_physical; ++p) {
-    result.physical.push_back({names[static_cast<size_t>(p)], summary.theta[p],
-                               summary.uncertainties.size() ? summary.uncertainties[p] : 0.0});
+    result.physical.push_back({names[static_cast<size_t>(p)], full.theta[p],
+                               has_uncertainties ? full.uncertainties[p] : 0.0});
   }
   for (int k = 0; k < n_angles; ++k) {
     const int c = objective.ContrastIndex(k);
     const int o = objective.OffsetIndex(k);
-    const double uc = summary.uncertainties.size() ? summary.uncertainties[c] : 0.0;
-    const double uo = summary.uncertainties.size() ? summary.uncertainties[o] : 0.0;
-    result.per_angle.push_back({phi[static_cast<size_t>(k)],
-                                {"contrast", summary.theta[c], uc},
-                                {"offset", summary.theta[o], uo}});
+    result.per_angle.push_back(
+        {phi[static_cast<size_t>(k)],
+         {"contrast", full.theta[c], has_uncertainties ? full.uncertainties[c] : 0.0},
+         {"offset", full.theta[o], has_uncertainties ? full.uncertainties[o] : 0.0}});
   }
-  result.covariance_names = lm.parameter_names;
-  for (int i = 0; i < summary.covariance.rows(); ++i) {
-    for (int j = 0; j < summary.covariance.cols(); ++j) {
-      result.covariance.push_back(summary.covariance(i, j));
+  result.covariance_names = full_names;
+  for (int i = 0; i < full.covariance.rows(); ++i) {
+    for (int j = 0; j < full.covariance.cols(); ++j) {
+      result.covariance.push_back(full.covariance(i, j));
     }
   }
+  result.per_angle_mode = std::string(ToString(plan.scaling.mode));
   result.chi_squared = summary.final_chi2;
-  result.reduced_chi_squared = summary.reduced_chi2;
-  result.degrees_of_freedom = summary.dof;
+  result.reduced_chi_squared = summary.final_chi2 / static_cast<double>(std::max<int64_t>(dof, 1));
+  result.degrees_of_freedom = dof;
   result.convergence_status = summary.IsConverged() ? "converged"
                               : summary.status == LevenbergMarquardtStatus::kMaxIterations
                                   ? "max_iterations"
@@ -391,10 +493,12 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
   setup.objective.reset();  // a streaming objective gives the source back (no read in flight)
   {
     // Data, fit and residuals per angle, streamed by row blocks from the input file.
-    const std::vector<double> physical(summary.theta.data(), summary.theta.data() + n_physical);
+    const std::vector<double> physical(full.theta.data(), full.theta.data() + n_physical);
     const ModelEvaluation evaluation(model, physical);
     WriteFittedData(*source, evaluation, result.per_angle, options.output_dir);
   }
+  if (options.save_plots) SavePlots(options.output_dir);  // a failure only warns
+  checkpoints->RemoveAfterSuccess();                      // the result files now hold everything
   out << "  results in " << options.output_dir << "/nlsq/\n";
   return result.convergence_status == "failed" ? kExitFailure : kExitSuccess;
 }

@@ -9,11 +9,17 @@ FitPlan PlanFit(const Config& config, const DatasetInfo& info,
   FitPlan plan;
   const int n_angles = info.num_angles();
   plan.requested_scaling = ResolvePerAngleMode(config.nlsq, n_angles);
-  // The fitting pass of this build optimises one contrast and offset per angle.
-  plan.scaling = {PerAngleMode::kIndividual, 2 * n_angles, "one contrast and offset per angle"};
-  if (plan.requested_scaling.mode != PerAngleMode::kIndividual) {
-    plan.scaling_warning = "per-angle mode " + std::string(ToString(plan.requested_scaling.mode)) +
-                           " is not available in this build yet: fitting individual";
+  plan.scaling = plan.requested_scaling;
+  // As the reference (section 2.4): the per-angle modes apply to laminar_flow with
+  // anti_degeneracy.enable; otherwise every angle has its own contrast and offset.
+  if (plan.requested_scaling.mode != PerAngleMode::kIndividual &&
+      (config.analysis_mode != AnalysisMode::kLaminarFlow ||
+       !config.nlsq.anti_degeneracy_enabled)) {
+    plan.scaling = {PerAngleMode::kIndividual, 2 * n_angles, "one contrast and offset per angle"};
+    plan.scaling_warning =
+        "per-angle mode " + std::string(ToString(plan.requested_scaling.mode)) +
+        " applies to laminar_flow with anti_degeneracy.enable (reference section 2.4): fitting "
+        "individual";
   }
   plan.num_physical = NumPhysicalParameters(config.analysis_mode);
   plan.num_parameters = plan.num_physical + plan.scaling.num_scaling_parameters;

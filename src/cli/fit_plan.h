@@ -14,10 +14,10 @@ namespace homodyne::cli {
 
 struct FitPlan {
   ResolvedScaling requested_scaling;  // the config's per-angle mode, resolved for the angle count
-  ResolvedScaling scaling;            // what the fit uses (this build: individual)
+  ResolvedScaling scaling;            // what the fit uses
   std::string scaling_warning;        // non-empty when the two differ
   int num_physical = 0;
-  int num_parameters = 0;  // physical + scaling parameters optimised
+  int num_parameters = 0;  // physical + scaling parameters optimised (before fixed_parameters)
   AvailableMemory available;
   ProblemSize size;  // data kept as float32, batch size, threads
   StrategyChoice strategy;

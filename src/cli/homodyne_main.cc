@@ -8,6 +8,7 @@
 
 #include "command_line.h"
 #include "dry_run.h"
+#include "fit_checkpoints.h"
 #include "fit_command.h"
 #include "homodyne/config.h"
 #include "homodyne/errors.h"
@@ -32,6 +33,8 @@ int Run(int argc, char** argv) {
   const std::optional<CommandLineOptions> options = ParseCommandLine(argc, argv);
   if (!options) return kExitSuccess;  // --help or --version
   ConfigureLogging(*options);
+  // Before any loading: a SLURM pre-timeout signal during setup still ends in a clean exit 3.
+  InstallInterruptHandlers();
 
   if (!std::filesystem::exists(options->config_path)) {
     throw InputError(options->config_path + ": config file not found" +
@@ -43,10 +46,6 @@ int Run(int argc, char** argv) {
   for (const std::string& warning : config.warnings) spdlog::warn("{}", warning);
   ApplyCommandLineOverrides(*options, &config);
 
-  if (options->save_plots) {
-    spdlog::warn("--save-plots: plots are not available in this build yet; the fit and its result "
-                 "files are written as usual");
-  }
   if (options->dry_run) return RunDryRun(config, *options, std::cout);
   return RunFit(config, *options, std::cout);
 }
@@ -65,6 +64,9 @@ int main(int argc, char** argv) {
   } catch (const Error& error) {
     std::cerr << "homodyne: error: " << error.what() << "\n";
     return kExitFailure;
+  } catch (const cli::FitInterrupted& interrupted) {
+    std::cerr << "homodyne: " << interrupted.what() << "\n";
+    return interrupted.checkpoint_saved() ? kExitInterrupted : kExitFailure;
   } catch (const std::bad_alloc&) {
     std::cerr << "homodyne: error: out of memory (try --strategy streaming or a lower "
                  "--memory-limit-gb)\n";

@@ -59,6 +59,19 @@ ParameterEstimate MeanOverAngles(const std::vector<AngleScaling>& angles, bool c
   return mean;
 }
 
+ordered_json BatchStatisticsJson(const BatchStatisticsSummary& statistics) {
+  const double success_rate =
+      statistics.batches > 0 ? static_cast<double>(statistics.batches - statistics.read_failures) /
+                                   static_cast<double>(statistics.batches)
+                             : 1.0;
+  return {{"batches", statistics.batches},
+          {"retries", statistics.retries},
+          {"failures",
+           {{"read", statistics.read_failures}, {"checkpoint", statistics.checkpoint_failures}}},
+          {"success_rate", Number(success_rate)},
+          {"checkpoints_saved", statistics.checkpoints_saved}};
+}
+
 // Fields every file of ours carries beyond the reference's.
 ordered_json RunDetails(const FitResult& result) {
   return {
@@ -66,6 +79,7 @@ ordered_json RunDetails(const FitResult& result) {
        {{"name", result.strategy},
         {"reason", result.strategy_reason},
         {"fallbacks", result.recovery_actions}}},
+      {"per_angle_mode", result.per_angle_mode},
       {"backend", result.backend},
       {"threads", result.threads},
       {"n_points", result.n_points},
@@ -77,6 +91,7 @@ ordered_json RunDetails(const FitResult& result) {
         {"optimization", Number(result.optimization_seconds)},
         {"total", Number(result.total_seconds)}}},
       {"memory_peak_mb", Number(result.memory_peak_mb)},
+      {"batch_statistics", BatchStatisticsJson(result.batch_statistics)},
       {"termination_reason", result.termination_reason},
   };
 }

@@ -4,6 +4,7 @@
 set -u
 bin_dir=$(cd "$1" && pwd)
 case_name=$2
+repo=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
@@ -60,6 +61,31 @@ simulation:
   compression: lzf
 $4
 YAML
+}
+
+# plot_python: prints a Python that has h5py and matplotlib (the system one first), or exits 77
+# (ctest SKIP_RETURN_CODE) when there is none: plots are optional, the fit never needs them.
+plot_python() {
+  local python
+  for python in /usr/bin/python3 python3; do
+    if "$python" -c "import h5py, matplotlib, numpy" 2>/dev/null; then echo "$python"; return; fi
+  done
+  echo "skipped: no Python with h5py, numpy and matplotlib"
+  exit 77
+}
+
+# expect_png FILE: FILE exists, starts with the PNG signature and is not trivially small.
+expect_png() {
+  local signature
+  signature=$(head -c 8 "$1" 2>/dev/null | od -An -tx1 | tr -d ' \n')
+  if [ "$signature" != 89504e470d0a1a0a ]; then
+    echo "FAIL: $1 missing or not a PNG (signature '$signature')"
+    failures=$((failures + 1)); return
+  fi
+  if [ "$(stat -c %s "$1")" -lt 10000 ]; then
+    echo "FAIL: $1 is only $(stat -c %s "$1") bytes"; failures=$((failures + 1)); return
+  fi
+  echo "ok: $1 is a PNG of $(stat -c %s "$1") bytes"
 }
 
 case "$case_name" in
@@ -131,6 +157,42 @@ PY
       "$bin_dir/homodyne" --config sim.yaml --strategy large --output-dir out_fallback
     grep -q "fell back to streaming" out_fallback/nlsq/analysis_results_nlsq.json ||
       { echo "FAIL: fallback not recorded in the results"; failures=$((failures + 1)); }
+    ;;
+  save_plots)
+    python=$(plot_python) || { echo "$python"; exit 77; }
+    write_config sim.yaml laminar_flow sim.h5 ""
+    sed -i 's/gamma_dot_t0: 0.01/gamma_dot_t0: 0.0002/' sim.yaml
+    "$bin_dir/homodyne-simulate" --config sim.yaml > /dev/null || failures=1
+    expect_exit 0 "plots written" "$bin_dir/homodyne" --config sim.yaml --output-dir out \
+      --save-plots
+    for phi in 0.0 45.0 90.0; do expect_png "out/nlsq/c2_heatmaps_phi_${phi}deg.png"; done
+    # Plots that cannot be drawn are a warning: the fit's exit code and result files stand.
+    HOMODYNE_PLOT_SCRIPT=/no/such/plot.py expect_exit 0 "no plots written: HOMODYNE_PLOT_SCRIPT" \
+      "$bin_dir/homodyne" --config sim.yaml --output-dir out_no_script --save-plots
+    [ -s out_no_script/nlsq/parameters.json ] ||
+      { echo "FAIL: results missing without plots"; failures=$((failures + 1)); }
+    HOMODYNE_PYTHON=/no/such/python expect_exit 0 "no plots written: /no/such/python cannot" \
+      "$bin_dir/homodyne" --config sim.yaml --output-dir out_no_python --save-plots
+    ;;
+  plot_script)
+    # scripts/homodyne_plot.py on the fitted_data.h5 of an ordinary fit (no --save-plots).
+    python=$(plot_python) || { echo "$python"; exit 77; }
+    script="$repo/scripts/homodyne_plot.py"
+    write_config sim.yaml laminar_flow sim.h5 ""
+    sed -i 's/gamma_dot_t0: 0.01/gamma_dot_t0: 0.0002/; s/contrast: \[.*\]/contrast: 0.3/' sim.yaml
+    sed -i 's/phi_angles: \[0, 45, 90\]/phi_angles: [-30, 60]/' sim.yaml
+    "$bin_dir/homodyne-simulate" --config sim.yaml > /dev/null || failures=1
+    "$bin_dir/homodyne" --config sim.yaml --output-dir out > /dev/null 2>&1 || failures=1
+    expect_exit 0 "wrote out/nlsq/c2_heatmaps_phi_-30.0deg.png" "$python" "$script" out
+    for phi in -30.0 60.0; do expect_png "out/nlsq/c2_heatmaps_phi_${phi}deg.png"; done
+    # Matrices larger than --max-pixels are strided (59 fitted times -> every 3rd).
+    expect_exit 0 "wrote small/c2_heatmaps_phi_60.0deg.png" "$python" "$script" out \
+      --max-pixels 20 --plot-dir small
+    expect_png small/c2_heatmaps_phi_60.0deg.png
+    expect_exit 1 "nowhere/nlsq/fitted_data.h5: not found" "$python" "$script" nowhere
+    mkdir -p junk/nlsq && echo "not HDF5" > junk/nlsq/fitted_data.h5
+    expect_exit 1 "junk/nlsq/fitted_data.h5: cannot read it as HDF5" "$python" "$script" junk
+    expect_exit 2 "usage" "$python" "$script"
     ;;
   bad_usage)
     expect_exit 2 "usage error" "$bin_dir/homodyne" --no-such-flag

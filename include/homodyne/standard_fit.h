@@ -1,0 +1,71 @@
+// The "standard" strategy (DESIGN section 3): packed data in memory, the full Jacobian stored,
+// Levenberg-Marquardt with parameter bounds solved by Ceres Solver (DENSE_QR). For data sets of
+// fewer than about 1e6 points, where storing N x P doubles is cheap.
+//
+// It minimises exactly the chi2 of DESIGN section 1 (objective.h): the strict upper triangle of
+// every angle, residuals r = (data - model) / sigma, each point counted twice, non-finite data
+// points skipped. Ceres sees one residual sqrt(2) r per finite point, so its cost (half the sum of
+// squares) is chi2 / 2; every chi2 reported here is in our convention, sum over both triangles of
+// r^2, and equals PackedDataObjective::Cost at the same full parameters up to rounding.
+#pragma once
+
+#include <vector>
+
+#include <Eigen/Dense>
+
+#include "homodyne/lm.h"
+#include "homodyne/model.h"
+#include "homodyne/objective.h"
+#include "homodyne/scaling.h"
+
+namespace homodyne {
+
+// Fits theta_reduced (the parameters of `map`, scaling.h) to the packed data with Ceres'
+// Levenberg-Marquardt (trust region strategy LEVENBERG_MARQUARDT, linear solver DENSE_QR, Jacobi
+// scaling, OpenMP's thread count), with the model evaluated at theta_full = map.Expand(theta).
+//
+// Inputs:
+//   model:        the fitted time grid (N = model.num_times()); must outlive the call.
+//   phi_degrees:  one angle per data angle (data angle order).
+//   sigma:        the per-point noise, > 0 (optimization.nlsq.sigma).
+//   data:         one packed strict upper triangle per angle (dataset.h order,
+//                 UpperTriangleSize(N) values each); NaN and +-inf points are skipped.
+//   map:          num_full() = model.num_physical() + 2 n_angles (objective.h layout).
+//   theta0_reduced: the start, num_reduced() values; values outside the bounds are clipped with
+//                 one warning per parameter (as Minimize); a non-finite value ends the run at
+//                 once with kFailedNonFinite. A parameter with lower = upper is held there.
+//   options:      bounds and names in the reduced layout (both bounds empty = unbounded).
+//                 Used: max_iterations (Ceres max_num_iterations), ftol (function_tolerance),
+//                 xtol (parameter_tolerance; the same test as Minimize), gtol
+//                 (gradient_tolerance: Ceres tests max_i |x_i - Project(x - grad chi2/2)_i|,
+//                 an absolute, not a scaled gradient), initial_damping (initial trust region
+//                 radius 1 / initial_damping), max_damping (minimum radius 1 / max_damping),
+//                 callback (after every Ceres iteration; `state` is left empty: a Ceres run
+//                 cannot be resumed; returning false stops with kStoppedByCallback).
+//                 Ignored: trial_evaluation (Ceres always judges a trial by a cost-only pass),
+//                 max_consecutive_rejections, validate_numerics (Ceres always rejects
+//                 non-finite residuals and Jacobians).
+// Throws ConfigError when options.IsValid fails, DataError when no data point is finite,
+// std::invalid_argument on inconsistent sizes or values, or when options.resume_state is set
+// (this strategy keeps no resumable state). Memory: Ceres holds the Jacobian (one row of
+// num_reduced doubles per finite point) and its copy in the QR system; an allocation failure
+// propagates as std::bad_alloc.
+//
+// The summary is filled as Minimize fills it: status from Ceres' termination (function,
+// parameter, gradient tolerance -> kConvergedFtol/Xtol/Gtol; maximum iterations ->
+// kMaxIterations; minimum trust region radius -> kFailedDamping; failed evaluations ->
+// kFailedNonFinite; other failures -> kFailedRejections; stopped by the callback ->
+// kStoppedByCallback), reason with Ceres' message, iterations = trial steps, passes = Ceres'
+// Jacobian evaluations + 1 (the covariance pass at the result), cost_passes = Ceres' cost-only
+// evaluations, chi2 (our convention), theta (reduced), covariance s^2 (J^T J)^-1 at theta with
+// s^2 = chi2 / dof by the same Jacobi-scaled eigen-decomposition as Minimize (pseudo-inverse when
+// rank-deficient, zero rows and columns for parameters at a bound with the gradient pointing
+// out), dof = 2 (finite points) - num_reduced, final_damping = 1 / (final trust region radius).
+LevenbergMarquardtSummary FitStandardWithCeres(const LevenbergMarquardtOptions& options,
+                                               const HomodyneModel& model,
+                                               const std::vector<double>& phi_degrees, double sigma,
+                                               const PackedDataObjective::PackedData& data,
+                                               const ScalingMap& map,
+                                               const Eigen::VectorXd& theta0_reduced);
+
+}  // namespace homodyne

@@ -1,0 +1,956 @@
+// CheckpointStore (include/homodyne/checkpoint.h): the checkpoint files of DESIGN section 6.
+//
+// File layout, format_version 1 (docs/checkpoints.md has the field-by-field table):
+//   /             attributes format_version, global_batch, config_sha256, data_fingerprint,
+//                 engine_version, timestamp_utc, content_sha256
+//   /lm           LevenbergMarquardtState: datasets theta [P], jtj [P,P], jtr [P],
+//                 chi2_history [K]; the scalars as attributes
+//   /pass         PassState, only when Checkpoint::pass is set: datasets theta, jtj, jtr; the
+//                 scalars as attributes (full_pass as 0/1)
+//   /statistics   BatchStatistics as attributes
+// Doubles are IEEE float64 little endian and integers int64 little endian, whatever their C++
+// width, so values round-trip bit for bit (NaN payloads included). Matrices are stored row-major
+// with their C++ (rows, cols) as the dataset shape. Strings are fixed-length, NUL-padded string
+// attributes (text without trailing NUL characters). With compression on, every non-empty array
+// dataset is chunked (chunks <= 1 MiB) with the shuffle and deflate (level kDeflateLevel) filters;
+// empty ones stay contiguous (HDF5 cannot chunk a zero-length dimension).
+//
+// content_sha256 is the SHA-256 (hex) of the canonical serialisation of every field (see
+// CanonicalSerializer): it is recomputed from the values read back, so it catches any change to
+// any stored value whatever HDF5 layout carries it.
+//
+// Writing: the file is built in memory (HDF5 core driver) and its bytes are written to a 0600
+// temporary file with write(2), fsynced and renamed; HDF5 itself never writes to disk. Attributes
+// are kept in the (checksummed) object headers and HDF5's space aggregation is off, so the file
+// has no unused bytes: nearly any damage fails an HDF5 metadata checksum or content_sha256.
+//
+// Test-only fault hook: when the environment variable HOMODYNE_TEST_CRASH_DURING_CHECKPOINT_WRITE
+// is set to a non-empty value, Save writes the first half of the file to the temporary file,
+// fsyncs it and calls std::abort() before the rest, the rename and the pruning: what kill -9 during
+// a save leaves behind. Tests use it to show that earlier checkpoints stay valid and that no final
+// file appears for the interrupted save. Never set it in production.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <hdf5.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <new>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "homodyne/checkpoint.h"
+#include "homodyne/errors.h"
+#include "io/hdf5_util.h"
+
+namespace homodyne {
+namespace {
+
+namespace fs = std::filesystem;
+using io_internal::Hid;
+
+constexpr int64_t kFormatVersion = 1;
+// Deflate level for the array datasets. Checkpoint arrays are full-mantissa doubles, which deflate
+// compresses little beyond what shuffle exposes (sign and exponent bytes). Measured for P = 100
+// (bench/checkpoint_benchmark.cc): levels 4 and 9 make the file 0.6 % and 1.0 % smaller than level
+// 1 for up to 2.5x its CPU time, so level 1.
+constexpr unsigned kDeflateLevel = 1;
+// Upper bound of one chunk, in doubles (1 MiB): the default HDF5 chunk cache size.
+constexpr hsize_t kMaxChunkElements = hsize_t{1} << 17;
+// Largest array a checkpoint file may declare, in doubles (1 GiB; P = 11585 for J^T J): a corrupt
+// dataspace must not make the reader allocate without bound.
+constexpr hsize_t kMaxArrayElements = hsize_t{1} << 27;
+// A temporary file older than this is left over from a crashed save and is removed by Save.
+constexpr auto kStaleTemporaryAge = std::chrono::minutes(10);
+
+constexpr std::string_view kNamePrefix = "homodyne_state_batch_";
+constexpr std::string_view kNameSuffix = ".h5";
+constexpr std::string_view kTemporaryPrefix = ".homodyne_state_batch_";
+constexpr std::string_view kTemporarySuffix = ".h5.tmp";
+constexpr const char* kCrashHookVariable = "HOMODYNE_TEST_CRASH_DURING_CHECKPOINT_WRITE";
+
+// A file of a different layout: a field was added to a checkpointed struct. Add it to
+// VisitCheckpointFields (and docs/checkpoints.md), then update the size here. Only checked where
+// the sizes below were measured (LP64 with libstdc++).
+#if defined(__LP64__) && defined(__GLIBCXX__)
+static_assert(sizeof(LevenbergMarquardtState) == 152,
+              "LevenbergMarquardtState changed: store the new field in checkpoint_store.cc");
+static_assert(sizeof(PassState) == 80,
+              "PassState changed: store the new field in checkpoint_store.cc");
+static_assert(sizeof(BatchStatistics) == 32,
+              "BatchStatistics changed: store the new field in checkpoint_store.cc");
+static_assert(sizeof(Checkpoint) == 152 + 88 + 32 + 8 + 4 * 32,
+              "Checkpoint changed: store the new field in checkpoint_store.cc");
+#endif
+
+// InitializeHdf5 plus, for the calling thread, no automatic printing of HDF5 error stacks: in a
+// thread-safe HDF5 build (Debian's) error stacks and their printing are per thread, and
+// InitializeHdf5 silences only the thread that first calls it. Failures become messages instead.
+void InitializeHdf5ForThisThread() {
+  io_internal::InitializeHdf5();
+  thread_local const bool silenced = H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr) >= 0;
+  static_cast<void>(silenced);
+}
+
+std::string ErrnoText(int error_number) { return std::generic_category().message(error_number); }
+
+// The reason of the last HDF5 failure: the OS error text when HDF5 reports one (e.g. "No space
+// left on device"), else HDF5's own innermost descriptions. Clears the HDF5 error stack.
+std::string Hdf5Reason() {
+  const std::string text = io_internal::Hdf5ErrorText();
+  constexpr std::string_view kMarker = "error message = '";
+  if (const size_t start = text.find(kMarker); start != std::string::npos) {
+    const size_t begin = start + kMarker.size();
+    const size_t end = text.find('\'', begin);
+    if (end != std::string::npos) return text.substr(begin, end - begin);
+  }
+  return text.empty() ? std::string("unknown HDF5 error") : text;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The field list, shared by the writer, the reader and the checksum.
+
+// Calls `visitor` for every stored field of `checkpoint` in the canonical order of the content
+// checksum. CheckpointType is `const Checkpoint` (writing, hashing) or `Checkpoint` (reading). One
+// list for the three, so no field can be written without being read back and hashed.
+template <typename CheckpointType, typename Visitor>
+void VisitCheckpointFields(CheckpointType& checkpoint, Visitor& visitor) {
+  visitor.Group("/");
+  visitor.Integer("global_batch", checkpoint.global_batch);
+  visitor.Text("config_sha256", checkpoint.config_sha256);
+  visitor.Text("data_fingerprint", checkpoint.data_fingerprint);
+  visitor.Text("engine_version", checkpoint.engine_version);
+  visitor.Text("timestamp_utc", checkpoint.timestamp_utc);
+
+  auto& lm = checkpoint.lm;
+  visitor.Group("/lm");
+  visitor.Vector("theta", lm.theta);
+  visitor.Matrix("jtj", lm.jtj);
+  visitor.Vector("jtr", lm.jtr);
+  visitor.Real("chi2", lm.chi2);
+  visitor.Integer("num_points", lm.num_points);
+  visitor.Real("damping_mu", lm.damping_mu);
+  visitor.Real("damping_nu", lm.damping_nu);
+  visitor.Integer("consecutive_rejections", lm.consecutive_rejections);
+  visitor.Integer("iterations", lm.iterations);
+  visitor.Integer("accepted_steps", lm.accepted_steps);
+  visitor.Integer("rejected_steps", lm.rejected_steps);
+  visitor.Integer("passes", lm.passes);
+  visitor.Integer("cost_passes", lm.cost_passes);
+  visitor.Real("initial_chi2", lm.initial_chi2);
+  visitor.Vector("chi2_history", lm.chi2_history);
+
+  if (visitor.OptionalGroup("/pass", checkpoint.pass)) {
+    auto& pass = *checkpoint.pass;
+    visitor.Vector("theta", pass.theta);
+    visitor.Flag("full_pass", pass.full_pass);
+    visitor.Integer("next_batch", pass.next_batch);
+    visitor.Matrix("jtj", pass.jtj);
+    visitor.Vector("jtr", pass.jtr);
+    visitor.Real("chi2", pass.chi2);
+    visitor.Integer("finite_points", pass.finite_points);
+  }
+
+  auto& statistics = checkpoint.statistics;
+  visitor.Group("/statistics");
+  visitor.Integer("batches", statistics.batches);
+  visitor.Integer("retries", statistics.retries);
+  visitor.Integer("read_failures", statistics.read_failures);
+  visitor.Integer("checkpoint_failures", statistics.checkpoint_failures);
+}
+
+// The canonical serialisation hashed into content_sha256 (format_version 1):
+//   "homodyne-checkpoint" u64(format_version), then for every field in VisitCheckpointFields order
+//   a record  u64(length of NAME) NAME TAG PAYLOAD  where NAME is the HDF5 path ("/lm/theta",
+//   "/global_batch") and TAG one byte:
+//     'i' integer  PAYLOAD int64
+//     'r' real     PAYLOAD the 8 bytes of the IEEE double
+//     'f' flag     PAYLOAD one byte 0 or 1
+//     't' text     PAYLOAD u64(length) bytes
+//     'v' vector   PAYLOAD u64(n) n doubles
+//     'm' matrix   PAYLOAD u64(rows) u64(cols) rows*cols doubles, row-major
+//     'g' optional group  PAYLOAD one byte: 1 present (its fields follow), 0 absent
+// All integers and doubles little endian. Lengths make the encoding unambiguous.
+class CanonicalSerializer {
+ public:
+  CanonicalSerializer() {
+    bytes_ += "homodyne-checkpoint";
+    AppendU64(static_cast<uint64_t>(kFormatVersion));
+  }
+
+  void Group(const char* path) { group_ = std::string_view(path) == "/" ? "" : path; }
+  template <typename T>
+  void Integer(const char* name, const T& value) {
+    Record(name, 'i');
+    AppendU64(static_cast<uint64_t>(static_cast<int64_t>(value)));
+  }
+  void Real(const char* name, double value) {
+    Record(name, 'r');
+    AppendDouble(value);
+  }
+  void Flag(const char* name, bool value) {
+    Record(name, 'f');
+    bytes_.push_back(value ? '\1' : '\0');
+  }
+  void Text(const char* name, const std::string& value) {
+    Record(name, 't');
+    AppendU64(value.size());
+    bytes_ += value;
+  }
+  void Vector(const char* name, const Eigen::VectorXd& value) {
+    Doubles(name, value.data(), static_cast<size_t>(value.size()));
+  }
+  void Vector(const char* name, const std::vector<double>& value) {
+    Doubles(name, value.data(), value.size());
+  }
+  void Matrix(const char* name, const Eigen::MatrixXd& value) {
+    Record(name, 'm');
+    AppendU64(static_cast<uint64_t>(value.rows()));
+    AppendU64(static_cast<uint64_t>(value.cols()));
+    for (Eigen::Index i = 0; i < value.rows(); ++i) {
+      for (Eigen::Index j = 0; j < value.cols(); ++j) AppendDouble(value(i, j));
+    }
+  }
+  bool OptionalGroup(const char* path, const std::optional<PassState>& pass) {
+    RecordNamed(path, 'g');
+    bytes_.push_back(pass.has_value() ? '\1' : '\0');
+    group_ = path;
+    return pass.has_value();
+  }
+
+  const std::string& bytes() const { return bytes_; }
+
+ private:
+  // A field `name` of the current group.
+  void Record(const char* name, char tag) { RecordNamed(group_ + "/" + name, tag); }
+  void RecordNamed(const std::string& full_name, char tag) {
+    AppendU64(full_name.size());
+    bytes_ += full_name;
+    bytes_.push_back(tag);
+  }
+  void Doubles(const char* name, const double* values, size_t count) {
+    Record(name, 'v');
+    AppendU64(count);
+    for (size_t k = 0; k < count; ++k) AppendDouble(values[k]);
+  }
+  void AppendU64(uint64_t value) {
+    for (int k = 0; k < 8; ++k) bytes_.push_back(static_cast<char>((value >> (8 * k)) & 0xff));
+  }
+  void AppendDouble(double value) {
+    uint64_t bits = 0;
+    std::memcpy(&bits, &value, sizeof bits);
+    AppendU64(bits);
+  }
+
+  std::string bytes_;
+  std::string group_;
+};
+
+std::string ContentSha256(const Checkpoint& checkpoint) {
+  CanonicalSerializer serializer;
+  VisitCheckpointFields(checkpoint, serializer);
+  return Sha256Hex(serializer.bytes());
+}
+
+// ---------------------------------------------------------------------------------------------
+// HDF5 writing.
+
+// Collects the memory image of a core-driver file when HDF5 closes it (file image callbacks): the
+// image is complete and consistent only then (H5Fget_file_image on the open file gives an image
+// whose metadata checksums fail with the 1.10 format, HDF5 1.10.8).
+struct ImageCapture {
+  size_t allocated = 0;     // bytes of the driver's buffer (a multiple of its growth step)
+  std::vector<char> bytes;  // the buffer as it was when the file was closed
+};
+
+void* ImageMalloc(size_t size, H5FD_file_image_op_t /*operation*/, void* capture) {
+  static_cast<ImageCapture*>(capture)->allocated = size;
+  return std::malloc(size);
+}
+void* ImageMemcpy(void* destination, const void* source, size_t size,
+                  H5FD_file_image_op_t /*operation*/, void* /*capture*/) {
+  return std::memcpy(destination, source, size);
+}
+void* ImageRealloc(void* buffer, size_t size, H5FD_file_image_op_t /*operation*/, void* capture) {
+  void* grown = std::realloc(buffer, size);
+  if (grown != nullptr) static_cast<ImageCapture*>(capture)->allocated = size;
+  return grown;
+}
+herr_t ImageFree(void* buffer, H5FD_file_image_op_t operation, void* capture) {
+  herr_t status = 0;
+  if (operation == H5FD_FILE_IMAGE_OP_FILE_CLOSE && buffer != nullptr) {
+    auto* image = static_cast<ImageCapture*>(capture);
+    try {
+      const char* begin = static_cast<const char*>(buffer);
+      image->bytes.assign(begin, begin + image->allocated);
+    } catch (const std::bad_alloc&) {  // no exception may cross HDF5's C frames
+      status = -1;
+    }
+  }
+  std::free(buffer);
+  return status;
+}
+// The capture outlives the file, so property list copies share it.
+void* ShareCapture(void* capture) { return capture; }
+herr_t KeepCapture(void* /*capture*/) { return 0; }
+
+// File access for building a file in memory (core driver, no backing store, the image handed to
+// `capture` on close) in the 1.10 format (checksummed metadata, single-chunk indexes without a
+// B-tree). HDF5 itself never writes a checkpoint to disk: in HDF5 1.10.8 a failed write (full
+// disk, quota) leaves its file object half closed, and the library's exit handler then crashes
+// the process. Save writes the image with write(2), whose errors are plain errno values.
+Hid ImageFileAccess(ImageCapture* capture) {
+  constexpr size_t kGrowthBytes = size_t{1} << 16;  // the in-memory image grows in 64 KiB steps
+  H5FD_file_image_callbacks_t callbacks = {ImageMalloc,  ImageMemcpy, ImageRealloc, ImageFree,
+                                           ShareCapture, KeepCapture, capture};
+  Hid access = io_internal::PlistHid(H5Pcreate(H5P_FILE_ACCESS));
+  if (!access.valid() || H5Pset_fapl_core(access.get(), kGrowthBytes, false) < 0 ||
+      H5Pset_file_image_callbacks(access.get(), &callbacks) < 0 ||
+      H5Pset_meta_block_size(access.get(), 0) < 0 ||
+      H5Pset_small_data_block_size(access.get(), 0) < 0 ||
+      H5Pset_libver_bounds(access.get(), H5F_LIBVER_V110, H5F_LIBVER_V110) < 0) {
+    throw std::runtime_error("cannot set up HDF5 file access: " + Hdf5Reason());
+  }
+  return access;
+}
+
+// The end of the file in a captured image: the end-of-file address of its version 2/3 superblock
+// (signature, version, sizes of offsets and lengths, flags, base, extension and end-of-file
+// addresses: HDF5 file format specification, section II.A), so the file is written without the
+// unused tail of the driver's buffer. The whole buffer if the superblock is not as expected
+// (HDF5 accepts files longer than their end-of-file address).
+size_t ImageFileSize(const std::vector<char>& image) {
+  constexpr std::string_view kSignature("\x89HDF\r\n\x1a\n", 8);
+  constexpr size_t kEndOfFileOffset = 28;
+  if (image.size() < kEndOfFileOffset + 8 ||
+      std::string_view(image.data(), kSignature.size()) != kSignature ||
+      (image[8] != 2 && image[8] != 3) || image[9] != 8) {
+    return image.size();
+  }
+  uint64_t end = 0;
+  for (int k = 7; k >= 0; --k) {
+    end = (end << 8) | static_cast<unsigned char>(image[kEndOfFileOffset + static_cast<size_t>(k)]);
+  }
+  return end > 0 && end <= image.size() ? static_cast<size_t>(end) : image.size();
+}
+
+// Creation properties of the root group (a file creation list) or of a group: attributes stay in
+// the object header (compact storage, covered by its metadata checksum) however many there are,
+// instead of moving to a fractal heap at 9, whose unused bytes no checksum covers.
+Hid CompactAttributeCreation(hid_t property_class) {
+  constexpr unsigned kMaxCompactAttributes = 1000;  // well above the 15 of /lm
+  Hid creation = io_internal::PlistHid(H5Pcreate(property_class));
+  if (!creation.valid() ||
+      H5Pset_attr_phase_change(creation.get(), kMaxCompactAttributes, kMaxCompactAttributes) < 0) {
+    throw std::runtime_error("cannot set up HDF5 object creation: " + Hdf5Reason());
+  }
+  return creation;
+}
+
+// File access for reading a checkpoint file: no HDF5 file locks (finished files are never
+// modified, and locks fail on some parallel file systems).
+Hid ReadFileAccess() {
+  Hid access = io_internal::PlistHid(H5Pcreate(H5P_FILE_ACCESS));
+  if (!access.valid() || H5Pset_file_locking(access.get(), false, true) < 0) {
+    throw std::runtime_error("cannot set up HDF5 file access: " + Hdf5Reason());
+  }
+  return access;
+}
+
+// Writes the fields into an open file (the visitor of VisitCheckpointFields). Throws
+// std::runtime_error with the HDF5 or OS reason.
+class Hdf5FieldWriter {
+ public:
+  Hdf5FieldWriter(hid_t file, bool compression) : file_(file), compression_(compression) {}
+
+  void Group(const char* path) {
+    // Into a local first: closing the previous group would clear the HDF5 error stack.
+    Hid group = io_internal::GroupHid(
+        std::string_view(path) == "/"
+            ? H5Gopen2(file_, "/", H5P_DEFAULT)
+            : H5Gcreate2(file_, path, H5P_DEFAULT, CompactAttributeCreation(H5P_GROUP_CREATE).get(),
+                         H5P_DEFAULT));
+    if (!group.valid()) {
+      throw std::runtime_error(std::string("cannot create group ") + path + ": " + Hdf5Reason());
+    }
+    group_ = std::move(group);
+  }
+  template <typename T>
+  void Integer(const char* name, const T& value) {
+    io_internal::WriteAttribute(group_.get(), name, static_cast<int64_t>(value));
+  }
+  void Real(const char* name, double value) {
+    io_internal::WriteAttribute(group_.get(), name, value);
+  }
+  void Flag(const char* name, bool value) {
+    io_internal::WriteAttribute(group_.get(), name, int64_t{value ? 1 : 0});
+  }
+  void Text(const char* name, const std::string& value) {
+    io_internal::WriteAttribute(group_.get(), name, value);
+  }
+  void Vector(const char* name, const Eigen::VectorXd& value) {
+    WriteDataset(name, {static_cast<hsize_t>(value.size())}, value.data());
+  }
+  void Vector(const char* name, const std::vector<double>& value) {
+    WriteDataset(name, {value.size()}, value.data());
+  }
+  void Matrix(const char* name, const Eigen::MatrixXd& value) {
+    const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> row_major = value;
+    WriteDataset(name, {static_cast<hsize_t>(value.rows()), static_cast<hsize_t>(value.cols())},
+                 row_major.data());
+  }
+  bool OptionalGroup(const char* path, const std::optional<PassState>& pass) {
+    if (pass.has_value()) Group(path);
+    return pass.has_value();
+  }
+
+ private:
+  // A float64 dataset of shape `dims` holding `values` (row-major); chunked and deflated when
+  // compression is on and it is not empty.
+  void WriteDataset(const char* name, const std::vector<hsize_t>& dims, const double* values) {
+    hsize_t count = 1;
+    for (hsize_t d : dims) count *= d;
+    Hid creation = io_internal::PlistHid(H5Pcreate(H5P_DATASET_CREATE));
+    bool ok = creation.valid();
+    if (ok && compression_ && count > 0) {
+      std::vector<hsize_t> chunk = dims;
+      if (dims.size() == 1) {
+        chunk[0] = std::min(dims[0], kMaxChunkElements);
+      } else {  // whole rows, at most kMaxChunkElements in a chunk
+        chunk[0] = std::clamp<hsize_t>(kMaxChunkElements / dims[1], 1, dims[0]);
+      }
+      ok = H5Pset_chunk(creation.get(), static_cast<int>(chunk.size()), chunk.data()) >= 0 &&
+           H5Pset_shuffle(creation.get()) >= 0 &&
+           H5Pset_deflate(creation.get(), kDeflateLevel) >= 0;
+    }
+    Hid space = io_internal::SpaceHid(
+        ok ? H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr) : -1);
+    Hid dataset = io_internal::DatasetHid(
+        space.valid() ? H5Dcreate2(group_.get(), name, H5T_IEEE_F64LE, space.get(), H5P_DEFAULT,
+                                   creation.get(), H5P_DEFAULT)
+                      : -1);
+    if (!dataset.valid() ||
+        (count > 0 &&
+         H5Dwrite(dataset.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, values) < 0) ||
+        dataset.Close() < 0) {
+      throw std::runtime_error(std::string("cannot write dataset ") + name + ": " + Hdf5Reason());
+    }
+  }
+
+  hid_t file_;
+  bool compression_;
+  Hid group_;
+};
+
+// The bytes of a complete checkpoint file holding `checkpoint`, built in memory. Throws
+// std::runtime_error with the HDF5 reason.
+std::vector<char> BuildCheckpointImage(const Checkpoint& checkpoint, bool compression) {
+  // The core driver still registers files by name: a unique one per image.
+  static std::atomic<uint64_t> images{0};
+  const std::string name = "homodyne_checkpoint_image_" + std::to_string(::getpid()) + "_" +
+                           std::to_string(images.fetch_add(1)) + ".h5";
+  ImageCapture capture;
+  {
+    Hid access = ImageFileAccess(&capture);
+    Hid file = io_internal::FileHid(H5Fcreate(name.c_str(), H5F_ACC_TRUNC,
+                                              CompactAttributeCreation(H5P_FILE_CREATE).get(),
+                                              access.get()));
+    if (!file.valid()) throw std::runtime_error("cannot create the HDF5 image: " + Hdf5Reason());
+    io_internal::WriteAttribute(file.get(), "format_version", kFormatVersion);
+    {
+      Hdf5FieldWriter writer(file.get(), compression);
+      VisitCheckpointFields(checkpoint, writer);
+    }
+    io_internal::WriteAttribute(file.get(), "content_sha256", ContentSha256(checkpoint));
+    if (file.Close() < 0 || capture.bytes.empty()) {
+      throw std::runtime_error("cannot close the HDF5 image: " + Hdf5Reason());
+    }
+  }
+  capture.bytes.resize(ImageFileSize(capture.bytes));
+  return std::move(capture.bytes);
+}
+
+// Writes all of `bytes` to `fd` (retrying short writes and EINTR). Throws std::runtime_error with
+// the OS reason ("No space left on device").
+void WriteAll(int fd, const char* bytes, size_t size) {
+  while (size > 0) {
+    const ssize_t written = ::write(fd, bytes, size);
+    if (written < 0) {
+      if (errno == EINTR) continue;
+      throw std::runtime_error("cannot write: " + ErrnoText(errno));
+    }
+    bytes += written;
+    size -= static_cast<size_t>(written);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// HDF5 reading. Every failure throws std::runtime_error with what is wrong ("missing attribute
+// /lm/chi2", "/lm/jtj is not float64", ...), which LoadNewestValid turns into a warning.
+
+std::string ObjectName(const std::string& group, const char* name) {
+  return (group == "/" ? "" : group) + "/" + name;
+}
+
+Hid OpenAttribute(hid_t object, const std::string& group, const char* name) {
+  if (H5Aexists(object, name) <= 0) {
+    io_internal::Hdf5ErrorText();  // clear the stack
+    throw std::runtime_error("missing attribute " + ObjectName(group, name));
+  }
+  Hid attribute = io_internal::AttributeHid(H5Aopen(object, name, H5P_DEFAULT));
+  if (!attribute.valid()) {
+    throw std::runtime_error("cannot open attribute " + ObjectName(group, name) + ": " +
+                             Hdf5Reason());
+  }
+  return attribute;
+}
+
+// Throws unless the attribute or dataset type is of `type_class` (and `size` bytes when > 0).
+void CheckType(hid_t type, H5T_class_t type_class, size_t size, const std::string& what,
+               const char* expected) {
+  if (type < 0 || H5Tget_class(type) != type_class || (size > 0 && H5Tget_size(type) != size)) {
+    io_internal::Hdf5ErrorText();
+    throw std::runtime_error(what + " is not " + expected);
+  }
+}
+
+int64_t ReadInt64Attribute(hid_t object, const std::string& group, const char* name) {
+  Hid attribute = OpenAttribute(object, group, name);
+  Hid type = io_internal::TypeHid(H5Aget_type(attribute.get()));
+  CheckType(type.get(), H5T_INTEGER, 0, ObjectName(group, name), "an integer");
+  int64_t value = 0;
+  if (H5Aread(attribute.get(), H5T_NATIVE_INT64, &value) < 0) {
+    throw std::runtime_error("cannot read " + ObjectName(group, name) + ": " + Hdf5Reason());
+  }
+  return value;
+}
+
+double ReadDoubleAttribute(hid_t object, const std::string& group, const char* name) {
+  Hid attribute = OpenAttribute(object, group, name);
+  Hid type = io_internal::TypeHid(H5Aget_type(attribute.get()));
+  CheckType(type.get(), H5T_FLOAT, sizeof(double), ObjectName(group, name), "float64");
+  double value = 0.0;
+  if (H5Aread(attribute.get(), H5T_NATIVE_DOUBLE, &value) < 0) {
+    throw std::runtime_error("cannot read " + ObjectName(group, name) + ": " + Hdf5Reason());
+  }
+  return value;
+}
+
+std::string ReadStringAttribute(hid_t object, const std::string& group, const char* name) {
+  Hid attribute = OpenAttribute(object, group, name);
+  Hid type = io_internal::TypeHid(H5Aget_type(attribute.get()));
+  CheckType(type.get(), H5T_STRING, 0, ObjectName(group, name), "a string");
+  if (H5Tis_variable_str(type.get()) > 0) {
+    char* text = nullptr;
+    if (H5Aread(attribute.get(), type.get(), &text) < 0 || text == nullptr) {
+      throw std::runtime_error("cannot read " + ObjectName(group, name) + ": " + Hdf5Reason());
+    }
+    std::string value(text);
+    H5free_memory(text);
+    return value;
+  }
+  std::string value(H5Tget_size(type.get()), '\0');
+  if (H5Aread(attribute.get(), type.get(), value.data()) < 0) {
+    throw std::runtime_error("cannot read " + ObjectName(group, name) + ": " + Hdf5Reason());
+  }
+  while (!value.empty() && value.back() == '\0') value.pop_back();
+  return value;
+}
+
+// A float64 dataset of rank `rank`: its dims and values (row-major).
+std::pair<std::vector<hsize_t>, std::vector<double>> ReadDoubleDataset(hid_t group_id,
+                                                                       const std::string& group,
+                                                                       const char* name, int rank) {
+  const std::string what = ObjectName(group, name);
+  if (H5Lexists(group_id, name, H5P_DEFAULT) <= 0) {
+    io_internal::Hdf5ErrorText();
+    throw std::runtime_error("missing dataset " + what);
+  }
+  Hid dataset = io_internal::DatasetHid(H5Dopen2(group_id, name, H5P_DEFAULT));
+  if (!dataset.valid()) throw std::runtime_error("cannot open " + what + ": " + Hdf5Reason());
+  Hid type = io_internal::TypeHid(H5Dget_type(dataset.get()));
+  CheckType(type.get(), H5T_FLOAT, sizeof(double), what, "float64");
+  const std::vector<hsize_t> dims = io_internal::DatasetDims(dataset.get());
+  if (static_cast<int>(dims.size()) != rank) {
+    throw std::runtime_error(what + " has rank " + std::to_string(dims.size()) + ", expected " +
+                             std::to_string(rank));
+  }
+  hsize_t count = 1;
+  for (hsize_t d : dims) {
+    if (d > kMaxArrayElements || count * d > kMaxArrayElements) {
+      throw std::runtime_error(what + " is implausibly large");
+    }
+    count *= d;
+  }
+  std::vector<double> values(count);
+  if (count > 0 &&
+      H5Dread(dataset.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) < 0) {
+    throw std::runtime_error("cannot read " + what + ": " + Hdf5Reason());
+  }
+  return {dims, std::move(values)};
+}
+
+// Reads the fields from an open file (the visitor of VisitCheckpointFields).
+class Hdf5FieldReader {
+ public:
+  explicit Hdf5FieldReader(hid_t file) : file_(file) {}
+
+  void Group(const char* path) {
+    group_path_ = path;
+    if (group_path_ != "/" && H5Lexists(file_, path, H5P_DEFAULT) <= 0) {
+      io_internal::Hdf5ErrorText();
+      throw std::runtime_error(std::string("missing group ") + path);
+    }
+    // Into a local first: closing the previous group would clear the HDF5 error stack.
+    Hid group = io_internal::GroupHid(H5Gopen2(file_, path, H5P_DEFAULT));
+    if (!group.valid()) {
+      throw std::runtime_error(std::string("cannot open group ") + path + ": " + Hdf5Reason());
+    }
+    group_ = std::move(group);
+  }
+  template <typename T>
+  void Integer(const char* name, T& value) {
+    const int64_t stored = ReadInt64Attribute(group_.get(), group_path_, name);
+    if (stored < std::numeric_limits<T>::min() || stored > std::numeric_limits<T>::max()) {
+      throw std::runtime_error(ObjectName(group_path_, name) + " = " + std::to_string(stored) +
+                               " is out of range");
+    }
+    value = static_cast<T>(stored);
+  }
+  void Real(const char* name, double& value) {
+    value = ReadDoubleAttribute(group_.get(), group_path_, name);
+  }
+  void Flag(const char* name, bool& value) {
+    const int64_t stored = ReadInt64Attribute(group_.get(), group_path_, name);
+    if (stored != 0 && stored != 1) {
+      throw std::runtime_error(ObjectName(group_path_, name) + " = " + std::to_string(stored) +
+                               " is not 0 or 1");
+    }
+    value = stored == 1;
+  }
+  void Text(const char* name, std::string& value) {
+    value = ReadStringAttribute(group_.get(), group_path_, name);
+  }
+  void Vector(const char* name, Eigen::VectorXd& value) {
+    auto [dims, values] = ReadDoubleDataset(group_.get(), group_path_, name, 1);
+    value = Eigen::Map<const Eigen::VectorXd>(values.data(), static_cast<Eigen::Index>(dims[0]));
+  }
+  void Vector(const char* name, std::vector<double>& value) {
+    value = ReadDoubleDataset(group_.get(), group_path_, name, 1).second;
+  }
+  void Matrix(const char* name, Eigen::MatrixXd& value) {
+    auto [dims, values] = ReadDoubleDataset(group_.get(), group_path_, name, 2);
+    using RowMajorMatrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    value = Eigen::Map<const RowMajorMatrix>(values.data(), static_cast<Eigen::Index>(dims[0]),
+                                             static_cast<Eigen::Index>(dims[1]));
+  }
+  bool OptionalGroup(const char* path, std::optional<PassState>& pass) {
+    if (H5Lexists(file_, path, H5P_DEFAULT) <= 0) {
+      io_internal::Hdf5ErrorText();
+      pass.reset();
+      return false;
+    }
+    pass.emplace();
+    Group(path);
+    return true;
+  }
+
+ private:
+  hid_t file_;
+  std::string group_path_;
+  Hid group_;
+};
+
+// A checkpoint file as read: its fields and the checksum it claims.
+struct StoredCheckpoint {
+  Checkpoint checkpoint;
+  std::string content_sha256;
+};
+
+// Reads every field of the file at `path`. Throws std::runtime_error saying what is wrong.
+StoredCheckpoint ReadCheckpointFile(const std::string& path) {
+  Hid access = ReadFileAccess();
+  Hid file = io_internal::FileHid(H5Fopen(path.c_str(), H5F_ACC_RDONLY, access.get()));
+  if (!file.valid()) throw std::runtime_error(Hdf5Reason());
+  const int64_t version = ReadInt64Attribute(file.get(), "/", "format_version");
+  if (version != kFormatVersion) {
+    throw std::runtime_error("format_version " + std::to_string(version) + ", this build reads " +
+                             std::to_string(kFormatVersion));
+  }
+  StoredCheckpoint stored;
+  Hdf5FieldReader reader(file.get());
+  VisitCheckpointFields(stored.checkpoint, reader);
+  stored.content_sha256 = ReadStringAttribute(file.get(), "/", "content_sha256");
+  return stored;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Files and folders.
+
+// Owns a file descriptor.
+class UniqueFd {
+ public:
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// A temporary file .homodyne_state_batch_XXXXXX.h5.tmp in `folder`, created with mode 0600
+// (mkstemps) and kept open; removed on destruction unless Release()d after the rename.
+class TemporaryFile {
+ public:
+  explicit TemporaryFile(const fs::path& folder) {
+    std::string pattern =
+        (folder / (std::string(kTemporaryPrefix) + "XXXXXX" + std::string(kTemporarySuffix)))
+            .string();
+    fd_ = ::mkstemps(pattern.data(), static_cast<int>(kTemporarySuffix.size()));
+    if (fd_ < 0) {
+      throw std::runtime_error("cannot create a temporary file in " + folder.string() + ": " +
+                               ErrnoText(errno));
+    }
+    path_ = pattern;
+  }
+  TemporaryFile(const TemporaryFile&) = delete;
+  TemporaryFile& operator=(const TemporaryFile&) = delete;
+  ~TemporaryFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!path_.empty()) ::unlink(path_.c_str());
+  }
+
+  const std::string& path() const { return path_; }
+  int fd() const { return fd_; }
+  // After a successful rename: the file is no longer ours to remove.
+  void Release() { path_.clear(); }
+
+ private:
+  int fd_ = -1;
+  std::string path_;
+};
+
+// The batch number in a checkpoint file name, or nullopt for any other name (temporary files
+// included).
+std::optional<int64_t> ParseCheckpointName(std::string_view name) {
+  if (name.size() <= kNamePrefix.size() + kNameSuffix.size() || !name.starts_with(kNamePrefix) ||
+      !name.ends_with(kNameSuffix)) {
+    return std::nullopt;
+  }
+  const std::string_view digits =
+      name.substr(kNamePrefix.size(), name.size() - kNamePrefix.size() - kNameSuffix.size());
+  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return std::nullopt;
+  }
+  int64_t batch = 0;
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), batch);
+  if (error != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
+  return batch;
+}
+
+std::string CheckpointFileName(int64_t global_batch) {
+  std::string digits = std::to_string(global_batch);
+  if (digits.size() < 6) digits.insert(0, 6 - digits.size(), '0');
+  return std::string(kNamePrefix) + digits + std::string(kNameSuffix);
+}
+
+// fsync of a folder, so a rename in it is durable. File systems that cannot sync folders
+// (EINVAL) are accepted.
+void SyncFolder(const fs::path& folder) {
+  UniqueFd fd(::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() < 0)
+    throw std::runtime_error("cannot open the folder to sync it: " + ErrnoText(errno));
+  if (::fsync(fd.get()) != 0 && errno != EINVAL) {
+    throw std::runtime_error("cannot sync the folder: " + ErrnoText(errno));
+  }
+}
+
+// Removes temporary files of saves that crashed long ago (kStaleTemporaryAge); best effort.
+void RemoveStaleTemporaries(const fs::path& folder) {
+  std::error_code error;
+  const auto now = fs::file_time_type::clock::now();
+  for (fs::directory_iterator it(folder, error), end; !error && it != end; it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    if (!name.starts_with(kTemporaryPrefix) || !name.ends_with(kTemporarySuffix)) continue;
+    std::error_code ignored;
+    const auto modified = fs::last_write_time(it->path(), ignored);
+    if (!ignored && now - modified > kStaleTemporaryAge) fs::remove(it->path(), ignored);
+  }
+}
+
+std::vector<std::string> SplitLines(const std::string& text) {
+  std::vector<std::string> lines;
+  size_t start = 0;
+  while (true) {
+    const size_t end = text.find('\n', start);
+    lines.push_back(text.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    if (end == std::string::npos) return lines;
+    start = end + 1;
+  }
+}
+
+// The first line where two fingerprints differ ("" for a missing line), shortened to 100
+// characters, for the refusal message.
+std::pair<std::string, std::string> FirstDifference(const std::string& a, const std::string& b) {
+  const std::vector<std::string> lines_a = SplitLines(a);
+  const std::vector<std::string> lines_b = SplitLines(b);
+  auto shorten = [](const std::string& text) {
+    return text.size() > 100 ? text.substr(0, 97) + "..." : text;
+  };
+  for (size_t k = 0; k < std::max(lines_a.size(), lines_b.size()); ++k) {
+    const std::string line_a = k < lines_a.size() ? lines_a[k] : std::string();
+    const std::string line_b = k < lines_b.size() ? lines_b[k] : std::string();
+    if (line_a != line_b) return {shorten(line_a), shorten(line_b)};
+  }
+  return {shorten(a), shorten(b)};
+}
+
+std::string Abbreviate(const std::string& hex) {
+  return hex.size() > 12 ? hex.substr(0, 12) + "..." : hex;
+}
+
+}  // namespace
+
+CheckpointStore::CheckpointStore(CheckpointOptions options) : options_(std::move(options)) {
+  if (options_.keep_last < 1) {
+    throw ConfigError("optimization.streaming.keep_last_checkpoints = " +
+                      std::to_string(options_.keep_last) + ": must be >= 1");
+  }
+}
+
+CheckpointSaveReport CheckpointStore::Save(const Checkpoint& checkpoint) {
+  HOMODYNE_CHECK(checkpoint.global_batch >= 0);
+  const auto start = std::chrono::steady_clock::now();
+  InitializeHdf5ForThisThread();
+  const fs::path folder(options_.directory);
+  const fs::path final_path = folder / CheckpointFileName(checkpoint.global_batch);
+
+  std::error_code error;
+  fs::create_directories(folder, error);
+  if (error || !fs::is_directory(folder)) {
+    throw InputError(folder.string() + ": cannot create the checkpoint folder: " +
+                     (error ? error.message() : std::string("not a folder")));
+  }
+
+  CheckpointSaveReport report;
+  report.path = final_path.string();
+  try {
+    const std::vector<char> image = BuildCheckpointImage(checkpoint, options_.compression);
+    TemporaryFile temporary(folder);
+    if (const char* hook = std::getenv(kCrashHookVariable); hook != nullptr && *hook != '\0') {
+      WriteAll(temporary.fd(), image.data(), image.size() / 2);
+      ::fsync(temporary.fd());
+      std::abort();
+    }
+    WriteAll(temporary.fd(), image.data(), image.size());
+    // mkstemps created it 0600; the chmod states the contract whatever the umask.
+    if (::fchmod(temporary.fd(), 0600) != 0) {
+      throw std::runtime_error("cannot chmod 0600: " + ErrnoText(errno));
+    }
+    if (::fsync(temporary.fd()) != 0) throw std::runtime_error("cannot fsync: " + ErrnoText(errno));
+    struct stat status {};
+    if (::fstat(temporary.fd(), &status) != 0) {
+      throw std::runtime_error("cannot stat: " + ErrnoText(errno));
+    }
+    report.bytes = static_cast<int64_t>(status.st_size);
+    if (::rename(temporary.path().c_str(), final_path.c_str()) != 0) {
+      throw std::runtime_error("cannot rename " + temporary.path() + ": " + ErrnoText(errno));
+    }
+    temporary.Release();
+    SyncFolder(folder);
+  } catch (const std::runtime_error& failure) {
+    throw InputError(final_path.string() + ": cannot save the checkpoint (" + failure.what() + ")");
+  }
+
+  // Keep the file just written and the newest keep_last - 1 others (by batch in the name).
+  std::vector<std::string> others = List();
+  std::erase_if(others, [&](const std::string& path) {
+    return fs::path(path).filename() == final_path.filename();
+  });
+  const size_t keep_others = static_cast<size_t>(options_.keep_last - 1);
+  for (size_t k = 0; k + keep_others < others.size(); ++k) fs::remove(others[k], error);
+  RemoveStaleTemporaries(folder);
+
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return report;
+}
+
+std::optional<Checkpoint> CheckpointStore::LoadNewestValid(
+    const std::string& expected_config_sha256, const std::string& expected_data_fingerprint,
+    std::vector<std::string>* warnings) const {
+  InitializeHdf5ForThisThread();
+  auto warn = [warnings](std::string text) {
+    if (warnings != nullptr) warnings->push_back(std::move(text));
+  };
+  const std::vector<std::string> files = List();
+  for (auto path = files.rbegin(); path != files.rend(); ++path) {
+    StoredCheckpoint stored;
+    try {
+      stored = ReadCheckpointFile(*path);
+    } catch (const std::runtime_error& failure) {
+      warn(*path + ": not a readable checkpoint (" + failure.what() + "); skipped");
+      continue;
+    }
+    if (ContentSha256(stored.checkpoint) != stored.content_sha256) {
+      warn(*path + ": content checksum mismatch (corrupt); skipped");
+      continue;
+    }
+    const Checkpoint& checkpoint = stored.checkpoint;
+    // A file renamed or copied by hand would resume at the wrong place in the order of files.
+    if (ParseCheckpointName(fs::path(*path).filename().string()) != checkpoint.global_batch) {
+      warn(*path + ": holds global_batch " + std::to_string(checkpoint.global_batch) +
+           ", not the batch in its name (renamed?); skipped");
+      continue;
+    }
+    if (checkpoint.config_sha256 != expected_config_sha256) {
+      throw InputError(*path + ": checkpoint was written for a different config (config SHA-256 " +
+                       Abbreviate(checkpoint.config_sha256) + ", this run " +
+                       Abbreviate(expected_config_sha256) + "); remove it or use --no-resume");
+    }
+    if (checkpoint.data_fingerprint != expected_data_fingerprint) {
+      const auto [stored_line, expected_line] =
+          FirstDifference(checkpoint.data_fingerprint, expected_data_fingerprint);
+      throw InputError(*path + ": checkpoint was written for a different data set (checkpoint '" +
+                       stored_line + "', this run '" + expected_line +
+                       "'); remove it or use --no-resume");
+    }
+    return std::move(stored.checkpoint);
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> CheckpointStore::List() const {
+  std::vector<std::pair<int64_t, std::string>> found;
+  std::error_code error;
+  for (fs::directory_iterator it(options_.directory, error), end; !error && it != end;
+       it.increment(error)) {
+    const std::optional<int64_t> batch = ParseCheckpointName(it->path().filename().string());
+    std::error_code ignored;
+    if (batch && it->is_regular_file(ignored)) found.emplace_back(*batch, it->path().string());
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> paths;
+  paths.reserve(found.size());
+  for (auto& [batch, path] : found) paths.push_back(std::move(path));
+  return paths;
+}
+
+}  // namespace homodyne

@@ -1,0 +1,258 @@
+#include "fit_checkpoints.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <iomanip>
+#include <span>
+#include <sstream>
+#include <system_error>
+
+#include "homodyne/errors.h"
+
+namespace homodyne::cli {
+namespace {
+
+std::atomic<int> g_interrupt_signal{0};
+
+extern "C" void HandleInterrupt(int signal_number) {
+  // A second SIGINT (Ctrl-C twice) ends the process at once; async-signal-safe calls only.
+  if (signal_number == SIGINT && g_interrupt_signal.load() == SIGINT) _exit(130);
+  g_interrupt_signal.store(signal_number);
+}
+
+std::string SignalName(int signal_number) {
+  switch (signal_number) {
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGINT:
+      return "SIGINT";
+    case SIGUSR1:
+      return "SIGUSR1";
+  }
+  return "signal " + std::to_string(signal_number);
+}
+
+std::string UtcTimestamp() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+void AppendNumbers(std::ostringstream& out, const char* name, const std::vector<double>& values) {
+  out << name << "=[";
+  for (double value : values) out << value << ",";
+  out << "]\n";
+}
+
+}  // namespace
+
+void InstallInterruptHandlers() {
+  struct sigaction action {};
+  action.sa_handler = HandleInterrupt;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  for (int signal_number : {SIGTERM, SIGINT, SIGUSR1}) sigaction(signal_number, &action, nullptr);
+}
+
+int InterruptSignal() { return g_interrupt_signal.load(); }
+
+void RequestInterruptForTesting(int signal_number) { g_interrupt_signal.store(signal_number); }
+
+std::string FitIdentityText(const Config& config, int64_t batch_points) {
+  std::ostringstream out;
+  out << std::setprecision(17);
+  std::error_code error;
+  const std::filesystem::path data = std::filesystem::absolute(config.data.file_path, error);
+  out << "analysis_mode=" << ToString(config.analysis_mode) << "\n"
+      << "data=" << data.string() << "\n"
+      << "q=" << config.data.wavevector_q_target << " dt=" << config.data.dt_seconds
+      << " frames=" << config.data.start_frame << ":" << config.data.end_frame
+      << " q_tolerance=" << config.data.q_tolerance_fraction << "\n"
+      << "phi_filtering=" << config.data.phi_filtering_enabled << "\n";
+  for (const PhiRange& range : config.data.phi_ranges) {
+    out << "phi_range=" << range.min_angle_degrees << ":" << range.max_angle_degrees << "\n";
+  }
+  out << "gap=" << config.geometry.gap_angstrom << "\n";
+  for (const ParameterBound& bound : config.bounds) {
+    out << "bound " << bound.name << "=" << bound.min << ":" << bound.max << "\n";
+  }
+  out << "initial_names=";
+  for (const std::string& name : config.initial.parameter_names) out << name << ",";
+  out << "\n";
+  if (config.initial.values) AppendNumbers(out, "initial_values", *config.initial.values);
+  if (config.initial.per_angle_contrast) {
+    AppendNumbers(out, "per_angle_contrast", *config.initial.per_angle_contrast);
+  }
+  if (config.initial.per_angle_offset) {
+    AppendNumbers(out, "per_angle_offset", *config.initial.per_angle_offset);
+  }
+  out << "fixed=";
+  for (const std::string& name : config.initial.fixed_parameters) out << name << ",";
+  out << "\n";
+  const NlsqOptions& nlsq = config.nlsq;
+  out << "nlsq max_iterations=" << nlsq.max_iterations << " ftol=" << nlsq.tolerance
+      << " xtol=" << nlsq.xtol << " gtol=" << nlsq.gtol << " sigma=" << nlsq.sigma
+      << " per_angle_mode=" << nlsq.per_angle_mode
+      << " threshold=" << nlsq.constant_scaling_threshold << " fourier_order=" << nlsq.fourier_order
+      << "\n"
+      << "fast_mode=" << config.performance.fast_mode << "\n"
+      << "batch_points=" << batch_points << "\n";
+  return out.str();
+}
+
+std::string DataFingerprint(BatchSource& source) {
+  const DatasetInfo& info = source.info();
+  std::ostringstream out;
+  std::error_code error;
+  const std::filesystem::path path = std::filesystem::absolute(info.file_path, error);
+  out << "path=" << path.string() << "\n"
+      << "size=" << std::filesystem::file_size(info.file_path, error) << "\n";
+  const auto mtime = std::filesystem::last_write_time(info.file_path, error);
+  out << "mtime_ns="
+      << std::chrono::duration_cast<std::chrono::nanoseconds>(mtime.time_since_epoch()).count()
+      << "\n"
+      << "angles=" << info.num_angles() << " times=" << info.num_times() << "\n";
+  const int n = info.num_times();
+  std::vector<float> sample;
+  for (int k = 0; k < info.num_angles(); ++k) {
+    for (int row : {0, (n - 1) / 2, n - 2}) {
+      if (row < 0 || row >= n - 1) continue;
+      const size_t start = sample.size();
+      sample.resize(start + static_cast<size_t>(n - 1 - row));
+      source.ReadUpperTriangleRows(k, row, row + 1,
+                                   std::span<float>(sample.data() + start, sample.size() - start));
+    }
+  }
+  out << "sampled_rows_sha256=" << Sha256Hex(sample.data(), sample.size() * sizeof(float));
+  return out.str();
+}
+
+FitCheckpoints::FitCheckpoints(const Config& config, StrategyKind strategy,
+                               std::string config_sha256, std::string data_fingerprint)
+    : enabled_(config.streaming.enable_checkpoints && strategy != StrategyKind::kStandard),
+      resume_(config.streaming.resume_from_checkpoint),
+      strategy_(strategy),
+      frequency_(config.streaming.checkpoint_frequency),
+      config_sha256_(std::move(config_sha256)),
+      data_fingerprint_(std::move(data_fingerprint)),
+      store_(CheckpointOptions{config.streaming.checkpoint_dir,
+                               config.streaming.keep_last_checkpoints,
+                               config.streaming.enable_compression}) {
+  if (const char* hook = std::getenv("HOMODYNE_TEST_SIGNAL_AFTER_BATCHES"); hook && *hook) {
+    const std::string text = hook;
+    const size_t colon = text.find(':');
+    if (colon != std::string::npos) {
+      test_signal_ = {std::stoll(text.substr(0, colon)), std::stoi(text.substr(colon + 1))};
+    }
+  }
+}
+
+std::optional<Checkpoint> FitCheckpoints::LoadForResume() {
+  if (!enabled_ || !resume_) return std::nullopt;
+  std::vector<std::string> skipped;
+  std::optional<Checkpoint> checkpoint =
+      store_.LoadNewestValid(config_sha256_, data_fingerprint_, &skipped);
+  for (const std::string& warning : skipped) {
+    spdlog::warn("{}", warning);
+    warnings_.push_back(warning);
+  }
+  return checkpoint;
+}
+
+void FitCheckpoints::ContinueFrom(const Checkpoint& checkpoint) {
+  global_batch_ = checkpoint.global_batch;
+  batches_at_last_save_ = checkpoint.global_batch;
+  statistics_ = checkpoint.statistics;
+  if (checkpoint.lm.theta.size() > 0) last_state_ = checkpoint.lm;
+}
+
+bool FitCheckpoints::OnIteration(const LevenbergMarquardtIteration& iteration) {
+  last_state_ = iteration.state;
+  if (enabled_ && strategy_ == StrategyKind::kLarge &&
+      global_batch_ - batches_at_last_save_ >= frequency_) {
+    Save(nullptr);
+  }
+  return true;
+}
+
+void FitCheckpoints::OnChunk(const PassProgress& progress) {
+  global_batch_ += progress.batches_in_chunk;
+  statistics_.batches += progress.batches_in_chunk;
+  last_pass_ = *progress.state;
+  if (test_signal_ && global_batch_ >= test_signal_->first) {
+    const int signal_number = test_signal_->second;
+    test_signal_.reset();
+    std::raise(signal_number);
+  }
+  const bool in_pass = progress.batches_done < progress.num_batches;
+  if (const int signal_number = InterruptSignal(); signal_number != 0) {
+    // Also at the end of a pass: its complete sums are saved, so the resumed run does not repeat
+    // it (the core, restarted at its last iteration boundary, asks for the same point again).
+    const bool saved = enabled_ && Save(progress.state);
+    throw FitInterrupted("interrupted by " + SignalName(signal_number) +
+                             (saved ? "; checkpoint saved, run the same command to resume"
+                                    : "; no checkpoint saved (checkpoints disabled or failed)"),
+                         saved);
+  }
+  if (enabled_ && strategy_ != StrategyKind::kLarge && in_pass &&
+      global_batch_ - batches_at_last_save_ >= frequency_) {
+    Save(progress.state);
+  }
+}
+
+bool FitCheckpoints::Save(const PassState* pass) {
+  Checkpoint checkpoint;
+  if (last_state_) checkpoint.lm = *last_state_;  // empty theta: still in the first pass
+  if (pass != nullptr) checkpoint.pass = *pass;
+  checkpoint.statistics = statistics_;
+  checkpoint.global_batch = global_batch_;
+  checkpoint.config_sha256 = config_sha256_;
+  checkpoint.data_fingerprint = data_fingerprint_;
+  checkpoint.engine_version = HOMODYNE_VERSION;
+  checkpoint.timestamp_utc = UtcTimestamp();
+  batches_at_last_save_ = global_batch_;
+  try {
+    const CheckpointSaveReport report = store_.Save(checkpoint);
+    ++saves_;
+    spdlog::debug("checkpoint {} ({} bytes) saved in {:.1f} ms", report.path, report.bytes,
+                  1e3 * report.seconds);
+    if (report.seconds > 2.0) {
+      spdlog::warn(
+          "checkpoint {} took {:.1f} s to save (> 2 s): lower the checkpoint frequency "
+          "or put checkpoint_dir on a faster disk",
+          report.path, report.seconds);
+    }
+    return true;
+  } catch (const Error& error) {
+    ++statistics_.checkpoint_failures;
+    const std::string warning =
+        std::string("checkpoint not saved, the fit goes on: ") + error.what();
+    spdlog::warn("{}", warning);
+    if (warnings_.size() < 20) warnings_.push_back(warning);
+    return false;
+  }
+}
+
+bool FitCheckpoints::SaveAfterFailure() {
+  return enabled_ && Save(last_pass_ ? &*last_pass_ : nullptr);
+}
+
+void FitCheckpoints::RemoveAfterSuccess() {
+  if (!enabled_) return;
+  for (const std::string& path : store_.List()) {
+    std::error_code error;
+    std::filesystem::remove(path, error);
+  }
+}
+
+}  // namespace homodyne::cli

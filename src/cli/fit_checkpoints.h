@@ -1,0 +1,103 @@
+// Checkpoints, resume and interruption of one fit (DESIGN sections 6 and 7): when to save, what
+// goes in, what a signal does. The file format and the folder live in checkpoint.h.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "homodyne/checkpoint.h"
+#include "homodyne/config.h"
+#include "homodyne/dataset.h"
+#include "homodyne/lm.h"
+#include "homodyne/objective.h"
+#include "homodyne/strategy.h"
+
+namespace homodyne::cli {
+
+// SIGTERM, SIGINT and SIGUSR1 (what SLURM sends before a time limit) set a flag that the fit
+// checks between chunks; a second SIGINT exits at once (status 130). Idempotent.
+void InstallInterruptHandlers();
+// The signal received, or 0.
+int InterruptSignal();
+// For tests of the controller: pretend `signal_number` arrived.
+void RequestInterruptForTesting(int signal_number);
+
+// Thrown after the interruption checkpoint is written (or when none could be): ends the fit;
+// main() maps it to exit code 3 when a checkpoint was saved (DESIGN section 7), else 1.
+class FitInterrupted : public std::runtime_error {
+ public:
+  FitInterrupted(const std::string& message, bool checkpoint_saved)
+      : std::runtime_error(message), checkpoint_saved_(checkpoint_saved) {}
+  bool checkpoint_saved() const { return checkpoint_saved_; }
+
+ private:
+  bool checkpoint_saved_;
+};
+
+// The resolved settings that determine a fit's numbers, as text; its SHA-256 identifies the
+// config in checkpoints (threads, output paths and checkpoint settings are not part of it).
+std::string FitIdentityText(const Config& config, int64_t batch_points);
+
+// Path, size, modification time, shape and a SHA-256 of sampled rows (first, middle and last row
+// of every angle) of the input: a checkpoint of another data set is refused.
+std::string DataFingerprint(BatchSource& source);
+
+class FitCheckpoints {
+ public:
+  // strategy: periodic saves inside passes for chunked and streaming, at iteration ends for
+  // large; the standard strategy (Ceres) is not checkpointed (it runs for seconds).
+  FitCheckpoints(const Config& config, StrategyKind strategy, std::string config_sha256,
+                 std::string data_fingerprint);
+
+  bool enabled() const { return enabled_; }
+  // The newest valid checkpoint of this config and data when resuming is on; corrupt files are
+  // skipped with a warning (appended to warnings()). Throws InputError for a checkpoint of
+  // another config or data set.
+  std::optional<Checkpoint> LoadForResume();
+  // Continues the counters of a loaded checkpoint (global batch, statistics).
+  void ContinueFrom(const Checkpoint& checkpoint);
+
+  // The LM callback: remembers the state after each iteration; for the large strategy saves it
+  // every checkpoint_frequency batches. Returns true (never stops the fit itself).
+  bool OnIteration(const LevenbergMarquardtIteration& iteration);
+  // The chunk callback of a pass: counts batches, saves every checkpoint_frequency batches
+  // (chunked, streaming), and on a signal saves and throws FitInterrupted.
+  void OnChunk(const PassProgress& progress);
+  // After a failure that ends the fit (a batch that cannot be read): saves the last state, with
+  // the partial sums of the pass in progress, so nothing computed is lost. True if saved.
+  bool SaveAfterFailure();
+  // After a finished fit: deletes this run's checkpoints (the result files now hold everything).
+  void RemoveAfterSuccess();
+
+  const BatchStatistics& statistics() const { return statistics_; }
+  const std::vector<std::string>& warnings() const { return warnings_; }
+  int64_t saves() const { return saves_; }
+
+ private:
+  // Saves the current state (with `pass` when inside a pass); false and a warning on failure.
+  bool Save(const PassState* pass);
+
+  bool enabled_;
+  bool resume_;
+  StrategyKind strategy_;
+  int frequency_;
+  std::string config_sha256_;
+  std::string data_fingerprint_;
+  CheckpointStore store_;
+  std::optional<LevenbergMarquardtState> last_state_;
+  std::optional<PassState> last_pass_;  // after the last finished chunk
+  // Test-only fault hook HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=N:SIGNAL (e.g. 40:15): raise SIGNAL
+  // once N batches are done, for deterministic interruption tests (SIGTERM, SIGKILL, ...).
+  std::optional<std::pair<int64_t, int>> test_signal_;
+  BatchStatistics statistics_;
+  int64_t global_batch_ = 0;
+  int64_t batches_at_last_save_ = 0;
+  int64_t saves_ = 0;
+  std::vector<std::string> warnings_;
+};
+
+}  // namespace homodyne::cli

@@ -1,0 +1,641 @@
+// The standard strategy (DESIGN section 3): the objective of DESIGN section 1 as Ceres residual
+// blocks (runs of whole rows of one angle's strict upper triangle), solved by Ceres'
+// Levenberg-Marquardt with DENSE_QR and bounds; the summary is filled as the LM core fills it.
+//
+// Ceres is linked as its shared library (src/fit/CMakeLists.txt), and only Ceres headers that do
+// not include Eigen are used here, so no Eigen code built for another instruction set is mixed
+// with ours.
+#include <ceres/cost_function.h>
+#include <ceres/evaluation_callback.h>
+#include <ceres/iteration_callback.h>
+#include <ceres/manifold.h>
+#include <ceres/problem.h>
+#include <ceres/solver.h>
+#include <glog/logging.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <span>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "homodyne/dataset.h"
+#include "homodyne/errors.h"
+#include "homodyne/standard_fit.h"
+
+namespace homodyne {
+namespace {
+
+// A residual block holds whole rows of one angle and is closed once it has at least this many
+// points: enough work per block for Ceres' threads, small per-thread scratch (rows x 9 doubles).
+constexpr int64_t kBlockPoints = 4096;
+// Eigenvalues of the Jacobi-scaled free block of J^T J below this times the largest count as zero
+// for the covariance: the value of the LM core (levenberg_marquardt.cc), so both agree.
+constexpr double kCovarianceRcond = 1e-12;
+
+std::string Format(double value) {
+  std::ostringstream out;
+  out << value;
+  return out.str();
+}
+
+// Rows [row_begin, row_end) of the strict upper triangle of one angle.
+struct RowRun {
+  int row_begin = 0;
+  int row_end = 0;
+};
+
+// Runs of whole rows of the strict upper triangle of n_times times, each closed once it holds
+// >= block_points points (the last may hold fewer; it also takes the empty last row).
+std::vector<RowRun> SplitRows(int n_times, int64_t block_points) {
+  std::vector<RowRun> runs;
+  int row_begin = 0;
+  int64_t points = 0;
+  for (int i = 0; i < n_times; ++i) {
+    points += n_times - 1 - i;
+    if (points >= block_points || i == n_times - 1) {
+      if (points > 0) runs.push_back({row_begin, i + 1});
+      row_begin = i + 1;
+      points = 0;
+    }
+  }
+  return runs;
+}
+
+// The model at the point Ceres evaluates next, shared by every residual block. Ceres calls
+// PrepareForEvaluation before each evaluation, with the user's parameter block (`reduced`) holding
+// the point (ceres/evaluation_callback.h); the O(N) model work is done there once instead of once
+// per block. Counts the passes over the data.
+class ModelAtPoint : public ceres::EvaluationCallback {
+ public:
+  // model and map must outlive this object; reduced points at map.num_reduced() values; the full
+  // layout has num_angles contrasts and offsets (objective.h).
+  ModelAtPoint(const HomodyneModel& model, const ScalingMap& map, int num_angles,
+               const double* reduced)
+      : model_(model), map_(map), num_angles_(num_angles), reduced_(reduced) {}
+
+  void PrepareForEvaluation(bool evaluate_jacobians, bool new_evaluation_point) override {
+    if (evaluate_jacobians) {
+      ++full_passes_;
+    } else {
+      ++cost_passes_;
+    }
+    if (new_evaluation_point || !evaluation_) {
+      SetPoint(Eigen::Map<const Eigen::VectorXd>(reduced_, map_.num_reduced()));
+    }
+  }
+
+  // Evaluates the model at a reduced point (also used outside Ceres, for the covariance pass).
+  void SetPoint(const Eigen::VectorXd& reduced) {
+    point_ = reduced;
+    full_ = map_.Expand(reduced);
+    const int num_physical = model_.num_physical();
+    evaluation_.emplace(model_, std::span<const double>(full_.data(), num_physical));
+  }
+
+  // True when the prepared point is `reduced` bitwise (the contract of the evaluation callback).
+  bool IsAt(const double* reduced) const {
+    return evaluation_ && std::equal(point_.data(), point_.data() + point_.size(), reduced);
+  }
+  const ModelEvaluation& evaluation() const { return *evaluation_; }
+  double contrast(int angle) const { return full_[model_.num_physical() + angle]; }
+  double offset(int angle) const { return full_[model_.num_physical() + num_angles_ + angle]; }
+  int64_t full_passes() const { return full_passes_; }
+  int64_t cost_passes() const { return cost_passes_; }
+
+ private:
+  const HomodyneModel& model_;
+  const ScalingMap& map_;
+  int num_angles_;
+  const double* reduced_;
+  Eigen::VectorXd point_;  // reduced
+  Eigen::VectorXd full_;   // map_.Expand(point_)
+  std::optional<ModelEvaluation> evaluation_;
+  int64_t full_passes_ = 0;
+  int64_t cost_passes_ = 0;
+};
+
+// One residual block: the finite points of rows [row_begin, row_end) of one angle. Residual of a
+// point: sqrt(2) (data - c2) / sigma (the point stands for itself and its mirror image, DESIGN
+// section 1); Jacobian row: -sqrt(2) / sigma (d c2 / d theta_full) T, T = ScalingMap::matrix.
+class UpperTriangleRowsCost : public ceres::CostFunction {
+ public:
+  // point: must outlive this object. packed_data: the angle's packed triangle from row_begin on
+  // (not owned). finite_points: the block's finite points as indices from row_begin's first
+  // point, empty when all are finite. reduced_rows: rows of T that c2 of this angle depends on
+  // (physical..., contrast_k, offset_k), num_point_derivatives() x num_reduced.
+  UpperTriangleRowsCost(const ModelAtPoint& point, double phi_degrees, int angle, RowRun rows,
+                        int64_t num_points, const float* packed_data,
+                        std::vector<int32_t> finite_points, Eigen::MatrixXd reduced_rows,
+                        double weight)
+      : point_(point),
+        phi_degrees_(phi_degrees),
+        angle_(angle),
+        rows_(rows),
+        num_points_(num_points),
+        packed_data_(packed_data),
+        finite_points_(std::move(finite_points)),
+        reduced_rows_(std::move(reduced_rows)),
+        weight_(weight) {
+    set_num_residuals(
+        static_cast<int>(finite_points_.empty() ? num_points_ : finite_points_.size()));
+    mutable_parameter_block_sizes()->push_back(static_cast<int32_t>(reduced_rows_.cols()));
+  }
+
+  bool Evaluate(double const* const* parameters, double* residuals,
+                double** jacobians) const override {
+    HOMODYNE_CHECK(point_.IsAt(parameters[0]));
+    const bool with_jacobian = jacobians != nullptr && jacobians[0] != nullptr;
+    const Eigen::Index stride = reduced_rows_.rows();  // num_point_derivatives()
+    // Per-thread scratch: Ceres calls blocks concurrently, and a block's Jacobian scratch is
+    // larger than malloc's mmap threshold, so it is kept instead of allocated per call.
+    thread_local std::vector<double> c2;
+    thread_local std::vector<double> derivatives;
+    c2.resize(static_cast<size_t>(num_points_));
+    derivatives.resize(with_jacobian ? static_cast<size_t>(num_points_ * stride) : 0);
+    point_.evaluation().EvaluateUpperTriangleRows(phi_degrees_, point_.contrast(angle_),
+                                                  point_.offset(angle_), rows_.row_begin,
+                                                  rows_.row_end, c2, derivatives);
+
+    const int num_finite = num_residuals();
+    if (finite_points_.empty()) {
+      for (int p = 0; p < num_finite; ++p) {
+        residuals[p] = weight_ * (static_cast<double>(packed_data_[p]) - c2[p]);
+      }
+    } else {
+      // Compact the finite points to the front (f <= finite_points_[f], so in place).
+      for (int f = 0; f < num_finite; ++f) {
+        const int64_t p = finite_points_[static_cast<size_t>(f)];
+        residuals[f] = weight_ * (static_cast<double>(packed_data_[p]) - c2[p]);
+        if (with_jacobian) {
+          std::copy_n(derivatives.begin() + p * stride, stride, derivatives.begin() + f * stride);
+        }
+      }
+    }
+    if (with_jacobian) {
+      using RowMajor = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+      const Eigen::Map<const RowMajor> model_jacobian(derivatives.data(), num_finite, stride);
+      Eigen::Map<RowMajor> jacobian(jacobians[0], num_finite, reduced_rows_.cols());
+      jacobian.noalias() = (-weight_) * (model_jacobian * reduced_rows_);
+    }
+    return true;
+  }
+
+ private:
+  const ModelAtPoint& point_;
+  double phi_degrees_;
+  int angle_;
+  RowRun rows_;
+  int64_t num_points_;  // points in the rows, finite or not
+  const float* packed_data_;
+  std::vector<int32_t> finite_points_;
+  Eigen::MatrixXd reduced_rows_;
+  double weight_;
+};
+
+// Reports Ceres' iterations to LevenbergMarquardtOptions::callback and remembers the current
+// point after each (Ceres leaves the user's parameters unchanged after a failure). Needs
+// Solver::Options::update_state_every_iteration, so that `reduced` holds the current point.
+class IterationReporter : public ceres::IterationCallback {
+ public:
+  IterationReporter(const LevenbergMarquardtOptions& options, const ModelAtPoint& point,
+                    const double* reduced, int num_reduced,
+                    std::chrono::steady_clock::time_point start_time)
+      : options_(options),
+        point_(point),
+        reduced_(reduced),
+        num_reduced_(num_reduced),
+        start_time_(start_time) {}
+
+  ceres::CallbackReturnType operator()(const ceres::IterationSummary& summary) override {
+    current_ = Eigen::Map<const Eigen::VectorXd>(reduced_, num_reduced_);
+    if (!options_.callback) return ceres::SOLVER_CONTINUE;
+    LevenbergMarquardtIteration report;
+    report.iteration = summary.iteration;
+    report.step_accepted = summary.iteration > 0 && summary.step_is_successful;
+    report.chi2 = 2.0 * summary.cost;
+    // After a rejected step `cost` is the current point's and cost_change the trial's decrease.
+    report.trial_chi2 = summary.iteration == 0 || summary.step_is_successful
+                            ? report.chi2
+                            : (summary.step_is_valid ? 2.0 * (summary.cost - summary.cost_change)
+                                                     : std::numeric_limits<double>::quiet_NaN());
+    report.damping = summary.trust_region_radius > 0.0 ? 1.0 / summary.trust_region_radius : 0.0;
+    report.step_norm = summary.step_norm;
+    report.gain_ratio = summary.iteration > 0 ? summary.relative_decrease : 0.0;
+    report.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time_).count();
+    report.passes = point_.full_passes();
+    report.cost_passes = point_.cost_passes();
+    report.theta = current_;
+    return options_.callback(report) ? ceres::SOLVER_CONTINUE
+                                     : ceres::SOLVER_TERMINATE_SUCCESSFULLY;
+  }
+
+  // The current point after the last iteration reported; empty before the first.
+  const Eigen::VectorXd& current() const { return current_; }
+
+ private:
+  const LevenbergMarquardtOptions& options_;
+  const ModelAtPoint& point_;
+  const double* reduced_;
+  int num_reduced_;
+  std::chrono::steady_clock::time_point start_time_;
+  Eigen::VectorXd current_;
+};
+
+// Raises glog's threshold to errors while alive: Ceres' informational and warning lines do not
+// belong in our logs (the summary carries its message). Not thread-safe (a global flag).
+class QuietGlog {
+ public:
+  QuietGlog() : saved_(FLAGS_minloglevel) {
+    FLAGS_minloglevel = std::max<int>(saved_, google::GLOG_ERROR);
+  }
+  ~QuietGlog() { FLAGS_minloglevel = saved_; }
+  QuietGlog(const QuietGlog&) = delete;
+  QuietGlog& operator=(const QuietGlog&) = delete;
+
+ private:
+  int saved_;
+};
+
+// Normal equations over every residual block at `reduced`, reduced in block order (so the result
+// does not depend on the thread count): J^T J, J^T r and chi2 = sum of squared Ceres residuals
+// (both triangles, our convention), num_points = the residuals chi2 counts (2 per finite point).
+NormalEquations AccumulateNormalEquations(
+    const std::vector<std::unique_ptr<UpperTriangleRowsCost>>& blocks, ModelAtPoint& point,
+    const Eigen::VectorXd& reduced) {
+  point.SetPoint(reduced);
+  const int p = static_cast<int>(reduced.size());
+  const int num_blocks = static_cast<int>(blocks.size());
+  std::vector<Eigen::MatrixXd> block_jtj(static_cast<size_t>(num_blocks));
+  std::vector<Eigen::VectorXd> block_jtr(static_cast<size_t>(num_blocks));
+  std::vector<double> block_chi2(static_cast<size_t>(num_blocks), 0.0);
+#pragma omp parallel for schedule(dynamic)
+  for (int b = 0; b < num_blocks; ++b) {
+    const UpperTriangleRowsCost& block = *blocks[static_cast<size_t>(b)];
+    const int m = block.num_residuals();
+    Eigen::VectorXd residuals(m);
+    Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> jacobian(m, p);
+    const double* parameters[] = {reduced.data()};
+    double* jacobians[] = {jacobian.data()};
+    HOMODYNE_CHECK(block.Evaluate(parameters, residuals.data(), jacobians));
+    const size_t slot = static_cast<size_t>(b);
+    block_jtj[slot] = jacobian.transpose() * jacobian;
+    block_jtr[slot] = jacobian.transpose() * residuals;
+    block_chi2[slot] = residuals.squaredNorm();
+  }
+  NormalEquations equations;
+  equations.jtj = Eigen::MatrixXd::Zero(p, p);
+  equations.jtr = Eigen::VectorXd::Zero(p);
+  for (int b = 0; b < num_blocks; ++b) {
+    const size_t slot = static_cast<size_t>(b);
+    equations.jtj += block_jtj[slot];
+    equations.jtr += block_jtr[slot];
+    equations.chi2 += block_chi2[slot];
+    equations.num_points += 2 * int64_t{blocks[slot]->num_residuals()};
+  }
+  return equations;
+}
+
+// Covariance, uncertainties, parameters at bound and the pseudo-inverse flag at the result, as
+// the LM core computes them (levenberg_marquardt.cc, ComputeCovariance): parameters at a bound
+// whose gradient points out are frozen (zero rows and columns); the free block of J^T J is
+// Jacobi-scaled and inverted through its eigen-decomposition, eigenvalues below kCovarianceRcond
+// times the largest dropped (pseudo-inverse).
+void ComputeCovariance(const NormalEquations& equations, const Eigen::VectorXd& theta,
+                       const Eigen::VectorXd& lower, const Eigen::VectorXd& upper, double s2,
+                       LevenbergMarquardtSummary& summary) {
+  const int p = static_cast<int>(theta.size());
+  std::vector<int> free;
+  for (int i = 0; i < p; ++i) {
+    const double g = equations.jtr[i];
+    const bool frozen = (theta[i] <= lower[i] && g > 0.0) || (theta[i] >= upper[i] && g < 0.0);
+    if (frozen) {
+      summary.parameters_at_bound.push_back(i);
+    } else {
+      free.push_back(i);
+    }
+  }
+  const int num_free = static_cast<int>(free.size());
+  summary.covariance = Eigen::MatrixXd::Zero(p, p);
+  summary.uncertainties = Eigen::VectorXd::Zero(p);
+  if (num_free == 0) return;
+
+  Eigen::VectorXd scale(num_free);
+  for (int a = 0; a < num_free; ++a) {
+    const double diagonal = equations.jtj(free[a], free[a]);
+    scale[a] = diagonal > 0.0 ? 1.0 / std::sqrt(diagonal) : 0.0;
+    if (!(diagonal > 0.0)) summary.covariance_pseudo_inverse = true;
+  }
+  Eigen::MatrixXd scaled(num_free, num_free);
+  for (int a = 0; a < num_free; ++a) {
+    for (int b = 0; b < num_free; ++b) {
+      scaled(a, b) = scale[a] * equations.jtj(free[a], free[b]) * scale[b];
+    }
+  }
+  const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eigen(scaled);
+  HOMODYNE_CHECK(eigen.info() == Eigen::Success);
+  const Eigen::VectorXd& values = eigen.eigenvalues();
+  const double cutoff = kCovarianceRcond * std::max(values.maxCoeff(), 0.0);
+  Eigen::VectorXd inverse_values(num_free);
+  for (int a = 0; a < num_free; ++a) {
+    if (values[a] > cutoff && values[a] > 0.0) {
+      inverse_values[a] = 1.0 / values[a];
+    } else {
+      inverse_values[a] = 0.0;
+      summary.covariance_pseudo_inverse = true;
+    }
+  }
+  const Eigen::MatrixXd& vectors = eigen.eigenvectors();
+  const Eigen::MatrixXd scaled_inverse =
+      vectors * inverse_values.asDiagonal() * vectors.transpose();
+  for (int a = 0; a < num_free; ++a) {
+    for (int b = 0; b < num_free; ++b) {
+      summary.covariance(free[a], free[b]) = s2 * scale[a] * scaled_inverse(a, b) * scale[b];
+    }
+  }
+  summary.uncertainties = summary.covariance.diagonal().cwiseMax(0.0).cwiseSqrt();
+}
+
+bool StartsWith(const std::string& text, const char* prefix) { return text.rfind(prefix, 0) == 0; }
+
+// Our status for Ceres' termination (see standard_fit.h). Ceres 2.1 reports every tolerance as
+// CONVERGENCE and names it in the message's first words.
+LevenbergMarquardtStatus StatusOf(const ceres::Solver::Summary& summary) {
+  const std::string& message = summary.message;
+  switch (summary.termination_type) {
+    case ceres::CONVERGENCE:
+      if (StartsWith(message, "Parameter tolerance")) {
+        return LevenbergMarquardtStatus::kConvergedXtol;
+      }
+      if (StartsWith(message, "Gradient tolerance")) {
+        return LevenbergMarquardtStatus::kConvergedGtol;
+      }
+      if (StartsWith(message, "Minimum trust region radius")) {
+        return LevenbergMarquardtStatus::kFailedDamping;
+      }
+      return LevenbergMarquardtStatus::kConvergedFtol;
+    case ceres::NO_CONVERGENCE:
+      return LevenbergMarquardtStatus::kMaxIterations;
+    case ceres::FAILURE:
+      if (message.find("evaluation failed") != std::string::npos) {
+        return LevenbergMarquardtStatus::kFailedNonFinite;
+      }
+      return LevenbergMarquardtStatus::kFailedRejections;
+    case ceres::USER_SUCCESS:
+    case ceres::USER_FAILURE:
+      return LevenbergMarquardtStatus::kStoppedByCallback;
+  }
+  return LevenbergMarquardtStatus::kFailedRejections;
+}
+
+// Size and value checks of FitStandardWithCeres' inputs (std::invalid_argument).
+void CheckInputs(const LevenbergMarquardtOptions& options, const HomodyneModel& model,
+                 const std::vector<double>& phi_degrees, double sigma,
+                 const PackedDataObjective::PackedData& data, const ScalingMap& map,
+                 const Eigen::VectorXd& theta0_reduced) {
+  const int num_angles = static_cast<int>(phi_degrees.size());
+  const int p = map.num_reduced();
+  auto fail = [](const std::string& message) {
+    throw std::invalid_argument("FitStandardWithCeres: " + message);
+  };
+  if (!(sigma > 0.0) || !std::isfinite(sigma)) fail("sigma = " + Format(sigma) + ": must be > 0");
+  if (num_angles == 0) fail("no angles");
+  if (static_cast<int>(data.size()) != num_angles) {
+    fail(std::to_string(data.size()) + " data angles but " + std::to_string(num_angles) +
+         " phi angles");
+  }
+  const int64_t points = UpperTriangleSize(model.num_times());
+  for (const std::vector<float>& angle : data) {
+    if (static_cast<int64_t>(angle.size()) != points) {
+      fail("an angle holds " + std::to_string(angle.size()) + " points; the upper triangle of " +
+           std::to_string(model.num_times()) + " times has " + std::to_string(points));
+    }
+  }
+  if (map.num_full() != model.num_physical() + 2 * num_angles ||
+      map.shift.size() != map.num_full()) {
+    fail("the scaling map has " + std::to_string(map.num_full()) + " full parameters; " +
+         std::to_string(model.num_physical() + 2 * num_angles) + " expected");
+  }
+  if (p == 0) fail("the scaling map has no parameter to fit");
+  if (theta0_reduced.size() != p) {
+    fail("theta0 has " + std::to_string(theta0_reduced.size()) + " values; the map has " +
+         std::to_string(p) + " parameters");
+  }
+  if (options.lower_bounds.size() != 0 && options.lower_bounds.size() != p) {
+    fail(std::to_string(options.lower_bounds.size()) + " bounds for " + std::to_string(p) +
+         " parameters");
+  }
+  if (!options.parameter_names.empty() && static_cast<int>(options.parameter_names.size()) != p) {
+    fail(std::to_string(options.parameter_names.size()) + " parameter names for " +
+         std::to_string(p) + " parameters");
+  }
+  if (options.resume_state) fail("resume_state is set, but a Ceres fit cannot be resumed");
+}
+
+}  // namespace
+
+LevenbergMarquardtSummary FitStandardWithCeres(const LevenbergMarquardtOptions& options,
+                                               const HomodyneModel& model,
+                                               const std::vector<double>& phi_degrees, double sigma,
+                                               const PackedDataObjective::PackedData& data,
+                                               const ScalingMap& map,
+                                               const Eigen::VectorXd& theta0_reduced) {
+  const auto start_time = std::chrono::steady_clock::now();
+  std::string error;
+  if (!options.IsValid(&error)) throw ConfigError(error);
+  CheckInputs(options, model, phi_degrees, sigma, data, map, theta0_reduced);
+  const int num_angles = static_cast<int>(phi_degrees.size());
+  const int num_physical = model.num_physical();
+  const int p = map.num_reduced();
+  const double inf = std::numeric_limits<double>::infinity();
+  const Eigen::VectorXd lower =
+      options.lower_bounds.size() > 0 ? options.lower_bounds : Eigen::VectorXd::Constant(p, -inf);
+  const Eigen::VectorXd upper =
+      options.upper_bounds.size() > 0 ? options.upper_bounds : Eigen::VectorXd::Constant(p, inf);
+  auto name = [&options](int i) {
+    if (!options.parameter_names.empty()) return options.parameter_names[static_cast<size_t>(i)];
+    std::string numbered = "#";  // appended, not "#" + ...: GCC 12 -Wrestrict false positive
+    numbered += std::to_string(i);
+    return numbered;
+  };
+  auto seconds_since_start = [start_time] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
+  };
+
+  // Step 1: the start, clipped into the bounds (one warning per clipped parameter, as Minimize).
+  LevenbergMarquardtSummary summary;
+  Eigen::VectorXd theta = theta0_reduced;
+  for (int i = 0; i < p; ++i) {
+    if (!std::isfinite(theta[i])) {
+      summary.status = LevenbergMarquardtStatus::kFailedNonFinite;
+      summary.reason = "the starting value of " + name(i) + " is " + Format(theta[i]);
+      summary.theta = theta;
+      summary.seconds = seconds_since_start();
+      return summary;
+    }
+    if (theta[i] < lower[i] || theta[i] > upper[i]) {
+      const bool below = theta[i] < lower[i];
+      const double bound = below ? lower[i] : upper[i];
+      summary.warnings.push_back("initial value of " + name(i) + " = " + Format(theta[i]) + " is " +
+                                 (below ? "below its lower" : "above its upper") + " bound " +
+                                 Format(bound) + ": clipped to " + Format(bound));
+      theta[i] = bound;
+    }
+  }
+
+  // Step 2: residual blocks over the finite data points, one parameter block (theta).
+  ModelAtPoint point(model, map, num_angles, theta.data());
+  const double weight = std::sqrt(2.0) / sigma;
+  const int n_times = model.num_times();
+  const std::vector<RowRun> runs = SplitRows(n_times, kBlockPoints);
+  std::vector<std::unique_ptr<UpperTriangleRowsCost>> blocks;
+  for (int k = 0; k < num_angles; ++k) {
+    Eigen::MatrixXd reduced_rows(model.num_point_derivatives(), p);
+    reduced_rows.topRows(num_physical) = map.matrix.topRows(num_physical);
+    reduced_rows.row(num_physical) = map.matrix.row(num_physical + k);
+    reduced_rows.row(num_physical + 1) = map.matrix.row(num_physical + num_angles + k);
+    const std::vector<float>& angle_data = data[static_cast<size_t>(k)];
+    for (const RowRun& run : runs) {
+      const int64_t first = UpperTriangleRowOffset(n_times, run.row_begin);
+      const int64_t num_points = UpperTriangleRowsSize(n_times, run.row_begin, run.row_end);
+      std::vector<int32_t> finite_points;
+      int64_t num_finite = 0;
+      for (int64_t q = 0; q < num_points; ++q) {
+        if (std::isfinite(angle_data[static_cast<size_t>(first + q)])) ++num_finite;
+      }
+      if (num_finite == 0) continue;
+      if (num_finite < num_points) {
+        for (int64_t q = 0; q < num_points; ++q) {
+          if (std::isfinite(angle_data[static_cast<size_t>(first + q)])) {
+            finite_points.push_back(static_cast<int32_t>(q));
+          }
+        }
+      }
+      blocks.push_back(std::make_unique<UpperTriangleRowsCost>(
+          point, phi_degrees[static_cast<size_t>(k)], k, run, num_points, angle_data.data() + first,
+          std::move(finite_points), reduced_rows, weight));
+    }
+  }
+  if (blocks.empty()) throw DataError("standard fit: every data point is NaN or infinite");
+
+  ceres::Problem::Options problem_options;
+  problem_options.cost_function_ownership = ceres::DO_NOT_TAKE_OWNERSHIP;
+  problem_options.evaluation_callback = &point;
+  ceres::Problem problem(problem_options);
+  std::vector<int> fixed_by_bounds;
+  for (int i = 0; i < p; ++i) {
+    if (lower[i] == upper[i]) fixed_by_bounds.push_back(i);
+  }
+  if (static_cast<int>(fixed_by_bounds.size()) == p) {
+    problem.AddParameterBlock(theta.data(), p);
+    problem.SetParameterBlockConstant(theta.data());
+  } else if (!fixed_by_bounds.empty()) {
+    // Ceres rejects lower == upper as a bound; such a parameter is held constant instead.
+    problem.AddParameterBlock(theta.data(), p, new ceres::SubsetManifold(p, fixed_by_bounds));
+  } else {
+    problem.AddParameterBlock(theta.data(), p);
+  }
+  for (int i = 0; i < p; ++i) {
+    if (lower[i] == upper[i]) continue;
+    if (std::isfinite(lower[i])) problem.SetParameterLowerBound(theta.data(), i, lower[i]);
+    if (std::isfinite(upper[i])) problem.SetParameterUpperBound(theta.data(), i, upper[i]);
+  }
+  for (const std::unique_ptr<UpperTriangleRowsCost>& block : blocks) {
+    problem.AddResidualBlock(block.get(), nullptr, theta.data());
+  }
+
+  // Step 3: Ceres' Levenberg-Marquardt with our tolerances (standard_fit.h says how they map).
+  ceres::Solver::Options solver_options;
+  solver_options.minimizer_type = ceres::TRUST_REGION;
+  solver_options.trust_region_strategy_type = ceres::LEVENBERG_MARQUARDT;
+  solver_options.linear_solver_type = ceres::DENSE_QR;
+  solver_options.function_tolerance = options.ftol;
+  solver_options.parameter_tolerance = options.xtol;
+  solver_options.gradient_tolerance = options.gtol;
+  solver_options.max_num_iterations = options.max_iterations;
+  solver_options.initial_trust_region_radius = 1.0 / options.initial_damping;
+  solver_options.min_trust_region_radius = 1.0 / options.max_damping;
+  solver_options.max_trust_region_radius =
+      std::max(solver_options.max_trust_region_radius, solver_options.initial_trust_region_radius);
+  solver_options.num_threads = std::max(1, omp_get_max_threads());
+  solver_options.minimizer_progress_to_stdout = false;
+  solver_options.logging_type = ceres::SILENT;
+  solver_options.update_state_every_iteration = true;  // IterationReporter reads the point
+  // No projected line search on bounded problems: with Ceres' default cubic interpolation it
+  // costs a Jacobian pass per step, and steps are projected onto the bounds anyway (as the core).
+  solver_options.max_num_line_search_step_size_iterations = 0;
+  IterationReporter reporter(options, point, theta.data(), p, start_time);
+  solver_options.callbacks.push_back(&reporter);
+  std::string ceres_error;
+  HOMODYNE_CHECK(solver_options.IsValid(&ceres_error));
+
+  ceres::Solver::Summary ceres_summary;
+  {
+    const QuietGlog quiet;
+    ceres::Solve(solver_options, &problem, &ceres_summary);
+  }
+
+  // Step 4: the summary, as Minimize fills it.
+  summary.status = StatusOf(ceres_summary);
+  summary.reason = "Ceres: " + ceres_summary.message;
+  int accepted = 0;
+  int rejected = 0;
+  for (const ceres::IterationSummary& iteration : ceres_summary.iterations) {
+    summary.chi2_history.push_back(2.0 * iteration.cost);
+    if (iteration.iteration == 0) continue;
+    if (iteration.step_is_successful) {
+      ++accepted;
+    } else {
+      ++rejected;
+    }
+  }
+  summary.iterations = accepted + rejected;
+  summary.accepted_steps = accepted;
+  summary.rejected_steps = rejected;
+  if (!ceres_summary.iterations.empty()) {
+    const double radius = ceres_summary.iterations.back().trust_region_radius;
+    summary.final_damping = radius > 0.0 ? 1.0 / radius : 0.0;
+  }
+  // After FAILURE and USER_FAILURE Ceres does not write its result into theta, which then holds
+  // the last point evaluated: use the last accepted one instead.
+  const bool ceres_wrote_result = ceres_summary.termination_type == ceres::CONVERGENCE ||
+                                  ceres_summary.termination_type == ceres::NO_CONVERGENCE ||
+                                  ceres_summary.termination_type == ceres::USER_SUCCESS;
+  if (!ceres_wrote_result && reporter.current().size() == p) theta = reporter.current();
+  summary.theta = theta;
+  summary.initial_chi2 = ceres_summary.iterations.empty()
+                             ? std::numeric_limits<double>::quiet_NaN()
+                             : 2.0 * ceres_summary.iterations.front().cost;
+
+  // Step 5: one pass at the result for chi2 and the covariance (DESIGN section 4).
+  const NormalEquations equations = AccumulateNormalEquations(blocks, point, theta);
+  summary.passes = std::max(ceres_summary.num_jacobian_evaluations, 0) + 1;
+  summary.cost_passes = std::max(ceres_summary.num_residual_evaluations, 0);
+  summary.final_chi2 = equations.chi2;
+  summary.dof = equations.num_points - p;
+  if (summary.dof <= 0) {
+    summary.warnings.push_back("degrees of freedom = " + std::to_string(summary.dof) +
+                               " (<= 0): covariance uses dof = 1");
+  }
+  const double s2 = equations.chi2 / static_cast<double>(std::max<int64_t>(summary.dof, 1));
+  summary.reduced_chi2 = s2;
+  if (std::isfinite(equations.chi2) && equations.jtj.allFinite() && equations.jtr.allFinite()) {
+    ComputeCovariance(equations, theta, lower, upper, s2, summary);
+  } else {
+    summary.warnings.push_back("no covariance: chi2 or J^T J is not finite at the result");
+  }
+  summary.seconds = seconds_since_start();
+  return summary;
+}
+
+}  // namespace homodyne

@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# Fault injection (issue 4): real fits of the streaming and chunked strategies, interrupted,
+# killed, crashed while checkpointing, fed corrupt or foreign checkpoints, an unreadable batch,
+# an unwritable checkpoint folder, and NaN/Inf data; each asserts the outcome, and every resumed
+# fit must return bitwise the parameters of the uninterrupted one.
+# Usage: fault_injection_test.sh BIN_DIR STRATEGY CASE
+# Test-only hooks used: HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=N:SIGNAL (raise SIGNAL after N
+# batches), HOMODYNE_TEST_CRASH_DURING_CHECKPOINT_WRITE=1 (abort inside a checkpoint write),
+# HOMODYNE_TEST_FAIL_READ_AT_BATCH=B (every read of batch B fails; streaming).
+set -u
+bin_dir=$(cd "$1" && pwd)
+strategy=$2
+case_name=$3
+here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+failures=0
+# shellcheck source=test_lib.sh
+source "$here/test_lib.sh"
+
+cat > fit.yaml <<YAML
+analysis_mode: laminar_flow
+analyzer_parameters:
+  dt: 0.1
+  start_frame: 1
+  end_frame: -1
+  scattering: {wavevector_q: 0.0054}
+  geometry: {stator_rotor_gap: 2000000}
+experimental_data:
+  data_folder_path: ./
+  data_file_name: sim.h5
+initial_parameters:
+  parameter_names: [D0, alpha, D_offset, gamma_dot_t0, beta, gamma_dot_t_offset, phi0]
+  values: [1300, -0.4, 12, 0.00025, 0.1, 0, 1]
+optimization:
+  nlsq: {max_iterations: 60}
+  streaming:
+    batch_size: 3000
+    checkpoint_dir: ./checkpoints
+    checkpoint_frequency: 4
+    keep_last_checkpoints: 3
+simulation:
+  output: ./sim.h5
+  format: aps_u
+  frames: 300
+  phi_angles: [0, 45, 90]
+  parameters: {D0: 1000, alpha: -0.5, D_offset: 10, gamma_dot_t0: 0.0002, beta: 0,
+               gamma_dot_t_offset: 0, phi0: 0}
+  contrast: [0.3, 0.28, 0.25]
+  offset: 1.0
+  noise_sigma: 0.01
+  seed: 7
+  dtype: float32
+  compression: none
+YAML
+"$bin_dir/homodyne-simulate" --config fit.yaml > /dev/null || { echo "FAIL: simulate"; exit 1; }
+fit() { "$bin_dir/homodyne" --config fit.yaml --strategy "$strategy" "$@"; }
+
+# The uninterrupted reference (its own checkpoint folder, removed on success).
+expect_exit 0 "LM converged" fit --output-dir reference --checkpoint-dir ./reference_checkpoints
+checkpoint_count() { find checkpoints -name 'homodyne_state_batch_*.h5' 2>/dev/null | wc -l; }
+newest_checkpoint() { find checkpoints -name 'homodyne_state_batch_*.h5' | sort | tail -1; }
+
+# Leaves checkpoints of a fit killed with SIGKILL after 70 batches (several passes in).
+killed_run() {
+  rm -rf checkpoints
+  HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=70:9 fit --output-dir killed > /dev/null 2>&1
+  local code=$?
+  [ "$code" -eq 137 ] || { echo "FAIL: the killed run exited $code, expected 137"; failures=$((failures + 1)); }
+  [ "$(checkpoint_count)" -ge 2 ] ||
+    { echo "FAIL: $(checkpoint_count) checkpoints after kill -9"; failures=$((failures + 1)); }
+}
+
+case "$case_name" in
+  sigterm)
+    # SIGTERM mid-pass: exit 3 with a checkpoint; the resumed run is bitwise the reference.
+    HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=45:15 expect_exit 3 "interrupted by SIGTERM; checkpoint saved" \
+      fit --output-dir interrupted
+    [ "$(checkpoint_count)" -ge 1 ] || { echo "FAIL: no checkpoint after SIGTERM"; failures=$((failures + 1)); }
+    perms=$(stat -c %a "$(newest_checkpoint)")
+    [ "$perms" = 600 ] || { echo "FAIL: checkpoint mode $perms, expected 600"; failures=$((failures + 1)); }
+    expect_exit 0 "resumed from the checkpoint" fit --output-dir resumed
+    same_results reference resumed
+    [ "$(checkpoint_count)" -eq 0 ] || { echo "FAIL: checkpoints left after success"; failures=$((failures + 1)); }
+    # A real signal from outside, while the fit runs: same outcome.
+    "$bin_dir/homodyne" --config fit.yaml --strategy "$strategy" --output-dir outside \
+      > outside.log 2>&1 &
+    pid=$!
+    for _ in $(seq 1 200); do [ "$(checkpoint_count)" -ge 1 ] && break; sleep 0.02; done
+    kill -TERM "$pid" 2>/dev/null
+    wait "$pid"
+    code=$?
+    if [ "$code" -eq 3 ]; then
+      expect_exit 0 "resumed from the checkpoint" fit --output-dir outside_resumed
+      same_results reference outside_resumed
+    elif [ "$code" -eq 0 ]; then
+      echo "note: the fit finished before SIGTERM arrived"; same_results reference outside
+    else
+      echo "FAIL: external SIGTERM gave exit $code"; cat outside.log; failures=$((failures + 1))
+    fi
+    ;;
+  kill9)
+    killed_run
+    expect_exit 0 "resumed from the checkpoint" fit --output-dir resumed
+    same_results reference resumed
+    ;;
+  crash_in_checkpoint_write)
+    killed_run
+    before=$(newest_checkpoint)
+    # The resumed run aborts inside its first checkpoint write: the earlier files stay valid.
+    HOMODYNE_TEST_CRASH_DURING_CHECKPOINT_WRITE=1 fit --output-dir crashed > crashed.log 2>&1
+    code=$?
+    [ "$code" -ne 0 ] && [ "$code" -ne 3 ] || { echo "FAIL: crash hook run exited $code"; failures=$((failures + 1)); }
+    [ "$(newest_checkpoint)" = "$before" ] ||
+      { echo "FAIL: newest checkpoint changed to $(newest_checkpoint)"; failures=$((failures + 1)); }
+    expect_exit 0 "resumed from the checkpoint" fit --output-dir resumed
+    same_results reference resumed
+    ;;
+  corrupt_checkpoint)
+    for damage in flip truncate empty; do
+      killed_run
+      newest=$(newest_checkpoint)
+      size=$(stat -c %s "$newest")
+      case $damage in
+        flip) python3 -c "
+import sys
+path, size = sys.argv[1], int(sys.argv[2])
+data = bytearray(open(path, 'rb').read())
+for k in range(size // 3, size // 3 + 64): data[k] ^= 0xFF
+open(path, 'wb').write(data)" "$newest" "$size" ;;
+        truncate) truncate -s $((size / 2)) "$newest" ;;
+        empty) : > "$newest" ;;
+      esac
+      expect_exit 0 "$(basename "$newest").*skipped" fit --output-dir "resumed_$damage"
+      grep -q "resumed from the checkpoint" <<<"$last_output" ||
+        { echo "FAIL ($damage): the older checkpoint was not used"; failures=$((failures + 1)); }
+      same_results reference "resumed_$damage"
+    done
+    ;;
+  foreign_checkpoint)
+    killed_run
+    sed 's/max_iterations: 60/max_iterations: 61/' fit.yaml > other.yaml
+    expect_exit 1 "different config" "$bin_dir/homodyne" --config other.yaml --strategy "$strategy" \
+      --output-dir other
+    touch -d '2001-01-01' sim.h5
+    expect_exit 1 "different data set" fit --output-dir touched
+    expect_exit 0 "LM converged" fit --output-dir fresh --no-resume
+    same_results reference fresh
+    ;;
+  unreadable_batch)
+    if [ "$strategy" != streaming ]; then echo "skipped: streaming reads the file every pass"; exit 77; fi
+    HOMODYNE_TEST_FAIL_READ_AT_BATCH=20 expect_exit 1 \
+      "sim.h5: dataset /xpcs/twotime/correlation_map/c2_0+[0-9]+: batch 20 .* could not be read after 2 retries.*progress saved" \
+      fit --output-dir failed
+    [ "$(checkpoint_count)" -ge 1 ] || { echo "FAIL: no checkpoint after the read failure"; failures=$((failures + 1)); }
+    expect_exit 0 "resumed from the checkpoint" fit --output-dir resumed
+    same_results reference resumed
+    ;;
+  unwritable_checkpoints)
+    expect_exit 0 "checkpoint not saved, the fit goes on" fit --output-dir nocheckpoints \
+      --checkpoint-dir /proc/homodyne_no_such_dir
+    same_results reference nocheckpoints
+    grep -q '"checkpoint": [1-9]' nocheckpoints/nlsq/analysis_results_nlsq.json ||
+      { echo "FAIL: checkpoint failures not in the results"; failures=$((failures + 1)); }
+    ;;
+  nan_data)
+    # Plant NaN and Inf in the stored upper triangles: they are excluded and counted.
+    /usr/bin/python3 - <<'PY' || { echo "skipped: no h5py"; exit 77; }
+import h5py, numpy as np
+with h5py.File("sim.h5", "r+") as f:
+    group = f["/xpcs/twotime/correlation_map"]
+    for name, value in zip(sorted(group), [np.nan, np.inf, -np.inf]):
+        data = group[name][...]
+        data[10, 20:30] = value
+        data[100, 150] = value
+        group[name][...] = data
+PY
+    expect_exit 0 "33 non-finite data points excluded" fit --output-dir nan --no-resume
+    expect_exit 0 "33 non-finite data points excluded" fit --output-dir nan_fast --no-resume \
+      --fast-mode
+    same_results nan nan_fast
+    ;;
+  *) echo "unknown case $case_name"; exit 2 ;;
+esac
+[ "$failures" -eq 0 ] || { echo "$case_name ($strategy): $failures check(s) failed"; exit 1; }
+echo "$case_name ($strategy): all checks passed"
