@@ -158,7 +158,20 @@ FitCheckpoints::FitCheckpoints(const Config& config, StrategyKind strategy,
 }
 
 std::optional<Checkpoint> FitCheckpoints::LoadForResume() {
-  if (!enabled_ || !resume_) return std::nullopt;
+  if (!enabled_) return std::nullopt;
+  if (!resume_) {
+    // A fresh start: older checkpoints in the folder would otherwise be picked by a later resume.
+    const std::vector<std::string> stale = store_.List();
+    if (!stale.empty()) {
+      spdlog::info("--no-resume: removing {} earlier checkpoint(s) from {}", stale.size(),
+                   store_.options().directory);
+    }
+    for (const std::string& path : stale) {
+      std::error_code error;
+      std::filesystem::remove(path, error);
+    }
+    return std::nullopt;
+  }
   std::vector<std::string> skipped;
   std::optional<Checkpoint> checkpoint =
       store_.LoadNewestValid(config_sha256_, data_fingerprint_, &skipped);

@@ -54,6 +54,7 @@ class FitCheckpoints {
                  std::string data_fingerprint);
 
   bool enabled() const { return enabled_; }
+  // With resuming off (--no-resume), deletes the folder's checkpoints and returns nothing.
   // The newest valid checkpoint of this config and data when resuming is on; corrupt files are
   // skipped with a warning (appended to warnings()). Throws InputError for a checkpoint of
   // another config or data set.
