@@ -221,6 +221,24 @@ PY
     write_config ro.yaml laminar_flow sim.h5 ""
     sed -i 's#output: ./sim.h5#output: /proc/no_such_dir/sim.h5#' ro.yaml
     expect_exit 1 "/proc/no_such_dir/sim.h5" "$bin_dir/homodyne-simulate" --config ro.yaml
+    # Bad input to the fit: nothing left to fit, bounds inverted, max_iterations <= 0, sigma <= 0.
+    write_config fitin.yaml laminar_flow sim.h5 ""
+    "$bin_dir/homodyne-simulate" --config fitin.yaml > /dev/null || failures=$((failures + 1))
+    cp fitin.yaml fixed.yaml
+    cat >> fixed.yaml <<'YAML'
+initial_parameters:
+  parameter_names: [D0, alpha, D_offset, gamma_dot_t0, beta, gamma_dot_t_offset, phi0]
+  fixed_parameters: [D0, alpha, D_offset, gamma_dot_t0, beta, gamma_dot_t_offset, phi0,
+                     contrast, offset]
+YAML
+    expect_exit 1 "fixed_parameters fixes every parameter" "$bin_dir/homodyne" --config fixed.yaml
+    for bad in "parameter_space: {bounds: [{name: D0, min: 1000, max: 10}]}|bounds\\[0\\].min" \
+               "optimization: {nlsq: {max_iterations: 0}}|max_iterations = 0" \
+               "optimization: {nlsq: {sigma: -1}}|sigma = -1"; do
+      cp fitin.yaml bad.yaml
+      echo "${bad%%|*}" >> bad.yaml
+      expect_exit 1 "${bad##*|}" "$bin_dir/homodyne" --config bad.yaml
+    done
     ;;
   *)
     echo "unknown case $case_name"; exit 2 ;;
