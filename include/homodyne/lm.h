@@ -204,6 +204,16 @@ class NielsenDamping {
   double nu_;
 };
 
+// Covariance at a solution (DESIGN section 4), shared by the LM core and the Ceres standard
+// strategy: parameters at a bound whose gradient points out are frozen (listed in
+// summary.parameters_at_bound, zero rows and columns); the free block of J^T J is Jacobi-scaled
+// and inverted through its eigen-decomposition, eigenvalues below 1e-12 times the largest
+// dropped (summary.covariance_pseudo_inverse). Fills summary.covariance and uncertainties;
+// s2 = chi2 / dof.
+void ComputeCovarianceAtSolution(const NormalEquations& equations, const Eigen::VectorXd& theta,
+                                 const Eigen::VectorXd& lower, const Eigen::VectorXd& upper,
+                                 double s2, LevenbergMarquardtSummary& summary);
+
 // Minimises chi2(theta) of the problem from theta0 (DESIGN section 4). Throws ConfigError when
 // options.IsValid fails. Bounds and names, if given, must have length problem.num_parameters()
 // and theta0 that length too (checked: programming error otherwise). A theta0 outside the bounds

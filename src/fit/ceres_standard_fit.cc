@@ -38,9 +38,6 @@ namespace {
 // A residual block holds whole rows of one angle and is closed once it has at least this many
 // points: enough work per block for Ceres' threads, small per-thread scratch (rows x 9 doubles).
 constexpr int64_t kBlockPoints = 4096;
-// Eigenvalues of the Jacobi-scaled free block of J^T J below this times the largest count as zero
-// for the covariance: the value of the LM core (levenberg_marquardt.cc), so both agree.
-constexpr double kCovarianceRcond = 1e-12;
 
 std::string Format(double value) {
   std::ostringstream out;
@@ -304,66 +301,6 @@ NormalEquations AccumulateNormalEquations(
     equations.num_points += 2 * int64_t{blocks[slot]->num_residuals()};
   }
   return equations;
-}
-
-// Covariance, uncertainties, parameters at bound and the pseudo-inverse flag at the result, as
-// the LM core computes them (levenberg_marquardt.cc, ComputeCovariance): parameters at a bound
-// whose gradient points out are frozen (zero rows and columns); the free block of J^T J is
-// Jacobi-scaled and inverted through its eigen-decomposition, eigenvalues below kCovarianceRcond
-// times the largest dropped (pseudo-inverse).
-void ComputeCovariance(const NormalEquations& equations, const Eigen::VectorXd& theta,
-                       const Eigen::VectorXd& lower, const Eigen::VectorXd& upper, double s2,
-                       LevenbergMarquardtSummary& summary) {
-  const int p = static_cast<int>(theta.size());
-  std::vector<int> free;
-  for (int i = 0; i < p; ++i) {
-    const double g = equations.jtr[i];
-    const bool frozen = (theta[i] <= lower[i] && g > 0.0) || (theta[i] >= upper[i] && g < 0.0);
-    if (frozen) {
-      summary.parameters_at_bound.push_back(i);
-    } else {
-      free.push_back(i);
-    }
-  }
-  const int num_free = static_cast<int>(free.size());
-  summary.covariance = Eigen::MatrixXd::Zero(p, p);
-  summary.uncertainties = Eigen::VectorXd::Zero(p);
-  if (num_free == 0) return;
-
-  Eigen::VectorXd scale(num_free);
-  for (int a = 0; a < num_free; ++a) {
-    const double diagonal = equations.jtj(free[a], free[a]);
-    scale[a] = diagonal > 0.0 ? 1.0 / std::sqrt(diagonal) : 0.0;
-    if (!(diagonal > 0.0)) summary.covariance_pseudo_inverse = true;
-  }
-  Eigen::MatrixXd scaled(num_free, num_free);
-  for (int a = 0; a < num_free; ++a) {
-    for (int b = 0; b < num_free; ++b) {
-      scaled(a, b) = scale[a] * equations.jtj(free[a], free[b]) * scale[b];
-    }
-  }
-  const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eigen(scaled);
-  HOMODYNE_CHECK(eigen.info() == Eigen::Success);
-  const Eigen::VectorXd& values = eigen.eigenvalues();
-  const double cutoff = kCovarianceRcond * std::max(values.maxCoeff(), 0.0);
-  Eigen::VectorXd inverse_values(num_free);
-  for (int a = 0; a < num_free; ++a) {
-    if (values[a] > cutoff && values[a] > 0.0) {
-      inverse_values[a] = 1.0 / values[a];
-    } else {
-      inverse_values[a] = 0.0;
-      summary.covariance_pseudo_inverse = true;
-    }
-  }
-  const Eigen::MatrixXd& vectors = eigen.eigenvectors();
-  const Eigen::MatrixXd scaled_inverse =
-      vectors * inverse_values.asDiagonal() * vectors.transpose();
-  for (int a = 0; a < num_free; ++a) {
-    for (int b = 0; b < num_free; ++b) {
-      summary.covariance(free[a], free[b]) = s2 * scale[a] * scaled_inverse(a, b) * scale[b];
-    }
-  }
-  summary.uncertainties = summary.covariance.diagonal().cwiseMax(0.0).cwiseSqrt();
 }
 
 bool StartsWith(const std::string& text, const char* prefix) { return text.rfind(prefix, 0) == 0; }
@@ -630,7 +567,7 @@ LevenbergMarquardtSummary FitStandardWithCeres(const LevenbergMarquardtOptions& 
   const double s2 = equations.chi2 / static_cast<double>(std::max<int64_t>(summary.dof, 1));
   summary.reduced_chi2 = s2;
   if (std::isfinite(equations.chi2) && equations.jtj.allFinite() && equations.jtr.allFinite()) {
-    ComputeCovariance(equations, theta, lower, upper, s2, summary);
+    ComputeCovarianceAtSolution(equations, theta, lower, upper, s2, summary);
   } else {
     summary.warnings.push_back("no covariance: chi2 or J^T J is not finite at the result");
   }

@@ -354,49 +354,7 @@ class LevenbergMarquardtMinimizer {
       summary_.warnings.push_back("no covariance: chi2 or J^T J is not finite at the result");
       return;
     }
-    ComputeActiveSet();
-    for (int i = 0; i < num_parameters_; ++i) {
-      if (frozen_[i]) summary_.parameters_at_bound.push_back(i);
-    }
-    const int num_free = static_cast<int>(free_.size());
-    summary_.covariance = Eigen::MatrixXd::Zero(num_parameters_, num_parameters_);
-    summary_.uncertainties = Eigen::VectorXd::Zero(num_parameters_);
-    if (num_free == 0) return;
-
-    Eigen::VectorXd scale(num_free);
-    for (int a = 0; a < num_free; ++a) {
-      const double diagonal = current_.jtj(free_[a], free_[a]);
-      scale[a] = diagonal > 0.0 ? 1.0 / std::sqrt(diagonal) : 0.0;
-      if (!(diagonal > 0.0)) summary_.covariance_pseudo_inverse = true;
-    }
-    Eigen::MatrixXd scaled(num_free, num_free);
-    for (int a = 0; a < num_free; ++a) {
-      for (int b = 0; b < num_free; ++b) {
-        scaled(a, b) = scale[a] * current_.jtj(free_[a], free_[b]) * scale[b];
-      }
-    }
-    const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eigen(scaled);
-    HOMODYNE_CHECK(eigen.info() == Eigen::Success);
-    const Eigen::VectorXd& values = eigen.eigenvalues();
-    const double cutoff = kCovarianceRcond * std::max(values.maxCoeff(), 0.0);
-    Eigen::VectorXd inverse_values(num_free);
-    for (int a = 0; a < num_free; ++a) {
-      if (values[a] > cutoff && values[a] > 0.0) {
-        inverse_values[a] = 1.0 / values[a];
-      } else {
-        inverse_values[a] = 0.0;
-        summary_.covariance_pseudo_inverse = true;
-      }
-    }
-    const Eigen::MatrixXd& vectors = eigen.eigenvectors();
-    const Eigen::MatrixXd scaled_inverse =
-        vectors * inverse_values.asDiagonal() * vectors.transpose();
-    for (int a = 0; a < num_free; ++a) {
-      for (int b = 0; b < num_free; ++b) {
-        summary_.covariance(free_[a], free_[b]) = s2 * scale[a] * scaled_inverse(a, b) * scale[b];
-      }
-    }
-    summary_.uncertainties = summary_.covariance.diagonal().cwiseMax(0.0).cwiseSqrt();
+    ComputeCovarianceAtSolution(current_, theta_, lower_, upper_, s2, summary_);
   }
 
   // Step 8: the callback, after iteration 0 and after every trial.
@@ -597,6 +555,61 @@ std::string LevenbergMarquardtSummary::BriefReport() const {
   out.precision(3);
   out << ", " << seconds << " s";
   return out.str();
+}
+
+void ComputeCovarianceAtSolution(const NormalEquations& equations, const Eigen::VectorXd& theta,
+                                 const Eigen::VectorXd& lower, const Eigen::VectorXd& upper,
+                                 double s2, LevenbergMarquardtSummary& summary) {
+  const int p = static_cast<int>(theta.size());
+  std::vector<int> free;
+  for (int i = 0; i < p; ++i) {
+    const double g = equations.jtr[i];
+    const bool frozen = (theta[i] <= lower[i] && g > 0.0) || (theta[i] >= upper[i] && g < 0.0);
+    if (frozen) {
+      summary.parameters_at_bound.push_back(i);
+    } else {
+      free.push_back(i);
+    }
+  }
+  const int num_free = static_cast<int>(free.size());
+  summary.covariance = Eigen::MatrixXd::Zero(p, p);
+  summary.uncertainties = Eigen::VectorXd::Zero(p);
+  if (num_free == 0) return;
+
+  Eigen::VectorXd scale(num_free);
+  for (int a = 0; a < num_free; ++a) {
+    const double diagonal = equations.jtj(free[a], free[a]);
+    scale[a] = diagonal > 0.0 ? 1.0 / std::sqrt(diagonal) : 0.0;
+    if (!(diagonal > 0.0)) summary.covariance_pseudo_inverse = true;
+  }
+  Eigen::MatrixXd scaled(num_free, num_free);
+  for (int a = 0; a < num_free; ++a) {
+    for (int b = 0; b < num_free; ++b) {
+      scaled(a, b) = scale[a] * equations.jtj(free[a], free[b]) * scale[b];
+    }
+  }
+  const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eigen(scaled);
+  HOMODYNE_CHECK(eigen.info() == Eigen::Success);
+  const Eigen::VectorXd& values = eigen.eigenvalues();
+  const double cutoff = kCovarianceRcond * std::max(values.maxCoeff(), 0.0);
+  Eigen::VectorXd inverse_values(num_free);
+  for (int a = 0; a < num_free; ++a) {
+    if (values[a] > cutoff && values[a] > 0.0) {
+      inverse_values[a] = 1.0 / values[a];
+    } else {
+      inverse_values[a] = 0.0;
+      summary.covariance_pseudo_inverse = true;
+    }
+  }
+  const Eigen::MatrixXd& vectors = eigen.eigenvectors();
+  const Eigen::MatrixXd scaled_inverse =
+      vectors * inverse_values.asDiagonal() * vectors.transpose();
+  for (int a = 0; a < num_free; ++a) {
+    for (int b = 0; b < num_free; ++b) {
+      summary.covariance(free[a], free[b]) = s2 * scale[a] * scaled_inverse(a, b) * scale[b];
+    }
+  }
+  summary.uncertainties = summary.covariance.diagonal().cwiseMax(0.0).cwiseSqrt();
 }
 
 LevenbergMarquardtSummary Minimize(const LevenbergMarquardtOptions& options,
