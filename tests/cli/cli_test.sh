@@ -10,24 +10,8 @@ trap 'rm -rf "$work"' EXIT
 cd "$work"
 
 failures=0
-# expect_exit CODE PATTERN COMMAND...: runs COMMAND, checks its exit code and that its combined
-# output matches the extended regex PATTERN.
-expect_exit() {
-  local want=$1 pattern=$2
-  shift 2
-  local output code
-  output=$("$@" 2>&1)
-  code=$?
-  if [ "$code" -ne "$want" ]; then
-    echo "FAIL: '$*' exited $code, expected $want. Output:"; echo "$output"
-    failures=$((failures + 1)); return
-  fi
-  if ! grep -Eq -- "$pattern" <<<"$output"; then
-    echo "FAIL: '$*' output does not match /$pattern/. Output:"; echo "$output"
-    failures=$((failures + 1)); return
-  fi
-  echo "ok: $* -> $code"
-}
+# shellcheck source=test_lib.sh
+source "$repo/tests/cli/test_lib.sh"
 
 write_config() {  # write_config FILE MODE DATA_FILE [extra yaml]
   local shear_parameters=""

@@ -29,6 +29,9 @@ keys = ["parameters", "per_angle", "covariance", "chi_squared", "reduced_chi_squ
 diff = [k for k in keys if a.get(k) != b.get(k)]
 if diff:
     print("differ in", diff)
+    for k in diff:
+        print(" ", sys.argv[1], k, json.dumps(a.get(k))[:400])
+        print(" ", sys.argv[2], k, json.dumps(b.get(k))[:400])
 sys.exit(1 if diff else 0)
 PY
     echo "ok: $1 and $2 hold bitwise the same results"

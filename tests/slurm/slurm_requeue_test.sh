@@ -18,6 +18,8 @@ set -uo pipefail
 if [ $# -ne 1 ] || [ ! -d "$1" ]; then echo "usage: $0 BIN_DIR" >&2; exit 2; fi
 bin_dir=$(cd "$1" && pwd)
 repo=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=../cli/test_lib.sh
+source "$repo/tests/cli/test_lib.sh"
 script=$repo/slurm/homodyne_cpu.sbatch
 frames=${HOMODYNE_SLURM_TEST_FRAMES:-3800}
 timeout_s=${HOMODYNE_SLURM_TEST_TIMEOUT:-900}
@@ -312,22 +314,7 @@ check "the last start finished the fit" grep -q "homodyne exited with code 0" jo
 check "results copied back to OUTPUT_DIR" test -s results/nlsq/parameters.json
 check "checkpoint store removed after success" test ! -e "checkpoints/$job_id_done"
 check "scratch folder removed" test ! -e "$top/scratch/homodyne_$job_id_done"
-if python3 - reference/nlsq/parameters.json results/nlsq/parameters.json <<'PY'; then
-import json, sys
-a, b = (json.load(open(path)) for path in sys.argv[1:])
-keys = ["parameters", "per_angle", "covariance", "chi_squared", "reduced_chi_squared"]
-diff = [k for k in keys if a.get(k) != b.get(k)]
-if diff:
-    print("differ in", diff)
-    for k in diff:
-        print(" reference", k, json.dumps(a.get(k))[:400])
-        print(" requeued ", k, json.dumps(b.get(k))[:400])
-sys.exit(1 if diff else 0)
-PY
-  echo "ok: the requeued job's parameters are bitwise those of the uninterrupted run"
-else
-  echo "FAIL: the requeued job's parameters differ from the uninterrupted run"
-  failures=$((failures + 1))
-fi
+# The requeued job's parameters are bitwise those of the uninterrupted run.
+same_results reference results
 if [ "$failures" -ne 0 ]; then show_logs 25; echo "slurm requeue: $failures check(s) failed"; exit 1; fi
 echo "slurm requeue: all checks passed ($restarts requeue(s))"
