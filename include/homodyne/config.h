@@ -56,6 +56,10 @@ struct StreamingOptions {
   bool enable_checkpoints = true;
   std::string checkpoint_dir = "./checkpoints";
   int checkpoint_frequency = 10;  // batches between checkpoints, > 0
+  // ... and at least this many seconds between periodic checkpoints, >= 0. A batch takes about a
+  // millisecond here (seconds in the reference), so batches alone would save hundreds of times a
+  // second; interruption and failure saves are never held back.
+  double checkpoint_min_interval_seconds = 5.0;
   bool resume_from_checkpoint = true;
   int keep_last_checkpoints = 3;  // >= 1
   bool enable_fault_tolerance = true;

@@ -74,6 +74,13 @@ void ValidateFlagValues(const CommandLineOptions& options) {
   if (options.checkpoint_frequency) {
     require_positive("--checkpoint-frequency", *options.checkpoint_frequency);
   }
+  if (options.checkpoint_min_interval && !(*options.checkpoint_min_interval >= 0.0 &&
+                                           std::isfinite(*options.checkpoint_min_interval))) {
+    std::ostringstream message;
+    message << "--checkpoint-min-interval " << *options.checkpoint_min_interval
+            << ": must be >= 0 (seconds)";
+    throw UsageError(message.str());
+  }
   if (options.strategy && !ParseStrategyKind(*options.strategy)) {
     throw UsageError("--strategy " + *options.strategy +
                      ": must be one of standard, large, chunked, streaming");
@@ -134,6 +141,8 @@ std::optional<CommandLineOptions> ParseCommandLine(int argc, char** argv) {
   AddOptional(app, "--checkpoint-dir", options.checkpoint_dir, "Checkpoint folder");
   AddOptional(app, "--checkpoint-frequency", options.checkpoint_frequency,
               "Batches between checkpoints (> 0)");
+  AddOptional(app, "--checkpoint-min-interval", options.checkpoint_min_interval,
+              "Seconds at least between periodic checkpoints (>= 0, default 5)");
   bool resume_flag = false;
   bool no_resume_flag = false;
   auto* resume = app.add_flag("--resume", resume_flag, "Resume from a valid checkpoint (default)");
@@ -193,6 +202,9 @@ void ApplyCommandLineOverrides(const CommandLineOptions& options, Config* config
   if (options.checkpoint_dir) config->streaming.checkpoint_dir = *options.checkpoint_dir;
   if (options.checkpoint_frequency) {
     config->streaming.checkpoint_frequency = *options.checkpoint_frequency;
+  }
+  if (options.checkpoint_min_interval) {
+    config->streaming.checkpoint_min_interval_seconds = *options.checkpoint_min_interval;
   }
   if (options.resume) config->streaming.resume_from_checkpoint = *options.resume;
   if (options.fast_mode) config->performance.fast_mode = true;

@@ -31,6 +31,7 @@ struct CommandLineOptions {
   std::optional<std::string> backend;                        // --backend cpu|cuda|auto
   std::optional<std::string> checkpoint_dir;                 // --checkpoint-dir
   std::optional<int> checkpoint_frequency;                   // --checkpoint-frequency
+  std::optional<double> checkpoint_min_interval;              // --checkpoint-min-interval
   std::optional<bool> resume;                                // --resume / --no-resume
   bool fast_mode = false;                                    // --fast-mode
   bool dry_run = false;                                      // --dry-run

@@ -143,6 +143,8 @@ FitCheckpoints::FitCheckpoints(const Config& config, StrategyKind strategy,
       resume_(config.streaming.resume_from_checkpoint),
       strategy_(strategy),
       frequency_(config.streaming.checkpoint_frequency),
+      min_interval_seconds_(config.streaming.checkpoint_min_interval_seconds),
+      last_save_time_(std::chrono::steady_clock::now()),
       config_sha256_(std::move(config_sha256)),
       data_fingerprint_(std::move(data_fingerprint)),
       store_(CheckpointOptions{config.streaming.checkpoint_dir,
@@ -191,8 +193,7 @@ void FitCheckpoints::ContinueFrom(const Checkpoint& checkpoint) {
 
 bool FitCheckpoints::OnIteration(const LevenbergMarquardtIteration& iteration) {
   last_state_ = iteration.state;
-  if (enabled_ && strategy_ == StrategyKind::kLarge &&
-      global_batch_ - batches_at_last_save_ >= frequency_) {
+  if (enabled_ && strategy_ == StrategyKind::kLarge && PeriodicSaveDue()) {
     Save(nullptr);
   }
   return true;
@@ -217,10 +218,15 @@ void FitCheckpoints::OnChunk(const PassProgress& progress) {
                                     : "; no checkpoint saved (checkpoints disabled or failed)"),
                          saved);
   }
-  if (enabled_ && strategy_ != StrategyKind::kLarge && in_pass &&
-      global_batch_ - batches_at_last_save_ >= frequency_) {
+  if (enabled_ && strategy_ != StrategyKind::kLarge && in_pass && PeriodicSaveDue()) {
     Save(progress.state);
   }
+}
+
+bool FitCheckpoints::PeriodicSaveDue() const {
+  return global_batch_ - batches_at_last_save_ >= frequency_ &&
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - last_save_time_)
+                 .count() >= min_interval_seconds_;
 }
 
 bool FitCheckpoints::Save(const PassState* pass) {
@@ -234,6 +240,7 @@ bool FitCheckpoints::Save(const PassState* pass) {
   checkpoint.engine_version = HOMODYNE_VERSION;
   checkpoint.timestamp_utc = UtcTimestamp();
   batches_at_last_save_ = global_batch_;
+  last_save_time_ = std::chrono::steady_clock::now();
   try {
     const CheckpointSaveReport report = store_.Save(checkpoint);
     ++saves_;

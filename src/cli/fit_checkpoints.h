@@ -2,6 +2,7 @@
 // goes in, what a signal does. The file format and the folder live in checkpoint.h.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -79,6 +80,9 @@ class FitCheckpoints {
   int64_t saves() const { return saves_; }
 
  private:
+  // True when a periodic save is due: checkpoint_frequency batches and
+  // checkpoint_min_interval_seconds since the last save (or the start).
+  bool PeriodicSaveDue() const;
   // Saves the current state (with `pass` when inside a pass); false and a warning on failure.
   bool Save(const PassState* pass);
 
@@ -86,6 +90,8 @@ class FitCheckpoints {
   bool resume_;
   StrategyKind strategy_;
   int frequency_;
+  double min_interval_seconds_;
+  std::chrono::steady_clock::time_point last_save_time_;  // or the start
   std::string config_sha256_;
   std::string data_fingerprint_;
   CheckpointStore store_;

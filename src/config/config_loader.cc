@@ -595,6 +595,11 @@ void ParseStreaming(const ConfigReader& reader, Config& config) {
     reader.Require(!s.checkpoint_dir.empty(), path, "must be a non-empty folder path");
   }
   integer("checkpoint_frequency", s.checkpoint_frequency, 1, "must be > 0");
+  if (const std::string path = pick("checkpoint_min_interval_seconds"); !path.empty()) {
+    const double seconds = *reader.Number(path);
+    reader.Require(seconds >= 0.0 && std::isfinite(seconds), path, "must be >= 0 (seconds)");
+    s.checkpoint_min_interval_seconds = seconds;
+  }
   flag("resume_from_checkpoint", s.resume_from_checkpoint);
   integer("keep_last_checkpoints", s.keep_last_checkpoints, 1, "must be >= 1");
   flag("enable_fault_tolerance", s.enable_fault_tolerance);
@@ -849,7 +854,8 @@ std::string BriefReport(const Config& config) {
       << ", fast mode " << (p.fast_mode ? "on" : "off") << "\n";
   const StreamingOptions& s = config.streaming;
   out << "checkpoints: " << (s.enable_checkpoints ? "on" : "off") << " in " << s.checkpoint_dir
-      << " every " << s.checkpoint_frequency << " batches, keep " << s.keep_last_checkpoints
+      << " every " << s.checkpoint_frequency << " batches and at least "
+      << FormatNumber(s.checkpoint_min_interval_seconds) << " s, keep " << s.keep_last_checkpoints
       << ", resume " << (s.resume_from_checkpoint ? "yes" : "no") << ", batch size "
       << (s.batch_size ? std::to_string(*s.batch_size) : "automatic") << "\n";
   if (config.simulation.present) {

@@ -22,7 +22,8 @@ struct SchemaRow {
 };
 
 constexpr const char* kStreamingKeys =
-    "enable_checkpoints checkpoint_dir checkpoint_frequency resume_from_checkpoint "
+    "enable_checkpoints checkpoint_dir checkpoint_frequency checkpoint_min_interval_seconds "
+    "resume_from_checkpoint "
     "keep_last_checkpoints enable_fault_tolerance max_retries_per_batch min_success_rate "
     "batch_size adaptive_batching enable_compression";
 constexpr const char* kRecoveryKeys =

@@ -74,6 +74,7 @@ optimization:
     enable_checkpoints: true      # save resumable checkpoints. Default true
     checkpoint_dir: ./checkpoints  # folder of checkpoint files. Default ./checkpoints
     checkpoint_frequency: 10      # batches between checkpoints; > 0. Default 10
+    checkpoint_min_interval_seconds: 5  # and seconds between them; >= 0. Default 5
     keep_last_checkpoints: 3      # newest checkpoints kept; >= 1. Default 3
     resume_from_checkpoint: true  # resume from a valid checkpoint of the same run. Default true
     enable_compression: true      # deflate inside checkpoint files. Default true

@@ -39,6 +39,7 @@ optimization:
     batch_size: 3000
     checkpoint_dir: ./checkpoints
     checkpoint_frequency: 4
+    checkpoint_min_interval_seconds: 0  # every 4 batches, however fast
     keep_last_checkpoints: 3
 simulation:
   output: ./sim.h5
@@ -180,6 +181,31 @@ PY
     expect_exit 0 "33 non-finite data points excluded" fit --output-dir nan_fast --no-resume \
       --fast-mode
     same_results nan nan_fast
+    # Excluded, not replaced: 33 points fewer, both triangles (dof 66 lower than the reference's).
+    python3 - reference/nlsq/analysis_results_nlsq.json nan/nlsq/analysis_results_nlsq.json <<'PY' ||
+import json, sys
+a, b = (json.load(open(path)) for path in sys.argv[1:])
+da, db = a["fit_quality"]["degrees_of_freedom"], b["fit_quality"]["degrees_of_freedom"]
+print("dof", da, "->", db)
+sys.exit(0 if da - db == 66 else 1)
+PY
+      { echo "FAIL: the excluded points are not missing from dof"; failures=$((failures + 1)); }
+    ;;
+  checkpoint_interval)
+    # Periodic saves need checkpoint_frequency batches and checkpoint_min_interval_seconds.
+    saved() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['batch_statistics']['checkpoints_saved'])" \
+      "$1/nlsq/analysis_results_nlsq.json"; }
+    expect_exit 0 "LM converged" fit --output-dir every_batch --no-resume --checkpoint-frequency 1
+    expect_exit 0 "LM converged" fit --output-dir held_back --no-resume --checkpoint-frequency 1 \
+      --checkpoint-min-interval 3600
+    echo "checkpoints saved: $(saved every_batch) every batch, $(saved held_back) at most hourly"
+    [ "$(saved every_batch)" -ge 20 ] && [ "$(saved held_back)" -eq 0 ] ||
+      { echo "FAIL: the minimum interval did not hold back periodic saves"; failures=$((failures + 1)); }
+    same_results every_batch held_back
+    # A signal still saves at once.
+    HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=45:15 expect_exit 3 "checkpoint saved" \
+      fit --output-dir interrupted --checkpoint-min-interval 3600
+    [ "$(checkpoint_count)" -eq 1 ] || { echo "FAIL: $(checkpoint_count) checkpoints after SIGTERM, expected 1"; failures=$((failures + 1)); }
     ;;
   *) echo "unknown case $case_name"; exit 2 ;;
 esac

@@ -40,6 +40,7 @@ TEST(ConfigDefaultsTest, MinimalLaminarConfigGetsDocumentedDefaults) {
   EXPECT_EQ(config.streaming.checkpoint_dir, "./checkpoints");
   EXPECT_EQ(config.streaming.checkpoint_frequency, 10);
   EXPECT_EQ(config.streaming.keep_last_checkpoints, 3);
+  EXPECT_DOUBLE_EQ(config.streaming.checkpoint_min_interval_seconds, 5.0);
   EXPECT_EQ(config.streaming.max_retries_per_batch, 2);
   EXPECT_FALSE(config.streaming.batch_size.has_value());
   EXPECT_FALSE(config.performance.strategy_override.has_value());
@@ -287,6 +288,7 @@ optimization:
     batch_size: 20000
     checkpoint_dir: /scratch/ck
     checkpoint_frequency: 50
+    checkpoint_min_interval_seconds: 0.5
     keep_last_checkpoints: 5
     resume_from_checkpoint: false
     enable_checkpoints: false
@@ -301,6 +303,7 @@ optimization:
   EXPECT_EQ(s.batch_size, 20000);
   EXPECT_EQ(s.checkpoint_dir, "/scratch/ck");
   EXPECT_EQ(s.checkpoint_frequency, 50);
+  EXPECT_DOUBLE_EQ(s.checkpoint_min_interval_seconds, 0.5);
   EXPECT_EQ(s.keep_last_checkpoints, 5);
   EXPECT_FALSE(s.resume_from_checkpoint);
   EXPECT_FALSE(s.enable_checkpoints);

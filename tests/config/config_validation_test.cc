@@ -79,6 +79,8 @@ const RuleCase kRules[] = {
     {"CheckpointFrequencyUnderNlsq",
      "optimization: {nlsq: {streaming: {checkpoint_frequency: -1}}}",
      "optimization.nlsq.streaming.checkpoint_frequency = -1: must be > 0"},
+    {"CheckpointMinInterval", "optimization: {streaming: {checkpoint_min_interval_seconds: -2}}",
+     "optimization.streaming.checkpoint_min_interval_seconds = -2: must be >= 0 (seconds)"},
     {"KeepLastCheckpoints", "optimization: {streaming: {keep_last_checkpoints: 0}}",
      "optimization.streaming.keep_last_checkpoints = 0: must be >= 1"},
     {"MaxRetries", "optimization: {streaming: {max_retries_per_batch: -1}}",
