@@ -60,6 +60,9 @@ struct LevenbergMarquardtState {
   int64_t num_points = 0;   // residuals in chi2
   double damping_mu = 0.0;  // NielsenDamping mu
   double damping_nu = 2.0;  // NielsenDamping nu
+  // The standard strategy (Ceres, standard_fit.h) only: trust region radius of the next step.
+  // 0 in the LM core's states.
+  double trust_region_radius = 0.0;
   int consecutive_rejections = 0;
   int iterations = 0;  // trials made so far
   int accepted_steps = 0;

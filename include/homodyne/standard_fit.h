@@ -21,8 +21,10 @@
 namespace homodyne {
 
 // Fits theta_reduced (the parameters of `map`, scaling.h) to the packed data with Ceres'
-// Levenberg-Marquardt (trust region strategy LEVENBERG_MARQUARDT, linear solver DENSE_QR, Jacobi
-// scaling, OpenMP's thread count), with the model evaluated at theta_full = map.Expand(theta).
+// Levenberg-Marquardt (trust region strategy LEVENBERG_MARQUARDT, linear solver DENSE_QR,
+// OpenMP's thread count), with the model evaluated at theta_full = map.Expand(theta). Ceres sees
+// theta / s, s = Ceres' Jacobi scaling 1 / (1 + |column of J|) at the clipped start rounded to a
+// power of two (exact both ways; one extra Jacobian pass), so that a resumed run scales the same.
 //
 // Inputs:
 //   model:        the fitted time grid (N = model.num_times()); must outlive the call.
@@ -36,27 +38,36 @@ namespace homodyne {
 //                 once with kFailedNonFinite. A parameter with lower = upper is held there.
 //   options:      bounds and names in the reduced layout (both bounds empty = unbounded).
 //                 Used: max_iterations (Ceres max_num_iterations), ftol (function_tolerance),
-//                 xtol (parameter_tolerance; the same test as Minimize), gtol
-//                 (gradient_tolerance: Ceres tests max_i |x_i - Project(x - grad chi2/2)_i|,
-//                 an absolute, not a scaled gradient), initial_damping (initial trust region
-//                 radius 1 / initial_damping), max_damping (minimum radius 1 / max_damping),
-//                 callback (after every Ceres iteration; `state` is left empty: a Ceres run
-//                 cannot be resumed; returning false stops with kStoppedByCallback).
+//                 xtol (parameter_tolerance: Minimize's test on theta / s), gtol
+//                 (gradient_tolerance: Ceres tests max_i |y_i - Project(y - grad_y chi2/2)_i|
+//                 in y = theta / s), initial_damping (initial trust region radius
+//                 1 / initial_damping), max_damping (minimum radius 1 / max_damping), callback
+//                 (after every Ceres iteration but a resumed run's iteration 0; returning false
+//                 stops with kStoppedByCallback; `state` is the state after the last accepted
+//                 step or the start: point, trust region radius, counters, chi2 history, with
+//                 jtj and jtr empty), resume_state (a callback's `state` from an earlier run
+//                 with the same inputs: the run continues from its point with its radius and
+//                 the iterations left, and returns what the uninterrupted run returns; theta0
+//                 still sets the scale s).
 //                 Ignored: trial_evaluation (Ceres always judges a trial by a cost-only pass),
 //                 max_consecutive_rejections, validate_numerics (Ceres always rejects
 //                 non-finite residuals and Jacobians).
+// Resume is exact as far as Ceres is deterministic: its cost sums over residual blocks in thread
+// order, so a step whose acceptance or convergence test ties to the last bit could go either way
+// in any two runs with more than one thread; the states, steps and our chi2 are exact.
 // Throws ConfigError when options.IsValid fails, DataError when no data point is finite,
-// std::invalid_argument on inconsistent sizes or values, or when options.resume_state is set
-// (this strategy keeps no resumable state). Memory: Ceres holds the Jacobian (one row of
-// num_reduced doubles per finite point) and its copy in the QR system; an allocation failure
-// propagates as std::bad_alloc.
+// std::invalid_argument on inconsistent sizes or values, or a resume_state that is not one of
+// this fit (wrong size, no trust region radius, more iterations than max_iterations).
+// Memory: Ceres holds the Jacobian (one row of num_reduced doubles per finite point) and its copy
+// in the QR system; an allocation failure propagates as std::bad_alloc.
 //
 // The summary is filled as Minimize fills it: status from Ceres' termination (function,
 // parameter, gradient tolerance -> kConvergedFtol/Xtol/Gtol; maximum iterations ->
 // kMaxIterations; minimum trust region radius -> kFailedDamping; failed evaluations ->
 // kFailedNonFinite; other failures -> kFailedRejections; stopped by the callback ->
 // kStoppedByCallback), reason with Ceres' message, iterations = trial steps, passes = Ceres'
-// Jacobian evaluations + 1 (the covariance pass at the result), cost_passes = Ceres' cost-only
+// Jacobian evaluations + 2 (the scaling pass at the start, the covariance pass at the result),
+// all continued from a resumed state's counters, cost_passes = Ceres' cost-only
 // evaluations, chi2 (our convention), theta (reduced), covariance s^2 (J^T J)^-1 at theta with
 // s^2 = chi2 / dof by the same Jacobi-scaled eigen-decomposition as Minimize (pseudo-inverse when
 // rank-deficient, zero rows and columns for parameters at a bound with the gradient pointing

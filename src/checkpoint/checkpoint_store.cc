@@ -1,6 +1,6 @@
 // CheckpointStore (include/homodyne/checkpoint.h): the checkpoint files of DESIGN section 6.
 //
-// File layout, format_version 1 (docs/checkpoints.md has the field-by-field table):
+// File layout, format_version 2 (docs/checkpoints.md has the field-by-field table):
 //   /             attributes format_version, global_batch, config_sha256, data_fingerprint,
 //                 engine_version, timestamp_utc, content_sha256
 //   /lm           LevenbergMarquardtState: datasets theta [P], jtj [P,P], jtr [P],
@@ -63,7 +63,7 @@ namespace {
 namespace fs = std::filesystem;
 using io_internal::Hid;
 
-constexpr int64_t kFormatVersion = 1;
+constexpr int64_t kFormatVersion = 2;  // 2: /lm/trust_region_radius added
 // Deflate level for the array datasets. Checkpoint arrays are full-mantissa doubles, which deflate
 // compresses little beyond what shuffle exposes (sign and exponent bytes). Measured for P = 100
 // (bench/checkpoint_benchmark.cc): levels 4 and 9 make the file 0.6 % and 1.0 % smaller than level
@@ -87,13 +87,13 @@ constexpr const char* kCrashHookVariable = "HOMODYNE_TEST_CRASH_DURING_CHECKPOIN
 // VisitCheckpointFields (and docs/checkpoints.md), then update the size here. Only checked where
 // the sizes below were measured (LP64 with libstdc++).
 #if defined(__LP64__) && defined(__GLIBCXX__)
-static_assert(sizeof(LevenbergMarquardtState) == 152,
+static_assert(sizeof(LevenbergMarquardtState) == 160,
               "LevenbergMarquardtState changed: store the new field in checkpoint_store.cc");
 static_assert(sizeof(PassState) == 80,
               "PassState changed: store the new field in checkpoint_store.cc");
 static_assert(sizeof(BatchStatistics) == 32,
               "BatchStatistics changed: store the new field in checkpoint_store.cc");
-static_assert(sizeof(Checkpoint) == 152 + 88 + 32 + 8 + 4 * 32,
+static_assert(sizeof(Checkpoint) == 160 + 88 + 32 + 8 + 4 * 32,
               "Checkpoint changed: store the new field in checkpoint_store.cc");
 #endif
 
@@ -145,6 +145,7 @@ void VisitCheckpointFields(CheckpointType& checkpoint, Visitor& visitor) {
   visitor.Integer("num_points", lm.num_points);
   visitor.Real("damping_mu", lm.damping_mu);
   visitor.Real("damping_nu", lm.damping_nu);
+  visitor.Real("trust_region_radius", lm.trust_region_radius);
   visitor.Integer("consecutive_rejections", lm.consecutive_rejections);
   visitor.Integer("iterations", lm.iterations);
   visitor.Integer("accepted_steps", lm.accepted_steps);
@@ -173,7 +174,7 @@ void VisitCheckpointFields(CheckpointType& checkpoint, Visitor& visitor) {
   visitor.Integer("checkpoint_failures", statistics.checkpoint_failures);
 }
 
-// The canonical serialisation hashed into content_sha256 (format_version 1):
+// The canonical serialisation hashed into content_sha256 (format_version 2):
 //   "homodyne-checkpoint" u64(format_version), then for every field in VisitCheckpointFields order
 //   a record  u64(length of NAME) NAME TAG PAYLOAD  where NAME is the HDF5 path ("/lm/theta",
 //   "/global_batch") and TAG one byte:

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -138,8 +139,9 @@ std::string DataFingerprint(BatchSource& source) {
 }
 
 FitCheckpoints::FitCheckpoints(const Config& config, StrategyKind strategy,
-                               std::string config_sha256, std::string data_fingerprint)
-    : enabled_(config.streaming.enable_checkpoints && strategy != StrategyKind::kStandard),
+                               std::string config_sha256, std::string data_fingerprint,
+                               int64_t batches_per_pass)
+    : enabled_(config.streaming.enable_checkpoints),
       resume_(config.streaming.resume_from_checkpoint),
       strategy_(strategy),
       frequency_(config.streaming.checkpoint_frequency),
@@ -149,7 +151,8 @@ FitCheckpoints::FitCheckpoints(const Config& config, StrategyKind strategy,
       data_fingerprint_(std::move(data_fingerprint)),
       store_(CheckpointOptions{config.streaming.checkpoint_dir,
                                config.streaming.keep_last_checkpoints,
-                               config.streaming.enable_compression}) {
+                               config.streaming.enable_compression}),
+      batches_per_pass_(batches_per_pass) {
   if (const char* hook = std::getenv("HOMODYNE_TEST_SIGNAL_AFTER_BATCHES"); hook && *hook) {
     const std::string text = hook;
     const size_t colon = text.find(':');
@@ -189,34 +192,57 @@ void FitCheckpoints::ContinueFrom(const Checkpoint& checkpoint) {
   batches_at_last_save_ = checkpoint.global_batch;
   statistics_ = checkpoint.statistics;
   if (checkpoint.lm.theta.size() > 0) last_state_ = checkpoint.lm;
+  passes_seen_ = checkpoint.lm.passes + checkpoint.lm.cost_passes;
 }
 
 bool FitCheckpoints::OnIteration(const LevenbergMarquardtIteration& iteration) {
   last_state_ = iteration.state;
-  if (enabled_ && strategy_ == StrategyKind::kLarge && PeriodicSaveDue()) {
+  const bool standard = strategy_ == StrategyKind::kStandard;
+  if (standard) {
+    // Ceres calls no chunk callback: its passes count as batches, and signals are seen here.
+    const int64_t passes = iteration.passes + iteration.cost_passes;
+    AdvanceBatches(std::max<int64_t>(passes - passes_seen_, 0) * batches_per_pass_);
+    passes_seen_ = passes;
+    if (InterruptSignal() != 0) return false;
+  }
+  if (enabled_ && (standard || strategy_ == StrategyKind::kLarge) && PeriodicSaveDue()) {
     Save(nullptr);
   }
   return true;
 }
 
-void FitCheckpoints::OnChunk(const PassProgress& progress) {
-  global_batch_ += progress.batches_in_chunk;
-  statistics_.batches += progress.batches_in_chunk;
-  last_pass_ = *progress.state;
+void FitCheckpoints::StopIfInterrupted() {
+  if (const int signal_number = InterruptSignal(); signal_number != 0) {
+    SaveAndStop(nullptr, signal_number);
+  }
+}
+
+void FitCheckpoints::AdvanceBatches(int64_t batches) {
+  global_batch_ += batches;
+  statistics_.batches += batches;
   if (test_signal_ && global_batch_ >= test_signal_->first) {
     const int signal_number = test_signal_->second;
     test_signal_.reset();
     std::raise(signal_number);
   }
+}
+
+void FitCheckpoints::SaveAndStop(const PassState* pass, int signal_number) {
+  const bool saved = enabled_ && Save(pass);
+  throw FitInterrupted("interrupted by " + SignalName(signal_number) +
+                           (saved ? "; checkpoint saved, run the same command to resume"
+                                  : "; no checkpoint saved (checkpoints disabled or failed)"),
+                       saved);
+}
+
+void FitCheckpoints::OnChunk(const PassProgress& progress) {
+  AdvanceBatches(progress.batches_in_chunk);
+  last_pass_ = *progress.state;
   const bool in_pass = progress.batches_done < progress.num_batches;
   if (const int signal_number = InterruptSignal(); signal_number != 0) {
     // Also at the end of a pass: its complete sums are saved, so the resumed run does not repeat
     // it (the core, restarted at its last iteration boundary, asks for the same point again).
-    const bool saved = enabled_ && Save(progress.state);
-    throw FitInterrupted("interrupted by " + SignalName(signal_number) +
-                             (saved ? "; checkpoint saved, run the same command to resume"
-                                    : "; no checkpoint saved (checkpoints disabled or failed)"),
-                         saved);
+    SaveAndStop(progress.state, signal_number);
   }
   if (enabled_ && strategy_ != StrategyKind::kLarge && in_pass && PeriodicSaveDue()) {
     Save(progress.state);

@@ -50,9 +50,10 @@ std::string DataFingerprint(BatchSource& source);
 class FitCheckpoints {
  public:
   // strategy: periodic saves inside passes for chunked and streaming, at iteration ends for
-  // large; the standard strategy (Ceres) is not checkpointed (it runs for seconds).
+  // large and standard. batches_per_pass: the batches of one pass over the data; the standard
+  // strategy (which has no batches of its own) counts its passes in these.
   FitCheckpoints(const Config& config, StrategyKind strategy, std::string config_sha256,
-                 std::string data_fingerprint);
+                 std::string data_fingerprint, int64_t batches_per_pass);
 
   bool enabled() const { return enabled_; }
   // With resuming off (--no-resume), deletes the folder's checkpoints and returns nothing.
@@ -63,9 +64,13 @@ class FitCheckpoints {
   // Continues the counters of a loaded checkpoint (global batch, statistics).
   void ContinueFrom(const Checkpoint& checkpoint);
 
-  // The LM callback: remembers the state after each iteration; for the large strategy saves it
-  // every checkpoint_frequency batches. Returns true (never stops the fit itself).
+  // The LM callback: remembers the state after each iteration; for the large and standard
+  // strategies saves it when a periodic save is due. Returns true, except for the standard
+  // strategy after a signal: false stops the Ceres fit, and StopIfInterrupted then saves.
   bool OnIteration(const LevenbergMarquardtIteration& iteration);
+  // After a fit stopped by OnIteration: on a signal, saves the last state and throws
+  // FitInterrupted (as OnChunk does inside passes); else returns.
+  void StopIfInterrupted();
   // The chunk callback of a pass: counts batches, saves every checkpoint_frequency batches
   // (chunked, streaming), and on a signal saves and throws FitInterrupted.
   void OnChunk(const PassProgress& progress);
@@ -83,6 +88,10 @@ class FitCheckpoints {
   // True when a periodic save is due: checkpoint_frequency batches and
   // checkpoint_min_interval_seconds since the last save (or the start).
   bool PeriodicSaveDue() const;
+  // Counts finished batches; raises the test hook's signal once due.
+  void AdvanceBatches(int64_t batches);
+  // Saves the current state (with `pass` when inside a pass) and throws FitInterrupted.
+  [[noreturn]] void SaveAndStop(const PassState* pass, int signal_number);
   // Saves the current state (with `pass` when inside a pass); false and a warning on failure.
   bool Save(const PassState* pass);
 
@@ -104,6 +113,8 @@ class FitCheckpoints {
   int64_t global_batch_ = 0;
   int64_t batches_at_last_save_ = 0;
   int64_t saves_ = 0;
+  int64_t batches_per_pass_;
+  int64_t passes_seen_ = 0;  // full and cost passes reported by the standard strategy
   std::vector<std::string> warnings_;
 };
 

@@ -359,8 +359,21 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
   const int64_t batch_points_per_angle = setup.objective->batch_points();
   checkpoints = std::make_unique<FitCheckpoints>(
       config, kind, Sha256Hex(FitIdentityText(config, batch_points_per_angle)),
-      DataFingerprint(*source));
+      DataFingerprint(*source), objective.num_batches());
   if (const std::optional<Checkpoint> checkpoint = checkpoints->LoadForResume()) {
+    // Ceres (standard) and the LM core (the other strategies) keep different states.
+    const bool ceres_state = checkpoint->lm.trust_region_radius > 0.0;
+    const bool core_state = checkpoint->lm.theta.size() > 0 && !ceres_state;
+    if ((kind == StrategyKind::kStandard && core_state) ||
+        (kind != StrategyKind::kStandard && ceres_state)) {
+      throw InputError(
+          "the checkpoint at batch " + std::to_string(checkpoint->global_batch) + " in " +
+          config.streaming.checkpoint_dir + " was written by the " +
+          (ceres_state ? "standard strategy" : "large, chunked or streaming strategy") +
+          " and this run uses " + std::string(ToString(kind)) + ": resume it with --strategy " +
+          (ceres_state ? "standard" : "large, chunked or streaming") +
+          ", or start afresh with --no-resume");
+    }
     checkpoints->ContinueFrom(*checkpoint);
     if (checkpoint->lm.theta.size() > 0) lm.resume_state = checkpoint->lm;
     if (checkpoint->pass) objective.ResumePass(*checkpoint->pass);
@@ -387,7 +400,12 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
         spdlog::warn("{}", action);
         result.recovery_actions.push_back(action);
         result.strategy = "large";
+        lm.resume_state.reset();  // a Ceres state; the LM core starts afresh
         summary = Minimize(lm, problem, reduced0);
+      }
+      // Stopped by a signal (FitCheckpoints::OnIteration): save and exit 3.
+      if (summary.status == LevenbergMarquardtStatus::kStoppedByCallback) {
+        checkpoints->StopIfInterrupted();
       }
     } else {
       summary = Minimize(lm, problem, reduced0);

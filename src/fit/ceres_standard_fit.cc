@@ -68,17 +68,25 @@ std::vector<RowRun> SplitRows(int n_times, int64_t block_points) {
   return runs;
 }
 
+// Ceres works on scaled parameters: the reduced point (scaling.h) divided elementwise by a
+// vector of powers of two (see PowerOfTwoJacobiScale), so that both directions of the conversion
+// are exact and a checkpoint can hold the reduced point itself.
+//
 // The model at the point Ceres evaluates next, shared by every residual block. Ceres calls
-// PrepareForEvaluation before each evaluation, with the user's parameter block (`reduced`) holding
+// PrepareForEvaluation before each evaluation, with the user's parameter block (`scaled`) holding
 // the point (ceres/evaluation_callback.h); the O(N) model work is done there once instead of once
 // per block. Counts the passes over the data.
 class ModelAtPoint : public ceres::EvaluationCallback {
  public:
-  // model and map must outlive this object; reduced points at map.num_reduced() values; the full
-  // layout has num_angles contrasts and offsets (objective.h).
+  // model and map must outlive this object; scaled points at map.num_reduced() values; the full
+  // layout has num_angles contrasts and offsets (objective.h). The scale starts at 1.
   ModelAtPoint(const HomodyneModel& model, const ScalingMap& map, int num_angles,
-               const double* reduced)
-      : model_(model), map_(map), num_angles_(num_angles), reduced_(reduced) {}
+               const double* scaled)
+      : model_(model),
+        map_(map),
+        num_angles_(num_angles),
+        scaled_(scaled),
+        scale_(Eigen::VectorXd::Ones(map.num_reduced())) {}
 
   void PrepareForEvaluation(bool evaluate_jacobians, bool new_evaluation_point) override {
     if (evaluate_jacobians) {
@@ -87,21 +95,34 @@ class ModelAtPoint : public ceres::EvaluationCallback {
       ++cost_passes_;
     }
     if (new_evaluation_point || !evaluation_) {
-      SetPoint(Eigen::Map<const Eigen::VectorXd>(reduced_, map_.num_reduced()));
+      SetPoint(Eigen::Map<const Eigen::VectorXd>(scaled_, map_.num_reduced()));
     }
   }
 
-  // Evaluates the model at a reduced point (also used outside Ceres, for the covariance pass).
-  void SetPoint(const Eigen::VectorXd& reduced) {
-    point_ = reduced;
-    full_ = map_.Expand(reduced);
+  // Evaluates the model at a scaled point (also used outside Ceres: scaling and covariance).
+  void SetPoint(const Eigen::VectorXd& scaled) {
+    point_ = scaled;
+    full_ = map_.Expand(Unscale(scaled));
     const int num_physical = model_.num_physical();
     evaluation_.emplace(model_, std::span<const double>(full_.data(), num_physical));
   }
 
-  // True when the prepared point is `reduced` bitwise (the contract of the evaluation callback).
-  bool IsAt(const double* reduced) const {
-    return evaluation_ && std::equal(point_.data(), point_.data() + point_.size(), reduced);
+  // reduced = scaled * scale (elementwise); powers of two, so Scale(Unscale(x)) == x bitwise.
+  void SetScale(const Eigen::VectorXd& scale) {
+    scale_ = scale;
+    evaluation_.reset();
+  }
+  const Eigen::VectorXd& scale() const { return scale_; }
+  Eigen::VectorXd Unscale(const Eigen::VectorXd& scaled) const {
+    return scaled.cwiseProduct(scale_);
+  }
+  Eigen::VectorXd Scale(const Eigen::VectorXd& reduced) const {
+    return reduced.cwiseQuotient(scale_);
+  }
+
+  // True when the prepared point is `scaled` bitwise (the contract of the evaluation callback).
+  bool IsAt(const double* scaled) const {
+    return evaluation_ && std::equal(point_.data(), point_.data() + point_.size(), scaled);
   }
   const ModelEvaluation& evaluation() const { return *evaluation_; }
   double contrast(int angle) const { return full_[model_.num_physical() + angle]; }
@@ -113,9 +134,10 @@ class ModelAtPoint : public ceres::EvaluationCallback {
   const HomodyneModel& model_;
   const ScalingMap& map_;
   int num_angles_;
-  const double* reduced_;
-  Eigen::VectorXd point_;  // reduced
-  Eigen::VectorXd full_;   // map_.Expand(point_)
+  const double* scaled_;
+  Eigen::VectorXd scale_;
+  Eigen::VectorXd point_;  // scaled
+  Eigen::VectorXd full_;   // map_.Expand(Unscale(point_))
   std::optional<ModelEvaluation> evaluation_;
   int64_t full_passes_ = 0;
   int64_t cost_passes_ = 0;
@@ -123,7 +145,8 @@ class ModelAtPoint : public ceres::EvaluationCallback {
 
 // One residual block: the finite points of rows [row_begin, row_end) of one angle. Residual of a
 // point: sqrt(2) (data - c2) / sigma (the point stands for itself and its mirror image, DESIGN
-// section 1); Jacobian row: -sqrt(2) / sigma (d c2 / d theta_full) T, T = ScalingMap::matrix.
+// section 1); Jacobian row with respect to the scaled parameters: -sqrt(2) / sigma
+// (d c2 / d theta_full) T diag(scale), T = ScalingMap::matrix.
 class UpperTriangleRowsCost : public ceres::CostFunction {
  public:
   // point: must outlive this object. packed_data: the angle's packed triangle from row_begin on
@@ -182,7 +205,9 @@ class UpperTriangleRowsCost : public ceres::CostFunction {
       using RowMajor = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
       const Eigen::Map<const RowMajor> model_jacobian(derivatives.data(), num_finite, stride);
       Eigen::Map<RowMajor> jacobian(jacobians[0], num_finite, reduced_rows_.cols());
-      jacobian.noalias() = (-weight_) * (model_jacobian * reduced_rows_);
+      thread_local Eigen::MatrixXd scaled_rows;
+      scaled_rows = reduced_rows_ * point_.scale().asDiagonal();
+      jacobian.noalias() = (-weight_) * (model_jacobian * scaled_rows);
     }
     return true;
   }
@@ -199,27 +224,58 @@ class UpperTriangleRowsCost : public ceres::CostFunction {
   double weight_;
 };
 
-// Reports Ceres' iterations to LevenbergMarquardtOptions::callback and remembers the current
-// point after each (Ceres leaves the user's parameters unchanged after a failure). Needs
-// Solver::Options::update_state_every_iteration, so that `reduced` holds the current point.
+// Reports Ceres' iterations to LevenbergMarquardtOptions::callback and keeps the run's state:
+// counters, chi2 history and, after the start and every accepted step, the resumable state from
+// which a new Ceres run continues exactly as this one (FitStandardWithCeres). Needs
+// Solver::Options::update_state_every_iteration, so that `scaled` holds the current point.
 class IterationReporter : public ceres::IterationCallback {
  public:
+  // start: the state the run continues (a checkpoint's) or a fresh one with zero counters;
+  // passes_before: full passes made before Ceres started (the scaling pass, a resumed run's).
   IterationReporter(const LevenbergMarquardtOptions& options, const ModelAtPoint& point,
-                    const double* reduced, int num_reduced,
+                    const double* scaled, int num_reduced, LevenbergMarquardtState start,
+                    bool resumed, int64_t passes_before,
                     std::chrono::steady_clock::time_point start_time)
       : options_(options),
         point_(point),
-        reduced_(reduced),
+        scaled_(scaled),
         num_reduced_(num_reduced),
+        state_(std::move(start)),
+        resumed_(resumed),
+        passes_before_(passes_before),
+        cost_passes_before_(state_.cost_passes),
         start_time_(start_time) {}
 
   ceres::CallbackReturnType operator()(const ceres::IterationSummary& summary) override {
-    current_ = Eigen::Map<const Eigen::VectorXd>(reduced_, num_reduced_);
-    if (!options_.callback) return ceres::SOLVER_CONTINUE;
+    current_ = point_.Unscale(Eigen::Map<const Eigen::VectorXd>(scaled_, num_reduced_));
+    const double chi2 = 2.0 * summary.cost;  // after a rejected step: the current point's
+    if (summary.iteration == 0) {
+      if (!resumed_) {
+        state_.initial_chi2 = chi2;
+        state_.chi2_history.push_back(chi2);
+      }
+    } else {
+      ++state_.iterations;
+      ++(summary.step_is_successful ? state_.accepted_steps : state_.rejected_steps);
+      state_.chi2_history.push_back(chi2);
+    }
+    state_.passes = passes_before_ + point_.full_passes();
+    state_.cost_passes = cost_passes_before_ + point_.cost_passes();
+    // After an accepted step Ceres' Levenberg-Marquardt strategy holds nothing but the radius
+    // (its decrease factor is reset and the next diagonal is computed afresh), so the point and
+    // the radius are all a new run needs. After a rejected step it holds more: not resumable.
+    if (summary.iteration == 0 || summary.step_is_successful) {
+      state_.theta = current_;
+      state_.chi2 = chi2;
+      state_.trust_region_radius = summary.trust_region_radius;
+      resumable_ = state_;
+    }
+    // A resumed run's iteration 0 is the checkpoint's last iteration, already reported.
+    if (!options_.callback || (resumed_ && summary.iteration == 0)) return ceres::SOLVER_CONTINUE;
     LevenbergMarquardtIteration report;
-    report.iteration = summary.iteration;
+    report.iteration = state_.iterations;
     report.step_accepted = summary.iteration > 0 && summary.step_is_successful;
-    report.chi2 = 2.0 * summary.cost;
+    report.chi2 = chi2;
     // After a rejected step `cost` is the current point's and cost_change the trial's decrease.
     report.trial_chi2 = summary.iteration == 0 || summary.step_is_successful
                             ? report.chi2
@@ -230,21 +286,29 @@ class IterationReporter : public ceres::IterationCallback {
     report.gain_ratio = summary.iteration > 0 ? summary.relative_decrease : 0.0;
     report.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time_).count();
-    report.passes = point_.full_passes();
-    report.cost_passes = point_.cost_passes();
+    report.passes = state_.passes;
+    report.cost_passes = state_.cost_passes;
     report.theta = current_;
+    report.state = resumable_;
     return options_.callback(report) ? ceres::SOLVER_CONTINUE
                                      : ceres::SOLVER_TERMINATE_SUCCESSFULLY;
   }
 
-  // The current point after the last iteration reported; empty before the first.
+  // The current (reduced) point after the last iteration reported; empty before the first.
   const Eigen::VectorXd& current() const { return current_; }
+  // Counters and chi2 history after the last iteration reported.
+  const LevenbergMarquardtState& state() const { return state_; }
 
  private:
   const LevenbergMarquardtOptions& options_;
   const ModelAtPoint& point_;
-  const double* reduced_;
+  const double* scaled_;
   int num_reduced_;
+  LevenbergMarquardtState state_;
+  LevenbergMarquardtState resumable_;
+  bool resumed_;
+  int64_t passes_before_;
+  int64_t cost_passes_before_;
   std::chrono::steady_clock::time_point start_time_;
   Eigen::VectorXd current_;
 };
@@ -264,14 +328,15 @@ class QuietGlog {
   int saved_;
 };
 
-// Normal equations over every residual block at `reduced`, reduced in block order (so the result
-// does not depend on the thread count): J^T J, J^T r and chi2 = sum of squared Ceres residuals
-// (both triangles, our convention), num_points = the residuals chi2 counts (2 per finite point).
+// Normal equations over every residual block at `scaled`, reduced in block order (so the result
+// does not depend on the thread count), with respect to the reduced (unscaled) parameters: J^T J,
+// J^T r and chi2 = sum of squared Ceres residuals (both triangles, our convention), num_points =
+// the residuals chi2 counts (2 per finite point).
 NormalEquations AccumulateNormalEquations(
     const std::vector<std::unique_ptr<UpperTriangleRowsCost>>& blocks, ModelAtPoint& point,
-    const Eigen::VectorXd& reduced) {
-  point.SetPoint(reduced);
-  const int p = static_cast<int>(reduced.size());
+    const Eigen::VectorXd& scaled) {
+  point.SetPoint(scaled);
+  const int p = static_cast<int>(scaled.size());
   const int num_blocks = static_cast<int>(blocks.size());
   std::vector<Eigen::MatrixXd> block_jtj(static_cast<size_t>(num_blocks));
   std::vector<Eigen::VectorXd> block_jtr(static_cast<size_t>(num_blocks));
@@ -282,7 +347,7 @@ NormalEquations AccumulateNormalEquations(
     const int m = block.num_residuals();
     Eigen::VectorXd residuals(m);
     Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> jacobian(m, p);
-    const double* parameters[] = {reduced.data()};
+    const double* parameters[] = {scaled.data()};
     double* jacobians[] = {jacobian.data()};
     HOMODYNE_CHECK(block.Evaluate(parameters, residuals.data(), jacobians));
     const size_t slot = static_cast<size_t>(b);
@@ -300,7 +365,26 @@ NormalEquations AccumulateNormalEquations(
     equations.chi2 += block_chi2[slot];
     equations.num_points += 2 * int64_t{blocks[slot]->num_residuals()};
   }
+  // Back from the scaled parameters (exact: the scale holds powers of two).
+  const Eigen::VectorXd& scale = point.scale();
+  equations.jtj =
+      scale.cwiseInverse().asDiagonal() * equations.jtj * scale.cwiseInverse().asDiagonal();
+  equations.jtr = equations.jtr.cwiseQuotient(scale);
   return equations;
+}
+
+// The scale of the parameters Ceres sees (ModelAtPoint): Ceres' Jacobi scaling 1 / (1 + |J_i|)
+// (column norms at the start), rounded to the nearest power of two. Ours rather than Ceres'
+// (which it recomputes at every start) so that a resumed run scales as the original did.
+Eigen::VectorXd PowerOfTwoJacobiScale(const Eigen::MatrixXd& jtj) {
+  Eigen::VectorXd scale = Eigen::VectorXd::Ones(jtj.rows());
+  for (Eigen::Index i = 0; i < jtj.rows(); ++i) {
+    const double column_norm = std::sqrt(jtj(i, i));
+    if (!std::isfinite(column_norm) || column_norm <= 0.0) continue;
+    const long exponent = std::lround(std::log2(1.0 / (1.0 + column_norm)));
+    scale[i] = std::ldexp(1.0, static_cast<int>(std::clamp(exponent, -1000L, 0L)));
+  }
+  return scale;
 }
 
 bool StartsWith(const std::string& text, const char* prefix) { return text.rfind(prefix, 0) == 0; }
@@ -376,7 +460,14 @@ void CheckInputs(const LevenbergMarquardtOptions& options, const HomodyneModel& 
     fail(std::to_string(options.parameter_names.size()) + " parameter names for " +
          std::to_string(p) + " parameters");
   }
-  if (options.resume_state) fail("resume_state is set, but a Ceres fit cannot be resumed");
+  if (const std::optional<LevenbergMarquardtState>& state = options.resume_state) {
+    if (state->theta.size() != p || !state->theta.allFinite() ||
+        !(state->trust_region_radius > 0.0) || !std::isfinite(state->trust_region_radius) ||
+        state->iterations < 0 || state->iterations > options.max_iterations) {
+      fail("resume_state is not a state of this standard fit (" + std::to_string(p) +
+           " parameters, trust region radius > 0, at most max_iterations iterations)");
+    }
+  }
 }
 
 }  // namespace
@@ -430,8 +521,11 @@ LevenbergMarquardtSummary FitStandardWithCeres(const LevenbergMarquardtOptions& 
     }
   }
 
-  // Step 2: residual blocks over the finite data points, one parameter block (theta).
-  ModelAtPoint point(model, map, num_angles, theta.data());
+  // Step 2: residual blocks over the finite data points, one parameter block (`scaled`).
+  // Ceres' parameter block: written in place only (an Eigen move assignment would swap buffers).
+  Eigen::VectorXd scaled = theta;  // the scale is 1 until step 3
+  double* const block = scaled.data();
+  ModelAtPoint point(model, map, num_angles, block);
   const double weight = std::sqrt(2.0) / sigma;
   const int n_times = model.num_times();
   const std::vector<RowRun> runs = SplitRows(n_times, kBlockPoints);
@@ -465,6 +559,22 @@ LevenbergMarquardtSummary FitStandardWithCeres(const LevenbergMarquardtOptions& 
   }
   if (blocks.empty()) throw DataError("standard fit: every data point is NaN or infinite");
 
+  // Step 3: the scale, from the Jacobian at the (clipped) start, which a resumed run recomputes
+  // bit for bit; then the point Ceres starts from: the start, or the resumed state's point.
+  const NormalEquations at_start = AccumulateNormalEquations(blocks, point, scaled);
+  point.SetScale(PowerOfTwoJacobiScale(at_start.jtj));
+  const std::optional<LevenbergMarquardtState>& resumed = options.resume_state;
+  LevenbergMarquardtState start_state;
+  if (resumed) {
+    start_state = *resumed;
+    Eigen::VectorXd::Map(block, p) = point.Scale(resumed->theta);
+  } else {
+    start_state.num_points = at_start.num_points;
+    Eigen::VectorXd::Map(block, p) = point.Scale(theta);
+  }
+  const Eigen::VectorXd scaled_lower = point.Scale(lower);
+  const Eigen::VectorXd scaled_upper = point.Scale(upper);
+
   ceres::Problem::Options problem_options;
   problem_options.cost_function_ownership = ceres::DO_NOT_TAKE_OWNERSHIP;
   problem_options.evaluation_callback = &point;
@@ -474,24 +584,25 @@ LevenbergMarquardtSummary FitStandardWithCeres(const LevenbergMarquardtOptions& 
     if (lower[i] == upper[i]) fixed_by_bounds.push_back(i);
   }
   if (static_cast<int>(fixed_by_bounds.size()) == p) {
-    problem.AddParameterBlock(theta.data(), p);
-    problem.SetParameterBlockConstant(theta.data());
+    problem.AddParameterBlock(block, p);
+    problem.SetParameterBlockConstant(block);
   } else if (!fixed_by_bounds.empty()) {
     // Ceres rejects lower == upper as a bound; such a parameter is held constant instead.
-    problem.AddParameterBlock(theta.data(), p, new ceres::SubsetManifold(p, fixed_by_bounds));
+    problem.AddParameterBlock(block, p, new ceres::SubsetManifold(p, fixed_by_bounds));
   } else {
-    problem.AddParameterBlock(theta.data(), p);
+    problem.AddParameterBlock(block, p);
   }
   for (int i = 0; i < p; ++i) {
     if (lower[i] == upper[i]) continue;
-    if (std::isfinite(lower[i])) problem.SetParameterLowerBound(theta.data(), i, lower[i]);
-    if (std::isfinite(upper[i])) problem.SetParameterUpperBound(theta.data(), i, upper[i]);
+    if (std::isfinite(lower[i])) problem.SetParameterLowerBound(block, i, scaled_lower[i]);
+    if (std::isfinite(upper[i])) problem.SetParameterUpperBound(block, i, scaled_upper[i]);
   }
-  for (const std::unique_ptr<UpperTriangleRowsCost>& block : blocks) {
-    problem.AddResidualBlock(block.get(), nullptr, theta.data());
+  for (const std::unique_ptr<UpperTriangleRowsCost>& residuals : blocks) {
+    problem.AddResidualBlock(residuals.get(), nullptr, block);
   }
 
-  // Step 3: Ceres' Levenberg-Marquardt with our tolerances (standard_fit.h says how they map).
+  // Step 4: Ceres' Levenberg-Marquardt with our tolerances (standard_fit.h says how they map),
+  // continuing a resumed state with its radius and the iterations it has left.
   ceres::Solver::Options solver_options;
   solver_options.minimizer_type = ceres::TRUST_REGION;
   solver_options.trust_region_strategy_type = ceres::LEVENBERG_MARQUARDT;
@@ -499,9 +610,12 @@ LevenbergMarquardtSummary FitStandardWithCeres(const LevenbergMarquardtOptions& 
   solver_options.function_tolerance = options.ftol;
   solver_options.parameter_tolerance = options.xtol;
   solver_options.gradient_tolerance = options.gtol;
-  solver_options.max_num_iterations = options.max_iterations;
-  solver_options.initial_trust_region_radius = 1.0 / options.initial_damping;
-  solver_options.min_trust_region_radius = 1.0 / options.max_damping;
+  solver_options.max_num_iterations = options.max_iterations - start_state.iterations;
+  solver_options.initial_trust_region_radius =
+      resumed ? resumed->trust_region_radius : 1.0 / options.initial_damping;
+  solver_options.jacobi_scaling = false;  // ModelAtPoint's scale instead
+  solver_options.min_trust_region_radius =
+      std::min(1.0 / options.max_damping, solver_options.initial_trust_region_radius);
   solver_options.max_trust_region_radius =
       std::max(solver_options.max_trust_region_radius, solver_options.initial_trust_region_radius);
   solver_options.num_threads = std::max(1, omp_get_max_threads());
@@ -511,7 +625,8 @@ LevenbergMarquardtSummary FitStandardWithCeres(const LevenbergMarquardtOptions& 
   // No projected line search on bounded problems: with Ceres' default cubic interpolation it
   // costs a Jacobian pass per step, and steps are projected onto the bounds anyway (as the core).
   solver_options.max_num_line_search_step_size_iterations = 0;
-  IterationReporter reporter(options, point, theta.data(), p, start_time);
+  IterationReporter reporter(options, point, block, p, start_state, resumed.has_value(),
+                             start_state.passes + 1, start_time);
   solver_options.callbacks.push_back(&reporter);
   std::string ceres_error;
   HOMODYNE_CHECK(solver_options.IsValid(&ceres_error));
@@ -522,42 +637,35 @@ LevenbergMarquardtSummary FitStandardWithCeres(const LevenbergMarquardtOptions& 
     ceres::Solve(solver_options, &problem, &ceres_summary);
   }
 
-  // Step 4: the summary, as Minimize fills it.
+  // Step 5: the summary, as Minimize fills it (counters continued from a resumed state).
   summary.status = StatusOf(ceres_summary);
   summary.reason = "Ceres: " + ceres_summary.message;
-  int accepted = 0;
-  int rejected = 0;
-  for (const ceres::IterationSummary& iteration : ceres_summary.iterations) {
-    summary.chi2_history.push_back(2.0 * iteration.cost);
-    if (iteration.iteration == 0) continue;
-    if (iteration.step_is_successful) {
-      ++accepted;
-    } else {
-      ++rejected;
-    }
-  }
-  summary.iterations = accepted + rejected;
-  summary.accepted_steps = accepted;
-  summary.rejected_steps = rejected;
+  const LevenbergMarquardtState& final_state = reporter.state();
+  summary.iterations = final_state.iterations;
+  summary.accepted_steps = final_state.accepted_steps;
+  summary.rejected_steps = final_state.rejected_steps;
+  summary.chi2_history = final_state.chi2_history;
+  summary.initial_chi2 = final_state.chi2_history.empty() ? std::numeric_limits<double>::quiet_NaN()
+                                                          : final_state.initial_chi2;
   if (!ceres_summary.iterations.empty()) {
     const double radius = ceres_summary.iterations.back().trust_region_radius;
     summary.final_damping = radius > 0.0 ? 1.0 / radius : 0.0;
   }
-  // After FAILURE and USER_FAILURE Ceres does not write its result into theta, which then holds
-  // the last point evaluated: use the last accepted one instead.
+  // After FAILURE and USER_FAILURE Ceres does not write its result into `scaled`, which then
+  // holds the last point evaluated: use the last accepted one instead.
   const bool ceres_wrote_result = ceres_summary.termination_type == ceres::CONVERGENCE ||
                                   ceres_summary.termination_type == ceres::NO_CONVERGENCE ||
                                   ceres_summary.termination_type == ceres::USER_SUCCESS;
-  if (!ceres_wrote_result && reporter.current().size() == p) theta = reporter.current();
-  summary.theta = theta;
-  summary.initial_chi2 = ceres_summary.iterations.empty()
-                             ? std::numeric_limits<double>::quiet_NaN()
-                             : 2.0 * ceres_summary.iterations.front().cost;
+  if (!ceres_wrote_result && reporter.current().size() == p) {
+    Eigen::VectorXd::Map(block, p) = point.Scale(reporter.current());
+  }
+  summary.theta = point.Unscale(scaled);
 
-  // Step 5: one pass at the result for chi2 and the covariance (DESIGN section 4).
-  const NormalEquations equations = AccumulateNormalEquations(blocks, point, theta);
-  summary.passes = std::max(ceres_summary.num_jacobian_evaluations, 0) + 1;
-  summary.cost_passes = std::max(ceres_summary.num_residual_evaluations, 0);
+  // Step 6: one pass at the result for chi2 and the covariance (DESIGN section 4).
+  const NormalEquations equations = AccumulateNormalEquations(blocks, point, scaled);
+  summary.passes = start_state.passes + 1 + std::max(ceres_summary.num_jacobian_evaluations, 0) + 1;
+  summary.cost_passes =
+      start_state.cost_passes + std::max(ceres_summary.num_residual_evaluations, 0);
   summary.final_chi2 = equations.chi2;
   summary.dof = equations.num_points - p;
   if (summary.dof <= 0) {
@@ -567,7 +675,7 @@ LevenbergMarquardtSummary FitStandardWithCeres(const LevenbergMarquardtOptions& 
   const double s2 = equations.chi2 / static_cast<double>(std::max<int64_t>(summary.dof, 1));
   summary.reduced_chi2 = s2;
   if (std::isfinite(equations.chi2) && equations.jtj.allFinite() && equations.jtr.allFinite()) {
-    ComputeCovarianceAtSolution(equations, theta, lower, upper, s2, summary);
+    ComputeCovarianceAtSolution(equations, summary.theta, lower, upper, s2, summary);
   } else {
     summary.warnings.push_back("no covariance: chi2 or J^T J is not finite at the result");
   }

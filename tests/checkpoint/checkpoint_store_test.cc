@@ -93,6 +93,7 @@ Checkpoint MakeCheckpoint(int64_t global_batch, int p = 13, bool with_pass = tru
   lm.num_points = 123456789012;
   lm.damping_mu = 1e-3 / 3.0;
   lm.damping_nu = 8.0;
+  lm.trust_region_radius = 0.125;
   lm.consecutive_rejections = 2;
   lm.iterations = 17;
   lm.accepted_steps = 12;
@@ -155,6 +156,7 @@ void ExpectBitwiseEqual(const Checkpoint& a, const Checkpoint& b) {
   EXPECT_EQ(a.lm.num_points, b.lm.num_points);
   EXPECT_TRUE(SameBits(a.lm.damping_mu, b.lm.damping_mu));
   EXPECT_TRUE(SameBits(a.lm.damping_nu, b.lm.damping_nu));
+  EXPECT_TRUE(SameBits(a.lm.trust_region_radius, b.lm.trust_region_radius));
   EXPECT_EQ(a.lm.consecutive_rejections, b.lm.consecutive_rejections);
   EXPECT_EQ(a.lm.iterations, b.lm.iterations);
   EXPECT_EQ(a.lm.accepted_steps, b.lm.accepted_steps);
@@ -531,12 +533,12 @@ TEST_F(CorruptNewestTest, EditedValueFailsTheContentChecksum) {
 TEST_F(CorruptNewestTest, OtherFormatVersionIsSkipped) {
   SaveTwoAndDamageNewest([](const std::string& path) {
     io_internal::Hid file = io_internal::FileHid(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
-    io_internal::WriteAttribute(file.get(), "format_version", int64_t{2});
+    io_internal::WriteAttribute(file.get(), "format_version", int64_t{3});
   });
 
   ASSERT_TRUE(loaded_.has_value());
   ASSERT_THAT(warnings_, SizeIs(1));
-  EXPECT_THAT(warnings_[0], HasSubstr("format_version 2"));
+  EXPECT_THAT(warnings_[0], HasSubstr("format_version 3"));
 }
 
 TEST_F(CheckpointStoreTest, FileRenamedByHandIsSkipped) {

@@ -384,6 +384,77 @@ TEST_F(CeresStandardFitTest, CallbackSeesIterationsAndCanStop) {
   EXPECT_TRUE(summary.theta.isApprox(reports.back().theta, 0.0));
 }
 
+// Bitwise equality of everything a resumed fit must reproduce.
+void ExpectSameFit(const LevenbergMarquardtSummary& resumed,
+                   const LevenbergMarquardtSummary& reference) {
+  EXPECT_EQ(resumed.status, reference.status);
+  EXPECT_EQ(resumed.iterations, reference.iterations);
+  EXPECT_EQ(resumed.accepted_steps, reference.accepted_steps);
+  EXPECT_EQ(resumed.rejected_steps, reference.rejected_steps);
+  EXPECT_TRUE(resumed.theta.isApprox(reference.theta, 0.0));
+  for (int i = 0; i < reference.theta.size(); ++i) {
+    EXPECT_EQ(resumed.theta[i], reference.theta[i]) << "parameter " << i;
+  }
+  EXPECT_EQ(resumed.final_chi2, reference.final_chi2);
+  EXPECT_EQ(resumed.covariance, reference.covariance);
+  EXPECT_EQ(resumed.initial_chi2, reference.initial_chi2);
+  EXPECT_EQ(resumed.chi2_history.size(), reference.chi2_history.size());
+}
+
+// Stopped by the callback after `stop_after` iterations, then resumed from the last state the
+// callback saw: the same fit as without the stop. Includes stops right after rejected steps,
+// whose state is that of the last accepted step (the resumed run repeats the rejected trials).
+TEST_F(CeresStandardFitTest, ResumedFitEqualsUninterruptedFitBitwise) {
+  const SimulatedData simulated = Simulate(AnalysisMode::kLaminarFlow, 150, 5);
+  const int p = static_cast<int>(simulated.truth.size());
+  LevenbergMarquardtOptions options = AgreementOptions(7, 3);
+  std::vector<LevenbergMarquardtIteration> reports;
+  options.callback = [&reports](const LevenbergMarquardtIteration& iteration) {
+    reports.push_back(iteration);
+    return true;
+  };
+  // A poor start (D0 x 10, shear rate x 20, alpha off by 0.7): rejected steps on the way.
+  Eigen::VectorXd start = Start(AnalysisMode::kLaminarFlow);
+  start[0] = 30000.0;
+  start[1] = 0.2;
+  start[3] = 4e-3;
+  const LevenbergMarquardtSummary reference =
+      FitWithCeres(simulated, options, IdentityMap(p), start);
+  ASSERT_TRUE(reference.IsConverged()) << reference.reason;
+  ASSERT_GE(reference.iterations, 6);
+  int first_rejected = -1;
+  for (const LevenbergMarquardtIteration& report : reports) {
+    EXPECT_GT(report.state.trust_region_radius, 0.0);
+    EXPECT_EQ(report.state.theta.size(), p);
+    if (first_rejected < 0 && report.iteration > 0 && !report.step_accepted) {
+      first_rejected = report.iteration;
+    }
+  }
+
+  ASSERT_GT(first_rejected, 0) << "no rejected step to stop after";
+  const std::vector<int> stops = {first_rejected, first_rejected + 1, reference.iterations / 2,
+                                  reference.iterations - 1};
+  for (const int stop_after : stops) {
+    SCOPED_TRACE("stopped after iteration " + std::to_string(stop_after));
+    std::optional<LevenbergMarquardtState> saved;
+    LevenbergMarquardtOptions interrupted = options;
+    interrupted.callback = [&saved, stop_after](const LevenbergMarquardtIteration& iteration) {
+      saved = iteration.state;
+      return iteration.iteration < stop_after;
+    };
+    const LevenbergMarquardtSummary stopped =
+        FitWithCeres(simulated, interrupted, IdentityMap(p), start);
+    ASSERT_EQ(stopped.status, LevenbergMarquardtStatus::kStoppedByCallback);
+    ASSERT_TRUE(saved.has_value());
+    EXPECT_LE(saved->iterations, stop_after);
+
+    LevenbergMarquardtOptions resume = options;
+    resume.callback = nullptr;
+    resume.resume_state = saved;
+    ExpectSameFit(FitWithCeres(simulated, resume, IdentityMap(p), start), reference);
+  }
+}
+
 TEST_F(CeresStandardFitTest, RejectsInvalidOptionsAndInputs) {
   const SimulatedData simulated = Simulate(AnalysisMode::kStatic, 20, 1);
   const int p = static_cast<int>(simulated.truth.size());
@@ -394,6 +465,12 @@ TEST_F(CeresStandardFitTest, RejectsInvalidOptionsAndInputs) {
 
   options = LevenbergMarquardtOptions();
   options.resume_state = LevenbergMarquardtState();
+  EXPECT_THROW(FitWithCeres(simulated, options, IdentityMap(p), start), std::invalid_argument);
+  // A state of the LM core (no trust region radius) is not one of Ceres.
+  options.resume_state->theta = start;
+  EXPECT_THROW(FitWithCeres(simulated, options, IdentityMap(p), start), std::invalid_argument);
+  options.resume_state->trust_region_radius = 1.0;
+  options.resume_state->iterations = options.max_iterations + 1;
   EXPECT_THROW(FitWithCeres(simulated, options, IdentityMap(p), start), std::invalid_argument);
 
   options = LevenbergMarquardtOptions();
