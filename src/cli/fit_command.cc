@@ -210,6 +210,27 @@ StrategySetup SetUpStrategy(StrategyKind kind, const Config& config, BatchSource
   return setup;
 }
 
+// Full validation's bounds warnings (DESIGN section 7; fast mode skips them): a fitted parameter
+// that ended exactly on a bound, where the optimum may lie beyond it. Parameters held by equal
+// bounds are not reported. options: the reduced bounds and names the fit ran with.
+std::vector<std::string> ResultBoundWarnings(const LevenbergMarquardtSummary& summary,
+                                             const LevenbergMarquardtOptions& options) {
+  std::vector<std::string> warnings;
+  if (options.lower_bounds.size() != summary.theta.size()) return warnings;
+  for (Eigen::Index i = 0; i < summary.theta.size(); ++i) {
+    const double lower = options.lower_bounds[i];
+    const double upper = options.upper_bounds[i];
+    const double value = summary.theta[i];
+    if (lower == upper || (value != lower && value != upper)) continue;
+    std::ostringstream text;
+    text << options.parameter_names[static_cast<size_t>(i)] << " = " << value << " ended at its "
+         << (value == lower ? "lower" : "upper")
+         << " bound: the optimum may lie beyond it (widen parameter_space.bounds)";
+    warnings.push_back(text.str());
+  }
+  return warnings;
+}
+
 }  // namespace
 
 int RunFit(const Config& config, const CommandLineOptions& options, std::ostream& out) {
@@ -429,7 +450,12 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
     spdlog::warn("{}", warning);
     result.warnings.push_back(warning);
   }
-  for (const std::string& warning : summary.warnings) {
+  std::vector<std::string> warnings = summary.warnings;
+  if (!config.performance.fast_mode) {
+    const std::vector<std::string> at_bounds = ResultBoundWarnings(summary, lm);
+    warnings.insert(warnings.end(), at_bounds.begin(), at_bounds.end());
+  }
+  for (const std::string& warning : warnings) {
     spdlog::warn("{}", warning);
     result.warnings.push_back(warning);
   }

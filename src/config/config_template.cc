@@ -86,7 +86,7 @@ performance:
   strategy_override: null   # standard | large | chunked | streaming; null = automatic
   memory_limit_gb: null     # memory budget [GB]; > 0; null = HOMODYNE_MEMORY_LIMIT or the OS
   backend: cpu              # cpu | cuda | auto. Default cpu
-  fast_mode: false          # skip NaN/Inf and bounds checks (nothing else). Default false
+  fast_mode: false          # skip per-iteration NaN/Inf and end-on-bound checks. Default false
   enable_progress: true     # progress lines during the fit. Default true
   computation:
     cpu_threads: auto       # threads; integer >= 1 or auto (all cores). Default auto

@@ -142,6 +142,25 @@ PY
     grep -q "fell back to streaming" out_fallback/nlsq/analysis_results_nlsq.json ||
       { echo "FAIL: fallback not recorded in the results"; failures=$((failures + 1)); }
     ;;
+  bounds_warning)
+    # Full validation warns about a parameter that ended on a bound; fast mode skips that check.
+    write_config sim.yaml static sim.h5 "initial_parameters:
+  parameter_names: [D0, alpha, D_offset]
+  values: [700, -0.5, 10]
+parameter_space:
+  bounds:
+    - {name: D0, min: 100, max: 800}"
+    "$bin_dir/homodyne-simulate" --config sim.yaml > /dev/null || failures=1
+    expect_exit 0 "D0 = 800 ended at its upper bound" "$bin_dir/homodyne" --config sim.yaml \
+      --output-dir full
+    grep -q "ended at its upper bound" full/nlsq/convergence_metrics.json ||
+      { echo "FAIL: the bounds warning is not in the results"; failures=$((failures + 1)); }
+    expect_exit 0 "LM converged" "$bin_dir/homodyne" --config sim.yaml --output-dir fast --fast-mode
+    if grep -q "ended at its" <<<"$last_output"; then
+      echo "FAIL: fast mode warned about bounds"; failures=$((failures + 1))
+    fi
+    same_results full fast
+    ;;
   save_plots)
     python=$(plot_python) || { echo "$python"; exit 77; }
     write_config sim.yaml laminar_flow sim.h5 ""
