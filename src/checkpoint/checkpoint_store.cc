@@ -97,15 +97,6 @@ static_assert(sizeof(Checkpoint) == 160 + 88 + 32 + 8 + 4 * 32,
               "Checkpoint changed: store the new field in checkpoint_store.cc");
 #endif
 
-// InitializeHdf5 plus, for the calling thread, no automatic printing of HDF5 error stacks: in a
-// thread-safe HDF5 build (Debian's) error stacks and their printing are per thread, and
-// InitializeHdf5 silences only the thread that first calls it. Failures become messages instead.
-void InitializeHdf5ForThisThread() {
-  io_internal::InitializeHdf5();
-  thread_local const bool silenced = H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr) >= 0;
-  static_cast<void>(silenced);
-}
-
 std::string ErrnoText(int error_number) { return std::generic_category().message(error_number); }
 
 // The reason of the last HDF5 failure: the OS error text when HDF5 reports one (e.g. "No space
@@ -840,7 +831,7 @@ CheckpointStore::CheckpointStore(CheckpointOptions options) : options_(std::move
 CheckpointSaveReport CheckpointStore::Save(const Checkpoint& checkpoint) {
   HOMODYNE_CHECK(checkpoint.global_batch >= 0);
   const auto start = std::chrono::steady_clock::now();
-  InitializeHdf5ForThisThread();
+  io_internal::InitializeHdf5();
   const fs::path folder(options_.directory);
   const fs::path final_path = folder / CheckpointFileName(checkpoint.global_batch);
 
@@ -897,7 +888,7 @@ CheckpointSaveReport CheckpointStore::Save(const Checkpoint& checkpoint) {
 std::optional<Checkpoint> CheckpointStore::LoadNewestValid(
     const std::string& expected_config_sha256, const std::string& expected_data_fingerprint,
     std::vector<std::string>* warnings) const {
-  InitializeHdf5ForThisThread();
+  io_internal::InitializeHdf5();
   auto warn = [warnings](std::string text) {
     if (warnings != nullptr) warnings->push_back(std::move(text));
   };

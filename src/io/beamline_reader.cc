@@ -503,7 +503,6 @@ OpenedDataset Inspect(const DataSelection& selection) {
   return opened;
 }
 
-
 class HdfBatchSource final : public BatchSource {
  public:
   explicit HdfBatchSource(OpenedDataset opened)
@@ -513,11 +512,14 @@ class HdfBatchSource final : public BatchSource {
 
   const DatasetInfo& info() const override { return info_; }
 
+  // Reads may come from another thread than the open (streaming's prefetch thread).
   void ReadUpperTriangleRows(int angle, int row_begin, int row_end,
                              std::span<double> out) override {
+    io_internal::InitializeHdf5();
     ReadRows(angle, row_begin, row_end, out, double_buffer_);
   }
   void ReadUpperTriangleRows(int angle, int row_begin, int row_end, std::span<float> out) override {
+    io_internal::InitializeHdf5();
     ReadRows(angle, row_begin, row_end, out, float_buffer_);
   }
 
@@ -600,6 +602,7 @@ void HdfBatchSource::ReadRows(int angle, int row_begin, int row_end, std::span<T
 }
 
 void HdfBatchSource::ReadCorrectedMatrix(int angle, std::span<double> out) {
+  io_internal::InitializeHdf5();
   const int64_t n = info_.num_times();
   const int64_t n_raw = info_.num_raw_frames;
   HOMODYNE_CHECK(static_cast<int64_t>(out.size()) == n * n);
@@ -640,6 +643,7 @@ void HdfBatchSource::ReadCorrectedMatrix(int angle, std::span<double> out) {
 
 void HdfBatchSource::ReadCorrectedRows(int angle, int row_begin, int row_end,
                                        std::span<double> out) {
+  io_internal::InitializeHdf5();
   const int64_t n = info_.num_times();
   HOMODYNE_CHECK(angle >= 0 && angle < info_.num_angles());
   HOMODYNE_CHECK(row_begin >= 0 && row_begin <= row_end && row_end <= n);

@@ -23,6 +23,10 @@ void InitializeHdf5() {
     H5set_free_list_limits(kGlobalLimitBytes, kListLimitBytes, kGlobalLimitBytes, kListLimitBytes,
                            kGlobalLimitBytes, kListLimitBytes);
   });
+  // In a thread-safe HDF5 build (Debian's) error stacks and their printing are per thread: the
+  // call above silenced only the first thread.
+  thread_local const bool silenced = H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr) >= 0;
+  static_cast<void>(silenced);
 }
 
 namespace {

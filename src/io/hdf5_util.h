@@ -17,8 +17,9 @@ inline constexpr H5Z_filter_t kLzfFilterId = 32000;
 // Registers the LZF filter with HDF5 (lzf_filter.cc). Idempotent; called by InitializeHdf5.
 void RegisterLzfFilter();
 
-// Once per process: silences HDF5's automatic error-stack printing (failures become DataError
-// instead) and registers the LZF filter. Every entry point that opens or creates files calls it.
+// Once per process: registers the LZF filter and caps HDF5's free lists. Once per calling
+// thread: silences HDF5's automatic error-stack printing (failures become DataError instead).
+// Every entry point that opens, creates or reads files calls it, on whatever thread it runs.
 void InitializeHdf5();
 
 // The innermost descriptions of the current HDF5 error stack, e.g. "can't open file; ...", or

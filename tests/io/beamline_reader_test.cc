@@ -491,6 +491,37 @@ TEST_F(BadInputTest, TruncatedFileFailsCleanly) {
   }
 }
 
+// HDF5 switches its error-stack printing off per thread: a read that fails on another thread
+// than the one that opened the file (streaming's prefetch thread) must not print either.
+TEST_F(BadInputTest, FailedReadOnAnotherThreadPrintsNoHdf5Diagnostics) {
+  TestFileSpec spec;
+  spec.frames = 300;
+  spec.compression = "gzip";
+  spec.num_matrices = 1;
+  spec.phi_values = {0.0};
+  spec.bins = {1};
+  const std::string path = PathOf("truncated_later.h5");
+  WriteTestFile(path, spec);
+  std::unique_ptr<BatchSource> source = OpenBatchSource(SelectionFor(path));
+  std::filesystem::resize_file(path, std::filesystem::file_size(path) / 2);
+  std::string message;
+  std::string printed;
+  std::thread reader([&] {
+    const int n = source->info().num_times();
+    std::vector<float> values(static_cast<size_t>(UpperTriangleSize(n)));
+    ::testing::internal::CaptureStderr();
+    try {
+      source->ReadUpperTriangleRows(0, 0, n, std::span<float>(values));
+    } catch (const DataError& error) {
+      message = error.what();
+    }
+    printed = ::testing::internal::GetCapturedStderr();
+  });
+  reader.join();
+  EXPECT_THAT(message, ::testing::StartsWith(path));
+  EXPECT_EQ(printed, "");
+}
+
 TEST_F(BadInputTest, WriterCannotCreate) {
   io_internal::BeamlineWriterOptions options;
   options.frames = 4;
