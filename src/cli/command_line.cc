@@ -99,7 +99,9 @@ std::optional<CommandLineOptions> ParseCommandLine(int argc, char** argv) {
       "homodyne: fit the homodyne XPCS model to two-time correlation data (NLSQ).\n"
       "Reads the homodyne YAML config and beamline HDF5 files (APS-U, APS-old)."};
   app.footer(kExitCodesHelp);
-  app.set_version_flag("--version", std::string("homodyne-cpp ") + HOMODYNE_VERSION);
+  // "built without CUDA" until the CUDA backend exists: slurm/homodyne_gpu.sbatch reads it.
+  app.set_version_flag("--version", std::string("homodyne-cpp ") + HOMODYNE_VERSION +
+                                        " (backend cpu; built without CUDA)");
 
   app.add_option("--config", options.config_path, "YAML config file")
       ->capture_default_str()

@@ -238,6 +238,13 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
   InstallInterruptHandlers();
   FitResult result;
   result.analysis_mode = config.analysis_mode;
+  // DESIGN section 5: asking for a backend this build lacks is an error, not a silent CPU run.
+  if (config.performance.backend == "cuda") {
+    throw ConfigError(config.source_path +
+                      ": backend cuda: this homodyne was built without CUDA (this version has no "
+                      "CUDA backend); use --backend cpu or auto");
+  }
+  if (config.performance.backend == "auto") spdlog::info("backend auto: cpu (built without CUDA)");
 
   std::unique_ptr<BatchSource> source = OpenBatchSource(config.data);
   const DatasetInfo& info = source->info();  // the source stays open until the end

@@ -204,7 +204,7 @@ parameter_space:
     expect_exit 2 "usage error" "$bin_dir/homodyne" --static-mode --laminar-flow
     expect_exit 2 "usage error" "$bin_dir/homodyne-simulate"
     expect_exit 0 "Exit codes" "$bin_dir/homodyne" --help
-    expect_exit 0 "homodyne-cpp" "$bin_dir/homodyne" --version
+    expect_exit 0 "homodyne-cpp .*built without CUDA" "$bin_dir/homodyne" --version
     ;;
   bad_input)
     expect_exit 1 "missing.yaml: config file not found" "$bin_dir/homodyne" --config missing.yaml
@@ -242,6 +242,9 @@ YAML
       echo "${bad%%|*}" >> bad.yaml
       expect_exit 1 "${bad##*|}" "$bin_dir/homodyne" --config bad.yaml
     done
+    # A backend this build lacks is refused, not replaced by the CPU in silence.
+    expect_exit 1 "backend cuda: this homodyne was built without CUDA" "$bin_dir/homodyne" \
+      --config fitin.yaml --backend cuda
     ;;
   *)
     echo "unknown case $case_name"; exit 2 ;;
