@@ -211,20 +211,20 @@ StrategySetup SetUpStrategy(StrategyKind kind, const Config& config, BatchSource
 }
 
 // Full validation's bounds warnings (DESIGN section 7; fast mode skips them): a fitted parameter
-// that ended exactly on a bound, where the optimum may lie beyond it. Parameters held by equal
+// held on a bound with its gradient pointing out (summary.parameters_at_bound, from
+// ComputeCovarianceAtSolution), where the optimum may lie beyond it. Parameters held by equal
 // bounds are not reported. options: the reduced bounds and names the fit ran with.
 std::vector<std::string> ResultBoundWarnings(const LevenbergMarquardtSummary& summary,
                                              const LevenbergMarquardtOptions& options) {
   std::vector<std::string> warnings;
-  if (options.lower_bounds.size() != summary.theta.size()) return warnings;
-  for (Eigen::Index i = 0; i < summary.theta.size(); ++i) {
+  for (const int i : summary.parameters_at_bound) {
     const double lower = options.lower_bounds[i];
     const double upper = options.upper_bounds[i];
+    if (lower == upper) continue;
     const double value = summary.theta[i];
-    if (lower == upper || (value != lower && value != upper)) continue;
     std::ostringstream text;
     text << options.parameter_names[static_cast<size_t>(i)] << " = " << value << " ended at its "
-         << (value == lower ? "lower" : "upper")
+         << (value <= lower ? "lower" : "upper")
          << " bound: the optimum may lie beyond it (widen parameter_space.bounds)";
     warnings.push_back(text.str());
   }
