@@ -470,15 +470,20 @@ TEST_F(BadInputTest, CountMismatchBetweenBinsAndMatrices) {
   ExpectDataError(SelectionFor(old_path), "count mismatch: 3 bins");
 }
 
-TEST_F(BadInputTest, TruncatedFileFailsCleanly) {
+// One angle of 300 frames in gzip chunks: a file cut in half leaves chunks that fail to inflate.
+void WriteGzipOneAngleFile(const std::string& path) {
   TestFileSpec spec;
   spec.frames = 300;
   spec.compression = "gzip";
   spec.num_matrices = 1;
   spec.phi_values = {0.0};
   spec.bins = {1};
-  const std::string path = PathOf("truncated.h5");
   WriteTestFile(path, spec);
+}
+
+TEST_F(BadInputTest, TruncatedFileFailsCleanly) {
+  const std::string path = PathOf("truncated.h5");
+  WriteGzipOneAngleFile(path);
   std::filesystem::resize_file(path, std::filesystem::file_size(path) / 2);
   try {
     std::unique_ptr<BatchSource> source = OpenBatchSource(SelectionFor(path));
@@ -494,14 +499,8 @@ TEST_F(BadInputTest, TruncatedFileFailsCleanly) {
 // HDF5 switches its error-stack printing off per thread: a read that fails on another thread
 // than the one that opened the file (streaming's prefetch thread) must not print either.
 TEST_F(BadInputTest, FailedReadOnAnotherThreadPrintsNoHdf5Diagnostics) {
-  TestFileSpec spec;
-  spec.frames = 300;
-  spec.compression = "gzip";
-  spec.num_matrices = 1;
-  spec.phi_values = {0.0};
-  spec.bins = {1};
   const std::string path = PathOf("truncated_later.h5");
-  WriteTestFile(path, spec);
+  WriteGzipOneAngleFile(path);
   std::unique_ptr<BatchSource> source = OpenBatchSource(SelectionFor(path));
   std::filesystem::resize_file(path, std::filesystem::file_size(path) / 2);
   std::string message;
