@@ -141,13 +141,16 @@ TEST_F(StrategiesTest, ResumingAnInterruptedPassIsBitwiseIdentical) {
   constexpr int kChunk = 2;
   const Eigen::VectorXd start = ScaledStart(config, 1.2);
 
-  BatchedObjective uninterrupted(model, phi, 0.01, MakeStreamingPassData(*source),
-                                 PassOptions{kBatchPoints, kChunk, {}});
-  const LevenbergMarquardtOptions options = BoundedOptions(uninterrupted);
-  const LevenbergMarquardtSummary reference = Minimize(options, uninterrupted, start);
+  // Every objective on the source is destroyed before the next one reads: a streaming
+  // objective's prefetch thread may still be reading (HDF5 is not thread-safe).
+  auto uninterrupted = std::make_unique<BatchedObjective>(
+      model, phi, 0.01, MakeStreamingPassData(*source), PassOptions{kBatchPoints, kChunk, {}});
+  const LevenbergMarquardtOptions options = BoundedOptions(*uninterrupted);
+  const LevenbergMarquardtSummary reference = Minimize(options, *uninterrupted, start);
   ASSERT_TRUE(reference.IsConverged()) << reference.reason;
-  const int chunks_per_pass = (uninterrupted.num_batches() + kChunk - 1) / kChunk;
+  const int chunks_per_pass = (uninterrupted->num_batches() + kChunk - 1) / kChunk;
   ASSERT_GT(chunks_per_pass, 3);
+  uninterrupted.reset();
 
   struct Interrupted {};
   for (int interrupt_at : {1, chunks_per_pass + 2, 5 * chunks_per_pass - 1}) {
@@ -159,16 +162,18 @@ TEST_F(StrategiesTest, ResumingAnInterruptedPassIsBitwiseIdentical) {
       last_state = iteration.state;
       return true;
     };
-    BatchedObjective first(model, phi, 0.01, MakeStreamingPassData(*source),
-                           PassOptions{kBatchPoints, kChunk, [&](const PassProgress& progress) {
-                                         if (++chunks == interrupt_at) {
-                                           saved_pass = *progress.state;
-                                           throw Interrupted{};
-                                         }
-                                       }});
-    EXPECT_THROW(Minimize(first_options, first, start), Interrupted);
-    ASSERT_TRUE(saved_pass.has_value());
-    ASSERT_LT(saved_pass->next_batch, first.num_batches());
+    {
+      BatchedObjective first(model, phi, 0.01, MakeStreamingPassData(*source),
+                             PassOptions{kBatchPoints, kChunk, [&](const PassProgress& progress) {
+                                           if (++chunks == interrupt_at) {
+                                             saved_pass = *progress.state;
+                                             throw Interrupted{};
+                                           }
+                                         }});
+      EXPECT_THROW(Minimize(first_options, first, start), Interrupted);
+      ASSERT_TRUE(saved_pass.has_value());
+      ASSERT_LT(saved_pass->next_batch, first.num_batches());
+    }
 
     LevenbergMarquardtOptions resumed_options = options;
     resumed_options.resume_state = last_state;  // none when stopped in the first pass
