@@ -96,6 +96,10 @@ struct LevenbergMarquardtIteration {
   int64_t passes = 0;          // full (Accumulate) passes so far
   int64_t cost_passes = 0;     // cost-only passes so far
   Eigen::VectorXd theta;       // the current point (after this iteration)
+  // The Gauss-Newton step at the current point in standard errors (see
+  // LevenbergMarquardtSummary::final_step_standard_errors); -1 where it cannot be computed
+  // (non-finite chi2, J^T J or J^T r).
+  double step_standard_errors = -1.0;
   // The core's full state after this iteration: what a checkpoint saves so that Minimize can
   // continue from here (LevenbergMarquardtOptions::resume_state) exactly as if never stopped.
   LevenbergMarquardtState state;
@@ -112,6 +116,13 @@ struct LevenbergMarquardtOptions {
   double gtol = 1e-8;  // optimization.nlsq.gtol: stop when max_i |g_i| / sqrt(H_ii * chi2) <=
                        // gtol over the free parameters (MINPACK's cosine between r and column i of
                        // J; scale invariant; 0 when chi2 = 0), > 0
+  // DESIGN section 4: ftol/xtol may stop the fit only when the Gauss-Newton step is <= this many
+  // standard errors; 0 disables (optimization.nlsq.statistical_tolerance, >= 0). The step is
+  // measured at the point the fit would return (LevenbergMarquardtSummary::
+  // final_step_standard_errors); while it is larger the loop goes on, one pass per trial.
+  // gtol, max_iterations and the failures are not affected, and neither is xtol on a rejected
+  // trial (no smaller step lowers chi2 there: the fit stops as before, the reason says so).
+  double statistical_tolerance = 1e-3;
   double initial_damping = 1e-3;  // mu_0, relative to diag(J^T J) (Marquardt scaling), > 0
   double max_damping = 1e16;      // fail (kFailedDamping) when mu exceeds this, > initial_damping
   int max_consecutive_rejections = 16;  // fail (kFailedRejections) after this many in a row, > 0
@@ -139,8 +150,8 @@ struct LevenbergMarquardtOptions {
 
 enum class LevenbergMarquardtStatus {
   kNotRun,
-  kConvergedFtol,      // relative chi2 change below ftol
-  kConvergedXtol,      // relative step below xtol
+  kConvergedFtol,      // relative chi2 change below ftol, GN step within statistical_tolerance
+  kConvergedXtol,      // relative step below xtol (accepted: GN step within statistical_tolerance)
   kConvergedGtol,      // scaled gradient below gtol (includes chi2 = 0 and all parameters frozen)
   kMaxIterations,      // max_iterations trials without meeting a tolerance
   kFailedNonFinite,    // non-finite chi2/gradient/parameters at an accepted point or the start
@@ -180,8 +191,15 @@ struct LevenbergMarquardtSummary {
   std::vector<double> chi2_history;  // chi2 at theta after each iteration, iteration 0 first
   bool resumed = false;              // started from options.resume_state
   double seconds = 0.0;              // wall time of Minimize (this run only, when resumed)
+  // d at theta (DESIGN section 4); -1 = not run (or chi2, J^T J or J^T r not finite at theta).
+  // The Gauss-Newton step delta = -H^-1 g over the free parameters, measured with the covariance
+  // C = s^2 H^-1: d = sqrt(delta^T C^-1 delta) = sqrt(g^T H^-1 g / s^2), s^2 = chi2 / max(dof, 1),
+  // H^-1 the same (pseudo-)inverse of the Jacobi-scaled free block as the covariance. How far, in
+  // standard errors, one more full step would still move theta; 0 when no parameter is free.
+  double final_step_standard_errors = -1.0;
 
-  // One line for logs: status, iterations, passes, chi2 start -> end, reduced chi2, time.
+  // One line for logs: status, iterations, passes, chi2 start -> end, reduced chi2, the final
+  // Gauss-Newton step in standard errors ("GN step 3.2e-05 SE"), time.
   std::string BriefReport() const;
   bool IsConverged() const { return homodyne::IsConverged(status); }
 };
@@ -211,8 +229,9 @@ class NielsenDamping {
 // strategy: parameters at a bound whose gradient points out are frozen (listed in
 // summary.parameters_at_bound, zero rows and columns); the free block of J^T J is Jacobi-scaled
 // and inverted through its eigen-decomposition, eigenvalues below 1e-12 times the largest
-// dropped (summary.covariance_pseudo_inverse). Fills summary.covariance and uncertainties;
-// s2 = chi2 / dof.
+// dropped (summary.covariance_pseudo_inverse). Fills summary.covariance, uncertainties and
+// final_step_standard_errors (from the same pseudo-inverse); s2 = chi2 / dof. Requires finite
+// equations.
 void ComputeCovarianceAtSolution(const NormalEquations& equations, const Eigen::VectorXd& theta,
                                  const Eigen::VectorXd& lower, const Eigen::VectorXd& upper,
                                  double s2, LevenbergMarquardtSummary& summary);

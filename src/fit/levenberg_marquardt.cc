@@ -42,6 +42,81 @@ std::string FormatShort(double value) {
 
 bool IsPositiveFinite(double value) { return std::isfinite(value) && value > 0.0; }
 
+// Parameters a step may move (DESIGN section 4 active set): all but those at a bound whose
+// descent direction -g_i points out of the box.
+std::vector<int> FreeParameters(const Eigen::VectorXd& jtr, const Eigen::VectorXd& theta,
+                                const Eigen::VectorXd& lower, const Eigen::VectorXd& upper) {
+  std::vector<int> free;
+  for (int i = 0; i < static_cast<int>(theta.size()); ++i) {
+    const double g = jtr[i];
+    const bool frozen = (theta[i] <= lower[i] && g > 0.0) || (theta[i] >= upper[i] && g < 0.0);
+    if (!frozen) free.push_back(i);
+  }
+  return free;
+}
+
+// The free block H_FF of J^T J, Jacobi-scaled to S = D H_FF D (D_aa = 1 / sqrt(H_ii), 0 where
+// H_ii <= 0), and the pseudo-inverse of S through its eigen-decomposition, eigenvalues below
+// kCovarianceRcond times the largest dropped: H_FF^-1 ~ D S^+ D. The covariance and the
+// statistical stopping test both use it, so they agree to the bit.
+struct ScaledFreeBlockInverse {
+  Eigen::VectorXd scale;           // D (diagonal), one entry per free parameter
+  Eigen::MatrixXd scaled_inverse;  // S^+
+  bool pseudo_inverse = false;     // a zero diagonal or a dropped eigenvalue
+};
+
+// False if the eigen-decomposition failed (only for non-finite or absurdly scaled input).
+bool InvertScaledFreeBlock(const Eigen::MatrixXd& jtj, const std::vector<int>& free,
+                           ScaledFreeBlockInverse& result) {
+  const int num_free = static_cast<int>(free.size());
+  result.scale.resize(num_free);
+  result.pseudo_inverse = false;
+  for (int a = 0; a < num_free; ++a) {
+    const double diagonal = jtj(free[a], free[a]);
+    result.scale[a] = diagonal > 0.0 ? 1.0 / std::sqrt(diagonal) : 0.0;
+    if (!(diagonal > 0.0)) result.pseudo_inverse = true;
+  }
+  Eigen::MatrixXd scaled(num_free, num_free);
+  for (int a = 0; a < num_free; ++a) {
+    for (int b = 0; b < num_free; ++b) {
+      scaled(a, b) = result.scale[a] * jtj(free[a], free[b]) * result.scale[b];
+    }
+  }
+  const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eigen(scaled);
+  if (eigen.info() != Eigen::Success) return false;
+  const Eigen::VectorXd& values = eigen.eigenvalues();
+  const double cutoff = kCovarianceRcond * std::max(values.maxCoeff(), 0.0);
+  Eigen::VectorXd inverse_values(num_free);
+  for (int a = 0; a < num_free; ++a) {
+    if (values[a] > cutoff && values[a] > 0.0) {
+      inverse_values[a] = 1.0 / values[a];
+    } else {
+      inverse_values[a] = 0.0;
+      result.pseudo_inverse = true;
+    }
+  }
+  const Eigen::MatrixXd& vectors = eigen.eigenvectors();
+  result.scaled_inverse = vectors * inverse_values.asDiagonal() * vectors.transpose();
+  return true;
+}
+
+// d = sqrt(g_F^T H_FF^-1 g_F / s2), the Gauss-Newton step in standard errors (lm.h,
+// LevenbergMarquardtSummary::final_step_standard_errors), as (D g_F)^T S^+ (D g_F) / s2. A
+// gradient component along a dropped eigenvector does not count: no step along it is
+// determined by the data. 0 when nothing is free or g_F^T H^-1 g_F = 0 (chi2 = 0 included);
+// +inf when that is positive but s2 is 0.
+double StepInStandardErrors(const ScaledFreeBlockInverse& inverse, const Eigen::VectorXd& jtr,
+                            const std::vector<int>& free, double s2) {
+  const int num_free = static_cast<int>(free.size());
+  if (num_free == 0) return 0.0;
+  Eigen::VectorXd scaled_gradient(num_free);
+  for (int a = 0; a < num_free; ++a) scaled_gradient[a] = inverse.scale[a] * jtr[free[a]];
+  const double quadratic_form = scaled_gradient.dot(inverse.scaled_inverse * scaled_gradient);
+  if (!(quadratic_form > 0.0)) return 0.0;  // S^+ is positive semi-definite: < 0 is rounding
+  if (!(s2 > 0.0)) return std::numeric_limits<double>::infinity();
+  return std::sqrt(quadratic_form / s2);
+}
+
 class LevenbergMarquardtMinimizer {
  public:
   LevenbergMarquardtMinimizer(const LevenbergMarquardtOptions& options,
@@ -60,7 +135,7 @@ class LevenbergMarquardtMinimizer {
         if (summary_.iterations >= options_.max_iterations) {
           Stop(LevenbergMarquardtStatus::kMaxIterations,
                "stopped after max_iterations = " + std::to_string(options_.max_iterations) +
-                   " trial steps without meeting ftol, xtol or gtol");
+                   " trial steps without meeting ftol, xtol or gtol" + StatisticalNote());
           break;
         }
         ++summary_.iterations;
@@ -117,6 +192,7 @@ class LevenbergMarquardtMinimizer {
     summary_.chi2_history = state.chi2_history;
     summary_.resumed = true;
     ComputeActiveSet();
+    UpdateStepStandardErrors();
     return true;
   }
 
@@ -174,9 +250,10 @@ class LevenbergMarquardtMinimizer {
                Format(current_.chi2) + ")");
       return false;
     }
+    ComputeActiveSet();
+    UpdateStepStandardErrors();
     ReportIteration();
     if (Finished()) return false;
-    ComputeActiveSet();
     return !HasConvergedByGradient();
   }
 
@@ -206,12 +283,16 @@ class LevenbergMarquardtMinimizer {
     step_ = Eigen::VectorXd::Zero(num_parameters_);
     trial_chi2_ = std::numeric_limits<double>::quiet_NaN();
     gain_ratio_ = 0.0;
+    step_below_resolution_ = false;
     if (ldlt.info() != Eigen::Success || !delta.allFinite()) return false;
+    bool moves_theta = false;
     for (int a = 0; a < num_free; ++a) {
       const int i = free_[a];
+      moves_theta = moves_theta || theta_[i] + delta[a] != theta_[i];
       trial_theta_[i] = std::clamp(theta_[i] + delta[a], lower_[i], upper_[i]);
       step_[i] = trial_theta_[i] - theta_[i];
     }
+    step_below_resolution_ = !moves_theta;
     predicted_reduction_ = -(2.0 * current_.jtr.dot(step_) + step_.dot(current_.jtj * step_));
     return true;
   }
@@ -254,6 +335,7 @@ class LevenbergMarquardtMinimizer {
     ++summary_.accepted_steps;
     consecutive_rejections_ = 0;
     damping_.OnAccepted(gain_ratio_);
+    step_standard_errors_ = -1.0;
     if (!IsFiniteAccumulation(current_) || (options_.validate_numerics && !theta_.allFinite())) {
       Stop(LevenbergMarquardtStatus::kFailedNonFinite,
            "chi2 or its gradient became non-finite at an accepted point (chi2 = " +
@@ -261,33 +343,46 @@ class LevenbergMarquardtMinimizer {
       return;
     }
     ComputeActiveSet();
+    UpdateStepStandardErrors();
     if (HasConvergedByGradient()) return;
+    // ftol and xtol say the last step was small; they stop the fit only if the next one would be
+    // too (DESIGN section 4). Otherwise the loop goes on: one more trial, one more pass.
     const double step_norm = step_.norm();
     if (step_norm <= options_.xtol * (previous_theta_norm + options_.xtol)) {
-      Stop(LevenbergMarquardtStatus::kConvergedXtol,
-           "the accepted step |dtheta| = " + FormatShort(step_norm) +
-               " is within xtol = " + Format(options_.xtol) + " of |theta|");
+      if (IsWithinStatisticalTolerance()) {
+        Stop(LevenbergMarquardtStatus::kConvergedXtol,
+             "the accepted step |dtheta| = " + FormatShort(step_norm) +
+                 " is within xtol = " + Format(options_.xtol) + " of |theta|" + StatisticalNote());
+      }
       return;
     }
     const double reduction = previous_chi2 - current_.chi2;
-    if (gain_ratio_ > 0.25 && reduction <= options_.ftol * previous_chi2) {
+    if (gain_ratio_ > 0.25 && reduction <= options_.ftol * previous_chi2 &&
+        IsWithinStatisticalTolerance()) {
       Stop(LevenbergMarquardtStatus::kConvergedFtol,
            "chi2 fell by " + FormatShort(reduction / previous_chi2) +
-               " (relative), within ftol = " + Format(options_.ftol));
+               " (relative), within ftol = " + Format(options_.ftol) + StatisticalNote());
     }
   }
 
-  // Step 5b: keep theta, raise the damping; a rejected step smaller than xtol means no smaller
-  // step can help (converged); runaway damping or too many rejections in a row is a failure.
+  // Step 5b: keep theta, raise the damping; a rejected step smaller than xtol (or too small to
+  // change theta at all) means no smaller step can help (converged, whatever the statistical
+  // distance: no further trial can shorten it); runaway damping or too many rejections in a row
+  // is a failure.
   void RejectStep() {
     ++summary_.rejected_steps;
     ++consecutive_rejections_;
     damping_.OnRejected();
+    // Same point, but after a resume this is the first pass that counted the finite points.
+    UpdateStepStandardErrors();
     const double step_norm = step_.norm();
-    if (step_norm > 0.0 && step_norm <= options_.xtol * (theta_.norm() + options_.xtol)) {
+    if (step_below_resolution_) {
+      Stop(LevenbergMarquardtStatus::kConvergedXtol,
+           "the trial step is below the floating-point resolution of theta" + StatisticalNote());
+    } else if (step_norm > 0.0 && step_norm <= options_.xtol * (theta_.norm() + options_.xtol)) {
       Stop(LevenbergMarquardtStatus::kConvergedXtol,
            "the trial step |dtheta| = " + FormatShort(step_norm) + " is within xtol = " +
-               Format(options_.xtol) + " of |theta| and does not lower chi2");
+               Format(options_.xtol) + " of |theta| and does not lower chi2" + StatisticalNote());
     } else if (damping_.mu() > options_.max_damping) {
       Stop(LevenbergMarquardtStatus::kFailedDamping,
            "the damping rose to " + FormatShort(damping_.mu()) + " (> " +
@@ -300,15 +395,46 @@ class LevenbergMarquardtMinimizer {
   }
 
   // Step 6: freeze a parameter at a bound whose descent direction -g_i points out of the box.
-  void ComputeActiveSet() {
-    free_.clear();
-    frozen_.assign(num_parameters_, false);
-    for (int i = 0; i < num_parameters_; ++i) {
-      const double g = current_.jtr[i];
-      frozen_[i] = (theta_[i] <= lower_[i] && g > 0.0) || (theta_[i] >= upper_[i] && g < 0.0);
-      if (!frozen_[i]) free_.push_back(i);
+  void ComputeActiveSet() { free_ = FreeParameters(current_.jtr, theta_, lower_, upper_); }
+
+  // d at the current point on the current free set (step_standard_errors_), with s^2 =
+  // chi2 / max(dof, 1) as the covariance; -1 where chi2, J^T J or J^T r is not finite. A P x P
+  // eigen-decomposition, negligible next to a pass. A function of the saved state (and of the
+  // problem's residual count), so a resumed run recomputes it bit for bit: no state of its own.
+  void UpdateStepStandardErrors() {
+    step_standard_errors_ = -1.0;
+    if (!std::isfinite(current_.chi2) || !current_.jtj.allFinite() || !current_.jtr.allFinite()) {
+      return;
     }
+    ScaledFreeBlockInverse inverse;
+    if (!InvertScaledFreeBlock(current_.jtj, free_, inverse)) return;
+    step_standard_errors_ = StepInStandardErrors(inverse, current_.jtr, free_, S2());
   }
+
+  // The statistical test of ftol/xtol (LevenbergMarquardtOptions::statistical_tolerance): off at
+  // 0; a step that could not be measured (-1) does not hold the fit.
+  bool IsWithinStatisticalTolerance() const {
+    return options_.statistical_tolerance == 0.0 ||
+           !(step_standard_errors_ > options_.statistical_tolerance);
+  }
+
+  // "; Gauss-Newton step 3.2e-05 standard errors" for the stop reasons (empty if not measured);
+  // says so when it is above statistical_tolerance.
+  std::string StatisticalNote() const {
+    if (step_standard_errors_ < 0.0) return "";
+    std::string note =
+        "; Gauss-Newton step " + FormatShort(step_standard_errors_) + " standard errors";
+    if (options_.statistical_tolerance > 0.0 &&
+        step_standard_errors_ > options_.statistical_tolerance) {
+      note += " (above statistical_tolerance = " + Format(options_.statistical_tolerance) + ")";
+    }
+    return note;
+  }
+
+  // Asked of the problem each time: a streaming objective knows its finite points only after a
+  // pass (objective.h), so the count of the last Accumulate is the one that goes with current_.
+  int64_t Dof() const { return problem_.num_residuals() - num_parameters_; }
+  double S2() const { return current_.chi2 / static_cast<double>(std::max<int64_t>(Dof(), 1)); }
 
   // gtol test on the free parameters (see LevenbergMarquardtOptions::gtol). Stops if met.
   bool HasConvergedByGradient() {
@@ -341,14 +467,14 @@ class LevenbergMarquardtMinimizer {
   // the Jacobi-scaled block (pseudo-inverse when rank-deficient); frozen parameters get zero rows
   // and columns (DESIGN section 4).
   void ComputeCovariance() {
-    summary_.dof = problem_.num_residuals() - num_parameters_;
+    summary_.dof = Dof();
     if (summary_.passes == 0) return;
     summary_.final_chi2 = current_.chi2;
     if (summary_.dof <= 0) {
       summary_.warnings.push_back("degrees of freedom = " + std::to_string(summary_.dof) +
                                   " (<= 0): covariance uses dof = 1");
     }
-    const double s2 = current_.chi2 / static_cast<double>(std::max<int64_t>(summary_.dof, 1));
+    const double s2 = S2();
     summary_.reduced_chi2 = s2;
     if (!IsFiniteAccumulation(current_, /*always_check_matrices=*/true)) {
       summary_.warnings.push_back("no covariance: chi2 or J^T J is not finite at the result");
@@ -369,6 +495,7 @@ class LevenbergMarquardtMinimizer {
     report.damping = damping_.mu();
     report.step_norm = summary_.iterations > 0 ? step_.norm() : 0.0;
     report.gain_ratio = summary_.iterations > 0 ? gain_ratio_ : 0.0;
+    report.step_standard_errors = step_standard_errors_;
     report.seconds = SecondsSinceStart();
     report.passes = summary_.passes;
     report.cost_passes = summary_.cost_passes;
@@ -422,10 +549,10 @@ class LevenbergMarquardtMinimizer {
   LevenbergMarquardtSummary summary_;
 
   Eigen::VectorXd lower_, upper_;
-  Eigen::VectorXd theta_;    // current point, always inside the bounds
-  NormalEquations current_;  // at theta_
-  std::vector<int> free_;    // parameters the next step may move
-  std::vector<bool> frozen_;
+  Eigen::VectorXd theta_;               // current point, always inside the bounds
+  NormalEquations current_;             // at theta_
+  std::vector<int> free_;               // parameters the next step may move
+  double step_standard_errors_ = -1.0;  // d at theta_ (UpdateStepStandardErrors)
   int consecutive_rejections_ = 0;
 
   Eigen::VectorXd trial_theta_;
@@ -433,6 +560,7 @@ class LevenbergMarquardtMinimizer {
   NormalEquations trial_;  // speculative pass at trial_theta_
   double trial_chi2_ = 0.0;
   bool trial_is_finite_ = false;
+  bool step_below_resolution_ = false;  // the solved step changes no component of theta
   double predicted_reduction_ = 0.0;
   double actual_reduction_ = 0.0;
   double gain_ratio_ = 0.0;
@@ -500,6 +628,10 @@ bool LevenbergMarquardtOptions::IsValid(std::string* error) const {
   if (!IsPositiveFinite(gtol)) {
     return fail("optimization.nlsq.gtol = " + Format(gtol) + ": must be > 0");
   }
+  if (!(std::isfinite(statistical_tolerance) && statistical_tolerance >= 0.0)) {
+    return fail("optimization.nlsq.statistical_tolerance = " + Format(statistical_tolerance) +
+                ": must be finite and >= 0 (0 disables)");
+  }
   if (!IsPositiveFinite(initial_damping)) {
     return fail("LevenbergMarquardtOptions.initial_damping = " + Format(initial_damping) +
                 ": must be > 0");
@@ -549,6 +681,10 @@ std::string LevenbergMarquardtSummary::BriefReport() const {
       << " accepted), " << passes << " passes + " << cost_passes << " cost passes, chi2 "
       << initial_chi2 << " -> " << final_chi2 << ", reduced chi2 " << reduced_chi2 << " (dof "
       << dof << ")";
+  if (final_step_standard_errors >= 0.0) {
+    out.precision(2);
+    out << ", GN step " << final_step_standard_errors << " SE";
+  }
   if (!parameters_at_bound.empty()) out << ", " << parameters_at_bound.size() << " at bound";
   if (covariance_pseudo_inverse) out << ", covariance by pseudo-inverse";
   if (!warnings.empty()) out << ", " << warnings.size() << " warnings";
@@ -561,55 +697,32 @@ void ComputeCovarianceAtSolution(const NormalEquations& equations, const Eigen::
                                  const Eigen::VectorXd& lower, const Eigen::VectorXd& upper,
                                  double s2, LevenbergMarquardtSummary& summary) {
   const int p = static_cast<int>(theta.size());
-  std::vector<int> free;
-  for (int i = 0; i < p; ++i) {
-    const double g = equations.jtr[i];
-    const bool frozen = (theta[i] <= lower[i] && g > 0.0) || (theta[i] >= upper[i] && g < 0.0);
-    if (frozen) {
-      summary.parameters_at_bound.push_back(i);
+  const std::vector<int> free = FreeParameters(equations.jtr, theta, lower, upper);
+  for (int i = 0, a = 0; i < p; ++i) {
+    if (a < static_cast<int>(free.size()) && free[a] == i) {
+      ++a;
     } else {
-      free.push_back(i);
+      summary.parameters_at_bound.push_back(i);
     }
   }
   const int num_free = static_cast<int>(free.size());
   summary.covariance = Eigen::MatrixXd::Zero(p, p);
   summary.uncertainties = Eigen::VectorXd::Zero(p);
+  summary.final_step_standard_errors = 0.0;
   if (num_free == 0) return;
 
-  Eigen::VectorXd scale(num_free);
-  for (int a = 0; a < num_free; ++a) {
-    const double diagonal = equations.jtj(free[a], free[a]);
-    scale[a] = diagonal > 0.0 ? 1.0 / std::sqrt(diagonal) : 0.0;
-    if (!(diagonal > 0.0)) summary.covariance_pseudo_inverse = true;
-  }
-  Eigen::MatrixXd scaled(num_free, num_free);
+  ScaledFreeBlockInverse inverse;
+  const bool inverted = InvertScaledFreeBlock(equations.jtj, free, inverse);
+  HOMODYNE_CHECK(inverted);
+  if (inverse.pseudo_inverse) summary.covariance_pseudo_inverse = true;
   for (int a = 0; a < num_free; ++a) {
     for (int b = 0; b < num_free; ++b) {
-      scaled(a, b) = scale[a] * equations.jtj(free[a], free[b]) * scale[b];
-    }
-  }
-  const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eigen(scaled);
-  HOMODYNE_CHECK(eigen.info() == Eigen::Success);
-  const Eigen::VectorXd& values = eigen.eigenvalues();
-  const double cutoff = kCovarianceRcond * std::max(values.maxCoeff(), 0.0);
-  Eigen::VectorXd inverse_values(num_free);
-  for (int a = 0; a < num_free; ++a) {
-    if (values[a] > cutoff && values[a] > 0.0) {
-      inverse_values[a] = 1.0 / values[a];
-    } else {
-      inverse_values[a] = 0.0;
-      summary.covariance_pseudo_inverse = true;
-    }
-  }
-  const Eigen::MatrixXd& vectors = eigen.eigenvectors();
-  const Eigen::MatrixXd scaled_inverse =
-      vectors * inverse_values.asDiagonal() * vectors.transpose();
-  for (int a = 0; a < num_free; ++a) {
-    for (int b = 0; b < num_free; ++b) {
-      summary.covariance(free[a], free[b]) = s2 * scale[a] * scaled_inverse(a, b) * scale[b];
+      summary.covariance(free[a], free[b]) =
+          s2 * inverse.scale[a] * inverse.scaled_inverse(a, b) * inverse.scale[b];
     }
   }
   summary.uncertainties = summary.covariance.diagonal().cwiseMax(0.0).cwiseSqrt();
+  summary.final_step_standard_errors = StepInStandardErrors(inverse, equations.jtr, free, s2);
 }
 
 LevenbergMarquardtSummary Minimize(const LevenbergMarquardtOptions& options,

@@ -92,6 +92,40 @@ FunctionProblem ExponentialDecay() {
       });
 }
 
+// As ExponentialDecay on 2000 points t in [0, 4] with a deterministic "noise" of standard
+// deviation sigma (sqrt(2) sigma sin(12.9898 i + 0.3)): a fit ends with chi2 ~ dof, so the
+// standard errors are those of real data (about 1e-3 in A, k and c).
+FunctionProblem NoisyExponentialDecay() {
+  constexpr int kPoints = 2000;
+  constexpr double kSigma = 0.01;
+  constexpr double kDt = 4.0 / (kPoints - 1);
+  auto model = [](const Eigen::VectorXd& p, double t) { return p[0] * std::exp(-p[1] * t) + p[2]; };
+  Eigen::VectorXd truth(3);
+  truth << 2.0, 0.7, 0.3;
+  Eigen::VectorXd data(kPoints);
+  for (int i = 0; i < kPoints; ++i) {
+    data[i] = model(truth, kDt * i) + kSigma * std::sqrt(2.0) * std::sin(12.9898 * i + 0.3);
+  }
+  return FunctionProblem(
+      3, kPoints,
+      [=](const Eigen::VectorXd& p) {
+        Eigen::VectorXd r(kPoints);
+        for (int i = 0; i < kPoints; ++i) r[i] = (data[i] - model(p, kDt * i)) / kSigma;
+        return r;
+      },
+      [=](const Eigen::VectorXd& p) {
+        Eigen::MatrixXd j(kPoints, 3);
+        for (int i = 0; i < kPoints; ++i) {
+          const double t = kDt * i;
+          const double e = std::exp(-p[1] * t);
+          j(i, 0) = -e / kSigma;
+          j(i, 1) = p[0] * t * e / kSigma;
+          j(i, 2) = -1.0 / kSigma;
+        }
+        return j;
+      });
+}
+
 Eigen::VectorXd Vector(std::initializer_list<double> values) {
   Eigen::VectorXd v(static_cast<Eigen::Index>(values.size()));
   Eigen::Index i = 0;
@@ -174,6 +208,7 @@ TEST(LevenbergMarquardtSummaryTest, StartsAsNotRun) {
   EXPECT_EQ(summary.reason, "not run");
   EXPECT_EQ(summary.BriefReport(), "LM: not run");
   EXPECT_FALSE(summary.IsConverged());
+  EXPECT_EQ(summary.final_step_standard_errors, -1.0);
 }
 
 TEST(LevenbergMarquardtOptionsTest, DefaultsAreValid) {
@@ -202,6 +237,17 @@ TEST(LevenbergMarquardtOptionsTest, MessagesNameYamlPathValueAndRule) {
   options.gtol = std::numeric_limits<double>::quiet_NaN();
   EXPECT_FALSE(options.IsValid(&error));
   EXPECT_THAT(error, HasSubstr("optimization.nlsq.gtol = nan"));
+
+  options = LevenbergMarquardtOptions();
+  options.statistical_tolerance = -1.0;
+  EXPECT_FALSE(options.IsValid(&error));
+  EXPECT_EQ(error,
+            "optimization.nlsq.statistical_tolerance = -1: must be finite and >= 0 (0 disables)");
+  options.statistical_tolerance = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_FALSE(options.IsValid(&error));
+  EXPECT_THAT(error, HasSubstr("optimization.nlsq.statistical_tolerance = nan"));
+  options.statistical_tolerance = 0.0;  // disables the test: valid
+  EXPECT_TRUE(options.IsValid(&error)) << error;
 
   options = LevenbergMarquardtOptions();
   options.parameter_names = {"D0", "alpha"};
@@ -412,6 +458,8 @@ TEST(LevenbergMarquardtTest, NonFiniteStartFails) {
   EXPECT_EQ(nan_start.status, Status::kFailedNonFinite);
   EXPECT_EQ(nan_start.passes, 0);
   EXPECT_THAT(nan_start.reason, HasSubstr("#0"));
+  EXPECT_EQ(summary.final_step_standard_errors, -1.0);  // chi2 not finite at theta
+  EXPECT_EQ(nan_start.final_step_standard_errors, -1.0);
 }
 
 TEST(LevenbergMarquardtTest, StopsAtMaxIterations) {
@@ -462,6 +510,11 @@ TEST(LevenbergMarquardtTest, SingularNormalMatrixUsesPseudoInverse) {
   EXPECT_TRUE(summary.covariance.allFinite());
   EXPECT_TRUE(summary.uncertainties.allFinite());
   EXPECT_THAT(summary.BriefReport(), HasSubstr("pseudo-inverse"));
+  // The step in standard errors comes from the same pseudo-inverse: finite and small, not the
+  // 1 / (zero eigenvalue) a plain solve would give.
+  ASSERT_TRUE(summary.IsConverged()) << summary.reason;
+  EXPECT_GE(summary.final_step_standard_errors, 0.0);
+  EXPECT_LE(summary.final_step_standard_errors, 1e-3);
   // The fitted curve is still the least-squares one (theta1 + 2 theta2 is determined).
   const Eigen::VectorXd residual = data.y - data.x * summary.theta;
   const Eigen::VectorXd best =
@@ -543,6 +596,190 @@ TEST(LevenbergMarquardtTest, CallbackSeesEveryIterationAndCanStop) {
   EXPECT_EQ(summary.iterations, 2);
 }
 
+// Statistical stopping test (DESIGN section 4) ----------------------------------------------
+
+// Mahalanobis distance sqrt(dx^T C^-1 dx) of theta from the reference fit, C its covariance.
+double StandardErrorsFrom(const Eigen::VectorXd& theta,
+                          const LevenbergMarquardtSummary& reference) {
+  const Eigen::VectorXd difference = theta - reference.theta;
+  return std::sqrt(difference.dot(reference.covariance.ldlt().solve(difference)));
+}
+
+LevenbergMarquardtSummary TightFit(LeastSquaresProblem& problem, const Eigen::VectorXd& start) {
+  LevenbergMarquardtOptions options;
+  options.ftol = 1e-15;
+  options.xtol = 1e-15;
+  options.gtol = 1e-15;
+  options.statistical_tolerance = 0.0;
+  options.max_iterations = 1000;
+  return Minimize(options, problem, start);
+}
+
+TEST(LevenbergMarquardtStatisticalToleranceTest, LooseFtolStopsOnlyWithinToleranceOfTheOptimum) {
+  // ftol = 1e-3 on chi2 ~ 2000 accepts a last step that lowered chi2 by up to 2: the fit stops
+  // with the remaining Gauss-Newton step still 0.05 standard errors long unless the statistical
+  // test holds it for one more step.
+  const Eigen::VectorXd start = Vector({1.0, 1.5, 0.0});
+  FunctionProblem reference_problem = NoisyExponentialDecay();
+  const LevenbergMarquardtSummary reference = TightFit(reference_problem, start);
+  ASSERT_TRUE(reference.IsConverged()) << reference.reason;
+  EXPECT_NEAR(reference.reduced_chi2, 1.0, 0.01);
+  EXPECT_LT(reference.final_step_standard_errors, 1e-9);
+  LevenbergMarquardtOptions options;
+  options.ftol = 1e-3;
+  options.statistical_tolerance = 0.0;
+  FunctionProblem unchecked_problem = NoisyExponentialDecay();
+  FunctionProblem checked_problem = NoisyExponentialDecay();
+
+  const LevenbergMarquardtSummary unchecked = Minimize(options, unchecked_problem, start);
+  options.statistical_tolerance = LevenbergMarquardtOptions().statistical_tolerance;
+  const LevenbergMarquardtSummary checked = Minimize(options, checked_problem, start);
+
+  EXPECT_EQ(unchecked.status, Status::kConvergedFtol) << unchecked.reason;
+  EXPECT_GT(unchecked.final_step_standard_errors, 1e-2);
+  EXPECT_EQ(checked.status, Status::kConvergedFtol) << checked.reason;
+  EXPECT_GE(checked.final_step_standard_errors, 0.0);
+  EXPECT_LE(checked.final_step_standard_errors, 1e-3);
+  EXPECT_GT(checked.iterations, unchecked.iterations);
+  EXPECT_THAT(checked.reason, HasSubstr("Gauss-Newton step"));
+  EXPECT_THAT(checked.BriefReport(), HasSubstr(" SE"));
+  // d is the distance still to go: each fit is about d standard errors from the optimum, and the
+  // checked one is closer.
+  const double unchecked_distance = StandardErrorsFrom(unchecked.theta, reference);
+  const double checked_distance = StandardErrorsFrom(checked.theta, reference);
+  EXPECT_NEAR(unchecked_distance, unchecked.final_step_standard_errors,
+              0.1 * unchecked.final_step_standard_errors);
+  EXPECT_LE(checked_distance, 2e-3);
+  EXPECT_LT(checked_distance, 0.1 * unchecked_distance);
+  EXPECT_LT(checked.final_chi2, unchecked.final_chi2);
+}
+
+TEST(LevenbergMarquardtStatisticalToleranceTest, LooseXtolStopsOnlyWithinToleranceOfTheOptimum) {
+  const Eigen::VectorXd start = Vector({1.0, 1.5, 0.0});
+  FunctionProblem reference_problem = NoisyExponentialDecay();
+  const LevenbergMarquardtSummary reference = TightFit(reference_problem, start);
+  LevenbergMarquardtOptions options;
+  options.xtol = 1e-2;
+  options.statistical_tolerance = 0.0;
+  FunctionProblem unchecked_problem = NoisyExponentialDecay();
+  FunctionProblem checked_problem = NoisyExponentialDecay();
+
+  const LevenbergMarquardtSummary unchecked = Minimize(options, unchecked_problem, start);
+  options.statistical_tolerance = 1e-3;
+  const LevenbergMarquardtSummary checked = Minimize(options, checked_problem, start);
+
+  EXPECT_EQ(unchecked.status, Status::kConvergedXtol) << unchecked.reason;
+  EXPECT_GT(unchecked.final_step_standard_errors, 1e-2);
+  ASSERT_TRUE(checked.IsConverged()) << checked.reason;
+  EXPECT_LE(checked.final_step_standard_errors, 1e-3);
+  EXPECT_LE(StandardErrorsFrom(checked.theta, reference), 2e-3);
+  EXPECT_LT(StandardErrorsFrom(checked.theta, reference),
+            StandardErrorsFrom(unchecked.theta, reference));
+}
+
+TEST(LevenbergMarquardtStatisticalToleranceTest, ReportedForConvergedFitsAndEveryIteration) {
+  FunctionProblem problem = NoisyExponentialDecay();
+  std::vector<double> reported;
+  LevenbergMarquardtOptions options;
+  options.callback = [&reported](const LevenbergMarquardtIteration& iteration) {
+    reported.push_back(iteration.step_standard_errors);
+    return true;
+  };
+
+  const LevenbergMarquardtSummary summary = Minimize(options, problem, Vector({1.0, 1.5, 0.0}));
+
+  ASSERT_TRUE(summary.IsConverged()) << summary.reason;
+  EXPECT_GE(summary.final_step_standard_errors, 0.0);
+  EXPECT_LE(summary.final_step_standard_errors, 1e-3);
+  ASSERT_EQ(reported.size(), static_cast<size_t>(summary.iterations + 1));
+  for (double d : reported) EXPECT_GE(d, 0.0);
+  EXPECT_GT(reported.front(), 1.0);  // the start is far from the optimum
+  // The last iteration's value is the summary's, computed the same way at the same point.
+  EXPECT_EQ(reported.back(), summary.final_step_standard_errors);
+}
+
+TEST(LevenbergMarquardtStatisticalToleranceTest, MatchesTheLinearGaussNewtonStep) {
+  // Linear problem at a point off the optimum: the Gauss-Newton step goes straight to the
+  // least-squares solution, so d = sqrt(dx^T C^-1 dx) with C = s^2 (X^T X)^-1 at that point.
+  const LinearData data = QuadraticDesign(/*duplicate_column=*/false);
+  FunctionProblem problem = LinearProblem(data);
+  const Eigen::VectorXd optimum = LinearSolution(data);
+  const Eigen::VectorXd start = optimum + Vector({1e-3, -2e-3, 1e-3});
+  LevenbergMarquardtOptions options;
+  options.max_iterations = 1;
+  options.callback = [](const LevenbergMarquardtIteration& iteration) {
+    return iteration.iteration < 0;  // stop after iteration 0: the summary is at the start
+  };
+
+  const LevenbergMarquardtSummary summary = Minimize(options, problem, start);
+
+  ASSERT_EQ(summary.status, Status::kStoppedByCallback);
+  const Eigen::VectorXd step = optimum - start;
+  const Eigen::MatrixXd xtx = data.x.transpose() * data.x;
+  const double s2 = (data.y - data.x * start).squaredNorm() / 17.0;
+  const double expected = std::sqrt(step.dot(xtx * step) / s2);
+  EXPECT_NEAR(summary.final_step_standard_errors, expected, 1e-9 * expected);
+}
+
+TEST(LevenbergMarquardtStatisticalToleranceTest, FrozenParametersDoNotCount) {
+  // At (2, 1.2) with theta0 <= 2 the only free parameter is at its optimum: d ~ 0 although the
+  // unconstrained Gauss-Newton step (to theta0 = 3) is large.
+  FunctionProblem problem = CoupledLinear();
+  LevenbergMarquardtOptions options;
+  options.lower_bounds = Vector({0.0, -10.0});
+  options.upper_bounds = Vector({2.0, 10.0});
+
+  const LevenbergMarquardtSummary summary = Minimize(options, problem, Vector({0.5, 0.5}));
+
+  ASSERT_TRUE(summary.IsConverged()) << summary.reason;
+  EXPECT_EQ(summary.parameters_at_bound, std::vector<int>{0});
+  EXPECT_GE(summary.final_step_standard_errors, 0.0);
+  EXPECT_LE(summary.final_step_standard_errors, 1e-3);
+}
+
+TEST(LevenbergMarquardtStatisticalToleranceTest, ZeroResidualProblemStillTerminates) {
+  // Without noise s^2 shrinks with chi2, so d stays ~ sqrt(dof) and never meets the tolerance:
+  // the fit goes on to the rounding floor, where a trial no longer lowers chi2, and stops there
+  // (xtol on the rejected trial, or chi2 = 0: gtol) within a few more iterations.
+  FunctionProblem checked_problem = ExponentialDecay();
+  FunctionProblem unchecked_problem = ExponentialDecay();
+  LevenbergMarquardtOptions unchecked_options;
+  unchecked_options.statistical_tolerance = 0.0;
+
+  const LevenbergMarquardtSummary checked =
+      Minimize(LevenbergMarquardtOptions(), checked_problem, Vector({1.0, 1.5, 0.0}));
+  const LevenbergMarquardtSummary unchecked =
+      Minimize(unchecked_options, unchecked_problem, Vector({1.0, 1.5, 0.0}));
+
+  ASSERT_TRUE(checked.IsConverged()) << checked.reason;
+  ASSERT_TRUE(unchecked.IsConverged()) << unchecked.reason;
+  EXPECT_LE(checked.iterations, unchecked.iterations + 10);
+  EXPECT_LE(checked.final_chi2, unchecked.final_chi2);
+}
+
+TEST(LevenbergMarquardtStatisticalToleranceTest, MaxIterationsStillBoundsTheRun) {
+  // With max_iterations at the iteration where ftol alone stops the fit, the held fit runs out
+  // of trials: max_iterations, not a convergence, and the reason says why.
+  FunctionProblem unchecked_problem = NoisyExponentialDecay();
+  LevenbergMarquardtOptions options;
+  options.ftol = 1e-3;
+  options.statistical_tolerance = 0.0;
+  const LevenbergMarquardtSummary unchecked =
+      Minimize(options, unchecked_problem, Vector({1.0, 1.5, 0.0}));
+  ASSERT_EQ(unchecked.status, Status::kConvergedFtol) << unchecked.reason;
+  FunctionProblem problem = NoisyExponentialDecay();
+  options.statistical_tolerance = 1e-3;
+  options.max_iterations = unchecked.iterations;
+
+  const LevenbergMarquardtSummary summary = Minimize(options, problem, Vector({1.0, 1.5, 0.0}));
+
+  EXPECT_EQ(summary.status, Status::kMaxIterations) << summary.reason;
+  EXPECT_EQ(summary.iterations, unchecked.iterations);
+  EXPECT_TRUE(summary.theta == unchecked.theta);  // the same trials up to there
+  EXPECT_EQ(summary.final_step_standard_errors, unchecked.final_step_standard_errors);
+  EXPECT_THAT(summary.reason, HasSubstr("above statistical_tolerance"));
+}
+
 // Resume (DESIGN section 6): stopping after any iteration and continuing from the state the
 // callback saw returns bitwise the uninterrupted result (Rosenbrock: rejected and accepted steps).
 TEST(LevenbergMarquardtResumeTest, ResumingAfterAnyIterationIsBitwiseIdentical) {
@@ -572,6 +809,36 @@ TEST(LevenbergMarquardtResumeTest, ResumingAfterAnyIterationIsBitwiseIdentical) 
     EXPECT_TRUE(resumed.theta == uninterrupted.theta) << stop;
     EXPECT_TRUE(resumed.covariance == uninterrupted.covariance) << stop;
     EXPECT_TRUE(resumed.chi2_history == uninterrupted.chi2_history) << stop;
+    EXPECT_EQ(resumed.final_step_standard_errors, uninterrupted.final_step_standard_errors) << stop;
+  }
+}
+
+// The statistical test needs no state of its own: d is recomputed from the saved point, so a
+// resume in the iterations it adds (loose ftol) is still bitwise.
+TEST(LevenbergMarquardtResumeTest, ResumingWhileTheStatisticalTestHoldsIsBitwiseIdentical) {
+  FunctionProblem problem = NoisyExponentialDecay();
+  std::vector<LevenbergMarquardtState> states;
+  LevenbergMarquardtOptions options;
+  options.ftol = 1e-3;
+  options.callback = [&states](const LevenbergMarquardtIteration& iteration) {
+    states.push_back(iteration.state);
+    return true;
+  };
+  const LevenbergMarquardtSummary uninterrupted =
+      Minimize(options, problem, Vector({1.0, 1.5, 0.0}));
+  ASSERT_TRUE(uninterrupted.IsConverged());
+  ASSERT_GE(states.size(), 3u);
+
+  for (size_t stop = states.size() - 3; stop + 1 < states.size(); ++stop) {
+    LevenbergMarquardtOptions resumed_options;
+    resumed_options.ftol = 1e-3;
+    resumed_options.resume_state = states[stop];
+    FunctionProblem fresh = NoisyExponentialDecay();
+    const LevenbergMarquardtSummary resumed = Minimize(resumed_options, fresh, Vector({0, 0, 0}));
+    EXPECT_EQ(resumed.status, uninterrupted.status) << stop;
+    EXPECT_EQ(resumed.iterations, uninterrupted.iterations) << stop;
+    EXPECT_TRUE(resumed.theta == uninterrupted.theta) << stop;
+    EXPECT_EQ(resumed.final_step_standard_errors, uninterrupted.final_step_standard_errors) << stop;
   }
 }
 
