@@ -9,6 +9,10 @@ find_package(CLI11 QUIET CONFIG)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
 find_package(Threads REQUIRED)
 find_package(Ceres REQUIRED)
+# Global phase (src/fit): Boost's header-only Sobol generator (start_sampling.cc) and pagmo2's
+# CMA-ES (pagmo_bridge.cc, the only file that includes pagmo; its target is Pagmo::pagmo).
+find_package(Boost REQUIRED)
+find_package(Pagmo REQUIRED)
 if(NOT CLI11_FOUND)
   find_path(HOMODYNE_CLI11_INCLUDE_DIR CLI/CLI.hpp REQUIRED)
   add_library(CLI11::CLI11 INTERFACE IMPORTED)

@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config
   libeigen3-dev libceres-dev libhdf5-dev hdf5-tools libyaml-cpp-dev liblzf-dev
+  libpagmo-dev libboost-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libspdlog-dev
   python3-matplotlib python3-h5py python3-numpy time
 )

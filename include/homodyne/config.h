@@ -35,6 +35,54 @@ struct InitialParameterOptions {
   std::vector<std::string> fixed_parameters;              // fixed_parameters (names), empty if null
 };
 
+// optimization.nlsq.multi_start (reference section 7): starts sampled in the search box (log
+// coordinates for parameters spanning decades), screened by their projected chi2, the kept ones
+// fitted locally, the best refined. Values are the reference's defaults.
+struct MultiStartOptions {
+  bool enable = false;  // selects multi-start as the global method (see GlobalSearchOptions)
+  int n_starts = 10;    // sampled starts, >= 1
+  uint64_t seed = 42;   // sampling seed: the same seed gives the same starts and result
+  std::string sampling_strategy = "latin_hypercube";  // latin_hypercube | sobol | random
+  bool use_screening = true;          // keep only the best screen_keep_fraction by start chi2
+  double screen_keep_fraction = 0.5;  // in (0, 1]
+  int refine_top_k = 3;               // best local minima refined with refinement_ftol, >= 1
+  double refinement_ftol = 1e-12;     // > 0
+  // Two distinct minima whose chi2 differ by less than this fraction are reported degenerate.
+  double degeneracy_threshold = 0.1;  // >= 0
+  // Extra starts: physical parameter vectors in the mode's order (custom_starts), always fitted.
+  std::vector<std::vector<double>> custom_starts;
+};
+
+// optimization.nlsq.cmaes (reference section 7): CMA-ES over the projected chi2 in the unit box
+// of the physical parameters (pagmo2), then the local fit.
+struct CmaesSearchOptions {
+  bool enable = false;                     // selects CMA-ES as the global method
+  std::string preset = "cmaes-global";     // cmaes-fast | cmaes | cmaes-global | cmaes-hpc
+  std::optional<int> max_generations;      // per run; null = the preset's
+  std::optional<int> popsize;              // first run's population; null = 4 + 3 ln(dimension)
+  double sigma = 0.5;                      // initial step in unit coordinates, > 0
+  double sigma_warmstart = 0.05;           // step of the warm run from the screened start, > 0
+  double tol_fun = 1e-8;                   // > 0
+  double tol_x = 1e-8;                     // > 0
+  std::string restart_strategy = "bipop";  // ipop | bipop | none
+  std::optional<int> max_restarts;         // null = the preset's
+  bool refine_with_nlsq = true;  // false: report CMA-ES's best point, refined only by the final fit
+};
+
+// optimization.nlsq.global_search (homodyne-cpp; DESIGN section 4b): the global phase before the
+// local fit. Default on: laminar-flow fits have a wide false "no flow" minimum.
+struct GlobalSearchOptions {
+  // auto: staged grid + sampled starts, screened (our default; measured in docs/performance.md).
+  // off: the local fit from initial_parameters only. multi_start | cmaes: that method with its
+  // section's keys. With method auto, multi_start.enable or cmaes.enable select that method
+  // (cmaes first, as the reference).
+  std::string method = "auto";
+  bool method_from_config = false;  // true when the config set method
+  // Points the search evaluates: above this the search runs on a row subsample (every s-th row
+  // of each angle's upper triangle); the chosen minimum is always refined on all the data.
+  int64_t max_points = 1000000;  // >= 1000
+};
+
 // optimization.nlsq (and its anti_degeneracy part)
 struct NlsqOptions {
   int max_iterations = 100;             // optimization.nlsq.max_iterations, > 0
@@ -48,6 +96,20 @@ struct NlsqOptions {
   int constant_scaling_threshold = 3;       // anti_degeneracy.constant_scaling_threshold, >= 1
   int fourier_order = 2;                    // anti_degeneracy.fourier_order, >= 1
   bool per_angle_mode_from_config = false;  // true when the config set per_angle_mode
+  // Variable projection of contrast and offset (DESIGN section 4b): local fits search only the
+  // physical parameters, each evaluated with its best per-angle scaling; the result is then
+  // refined on the full problem. optimization.nlsq.variable_projection.
+  bool variable_projection = true;
+  // Local optimiser of the standard strategy: lm (our core; 12x faster than Ceres on 7.5e5 points,
+  // same optimum) or ceres (Ceres DENSE_QR: the independent cross-check, and a second opinion on
+  // ill-conditioned problems). optimization.nlsq.solver. The other strategies always use lm.
+  std::string solver = "lm";
+  // DESIGN section 4: ftol/xtol may stop a fit only when the Gauss-Newton step is at most this
+  // many standard errors. optimization.nlsq.statistical_tolerance, >= 0 (0 disables).
+  double statistical_tolerance = 1e-3;
+  GlobalSearchOptions global_search;
+  MultiStartOptions multi_start;
+  CmaesSearchOptions cmaes;
 };
 
 // optimization.streaming (also accepted under optimization.nlsq.streaming; per key,

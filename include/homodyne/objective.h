@@ -119,6 +119,20 @@ struct PassOptions {
   std::function<void(const PassProgress&)> on_chunk;  // optional, after every chunk
 };
 
+class PassKernel;  // src/fit/pass_kernel.h: the per-batch work of a pass
+
+// Per-angle sums of one full pass, for variable projection (variable_projection.h).
+struct AngleGrams {
+  // grams[k]: for angle k, the Gram matrix G = [J | e]^T [J | e] over its finite points, with
+  //   J = d c2 / d(physical..., contrast_k, offset_k)   (M = P_phys + 2 columns, model units)
+  //   e = data - c2                                      (column M)
+  // at the evaluated theta; unscaled (no 1/sigma^2, each point once), full symmetric, and
+  // reduced in batch order (deterministic). In the objective's scaling the pass's chi2 is
+  // 2 / sigma^2 * sum_k G_k(M, M).
+  std::vector<Eigen::MatrixXd> grams;
+  int64_t finite_points = 0;  // finite upper-triangle points of all angles
+};
+
 class BatchedObjective : public LeastSquaresProblem {
  public:
   // model: the fitted grid (N = model.num_times()). phi_degrees: one angle per data angle.
@@ -126,6 +140,12 @@ class BatchedObjective : public LeastSquaresProblem {
   // inconsistent sizes or values.
   BatchedObjective(HomodyneModel model, std::vector<double> phi_degrees, double sigma,
                    std::unique_ptr<PassData> data, PassOptions options);
+  // The same on an explicit batch list (any rows, in pass order; offsets index the data's
+  // arrays): e.g. a subsample of rows (MakeRowSubsampleObjective). options.batch_points is
+  // ignored.
+  BatchedObjective(HomodyneModel model, std::vector<double> phi_degrees, double sigma,
+                   std::unique_ptr<PassData> data, PassOptions options,
+                   std::vector<RowBatch> batches);
 
   int num_parameters() const override { return num_physical_ + 2 * num_angles(); }
   // 2 * (finite upper-triangle points), as counted by the last Accumulate (or the data set's
@@ -133,6 +153,11 @@ class BatchedObjective : public LeastSquaresProblem {
   int64_t num_residuals() const override { return 2 * num_finite_points_; }
   NormalEquations Accumulate(const Eigen::VectorXd& theta) override;
   double Cost(const Eigen::VectorXd& theta) override;
+  // A full pass at theta that keeps every angle's sums apart (AngleGrams), for variable
+  // projection. Counts as a pass (passes()); calls no on_chunk and takes no part in resume (a
+  // pending ResumePass state stays pending).
+  AngleGrams AccumulateAngleGrams(const Eigen::VectorXd& theta);
+  double sigma() const { return sigma_; }
 
   // Resume (DESIGN section 6): the next Accumulate (state.full_pass) or Cost at bitwise the same
   // theta continues this saved pass from state.next_batch instead of starting at batch 0, with
@@ -158,7 +183,11 @@ class BatchedObjective : public LeastSquaresProblem {
   PassData& pass_data() { return *data_; }
 
  private:
+  struct ChunkGrams;
   void CheckTheta(const Eigen::VectorXd& theta) const;
+  // Fetches batches [first, last) and fills chunk with their per-batch, per-angle Gram matrices
+  // (OpenMP over the batches).
+  void ComputeChunkGrams(const PassKernel& kernel, int first, int last, ChunkGrams& chunk);
   int ChunkBatches() const;
   // Starts pass_ at theta: from the pending resume state when it matches, else from zero.
   void BeginPass(const Eigen::VectorXd& theta, bool full_pass);
@@ -175,6 +204,7 @@ class BatchedObjective : public LeastSquaresProblem {
   std::vector<RowBatch> batches_;
   PassState pass_;  // the pass in progress: its point and partial sums
   std::optional<PassState> resume_pass_;
+  std::vector<const float*> pointers_;  // the batches of the current Fetch
 };
 
 // The objective on packed data in memory (large and chunked strategies). Counts the finite
@@ -200,5 +230,17 @@ class PackedDataObjective : public BatchedObjective {
  private:
   const InMemoryPassData* data_view_;
 };
+
+// The objective on every row_stride-th row (0, s, 2s, ...) of every angle's strict upper
+// triangle, read from the source into memory (about UpperTriangleSize(N) / s points per angle):
+// the data of the global phase (global_search.h), whose chi2 tracks the full one at a bounded
+// cost whatever the data size. Each row keeps all its lags, so short and long times are both
+// represented. The same source and stride give the same objective whatever strategy the fit
+// uses, so every strategy's global phase sums in the same order. row_stride >= 1; propagates
+// the source's DataError.
+std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(BatchSource& source,
+                                                            HomodyneModel model,
+                                                            std::vector<double> phi_degrees,
+                                                            double sigma, int row_stride);
 
 }  // namespace homodyne

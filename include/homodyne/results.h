@@ -32,6 +32,32 @@ struct BatchStatisticsSummary {
   int64_t checkpoints_saved = 0;
 };
 
+// What the global phase did (global_search.h; DESIGN section 4b): convergence_metrics.json's
+// global_search section.
+struct GlobalSearchRecord {
+  // One distinct local minimum it found.
+  struct Minimum {
+    double chi2 = 0.0;               // on the search data
+    std::vector<std::string> names;  // physical parameters searched
+    std::vector<double> values;      // their values at the minimum
+    int start = -1;                  // the candidate it came from; -1 = CMA-ES
+    std::string status;              // the local fit's LM status
+  };
+  std::string method = "off";  // off | auto | multi_start | cmaes
+  std::string reason;          // the key or flag that chose it
+  int candidates = 0;          // starting points screened
+  int local_fits = 0;
+  int generations = 0;  // CMA-ES
+  int cmaes_runs = 0;
+  int64_t passes = 0;             // over the search data
+  int64_t point_evaluations = 0;  // passes x search points
+  int64_t search_points = 0;      // upper-triangle points the search used
+  int row_stride = 1;             // every row_stride-th row (1 = all)
+  double seconds = 0.0;
+  std::vector<Minimum> minima;  // lowest chi2 first
+  int chosen = -1;              // index into minima; -1 = none
+};
+
 struct FitResult {
   AnalysisMode analysis_mode = AnalysisMode::kLaminarFlow;
   std::vector<ParameterEstimate> physical;    // model order (PhysicalParameterNames)
@@ -62,6 +88,7 @@ struct FitResult {
   double total_seconds = 0.0;
   double memory_peak_mb = 0.0;
   BatchStatisticsSummary batch_statistics;
+  GlobalSearchRecord global_search;
   std::vector<std::string> recovery_actions;  // e.g. strategy fallbacks, resume
   std::vector<std::string> warnings;
 };
@@ -74,6 +101,10 @@ std::string QualityFlag(double reduced_chi_squared);
 // to a temporary name and renamed, so a failure never leaves a truncated file. NaN is written as
 // null, +-Inf as "Infinity"/"-Infinity" (as the reference). Throws InputError naming the path.
 void WriteResultFiles(const FitResult& result, const std::string& output_dir);
+
+// The correlation matrix of a row-major n x n covariance: C_ij / sqrt(C_ii C_jj), 0 where a
+// variance is 0 (a fixed parameter or one held at a bound). Empty sizes give zeros.
+std::vector<double> CorrelationMatrix(const std::vector<double>& covariance, size_t n);
 
 class BatchSource;
 

@@ -152,6 +152,17 @@ std::optional<CommandLineOptions> ParseCommandLine(int argc, char** argv) {
       ->excludes(resume);
   app.add_flag("--fast-mode", options.fast_mode,
                "Skip numerical validation checks (keeps recovery and checkpoints)");
+  app.add_option("--global-search", options.global_search,
+                 "Global phase before the local fit: auto (default) | off | multi-start | cmaes "
+                 "(optimization.nlsq.global_search.method)")
+      ->check(CLI::IsMember({"auto", "off", "multi-start", "cmaes"}));
+  app.add_flag("--no-variable-projection", options.no_variable_projection,
+               "Local fits move contrast and offset with the physical parameters instead of "
+               "solving them per angle (optimization.nlsq.variable_projection: false)");
+  app.add_option("--solver", options.solver,
+                 "Local optimiser of the standard strategy: lm (the LM core, default) | ceres "
+                 "(the cross-check; optimization.nlsq.solver)")
+      ->check(CLI::IsMember({"lm", "ceres"}));
   app.add_flag("--dry-run", options.dry_run,
                "Load config and data, print a summary and the memory each strategy needs; no fit");
 
@@ -210,6 +221,9 @@ void ApplyCommandLineOverrides(const CommandLineOptions& options, Config* config
   }
   if (options.resume) config->streaming.resume_from_checkpoint = *options.resume;
   if (options.fast_mode) config->performance.fast_mode = true;
+  // --global-search stays on the command line: ResolveGlobalSearchMethod names it as the reason.
+  if (options.no_variable_projection) config->nlsq.variable_projection = false;
+  if (options.solver) config->nlsq.solver = *options.solver;
 }
 
 }  // namespace homodyne::cli

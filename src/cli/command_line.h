@@ -31,10 +31,13 @@ struct CommandLineOptions {
   std::optional<std::string> backend;                        // --backend cpu|cuda|auto
   std::optional<std::string> checkpoint_dir;                 // --checkpoint-dir
   std::optional<int> checkpoint_frequency;                   // --checkpoint-frequency
-  std::optional<double> checkpoint_min_interval;              // --checkpoint-min-interval
+  std::optional<double> checkpoint_min_interval;             // --checkpoint-min-interval
   std::optional<bool> resume;                                // --resume / --no-resume
   bool fast_mode = false;                                    // --fast-mode
-  bool dry_run = false;                                      // --dry-run
+  std::optional<std::string> global_search;  // --global-search auto|off|multi-start|cmaes
+  bool no_variable_projection = false;       // --no-variable-projection
+  std::optional<std::string> solver;         // --solver lm|ceres
+  bool dry_run = false;                      // --dry-run
 };
 
 // Parses argv and checks every flag value that needs no config. Returns std::nullopt after

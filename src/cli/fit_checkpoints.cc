@@ -69,7 +69,8 @@ int InterruptSignal() { return g_interrupt_signal.load(); }
 
 void RequestInterruptForTesting(int signal_number) { g_interrupt_signal.store(signal_number); }
 
-std::string FitIdentityText(const Config& config, int64_t batch_points) {
+std::string FitIdentityText(const Config& config, int64_t batch_points,
+                            const std::string& global_search_method) {
   std::ostringstream out;
   out << std::setprecision(17);
   std::error_code error;
@@ -108,6 +109,26 @@ std::string FitIdentityText(const Config& config, int64_t batch_points) {
       << "\n"
       << "fast_mode=" << config.performance.fast_mode << "\n"
       << "batch_points=" << batch_points << "\n";
+  // The local fits and the global phase (DESIGN section 4b). The solver is not part of it: a
+  // checkpoint of the other optimiser is refused with its own message (fit_command.cc).
+  out << "variable_projection=" << nlsq.variable_projection
+      << " statistical_tolerance=" << nlsq.statistical_tolerance << "\n"
+      << "global_search=" << global_search_method << " max_points=" << nlsq.global_search.max_points
+      << "\n";
+  const MultiStartOptions& multi = nlsq.multi_start;
+  out << "multi_start n_starts=" << multi.n_starts << " seed=" << multi.seed
+      << " sampling=" << multi.sampling_strategy << " screening=" << multi.use_screening
+      << " keep=" << multi.screen_keep_fraction << " top_k=" << multi.refine_top_k
+      << " refinement_ftol=" << multi.refinement_ftol << "\n";
+  for (const std::vector<double>& start : multi.custom_starts) {
+    AppendNumbers(out, "custom_start", start);
+  }
+  const CmaesSearchOptions& cmaes = nlsq.cmaes;
+  out << "cmaes preset=" << cmaes.preset << " generations=" << cmaes.max_generations.value_or(0)
+      << " popsize=" << cmaes.popsize.value_or(0) << " sigma=" << cmaes.sigma
+      << " sigma_warmstart=" << cmaes.sigma_warmstart << " tol_fun=" << cmaes.tol_fun
+      << " tol_x=" << cmaes.tol_x << " restarts=" << cmaes.restart_strategy << ":"
+      << cmaes.max_restarts.value_or(-1) << " refine=" << cmaes.refine_with_nlsq << "\n";
   return out.str();
 }
 
@@ -215,6 +236,11 @@ void FitCheckpoints::StopIfInterrupted() {
   if (const int signal_number = InterruptSignal(); signal_number != 0) {
     SaveAndStop(nullptr, signal_number);
   }
+}
+
+void FitCheckpoints::OnGlobalSearchPasses(int64_t passes, int64_t batches_per_pass) {
+  AdvanceBatches(passes * batches_per_pass);
+  StopIfInterrupted();
 }
 
 void FitCheckpoints::AdvanceBatches(int64_t batches) {

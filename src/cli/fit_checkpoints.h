@@ -41,7 +41,9 @@ class FitInterrupted : public std::runtime_error {
 
 // The resolved settings that determine a fit's numbers, as text; its SHA-256 identifies the
 // config in checkpoints (threads, output paths and checkpoint settings are not part of it).
-std::string FitIdentityText(const Config& config, int64_t batch_points);
+// global_search_method: the resolved method (ResolveGlobalSearchMethod).
+std::string FitIdentityText(const Config& config, int64_t batch_points,
+                            const std::string& global_search_method);
 
 // Path, size, modification time, shape and a SHA-256 of sampled rows (first, middle and last row
 // of every angle) of the input: a checkpoint of another data set is refused.
@@ -71,6 +73,11 @@ class FitCheckpoints {
   // After a fit stopped by OnIteration: on a signal, saves the last state and throws
   // FitInterrupted (as OnChunk does inside passes); else returns.
   void StopIfInterrupted();
+  // Progress of the global phase (global_search.h), which saves no state of its own: its passes
+  // count as batches (statistics, the test signal hook); on a signal, saves a checkpoint without
+  // an LM state and throws FitInterrupted. Resuming reruns the deterministic global phase, so
+  // the resumed fit equals an uninterrupted one.
+  void OnGlobalSearchPasses(int64_t passes, int64_t batches_per_pass);
   // The chunk callback of a pass: counts batches, saves every checkpoint_frequency batches
   // (chunked, streaming), and on a signal saves and throws FitInterrupted.
   void OnChunk(const PassProgress& progress);

@@ -25,6 +25,7 @@
 #include "homodyne/checkpoint.h"
 #include "homodyne/dataset.h"
 #include "homodyne/errors.h"
+#include "homodyne/global_search.h"
 #include "homodyne/initial_values.h"
 #include "homodyne/lm.h"
 #include "homodyne/objective.h"
@@ -32,6 +33,7 @@
 #include "homodyne/results.h"
 #include "homodyne/scaling.h"
 #include "homodyne/standard_fit.h"
+#include "homodyne/variable_projection.h"
 
 namespace homodyne::cli {
 namespace {
@@ -231,6 +233,129 @@ std::vector<std::string> ResultBoundWarnings(const LevenbergMarquardtSummary& su
   return warnings;
 }
 
+// Rows of every angle's upper triangle the global phase reads: every stride-th, so that the
+// search sees at most max_points points (1 = all of them).
+int SearchRowStride(int64_t points, int64_t max_points) {
+  return static_cast<int>(std::max<int64_t>(1, (points + max_points - 1) / max_points));
+}
+
+// The global phase (DESIGN section 4b) on `data`: progress lines, passes counted as batches and
+// signals seen between candidates and local fits (checkpoints.OnGlobalSearchPasses throws
+// FitInterrupted after saving). Returns its summary.
+GlobalSearchSummary RunGlobalPhase(const Config& config, const std::string& method,
+                                   BatchedObjective& data, int row_stride, const ScalingMap& map,
+                                   const BoundBox& bounds, const Eigen::VectorXd& start,
+                                   const LevenbergMarquardtOptions& lm,
+                                   FitCheckpoints& checkpoints) {
+  spdlog::info("global search {}: {} points{}", method, data.num_points(),
+               row_stride > 1 ? " (every " + std::to_string(row_stride) + " rows)" : "");
+  GlobalSearchInputs inputs;
+  inputs.data = &data;
+  inputs.map = map;
+  inputs.bounds = bounds;
+  inputs.start = start;
+  inputs.local = lm;
+  inputs.local.resume_state.reset();
+  inputs.local.callback = [](const LevenbergMarquardtIteration&) { return InterruptSignal() == 0; };
+  int64_t passes_seen = 0;
+  std::string last_stage;
+  inputs.on_progress = [&](const GlobalSearchProgress& progress) {
+    // A line when a stage starts, after every local fit, at the end of screening and every
+    // 20th CMA-ES generation.
+    const bool new_stage = progress.stage != last_stage;
+    last_stage = progress.stage;
+    const bool each = progress.stage == "local fit" || progress.stage == "refine";
+    const bool last = progress.total > 0 && progress.index == progress.total;
+    const bool periodic = progress.stage == "cmaes" && progress.index % 20 == 0;
+    if (new_stage || each || last || periodic) {
+      const std::string of = progress.total > 0 ? "/" + std::to_string(progress.total) : "";
+      spdlog::info("global search {} {}{}  best chi2 {:.8e}  {} passes", progress.stage,
+                   progress.index, of, progress.best_chi2, progress.passes);
+    }
+    checkpoints.OnGlobalSearchPasses(progress.passes - passes_seen, data.num_batches());
+    passes_seen = progress.passes;
+    return true;
+  };
+  GlobalSearchSummary summary = RunGlobalSearch(method, config.nlsq, inputs);
+  summary.row_stride = row_stride;
+  checkpoints.OnGlobalSearchPasses(summary.passes - passes_seen, data.num_batches());
+  spdlog::info("{}", summary.BriefReport());
+  return summary;
+}
+
+// A projected local fit from start (global phase off, variable projection on): the reduced point
+// the final fit starts from.
+Eigen::VectorXd ProjectedLocalFit(BatchedObjective& objective, const ScalingMap& map,
+                                  const BoundBox& bounds, const Eigen::VectorXd& start,
+                                  const LevenbergMarquardtOptions& lm) {
+  VariableProjectionProblem projected(objective, map, bounds, start);
+  if (projected.linear_indices().empty()) return start;  // nothing to project
+  LevenbergMarquardtOptions options = lm;
+  const BoundBox nonlinear = projected.NonlinearBounds();
+  options.lower_bounds = nonlinear.lower;
+  options.upper_bounds = nonlinear.upper;
+  options.parameter_names = projected.NonlinearNames();
+  options.resume_state.reset();
+  options.callback = [](const LevenbergMarquardtIteration&) { return InterruptSignal() == 0; };
+  const LevenbergMarquardtSummary fit =
+      Minimize(options, projected, projected.NonlinearPart(start));
+  spdlog::info("projected local fit: {}", fit.BriefReport());
+  return projected.ReducedPoint(fit.theta);
+}
+
+// The global phase's summary for the result files, with the physical parameters by name.
+GlobalSearchRecord RecordOf(const GlobalSearchSummary& summary, const std::string& reason,
+                            const ScalingMap& map, const std::vector<std::string>& names) {
+  GlobalSearchRecord record;
+  record.method = summary.method;
+  record.reason = reason;
+  record.candidates = summary.candidates;
+  record.local_fits = summary.local_fits;
+  record.generations = summary.generations;
+  record.cmaes_runs = summary.cmaes_runs;
+  record.passes = summary.passes;
+  record.point_evaluations = summary.point_evaluations;
+  record.search_points = summary.search_points;
+  record.row_stride = summary.row_stride;
+  record.seconds = summary.seconds;
+  record.chosen = summary.chosen;
+  for (const GlobalMinimum& minimum : summary.minima) {
+    GlobalSearchRecord::Minimum entry;
+    entry.chi2 = minimum.chi2;
+    const Eigen::VectorXd full = map.Expand(minimum.reduced);
+    for (size_t p = 0; p < names.size(); ++p) {
+      entry.names.push_back(names[p]);
+      entry.values.push_back(full[static_cast<Eigen::Index>(p)]);
+    }
+    entry.start = minimum.start;
+    entry.status = minimum.status;
+    record.minima.push_back(std::move(entry));
+  }
+  return record;
+}
+
+// Full validation's correlation warnings (DESIGN section 7): a pair of fitted physical parameters
+// whose correlation exceeds 0.99 in magnitude is not separated by the data.
+std::vector<std::string> CorrelationWarnings(const FitResult& result, int n_physical) {
+  std::vector<std::string> warnings;
+  const size_t n = result.covariance_names.size();
+  const std::vector<double> correlation = CorrelationMatrix(result.covariance, n);
+  for (int i = 0; i < n_physical; ++i) {
+    for (int j = i + 1; j < n_physical; ++j) {
+      const double r = correlation[static_cast<size_t>(i) * n + static_cast<size_t>(j)];
+      if (std::abs(r) <= 0.99) continue;
+      char value[32];
+      std::snprintf(value, sizeof(value), "%.4f", r);
+      warnings.push_back(
+          "the data do not separate " + result.covariance_names[static_cast<size_t>(i)] + " and " +
+          result.covariance_names[static_cast<size_t>(j)] + " (correlation " + value +
+          "): their uncertainties are large and the fit may stop along "
+          "the valley between them");
+    }
+  }
+  return warnings;
+}
+
 }  // namespace
 
 int RunFit(const Config& config, const CommandLineOptions& options, std::ostream& out) {
@@ -273,6 +398,16 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
   omp_set_num_threads(size.threads);
   const StrategyChoice& choice = plan.strategy;
   result.strategy_reason = choice.reason;
+  std::string global_reason;
+  const std::string global_method =
+      ResolveGlobalSearchMethod(config.nlsq, options.global_search.value_or(""), &global_reason);
+  if (config.nlsq.solver == "ceres" && choice.kind != StrategyKind::kStandard) {
+    throw ConfigError(config.source_path +
+                      ": optimization.nlsq.solver = ceres needs the standard "
+                      "strategy (this fit uses " +
+                      std::string(ToString(choice.kind)) +
+                      "): use --strategy standard, or solver lm");
+  }
   spdlog::info("strategy {} ({})", ToString(choice.kind), choice.reason);
 
   const HomodyneModel model(
@@ -281,6 +416,17 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
       info.FittedTimes());
   std::vector<double> phi;
   for (const AngleInfo& angle : info.angles) phi.push_back(angle.phi_degrees);
+
+  // The global phase's data: every s-th row (all rows up to max_points), read now, while no pass
+  // uses the source (a streaming objective reads it from its first pass on). Built the same way
+  // for every strategy, so large, chunked and streaming search alike and stay bitwise identical.
+  const int64_t fit_points = UpperTriangleSize(n_times) * n_angles;
+  const int search_row_stride = SearchRowStride(fit_points, config.nlsq.global_search.max_points);
+  std::unique_ptr<BatchedObjective> search_data;
+  if (global_method != "off") {
+    search_data =
+        MakeRowSubsampleObjective(*source, model, phi, config.nlsq.sigma, search_row_stride);
+  }
 
   // Set up the chosen strategy; on an allocation failure, the next leaner one (DESIGN section 3).
   PassProgressBar progress_bar(config.performance.enable_progress);
@@ -372,6 +518,7 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
   lm.ftol = config.nlsq.tolerance;
   lm.xtol = config.nlsq.xtol;
   lm.gtol = config.nlsq.gtol;
+  lm.statistical_tolerance = config.nlsq.statistical_tolerance;
   lm.validate_numerics = !config.performance.fast_mode;
   lm.callback = [&checkpoints](const LevenbergMarquardtIteration& iteration) {
     spdlog::info("iteration {:3d}  chi2 {:.8e}  damping {:.2e}  step {:.3e}  {}  {:.2f} s",
@@ -385,22 +532,26 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
 
   // Checkpoints of this config and data set; resume from the newest valid one (DESIGN section 6).
   const int64_t batch_points_per_angle = setup.objective->batch_points();
+  // The LM core on the standard strategy's data saves as large does (at iteration ends); the
+  // standard policy is Ceres' (its passes counted from the iterations).
+  const bool ceres = kind == StrategyKind::kStandard && config.nlsq.solver == "ceres";
+  const StrategyKind checkpoint_policy =
+      kind == StrategyKind::kStandard && !ceres ? StrategyKind::kLarge : kind;
   checkpoints = std::make_unique<FitCheckpoints>(
-      config, kind, Sha256Hex(FitIdentityText(config, batch_points_per_angle)),
+      config, checkpoint_policy,
+      Sha256Hex(FitIdentityText(config, batch_points_per_angle, global_method)),
       DataFingerprint(*source), objective.num_batches());
   if (const std::optional<Checkpoint> checkpoint = checkpoints->LoadForResume()) {
     // Ceres (standard) and the LM core (the other strategies) keep different states.
     const bool ceres_state = checkpoint->lm.trust_region_radius > 0.0;
     const bool core_state = checkpoint->lm.theta.size() > 0 && !ceres_state;
-    if ((kind == StrategyKind::kStandard && core_state) ||
-        (kind != StrategyKind::kStandard && ceres_state)) {
-      throw InputError(
-          "the checkpoint at batch " + std::to_string(checkpoint->global_batch) + " in " +
-          config.streaming.checkpoint_dir + " was written by the " +
-          (ceres_state ? "standard strategy" : "large, chunked or streaming strategy") +
-          " and this run uses " + std::string(ToString(kind)) + ": resume it with --strategy " +
-          (ceres_state ? "standard" : "large, chunked or streaming") +
-          ", or start afresh with --no-resume");
+    if ((ceres && core_state) || (!ceres && ceres_state)) {
+      throw InputError("the checkpoint at batch " + std::to_string(checkpoint->global_batch) +
+                       " in " + config.streaming.checkpoint_dir + " was written by the " +
+                       (ceres_state ? "Ceres solver" : "LM core") + " and this run uses the " +
+                       (ceres ? "Ceres solver" : "LM core") + ": resume it with " +
+                       (ceres_state ? "--strategy standard --solver ceres" : "--solver lm") +
+                       ", or start afresh with --no-resume");
     }
     checkpoints->ContinueFrom(*checkpoint);
     if (checkpoint->lm.theta.size() > 0) lm.resume_state = checkpoint->lm;
@@ -413,15 +564,37 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
     result.recovery_actions.push_back(action);
   }
 
+  // The global phase (DESIGN section 4b), or a projected local fit when it is off; the final fit
+  // starts from the minimum chosen. A resumed final fit continues from its saved state instead;
+  // the global phase still runs (deterministic, bounded by max_points), so its report and the
+  // chosen minimum equal the uninterrupted run's.
+  Eigen::VectorXd fit_start = reduced0;
+  result.global_search.reason = global_reason;
+  if (global_method != "off") {
+    const GlobalSearchSummary global =
+        RunGlobalPhase(config, global_method, *search_data, search_row_stride, map, reduced_bounds,
+                       reduced0, lm, *checkpoints);
+    result.global_search = RecordOf(global, global_reason, map, names);
+    for (const std::string& warning : global.warnings) {
+      spdlog::warn("{}", warning);
+      result.warnings.push_back(warning);
+    }
+    if (global.chosen >= 0) fit_start = global.minima[static_cast<size_t>(global.chosen)].reduced;
+  } else if (config.nlsq.variable_projection && !lm.resume_state) {
+    fit_start = ProjectedLocalFit(objective, map, reduced_bounds, reduced0, lm);
+    checkpoints->StopIfInterrupted();
+  }
+  search_data.reset();
+
   LevenbergMarquardtSummary summary;
   try {
-    if (kind == StrategyKind::kStandard) {
+    if (ceres) {
       // Full Jacobian in memory, solved by Ceres (DENSE_QR); on allocation failure the same data
       // go through the large pass instead (DESIGN section 3).
       try {
         const auto& in_memory = static_cast<const PackedDataObjective&>(objective);
         summary = FitStandardWithCeres(lm, model, phi, config.nlsq.sigma, in_memory.data(), map,
-                                       reduced0);
+                                       fit_start);
       } catch (const std::bad_alloc&) {
         const std::string action =
             "strategy standard ran out of memory for its Jacobian; fell back to large";
@@ -429,14 +602,14 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
         result.recovery_actions.push_back(action);
         result.strategy = "large";
         lm.resume_state.reset();  // a Ceres state; the LM core starts afresh
-        summary = Minimize(lm, problem, reduced0);
+        summary = Minimize(lm, problem, fit_start);
       }
       // Stopped by a signal (FitCheckpoints::OnIteration): save and exit 3.
       if (summary.status == LevenbergMarquardtStatus::kStoppedByCallback) {
         checkpoints->StopIfInterrupted();
       }
     } else {
-      summary = Minimize(lm, problem, reduced0);
+      summary = Minimize(lm, problem, fit_start);
     }
   } catch (const DataError& error) {
     // A batch that could not be read even after retries: keep what was computed (DESIGN 7).
@@ -496,6 +669,12 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
       result.covariance.push_back(full.covariance(i, j));
     }
   }
+  if (!config.performance.fast_mode) {
+    for (const std::string& warning : CorrelationWarnings(result, n_physical)) {
+      spdlog::warn("{}", warning);
+      result.warnings.push_back(warning);
+    }
+  }
   result.per_angle_mode = std::string(ToString(plan.scaling.mode));
   result.chi_squared = summary.final_chi2;
   result.reduced_chi_squared = summary.final_chi2 / static_cast<double>(std::max<int64_t>(dof, 1));
@@ -517,8 +696,28 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
   result.total_seconds = SecondsSince(start);
   result.memory_peak_mb = PeakResidentMb();
 
-  out << summary.BriefReport() << "\n";
   char line[160];
+  if (result.global_search.chosen >= 0) {
+    const GlobalSearchRecord& global = result.global_search;
+    std::snprintf(line, sizeof(line),
+                  "global search %s: %zu distinct minima from %d local fits (%d candidates), "
+                  "chose chi2 %.8g (%.2f s)\n",
+                  global.method.c_str(), global.minima.size(), global.local_fits, global.candidates,
+                  global.minima.front().chi2, global.seconds);
+    out << line;
+    for (size_t i = 0; i < global.minima.size() && i < 5; ++i) {
+      std::string values;
+      for (size_t p = 0; p < global.minima[i].names.size(); ++p) {
+        char value[64];
+        std::snprintf(value, sizeof(value), " %s=%.4g", global.minima[i].names[p].c_str(),
+                      global.minima[i].values[p]);
+        values += value;
+      }
+      out << (static_cast<int>(i) == global.chosen ? "  * " : "    ") << "chi2 "
+          << global.minima[i].chi2 << values << "\n";
+    }
+  }
+  out << summary.BriefReport() << "\n";
   for (const ParameterEstimate& estimate : result.physical) {
     std::snprintf(line, sizeof(line), "  %-20s %14.6g +- %.3g\n", estimate.name.c_str(),
                   estimate.value, estimate.uncertainty);

@@ -561,6 +561,124 @@ void ParseNlsq(const ConfigReader& reader, Config& config) {
   }
 }
 
+// optimization.nlsq.{variable_projection, statistical_tolerance, global_search, multi_start,
+// cmaes} (config.h GlobalSearchOptions, MultiStartOptions, CmaesSearchOptions).
+void ParseGlobalSearch(const ConfigReader& reader, Config& config) {
+  NlsqOptions& nlsq = config.nlsq;
+  const std::string base = "optimization.nlsq.";
+  nlsq.variable_projection =
+      reader.Bool(base + "variable_projection").value_or(nlsq.variable_projection);
+  if (const auto value = reader.Number(base + "statistical_tolerance")) {
+    reader.Require(std::isfinite(*value) && *value >= 0.0, base + "statistical_tolerance",
+                   "must be >= 0 (0 disables the check)");
+    nlsq.statistical_tolerance = *value;
+  }
+  auto one_of = [&](const std::string& path, std::string& field,
+                    std::initializer_list<const char*> allowed) {
+    const auto text = reader.String(path);
+    if (!text) return false;
+    const std::string lower = Lower(*text);
+    std::string list;
+    for (const char* name : allowed) {
+      if (lower == name) {
+        field = lower;
+        return true;
+      }
+      list += (list.empty() ? "" : ", ") + std::string(name);
+    }
+    reader.Fail(path, reader.Find(path), "must be one of " + list);
+  };
+  auto integer_at_least = [&](const std::string& path, int minimum, int& field) {
+    if (const auto value = reader.Integer(path)) {
+      reader.Require(*value >= minimum && *value <= std::numeric_limits<int>::max(), path,
+                     "must be >= " + std::to_string(minimum));
+      field = static_cast<int>(*value);
+    }
+  };
+  auto positive_number = [&](const std::string& path, double& field) {
+    if (const auto value = reader.Number(path)) {
+      reader.Require(std::isfinite(*value) && *value > 0.0, path, "must be > 0");
+      field = *value;
+    }
+  };
+
+  one_of(base + "solver", nlsq.solver, {"lm", "ceres"});
+
+  const std::string gs = base + "global_search.";
+  GlobalSearchOptions& global = nlsq.global_search;
+  global.method_from_config =
+      one_of(gs + "method", global.method, {"auto", "off", "multi_start", "cmaes"});
+  if (const auto points = reader.Integer(gs + "max_points")) {
+    reader.Require(*points >= 1000, gs + "max_points", "must be >= 1000");
+    global.max_points = *points;
+  }
+
+  const std::string ms = base + "multi_start.";
+  MultiStartOptions& multi = nlsq.multi_start;
+  multi.enable = reader.Bool(ms + "enable").value_or(multi.enable);
+  integer_at_least(ms + "n_starts", 1, multi.n_starts);
+  if (const auto seed = reader.Integer(ms + "seed")) {
+    reader.Require(*seed >= 0, ms + "seed", "must be >= 0");
+    multi.seed = static_cast<uint64_t>(*seed);
+  }
+  one_of(ms + "sampling_strategy", multi.sampling_strategy, {"latin_hypercube", "sobol", "random"});
+  multi.use_screening = reader.Bool(ms + "use_screening").value_or(multi.use_screening);
+  if (const auto fraction = reader.Number(ms + "screen_keep_fraction")) {
+    reader.Require(*fraction > 0.0 && *fraction <= 1.0, ms + "screen_keep_fraction",
+                   "must be in (0, 1]");
+    multi.screen_keep_fraction = *fraction;
+  }
+  integer_at_least(ms + "refine_top_k", 1, multi.refine_top_k);
+  positive_number(ms + "refinement_ftol", multi.refinement_ftol);
+  if (const auto threshold = reader.Number(ms + "degeneracy_threshold")) {
+    reader.Require(std::isfinite(*threshold) && *threshold >= 0.0, ms + "degeneracy_threshold",
+                   "must be >= 0");
+    multi.degeneracy_threshold = *threshold;
+  }
+  const YAML::Node custom = reader.Find(ms + "custom_starts");
+  if (Present(custom)) {
+    if (!custom.IsSequence()) {
+      reader.Fail(ms + "custom_starts", custom, "must be a list of parameter lists");
+    }
+    const size_t expected = PhysicalParameterNames(config.analysis_mode).size();
+    for (size_t i = 0; i < custom.size(); ++i) {
+      const std::string path = ms + "custom_starts[" + std::to_string(i) + "]";
+      std::vector<double> start = reader.NumbersOf(custom[i], path);
+      reader.Require(start.size() == expected, path,
+                     "must have " + std::to_string(expected) +
+                         " values (the physical parameters of " +
+                         std::string(ToString(config.analysis_mode)) + ", in order)");
+      multi.custom_starts.push_back(std::move(start));
+    }
+  }
+
+  const std::string cm = base + "cmaes.";
+  CmaesSearchOptions& cmaes = nlsq.cmaes;
+  cmaes.enable = reader.Bool(cm + "enable").value_or(cmaes.enable);
+  one_of(cm + "preset", cmaes.preset, {"cmaes-fast", "cmaes", "cmaes-global", "cmaes-hpc"});
+  if (Present(reader.Find(cm + "max_generations"))) {
+    int generations = 1;
+    integer_at_least(cm + "max_generations", 1, generations);
+    cmaes.max_generations = generations;
+  }
+  if (Present(reader.Find(cm + "popsize"))) {
+    int popsize = 2;
+    integer_at_least(cm + "popsize", 2, popsize);
+    cmaes.popsize = popsize;
+  }
+  if (Present(reader.Find(cm + "max_restarts"))) {
+    int restarts = 0;
+    integer_at_least(cm + "max_restarts", 0, restarts);
+    cmaes.max_restarts = restarts;
+  }
+  positive_number(cm + "sigma", cmaes.sigma);
+  positive_number(cm + "sigma_warmstart", cmaes.sigma_warmstart);
+  positive_number(cm + "tol_fun", cmaes.tol_fun);
+  positive_number(cm + "tol_x", cmaes.tol_x);
+  one_of(cm + "restart_strategy", cmaes.restart_strategy, {"ipop", "bipop", "none"});
+  cmaes.refine_with_nlsq = reader.Bool(cm + "refine_with_nlsq").value_or(cmaes.refine_with_nlsq);
+}
+
 void ParseStreaming(const ConfigReader& reader, Config& config) {
   // Each key from optimization.streaming (the templates' place), else optimization.nlsq.streaming
   // (where the reference code reads it, Q7). When both are set and differ the first wins.
@@ -800,6 +918,7 @@ Config ParseConfig(const std::string& yaml_text, const std::string& source_name)
   ParseBounds(reader, config);
   ParseInitialParameters(reader, config);
   ParseNlsq(reader, config);
+  ParseGlobalSearch(reader, config);
   ParseStreaming(reader, config);
   ParsePerformance(reader, config);
   ParseSimulation(reader, config);

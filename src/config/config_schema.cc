@@ -56,6 +56,7 @@ const SchemaRow kSchema[] = {
     {"optimization", "method max_iterations fast_chi2_mode"},
     {"optimization.nlsq",
      "workflow goal memory_fraction memory_threshold_gb max_iterations tolerance ftol xtol gtol "
+     "variable_projection statistical_tolerance solver "
      "sigma trust_region_scale verbose loss x_scale use_streaming enable_quality_validation "
      "quality_reduced_chi_squared_threshold quality_warn_on_max_restarts "
      "quality_warn_on_bounds_hit quality_warn_on_convergence_failure quality_bounds_tolerance"},
@@ -85,7 +86,8 @@ const SchemaRow kSchema[] = {
      "enable alpha min_weight update_frequency normalize"},
     {"optimization.nlsq.multi_start",
      "enable n_starts seed sampling_strategy n_workers use_screening screen_keep_fraction "
-     "refine_top_k refinement_ftol degeneracy_threshold"},
+     "refine_top_k refinement_ftol degeneracy_threshold custom_starts"},
+    {"optimization.nlsq.global_search", "method max_points"},
     {"optimization.nlsq.cmaes",
      "enable preset max_generations sigma sigma_warmstart warmstart_auto_skip "
      "warmstart_skip_threshold popsize tol_fun tol_x restart_strategy max_restarts "

@@ -15,6 +15,23 @@
 #include "pass_kernel.h"
 
 namespace homodyne {
+namespace {
+
+// A chunk with fewer points than this is computed on the calling thread: starting a parallel
+// region costs more than the work (and far more on a loaded machine, where the threads wait
+// for time slices: 80x slower measured on a 1e4-point pass at load 7 on 2 cores). The batch-order
+// reduction makes the result the same either way.
+constexpr int64_t kMinParallelChunkPoints = 1 << 16;
+
+// True when batches [first, last) are worth a parallel region.
+bool ParallelWorthIt(std::span<const RowBatch> batches, int first, int last, int num_angles) {
+  if (last - first < 2) return false;
+  int64_t points = 0;
+  for (int b = first; b < last; ++b) points += batches[static_cast<size_t>(b)].points;
+  return points * num_angles >= kMinParallelChunkPoints;
+}
+
+}  // namespace
 
 std::vector<RowBatch> SplitIntoBatches(int n_times, int64_t batch_points) {
   if (batch_points < 1) {
@@ -49,12 +66,20 @@ void InMemoryPassData::Fetch(std::span<const RowBatch> batches, int first, int l
 BatchedObjective::BatchedObjective(HomodyneModel model, std::vector<double> phi_degrees,
                                    double sigma, std::unique_ptr<PassData> data,
                                    PassOptions options)
+    // model and options are copied: the batch list reads them in the same argument list.
+    : BatchedObjective(model, std::move(phi_degrees), sigma, std::move(data), options,
+                       SplitIntoBatches(model.num_times(), options.batch_points)) {}
+
+BatchedObjective::BatchedObjective(HomodyneModel model, std::vector<double> phi_degrees,
+                                   double sigma, std::unique_ptr<PassData> data,
+                                   PassOptions options, std::vector<RowBatch> batches)
     : model_(std::move(model)),
       phi_degrees_(std::move(phi_degrees)),
       sigma_(sigma),
       data_(std::move(data)),
       options_(std::move(options)),
-      num_physical_(model_.num_physical()) {
+      num_physical_(model_.num_physical()),
+      batches_(std::move(batches)) {
   if (!(sigma_ > 0.0) || !std::isfinite(sigma_)) {
     throw std::invalid_argument("objective: sigma = " + std::to_string(sigma_) +
                                 ": must be finite and > 0");
@@ -65,9 +90,8 @@ BatchedObjective::BatchedObjective(HomodyneModel model, std::vector<double> phi_
     throw std::invalid_argument(
         "objective: chunk_batches = " + std::to_string(options_.chunk_batches) + ": must be >= 0");
   }
-  const int n = model_.num_times();
-  batches_ = SplitIntoBatches(n, options_.batch_points);
-  num_points_ = UpperTriangleSize(n) * num_angles();
+  for (const RowBatch& batch : batches_) num_points_ += batch.points;
+  num_points_ *= num_angles();
   num_finite_points_ = num_points_;  // until a pass or the data say otherwise
 }
 
@@ -101,6 +125,40 @@ void BatchedObjective::BeginPass(const Eigen::VectorXd& theta, bool full_pass) {
   }
 }
 
+// The per-point sums of one full pass: for every batch of a chunk and every angle, the Gram
+// matrix of [J | e] (pass_kernel.h) and the finite point count, computed in parallel.
+struct BatchedObjective::ChunkGrams {
+  ChunkGrams(int chunk, int n_angles, int gram_size)
+      : grams(static_cast<size_t>(chunk) * n_angles, Eigen::MatrixXd(gram_size, gram_size)),
+        finite(static_cast<size_t>(chunk) * n_angles) {}
+  // Slot (b - first) * n_angles + k: batch b, angle k.
+  std::vector<Eigen::MatrixXd> grams;
+  std::vector<int64_t> finite;
+};
+
+void BatchedObjective::ComputeChunkGrams(const PassKernel& kernel, int first, int last,
+                                         ChunkGrams& chunk) {
+  const int n_angles = num_angles();
+  data_->Fetch(batches_, first, last, n_angles, pointers_);
+  for (auto& gram : chunk.grams) gram.setZero();
+  std::fill(chunk.finite.begin(), chunk.finite.end(), 0);
+  const bool parallel = ParallelWorthIt(batches_, first, last, n_angles);
+#pragma omp parallel if (parallel)
+  {
+    PassKernel::Workspace workspace(kernel.gram_size());
+#pragma omp for schedule(dynamic)
+    for (int b = first; b < last; ++b) {
+      const size_t slot = static_cast<size_t>(b - first) * n_angles;
+      const RowBatch& batch = batches_[static_cast<size_t>(b)];
+      kernel.AccumulateRows(
+          batch.row_begin, batch.row_end,
+          std::span<const float* const>(pointers_.data() + slot, static_cast<size_t>(n_angles)),
+          std::span<Eigen::MatrixXd>(chunk.grams.data() + slot, static_cast<size_t>(n_angles)),
+          std::span<int64_t>(chunk.finite.data() + slot, static_cast<size_t>(n_angles)), workspace);
+    }
+  }
+}
+
 NormalEquations BatchedObjective::Accumulate(const Eigen::VectorXd& theta) {
   CheckTheta(theta);
   BeginPass(theta, /*full_pass=*/true);
@@ -115,42 +173,23 @@ NormalEquations BatchedObjective::Accumulate(const Eigen::VectorXd& theta) {
   const int g = kernel.gram_size();  // M + 1, M = P_phys + 2
   const int m = g - 1;
   const int num_batches = static_cast<int>(batches_.size());
-  const int chunk = std::min(ChunkBatches(), std::max(num_batches, 1));
+  const int chunk_size = std::min(ChunkBatches(), std::max(num_batches, 1));
 
-  // Per batch and angle of a chunk: the Gram matrix of [J | e] and the finite point count.
-  std::vector<Eigen::MatrixXd> grams(static_cast<size_t>(chunk) * n_angles, Eigen::MatrixXd(g, g));
-  std::vector<int64_t> finite(static_cast<size_t>(chunk) * n_angles);
-  std::vector<const float*> pointers;
+  ChunkGrams chunk(chunk_size, n_angles, g);
   std::vector<int> index(static_cast<size_t>(m));
   for (int a = 0; a < num_physical_; ++a) index[static_cast<size_t>(a)] = a;
   const double scale = 2.0 / (sigma_ * sigma_);  // r = e / sigma, every point counts twice
 
   while (pass_.next_batch < num_batches) {
     const int first = pass_.next_batch;
-    const int last = std::min(first + chunk, num_batches);
-    data_->Fetch(batches_, first, last, n_angles, pointers);
-    for (auto& gram : grams) gram.setZero();
-    std::fill(finite.begin(), finite.end(), 0);
-#pragma omp parallel
-    {
-      PassKernel::Workspace workspace(g);
-#pragma omp for schedule(dynamic)
-      for (int b = first; b < last; ++b) {
-        const size_t slot = static_cast<size_t>(b - first) * n_angles;
-        const RowBatch& batch = batches_[static_cast<size_t>(b)];
-        kernel.AccumulateRows(
-            batch.row_begin, batch.row_end,
-            std::span<const float* const>(pointers.data() + slot, static_cast<size_t>(n_angles)),
-            std::span<Eigen::MatrixXd>(grams.data() + slot, static_cast<size_t>(n_angles)),
-            std::span<int64_t>(finite.data() + slot, static_cast<size_t>(n_angles)), workspace);
-      }
-    }
+    const int last = std::min(first + chunk_size, num_batches);
+    ComputeChunkGrams(kernel, first, last, chunk);
     // Scatter in batch order, then angle order, into the lower triangle of J^T J. The block
     // index maps monotonically to the global one, so (a >= c) stays in the lower triangle.
     for (int b = first; b < last; ++b) {
       for (int k = 0; k < n_angles; ++k) {
         const size_t slot = static_cast<size_t>(b - first) * n_angles + k;
-        const Eigen::MatrixXd& gram = grams[slot];
+        const Eigen::MatrixXd& gram = chunk.grams[slot];
         index[static_cast<size_t>(m - 2)] = ContrastIndex(k);
         index[static_cast<size_t>(m - 1)] = OffsetIndex(k);
         for (int c = 0; c < m; ++c) {
@@ -161,7 +200,7 @@ NormalEquations BatchedObjective::Accumulate(const Eigen::VectorXd& theta) {
           pass_.jtr[gc] -= scale * gram(m, c);  // J_r = -J_model / sigma
         }
         pass_.chi2 += scale * gram(m, m);
-        pass_.finite_points += finite[slot];
+        pass_.finite_points += chunk.finite[slot];
       }
     }
     pass_.next_batch = last;
@@ -182,6 +221,42 @@ NormalEquations BatchedObjective::Accumulate(const Eigen::VectorXd& theta) {
   return result;
 }
 
+AngleGrams BatchedObjective::AccumulateAngleGrams(const Eigen::VectorXd& theta) {
+  CheckTheta(theta);
+  ++passes_;
+  const int n_angles = num_angles();
+  const std::vector<double> contrast(theta.data() + ContrastIndex(0),
+                                     theta.data() + ContrastIndex(0) + n_angles);
+  const std::vector<double> offset(theta.data() + OffsetIndex(0),
+                                   theta.data() + OffsetIndex(0) + n_angles);
+  const ModelEvaluation evaluation(
+      model_, std::span<const double>(theta.data(), static_cast<size_t>(num_physical_)));
+  const PassKernel kernel(evaluation, phi_degrees_, contrast, offset);
+  const int g = kernel.gram_size();
+  const int num_batches = static_cast<int>(batches_.size());
+  const int chunk_size = std::min(ChunkBatches(), std::max(num_batches, 1));
+
+  AngleGrams result;
+  result.grams.assign(static_cast<size_t>(n_angles), Eigen::MatrixXd::Zero(g, g));
+  ChunkGrams chunk(chunk_size, n_angles, g);
+  for (int first = 0; first < num_batches; first += chunk_size) {
+    const int last = std::min(first + chunk_size, num_batches);
+    ComputeChunkGrams(kernel, first, last, chunk);
+    for (int b = first; b < last; ++b) {  // batch order, as Accumulate
+      for (int k = 0; k < n_angles; ++k) {
+        const size_t slot = static_cast<size_t>(b - first) * n_angles + k;
+        result.grams[static_cast<size_t>(k)] += chunk.grams[slot];
+        result.finite_points += chunk.finite[slot];
+      }
+    }
+  }
+  for (Eigen::MatrixXd& gram : result.grams) {
+    gram.triangularView<Eigen::StrictlyUpper>() = gram.transpose();
+  }
+  num_finite_points_ = result.finite_points;
+  return result;
+}
+
 double BatchedObjective::Cost(const Eigen::VectorXd& theta) {
   CheckTheta(theta);
   BeginPass(theta, /*full_pass=*/false);
@@ -196,13 +271,13 @@ double BatchedObjective::Cost(const Eigen::VectorXd& theta) {
   const int num_batches = static_cast<int>(batches_.size());
   const int chunk = std::min(ChunkBatches(), std::max(num_batches, 1));
   std::vector<double> sums(static_cast<size_t>(chunk));
-  std::vector<const float*> pointers;
   const double scale = 2.0 / (sigma_ * sigma_);
   while (pass_.next_batch < num_batches) {
     const int first = pass_.next_batch;
     const int last = std::min(first + chunk, num_batches);
-    data_->Fetch(batches_, first, last, n_angles, pointers);
-#pragma omp parallel
+    data_->Fetch(batches_, first, last, n_angles, pointers_);
+    const bool parallel = ParallelWorthIt(batches_, first, last, n_angles);
+#pragma omp parallel if (parallel)
     {
       PassKernel::Workspace workspace(kernel.gram_size());
 #pragma omp for schedule(dynamic)
@@ -211,7 +286,7 @@ double BatchedObjective::Cost(const Eigen::VectorXd& theta) {
         sums[static_cast<size_t>(b - first)] = kernel.SumSquaredResiduals(
             batch.row_begin, batch.row_end,
             std::span<const float* const>(
-                pointers.data() + static_cast<size_t>(b - first) * n_angles,
+                pointers_.data() + static_cast<size_t>(b - first) * n_angles,
                 static_cast<size_t>(n_angles)),
             workspace);
       }
@@ -272,6 +347,42 @@ PackedDataObjective::PackedData PackedDataObjective::LoadPackedData(BatchSource&
     }
   }
   return data;
+}
+
+std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(BatchSource& source,
+                                                            HomodyneModel model,
+                                                            std::vector<double> phi_degrees,
+                                                            double sigma, int row_stride) {
+  if (row_stride < 1) {
+    throw std::invalid_argument("row_stride = " + std::to_string(row_stride) + ": must be >= 1");
+  }
+  const int n = source.info().num_times();
+  // One batch per kept row; all rows (stride 1) in runs of about kRunPoints points per angle.
+  constexpr int64_t kRunPoints = 4096;
+  std::vector<RowBatch> rows;  // offsets into the compact arrays
+  int64_t offset = 0;
+  for (int i = 0; i + 1 < n; i += row_stride) {
+    const int64_t points = n - 1 - i;
+    if (row_stride == 1 && !rows.empty() && rows.back().points < kRunPoints) {
+      rows.back().row_end = i + 1;
+      rows.back().points += points;
+    } else {
+      rows.push_back({i, i + 1, offset, points});
+    }
+    offset += points;
+  }
+  InMemoryPassData::PackedData data(static_cast<size_t>(source.info().num_angles()));
+  for (size_t k = 0; k < data.size(); ++k) {
+    data[k].resize(static_cast<size_t>(offset));
+    for (const RowBatch& row : rows) {  // a run of rows is contiguous in the packed triangle
+      source.ReadUpperTriangleRows(
+          static_cast<int>(k), row.row_begin, row.row_end,
+          std::span<float>(data[k].data() + row.offset, static_cast<size_t>(row.points)));
+    }
+  }
+  return std::make_unique<BatchedObjective>(std::move(model), std::move(phi_degrees), sigma,
+                                            std::make_unique<InMemoryPassData>(std::move(data)),
+                                            PassOptions{}, std::move(rows));
 }
 
 }  // namespace homodyne

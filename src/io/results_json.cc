@@ -72,6 +72,33 @@ ordered_json BatchStatisticsJson(const BatchStatisticsSummary& statistics) {
           {"checkpoints_saved", statistics.checkpoints_saved}};
 }
 
+ordered_json GlobalSearchJson(const GlobalSearchRecord& global) {
+  ordered_json minima = ordered_json::array();
+  for (const GlobalSearchRecord::Minimum& minimum : global.minima) {
+    ordered_json parameters = ordered_json::object();
+    for (size_t i = 0; i < minimum.names.size() && i < minimum.values.size(); ++i) {
+      parameters[minimum.names[i]] = Number(minimum.values[i]);
+    }
+    minima.push_back({{"chi2", Number(minimum.chi2)},
+                      {"parameters", std::move(parameters)},
+                      {"start", minimum.start},
+                      {"status", minimum.status}});
+  }
+  return {{"method", global.method},
+          {"reason", global.reason},
+          {"starts", global.candidates},
+          {"local_fits", global.local_fits},
+          {"generations", global.generations},
+          {"cmaes_runs", global.cmaes_runs},
+          {"passes", global.passes},
+          {"point_evaluations", global.point_evaluations},
+          {"search_points", global.search_points},
+          {"row_stride", global.row_stride},
+          {"seconds", Number(global.seconds)},
+          {"minima", std::move(minima)},
+          {"chosen", global.chosen}};
+}
+
 // Fields every file of ours carries beyond the reference's.
 ordered_json RunDetails(const FitResult& result) {
   return {
@@ -92,6 +119,7 @@ ordered_json RunDetails(const FitResult& result) {
         {"total", Number(result.total_seconds)}}},
       {"memory_peak_mb", Number(result.memory_peak_mb)},
       {"batch_statistics", BatchStatisticsJson(result.batch_statistics)},
+      {"global_search", GlobalSearchJson(result.global_search)},
       {"termination_reason", result.termination_reason},
   };
 }
@@ -110,11 +138,18 @@ ordered_json ParametersJson(const FitResult& result, const std::string& timestam
                          {"offset", Estimate(angle.offset)}});
   }
   ordered_json matrix = ordered_json::array();
+  ordered_json correlation = ordered_json::array();
   const size_t n = result.covariance_names.size();
+  const std::vector<double> correlations = CorrelationMatrix(result.covariance, n);
   for (size_t i = 0; i < n && result.covariance.size() == n * n; ++i) {
     ordered_json row = ordered_json::array();
-    for (size_t j = 0; j < n; ++j) row.push_back(Number(result.covariance[i * n + j]));
+    ordered_json correlation_row = ordered_json::array();
+    for (size_t j = 0; j < n; ++j) {
+      row.push_back(Number(result.covariance[i * n + j]));
+      correlation_row.push_back(Number(correlations[i * n + j]));
+    }
     matrix.push_back(std::move(row));
+    correlation.push_back(std::move(correlation_row));
   }
   return {
       {"timestamp", timestamp},
@@ -125,6 +160,8 @@ ordered_json ParametersJson(const FitResult& result, const std::string& timestam
       {"parameters", std::move(parameters)},
       {"per_angle", std::move(per_angle)},
       {"covariance", {{"parameter_names", result.covariance_names}, {"matrix", std::move(matrix)}}},
+      {"correlation",
+       {{"parameter_names", result.covariance_names}, {"matrix", std::move(correlation)}}},
   };
 }
 
@@ -204,6 +241,18 @@ std::string QualityFlag(double reduced_chi_squared) {
   if (reduced_chi_squared < 1.5) return "good";
   if (reduced_chi_squared < 3.0) return "marginal";
   return "poor";
+}
+
+std::vector<double> CorrelationMatrix(const std::vector<double>& covariance, size_t n) {
+  std::vector<double> correlation(covariance.size(), 0.0);
+  if (covariance.size() != n * n) return correlation;
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = 0; j < n; ++j) {
+      const double variance = covariance[i * n + i] * covariance[j * n + j];
+      correlation[i * n + j] = variance > 0.0 ? covariance[i * n + j] / std::sqrt(variance) : 0.0;
+    }
+  }
+  return correlation;
 }
 
 void WriteResultFiles(const FitResult& result, const std::string& output_dir) {

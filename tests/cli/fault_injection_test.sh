@@ -4,6 +4,10 @@
 # an unwritable checkpoint folder, and NaN/Inf data; each asserts the outcome, and every resumed
 # fit must return bitwise the parameters of the uninterrupted one.
 # Usage: fault_injection_test.sh BIN_DIR STRATEGY CASE
+# STRATEGY: streaming, chunked, standard (the LM core) or ceres (standard with --solver ceres).
+# Every case but global_sigterm runs with the global phase and variable projection off, so that
+# the final local fit (whose checkpoints they test) starts at the config's values;
+# global_sigterm interrupts the global phase itself.
 # Test-only hooks used: HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=N:SIGNAL (raise SIGNAL after N
 # batches), HOMODYNE_TEST_CRASH_DURING_CHECKPOINT_WRITE=1 (abort inside a checkpoint write),
 # HOMODYNE_TEST_FAIL_READ_AT_BATCH=B (every read of batch B fails; streaming).
@@ -56,10 +60,22 @@ simulation:
   compression: none
 YAML
 "$bin_dir/homodyne-simulate" --config fit.yaml > /dev/null || { echo "FAIL: simulate"; exit 1; }
-fit() { "$bin_dir/homodyne" --config fit.yaml --strategy "$strategy" "$@"; }
+if [ "$strategy" = ceres ]; then
+  strategy_flags=(--strategy standard --solver ceres)
+else
+  strategy_flags=(--strategy "$strategy")
+fi
+local_only=(--global-search off --no-variable-projection)
+if [ "$case_name" = global_sigterm ]; then local_only=(); fi
+fit() { "$bin_dir/homodyne" --config fit.yaml "${strategy_flags[@]}" "${local_only[@]}" "$@"; }
 # When the hooks signal, in batches (a pass is ~40). Chunked and streaming save inside passes;
-# the standard strategy (Ceres) only at iteration ends, the first one after two passes.
-if [ "$strategy" = standard ]; then kill_at=600; term_at=300; else kill_at=70; term_at=45; fi
+# the standard strategy (LM core) at iteration ends, one pass each; Ceres at iteration ends,
+# the first one after two passes.
+case "$strategy" in
+  ceres) kill_at=600; term_at=300 ;;
+  standard) kill_at=200; term_at=100 ;;
+  *) kill_at=70; term_at=45 ;;
+esac
 
 # The uninterrupted reference (its own checkpoint folder, removed on success).
 expect_exit 0 "LM converged" fit --output-dir reference --checkpoint-dir ./reference_checkpoints
@@ -77,6 +93,24 @@ killed_run() {
 }
 
 case "$case_name" in
+  global_sigterm)
+    # SIGTERM inside the global phase (it screens ~140 candidates, one pass each, before any
+    # local fit): exit 3 with a checkpoint; the resumed run repeats the deterministic search and
+    # returns bitwise the uninterrupted run's parameters.
+    rm -rf checkpoints
+    HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=400:15 fit --output-dir interrupted > global.log 2>&1
+    code=$?
+    [ "$code" -eq 3 ] || { echo "FAIL: global phase SIGTERM exited $code, expected 3"; failures=$((failures + 1)); }
+    grep -q "global search screening" global.log ||
+      { echo "FAIL: the signal did not come during the global phase"; cat global.log; failures=$((failures + 1)); }
+    grep -q "global search local fit" global.log &&
+      { echo "FAIL: the global phase reached its local fits before the signal"; failures=$((failures + 1)); }
+    [ "$(checkpoint_count)" -ge 1 ] || { echo "FAIL: no checkpoint after SIGTERM"; failures=$((failures + 1)); }
+    expect_exit 0 "resumed from the checkpoint" fit --output-dir interrupted
+    same_results reference interrupted "global phase SIGTERM + resume"
+    grep -q '"global_search"' interrupted/nlsq/convergence_metrics.json ||
+      { echo "FAIL: no global_search section"; failures=$((failures + 1)); }
+    ;;
   sigterm)
     # SIGTERM mid-pass: exit 3 with a checkpoint; the resumed run is bitwise the reference.
     HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=$term_at:15 expect_exit 3 "interrupted by SIGTERM; checkpoint saved" \
@@ -88,8 +122,8 @@ case "$case_name" in
     same_results reference resumed
     [ "$(checkpoint_count)" -eq 0 ] || { echo "FAIL: checkpoints left after success"; failures=$((failures + 1)); }
     # A real signal from outside, while the fit runs: same outcome.
-    "$bin_dir/homodyne" --config fit.yaml --strategy "$strategy" --output-dir outside \
-      > outside.log 2>&1 &
+    "$bin_dir/homodyne" --config fit.yaml "${strategy_flags[@]}" "${local_only[@]}" \
+      --output-dir outside > outside.log 2>&1 &
     pid=$!
     for _ in $(seq 1 200); do [ "$(checkpoint_count)" -ge 1 ] && break; sleep 0.02; done
     kill -TERM "$pid" 2>/dev/null
@@ -145,12 +179,17 @@ open(path, 'wb').write(data)" "$newest" "$size" ;;
   foreign_checkpoint)
     killed_run
     sed 's/max_iterations: 60/max_iterations: 61/' fit.yaml > other.yaml
-    expect_exit 1 "different config" "$bin_dir/homodyne" --config other.yaml --strategy "$strategy" \
-      --output-dir other
-    # The other optimiser's state: Ceres (standard) or the LM core (large, chunked, streaming).
-    if [ "$strategy" = standard ]; then other=large; writer="standard strategy"; else other=standard; writer="large, chunked or streaming"; fi
-    expect_exit 1 "written by the $writer.*resume it with --strategy" "$bin_dir/homodyne" --config fit.yaml \
-      --strategy "$other" --output-dir other_strategy
+    expect_exit 1 "different config" "$bin_dir/homodyne" --config other.yaml "${strategy_flags[@]}" \
+      "${local_only[@]}" --output-dir other
+    # The other optimiser's state: Ceres (--solver ceres) or the LM core (every other strategy,
+    # which share their batches and resume each other's checkpoints).
+    if [ "$strategy" = ceres ]; then
+      other=(--strategy large); writer="Ceres solver"; advice="--strategy standard --solver ceres"
+    else
+      other=(--strategy standard --solver ceres); writer="LM core"; advice="--solver lm"
+    fi
+    expect_exit 1 "written by the $writer.*resume it with $advice" "$bin_dir/homodyne" \
+      --config fit.yaml "${other[@]}" "${local_only[@]}" --output-dir other_strategy
     touch -d '2001-01-01' sim.h5
     expect_exit 1 "different data set" fit --output-dir touched
     expect_exit 0 "LM converged" fit --output-dir fresh --no-resume

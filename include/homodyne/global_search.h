@@ -1,0 +1,96 @@
+// The global phase before the local fit (DESIGN section 4b). Laminar flow has a wide false "no
+// flow" minimum (gamma_dot_t0 on its lower bound) and static fits from the bound midpoints can
+// stop with D0 on a bound, so a local fit from an untuned start is not an answer.
+//
+// Every method searches the physical parameters only, on the variable-projection problem
+// (variable_projection.h: each candidate is judged with its best per-angle scaling), in the unit
+// box of their bounds with logarithmic coordinates for parameters spanning decades:
+//   auto         a staged start: a grid over the decade-spanning parameters (D0, gamma_dot_t0)
+//                and phi0, the rest at the start, plus Sobol points; all screened by one pass
+//                each; local projected fits from the best few and from the user's start.
+//   multi_start  the reference's multi-start (optimization.nlsq.multi_start): sampled and custom
+//                starts, screening, local fits, the best refined with refinement_ftol.
+//   cmaes        CMA-ES with restarts (pagmo2; optimization.nlsq.cmaes), then a local fit.
+// The search runs on the data it is given (all of it, or a row subsample above
+// global_search.max_points; objective.h MakeRowSubsampleObjective); the caller refines the
+// chosen minimum on all the data with the full problem. Deterministic for a seed: candidates
+// are evaluated in a fixed order and each pass is deterministic (objective.h).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <Eigen/Dense>
+
+#include "homodyne/config.h"
+#include "homodyne/lm.h"
+#include "homodyne/objective.h"
+#include "homodyne/scaling.h"
+
+namespace homodyne {
+
+// One distinct local minimum the search found.
+struct GlobalMinimum {
+  Eigen::VectorXd reduced;  // the reduced point [physical, scaling] (ScalingMap layout)
+  double chi2 = 0.0;        // on the search data
+  int start = -1;           // the candidate it was reached from (screening order), -1 = CMA-ES
+  int iterations = 0;       // of its local fit
+  std::string status;       // its local fit's LM status, e.g. "converged (ftol)"
+};
+
+// What the global phase did: the global_search section of convergence_metrics.json.
+struct GlobalSearchSummary {
+  std::string method = "not run";  // auto | multi_start | cmaes | off
+  std::string reason;              // why this method (the config keys that chose it)
+  int candidates = 0;              // starting points screened (auto, multi_start)
+  int local_fits = 0;              // projected local fits run
+  int generations = 0;             // CMA-ES generations over all runs
+  int cmaes_runs = 0;              // CMA-ES runs (1 + restarts)
+  int64_t passes = 0;              // passes over the search data
+  int64_t point_evaluations = 0;   // passes x points of the search data
+  int64_t search_points = 0;       // upper-triangle points of the search data (all angles)
+  int row_stride = 1;              // 1 = all rows; s = every s-th row (subsample)
+  double seconds = 0.0;
+  std::vector<GlobalMinimum> minima;  // distinct minima, lowest chi2 first
+  int chosen = -1;                    // index into minima; -1 = not run
+  std::vector<std::string> warnings;  // degenerate minima
+  bool stopped = false;               // the progress callback asked to stop (a signal)
+
+  // One line for logs: method, candidates / generations, minima, chosen chi2, passes, time.
+  std::string BriefReport() const;
+};
+
+// What the progress callback sees: a line's worth.
+struct GlobalSearchProgress {
+  std::string stage;       // "screening", "local fit", "cmaes", "refine"
+  int index = 0;           // 1-based candidate, local fit or generation
+  int total = 0;           // how many there will be (0 = unknown, CMA-ES)
+  double best_chi2 = 0.0;  // lowest chi2 so far (on the search data)
+  int64_t passes = 0;      // passes so far
+};
+
+struct GlobalSearchInputs {
+  BatchedObjective* data = nullptr;  // the search data (not owned; must outlive the call)
+  ScalingMap map;                    // the fit's reduced layout (after FixParameters)
+  BoundBox bounds;                   // reduced bounds; physical ones must be finite
+  Eigen::VectorXd start;             // the reduced start (initial_parameters and the scaling)
+  LevenbergMarquardtOptions local;   // tolerances and max_iterations of the local fits
+  // Called after every screened candidate, local fit and CMA-ES generation; return false to
+  // stop (summary.stopped; the best point so far is still returned). Optional.
+  std::function<bool(const GlobalSearchProgress&)> on_progress;
+};
+
+// The method a config asks for (GlobalSearchOptions): "off", "auto", "multi_start" or "cmaes",
+// and why. command_line: --global-search, empty when not given (it wins over the config).
+std::string ResolveGlobalSearchMethod(const NlsqOptions& nlsq, const std::string& command_line,
+                                      std::string* reason);
+
+// Runs the method (not "off") and returns the summary; summary.minima[summary.chosen].reduced is
+// where the final fit starts. Throws ConfigError for a search box with an infinite or inverted
+// physical bound, and for invalid method options (naming the YAML path).
+GlobalSearchSummary RunGlobalSearch(const std::string& method, const NlsqOptions& nlsq,
+                                    const GlobalSearchInputs& inputs);
+
+}  // namespace homodyne
