@@ -69,7 +69,8 @@ ls -l "$name.h5"
 cat "$name.h5" > /dev/null  # into the page cache, so the first fit does not time the disk
 /usr/bin/time -f "fit: wall %e s, peak RSS %M KB" "$bin/homodyne" --config "$name.yaml" \
   --output-dir "out_$name" "$@" 2>&1 |
-  grep -E "strategy|LM |chi2 .*points|fit: wall|error|warn" | grep -v "^\[info\] iteration"
+  grep -E "strategy|global search [a-z_]*:|LM |chi2 .*points|fit: wall|error|warn" |
+  grep -v "^\[info\] iteration"
 python3 - "out_$name/nlsq/analysis_results_nlsq.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))

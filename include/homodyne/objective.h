@@ -242,5 +242,11 @@ std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(BatchSource& source,
                                                             HomodyneModel model,
                                                             std::vector<double> phi_degrees,
                                                             double sigma, int row_stride);
+// The same from packed data already in memory (PackedDataObjective::data(), read from the same
+// source): the same floats, so the same objective, without reading the file again (row reads
+// of a compressed file decompress a whole chunk each).
+std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(
+    const InMemoryPassData::PackedData& packed, HomodyneModel model,
+    std::vector<double> phi_degrees, double sigma, int row_stride);
 
 }  // namespace homodyne

@@ -417,13 +417,14 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
   std::vector<double> phi;
   for (const AngleInfo& angle : info.angles) phi.push_back(angle.phi_degrees);
 
-  // The global phase's data: every s-th row (all rows up to max_points), read now, while no pass
-  // uses the source (a streaming objective reads it from its first pass on). Built the same way
-  // for every strategy, so large, chunked and streaming search alike and stay bitwise identical.
+  // The global phase's data: every s-th row (all rows up to max_points). The same rows and
+  // floats for every strategy, so large, chunked and streaming search alike and stay bitwise
+  // identical. Streaming reads them now, while no pass uses the source (a streaming objective
+  // reads it from its first pass on); the others copy them from their data once loaded.
   const int64_t fit_points = UpperTriangleSize(n_times) * n_angles;
   const int search_row_stride = SearchRowStride(fit_points, config.nlsq.global_search.max_points);
   std::unique_ptr<BatchedObjective> search_data;
-  if (global_method != "off") {
+  if (global_method != "off" && choice.kind == StrategyKind::kStreaming) {
     search_data =
         MakeRowSubsampleObjective(*source, model, phi, config.nlsq.sigma, search_row_stride);
   }
@@ -453,6 +454,15 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
     }
   }
   BatchedObjective& objective = *setup.objective;
+  if (global_method != "off" && !search_data) {
+    if (const auto* in_memory = dynamic_cast<const PackedDataObjective*>(&objective)) {
+      search_data = MakeRowSubsampleObjective(in_memory->data(), model, phi, config.nlsq.sigma,
+                                              search_row_stride);
+    } else {  // a fallback to streaming after the subsample was planned from memory
+      search_data =
+          MakeRowSubsampleObjective(*source, model, phi, config.nlsq.sigma, search_row_stride);
+    }
+  }
   const std::vector<ScalingEstimate> initial_scaling =
       InitialScaling(config, setup.scaling_from_data);
   result.strategy = std::string(ToString(kind));

@@ -41,6 +41,10 @@ constexpr double kMinStartSeparation = 0.1;
 // parameters to this distance (max norm, unit coordinates).
 constexpr double kSameMinimumChi2 = 1e-6;
 constexpr double kSameMinimumDistance = 1e-2;
+// Two distinct minima are reported degenerate when their chi2 differ by less than
+// degeneracy_threshold (relative, the reference's key) and by less than this many units of the
+// best minimum's reduced chi2 (the data cannot tell them apart).
+constexpr double kDegenerateChi2 = 4.0;
 
 std::string Format(const char* format, double value) {
   char text[64];
@@ -55,7 +59,8 @@ class Search {
   Search(const GlobalSearchInputs& inputs, GlobalSearchSummary& summary)
       : inputs_(inputs),
         summary_(summary),
-        projected_(*inputs.data, inputs.map, inputs.bounds, inputs.start) {
+        projected_(*inputs.data, inputs.map, inputs.bounds, inputs.start),
+        map_size_(inputs.map.num_reduced()) {
     const BoundBox bounds = projected_.NonlinearBounds();
     names_ = projected_.NonlinearNames();
     try {
@@ -143,6 +148,7 @@ class Search {
 
   int64_t passes() const { return projected_.passes(); }
   int64_t residuals() const { return projected_.num_residuals(); }
+  int64_t dof() const { return projected_.num_residuals() - map_size_; }
   AnalysisMode mode() const { return inputs_.data->model().mode(); }
   // The physical part of a reduced point.
   Eigen::VectorXd Physical(const Eigen::VectorXd& reduced) const {
@@ -188,6 +194,7 @@ class Search {
   const GlobalSearchInputs& inputs_;
   GlobalSearchSummary& summary_;
   VariableProjectionProblem projected_;
+  int map_size_;  // reduced parameters (for the degrees of freedom)
   SearchSpace space_;
   std::vector<std::string> names_;
   Eigen::VectorXd start_;
@@ -494,6 +501,10 @@ void WarnAboutDegenerateMinima(const Search& search, double threshold,
     const GlobalMinimum& other = summary.minima[i];
     const double relative = (other.chi2 - best.chi2) / std::max(best.chi2, 1e-300);
     if (relative > threshold) continue;
+    // And statistically alike: with 1e7 points every local minimum is within 10% of the best,
+    // so the difference must also be within kDegenerateChi2 in units of the best reduced chi2.
+    const double reduced = best.chi2 / static_cast<double>(std::max<int64_t>(search.dof(), 1));
+    if (other.chi2 - best.chi2 > kDegenerateChi2 * reduced) continue;
     std::string differ;
     const Eigen::VectorXd best_physical = search.Physical(best.reduced);
     const Eigen::VectorXd other_physical = search.Physical(other.reduced);
@@ -508,7 +519,8 @@ void WarnAboutDegenerateMinima(const Search& search, double threshold,
         "degenerate minima: chi2 " + Format("%.8g", best.chi2) + " (chosen) and " +
         Format("%.8g", other.chi2) + " differ by " + Format("%.3g", 100.0 * relative) +
         "% (optimization.nlsq.multi_start.degeneracy_threshold " + Format("%g", threshold) +
-        ") with different parameters (" + differ + "): the data may not separate them");
+        ", delta chi2 " + Format("%.3g", other.chi2 - best.chi2) + ") with different parameters (" +
+        differ + "): the data may not separate them");
   }
 }
 

@@ -349,17 +349,17 @@ PackedDataObjective::PackedData PackedDataObjective::LoadPackedData(BatchSource&
   return data;
 }
 
-std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(BatchSource& source,
-                                                            HomodyneModel model,
-                                                            std::vector<double> phi_degrees,
-                                                            double sigma, int row_stride) {
+namespace {
+
+// The kept rows (0, s, 2s, ...) as batches with offsets into compact arrays: one batch per row,
+// or (stride 1) runs of rows of about kRunPoints points per angle. Sets *total to the points
+// per angle.
+std::vector<RowBatch> SubsampleRows(int n, int row_stride, int64_t* total) {
   if (row_stride < 1) {
     throw std::invalid_argument("row_stride = " + std::to_string(row_stride) + ": must be >= 1");
   }
-  const int n = source.info().num_times();
-  // One batch per kept row; all rows (stride 1) in runs of about kRunPoints points per angle.
   constexpr int64_t kRunPoints = 4096;
-  std::vector<RowBatch> rows;  // offsets into the compact arrays
+  std::vector<RowBatch> rows;
   int64_t offset = 0;
   for (int i = 0; i + 1 < n; i += row_stride) {
     const int64_t points = n - 1 - i;
@@ -371,13 +371,44 @@ std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(BatchSource& source,
     }
     offset += points;
   }
+  *total = offset;
+  return rows;
+}
+
+}  // namespace
+
+std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(BatchSource& source,
+                                                            HomodyneModel model,
+                                                            std::vector<double> phi_degrees,
+                                                            double sigma, int row_stride) {
+  int64_t total = 0;
+  std::vector<RowBatch> rows = SubsampleRows(source.info().num_times(), row_stride, &total);
   InMemoryPassData::PackedData data(static_cast<size_t>(source.info().num_angles()));
   for (size_t k = 0; k < data.size(); ++k) {
-    data[k].resize(static_cast<size_t>(offset));
+    data[k].resize(static_cast<size_t>(total));
     for (const RowBatch& row : rows) {  // a run of rows is contiguous in the packed triangle
       source.ReadUpperTriangleRows(
           static_cast<int>(k), row.row_begin, row.row_end,
           std::span<float>(data[k].data() + row.offset, static_cast<size_t>(row.points)));
+    }
+  }
+  return std::make_unique<BatchedObjective>(std::move(model), std::move(phi_degrees), sigma,
+                                            std::make_unique<InMemoryPassData>(std::move(data)),
+                                            PassOptions{}, std::move(rows));
+}
+
+std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(
+    const InMemoryPassData::PackedData& packed, HomodyneModel model,
+    std::vector<double> phi_degrees, double sigma, int row_stride) {
+  const int n = model.num_times();
+  int64_t total = 0;
+  std::vector<RowBatch> rows = SubsampleRows(n, row_stride, &total);
+  InMemoryPassData::PackedData data(packed.size());
+  for (size_t k = 0; k < data.size(); ++k) {
+    data[k].resize(static_cast<size_t>(total));
+    for (const RowBatch& row : rows) {
+      const float* from = packed[k].data() + UpperTriangleRowOffset(n, row.row_begin);
+      std::copy(from, from + row.points, data[k].data() + row.offset);
     }
   }
   return std::make_unique<BatchedObjective>(std::move(model), std::move(phi_degrees), sigma,
