@@ -184,6 +184,7 @@ class BatchedObjective : public LeastSquaresProblem {
 
  private:
   struct ChunkGrams;
+  struct KernelAt;
   void CheckTheta(const Eigen::VectorXd& theta) const;
   // Fetches batches [first, last) and fills chunk with their per-batch, per-angle Gram matrices
   // (OpenMP over the batches).

@@ -125,6 +125,25 @@ void BatchedObjective::BeginPass(const Eigen::VectorXd& theta, bool full_pass) {
   }
 }
 
+// The model at theta's physical parameters and the pass kernel with theta's per-angle scaling:
+// what every pass at theta needs. Not copyable (the kernel refers to the evaluation).
+struct BatchedObjective::KernelAt {
+  KernelAt(const BatchedObjective& objective, const Eigen::VectorXd& theta)
+      : evaluation(
+            objective.model_,
+            std::span<const double>(theta.data(), static_cast<size_t>(objective.num_physical_))),
+        kernel(evaluation, objective.phi_degrees_,
+               std::span<const double>(theta.data() + objective.ContrastIndex(0),
+                                       static_cast<size_t>(objective.num_angles())),
+               std::span<const double>(theta.data() + objective.OffsetIndex(0),
+                                       static_cast<size_t>(objective.num_angles()))) {}
+  KernelAt(const KernelAt&) = delete;
+  KernelAt& operator=(const KernelAt&) = delete;
+
+  const ModelEvaluation evaluation;
+  const PassKernel kernel;
+};
+
 // The per-point sums of one full pass: for every batch of a chunk and every angle, the Gram
 // matrix of [J | e] (pass_kernel.h) and the finite point count, computed in parallel.
 struct BatchedObjective::ChunkGrams {
@@ -163,13 +182,8 @@ NormalEquations BatchedObjective::Accumulate(const Eigen::VectorXd& theta) {
   CheckTheta(theta);
   BeginPass(theta, /*full_pass=*/true);
   const int n_angles = num_angles();
-  const std::vector<double> contrast(theta.data() + ContrastIndex(0),
-                                     theta.data() + ContrastIndex(0) + n_angles);
-  const std::vector<double> offset(theta.data() + OffsetIndex(0),
-                                   theta.data() + OffsetIndex(0) + n_angles);
-  const ModelEvaluation evaluation(
-      model_, std::span<const double>(theta.data(), static_cast<size_t>(num_physical_)));
-  const PassKernel kernel(evaluation, phi_degrees_, contrast, offset);
+  const KernelAt at(*this, theta);
+  const PassKernel& kernel = at.kernel;
   const int g = kernel.gram_size();  // M + 1, M = P_phys + 2
   const int m = g - 1;
   const int num_batches = static_cast<int>(batches_.size());
@@ -225,13 +239,8 @@ AngleGrams BatchedObjective::AccumulateAngleGrams(const Eigen::VectorXd& theta) 
   CheckTheta(theta);
   ++passes_;
   const int n_angles = num_angles();
-  const std::vector<double> contrast(theta.data() + ContrastIndex(0),
-                                     theta.data() + ContrastIndex(0) + n_angles);
-  const std::vector<double> offset(theta.data() + OffsetIndex(0),
-                                   theta.data() + OffsetIndex(0) + n_angles);
-  const ModelEvaluation evaluation(
-      model_, std::span<const double>(theta.data(), static_cast<size_t>(num_physical_)));
-  const PassKernel kernel(evaluation, phi_degrees_, contrast, offset);
+  const KernelAt at(*this, theta);
+  const PassKernel& kernel = at.kernel;
   const int g = kernel.gram_size();
   const int num_batches = static_cast<int>(batches_.size());
   const int chunk_size = std::min(ChunkBatches(), std::max(num_batches, 1));
@@ -261,13 +270,8 @@ double BatchedObjective::Cost(const Eigen::VectorXd& theta) {
   CheckTheta(theta);
   BeginPass(theta, /*full_pass=*/false);
   const int n_angles = num_angles();
-  const std::vector<double> contrast(theta.data() + ContrastIndex(0),
-                                     theta.data() + ContrastIndex(0) + n_angles);
-  const std::vector<double> offset(theta.data() + OffsetIndex(0),
-                                   theta.data() + OffsetIndex(0) + n_angles);
-  const ModelEvaluation evaluation(
-      model_, std::span<const double>(theta.data(), static_cast<size_t>(num_physical_)));
-  const PassKernel kernel(evaluation, phi_degrees_, contrast, offset);
+  const KernelAt at(*this, theta);
+  const PassKernel& kernel = at.kernel;
   const int num_batches = static_cast<int>(batches_.size());
   const int chunk = std::min(ChunkBatches(), std::max(num_batches, 1));
   std::vector<double> sums(static_cast<size_t>(chunk));
