@@ -575,12 +575,20 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
   }
 
   // The global phase (DESIGN section 4b), or a projected local fit when it is off; the final fit
-  // starts from the minimum chosen. A resumed final fit continues from its saved state instead;
-  // the global phase still runs (deterministic, bounded by max_points), so its report and the
-  // chosen minimum equal the uninterrupted run's.
+  // starts from the minimum chosen. A checkpoint with a final-fit state was written after the
+  // global phase: the fit continues from it and the phase is not repeated (a SLURM job whose
+  // time slot is shorter than the phase must still progress). One without (interrupted during
+  // the phase) repeats the deterministic phase, so the final fit starts where it would have.
   Eigen::VectorXd fit_start = reduced0;
   result.global_search.reason = global_reason;
-  if (global_method != "off") {
+  if (global_method != "off" && lm.resume_state) {
+    result.global_search.method = global_method;
+    result.global_search.reason =
+        global_reason + "; it ran before the checkpoint this fit resumed from (its minima are "
+                        "in that run's log)";
+    spdlog::info("global search {}: done before the checkpoint; continuing the final fit",
+                 global_method);
+  } else if (global_method != "off") {
     const GlobalSearchSummary global =
         RunGlobalPhase(config, global_method, *search_data, search_row_stride, map, reduced_bounds,
                        reduced0, lm, *checkpoints);

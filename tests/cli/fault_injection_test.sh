@@ -110,6 +110,17 @@ case "$case_name" in
     same_results reference interrupted "global phase SIGTERM + resume"
     grep -q '"global_search"' interrupted/nlsq/convergence_metrics.json ||
       { echo "FAIL: no global_search section"; failures=$((failures + 1)); }
+    # SIGTERM in the final fit's last pass (the reference's batch count minus 20): the resumed
+    # run continues the final fit and does not repeat the global phase.
+    total=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['batch_statistics']['batches'])" \
+      reference/nlsq/convergence_metrics.json)
+    rm -rf checkpoints
+    HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=$((total - 20)):15 expect_exit 3 "interrupted by SIGTERM" \
+      fit --output-dir late
+    expect_exit 0 "done before the checkpoint; continuing the final fit" fit --output-dir late
+    grep -q "global search screening" <<<"$last_output" &&
+      { echo "FAIL: the resumed final fit repeated the global phase"; failures=$((failures + 1)); }
+    same_results reference late "final-fit SIGTERM + resume"
     ;;
   sigterm)
     # SIGTERM mid-pass: exit 3 with a checkpoint; the resumed run is bitwise the reference.
