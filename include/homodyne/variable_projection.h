@@ -66,6 +66,9 @@ class VariableProjectionProblem : public LeastSquaresProblem {
   Eigen::VectorXd NonlinearPart(const Eigen::VectorXd& reduced) const;
   BoundBox NonlinearBounds() const;
   std::vector<std::string> NonlinearNames() const;
+  // base with the nonlinear parameters' bounds and names and no resume state: the options of a
+  // local fit of this problem (from NonlinearPart(start)).
+  LevenbergMarquardtOptions LocalFitOptions(LevenbergMarquardtOptions base) const;
   // The reduced point [n, l(n)] at n, from one pass (ends the projection: the caller refines
   // the full problem from here).
   Eigen::VectorXd ReducedPoint(const Eigen::VectorXd& n);

@@ -290,12 +290,7 @@ Eigen::VectorXd ProjectedLocalFit(BatchedObjective& objective, const ScalingMap&
                                   const LevenbergMarquardtOptions& lm) {
   VariableProjectionProblem projected(objective, map, bounds, start);
   if (projected.linear_indices().empty()) return start;  // nothing to project
-  LevenbergMarquardtOptions options = lm;
-  const BoundBox nonlinear = projected.NonlinearBounds();
-  options.lower_bounds = nonlinear.lower;
-  options.upper_bounds = nonlinear.upper;
-  options.parameter_names = projected.NonlinearNames();
-  options.resume_state.reset();
+  LevenbergMarquardtOptions options = projected.LocalFitOptions(lm);
   options.callback = [](const LevenbergMarquardtIteration&) { return InterruptSignal() == 0; };
   const LevenbergMarquardtSummary fit =
       Minimize(options, projected, projected.NonlinearPart(start));
@@ -417,18 +412,6 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
   std::vector<double> phi;
   for (const AngleInfo& angle : info.angles) phi.push_back(angle.phi_degrees);
 
-  // The global phase's data: every s-th row (all rows up to max_points). The same rows and
-  // floats for every strategy, so large, chunked and streaming search alike and stay bitwise
-  // identical. Streaming reads them now, while no pass uses the source (a streaming objective
-  // reads it from its first pass on); the others copy them from their data once loaded.
-  const int64_t fit_points = UpperTriangleSize(n_times) * n_angles;
-  const int search_row_stride = SearchRowStride(fit_points, config.nlsq.global_search.max_points);
-  std::unique_ptr<BatchedObjective> search_data;
-  if (global_method != "off" && choice.kind == StrategyKind::kStreaming) {
-    search_data =
-        MakeRowSubsampleObjective(*source, model, phi, config.nlsq.sigma, search_row_stride);
-  }
-
   // Set up the chosen strategy; on an allocation failure, the next leaner one (DESIGN section 3).
   PassProgressBar progress_bar(config.performance.enable_progress);
   std::unique_ptr<FitCheckpoints> checkpoints;  // created once the strategy is set up
@@ -454,14 +437,20 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
     }
   }
   BatchedObjective& objective = *setup.objective;
-  if (global_method != "off" && !search_data) {
-    if (const auto* in_memory = dynamic_cast<const PackedDataObjective*>(&objective)) {
-      search_data = MakeRowSubsampleObjective(in_memory->data(), model, phi, config.nlsq.sigma,
-                                              search_row_stride);
-    } else {  // a fallback to streaming after the subsample was planned from memory
-      search_data =
-          MakeRowSubsampleObjective(*source, model, phi, config.nlsq.sigma, search_row_stride);
-    }
+  // The global phase's data: every s-th row (all rows up to max_points), the same rows and
+  // floats for every strategy, so large, chunked and streaming search alike and stay bitwise
+  // identical. Copied from the data in memory, else read from the file (no pass has used the
+  // source yet: a streaming objective reads it from its first pass on).
+  const int search_row_stride =
+      SearchRowStride(UpperTriangleSize(n_times) * n_angles, config.nlsq.global_search.max_points);
+  std::unique_ptr<BatchedObjective> search_data;
+  if (global_method != "off") {
+    const auto* in_memory = dynamic_cast<const PackedDataObjective*>(&objective);
+    search_data =
+        in_memory != nullptr
+            ? MakeRowSubsampleObjective(in_memory->data(), model, phi, config.nlsq.sigma,
+                                        search_row_stride)
+            : MakeRowSubsampleObjective(*source, model, phi, config.nlsq.sigma, search_row_stride);
   }
   const std::vector<ScalingEstimate> initial_scaling =
       InitialScaling(config, setup.scaling_from_data);
@@ -584,8 +573,9 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
   if (global_method != "off" && lm.resume_state) {
     result.global_search.method = global_method;
     result.global_search.reason =
-        global_reason + "; it ran before the checkpoint this fit resumed from (its minima are "
-                        "in that run's log)";
+        global_reason +
+        "; it ran before the checkpoint this fit resumed from (its minima are "
+        "in that run's log)";
     spdlog::info("global search {}: done before the checkpoint; continuing the final fit",
                  global_method);
   } else if (global_method != "off") {

@@ -91,16 +91,11 @@ class Search {
 
   // A projected local fit from n with the given ftol; its minimum, or none when stopped.
   GlobalMinimum LocalFit(const Eigen::VectorXd& n, int start_index, double ftol) {
-    LevenbergMarquardtOptions options = inputs_.local;
-    const BoundBox bounds = projected_.NonlinearBounds();
-    options.lower_bounds = bounds.lower;
-    options.upper_bounds = bounds.upper;
-    options.parameter_names = names_;
+    LevenbergMarquardtOptions options = projected_.LocalFitOptions(inputs_.local);
     options.ftol = ftol;
     // The statistical hold (lm.h) only matters for the fit that is reported; in a false minimum
     // it would hold a search's local fit for dozens of iterations. The final fit applies it.
     options.statistical_tolerance = 0.0;
-    options.resume_state.reset();
     const LevenbergMarquardtSummary fit = Minimize(options, projected_, n);
     ++summary_.local_fits;
     if (fit.status == LevenbergMarquardtStatus::kStoppedByCallback) summary_.stopped = true;
@@ -274,6 +269,16 @@ std::vector<Eigen::VectorXd> StagedGrid(const Search& search) {
   return grid;
 }
 
+// The start (screening index 0), then the staged grid.
+std::vector<Candidate> StagedCandidates(const Search& search) {
+  std::vector<Candidate> candidates;
+  candidates.push_back({search.start(), kInf, 0});
+  for (Eigen::VectorXd& n : StagedGrid(search)) {
+    candidates.push_back({std::move(n), kInf, static_cast<int>(candidates.size())});
+  }
+  return candidates;
+}
+
 // Sampled points in the box.
 std::vector<Eigen::VectorXd> SampledPoints(const Search& search, SamplingStrategy strategy, int n,
                                            uint64_t seed) {
@@ -326,11 +331,7 @@ bool FitFrom(Search& search, const std::vector<Candidate>& starts, double ftol) 
 }
 
 void RunAuto(Search& search, const NlsqOptions& nlsq, GlobalSearchSummary& summary) {
-  std::vector<Candidate> candidates;
-  candidates.push_back({search.start(), kInf, 0});
-  for (Eigen::VectorXd& n : StagedGrid(search)) {
-    candidates.push_back({std::move(n), kInf, static_cast<int>(candidates.size())});
-  }
+  std::vector<Candidate> candidates = StagedCandidates(search);
   for (Eigen::VectorXd& n :
        SampledPoints(search, SamplingStrategy::kSobol, kAutoSobolPoints, nlsq.multi_start.seed)) {
     candidates.push_back({std::move(n), kInf, static_cast<int>(candidates.size())});
@@ -429,11 +430,7 @@ void RunCmaes(Search& search, const NlsqOptions& nlsq, GlobalSearchSummary& summ
   // The warm start (the reference's sigma_warmstart): the staged grid's best candidate. The
   // true laminar basin is narrow in gamma_dot_t0 (the sinc^2 factor oscillates with the flow
   // phase), so a blind CMA-ES run seldom lands in it; from a screened start it does.
-  std::vector<Candidate> candidates;
-  candidates.push_back({search.start(), kInf, 0});
-  for (Eigen::VectorXd& n : StagedGrid(search)) {
-    candidates.push_back({std::move(n), kInf, static_cast<int>(candidates.size())});
-  }
+  std::vector<Candidate> candidates = StagedCandidates(search);
   if (!ScreenAll(search, candidates, summary)) return;
   RankByChi2(candidates);
 

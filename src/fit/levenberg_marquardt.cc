@@ -13,6 +13,7 @@
 
 #include "homodyne/errors.h"
 #include "homodyne/lm.h"
+#include "scaled_pseudo_inverse.h"
 
 namespace homodyne {
 namespace {
@@ -21,9 +22,6 @@ namespace {
 // parameter the data do not constrain (H_ii = 0) is still damped instead of making the damped
 // system singular.
 constexpr double kDiagonalFloorRelative = 1e-12;
-// Eigenvalues of the Jacobi-scaled free block of J^T J below this times the largest count as zero
-// for the covariance (its pseudo-inverse is used then).
-constexpr double kCovarianceRcond = 1e-12;
 // Nielsen's update can shrink mu geometrically; below this it only loses digits.
 constexpr double kMinDamping = 1e-20;
 
@@ -55,57 +53,14 @@ std::vector<int> FreeParameters(const Eigen::VectorXd& jtr, const Eigen::VectorX
   return free;
 }
 
-// The free block H_FF of J^T J, Jacobi-scaled to S = D H_FF D (D_aa = 1 / sqrt(H_ii), 0 where
-// H_ii <= 0), and the pseudo-inverse of S through its eigen-decomposition, eigenvalues below
-// kCovarianceRcond times the largest dropped: H_FF^-1 ~ D S^+ D. The covariance and the
-// statistical stopping test both use it, so they agree to the bit.
-struct ScaledFreeBlockInverse {
-  Eigen::VectorXd scale;           // D (diagonal), one entry per free parameter
-  Eigen::MatrixXd scaled_inverse;  // S^+
-  bool pseudo_inverse = false;     // a zero diagonal or a dropped eigenvalue
-};
-
-// False if the eigen-decomposition failed (only for non-finite or absurdly scaled input).
-bool InvertScaledFreeBlock(const Eigen::MatrixXd& jtj, const std::vector<int>& free,
-                           ScaledFreeBlockInverse& result) {
-  const int num_free = static_cast<int>(free.size());
-  result.scale.resize(num_free);
-  result.pseudo_inverse = false;
-  for (int a = 0; a < num_free; ++a) {
-    const double diagonal = jtj(free[a], free[a]);
-    result.scale[a] = diagonal > 0.0 ? 1.0 / std::sqrt(diagonal) : 0.0;
-    if (!(diagonal > 0.0)) result.pseudo_inverse = true;
-  }
-  Eigen::MatrixXd scaled(num_free, num_free);
-  for (int a = 0; a < num_free; ++a) {
-    for (int b = 0; b < num_free; ++b) {
-      scaled(a, b) = result.scale[a] * jtj(free[a], free[b]) * result.scale[b];
-    }
-  }
-  const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eigen(scaled);
-  if (eigen.info() != Eigen::Success) return false;
-  const Eigen::VectorXd& values = eigen.eigenvalues();
-  const double cutoff = kCovarianceRcond * std::max(values.maxCoeff(), 0.0);
-  Eigen::VectorXd inverse_values(num_free);
-  for (int a = 0; a < num_free; ++a) {
-    if (values[a] > cutoff && values[a] > 0.0) {
-      inverse_values[a] = 1.0 / values[a];
-    } else {
-      inverse_values[a] = 0.0;
-      result.pseudo_inverse = true;
-    }
-  }
-  const Eigen::MatrixXd& vectors = eigen.eigenvectors();
-  result.scaled_inverse = vectors * inverse_values.asDiagonal() * vectors.transpose();
-  return true;
-}
-
 // d = sqrt(g_F^T H_FF^-1 g_F / s2), the Gauss-Newton step in standard errors (lm.h,
 // LevenbergMarquardtSummary::final_step_standard_errors), as (D g_F)^T S^+ (D g_F) / s2. A
 // gradient component along a dropped eigenvector does not count: no step along it is
 // determined by the data. 0 when nothing is free or g_F^T H^-1 g_F = 0 (chi2 = 0 included);
 // +inf when that is positive but s2 is 0.
-double StepInStandardErrors(const ScaledFreeBlockInverse& inverse, const Eigen::VectorXd& jtr,
+// The free block H_FF of J^T J and its Jacobi-scaled pseudo-inverse (scaled_pseudo_inverse.h):
+// the covariance and the statistical stopping test both use it, so they agree to the bit.
+double StepInStandardErrors(const ScaledPseudoInverse& inverse, const Eigen::VectorXd& jtr,
                             const std::vector<int>& free, double s2) {
   const int num_free = static_cast<int>(free.size());
   if (num_free == 0) return 0.0;
@@ -406,8 +361,8 @@ class LevenbergMarquardtMinimizer {
     if (!std::isfinite(current_.chi2) || !current_.jtj.allFinite() || !current_.jtr.allFinite()) {
       return;
     }
-    ScaledFreeBlockInverse inverse;
-    if (!InvertScaledFreeBlock(current_.jtj, free_, inverse)) return;
+    ScaledPseudoInverse inverse;
+    if (!InvertScaledBlock(current_.jtj, free_, inverse)) return;
     step_standard_errors_ = StepInStandardErrors(inverse, current_.jtr, free_, S2());
   }
 
@@ -711,8 +666,8 @@ void ComputeCovarianceAtSolution(const NormalEquations& equations, const Eigen::
   summary.final_step_standard_errors = 0.0;
   if (num_free == 0) return;
 
-  ScaledFreeBlockInverse inverse;
-  const bool inverted = InvertScaledFreeBlock(equations.jtj, free, inverse);
+  ScaledPseudoInverse inverse;
+  const bool inverted = InvertScaledBlock(equations.jtj, free, inverse);
   HOMODYNE_CHECK(inverted);
   if (inverse.pseudo_inverse) summary.covariance_pseudo_inverse = true;
   for (int a = 0; a < num_free; ++a) {

@@ -1,9 +1,12 @@
 // VariableProjectionProblem and SolveBoxedQuadratic (include/homodyne/variable_projection.h).
 #include "homodyne/variable_projection.h"
 
+#include "scaled_pseudo_inverse.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -19,48 +22,14 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // result transformed to the projected one (the transform handles any evaluation point).
 constexpr double kMinEvaluationContrast = 1e-6;
 
-// Minimum-norm solution of a x = r for a symmetric positive semi-definite a: Jacobi-scaled
-// eigen-decomposition, eigenvalues below 1e-12 of the largest dropped; rows with a zero
-// diagonal get 0.
-Eigen::VectorXd SolvePseudoInverse(const Eigen::MatrixXd& a, const Eigen::VectorXd& r) {
-  const Eigen::Index n = a.rows();
-  Eigen::VectorXd scale(n);
-  for (Eigen::Index i = 0; i < n; ++i) scale[i] = a(i, i) > 0.0 ? 1.0 / std::sqrt(a(i, i)) : 0.0;
-  const Eigen::MatrixXd scaled = scale.asDiagonal() * a * scale.asDiagonal();
-  const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eigen(scaled);
-  const Eigen::VectorXd& values = eigen.eigenvalues();
-  const double largest = values.size() > 0 ? values.cwiseAbs().maxCoeff() : 0.0;
-  Eigen::VectorXd inverse_values = Eigen::VectorXd::Zero(n);
-  for (Eigen::Index i = 0; i < n; ++i) {
-    if (values[i] > 1e-12 * largest) inverse_values[i] = 1.0 / values[i];
-  }
-  const Eigen::MatrixXd& vectors = eigen.eigenvectors();
-  return scale.asDiagonal() * (vectors * (inverse_values.asDiagonal() *
-                                          (vectors.transpose() * (scale.asDiagonal() * r))));
-}
-
-// The same pseudo-inverse applied to the columns of rhs.
+// The minimum-norm solution of a x = rhs for a symmetric positive semi-definite a (the shared
+// Jacobi-scaled pseudo-inverse); 0 where the decomposition fails (non-finite input).
 Eigen::MatrixXd SolvePseudoInverse(const Eigen::MatrixXd& a, const Eigen::MatrixXd& rhs) {
-  Eigen::MatrixXd x(rhs.rows(), rhs.cols());
-  for (Eigen::Index c = 0; c < rhs.cols(); ++c) {
-    x.col(c) = SolvePseudoInverse(a, Eigen::VectorXd(rhs.col(c)));
-  }
-  return x;
-}
-
-Eigen::MatrixXd Select(const Eigen::MatrixXd& m, const std::vector<int>& rows,
-                       const std::vector<int>& cols) {
-  Eigen::MatrixXd out(rows.size(), cols.size());
-  for (size_t i = 0; i < rows.size(); ++i) {
-    for (size_t j = 0; j < cols.size(); ++j) out(i, j) = m(rows[i], cols[j]);
-  }
-  return out;
-}
-
-Eigen::VectorXd Select(const Eigen::VectorXd& v, const std::vector<int>& rows) {
-  Eigen::VectorXd out(rows.size());
-  for (size_t i = 0; i < rows.size(); ++i) out[i] = v[rows[i]];
-  return out;
+  std::vector<int> all(static_cast<size_t>(a.rows()));
+  std::iota(all.begin(), all.end(), 0);
+  ScaledPseudoInverse inverse;
+  if (!InvertScaledBlock(a, all, inverse)) return Eigen::MatrixXd::Zero(rhs.rows(), rhs.cols());
+  return inverse.Solve(rhs);
 }
 
 }  // namespace
@@ -87,8 +56,7 @@ Eigen::VectorXd SolveBoxedQuadratic(const Eigen::MatrixXd& a, const Eigen::Vecto
     if (!free.empty()) {
       // Minimum-norm step of the free variables to the minimum of the free subproblem.
       const Eigen::VectorXd residual = b - a * x;
-      const Eigen::VectorXd step =
-          SolvePseudoInverse(Select(a, free, free), Select(residual, free));
+      const Eigen::VectorXd step = SolvePseudoInverse(a(free, free), residual(free));
       // The longest feasible fraction of the step; the variable that blocks it is held.
       double fraction = 1.0;
       int blocking = -1;
@@ -155,15 +123,15 @@ VariableProjectionProblem::VariableProjectionProblem(BatchedObjective& objective
     }
     (scaling ? linear_ : nonlinear_).push_back(j);
   }
-  linear_estimate_ = Select(reduced_start, linear_);
+  linear_estimate_ = reduced_start(linear_);
 }
 
 Eigen::VectorXd VariableProjectionProblem::NonlinearPart(const Eigen::VectorXd& reduced) const {
-  return Select(reduced, nonlinear_);
+  return reduced(nonlinear_);
 }
 
 BoundBox VariableProjectionProblem::NonlinearBounds() const {
-  return {Select(bounds_.lower, nonlinear_), Select(bounds_.upper, nonlinear_)};
+  return {bounds_.lower(nonlinear_), bounds_.upper(nonlinear_)};
 }
 
 std::vector<std::string> VariableProjectionProblem::NonlinearNames() const {
@@ -172,13 +140,23 @@ std::vector<std::string> VariableProjectionProblem::NonlinearNames() const {
   return names;
 }
 
+LevenbergMarquardtOptions VariableProjectionProblem::LocalFitOptions(
+    LevenbergMarquardtOptions base) const {
+  const BoundBox bounds = NonlinearBounds();
+  base.lower_bounds = bounds.lower;
+  base.upper_bounds = bounds.upper;
+  base.parameter_names = NonlinearNames();
+  base.resume_state.reset();
+  return base;
+}
+
 NormalEquations VariableProjectionProblem::ProjectedEquations(const Eigen::VectorXd& n,
                                                               Eigen::VectorXd* reduced_point) {
   const int p_physical = objective_.num_physical();
   const int n_angles = objective_.num_angles();
   const int n_linear = static_cast<int>(linear_.size());
-  const Eigen::VectorXd linear_lower = Select(bounds_.lower, linear_);
-  const Eigen::VectorXd linear_upper = Select(bounds_.upper, linear_);
+  const Eigen::VectorXd linear_lower = bounds_.lower(linear_);
+  const Eigen::VectorXd linear_upper = bounds_.upper(linear_);
 
   // The evaluated point: n with the current linear estimate (contrasts kept off 0).
   Eigen::VectorXd z(map_.num_reduced());
@@ -263,14 +241,14 @@ NormalEquations VariableProjectionProblem::ProjectedEquations(const Eigen::Vecto
     }
   }
   NormalEquations result;
-  result.jtj = Select(h, nonlinear_, nonlinear_);
-  result.jtr = Select(g, nonlinear_);
+  result.jtj = h(nonlinear_, nonlinear_);
+  result.jtr = g(nonlinear_);
   if (!free_linear.empty()) {
-    const Eigen::MatrixXd h_ll = Select(h, free_linear, free_linear);
-    const Eigen::MatrixXd h_ln = Select(h, free_linear, nonlinear_);
+    const Eigen::MatrixXd h_ll = h(free_linear, free_linear);
+    const Eigen::MatrixXd h_ln = h(free_linear, nonlinear_);
     const Eigen::MatrixXd x = SolvePseudoInverse(h_ll, h_ln);
     result.jtj -= h_ln.transpose() * x;
-    result.jtr -= x.transpose() * Select(g, free_linear);
+    result.jtr -= x.transpose() * g(free_linear);
   }
   result.jtj = (0.5 * (result.jtj + result.jtj.transpose())).eval();
   result.chi2 = chi2;

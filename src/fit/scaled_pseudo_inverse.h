@@ -1,0 +1,34 @@
+// The Jacobi-scaled pseudo-inverse of a symmetric positive semi-definite block, shared by the LM
+// core (covariance, statistical stopping test) and variable projection (boxed QP steps, Kaufman's
+// Schur complement), so that every place that inverts normal equations drops the same directions.
+#pragma once
+
+#include <vector>
+
+#include <Eigen/Dense>
+
+namespace homodyne {
+
+// Eigenvalues of the scaled block below this times the largest are dropped (DESIGN section 4).
+inline constexpr double kPseudoInverseRcond = 1e-12;
+
+// The block A_FF (rows and columns `indices` of a), Jacobi-scaled to S = D A_FF D
+// (D_aa = 1 / sqrt(A_aa), 0 where A_aa <= 0), and the pseudo-inverse of S through its
+// eigen-decomposition, eigenvalues below kPseudoInverseRcond times the largest dropped:
+// A_FF^-1 ~ D S^+ D.
+struct ScaledPseudoInverse {
+  Eigen::VectorXd scale;           // D (diagonal), one entry per index
+  Eigen::MatrixXd scaled_inverse;  // S^+
+  bool pseudo_inverse = false;     // a zero diagonal or a dropped eigenvalue
+
+  // D S^+ D rhs: the minimum-norm least-squares solution of A_FF x = rhs (in D-scaled norm).
+  Eigen::MatrixXd Solve(const Eigen::MatrixXd& rhs) const {
+    return scale.asDiagonal() * (scaled_inverse * (scale.asDiagonal() * rhs));
+  }
+};
+
+// False if the eigen-decomposition failed (only for non-finite or absurdly scaled input).
+bool InvertScaledBlock(const Eigen::MatrixXd& a, const std::vector<int>& indices,
+                       ScaledPseudoInverse& result);
+
+}  // namespace homodyne
