@@ -9,6 +9,7 @@
 
 #include <Eigen/Dense>
 
+#include "homodyne/global_search.h"
 #include "homodyne/lm.h"
 #include "homodyne/objective.h"
 
@@ -29,6 +30,7 @@ struct BatchStatistics {
 struct Checkpoint {
   LevenbergMarquardtState lm;
   std::optional<PassState> pass;  // set when saved inside a pass
+  GlobalSearchTrail global_search;  // the global phase's work so far (empty: none, or phase off)
   BatchStatistics statistics;
   int64_t global_batch = 0;       // batches computed over the whole run: names the file
   std::string config_sha256;      // SHA-256 of the resolved config (hex)

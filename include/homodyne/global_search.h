@@ -38,6 +38,20 @@ struct GlobalMinimum {
   int start = -1;           // the candidate it was reached from (screening order), -1 = CMA-ES
   int iterations = 0;       // of its local fit
   std::string status;       // its local fit's LM status, e.g. "converged (ftol)"
+  int64_t passes = 0;       // passes over the search data it took
+};
+
+// What the global phase computed so far, in the fixed order of its work. A checkpoint keeps it
+// (checkpoint.h) and a resumed run replays it (GlobalSearchInputs::replay) instead of computing
+// it again: the same values in the same order, so the search takes the same path and returns
+// bitwise the uninterrupted run's minima, with only the work after the interruption left to do.
+struct GlobalSearchTrail {
+  std::vector<double> evaluations;     // chi2 of every one-pass evaluation (screening, CMA-ES)
+  std::vector<GlobalMinimum> minima;   // every local fit's (or unrefined point's) minimum
+  // The projected problem's linear estimate after the last entry (VariableProjectionProblem::
+  // linear_estimate), where the first evaluation after the replay is taken.
+  Eigen::VectorXd projection_state;
+  bool empty() const { return evaluations.empty() && minima.empty(); }
 };
 
 // What the global phase did: the global_search section of convergence_metrics.json.
@@ -48,7 +62,8 @@ struct GlobalSearchSummary {
   int local_fits = 0;              // projected local fits run
   int generations = 0;             // CMA-ES generations over all runs
   int cmaes_runs = 0;              // CMA-ES runs (1 + restarts)
-  int64_t passes = 0;              // passes over the search data
+  int64_t passes = 0;              // passes over the search data (replayed ones included)
+  int64_t replayed_passes = 0;     // of which replayed from GlobalSearchInputs::replay
   int64_t point_evaluations = 0;   // passes x points of the search data
   int64_t search_points = 0;       // upper-triangle points of the search data (all angles)
   int row_stride = 1;              // 1 = all rows; s = every s-th row (subsample)
@@ -57,6 +72,7 @@ struct GlobalSearchSummary {
   int chosen = -1;                    // index into minima; -1 = not run
   std::vector<std::string> warnings;  // degenerate minima
   bool stopped = false;               // the progress callback asked to stop (a signal)
+  GlobalSearchTrail trail;            // all its work (the replay included), for checkpoints
 
   // One line for logs: method, candidates / generations, minima, chosen chi2, passes, time.
   std::string BriefReport() const;
@@ -68,7 +84,8 @@ struct GlobalSearchProgress {
   int index = 0;           // 1-based candidate, local fit or generation
   int total = 0;           // how many there will be (0 = unknown, CMA-ES)
   double best_chi2 = 0.0;  // lowest chi2 so far (on the search data)
-  int64_t passes = 0;      // passes so far
+  int64_t passes = 0;      // passes computed so far (not counting replayed ones)
+  const GlobalSearchTrail* trail = nullptr;  // everything computed so far (for checkpoints)
 };
 
 struct GlobalSearchInputs {
@@ -77,6 +94,10 @@ struct GlobalSearchInputs {
   BoundBox bounds;                   // reduced bounds; physical ones must be finite
   Eigen::VectorXd start;             // the reduced start (initial_parameters and the scaling)
   LevenbergMarquardtOptions local;   // tolerances and max_iterations of the local fits
+  // A trail saved by an interrupted run of the same method, config and data, replayed before
+  // any new work (empty: none). A longer run's trail is not checked against this one's work:
+  // the checkpoint identity (config and data hashes) guarantees they are the same search.
+  GlobalSearchTrail replay;
   // Called after every screened candidate, local fit and CMA-ES generation; return false to
   // stop (summary.stopped; the best point so far is still returned). Optional.
   std::function<bool(const GlobalSearchProgress&)> on_progress;

@@ -50,6 +50,7 @@ struct GlobalSearchRecord {
   int generations = 0;  // CMA-ES
   int cmaes_runs = 0;
   int64_t passes = 0;             // over the search data
+  int64_t replayed_passes = 0;    // of which replayed from the checkpoint a run resumed from
   int64_t point_evaluations = 0;  // passes x search points
   int64_t search_points = 0;      // upper-triangle points the search used
   int row_stride = 1;             // every row_stride-th row (1 = all)

@@ -74,6 +74,11 @@ class VariableProjectionProblem : public LeastSquaresProblem {
   Eigen::VectorXd ReducedPoint(const Eigen::VectorXd& n);
   // Passes made so far.
   int64_t passes() const { return passes_; }
+  // The linear estimate the next evaluation is taken at (the best scaling of the last one): the
+  // only state carried from one evaluation to the next. Results agree to rounding whatever it
+  // is; restoring it makes a replayed search (global_search.h) continue bitwise.
+  const Eigen::VectorXd& linear_estimate() const { return linear_estimate_; }
+  void set_linear_estimate(const Eigen::VectorXd& estimate) { linear_estimate_ = estimate; }
 
  private:
   // One pass at n with the current linear estimate; returns the reduced normal equations at

@@ -1,6 +1,6 @@
 // CheckpointStore (include/homodyne/checkpoint.h): the checkpoint files of DESIGN section 6.
 //
-// File layout, format_version 2 (docs/checkpoints.md has the field-by-field table):
+// File layout, format_version 3 (docs/checkpoints.md has the field-by-field table):
 //   /             attributes format_version, global_batch, config_sha256, data_fingerprint,
 //                 engine_version, timestamp_utc, content_sha256
 //   /lm           LevenbergMarquardtState: datasets theta [P], jtj [P,P], jtr [P],
@@ -8,6 +8,11 @@
 //   /pass         PassState, only when Checkpoint::pass is set: datasets theta, jtj, jtr; the
 //                 scalars as attributes (full_pass as 0/1)
 //   /statistics   BatchStatistics as attributes
+//   /global_search  GlobalSearchTrail: datasets evaluations [E], projection_state [L],
+//                 minimum_points [M, R] (reduced points, row-major), minimum_chi2 [M],
+//                 minimum_counts [M, 3] (start, iterations, passes as exact doubles); attribute
+//                 minimum_statuses (the M statuses, one per line). Always present; M = 0 and
+//                 E = 0 when the phase did not run.
 // Doubles are IEEE float64 little endian and integers int64 little endian, whatever their C++
 // width, so values round-trip bit for bit (NaN payloads included). Matrices are stored row-major
 // with their C++ (rows, cols) as the dataset shape. Strings are fixed-length, NUL-padded string
@@ -63,7 +68,8 @@ namespace {
 namespace fs = std::filesystem;
 using io_internal::Hid;
 
-constexpr int64_t kFormatVersion = 2;  // 2: /lm/trust_region_radius added
+// 2: /lm/trust_region_radius added; 3: /global_search added.
+constexpr int64_t kFormatVersion = 3;
 // Deflate level for the array datasets. Checkpoint arrays are full-mantissa doubles, which deflate
 // compresses little beyond what shuffle exposes (sign and exponent bytes). Measured for P = 100
 // (bench/checkpoint_benchmark.cc): levels 4 and 9 make the file 0.6 % and 1.0 % smaller than level
@@ -93,7 +99,11 @@ static_assert(sizeof(PassState) == 80,
               "PassState changed: store the new field in checkpoint_store.cc");
 static_assert(sizeof(BatchStatistics) == 32,
               "BatchStatistics changed: store the new field in checkpoint_store.cc");
-static_assert(sizeof(Checkpoint) == 160 + 88 + 32 + 8 + 4 * 32,
+static_assert(sizeof(GlobalMinimum) == 72,
+              "GlobalMinimum changed: store the new field in checkpoint_store.cc");
+static_assert(sizeof(GlobalSearchTrail) == 64,
+              "GlobalSearchTrail changed: store the new field in checkpoint_store.cc");
+static_assert(sizeof(Checkpoint) == 160 + 88 + 64 + 32 + 8 + 4 * 32,
               "Checkpoint changed: store the new field in checkpoint_store.cc");
 #endif
 
@@ -114,6 +124,76 @@ std::string Hdf5Reason() {
 
 // ---------------------------------------------------------------------------------------------
 // The field list, shared by the writer, the reader and the checksum.
+
+// The global phase's minima as columns: what the file stores.
+struct MinimaColumns {
+  Eigen::MatrixXd points;  // [M, R] reduced points
+  Eigen::VectorXd chi2;    // [M]
+  Eigen::MatrixXd counts;  // [M, 3] start, iterations, passes (integers, exact as doubles)
+  std::string statuses;    // M lines
+};
+
+// Writing and hashing: the minima to columns.
+template <typename Visitor>
+void VisitMinima(const std::vector<GlobalMinimum>& minima, Visitor& visitor) {
+  MinimaColumns columns;
+  const auto m = static_cast<Eigen::Index>(minima.size());
+  const Eigen::Index r = minima.empty() ? 0 : minima.front().reduced.size();
+  columns.points.resize(m, r);
+  columns.chi2.resize(m);
+  columns.counts.resize(m, 3);
+  for (Eigen::Index i = 0; i < m; ++i) {
+    const GlobalMinimum& minimum = minima[static_cast<size_t>(i)];
+    if (minimum.reduced.size() != r) {
+      throw std::invalid_argument("global search minima of different lengths");
+    }
+    columns.points.row(i) = minimum.reduced.transpose();
+    columns.chi2[i] = minimum.chi2;
+    columns.counts.row(i) << static_cast<double>(minimum.start),
+        static_cast<double>(minimum.iterations), static_cast<double>(minimum.passes);
+    columns.statuses += (i == 0 ? "" : "\n") + minimum.status;
+  }
+  visitor.Matrix("minimum_points", columns.points);
+  visitor.Vector("minimum_chi2", columns.chi2);
+  visitor.Matrix("minimum_counts", columns.counts);
+  visitor.Text("minimum_statuses", columns.statuses);
+}
+
+// Reading: the columns back to minima, checking that their shapes agree.
+template <typename Visitor>
+void VisitMinima(std::vector<GlobalMinimum>& minima, Visitor& visitor) {
+  MinimaColumns columns;
+  visitor.Matrix("minimum_points", columns.points);
+  visitor.Vector("minimum_chi2", columns.chi2);
+  visitor.Matrix("minimum_counts", columns.counts);
+  visitor.Text("minimum_statuses", columns.statuses);
+  const Eigen::Index m = columns.points.rows();
+  std::vector<std::string> statuses;
+  if (m > 0) {
+    size_t begin = 0;
+    while (true) {
+      const size_t end = columns.statuses.find('\n', begin);
+      statuses.push_back(columns.statuses.substr(begin, end - begin));
+      if (end == std::string::npos) break;
+      begin = end + 1;
+    }
+  }
+  if (columns.chi2.size() != m || columns.counts.rows() != m || columns.counts.cols() != 3 ||
+      static_cast<Eigen::Index>(statuses.size()) != m) {
+    throw std::runtime_error("/global_search: minimum_points, minimum_chi2, minimum_counts and "
+                             "minimum_statuses disagree in length");
+  }
+  minima.assign(static_cast<size_t>(m), GlobalMinimum{});
+  for (Eigen::Index i = 0; i < m; ++i) {
+    GlobalMinimum& minimum = minima[static_cast<size_t>(i)];
+    minimum.reduced = columns.points.row(i).transpose();
+    minimum.chi2 = columns.chi2[i];
+    minimum.start = static_cast<int>(columns.counts(i, 0));
+    minimum.iterations = static_cast<int>(columns.counts(i, 1));
+    minimum.passes = static_cast<int64_t>(columns.counts(i, 2));
+    minimum.status = std::move(statuses[static_cast<size_t>(i)]);
+  }
+}
 
 // Calls `visitor` for every stored field of `checkpoint` in the canonical order of the content
 // checksum. CheckpointType is `const Checkpoint` (writing, hashing) or `Checkpoint` (reading). One
@@ -163,6 +243,12 @@ void VisitCheckpointFields(CheckpointType& checkpoint, Visitor& visitor) {
   visitor.Integer("retries", statistics.retries);
   visitor.Integer("read_failures", statistics.read_failures);
   visitor.Integer("checkpoint_failures", statistics.checkpoint_failures);
+
+  auto& trail = checkpoint.global_search;
+  visitor.Group("/global_search");
+  visitor.Vector("evaluations", trail.evaluations);
+  visitor.Vector("projection_state", trail.projection_state);
+  VisitMinima(trail.minima, visitor);
 }
 
 // The canonical serialisation hashed into content_sha256 (format_version 2):

@@ -213,6 +213,8 @@ void FitCheckpoints::ContinueFrom(const Checkpoint& checkpoint) {
   batches_at_last_save_ = checkpoint.global_batch;
   statistics_ = checkpoint.statistics;
   if (checkpoint.lm.theta.size() > 0) last_state_ = checkpoint.lm;
+  last_pass_ = checkpoint.pass;
+  global_search_trail_ = checkpoint.global_search;
   passes_seen_ = checkpoint.lm.passes + checkpoint.lm.cost_passes;
 }
 
@@ -238,9 +240,16 @@ void FitCheckpoints::StopIfInterrupted() {
   }
 }
 
-void FitCheckpoints::OnGlobalSearchPasses(int64_t passes, int64_t batches_per_pass) {
+void FitCheckpoints::OnGlobalSearchProgress(int64_t passes, int64_t batches_per_pass,
+                                            const GlobalSearchTrail& trail) {
   AdvanceBatches(passes * batches_per_pass);
-  StopIfInterrupted();
+  global_search_trail_ = trail;
+  // A resumed final-fit state keeps its pass in progress (last_pass_) in these saves.
+  const PassState* pass = last_pass_ ? &*last_pass_ : nullptr;
+  if (const int signal_number = InterruptSignal(); signal_number != 0) {
+    SaveAndStop(pass, signal_number);
+  }
+  if (enabled_ && passes > 0 && PeriodicSaveDue()) Save(pass);
 }
 
 void FitCheckpoints::AdvanceBatches(int64_t batches) {
@@ -285,6 +294,7 @@ bool FitCheckpoints::Save(const PassState* pass) {
   Checkpoint checkpoint;
   if (last_state_) checkpoint.lm = *last_state_;  // empty theta: still in the first pass
   if (pass != nullptr) checkpoint.pass = *pass;
+  checkpoint.global_search = global_search_trail_;
   checkpoint.statistics = statistics_;
   checkpoint.global_batch = global_batch_;
   checkpoint.config_sha256 = config_sha256_;

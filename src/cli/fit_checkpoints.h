@@ -73,11 +73,15 @@ class FitCheckpoints {
   // After a fit stopped by OnIteration: on a signal, saves the last state and throws
   // FitInterrupted (as OnChunk does inside passes); else returns.
   void StopIfInterrupted();
-  // Progress of the global phase (global_search.h), which saves no state of its own: its passes
-  // count as batches (statistics, the test signal hook); on a signal, saves a checkpoint without
-  // an LM state and throws FitInterrupted. Resuming reruns the deterministic global phase, so
-  // the resumed fit equals an uninterrupted one.
-  void OnGlobalSearchPasses(int64_t passes, int64_t batches_per_pass);
+  // Progress of the global phase (global_search.h): `passes` new passes count as batches
+  // (statistics, the test signal hook); `trail` (what the phase computed so far) goes into every
+  // checkpoint from now on, so that a resumed run replays it (GlobalSearchInputs::replay) and
+  // ends bitwise where an uninterrupted one does. Saves when a periodic save is due (its work is
+  // not lost to kill -9); on a signal, saves and throws FitInterrupted.
+  void OnGlobalSearchProgress(int64_t passes, int64_t batches_per_pass,
+                              const GlobalSearchTrail& trail);
+  // The trail of a checkpoint this run resumed from (empty when none).
+  const GlobalSearchTrail& global_search_trail() const { return global_search_trail_; }
   // The chunk callback of a pass: counts batches, saves every checkpoint_frequency batches
   // (chunked, streaming), and on a signal saves and throws FitInterrupted.
   void OnChunk(const PassProgress& progress);
@@ -112,7 +116,8 @@ class FitCheckpoints {
   std::string data_fingerprint_;
   CheckpointStore store_;
   std::optional<LevenbergMarquardtState> last_state_;
-  std::optional<PassState> last_pass_;  // after the last finished chunk
+  std::optional<PassState> last_pass_;  // after the last finished chunk, or the resumed one
+  GlobalSearchTrail global_search_trail_;  // the global phase's work so far
   // Test-only fault hook HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=N:SIGNAL (e.g. 40:15): raise SIGNAL
   // once N batches are done, for deterministic interruption tests (SIGTERM, SIGKILL, ...).
   std::optional<std::pair<int64_t, int>> test_signal_;

@@ -239,9 +239,10 @@ int SearchRowStride(int64_t points, int64_t max_points) {
   return static_cast<int>(std::max<int64_t>(1, (points + max_points - 1) / max_points));
 }
 
-// The global phase (DESIGN section 4b) on `data`: progress lines, passes counted as batches and
-// signals seen between candidates and local fits (checkpoints.OnGlobalSearchPasses throws
-// FitInterrupted after saving). Returns its summary.
+// The global phase (DESIGN section 4b) on `data`: progress lines, passes counted as batches,
+// its trail in checkpoints and signals seen between candidates and local fits
+// (checkpoints.OnGlobalSearchProgress throws FitInterrupted after saving). A resumed run replays
+// the trail of its checkpoint first. Returns its summary.
 GlobalSearchSummary RunGlobalPhase(const Config& config, const std::string& method,
                                    BatchedObjective& data, int row_stride, const ScalingMap& map,
                                    const BoundBox& bounds, const Eigen::VectorXd& start,
@@ -257,6 +258,11 @@ GlobalSearchSummary RunGlobalPhase(const Config& config, const std::string& meth
   inputs.local = lm;
   inputs.local.resume_state.reset();
   inputs.local.callback = [](const LevenbergMarquardtIteration&) { return InterruptSignal() == 0; };
+  inputs.replay = checkpoints.global_search_trail();
+  if (!inputs.replay.empty()) {
+    spdlog::info("global search {}: replaying {} evaluations and {} local fits from the checkpoint",
+                 method, inputs.replay.evaluations.size(), inputs.replay.minima.size());
+  }
   int64_t passes_seen = 0;
   std::string last_stage;
   inputs.on_progress = [&](const GlobalSearchProgress& progress) {
@@ -267,18 +273,21 @@ GlobalSearchSummary RunGlobalPhase(const Config& config, const std::string& meth
     const bool each = progress.stage == "local fit" || progress.stage == "refine";
     const bool last = progress.total > 0 && progress.index == progress.total;
     const bool periodic = progress.stage == "cmaes" && progress.index % 20 == 0;
-    if (new_stage || each || last || periodic) {
+    const bool computed = progress.passes > passes_seen;  // not replayed
+    if (computed && (new_stage || each || last || periodic)) {
       const std::string of = progress.total > 0 ? "/" + std::to_string(progress.total) : "";
       spdlog::info("global search {} {}{}  best chi2 {:.8e}  {} passes", progress.stage,
                    progress.index, of, progress.best_chi2, progress.passes);
     }
-    checkpoints.OnGlobalSearchPasses(progress.passes - passes_seen, data.num_batches());
+    checkpoints.OnGlobalSearchProgress(progress.passes - passes_seen, data.num_batches(),
+                                       *progress.trail);
     passes_seen = progress.passes;
     return true;
   };
   GlobalSearchSummary summary = RunGlobalSearch(method, config.nlsq, inputs);
   summary.row_stride = row_stride;
-  checkpoints.OnGlobalSearchPasses(summary.passes - passes_seen, data.num_batches());
+  checkpoints.OnGlobalSearchProgress(summary.passes - summary.replayed_passes - passes_seen,
+                                     data.num_batches(), summary.trail);
   spdlog::info("{}", summary.BriefReport());
   return summary;
 }
@@ -309,6 +318,7 @@ GlobalSearchRecord RecordOf(const GlobalSearchSummary& summary, const std::strin
   record.generations = summary.generations;
   record.cmaes_runs = summary.cmaes_runs;
   record.passes = summary.passes;
+  record.replayed_passes = summary.replayed_passes;
   record.point_evaluations = summary.point_evaluations;
   record.search_points = summary.search_points;
   record.row_stride = summary.row_stride;
@@ -564,21 +574,13 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
   }
 
   // The global phase (DESIGN section 4b), or a projected local fit when it is off; the final fit
-  // starts from the minimum chosen. A checkpoint with a final-fit state was written after the
-  // global phase: the fit continues from it and the phase is not repeated (a SLURM job whose
-  // time slot is shorter than the phase must still progress). One without (interrupted during
-  // the phase) repeats the deterministic phase, so the final fit starts where it would have.
+  // starts from the minimum chosen. A resumed run replays the phase's trail from its checkpoint
+  // and computes only what the interrupted run had not (a SLURM job whose time slot is shorter
+  // than the phase still progresses); after a final-fit checkpoint the whole phase is replayed
+  // (no passes) and the fit continues from its state.
   Eigen::VectorXd fit_start = reduced0;
   result.global_search.reason = global_reason;
-  if (global_method != "off" && lm.resume_state) {
-    result.global_search.method = global_method;
-    result.global_search.reason =
-        global_reason +
-        "; it ran before the checkpoint this fit resumed from (its minima are "
-        "in that run's log)";
-    spdlog::info("global search {}: done before the checkpoint; continuing the final fit",
-                 global_method);
-  } else if (global_method != "off") {
+  if (global_method != "off") {
     const GlobalSearchSummary global =
         RunGlobalPhase(config, global_method, *search_data, search_row_stride, map, reduced_bounds,
                        reduced0, lm, *checkpoints);

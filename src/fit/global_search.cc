@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -74,6 +75,9 @@ class Search {
     }
     UseSymmetricLogForOffsets();
     start_ = ClipToBox(projected_.NonlinearPart(inputs.start));
+    // The trail starts as the whole replay: a checkpoint written while it is replayed must not
+    // lose its later part.
+    trail_ = inputs.replay;
   }
 
   const SearchSpace& space() const { return space_; }
@@ -81,30 +85,48 @@ class Search {
   const Eigen::VectorXd& start() const { return start_; }
   int dimensions() const { return space_.dimensions(); }
 
-  // chi2 of the projected problem at n: one pass (+inf where it is not finite).
+  // chi2 of the projected problem at n: one pass (+inf where it is not finite), or the replayed
+  // value.
   double Screen(const Eigen::VectorXd& n) {
-    const double chi2 = projected_.Cost(n);
-    if (!std::isfinite(chi2)) return kInf;
+    double chi2 = kInf;
+    if (replayed_evaluations_ < inputs_.replay.evaluations.size()) {
+      chi2 = inputs_.replay.evaluations[replayed_evaluations_++];
+      ++replayed_passes_;
+    } else {
+      RestoreProjectionStateOnce();
+      chi2 = projected_.Cost(n);
+      if (!std::isfinite(chi2)) chi2 = kInf;
+      trail_.evaluations.push_back(chi2);
+      trail_.projection_state = projected_.linear_estimate();
+    }
     best_seen_ = std::min(best_seen_, chi2);
     return chi2;
   }
 
-  // A projected local fit from n with the given ftol; its minimum, or none when stopped.
+  // A projected local fit from n with the given ftol (or the replayed one): its minimum.
   GlobalMinimum LocalFit(const Eigen::VectorXd& n, int start_index, double ftol) {
+    ++summary_.local_fits;
+    if (std::optional<GlobalMinimum> replayed = ReplayedMinimum()) return *replayed;
+    RestoreProjectionStateOnce();
+    const int64_t passes_before = projected_.passes();
     LevenbergMarquardtOptions options = projected_.LocalFitOptions(inputs_.local);
     options.ftol = ftol;
     // The statistical hold (lm.h) only matters for the fit that is reported; in a false minimum
     // it would hold a search's local fit for dozens of iterations. The final fit applies it.
     options.statistical_tolerance = 0.0;
     const LevenbergMarquardtSummary fit = Minimize(options, projected_, n);
-    ++summary_.local_fits;
-    if (fit.status == LevenbergMarquardtStatus::kStoppedByCallback) summary_.stopped = true;
     GlobalMinimum minimum;
     minimum.reduced = projected_.ReducedPoint(fit.theta);
     minimum.chi2 = std::isfinite(fit.final_chi2) ? fit.final_chi2 : kInf;
     minimum.start = start_index;
     minimum.iterations = fit.iterations;
     minimum.status = std::string(ToString(fit.status));
+    minimum.passes = projected_.passes() - passes_before;
+    if (fit.status == LevenbergMarquardtStatus::kStoppedByCallback) {
+      summary_.stopped = true;  // not a finished fit: not in the trail, a resume repeats it
+    } else {
+      AddToTrail(minimum);
+    }
     return minimum;
   }
 
@@ -132,6 +154,7 @@ class Search {
     progress.total = total;
     progress.best_chi2 = std::min(best_seen_, BestChi2());
     progress.passes = projected_.passes();
+    progress.trail = &trail_;
     if (inputs_.on_progress && !inputs_.on_progress(progress)) summary_.stopped = true;
     return !summary_.stopped;
   }
@@ -142,7 +165,10 @@ class Search {
     return best;
   }
 
+  // Passes computed in this run, and replayed from the trail.
   int64_t passes() const { return projected_.passes(); }
+  int64_t replayed_passes() const { return replayed_passes_; }
+  const GlobalSearchTrail& trail() const { return trail_; }
   int64_t residuals() const { return projected_.num_residuals(); }
   int64_t dof() const { return projected_.num_residuals() - map_size_; }
   AnalysisMode mode() const { return inputs_.data->model().mode(); }
@@ -150,12 +176,17 @@ class Search {
   Eigen::VectorXd Physical(const Eigen::VectorXd& reduced) const {
     return projected_.NonlinearPart(reduced);
   }
-  // A minimum at n without a local fit (its best scaling from one pass).
+  // A minimum at n without a local fit (its best scaling from one pass), or the replayed one.
   GlobalMinimum Unrefined(const Eigen::VectorXd& n, double chi2) {
+    if (std::optional<GlobalMinimum> replayed = ReplayedMinimum()) return *replayed;
+    RestoreProjectionStateOnce();
+    const int64_t passes_before = projected_.passes();
     GlobalMinimum minimum;
     minimum.reduced = projected_.ReducedPoint(n);
     minimum.chi2 = chi2;
     minimum.status = "not refined";
+    minimum.passes = projected_.passes() - passes_before;
+    AddToTrail(minimum);
     return minimum;
   }
 
@@ -164,6 +195,27 @@ class Search {
   }
 
  private:
+  // The next replayed minimum, if the replay has one left (its passes count as replayed).
+  std::optional<GlobalMinimum> ReplayedMinimum() {
+    if (replayed_minima_ >= inputs_.replay.minima.size()) return std::nullopt;
+    const GlobalMinimum& minimum = inputs_.replay.minima[replayed_minima_++];
+    replayed_passes_ += minimum.passes;
+    return minimum;
+  }
+  // Before the first evaluation after a replay: the projected problem's state as the
+  // interrupted run left it (variable_projection.h linear_estimate).
+  void RestoreProjectionStateOnce() {
+    if (state_restored_) return;
+    state_restored_ = true;
+    if (!inputs_.replay.empty() && inputs_.replay.projection_state.size() > 0) {
+      projected_.set_linear_estimate(inputs_.replay.projection_state);
+    }
+  }
+  void AddToTrail(const GlobalMinimum& minimum) {
+    trail_.minima.push_back(minimum);
+    trail_.projection_state = projected_.linear_estimate();
+  }
+
   // D_offset and gamma_dot_t_offset are searched in symmetric log coordinates: their bounds
   // straddle 0 and are wide ([-1e5, 1e5], [-0.1, 0.1]), but the values that matter are of the
   // order of D0 and gamma_dot_t0, which span decades; linearly, almost every sample would be a
@@ -195,6 +247,11 @@ class Search {
   std::vector<std::string> names_;
   Eigen::VectorXd start_;
   double best_seen_ = kInf;  // lowest chi2 screened (progress only)
+  GlobalSearchTrail trail_;  // the replay, then what this run computed
+  size_t replayed_evaluations_ = 0;
+  size_t replayed_minima_ = 0;
+  int64_t replayed_passes_ = 0;
+  bool state_restored_ = false;
 };
 
 // A screened candidate: where it starts and its projected chi2.
@@ -536,7 +593,9 @@ std::string GlobalSearchSummary::BriefReport() const {
   if (chosen >= 0) {
     line += ", chose chi2 " + Format("%.8g", minima[static_cast<size_t>(chosen)].chi2);
   }
-  line += ", " + std::to_string(passes) + " passes over " + std::to_string(search_points) +
+  line += ", " + std::to_string(passes) + " passes" +
+          (replayed_passes > 0 ? " (" + std::to_string(replayed_passes) + " replayed)" : "") +
+          " over " + std::to_string(search_points) +
           " points" + (row_stride > 1 ? " (every " + std::to_string(row_stride) + " rows)" : "") +
           ", " + Format("%.2f", seconds) + " s" + (stopped ? ", stopped" : "");
   return line;
@@ -591,7 +650,9 @@ GlobalSearchSummary RunGlobalSearch(const std::string& method, const NlsqOptions
                    [](const GlobalMinimum& a, const GlobalMinimum& b) { return a.chi2 < b.chi2; });
   summary.chosen = summary.minima.empty() ? -1 : 0;
   WarnAboutDegenerateMinima(search, nlsq.multi_start.degeneracy_threshold, summary);
-  summary.passes = search.passes();
+  summary.replayed_passes = search.replayed_passes();
+  summary.trail = search.trail();
+  summary.passes = search.passes() + summary.replayed_passes;
   summary.point_evaluations = summary.passes * inputs.data->num_points();
   summary.seconds = std::chrono::duration<double>(Clock::now() - begin).count();
   return summary;

@@ -91,6 +91,7 @@ ordered_json GlobalSearchJson(const GlobalSearchRecord& global) {
           {"generations", global.generations},
           {"cmaes_runs", global.cmaes_runs},
           {"passes", global.passes},
+          {"replayed_passes", global.replayed_passes},
           {"point_evaluations", global.point_evaluations},
           {"search_points", global.search_points},
           {"row_stride", global.row_stride},

@@ -95,8 +95,8 @@ killed_run() {
 case "$case_name" in
   global_sigterm)
     # SIGTERM inside the global phase (it screens ~140 candidates, one pass each, before any
-    # local fit): exit 3 with a checkpoint; the resumed run repeats the deterministic search and
-    # returns bitwise the uninterrupted run's parameters.
+    # local fit): exit 3 with a checkpoint; the resumed run replays the screening saved in it,
+    # computes the rest and returns bitwise the uninterrupted run's parameters.
     rm -rf checkpoints
     HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=400:15 fit --output-dir interrupted > global.log 2>&1
     code=$?
@@ -107,19 +107,40 @@ case "$case_name" in
       { echo "FAIL: the global phase reached its local fits before the signal"; failures=$((failures + 1)); }
     [ "$(checkpoint_count)" -ge 1 ] || { echo "FAIL: no checkpoint after SIGTERM"; failures=$((failures + 1)); }
     expect_exit 0 "resumed from the checkpoint" fit --output-dir interrupted
+    grep -Eq "replaying [1-9][0-9]* evaluations and 0 local fits" <<<"$last_output" ||
+      { echo "FAIL: the resumed run did not replay the screening"; failures=$((failures + 1)); }
     same_results reference interrupted "global phase SIGTERM + resume"
+    # SIGTERM two thirds into the run, which is mostly the global phase (its screening is about
+    # a quarter of it, the final fit from its minimum a few passes): among the local fits. The
+    # resumed run replays the screening and the local fits done.
+    total=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['batch_statistics']['batches'])" \
+      reference/nlsq/convergence_metrics.json)
+    rm -rf checkpoints
+    HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=$((total * 2 / 3)):15 expect_exit 3 \
+      "interrupted by SIGTERM" fit --output-dir midway
+    expect_exit 0 "resumed from the checkpoint" fit --output-dir midway
+    grep -Eq "replaying [1-9][0-9]* evaluations and [1-9][0-9]* local fits" <<<"$last_output" ||
+      { echo "FAIL: the resumed run did not replay the local fits"; failures=$((failures + 1)); }
+    same_results reference midway "global phase local-fit SIGTERM + resume"
     grep -q '"global_search"' interrupted/nlsq/convergence_metrics.json ||
       { echo "FAIL: no global_search section"; failures=$((failures + 1)); }
     # SIGTERM in the final fit's last pass (the reference's batch count minus 20): the resumed
     # run continues the final fit and does not repeat the global phase.
-    total=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['batch_statistics']['batches'])" \
-      reference/nlsq/convergence_metrics.json)
     rm -rf checkpoints
     HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=$((total - 20)):15 expect_exit 3 "interrupted by SIGTERM" \
       fit --output-dir late
-    expect_exit 0 "done before the checkpoint; continuing the final fit" fit --output-dir late
+    expect_exit 0 "resumed from the checkpoint" fit --output-dir late
+    grep -Eq "global search [a-z_]+: .* ([0-9]+) passes \(\1 replayed\)" <<<"$last_output" ||
+      { echo "FAIL: the resumed final fit did not replay the whole global phase"; failures=$((failures + 1)); }
     grep -q "global search screening" <<<"$last_output" &&
       { echo "FAIL: the resumed final fit repeated the global phase"; failures=$((failures + 1)); }
+    python3 - reference/nlsq/convergence_metrics.json late/nlsq/convergence_metrics.json <<'PY' ||
+import json, sys
+a, b = (json.load(open(path))["global_search"] for path in sys.argv[1:])
+keys = ["method", "minima", "chosen", "local_fits", "passes"]
+sys.exit(0 if all(a.get(k) == b.get(k) for k in keys) else 1)
+PY
+      { echo "FAIL: the resumed run's global_search section differs from the reference's"; failures=$((failures + 1)); }
     same_results reference late "final-fit SIGTERM + resume"
     ;;
   sigterm)

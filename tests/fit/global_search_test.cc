@@ -159,6 +159,75 @@ TEST_F(GlobalSearchTest, ProgressCallbackStopsTheSearch) {
   EXPECT_EQ(summary.local_fits, 0);
 }
 
+// Interrupted at the `stop_after`-th progress report of stage `stop_stage` ("screening", "local
+// fit", "cmaes"), then resumed from the trail it saved: the resumed search returns bitwise the
+// uninterrupted one's minima and computes only the passes the interrupted one had not.
+void ExpectResumedSearchIsBitwise(const std::string& method, const NlsqOptions& nlsq,
+                                  const GlobalSearchInputs& base, int stop_after,
+                                  const std::string& stop_stage) {
+  const GlobalSearchSummary whole = RunGlobalSearch(method, nlsq, base);
+  GlobalSearchInputs interrupted = base;
+  int reports = 0;
+  GlobalSearchTrail saved;
+  int64_t passes_before_stop = 0;
+  std::string stage;
+  interrupted.on_progress = [&](const GlobalSearchProgress& progress) {
+    saved = *progress.trail;
+    stage = progress.stage;
+    passes_before_stop = progress.passes;
+    if (progress.stage == stop_stage) ++reports;
+    return reports < stop_after;
+  };
+  const GlobalSearchSummary first = RunGlobalSearch(method, nlsq, interrupted);
+  ASSERT_TRUE(first.stopped) << method;
+  EXPECT_EQ(stage, stop_stage) << method;
+  ASSERT_FALSE(saved.empty()) << method;
+
+  GlobalSearchInputs resumed = base;
+  resumed.replay = saved;
+  const GlobalSearchSummary second = RunGlobalSearch(method, nlsq, resumed);
+  EXPECT_FALSE(second.stopped);
+  ASSERT_EQ(second.minima.size(), whole.minima.size()) << method;
+  for (size_t i = 0; i < whole.minima.size(); ++i) {
+    EXPECT_EQ(second.minima[i].chi2, whole.minima[i].chi2) << method << " minimum " << i;
+    EXPECT_TRUE((second.minima[i].reduced.array() == whole.minima[i].reduced.array()).all())
+        << method << " minimum " << i;
+  }
+  EXPECT_EQ(second.passes, whole.passes) << method;
+  EXPECT_EQ(second.local_fits, whole.local_fits) << method;
+  EXPECT_GT(second.replayed_passes, 0) << method;
+  EXPECT_LE(second.replayed_passes, passes_before_stop) << method;
+  EXPECT_EQ(second.trail.evaluations, whole.trail.evaluations) << method;
+  EXPECT_EQ(second.trail.minima.size(), whole.trail.minima.size()) << method;
+
+  // A trail of the whole search replays everything: no pass computed.
+  GlobalSearchInputs replay_all = base;
+  replay_all.replay = whole.trail;
+  const GlobalSearchSummary third = RunGlobalSearch(method, nlsq, replay_all);
+  EXPECT_EQ(third.replayed_passes, whole.passes) << method;
+  ASSERT_EQ(third.minima.size(), whole.minima.size());
+  EXPECT_EQ(third.minima.front().chi2, whole.minima.front().chi2);
+}
+
+TEST_F(GlobalSearchTest, ResumedAutoSearchIsBitwise) {
+  // Stopped in the screening, and after two local fits.
+  ExpectResumedSearchIsBitwise("auto", NlsqOptions{}, Inputs(), 40, "screening");
+  ExpectResumedSearchIsBitwise("auto", NlsqOptions{}, Inputs(), 2, "local fit");
+}
+
+TEST_F(GlobalSearchTest, ResumedMultiStartSearchIsBitwise) {
+  NlsqOptions nlsq;
+  nlsq.multi_start.n_starts = 8;
+  ExpectResumedSearchIsBitwise("multi_start", nlsq, Inputs(), 2, "local fit");
+}
+
+TEST_F(GlobalSearchTest, ResumedCmaesSearchIsBitwise) {
+  NlsqOptions nlsq;
+  nlsq.cmaes.preset = "cmaes-fast";
+  // Stopped inside CMA-ES (the staged grid is screened first).
+  ExpectResumedSearchIsBitwise("cmaes", nlsq, Inputs(), 5, "cmaes");
+}
+
 TEST(GlobalSearchMethodTest, CommandLineThenConfigThenEnableKeys) {
   NlsqOptions nlsq;
   std::string reason;
