@@ -182,6 +182,11 @@ Config LoadConfig(const std::string& path);
 // Same from YAML text; source_name is used in messages.
 Config ParseConfig(const std::string& yaml_text, const std::string& source_name);
 
+// Sets the start value of physical parameter `name` in initial_parameters, keeping the others
+// (starting from the bound midpoints when the config gives no values): --initial-* flags and
+// Python's initial_params.
+void SetInitialValue(Config* config, const std::string& name, double value);
+
 // A few lines for logs and `homodyne-config --validate`: mode, data file, q, dt, L, frame window,
 // phi filtering, NLSQ settings, strategy, backend, memory limit, checkpoints.
 std::string BriefReport(const Config& config);

@@ -125,6 +125,25 @@ class BatchSource {
 DatasetInfo InspectDataset(const DataSelection& selection);
 std::unique_ptr<BatchSource> OpenBatchSource(const DataSelection& selection);
 
+// Correlation matrices already in memory (numpy arrays from Python, a program's own buffers):
+// values[(angle * N + i) * N + j] is c2 at fitted-grid times (t_i, t_j), t_i = (i + 1) dt, as
+// load_xpcs_data / ReadCorrectedMatrix return it (symmetric; only the strict upper triangle is
+// fitted). Exactly one of float32_values / float64_values is non-empty. Not copied: the caller
+// keeps the buffer alive and unchanged while the source lives.
+struct InMemoryData {
+  std::span<const float> float32_values;
+  std::span<const double> float64_values;
+  int num_angles = 0;
+  int num_times = 0;                 // N
+  std::vector<double> phi_degrees;   // one per angle
+  double q_inv_angstrom = 0.0;
+  double dt_seconds = 0.0;
+  std::string name = "<in-memory data>";  // DatasetInfo::file_path: names the data in messages
+};
+// A BatchSource over `data`. Throws InputError naming what is inconsistent (sizes, N < 2,
+// dt or q not positive and finite, a phi that is not finite).
+std::unique_ptr<BatchSource> MakeInMemoryBatchSource(InMemoryData data);
+
 // Counts of non-finite values in the fitted points (strict upper triangle) of a data set.
 struct NonFiniteCount {
   int64_t nan = 0;

@@ -33,30 +33,6 @@ CLI::Option* AddOptional(CLI::App& app, const std::string& name, std::optional<T
                                                  : "FLOAT");
 }
 
-// Sets the physical parameter `name` in initial_parameters (names + values), keeping others.
-void SetInitialValue(Config* config, const std::string& name, double value) {
-  InitialParameterOptions& initial = config->initial;
-  const std::vector<std::string>& names = PhysicalParameterNames(config->analysis_mode);
-  if (!initial.values || initial.parameter_names.empty()) {
-    // Start from the bound midpoints of every physical parameter (reference 2.3, Q1).
-    initial.parameter_names = names;
-    std::vector<double> midpoints;
-    for (const std::string& each : names) {
-      const ParameterBound& bound = config->BoundOf(each);
-      midpoints.push_back(0.5 * (bound.min + bound.max));
-    }
-    initial.values = midpoints;
-  }
-  for (size_t k = 0; k < initial.parameter_names.size(); ++k) {
-    if (initial.parameter_names[k] == name) {
-      (*initial.values)[k] = value;
-      return;
-    }
-  }
-  initial.parameter_names.push_back(name);
-  initial.values->push_back(value);
-}
-
 // Checks flag values that need no config; throws UsageError naming the flag and the rule.
 void ValidateFlagValues(const CommandLineOptions& options) {
   auto require_positive = [](const char* flag, auto value) {
@@ -187,21 +163,26 @@ void ApplyCommandLineOverrides(const CommandLineOptions& options, Config* config
   if (options.max_iterations) config->nlsq.max_iterations = *options.max_iterations;
   if (options.tolerance) config->nlsq.tolerance = *options.tolerance;
 
-  const std::pair<const std::optional<double>*, const char*> initial_overrides[] = {
-      {&options.initial_d0, "D0"},
-      {&options.initial_alpha, "alpha"},
-      {&options.initial_d_offset, "D_offset"},
-      {&options.initial_gamma_dot_t0, "gamma_dot_t0"},
-      {&options.initial_beta, "beta"},
-      {&options.initial_gamma_dot_offset, "gamma_dot_t_offset"},
-      {&options.initial_phi0, "phi0"},
+  struct InitialOverride {
+    const std::optional<double>* value;
+    const char* name;  // the parameter
+    const char* flag;
+  };
+  const InitialOverride initial_overrides[] = {
+      {&options.initial_d0, "D0", "--initial-d0"},
+      {&options.initial_alpha, "alpha", "--initial-alpha"},
+      {&options.initial_d_offset, "D_offset", "--initial-d-offset"},
+      {&options.initial_gamma_dot_t0, "gamma_dot_t0", "--initial-gamma-dot-t0"},
+      {&options.initial_beta, "beta", "--initial-beta"},
+      {&options.initial_gamma_dot_offset, "gamma_dot_t_offset", "--initial-gamma-dot-offset"},
+      {&options.initial_phi0, "phi0", "--initial-phi0"},
   };
   const int num_physical = NumPhysicalParameters(config->analysis_mode);
   for (int k = 0; k < 7; ++k) {
-    const auto& [value, name] = initial_overrides[k];
+    const auto& [value, name, flag] = initial_overrides[k];
     if (!value->has_value()) continue;
     if (k >= num_physical) {
-      throw UsageError(std::string("--initial-") + name + " applies to laminar_flow only; the " +
+      throw UsageError(std::string(flag) + " applies to laminar_flow only; the " +
                        "analysis mode is static");
     }
     SetInitialValue(config, name, **value);

@@ -1,6 +1,6 @@
 #include "dry_run.h"
 
-#include "fit_plan.h"
+#include "pipeline/fit_plan.h"
 
 
 #include <spdlog/spdlog.h>

@@ -8,10 +8,10 @@
 
 #include "command_line.h"
 #include "dry_run.h"
-#include "fit_checkpoints.h"
 #include "fit_command.h"
 #include "homodyne/config.h"
 #include "homodyne/errors.h"
+#include "homodyne/fit.h"
 
 namespace homodyne::cli {
 namespace {
@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
   } catch (const Error& error) {
     std::cerr << "homodyne: error: " << error.what() << "\n";
     return kExitFailure;
-  } catch (const cli::FitInterrupted& interrupted) {
+  } catch (const FitInterrupted& interrupted) {
     std::cerr << "homodyne: " << interrupted.what() << "\n";
     return interrupted.checkpoint_saved() ? kExitInterrupted : kExitFailure;
   } catch (const std::bad_alloc&) {

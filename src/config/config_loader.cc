@@ -984,4 +984,28 @@ std::string BriefReport(const Config& config) {
   return out.str();
 }
 
+// Sets the physical parameter `name` in initial_parameters (names + values), keeping others.
+void SetInitialValue(Config* config, const std::string& name, double value) {
+  InitialParameterOptions& initial = config->initial;
+  const std::vector<std::string>& names = PhysicalParameterNames(config->analysis_mode);
+  if (!initial.values || initial.parameter_names.empty()) {
+    // Start from the bound midpoints of every physical parameter (reference 2.3, Q1).
+    initial.parameter_names = names;
+    std::vector<double> midpoints;
+    for (const std::string& each : names) {
+      const ParameterBound& bound = config->BoundOf(each);
+      midpoints.push_back(0.5 * (bound.min + bound.max));
+    }
+    initial.values = midpoints;
+  }
+  for (size_t k = 0; k < initial.parameter_names.size(); ++k) {
+    if (initial.parameter_names[k] == name) {
+      (*initial.values)[k] = value;
+      return;
+    }
+  }
+  initial.parameter_names.push_back(name);
+  initial.values->push_back(value);
+}
+
 }  // namespace homodyne

@@ -88,6 +88,9 @@ case "$case_name" in
       --static-mode --data-file ./sim.h5
     expect_exit 0 "not scanned \(fast mode\)" "$bin_dir/homodyne" --config sim.yaml --dry-run \
       --fast-mode
+    # A laminar-flow-only flag in static mode names the flag as the user types it.
+    expect_exit 2 "--initial-gamma-dot-offset applies to laminar_flow only" "$bin_dir/homodyne" \
+      --config sim.yaml --dry-run --static-mode --initial-gamma-dot-offset 0.1
     HOMODYNE_MEMORY_LIMIT=2 expect_exit 0 "2.00 GB \(HOMODYNE_MEMORY_LIMIT\)" \
       "$bin_dir/homodyne" --config sim.yaml --dry-run
     ;;

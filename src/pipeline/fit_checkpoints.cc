@@ -17,7 +17,7 @@
 
 #include "homodyne/errors.h"
 
-namespace homodyne::cli {
+namespace homodyne {
 namespace {
 
 std::atomic<int> g_interrupt_signal{0};
@@ -67,7 +67,9 @@ void InstallInterruptHandlers() {
 
 int InterruptSignal() { return g_interrupt_signal.load(); }
 
-void RequestInterruptForTesting(int signal_number) { g_interrupt_signal.store(signal_number); }
+void RequestInterrupt(int signal_number) { g_interrupt_signal.store(signal_number); }
+
+void ClearInterrupt() { g_interrupt_signal.store(0); }
 
 std::string FitIdentityText(const Config& config, int64_t batch_points,
                             const std::string& global_search_method) {
@@ -329,12 +331,4 @@ bool FitCheckpoints::SaveAfterFailure() {
   return enabled_ && Save(last_pass_ ? &*last_pass_ : nullptr);
 }
 
-void FitCheckpoints::RemoveAfterSuccess() {
-  if (!enabled_) return;
-  for (const std::string& path : store_.List()) {
-    std::error_code error;
-    std::filesystem::remove(path, error);
-  }
-}
-
-}  // namespace homodyne::cli
+}  // namespace homodyne

@@ -2,7 +2,7 @@
 
 #include <omp.h>
 
-namespace homodyne::cli {
+namespace homodyne {
 
 FitPlan PlanFit(const Config& config, const DatasetInfo& info,
                 std::optional<double> command_line_memory_limit_gb) {
@@ -39,4 +39,4 @@ FitPlan PlanFit(const Config& config, const DatasetInfo& info,
   return plan;
 }
 
-}  // namespace homodyne::cli
+}  // namespace homodyne

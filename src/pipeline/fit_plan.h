@@ -10,7 +10,7 @@
 #include "homodyne/scaling.h"
 #include "homodyne/strategy.h"
 
-namespace homodyne::cli {
+namespace homodyne {
 
 struct FitPlan {
   ResolvedScaling requested_scaling;  // the config's per-angle mode, resolved for the angle count
@@ -28,4 +28,4 @@ struct FitPlan {
 FitPlan PlanFit(const Config& config, const DatasetInfo& info,
                 std::optional<double> command_line_memory_limit_gb);
 
-}  // namespace homodyne::cli
+}  // namespace homodyne

@@ -1,5 +1,6 @@
 // Checkpoints, resume and interruption of one fit (DESIGN sections 6 and 7): when to save, what
-// goes in, what a signal does. The file format and the folder live in checkpoint.h.
+// goes in, what a signal does (the interrupt flag and FitInterrupted are in fit.h). The file
+// format and the folder live in checkpoint.h.
 #pragma once
 
 #include <chrono>
@@ -13,31 +14,12 @@
 #include "homodyne/checkpoint.h"
 #include "homodyne/config.h"
 #include "homodyne/dataset.h"
+#include "homodyne/fit.h"
 #include "homodyne/lm.h"
 #include "homodyne/objective.h"
 #include "homodyne/strategy.h"
 
-namespace homodyne::cli {
-
-// SIGTERM, SIGINT and SIGUSR1 (what SLURM sends before a time limit) set a flag that the fit
-// checks between chunks; a second SIGINT exits at once (status 130). Idempotent.
-void InstallInterruptHandlers();
-// The signal received, or 0.
-int InterruptSignal();
-// For tests of the controller: pretend `signal_number` arrived.
-void RequestInterruptForTesting(int signal_number);
-
-// Thrown after the interruption checkpoint is written (or when none could be): ends the fit;
-// main() maps it to exit code 3 when a checkpoint was saved (DESIGN section 7), else 1.
-class FitInterrupted : public std::runtime_error {
- public:
-  FitInterrupted(const std::string& message, bool checkpoint_saved)
-      : std::runtime_error(message), checkpoint_saved_(checkpoint_saved) {}
-  bool checkpoint_saved() const { return checkpoint_saved_; }
-
- private:
-  bool checkpoint_saved_;
-};
+namespace homodyne {
 
 // The resolved settings that determine a fit's numbers, as text; its SHA-256 identifies the
 // config in checkpoints (threads, output paths and checkpoint settings are not part of it).
@@ -58,6 +40,7 @@ class FitCheckpoints {
                  std::string data_fingerprint, int64_t batches_per_pass);
 
   bool enabled() const { return enabled_; }
+  const CheckpointOptions& store_options() const { return store_.options(); }
   // With resuming off (--no-resume), deletes the folder's checkpoints and returns nothing.
   // The newest valid checkpoint of this config and data when resuming is on; corrupt files are
   // skipped with a warning (appended to warnings()). Throws InputError for a checkpoint of
@@ -88,8 +71,6 @@ class FitCheckpoints {
   // After a failure that ends the fit (a batch that cannot be read): saves the last state, with
   // the partial sums of the pass in progress, so nothing computed is lost. True if saved.
   bool SaveAfterFailure();
-  // After a finished fit: deletes this run's checkpoints (the result files now hold everything).
-  void RemoveAfterSuccess();
 
   const BatchStatistics& statistics() const { return statistics_; }
   const std::vector<std::string>& warnings() const { return warnings_; }
@@ -130,4 +111,4 @@ class FitCheckpoints {
   std::vector<std::string> warnings_;
 };
 
-}  // namespace homodyne::cli
+}  // namespace homodyne

@@ -1,0 +1,86 @@
+// A whole fit as one library call (DESIGN section 9): the CLI (`homodyne`) and the Python module
+// (`homodyne_cpp`) are shells over it. Data flow one way:
+//   config -> plan (fit_plan.h) -> source -> strategy -> global phase -> final fit -> result.
+// Fit() neither prints nor writes result files: the caller does (results.h WriteResultFiles,
+// WriteFittedData), then calls RemoveCheckpoints once they are safe.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "homodyne/checkpoint.h"
+#include "homodyne/config.h"
+#include "homodyne/dataset.h"
+#include "homodyne/global_search.h"
+#include "homodyne/lm.h"
+#include "homodyne/model.h"
+#include "homodyne/objective.h"
+#include "homodyne/results.h"
+
+namespace homodyne {
+
+// Settings that are not config keys (the CLI's flags that the config cannot carry).
+struct FitOptions {
+  std::optional<double> memory_limit_gb;  // --memory-limit-gb: wins over the config and the system
+  std::string global_search;              // --global-search auto|off|multi-start|cmaes; "" = config
+};
+
+// Events of a running fit, for progress display; each may be empty. They run on the fitting
+// thread, between chunks, local fits and iterations; an observer that wants to stop the fit calls
+// RequestInterrupt (the fit then saves a checkpoint and throws FitInterrupted).
+struct FitObserver {
+  std::function<void(const PassProgress&)> on_pass_chunk;            // chunks of every pass
+  std::function<void(const GlobalSearchProgress&)> on_global_search;  // the global phase
+  std::function<void(const LevenbergMarquardtIteration&)> on_iteration;  // the final fit
+};
+
+// What a fit returns: the result files' content and what a caller needs to show or extend it.
+struct FitOutcome {
+  FitResult result;                     // parameters, uncertainties, covariance, chi2, warnings
+  std::string final_fit_report;         // one line: status, iterations, passes, chi2, time
+  std::vector<double> physical;         // fitted physical parameters, model order
+  std::optional<HomodyneModel> model;   // the model the fit used (times, q, L, mode)
+  CheckpointOptions checkpoints;        // where this fit kept its checkpoints
+  bool checkpoints_enabled = false;
+  int exit_code = 0;                    // 0 converged or max_iterations, 1 the optimiser failed
+};
+
+// Fits `source` (a file's BatchSource, or data in memory) with config's settings. Throws
+// ConfigError / InputError / DataError for bad input (the message names what and where),
+// FitInterrupted after a signal or RequestInterrupt (with a checkpoint saved when enabled).
+// Checkpoints of the same config and data are resumed from when optimization.streaming says so.
+FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& options = {},
+               const FitObserver& observer = {});
+
+// Deletes the checkpoints of a finished fit (call once its results are written).
+void RemoveCheckpoints(const FitOutcome& outcome);
+
+// ---------------------------------------------------------------------------------------------
+// Interruption. A process-wide flag, checked between chunks, candidates and iterations.
+
+// Thrown after the interruption checkpoint is written (or when none could be): ends the fit.
+// The CLI maps it to exit code 3 when a checkpoint was saved (DESIGN section 7), else 1.
+class FitInterrupted : public std::runtime_error {
+ public:
+  FitInterrupted(const std::string& message, bool checkpoint_saved)
+      : std::runtime_error(message), checkpoint_saved_(checkpoint_saved) {}
+  bool checkpoint_saved() const { return checkpoint_saved_; }
+
+ private:
+  bool checkpoint_saved_;
+};
+
+// SIGTERM, SIGINT and SIGUSR1 (what SLURM sends before a time limit) set the flag; a second
+// SIGINT exits at once (status 130). For programs; idempotent.
+void InstallInterruptHandlers();
+// Sets the flag as if `signal_number` had arrived (Python's KeyboardInterrupt, tests).
+void RequestInterrupt(int signal_number);
+// The signal received, or 0.
+int InterruptSignal();
+// Clears the flag (before a new fit in the same process).
+void ClearInterrupt();
+
+}  // namespace homodyne

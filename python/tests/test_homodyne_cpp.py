@@ -1,0 +1,163 @@
+"""The Python module homodyne_cpp against the CLI and against known truths."""
+import json
+import os
+import signal
+import subprocess
+import threading
+
+import numpy as np
+import pytest
+
+import homodyne_cpp as hc
+
+
+def cli_fit(bin_dir, folder, config, output):
+    subprocess.run([os.path.join(bin_dir, "homodyne"), "--config", str(config), "--quiet",
+                    "--output-dir", str(output)], cwd=folder, check=True, capture_output=True)
+    with open(os.path.join(output, "nlsq", "parameters.json")) as handle:
+        return json.load(handle)
+
+
+def assert_same_as_cli(result, cli):
+    names = result.param_names
+    values = [cli["parameters"][name]["value"] for name in names]
+    errors = [cli["parameters"][name]["uncertainty"] for name in names]
+    # Bitwise: the JSON holds round-trip decimal doubles.
+    assert list(result.parameters) == values
+    assert list(result.uncertainties) == errors
+    assert result.chi_squared == cli["chi_squared"]
+    assert result.reduced_chi_squared == cli["reduced_chi_squared"]
+
+
+def test_fit_equals_the_cli_bitwise(laminar_set, bin_dir, monkeypatch):
+    folder, config_path = laminar_set
+    monkeypatch.chdir(folder)
+    cli = cli_fit(bin_dir, folder, config_path, folder / "cli")
+    config = hc.load_config(str(config_path))
+    from_file = hc.fit_nlsq(None, config)
+    assert_same_as_cli(from_file, cli)
+    # The same data through numpy (load_xpcs_data -> in-memory source): the same numbers.
+    data = hc.load_xpcs_data(config)
+    assert data["c2_exp"].shape == (3, 159, 159)
+    assert data["c2_exp"].dtype == np.float64
+    from_arrays = hc.fit_nlsq(data, config)
+    assert_same_as_cli(from_arrays, cli)
+    # float32 arrays are used as they are (the file's values), with the same result.
+    data32 = dict(data, c2_exp=data["c2_exp"].astype(np.float32))
+    assert_same_as_cli(hc.fit_nlsq(data32, config), cli)
+    assert from_arrays.success
+    assert from_arrays.covariance.shape == (13, 13)
+    assert len(from_arrays.contrast) == 3
+    leftover = folder / "checkpoints"
+    assert not leftover.exists() or not os.listdir(leftover)  # removed after success
+
+
+def test_recovers_a_known_truth_from_arrays_built_in_python(laminar_set):
+    folder, config_path = laminar_set
+    config = hc.load_config(str(config_path))
+    dt = 0.1
+    t = dt * np.arange(1, 121)
+    phi = np.array([-30.0, 20.0, 75.0])
+    # beta != 0: with beta = 0, gamma_dot_t0 and gamma_dot_t_offset are one parameter.
+    truth = [1500.0, -0.6, 5.0, 3e-4, -0.3, 0.0, 10.0]
+    clean = hc.compute_c2(truth, t, phi, q=0.0054, L=2e6, contrast=[0.25, 0.3, 0.2],
+                          offset=[1.0], mode="laminar_flow")
+    rng = np.random.default_rng(3)
+    noisy = clean + rng.normal(0.0, 0.01, clean.shape)
+    noisy = 0.5 * (noisy + noisy.transpose(0, 2, 1))  # c2 is symmetric
+    data = {"c2_exp": noisy, "t1": t, "t2": t, "phi_angles_list": phi,
+            "wavevector_q_list": np.full(3, 0.0054)}
+    result = hc.fit_nlsq(data, config, checkpoints=False)
+    assert result.success, result.message
+    values = dict(zip(result.param_names, result.parameters))
+    errors = dict(zip(result.param_names, result.uncertainties))
+    for name in ("D0", "alpha", "gamma_dot_t0", "beta", "phi0"):
+        assert abs(values[name] - truth[result.param_names.index(name)]) < 5 * errors[name], name
+    np.testing.assert_allclose(result.contrast, [0.25, 0.3, 0.2], atol=0.01)
+    # fitted_c2 is the model at the fitted parameters.
+    fitted = result.fitted_c2()
+    assert fitted.shape == noisy.shape
+    assert np.sqrt(np.mean((fitted - clean) ** 2)) < 0.002
+
+
+@pytest.mark.parametrize("c2, error, text", [
+    (np.ones((3, 10, 10), dtype=np.int64), TypeError, "dtype int64"),
+    (np.ones((10, 10)), ValueError, "shape (10, 10)"),
+    (np.ones((3, 10, 12)), ValueError, "(n_phi, n_t, n_t)"),
+    (np.ones((3, 10, 10, 2))[..., 0], ValueError, "C-contiguous"),
+])
+def test_bad_arrays_give_clear_errors(laminar_set, c2, error, text):
+    config = hc.load_config(str(laminar_set[1]))
+    data = {"c2_exp": c2, "phi_angles_list": [0.0, 45.0, 90.0][: len(c2)], "t1": np.arange(10.0)}
+    with pytest.raises(error, match=text.replace("(", r"\(").replace(")", r"\)")):
+        hc.fit_nlsq(data, config, checkpoints=False)
+
+
+def test_inconsistent_angles_raise_input_error(laminar_set):
+    config = hc.load_config(str(laminar_set[1]))
+    data = {"c2_exp": np.ones((3, 10, 10)), "phi_angles_list": [0.0, 45.0], "t1": np.arange(10.0)}
+    with pytest.raises(hc.InputError, match="2 phi angles for 3 matrices"):
+        hc.fit_nlsq(data, config, checkpoints=False)
+
+
+def test_config_errors_keep_the_message(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("analysis_mode: laminar_flow\noptimization:\n  nlsq: {max_iterations: -3}\n")
+    with pytest.raises(hc.ConfigError, match="max_iterations"):
+        hc.load_config(str(bad))
+    with pytest.raises(hc.InputError, match="not found"):
+        hc.load_config(str(tmp_path / "missing.yaml"))
+
+
+def test_keyboard_interrupt_stops_the_fit_and_saves_a_checkpoint(laminar_set, monkeypatch):
+    folder, config_path = laminar_set
+    monkeypatch.chdir(folder)
+    config = hc.load_config(str(config_path))
+    checkpoints = folder / "interrupted_checkpoints"
+    calls = []
+
+    def progress(event):
+        calls.append(event)
+        if len(calls) == 30:  # a real SIGINT, as Ctrl-C in a notebook sends
+            signal.raise_signal(signal.SIGINT)
+
+    with pytest.raises(KeyboardInterrupt):
+        hc.fit_nlsq(None, config, progress=progress, checkpoint_dir=str(checkpoints))
+    assert len(calls) == 30  # stopped at once
+    assert any(name.endswith(".h5") for name in os.listdir(checkpoints))
+    # The next call resumes and finishes.
+    result = hc.fit_nlsq(None, config, checkpoint_dir=str(checkpoints))
+    assert result.success
+
+
+def test_progress_callback_errors_propagate(laminar_set, monkeypatch):
+    monkeypatch.chdir(laminar_set[0])
+    config = hc.load_config(str(laminar_set[1]))
+
+    def progress(event):
+        raise RuntimeError("stop here")
+
+    with pytest.raises(RuntimeError, match="stop here"):
+        hc.fit_nlsq(None, config, progress=progress, checkpoints=False)
+
+
+def test_the_fit_releases_the_gil(laminar_set, monkeypatch):
+    folder, config_path = laminar_set
+    monkeypatch.chdir(folder)
+    config = hc.load_config(str(config_path))
+    ticks = []
+    done = threading.Event()
+
+    def count():
+        while not done.is_set():
+            ticks.append(1)
+            done.wait(0.001)
+
+    counter = threading.Thread(target=count)
+    counter.start()
+    try:
+        hc.fit_nlsq(None, config, checkpoints=False)
+    finally:
+        done.set()
+        counter.join()
+    assert len(ticks) > 20  # the other thread ran during the fit
