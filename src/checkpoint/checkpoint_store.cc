@@ -25,7 +25,8 @@
 // any stored value whatever HDF5 layout carries it.
 //
 // Writing: the file is built in memory (HDF5 core driver) and its bytes are written to a 0600
-// temporary file with write(2), fsynced and renamed; HDF5 itself never writes to disk. Attributes
+// temporary file, fsynced and renamed, and the folder fsynced (io/durable_file.h, the helper every
+// writer uses); HDF5 itself never writes to disk. Attributes
 // are kept in the (checksummed) object headers and HDF5's space aggregation is off, so the file
 // has no unused bytes: nearly any damage fails an HDF5 metadata checksum or content_sha256.
 //
@@ -34,7 +35,6 @@
 // fsyncs it and calls std::abort() before the rest, the rename and the pruning: what kill -9 during
 // a save leaves behind. Tests use it to show that earlier checkpoints stay valid and that no final
 // file appears for the interrupted save. Never set it in production.
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -54,12 +54,14 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <utility>
 #include <vector>
 
 #include "homodyne/checkpoint.h"
 #include "homodyne/errors.h"
+#include "io/durable_file.h"
 #include "io/hdf5_util.h"
 
 namespace homodyne {
@@ -85,6 +87,8 @@ constexpr auto kStaleTemporaryAge = std::chrono::minutes(10);
 
 constexpr std::string_view kNamePrefix = "homodyne_state_batch_";
 constexpr std::string_view kNameSuffix = ".h5";
+// What the names of DurableFile's temporary files for checkpoints start and end with
+// (".homodyne_state_batch_000010.Ab3xZ9.h5.tmp").
 constexpr std::string_view kTemporaryPrefix = ".homodyne_state_batch_";
 constexpr std::string_view kTemporarySuffix = ".h5.tmp";
 constexpr const char* kCrashHookVariable = "HOMODYNE_TEST_CRASH_DURING_CHECKPOINT_WRITE";
@@ -562,20 +566,6 @@ std::vector<char> BuildCheckpointImage(const Checkpoint& checkpoint, bool compre
   return std::move(capture.bytes);
 }
 
-// Writes all of `bytes` to `fd` (retrying short writes and EINTR). Throws std::runtime_error with
-// the OS reason ("No space left on device").
-void WriteAll(int fd, const char* bytes, size_t size) {
-  while (size > 0) {
-    const ssize_t written = ::write(fd, bytes, size);
-    if (written < 0) {
-      if (errno == EINTR) continue;
-      throw std::runtime_error("cannot write: " + ErrnoText(errno));
-    }
-    bytes += written;
-    size -= static_cast<size_t>(written);
-  }
-}
-
 // ---------------------------------------------------------------------------------------------
 // HDF5 reading. Every failure throws std::runtime_error with what is wrong ("missing attribute
 // /lm/chi2", "/lm/jtj is not float64", ...), which LoadNewestValid turns into a warning.
@@ -779,53 +769,6 @@ StoredCheckpoint ReadCheckpointFile(const std::string& path) {
 // ---------------------------------------------------------------------------------------------
 // Files and folders.
 
-// Owns a file descriptor.
-class UniqueFd {
- public:
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  ~UniqueFd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
-// A temporary file .homodyne_state_batch_XXXXXX.h5.tmp in `folder`, created with mode 0600
-// (mkstemps) and kept open; removed on destruction unless Release()d after the rename.
-class TemporaryFile {
- public:
-  explicit TemporaryFile(const fs::path& folder) {
-    std::string pattern =
-        (folder / (std::string(kTemporaryPrefix) + "XXXXXX" + std::string(kTemporarySuffix)))
-            .string();
-    fd_ = ::mkstemps(pattern.data(), static_cast<int>(kTemporarySuffix.size()));
-    if (fd_ < 0) {
-      throw std::runtime_error("cannot create a temporary file in " + folder.string() + ": " +
-                               ErrnoText(errno));
-    }
-    path_ = pattern;
-  }
-  TemporaryFile(const TemporaryFile&) = delete;
-  TemporaryFile& operator=(const TemporaryFile&) = delete;
-  ~TemporaryFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!path_.empty()) ::unlink(path_.c_str());
-  }
-
-  const std::string& path() const { return path_; }
-  int fd() const { return fd_; }
-  // After a successful rename: the file is no longer ours to remove.
-  void Release() { path_.clear(); }
-
- private:
-  int fd_ = -1;
-  std::string path_;
-};
-
 // The batch number in a checkpoint file name, or nullopt for any other name (temporary files
 // included).
 std::optional<int64_t> ParseCheckpointName(std::string_view name) {
@@ -848,17 +791,6 @@ std::string CheckpointFileName(int64_t global_batch) {
   std::string digits = std::to_string(global_batch);
   if (digits.size() < 6) digits.insert(0, 6 - digits.size(), '0');
   return std::string(kNamePrefix) + digits + std::string(kNameSuffix);
-}
-
-// fsync of a folder, so a rename in it is durable. File systems that cannot sync folders
-// (EINVAL) are accepted.
-void SyncFolder(const fs::path& folder) {
-  UniqueFd fd(::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (fd.get() < 0)
-    throw std::runtime_error("cannot open the folder to sync it: " + ErrnoText(errno));
-  if (::fsync(fd.get()) != 0 && errno != EINVAL) {
-    throw std::runtime_error("cannot sync the folder: " + ErrnoText(errno));
-  }
 }
 
 // Removes temporary files of saves that crashed long ago (kStaleTemporaryAge); best effort.
@@ -932,28 +864,19 @@ CheckpointSaveReport CheckpointStore::Save(const Checkpoint& checkpoint) {
   report.path = final_path.string();
   try {
     const std::vector<char> image = BuildCheckpointImage(checkpoint, options_.compression);
-    TemporaryFile temporary(folder);
+    io_internal::DurableFile file(final_path, 0600);
+    const std::string_view bytes(image.data(), image.size());
     if (const char* hook = std::getenv(kCrashHookVariable); hook != nullptr && *hook != '\0') {
-      WriteAll(temporary.fd(), image.data(), image.size() / 2);
-      ::fsync(temporary.fd());
+      file.Write(bytes.substr(0, bytes.size() / 2));
+      ::fsync(file.fd());
       std::abort();
     }
-    WriteAll(temporary.fd(), image.data(), image.size());
-    // mkstemps created it 0600; the chmod states the contract whatever the umask.
-    if (::fchmod(temporary.fd(), 0600) != 0) {
+    file.Write(bytes);
+    // Created 0600 less the umask; the chmod states the contract whatever the umask.
+    if (::fchmod(file.fd(), 0600) != 0) {
       throw std::runtime_error("cannot chmod 0600: " + ErrnoText(errno));
     }
-    if (::fsync(temporary.fd()) != 0) throw std::runtime_error("cannot fsync: " + ErrnoText(errno));
-    struct stat status {};
-    if (::fstat(temporary.fd(), &status) != 0) {
-      throw std::runtime_error("cannot stat: " + ErrnoText(errno));
-    }
-    report.bytes = static_cast<int64_t>(status.st_size);
-    if (::rename(temporary.path().c_str(), final_path.c_str()) != 0) {
-      throw std::runtime_error("cannot rename " + temporary.path() + ": " + ErrnoText(errno));
-    }
-    temporary.Release();
-    SyncFolder(folder);
+    report.bytes = file.Commit();
   } catch (const std::runtime_error& failure) {
     throw InputError(final_path.string() + ": cannot save the checkpoint (" + failure.what() + ")");
   }

@@ -30,6 +30,7 @@
 
 #include "homodyne/dataset.h"
 #include "homodyne/errors.h"
+#include "homodyne/objective.h"
 #include "homodyne/standard_fit.h"
 
 namespace homodyne {
@@ -43,29 +44,6 @@ std::string Format(double value) {
   std::ostringstream out;
   out << value;
   return out.str();
-}
-
-// Rows [row_begin, row_end) of the strict upper triangle of one angle.
-struct RowRun {
-  int row_begin = 0;
-  int row_end = 0;
-};
-
-// Runs of whole rows of the strict upper triangle of n_times times, each closed once it holds
-// >= block_points points (the last may hold fewer; it also takes the empty last row).
-std::vector<RowRun> SplitRows(int n_times, int64_t block_points) {
-  std::vector<RowRun> runs;
-  int row_begin = 0;
-  int64_t points = 0;
-  for (int i = 0; i < n_times; ++i) {
-    points += n_times - 1 - i;
-    if (points >= block_points || i == n_times - 1) {
-      if (points > 0) runs.push_back({row_begin, i + 1});
-      row_begin = i + 1;
-      points = 0;
-    }
-  }
-  return runs;
 }
 
 // Ceres works on scaled parameters: the reduced point (scaling.h) divided elementwise by a
@@ -153,7 +131,7 @@ class UpperTriangleRowsCost : public ceres::CostFunction {
   // (not owned). finite_points: the block's finite points as indices from row_begin's first
   // point, empty when all are finite. reduced_rows: rows of T that c2 of this angle depends on
   // (physical..., contrast_k, offset_k), num_point_derivatives() x num_reduced.
-  UpperTriangleRowsCost(const ModelAtPoint& point, double phi_degrees, int angle, RowRun rows,
+  UpperTriangleRowsCost(const ModelAtPoint& point, double phi_degrees, int angle, RowBatch rows,
                         int64_t num_points, const float* packed_data,
                         std::vector<int32_t> finite_points, Eigen::MatrixXd reduced_rows,
                         double weight)
@@ -216,7 +194,7 @@ class UpperTriangleRowsCost : public ceres::CostFunction {
   const ModelAtPoint& point_;
   double phi_degrees_;
   int angle_;
-  RowRun rows_;
+  RowBatch rows_;       // rows [row_begin, row_end) of the strict upper triangle
   int64_t num_points_;  // points in the rows, finite or not
   const float* packed_data_;
   std::vector<int32_t> finite_points_;
@@ -528,7 +506,8 @@ LevenbergMarquardtSummary FitStandardWithCeres(const LevenbergMarquardtOptions& 
   ModelAtPoint point(model, map, num_angles, block);
   const double weight = std::sqrt(2.0) / sigma;
   const int n_times = model.num_times();
-  const std::vector<RowRun> runs = SplitRows(n_times, kBlockPoints);
+  // Runs of whole rows, the batches of the other strategies (objective.h) with a smaller size.
+  const std::vector<RowBatch> runs = SplitIntoBatches(n_times, kBlockPoints);
   std::vector<std::unique_ptr<UpperTriangleRowsCost>> blocks;
   for (int k = 0; k < num_angles; ++k) {
     Eigen::MatrixXd reduced_rows(model.num_point_derivatives(), p);
@@ -536,9 +515,9 @@ LevenbergMarquardtSummary FitStandardWithCeres(const LevenbergMarquardtOptions& 
     reduced_rows.row(num_physical) = map.matrix.row(num_physical + k);
     reduced_rows.row(num_physical + 1) = map.matrix.row(num_physical + num_angles + k);
     const std::vector<float>& angle_data = data[static_cast<size_t>(k)];
-    for (const RowRun& run : runs) {
-      const int64_t first = UpperTriangleRowOffset(n_times, run.row_begin);
-      const int64_t num_points = UpperTriangleRowsSize(n_times, run.row_begin, run.row_end);
+    for (const RowBatch& run : runs) {
+      const int64_t first = run.offset;
+      const int64_t num_points = run.points;
       std::vector<int32_t> finite_points;
       int64_t num_finite = 0;
       for (int64_t q = 0; q < num_points; ++q) {

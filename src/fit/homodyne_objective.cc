@@ -362,17 +362,16 @@ std::vector<RowBatch> SubsampleRows(int n, int row_stride, int64_t* total) {
   if (row_stride < 1) {
     throw std::invalid_argument("row_stride = " + std::to_string(row_stride) + ": must be >= 1");
   }
-  constexpr int64_t kRunPoints = 4096;
+  if (row_stride == 1) {
+    constexpr int64_t kRunPoints = 4096;
+    *total = UpperTriangleSize(n);
+    return SplitIntoBatches(n, kRunPoints);
+  }
   std::vector<RowBatch> rows;
   int64_t offset = 0;
   for (int i = 0; i + 1 < n; i += row_stride) {
     const int64_t points = n - 1 - i;
-    if (row_stride == 1 && !rows.empty() && rows.back().points < kRunPoints) {
-      rows.back().row_end = i + 1;
-      rows.back().points += points;
-    } else {
-      rows.push_back({i, i + 1, offset, points});
-    }
+    rows.push_back({i, i + 1, offset, points});
     offset += points;
   }
   *total = offset;

@@ -17,6 +17,7 @@
 #include "homodyne/dataset.h"
 #include "homodyne/errors.h"
 #include "io/hdf5_util.h"
+#include "model/diagonal_correction.h"
 
 namespace homodyne {
 
@@ -633,11 +634,11 @@ void HdfBatchSource::ReadCorrectedMatrix(int angle, std::span<double> out) {
     }
     raw_row += rows;
   }
+  // Corrected on the raw grid (its row 0 is dropped), as the reference does.
   for (int64_t r = 1; r < n_raw; ++r) {
-    const double diagonal = r == n_raw - 1 ? super_diagonal[static_cast<size_t>(r - 1)]
-                                           : 0.5 * (super_diagonal[static_cast<size_t>(r - 1)] +
-                                                    super_diagonal[static_cast<size_t>(r)]);
-    out[static_cast<size_t>((r - 1) * n + (r - 1))] = diagonal;
+    const double s_after = r < n_raw - 1 ? super_diagonal[static_cast<size_t>(r)] : 0.0;
+    out[static_cast<size_t>((r - 1) * n + (r - 1))] = model_internal::CorrectedDiagonalValue(
+        r, n_raw, super_diagonal[static_cast<size_t>(r - 1)], s_after);
   }
 }
 
@@ -674,9 +675,11 @@ void HdfBatchSource::ReadCorrectedRows(int angle, int row_begin, int row_end,
     for (int64_t j = 0; j < r0; ++j) row[j] = above[static_cast<size_t>(j * rows + (i - r0))];
     for (int64_t j = r0; j < i; ++j) row[j] = upper(j, i);
     for (int64_t j = i + 1; j < n; ++j) row[j] = upper(i, j);
-    // Raw row r = i + 1: s_{r-1} = C_raw[i, i + 1], s_r = C_raw[i + 1, i + 2] = fitted (i, i+1).
+    // Raw row r = i + 1 of n + 1: s_{r-1} = C_raw[i, i + 1], s_r = C_raw[i + 1, i + 2] = fitted
+    // (i, i+1).
     const double s_before = i == r0 ? super_before : upper(i - 1, i);
-    row[i] = i == n - 1 ? s_before : 0.5 * (s_before + upper(i, i + 1));
+    const double s_after = i < n - 1 ? upper(i, i + 1) : 0.0;
+    row[i] = model_internal::CorrectedDiagonalValue(i + 1, n + 1, s_before, s_after);
   }
 }
 

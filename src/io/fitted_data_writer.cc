@@ -1,9 +1,8 @@
 // nlsq/fitted_data.h5: data, fit and residuals per angle on the fitted grid (DESIGN section 8).
 //
 // Streams blocks of rows (BatchSource::ReadCorrectedRows and ModelEvaluation::ComputeC2RowSegment)
-// so memory stays bounded by the block, not N^2. Written to a temporary file and renamed.
-#include <unistd.h>
-
+// so memory stays bounded by the block, not N^2. HDF5 writes a temporary file, which is then
+// fsynced and renamed (io/durable_file.h).
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -16,6 +15,7 @@
 #include "homodyne/dataset.h"
 #include "homodyne/errors.h"
 #include "homodyne/results.h"
+#include "io/durable_file.h"
 #include "io/hdf5_util.h"
 
 namespace homodyne {
@@ -160,35 +160,24 @@ void WriteFittedData(BatchSource& source, const ModelEvaluation& evaluation,
                      (error ? ": " + error.message() : std::string()));
   }
   const std::filesystem::path path = folder / "fitted_data.h5";
-  const std::filesystem::path temporary = path.string() + ".partial-" + std::to_string(::getpid());
   io_internal::InitializeHdf5();
-  auto discard = [&] {
-    std::error_code ignored;
-    std::filesystem::remove(temporary, ignored);
-  };
   try {
+    io_internal::DurableFile durable(path);
+    const std::string temporary = durable.temporary_path().string();
     Hid file =
         io_internal::FileHid(H5Fcreate(temporary.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
     if (!file.valid()) {
-      throw std::runtime_error("cannot create " + temporary.string() + ": " +
-                               io_internal::Hdf5ErrorText());
+      throw std::runtime_error("cannot create " + temporary + ": " + io_internal::Hdf5ErrorText());
     }
     WriteContents(file.get(), source, evaluation, per_angle);
     if (H5Fflush(file.get(), H5F_SCOPE_LOCAL) < 0 || file.Close() < 0) {
-      throw std::runtime_error("cannot close " + temporary.string() + ": " +
-                               io_internal::Hdf5ErrorText());
+      throw std::runtime_error("cannot close " + temporary + ": " + io_internal::Hdf5ErrorText());
     }
+    durable.Commit();
   } catch (const InputError&) {
-    discard();
     throw;
   } catch (const std::runtime_error& failure) {
-    discard();
     throw InputError(path.string() + ": cannot write the fitted data: " + failure.what());
-  }
-  std::filesystem::rename(temporary, path, error);
-  if (error) {
-    discard();
-    throw InputError(path.string() + ": cannot write the fitted data: " + error.message());
   }
 }
 

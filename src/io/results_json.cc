@@ -1,16 +1,16 @@
 // The reference's JSON result files (reference section 6): parameters.json,
 // analysis_results_nlsq.json, convergence_metrics.json, with our additions.
-#include <unistd.h>
 #include <chrono>
 #include <cmath>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <string>
 
 #include "homodyne/errors.h"
 #include "homodyne/results.h"
+#include "io/durable_file.h"
 
 namespace homodyne {
 namespace {
@@ -213,26 +213,12 @@ ordered_json ConvergenceMetricsJson(const FitResult& result) {
   return json;
 }
 
-// Writes `json` to path via a temporary file in the same folder and a rename.
-void WriteJsonAtomically(const ordered_json& json, const std::filesystem::path& path) {
-  const std::filesystem::path temporary = path.string() + ".partial-" + std::to_string(::getpid());
-  {
-    std::ofstream file(temporary);
-    file << json.dump(2) << "\n";
-    file.flush();
-    if (!file) {
-      std::error_code ignored;
-      std::filesystem::remove(temporary, ignored);
-      throw InputError(path.string() +
-                       ": cannot write the result file (disk full or no "
-                       "permission?)");
-    }
-  }
-  std::error_code error;
-  std::filesystem::rename(temporary, path, error);
-  if (error) {
-    std::filesystem::remove(temporary, error);
-    throw InputError(path.string() + ": cannot write the result file: " + error.message());
+// Writes `json` as the file `path`, durably and atomically (io/durable_file.h).
+void WriteJsonDurably(const ordered_json& json, const std::filesystem::path& path) {
+  try {
+    io_internal::WriteFileDurably(path, json.dump(2) + "\n");
+  } catch (const std::runtime_error& failure) {
+    throw InputError(path.string() + ": cannot write the result file (" + failure.what() + ")");
   }
 }
 
@@ -265,10 +251,9 @@ void WriteResultFiles(const FitResult& result, const std::string& output_dir) {
                      (error ? ": " + error.message() : std::string()));
   }
   const std::string timestamp = Timestamp();
-  WriteJsonAtomically(ParametersJson(result, timestamp), folder / "parameters.json");
-  WriteJsonAtomically(AnalysisResultsJson(result, timestamp),
-                      folder / "analysis_results_nlsq.json");
-  WriteJsonAtomically(ConvergenceMetricsJson(result), folder / "convergence_metrics.json");
+  WriteJsonDurably(ParametersJson(result, timestamp), folder / "parameters.json");
+  WriteJsonDurably(AnalysisResultsJson(result, timestamp), folder / "analysis_results_nlsq.json");
+  WriteJsonDurably(ConvergenceMetricsJson(result), folder / "convergence_metrics.json");
 }
 
 }  // namespace homodyne

@@ -5,7 +5,6 @@
 // parallel (OpenMP); each row draws its noise from its own generator seeded by (seed, angle, row),
 // so the file does not depend on the thread count. Blocks are written in order.
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -18,6 +17,7 @@
 #include "homodyne/model.h"
 #include "homodyne/simulate.h"
 #include "io/beamline_writer.h"
+#include "io/durable_file.h"
 
 namespace homodyne {
 namespace {
@@ -181,28 +181,27 @@ SimulationReport SimulateDataset(const Config& config) {
     throw DataError(sim.output + ": cannot create the file: directory " + directory.string() +
                     " does not exist and cannot be created");
   }
-  // Written under a temporary name and renamed at the end: a failed simulation never leaves a
-  // half-written file under the final name.
-  const std::string temporary = sim.output + ".partial-" + std::to_string(::getpid());
   spdlog::info("simulating {} angles x {} x {} frames ({}, {}) to {}",
                sim.phi_angles_degrees.size(), sim.frames, sim.frames, sim.dtype, sim.compression,
                sim.output);
-  try {
-    WriteSimulation(config, temporary);
-    std::filesystem::rename(temporary, output);
-  } catch (const std::filesystem::filesystem_error& failure) {
-    std::filesystem::remove(temporary, error);
-    throw DataError(sim.output + ": cannot rename " + temporary + " (" + failure.what() + ")");
-  } catch (...) {
-    std::filesystem::remove(temporary, error);
-    throw;
-  }
   SimulationReport report;
+  // HDF5 writes a temporary file block by block (memory stays one block whatever the file size),
+  // which is then fsynced and renamed: a failed simulation never leaves a half-written file
+  // under the final name (io/durable_file.h).
+  try {
+    io_internal::DurableFile file(output);
+    WriteSimulation(config, file.temporary_path().string());
+    report.bytes_written = file.Commit();
+  } catch (const DataError& failure) {  // the writer's, naming the temporary file
+    throw DataError(sim.output + ": cannot write the file (" + failure.what() + ")");
+  } catch (const InputError&) {
+    throw;
+  } catch (const std::runtime_error& failure) {
+    throw DataError(sim.output + ": cannot write the file (" + failure.what() + ")");
+  }
   report.output_path = sim.output;
   report.points_written = static_cast<int64_t>(sim.phi_angles_degrees.size()) *
                           static_cast<int64_t>(sim.frames) * static_cast<int64_t>(sim.frames);
-  const auto size = std::filesystem::file_size(output, error);
-  report.bytes_written = error ? 0 : static_cast<int64_t>(size);
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   spdlog::info("wrote {} points, {} bytes in {:.2f} s", report.points_written, report.bytes_written,
                report.seconds);

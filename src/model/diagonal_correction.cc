@@ -1,4 +1,6 @@
 // Diagonal correction "basic" (reference section 1.9).
+#include "model/diagonal_correction.h"
+
 #include <span>
 
 #include "homodyne/errors.h"
@@ -14,16 +16,14 @@ void ApplyDiagonalCorrection(int n, std::span<double> matrix) {
     return matrix[static_cast<std::size_t>(i) * static_cast<std::size_t>(n) +
                   static_cast<std::size_t>(j)];
   };
-  // s_i = symmetrised first off-diagonal; read all of them before any diagonal is written (the
-  // diagonal is not among them, so in-place is safe).
-  double previous = 0.5 * (at(0, 1) + at(1, 0));  // s_0
-  at(0, 0) = previous;
-  for (int i = 1; i < n - 1; ++i) {
-    const double current = 0.5 * (at(i, i + 1) + at(i + 1, i));  // s_i
-    at(i, i) = 0.5 * (previous + current);
+  // s_i = symmetrised first off-diagonal; both neighbours of (i, i) are read before it is written
+  // (the diagonal is not among them, so in-place is safe).
+  double previous = 0.0;  // s_{i-1}; unused for i = 0
+  for (int i = 0; i < n; ++i) {
+    const double current = i < n - 1 ? 0.5 * (at(i, i + 1) + at(i + 1, i)) : 0.0;  // s_i
+    at(i, i) = model_internal::CorrectedDiagonalValue(i, n, previous, current);
     previous = current;
   }
-  at(n - 1, n - 1) = previous;  // s_{N-2}
 }
 
 }  // namespace homodyne
