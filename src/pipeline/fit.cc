@@ -187,7 +187,9 @@ StrategySetup SetUpStrategy(StrategyKind kind, const Config& config, BatchSource
     options.chunk_batches = 8 * std::max(size.threads, 1);
     setup.scaling_from_data = EstimateScalingFromFile(config, source, 1 << 20);
     StreamingReadOptions read_options;
-    read_options.max_retries = config.streaming.max_retries_per_batch;
+    // enable_fault_tolerance: false: a failed read is not retried.
+    read_options.max_retries =
+        config.streaming.enable_fault_tolerance ? config.streaming.max_retries_per_batch : 0;
     setup.objective = std::make_unique<BatchedObjective>(
         model, phi, config.nlsq.sigma, MakeStreamingPassData(source, read_options),
         std::move(options));
