@@ -10,11 +10,12 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <csignal>
-#include <span>
 #include <exception>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,6 +27,7 @@
 #include "homodyne/model.h"
 #include "homodyne/results.h"
 #include "homodyne/strategy.h"
+#include "pipeline/performance_log.h"
 
 namespace py = pybind11;
 
@@ -260,15 +262,33 @@ NlsqResult FitNlsq(const py::object& data, const Config& base_config,
   fit_options.memory_limit_gb = options.memory_limit_gb;
   fit_options.global_search = options.global_search.value_or("");
   PythonObserver observer(progress);
+  // logging.performance: output_dir/<filename>, only when there is an output_dir to put it in.
+  PerformanceLogOptions log_options = config.logging.performance;
+  if (log_options.enabled && !output_dir) {
+    spdlog::warn("logging.performance.enabled = true but no output_dir given: no performance log");
+    log_options.enabled = false;
+  }
+  PerformanceLog performance_log(log_options, output_dir.value_or(""));
   ClearInterrupt();
   NlsqResult result;
   try {
     py::gil_scoped_release release;
-    result.outcome = Fit(config, *input.source, fit_options, observer.Make());
+    try {
+      result.outcome =
+          Fit(config, *input.source, fit_options, performance_log.Observe(observer.Make()));
+    } catch (const std::exception& error) {
+      performance_log.LogFailure(error.what());
+      throw;
+    }
+    performance_log.LogTotal(result.outcome.result);
     if (output_dir) {
+      const auto write_start = std::chrono::steady_clock::now();
       WriteResultFiles(result.outcome.result, *output_dir);
       const ModelEvaluation evaluation(*result.outcome.model, result.outcome.physical);
       WriteFittedData(*input.source, evaluation, result.outcome.result.per_angle, *output_dir);
+      performance_log.LogOperation(
+          "results written to " + *output_dir + "/nlsq",
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - write_start).count());
     }
     RemoveCheckpoints(result.outcome);
   } catch (const FitInterrupted& interrupted) {

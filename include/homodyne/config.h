@@ -141,6 +141,31 @@ struct PerformanceOptions {
   bool enable_progress = true;     // performance.enable_progress
 };
 
+// logging.performance (the tuning guide's "Built-in Performance Logging"): a timestamped log of
+// passes, checkpoint saves, global-search stages, final-fit iterations and the total, written to
+// <output folder>/filename by the CLI and the Python module (src/pipeline/performance_log.h).
+// Severity of a line: DEBUG (every chunk of a pass, every global-search step), INFO (passes,
+// checkpoint saves, stages, phases, iterations, the total), WARNING (operations slower than
+// threshold_seconds, written whatever the level). A level writes its lines and those above it.
+enum class PerformanceLogLevel { kDebug, kInfo, kWarning };
+// "DEBUG", "INFO" or "WARNING".
+const char* ToString(PerformanceLogLevel level);
+
+struct PerformanceLogOptions {
+  bool enabled = false;                                    // logging.performance.enabled
+  PerformanceLogLevel level = PerformanceLogLevel::kInfo;  // DEBUG | INFO | WARNING
+  // Inside the output folder: a file name or a relative path (not absolute, no '..').
+  std::string filename = "performance.log";
+  // Operations (chunks, passes, checkpoint saves, global-search steps, iterations) slower than
+  // this get a "[WARNING] slow:" line, >= 0 [s]; 0 marks every operation.
+  double threshold_seconds = 0.1;
+};
+
+// logging (only logging.performance is read; the rest is accepted, see docs/configuration.md)
+struct LoggingOptions {
+  PerformanceLogOptions performance;
+};
+
 // simulation: (homodyne-simulate only)
 struct SimulationOptions {
   bool present = false;  // the config has a simulation section
@@ -169,6 +194,7 @@ struct Config {
   NlsqOptions nlsq;
   StreamingOptions streaming;
   PerformanceOptions performance;
+  LoggingOptions logging;
   SimulationOptions simulation;
   std::vector<std::string> warnings;  // unknown keys (with the closest known key), deprecated keys
 

@@ -28,13 +28,23 @@ struct FitOptions {
   std::string global_search;              // --global-search auto|off|multi-start|cmaes; "" = config
 };
 
-// Events of a running fit, for progress display; each may be empty. They run on the fitting
-// thread, between chunks, local fits and iterations; an observer that wants to stop the fit calls
-// RequestInterrupt (the fit then saves a checkpoint and throws FitInterrupted).
+// A phase of the fit, finished: "load" (data read, strategy set up), "global search" (or
+// "projected local fit" when the global phase is off) and "final fit".
+struct FitPhaseReport {
+  std::string phase;
+  double seconds = 0.0;  // its wall time [s]
+};
+
+// Events of a running fit, for progress display and performance logs (performance_log.h); each
+// may be empty. They run on the fitting thread, between chunks, local fits and iterations, and
+// only observe: the fit's numbers do not depend on them. An observer that wants to stop the fit
+// calls RequestInterrupt (the fit then saves a checkpoint and throws FitInterrupted).
 struct FitObserver {
   std::function<void(const PassProgress&)> on_pass_chunk;            // chunks of every pass
   std::function<void(const GlobalSearchProgress&)> on_global_search;  // the global phase
   std::function<void(const LevenbergMarquardtIteration&)> on_iteration;  // the final fit
+  std::function<void(const CheckpointSaveReport&)> on_checkpoint_saved;  // after each save
+  std::function<void(const FitPhaseReport&)> on_phase;                   // after each phase
 };
 
 // What a fit returns: the result files' content and what a caller needs to show or extend it.

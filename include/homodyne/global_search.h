@@ -86,6 +86,7 @@ struct GlobalSearchProgress {
   double best_chi2 = 0.0;  // lowest chi2 so far (on the search data)
   int64_t passes = 0;      // passes computed so far (not counting replayed ones)
   const GlobalSearchTrail* trail = nullptr;  // everything computed so far (for checkpoints)
+  double seconds = 0.0;                      // wall time since RunGlobalSearch began [s]
 };
 
 struct GlobalSearchInputs {

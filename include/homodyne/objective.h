@@ -111,6 +111,10 @@ struct PassProgress {
   // The pass's partial sums after this chunk (what an in-pass checkpoint saves); valid during
   // the callback. The callback may throw to end the pass (e.g. after saving, on a signal).
   const PassState* state = nullptr;
+  // Wall times, for performance logs: of this chunk (fetch and compute, not the callbacks), and
+  // since this pass began (or resumed) up to this callback (earlier callbacks included) [s].
+  double chunk_seconds = 0.0;
+  double pass_seconds = 0.0;
 };
 
 struct PassOptions {

@@ -1,6 +1,7 @@
 """The Python module homodyne_cpp against the CLI and against known truths."""
 import json
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -161,3 +162,26 @@ def test_the_fit_releases_the_gil(laminar_set, monkeypatch):
         done.set()
         counter.join()
     assert len(ticks) > 20  # the other thread ran during the fit
+
+
+def test_performance_log_is_written_to_the_output_dir(laminar_set, monkeypatch):
+    folder, config_path = laminar_set
+    monkeypatch.chdir(folder)
+    logged = folder / "logged.yaml"
+    logged.write_text(config_path.read_text() +
+                      "logging:\n  performance: {enabled: true, filename: perf/fit.log,\n"
+                      "                threshold_seconds: 1.0e+9}\n")
+    config = hc.load_config(str(logged))
+    output = folder / "logged_out"
+    result = hc.fit_nlsq(None, config, output_dir=str(output))
+    lines = (output / "perf" / "fit.log").read_text().splitlines()
+    assert any(re.search(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \[INFO\] pass \d+ \(J\) completed in", line)
+               for line in lines)
+    assert any("[INFO] iteration 0 (start) completed in" in line for line in lines)
+    assert sum("[INFO] fit completed in" in line and " s total (converged" in line
+               for line in lines) == 1
+    assert not any("[DEBUG]" in line for line in lines)  # the default level is INFO
+    # Without output_dir there is nowhere to put it: no file, the fit runs the same.
+    again = hc.fit_nlsq(None, config)
+    assert list(again.parameters) == list(result.parameters)
+    assert not (folder / "perf").exists()

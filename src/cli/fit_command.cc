@@ -5,7 +5,9 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
+#include <exception>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -15,6 +17,7 @@
 #include "homodyne/fit.h"
 #include "homodyne/model.h"
 #include "homodyne/results.h"
+#include "pipeline/performance_log.h"
 
 namespace homodyne::cli {
 namespace {
@@ -98,16 +101,30 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
   observer.on_pass_chunk = [&progress_bar](const PassProgress& progress) {
     progress_bar.Update(progress);
   };
-  const FitOutcome outcome = Fit(config, *source, fit_options, observer);
+  // logging.performance: <output-dir>/<filename>; a log that cannot be written only warns.
+  PerformanceLog performance_log(config.logging.performance, options.output_dir);
+  const FitOutcome outcome = [&] {
+    try {
+      return Fit(config, *source, fit_options, performance_log.Observe(std::move(observer)));
+    } catch (const std::exception& error) {
+      performance_log.LogFailure(error.what());
+      throw;
+    }
+  }();
+  performance_log.LogTotal(outcome.result);
   PrintResult(outcome, out);
   // Printed before writing, so a full disk or a bad --output-dir loses no computed number.
   out.flush();
+  const auto write_start = std::chrono::steady_clock::now();
   WriteResultFiles(outcome.result, options.output_dir);
   {
     // Data, fit and residuals per angle, streamed by row blocks from the input file.
     const ModelEvaluation evaluation(*outcome.model, outcome.physical);
     WriteFittedData(*source, evaluation, outcome.result.per_angle, options.output_dir);
   }
+  performance_log.LogOperation(
+      "results written to " + options.output_dir + "/nlsq",
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - write_start).count());
   if (options.save_plots) SavePlots(options.output_dir);  // a failure only warns
   RemoveCheckpoints(outcome);  // the result files now hold everything
   out << "  results in " << options.output_dir << "/nlsq/\n";

@@ -779,6 +779,50 @@ void ParsePerformance(const ConfigReader& reader, Config& config) {
   p.enable_progress = reader.Bool("performance.enable_progress").value_or(p.enable_progress);
 }
 
+// A path that stays inside the folder it is joined to: not empty, not absolute, no '..' part,
+// not a folder (trailing '/').
+bool IsRelativeFilePath(const std::string& text) {
+  if (text.empty() || text.back() == '/') return false;
+  const std::filesystem::path path(text);
+  if (path.is_absolute() || path.has_root_name()) return false;
+  for (const std::filesystem::path& part : path) {
+    if (part == "..") return false;
+  }
+  return true;
+}
+
+void ParseLogging(const ConfigReader& reader, Config& config) {
+  PerformanceLogOptions& log = config.logging.performance;
+  log.enabled = reader.Bool("logging.performance.enabled").value_or(log.enabled);
+  const std::string level_path = "logging.performance.level";
+  if (const auto level = reader.String(level_path)) {
+    const std::string lower = Lower(*level);
+    if (lower == "debug") {
+      log.level = PerformanceLogLevel::kDebug;
+    } else if (lower == "info") {
+      log.level = PerformanceLogLevel::kInfo;
+    } else if (lower == "warning") {
+      log.level = PerformanceLogLevel::kWarning;
+    } else {
+      reader.Fail(level_path, reader.Find(level_path),
+                  "must be one of DEBUG, INFO, WARNING (case-insensitive)");
+    }
+  }
+  const std::string filename_path = "logging.performance.filename";
+  if (const auto filename = reader.String(filename_path)) {
+    reader.Require(IsRelativeFilePath(*filename), filename_path,
+                   "must be a file name or a relative path inside the output folder (not empty, "
+                   "not absolute, no '..', not ending in '/')");
+    log.filename = *filename;
+  }
+  const std::string threshold_path = "logging.performance.threshold_seconds";
+  if (const auto threshold = reader.Number(threshold_path)) {
+    reader.Require(std::isfinite(*threshold) && *threshold >= 0.0, threshold_path,
+                   "must be a finite number >= 0 [s]");
+    log.threshold_seconds = *threshold;
+  }
+}
+
 void ParseSimulation(const ConfigReader& reader, Config& config) {
   const YAML::Node section = reader.Find("simulation");
   if (!Present(section)) return;
@@ -888,6 +932,18 @@ std::string CanonicalParameterName(const std::string& name) {
   return it == kAliases.end() ? name : it->second;
 }
 
+const char* ToString(PerformanceLogLevel level) {
+  switch (level) {
+    case PerformanceLogLevel::kDebug:
+      return "DEBUG";
+    case PerformanceLogLevel::kInfo:
+      return "INFO";
+    case PerformanceLogLevel::kWarning:
+      return "WARNING";
+  }
+  return "INFO";
+}
+
 const ParameterBound& Config::BoundOf(const std::string& name) const {
   const std::string canonical = CanonicalParameterName(name);
   for (const ParameterBound& bound : bounds) {
@@ -921,6 +977,7 @@ Config ParseConfig(const std::string& yaml_text, const std::string& source_name)
   ParseGlobalSearch(reader, config);
   ParseStreaming(reader, config);
   ParsePerformance(reader, config);
+  ParseLogging(reader, config);
   ParseSimulation(reader, config);
   return config;
 }
@@ -977,6 +1034,11 @@ std::string BriefReport(const Config& config) {
       << FormatNumber(s.checkpoint_min_interval_seconds) << " s, keep " << s.keep_last_checkpoints
       << ", resume " << (s.resume_from_checkpoint ? "yes" : "no") << ", batch size "
       << (s.batch_size ? std::to_string(*s.batch_size) : "automatic") << "\n";
+  const PerformanceLogOptions& log = config.logging.performance;
+  if (log.enabled) {
+    out << "performance log: " << log.filename << " in the output folder, level "
+        << ToString(log.level) << ", slow above " << FormatNumber(log.threshold_seconds) << " s\n";
+  }
   if (config.simulation.present) {
     out << "simulation: " << config.simulation.output << ", " << config.simulation.frames
         << " frames, " << config.simulation.phi_angles_degrees.size() << " angles\n";

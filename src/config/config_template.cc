@@ -117,6 +117,13 @@ performance:
   enable_progress: true     # progress lines during the fit. Default true
   computation:
     cpu_threads: auto       # threads; integer >= 1 or auto (all cores). Default auto
+
+logging:
+  performance:              # timing log in the output folder (--output-dir)
+    enabled: false          # write it. Default false
+    level: INFO             # DEBUG (also every chunk) | INFO | WARNING (slow operations only)
+    filename: performance.log  # relative to the output folder. Default performance.log
+    threshold_seconds: 0.1  # operations slower than this get a "slow" warning [s]; >= 0
 )";
 
 std::string ReplaceAll(std::string text, const std::string& from, const std::string& to) {

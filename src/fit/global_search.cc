@@ -155,6 +155,7 @@ class Search {
     progress.best_chi2 = std::min(best_seen_, BestChi2());
     progress.passes = projected_.passes();
     progress.trail = &trail_;
+    progress.seconds = std::chrono::duration<double>(Clock::now() - begin_).count();
     if (inputs_.on_progress && !inputs_.on_progress(progress)) summary_.stopped = true;
     return !summary_.stopped;
   }
@@ -243,6 +244,7 @@ class Search {
   GlobalSearchSummary& summary_;
   VariableProjectionProblem projected_;
   int map_size_;  // reduced parameters (for the degrees of freedom)
+  Clock::time_point begin_ = Clock::now();  // for GlobalSearchProgress::seconds only
   SearchSpace space_;
   std::vector<std::string> names_;
   Eigen::VectorXd start_;

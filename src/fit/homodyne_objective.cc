@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <span>
 #include <stdexcept>
@@ -16,6 +17,13 @@
 
 namespace homodyne {
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// For PassProgress's wall times only; no number of the fit depends on them.
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
 
 // A chunk with fewer points than this is computed on the calling thread: starting a parallel
 // region costs more than the work (and far more on a loaded machine, where the threads wait
@@ -180,6 +188,7 @@ void BatchedObjective::ComputeChunkGrams(const PassKernel& kernel, int first, in
 
 NormalEquations BatchedObjective::Accumulate(const Eigen::VectorXd& theta) {
   CheckTheta(theta);
+  const Clock::time_point pass_start = Clock::now();
   BeginPass(theta, /*full_pass=*/true);
   const int n_angles = num_angles();
   const KernelAt at(*this, theta);
@@ -195,6 +204,7 @@ NormalEquations BatchedObjective::Accumulate(const Eigen::VectorXd& theta) {
   const double scale = 2.0 / (sigma_ * sigma_);  // r = e / sigma, every point counts twice
 
   while (pass_.next_batch < num_batches) {
+    const Clock::time_point chunk_start = Clock::now();
     const int first = pass_.next_batch;
     const int last = std::min(first + chunk_size, num_batches);
     ComputeChunkGrams(kernel, first, last, chunk);
@@ -219,7 +229,8 @@ NormalEquations BatchedObjective::Accumulate(const Eigen::VectorXd& theta) {
     }
     pass_.next_batch = last;
     if (options_.on_chunk) {
-      options_.on_chunk({passes_, true, last, num_batches, last - first, &pass_});
+      options_.on_chunk({passes_, true, last, num_batches, last - first, &pass_,
+                         SecondsSince(chunk_start), SecondsSince(pass_start)});
     }
   }
   NormalEquations result;
@@ -268,6 +279,7 @@ AngleGrams BatchedObjective::AccumulateAngleGrams(const Eigen::VectorXd& theta) 
 
 double BatchedObjective::Cost(const Eigen::VectorXd& theta) {
   CheckTheta(theta);
+  const Clock::time_point pass_start = Clock::now();
   BeginPass(theta, /*full_pass=*/false);
   const int n_angles = num_angles();
   const KernelAt at(*this, theta);
@@ -277,6 +289,7 @@ double BatchedObjective::Cost(const Eigen::VectorXd& theta) {
   std::vector<double> sums(static_cast<size_t>(chunk));
   const double scale = 2.0 / (sigma_ * sigma_);
   while (pass_.next_batch < num_batches) {
+    const Clock::time_point chunk_start = Clock::now();
     const int first = pass_.next_batch;
     const int last = std::min(first + chunk, num_batches);
     data_->Fetch(batches_, first, last, n_angles, pointers_);
@@ -298,7 +311,8 @@ double BatchedObjective::Cost(const Eigen::VectorXd& theta) {
     for (int b = first; b < last; ++b) pass_.chi2 += scale * sums[static_cast<size_t>(b - first)];
     pass_.next_batch = last;
     if (options_.on_chunk) {
-      options_.on_chunk({passes_, false, last, num_batches, last - first, &pass_});
+      options_.on_chunk({passes_, false, last, num_batches, last - first, &pass_,
+                         SecondsSince(chunk_start), SecondsSince(pass_start)});
     }
   }
   return pass_.chi2;

@@ -43,6 +43,10 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+void ReportPhase(const FitObserver& observer, const std::string& phase, double seconds) {
+  if (observer.on_phase) observer.on_phase(FitPhaseReport{phase, seconds});
+}
+
 // Peak resident memory of this process (VmHWM), MB; 0 if unknown.
 double PeakResidentMb() {
   std::ifstream status("/proc/self/status");
@@ -459,6 +463,7 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
       InitialScaling(config, setup.scaling_from_data);
   result.strategy = std::string(ToString(kind));
   result.load_seconds = SecondsSince(start);
+  ReportPhase(observer, "load", result.load_seconds);
 
   // Starting point and bounds in the objective's (full) parameter layout.
   const int n_full = objective.num_parameters();
@@ -543,7 +548,7 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
   checkpoints = std::make_unique<FitCheckpoints>(
       config, checkpoint_policy,
       Sha256Hex(FitIdentityText(config, batch_points_per_angle, global_method)),
-      DataFingerprint(source), objective.num_batches());
+      DataFingerprint(source), objective.num_batches(), observer.on_checkpoint_saved);
   if (const std::optional<Checkpoint> checkpoint = checkpoints->LoadForResume()) {
     // Ceres (standard) and the LM core (the other strategies) keep different states.
     const bool ceres_state = checkpoint->lm.trust_region_radius > 0.0;
@@ -574,6 +579,7 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
   // (no passes) and the fit continues from its state.
   Eigen::VectorXd fit_start = reduced0;
   result.global_search.reason = global_reason;
+  const Clock::time_point global_start = Clock::now();
   if (global_method != "off") {
     const GlobalSearchSummary global =
         RunGlobalPhase(config, global_method, *search_data, search_row_stride, map, reduced_bounds,
@@ -584,9 +590,11 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
       result.warnings.push_back(warning);
     }
     if (global.chosen >= 0) fit_start = global.minima[static_cast<size_t>(global.chosen)].reduced;
+    ReportPhase(observer, "global search", SecondsSince(global_start));
   } else if (config.nlsq.variable_projection && !lm.resume_state) {
     fit_start = ProjectedLocalFit(objective, map, reduced_bounds, reduced0, lm);
     checkpoints->StopIfInterrupted();
+    ReportPhase(observer, "projected local fit", SecondsSince(global_start));
   }
   search_data.reset();
 
@@ -623,6 +631,7 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
                                  ": run the same command again to resume once the file is readable"
                            : ""));
   }
+  ReportPhase(observer, "final fit", summary.seconds);
   for (const std::string& warning : checkpoints->warnings()) result.warnings.push_back(warning);
   const BatchStatistics& statistics = checkpoints->statistics();
   result.batch_statistics = {statistics.batches, statistics.retries + objective.read_retries(),

@@ -163,7 +163,8 @@ std::string DataFingerprint(BatchSource& source) {
 
 FitCheckpoints::FitCheckpoints(const Config& config, StrategyKind strategy,
                                std::string config_sha256, std::string data_fingerprint,
-                               int64_t batches_per_pass)
+                               int64_t batches_per_pass,
+                               std::function<void(const CheckpointSaveReport&)> on_saved)
     : enabled_(config.streaming.enable_checkpoints),
       resume_(config.streaming.resume_from_checkpoint),
       strategy_(strategy),
@@ -175,7 +176,8 @@ FitCheckpoints::FitCheckpoints(const Config& config, StrategyKind strategy,
       store_(CheckpointOptions{config.streaming.checkpoint_dir,
                                config.streaming.keep_last_checkpoints,
                                config.streaming.enable_compression}),
-      batches_per_pass_(batches_per_pass) {
+      batches_per_pass_(batches_per_pass),
+      on_saved_(std::move(on_saved)) {
   if (const char* hook = std::getenv("HOMODYNE_TEST_SIGNAL_AFTER_BATCHES"); hook && *hook) {
     const std::string text = hook;
     const size_t colon = text.find(':');
@@ -305,18 +307,9 @@ bool FitCheckpoints::Save(const PassState* pass) {
   checkpoint.timestamp_utc = UtcTimestamp();
   batches_at_last_save_ = global_batch_;
   last_save_time_ = std::chrono::steady_clock::now();
+  CheckpointSaveReport report;
   try {
-    const CheckpointSaveReport report = store_.Save(checkpoint);
-    ++saves_;
-    spdlog::debug("checkpoint {} ({} bytes) saved in {:.1f} ms", report.path, report.bytes,
-                  1e3 * report.seconds);
-    if (report.seconds > 2.0) {
-      spdlog::warn(
-          "checkpoint {} took {:.1f} s to save (> 2 s): lower the checkpoint frequency "
-          "or put checkpoint_dir on a faster disk",
-          report.path, report.seconds);
-    }
-    return true;
+    report = store_.Save(checkpoint);
   } catch (const Error& error) {
     ++statistics_.checkpoint_failures;
     const std::string warning =
@@ -325,6 +318,17 @@ bool FitCheckpoints::Save(const PassState* pass) {
     if (warnings_.size() < 20) warnings_.push_back(warning);
     return false;
   }
+  ++saves_;
+  spdlog::debug("checkpoint {} ({} bytes) saved in {:.1f} ms", report.path, report.bytes,
+                1e3 * report.seconds);
+  if (report.seconds > 2.0) {
+    spdlog::warn(
+        "checkpoint {} took {:.1f} s to save (> 2 s): lower the checkpoint frequency "
+        "or put checkpoint_dir on a faster disk",
+        report.path, report.seconds);
+  }
+  if (on_saved_) on_saved_(report);
+  return true;
 }
 
 bool FitCheckpoints::SaveAfterFailure() {

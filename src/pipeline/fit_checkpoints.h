@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -35,9 +36,11 @@ class FitCheckpoints {
  public:
   // strategy: periodic saves inside passes for chunked and streaming, at iteration ends for
   // large and standard. batches_per_pass: the batches of one pass over the data; the standard
-  // strategy (which has no batches of its own) counts its passes in these.
+  // strategy (which has no batches of its own) counts its passes in these. on_saved: called
+  // after each checkpoint written (FitObserver::on_checkpoint_saved; may be empty).
   FitCheckpoints(const Config& config, StrategyKind strategy, std::string config_sha256,
-                 std::string data_fingerprint, int64_t batches_per_pass);
+                 std::string data_fingerprint, int64_t batches_per_pass,
+                 std::function<void(const CheckpointSaveReport&)> on_saved = {});
 
   bool enabled() const { return enabled_; }
   const CheckpointOptions& store_options() const { return store_.options(); }
@@ -109,6 +112,7 @@ class FitCheckpoints {
   int64_t batches_per_pass_;
   int64_t passes_seen_ = 0;  // full and cost passes reported by the standard strategy
   std::vector<std::string> warnings_;
+  std::function<void(const CheckpointSaveReport&)> on_saved_;
 };
 
 }  // namespace homodyne

@@ -200,6 +200,92 @@ parameter_space:
     expect_exit 1 "junk/nlsq/fitted_data.h5: cannot read it as HDF5" "$python" "$script" junk
     expect_exit 2 "usage" "$python" "$script"
     ;;
+  performance_log)
+    # logging.performance (tuning guide "Built-in Performance Logging"): <output-dir>/<filename>.
+    # The chunked strategy with small batches: passes of several chunks, checkpoints inside them.
+    # Without variable projection, --global-search off leaves the final fit many iterations.
+    write_config sim.yaml static sim.h5 "optimization:
+  nlsq: {variable_projection: false}
+  streaming: {batch_size: 600, checkpoint_frequency: 3, checkpoint_min_interval_seconds: 0}"
+    "$bin_dir/homodyne-simulate" --config sim.yaml > /dev/null || failures=1
+    with_log() {  # with_log FILE LEVEL THRESHOLD [FILENAME]: sim.yaml plus logging.performance
+      cp sim.yaml "$1"
+      printf 'logging:\n  performance:\n    enabled: true\n    level: %s\n    threshold_seconds: %s\n' \
+        "$2" "$3" >> "$1"
+      [ -z "${4:-}" ] || printf '    filename: %s\n' "$4" >> "$1"
+    }
+    # count_lines FILE REGEX: how many lines of FILE match (0 when FILE is missing).
+    count_lines() { grep -Ec -- "$2" "$1" 2>/dev/null || true; }
+    check_count() {  # check_count WHAT COUNT OP N
+      if [ "$2" "$3" "$4" ]; then echo "ok: $1 ($2)"; else
+        echo "FAIL: $1: $2 lines, expected $3 $4"; failures=$((failures + 1)); fi
+    }
+    stamp='^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2} '
+    expect_exit 0 "LM converged" "$bin_dir/homodyne" --config sim.yaml --strategy chunked \
+      --output-dir plain
+    [ ! -e plain/performance.log ] ||
+      { echo "FAIL: a performance log without logging.performance"; failures=$((failures + 1)); }
+    # INFO with a threshold no operation reaches: passes, checkpoints, stages, phases,
+    # iterations and the total, no chunk lines and nothing slow.
+    with_log info.yaml INFO 1000000
+    expect_exit 0 "LM converged" "$bin_dir/homodyne" --config info.yaml --strategy chunked \
+      --output-dir info
+    log=info/performance.log
+    [ -s "$log" ] || { echo "FAIL: $log missing or empty"; failures=$((failures + 1)); }
+    check_count "INFO pass lines" "$(count_lines $log "${stamp}\[INFO\] pass [0-9]+ \(J\) completed in [0-9]+\.[0-9]{3} s \([0-9]+ batches\)$")" -ge 1
+    check_count "INFO checkpoint lines" "$(count_lines $log "${stamp}\[INFO\] checkpoint saved in [0-9.]+ s \([0-9]+ bytes, .*\.h5\)$")" -ge 1
+    check_count "INFO iteration lines" "$(count_lines $log "${stamp}\[INFO\] iteration [0-9]+ (\(start\)|accepted|rejected) completed in [0-9.]+ s")" -ge 1
+    check_count "global search stage lines" "$(count_lines $log "\[INFO\] global search stage [a-z ]+ completed in")" -ge 1
+    check_count "phase lines" "$(count_lines $log "\[INFO\] (load|global search|final fit) phase completed in")" -eq 3
+    check_count "total lines" "$(count_lines $log "${stamp}\[INFO\] fit completed in [0-9.]+ s total \(converged, ")" -eq 1
+    check_count "results line" "$(count_lines $log "\[INFO\] results written to info/nlsq in")" -eq 1
+    check_count "chunk lines at INFO" "$(count_lines $log " batch [0-9]+/")" -eq 0
+    check_count "slow lines above the threshold" "$(count_lines $log "slow:")" -eq 0
+    check_count "lines without a timestamp" "$(grep -Evc "${stamp}\[(INFO|DEBUG|WARNING)\] " $log)" -eq 0
+    # The log only observes: bitwise the same results as without it.
+    same_results plain info
+    # DEBUG adds every chunk of a pass and every global-search step.
+    with_log debug.yaml DEBUG 1000000
+    expect_exit 0 "LM converged" "$bin_dir/homodyne" --config debug.yaml --strategy chunked \
+      --output-dir debug
+    check_count "DEBUG chunk lines" "$(count_lines debug/performance.log "${stamp}\[DEBUG\] pass [0-9]+ \((J|c)\) batch [0-9]+/[0-9]+ completed in [0-9.]+ s$")" -ge 3
+    check_count "DEBUG global search steps" "$(count_lines debug/performance.log "\[DEBUG\] global search screening [0-9]+/[0-9]+ completed in")" -ge 1
+    # threshold_seconds: 0 makes every operation slow: WARNING lines instead of INFO ones.
+    with_log slow.yaml INFO 0 logs/perf.log
+    expect_exit 0 "LM converged" "$bin_dir/homodyne" --config slow.yaml --strategy chunked \
+      --global-search off --output-dir slow
+    log=slow/logs/perf.log
+    check_count "slow pass lines" "$(count_lines $log "${stamp}\[WARNING\] slow: pass [0-9]+ \(J\) completed in [0-9.]+ s \([0-9]+ batches\) \(threshold 0 s\)$")" -ge 3
+    check_count "slow checkpoint lines" "$(count_lines $log "\[WARNING\] slow: checkpoint saved in")" -ge 1
+    check_count "slow iteration lines" "$(count_lines $log "\[WARNING\] slow: iteration [0-9]+")" -ge 2
+    check_count "INFO pass, checkpoint or iteration lines" "$(count_lines $log "\[INFO\] (pass|checkpoint|iteration) ")" -eq 0
+    check_count "total lines (never slow)" "$(count_lines $log "\[INFO\] fit completed in")" -eq 1
+    # WARNING writes only the slow operations.
+    with_log warning.yaml WARNING 0
+    expect_exit 0 "LM converged" "$bin_dir/homodyne" --config warning.yaml --strategy chunked \
+      --global-search off --output-dir warning
+    check_count "WARNING-level slow lines" "$(count_lines warning/performance.log "\[WARNING\] slow: ")" -ge 5
+    check_count "WARNING-level other lines" "$(grep -vc "\[WARNING\] slow: " warning/performance.log)" -eq 0
+    # A log that cannot be written: one warning, the fit and its results go on.
+    echo "a file" > blocker
+    with_log blocked.yaml INFO 0.1 blocker/perf.log
+    sed -i 's#filename: blocker/perf.log#filename: ../blocker/perf.log#' blocked.yaml
+    expect_exit 1 "logging.performance.filename = '../blocker/perf.log': must be a file name or a relative path" \
+      "$bin_dir/homodyne" --config blocked.yaml --output-dir blocked
+    mkdir -p blocked && echo "a file" > blocked/blocker
+    with_log blocked.yaml INFO 0.1 blocker/perf.log
+    expect_exit 0 "LM converged" "$bin_dir/homodyne" --config blocked.yaml --output-dir blocked
+    check_count "warnings about the unwritable log" "$(grep -c "performance log blocked/blocker/perf.log: cannot create its folder" <<<"$last_output")" -eq 1
+    [ -s blocked/nlsq/parameters.json ] ||
+      { echo "FAIL: no results after an unwritable log"; failures=$((failures + 1)); }
+    # Bad values are config errors naming the YAML path, the value and the rule.
+    with_log bad_level.yaml LOUD 0.1
+    expect_exit 1 "logging.performance.level = 'LOUD': must be one of DEBUG, INFO, WARNING" \
+      "$bin_dir/homodyne" --config bad_level.yaml --dry-run
+    with_log bad_threshold.yaml INFO -1
+    expect_exit 1 "logging.performance.threshold_seconds = -1: must be a finite number >= 0" \
+      "$bin_dir/homodyne" --config bad_threshold.yaml --dry-run
+    ;;
   bad_usage)
     expect_exit 2 "usage error" "$bin_dir/homodyne" --no-such-flag
     expect_exit 2 "--strategy fastest: must be one of" "$bin_dir/homodyne" --config x.yaml \

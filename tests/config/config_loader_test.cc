@@ -361,6 +361,42 @@ TEST(ConfigPerformanceTest, TopLevelFastModeAliasAndAutoThreads) {
   EXPECT_FALSE(config.performance.cpu_threads.has_value());
 }
 
+TEST(ConfigLoggingTest, PerformanceLogDefaults) {
+  const Config config = ParseConfig("analysis_mode: static\n", "l.yaml");
+  const PerformanceLogOptions& log = config.logging.performance;
+  EXPECT_FALSE(log.enabled);
+  EXPECT_EQ(log.level, PerformanceLogLevel::kInfo);
+  EXPECT_EQ(log.filename, "performance.log");
+  EXPECT_DOUBLE_EQ(log.threshold_seconds, 0.1);
+  EXPECT_THAT(BriefReport(config), ::testing::Not(HasSubstr("performance log")));
+}
+
+TEST(ConfigLoggingTest, PerformanceLogKeys) {
+  const Config config = ParseConfig(R"(
+analysis_mode: static
+logging:
+  enabled: true
+  level: INFO
+  performance:
+    enabled: true
+    level: debug
+    filename: logs/perf.log
+    threshold_seconds: 0
+)",
+                                    "l.yaml");
+  EXPECT_TRUE(config.warnings.empty()) << JoinWarnings(config);
+  const PerformanceLogOptions& log = config.logging.performance;
+  EXPECT_TRUE(log.enabled);
+  EXPECT_EQ(log.level, PerformanceLogLevel::kDebug);
+  EXPECT_EQ(log.filename, "logs/perf.log");
+  EXPECT_DOUBLE_EQ(log.threshold_seconds, 0.0);
+  EXPECT_THAT(BriefReport(config),
+              HasSubstr("performance log: logs/perf.log in the output folder, level DEBUG"));
+  EXPECT_EQ(
+      ParseConfig("logging: {performance: {level: WARNING}}\n", "l.yaml").logging.performance.level,
+      PerformanceLogLevel::kWarning);
+}
+
 TEST(ConfigSimulationTest, SimulationSection) {
   const Config config = ParseConfig(R"(
 analysis_mode: laminar_flow
