@@ -28,7 +28,7 @@ int Run(int argc, char** argv) {
       "--output", [&](const std::string& v) { output = v; },
       "Output HDF5 path (simulation.output)");
   app.add_option_function<int>(
-      "--frames", [&](const int& v) { frames = v; }, "Frames (simulation.frames, >= 2)");
+      "--frames", [&](const int& v) { frames = v; }, "Frames (simulation.frames, >= 3)");
   app.add_option_function<double>(
       "--noise", [&](const double& v) { noise = v; }, "Noise sigma (simulation.noise_sigma, >= 0)");
   app.add_option_function<uint64_t>(
@@ -49,7 +49,7 @@ int Run(int argc, char** argv) {
   }
   if (output) config.simulation.output = *output;
   if (frames) {
-    if (*frames < 2) throw UsageError("--frames " + std::to_string(*frames) + ": must be >= 2");
+    if (*frames < 3) throw UsageError("--frames " + std::to_string(*frames) + ": must be >= 3");
     config.simulation.frames = *frames;
   }
   if (noise) {

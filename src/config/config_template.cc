@@ -69,6 +69,33 @@ optimization:
       per_angle_mode: auto
       constant_scaling_threshold: 3   # >= 1. Default 3
       fourier_order: 2                # >= 1. Default 2
+    statistical_tolerance: 1.0e-3  # ftol/xtol stop only when the Gauss-Newton step is at most
+                                   # this many standard errors; >= 0, 0 disables. Default 1e-3
+    variable_projection: true      # local fits solve contrast/offset exactly. Default true
+    solver: lm                     # standard strategy: lm (our LM core) or ceres. Default lm
+    global_search:                 # the global phase before the fit (docs/configuration.md)
+      method: auto                 # auto | off | multi_start | cmaes. Default auto
+      max_points: 1000000          # above this, search on every s-th row; >= 1000. Default 1e6
+    multi_start:
+      enable: false                # with method auto: run multi-start instead. Default false
+      n_starts: 10                 # sampled starts; >= 1. Default 10
+      seed: 42                     # of every sampled start (and CMA-ES). Default 42
+      sampling_strategy: latin_hypercube  # latin_hypercube | sobol | random
+      use_screening: true          # rank starts by one pass each, fit the best. Default true
+      screen_keep_fraction: 0.5    # in (0, 1]. Default 0.5
+      refine_top_k: 3              # best minima refined with refinement_ftol; >= 1. Default 3
+      refinement_ftol: 1.0e-12     # > 0. Default 1e-12
+      degeneracy_threshold: 0.1    # relative chi2 of a "degenerate minima" warning; >= 0
+      custom_starts: []            # physical parameter lists (the mode's order), always fitted
+    cmaes:
+      enable: false                # with method auto: run CMA-ES instead. Default false
+      preset: cmaes-global         # cmaes-fast | cmaes | cmaes-global | cmaes-hpc
+      sigma: 0.5                   # initial step of the restarts (unit box); > 0. Default 0.5
+      sigma_warmstart: 0.05        # step of the warm run from the staged grid; > 0
+      tol_fun: 1.0e-8              # on chi2 per residual; > 0. Default 1e-8
+      tol_x: 1.0e-8                # on the unit-box step; > 0. Default 1e-8
+      restart_strategy: bipop      # bipop | ipop | none. Default bipop
+      refine_with_nlsq: true       # local fits from the best runs' points. Default true
   streaming:
     batch_size: null              # points per batch; null = automatic (10% of memory); >= 1
     enable_checkpoints: true      # save resumable checkpoints. Default true

@@ -111,15 +111,27 @@ std::vector<ScalingEstimate> EstimateScalingFromFile(const Config& config, Batch
   const int stride = static_cast<int>(std::max<int64_t>(1, (total + max_points - 1) / max_points));
   std::vector<int> rows;
   for (int i = 0; i + 1 < n; i += stride) rows.push_back(i);
+  // Runs of consecutive sampled rows (all of them at stride 1) are read in blocks of up to
+  // kBlockPoints: a read per row decompresses the same chunks again for every row (seconds on a
+  // gzip file). The values are the same, in the same order.
+  constexpr int64_t kBlockPoints = int64_t{1} << 18;
   std::vector<ScalingEstimate> estimates;
   std::vector<float> values;
   for (int k = 0; k < source.info().num_angles(); ++k) {
     values.clear();
-    for (int i : rows) {
+    for (size_t r = 0; r < rows.size();) {
+      size_t end = r + 1;
+      while (end < rows.size() && rows[end] == rows[end - 1] + 1 &&
+             UpperTriangleRowsSize(n, rows[r], rows[end] + 1) <= kBlockPoints) {
+        ++end;
+      }
+      const int row_begin = rows[r];
+      const int row_end = rows[end - 1] + 1;
       const size_t start = values.size();
-      values.resize(start + static_cast<size_t>(n - 1 - i));
-      source.ReadUpperTriangleRows(k, i, i + 1,
+      values.resize(start + static_cast<size_t>(UpperTriangleRowsSize(n, row_begin, row_end)));
+      source.ReadUpperTriangleRows(k, row_begin, row_end,
                                    std::span<float>(values.data() + start, values.size() - start));
+      r = end;
     }
     estimates.push_back(EstimateScalingFromRows(values, rows, n, config.BoundOf("contrast"),
                                                 config.BoundOf("offset")));
@@ -175,7 +187,9 @@ StrategySetup SetUpStrategy(StrategyKind kind, const Config& config, BatchSource
     options.chunk_batches = 8 * std::max(size.threads, 1);
     setup.scaling_from_data = EstimateScalingFromFile(config, source, 1 << 20);
     StreamingReadOptions read_options;
-    read_options.max_retries = config.streaming.max_retries_per_batch;
+    // enable_fault_tolerance: false: a failed read is not retried.
+    read_options.max_retries =
+        config.streaming.enable_fault_tolerance ? config.streaming.max_retries_per_batch : 0;
     setup.objective = std::make_unique<BatchedObjective>(
         model, phi, config.nlsq.sigma, MakeStreamingPassData(source, read_options),
         std::move(options));

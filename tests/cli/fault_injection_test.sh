@@ -235,6 +235,12 @@ open(path, 'wb').write(data)" "$newest" "$size" ;;
     [ "$(checkpoint_count)" -ge 1 ] || { echo "FAIL: no checkpoint after the read failure"; failures=$((failures + 1)); }
     expect_exit 0 "resumed from the checkpoint" fit --output-dir resumed
     same_results reference resumed
+    # enable_fault_tolerance: false: no retry.
+    sed 's/^  streaming:$/  streaming:\n    enable_fault_tolerance: false/' fit.yaml > no_retry.yaml
+    rm -rf checkpoints
+    HOMODYNE_TEST_FAIL_READ_AT_BATCH=20 expect_exit 1 "batch 20 .* could not be read after 0 retries" \
+      "$bin_dir/homodyne" --config no_retry.yaml "${strategy_flags[@]}" "${local_only[@]}" \
+      --output-dir no_retry
     ;;
   unwritable_checkpoints)
     expect_exit 0 "checkpoint not saved, the fit goes on" fit --output-dir nocheckpoints \
