@@ -151,12 +151,11 @@ void VisitStreaming(Struct& streaming, Visitor& visit) {
         checkpoint_min_interval_seconds);
   visit("optimization.streaming.resume_from_checkpoint", checkpointing, resume_from_checkpoint);
   visit("optimization.streaming.keep_last_checkpoints", checkpointing, keep_last_checkpoints);
-  visit("optimization.streaming.enable_fault_tolerance", kNotNumbersField,
-        enable_fault_tolerance);  // accepted, not read
-  // Retries re-read the same values, or the fit fails.
+  // Read retries (on or off, how many): a retry reads the same values, or the fit fails.
+  visit("optimization.streaming.enable_fault_tolerance", kNotNumbersField, enable_fault_tolerance);
   visit("optimization.streaming.max_retries_per_batch", kNotNumbersField, max_retries_per_batch);
   visit("optimization.streaming.min_success_rate", kNotNumbersField,
-        min_success_rate);  // accepted, not read
+        min_success_rate);  // validated, not used: a fit never leaves batches out
   // Enters resolved, as the points per batch (automatic when null).
   visit("optimization.streaming.batch_size", kNotNumbersField, batch_size);
   visit("optimization.streaming.enable_compression", checkpointing, enable_compression);
