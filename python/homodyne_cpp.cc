@@ -144,7 +144,20 @@ ArrayInput SourceFromDict(const py::dict& data, const Config& config) {
   return result;
 }
 
-// fit_nlsq's keyword options applied to a copy of the config (as the CLI's flags are).
+// What load_config returns: the file as read, resolved without overrides (for the properties and
+// load_xpcs_data); fit_nlsq resolves the file again with its keyword options.
+struct LoadedConfig {
+  ConfigSource source;
+  Config config;
+};
+
+LoadedConfig LoadConfigFile(const std::string& path) {
+  LoadedConfig loaded{ReadConfigFile(path), {}};
+  loaded.config = ResolveConfig(loaded.source);
+  return loaded;
+}
+
+// fit_nlsq's keyword options that set config values, as the CLI's flags do.
 struct PythonFitOptions {
   std::optional<int> threads;
   std::optional<std::string> strategy;
@@ -157,43 +170,42 @@ struct PythonFitOptions {
   std::optional<bool> resume;
 };
 
-Config WithOptions(Config config, const PythonFitOptions& options,
-                   const std::optional<py::object>& initial_params) {
-  if (options.threads) config.performance.cpu_threads = *options.threads;
-  if (options.strategy) {
-    config.performance.strategy_override = ParseStrategyKind(*options.strategy);
-    if (!config.performance.strategy_override) {
-      throw py::value_error("strategy = '" + *options.strategy +
-                            "': must be standard, large, chunked or streaming");
-    }
-  }
-  if (options.fast_mode) config.performance.fast_mode = *options.fast_mode;
-  if (options.max_iterations) config.nlsq.max_iterations = *options.max_iterations;
-  if (options.checkpoint_dir) config.streaming.checkpoint_dir = *options.checkpoint_dir;
-  if (options.checkpoints) config.streaming.enable_checkpoints = *options.checkpoints;
-  if (options.resume) config.streaming.resume_from_checkpoint = *options.resume;
+// The overrides of fit_nlsq's options; initial_params: a dict {name: value} or one value per
+// physical parameter of the config's mode, in model order. ResolveConfig checks them (UsageError,
+// raised as ValueError).
+ConfigOverrides OverridesFromKeywords(const LoadedConfig& loaded, const PythonFitOptions& options,
+                                      const std::optional<py::object>& initial_params) {
+  ConfigOverrides overrides;
+  overrides.cpu_threads = options.threads;
+  overrides.strategy = options.strategy;
+  overrides.fast_mode = options.fast_mode;
+  overrides.max_iterations = options.max_iterations;
+  overrides.checkpoint_dir = options.checkpoint_dir;
+  overrides.enable_checkpoints = options.checkpoints;
+  overrides.resume_from_checkpoint = options.resume;
   if (initial_params && !initial_params->is_none()) {
-    const std::vector<std::string>& names = PhysicalParameterNames(config.analysis_mode);
     if (py::isinstance<py::dict>(*initial_params)) {
       for (const auto& [key, value] : py::cast<py::dict>(*initial_params)) {
         const auto name = py::cast<std::string>(key);
-        if (std::find(names.begin(), names.end(), name) == names.end()) {
-          throw py::value_error("initial_params: '" + name + "' is not a parameter of " +
-                                std::string(ToString(config.analysis_mode)));
-        }
-        SetInitialValue(&config, name, py::cast<double>(value));
+        overrides.initial_values.push_back(
+            {name, py::cast<double>(value), "initial_params['" + name + "']"});
       }
     } else {
+      const AnalysisMode mode = loaded.config.analysis_mode;
+      const std::vector<std::string>& names = PhysicalParameterNames(mode);
       const auto values = py::cast<std::vector<double>>(*initial_params);
       if (values.size() != names.size()) {
         throw py::value_error("initial_params has " + std::to_string(values.size()) +
-                              " values; " + std::string(ToString(config.analysis_mode)) +
-                              " has " + std::to_string(names.size()) + " physical parameters");
+                              " values; " + std::string(ToString(mode)) + " has " +
+                              std::to_string(names.size()) + " physical parameters");
       }
-      for (size_t i = 0; i < values.size(); ++i) SetInitialValue(&config, names[i], values[i]);
+      for (size_t i = 0; i < values.size(); ++i) {
+        overrides.initial_values.push_back(
+            {names[i], values[i], "initial_params[" + std::to_string(i) + "]"});
+      }
     }
   }
-  return config;
+  return overrides;
 }
 
 // Runs the Python progress callback and checks for Ctrl-C between chunks, candidates and
@@ -244,11 +256,12 @@ class PythonObserver {
   std::optional<py::error_already_set> error_;
 };
 
-NlsqResult FitNlsq(const py::object& data, const Config& base_config,
+NlsqResult FitNlsq(const py::object& data, const LoadedConfig& loaded,
                    const std::optional<py::object>& initial_params,
                    const PythonFitOptions& options, const py::object& progress,
                    const std::optional<std::string>& output_dir) {
-  const Config config = WithOptions(base_config, options, initial_params);
+  const Config config =
+      ResolveConfig(loaded.source, OverridesFromKeywords(loaded, options, initial_params));
   ArrayInput input;
   if (data.is_none()) {
     input.source = OpenBatchSource(config.data);
@@ -308,8 +321,8 @@ NlsqResult FitNlsq(const py::object& data, const Config& base_config,
   return result;
 }
 
-py::dict LoadXpcsData(const Config& config) {
-  std::unique_ptr<BatchSource> source = OpenBatchSource(config.data);
+py::dict LoadXpcsData(const LoadedConfig& loaded) {
+  std::unique_ptr<BatchSource> source = OpenBatchSource(loaded.config.data);
   const DatasetInfo& info = source->info();
   const auto n = static_cast<py::ssize_t>(info.num_times());
   const auto n_phi = static_cast<py::ssize_t>(info.num_angles());
@@ -394,6 +407,9 @@ PYBIND11_MODULE(homodyne_cpp, m) {
       data_error(e.what());
     } catch (const InputError& e) {
       input_error(e.what());
+    } catch (const UsageError& e) {
+      // A keyword option that breaks a rule or does not fit the config (ResolveConfig).
+      PyErr_SetString(PyExc_ValueError, e.what());
     } catch (const Error& e) {
       error(e.what());
     } catch (const FitInterrupted& e) {
@@ -401,15 +417,18 @@ PYBIND11_MODULE(homodyne_cpp, m) {
     }
   });
 
-  py::class_<Config>(m, "Config", "A validated config (load_config)")
-      .def_property_readonly("path", [](const Config& c) { return c.source_path; })
-      .def_property_readonly("analysis_mode",
-                             [](const Config& c) { return std::string(ToString(c.analysis_mode)); })
-      .def_property_readonly("data_file", [](const Config& c) { return c.data.file_path; })
-      .def_property_readonly("warnings", [](const Config& c) { return c.warnings; })
+  py::class_<LoadedConfig>(m, "Config", "A validated config (load_config)")
+      .def_property_readonly("path", [](const LoadedConfig& c) { return c.config.source_path; })
       .def_property_readonly(
-          "param_names", [](const Config& c) { return PhysicalParameterNames(c.analysis_mode); })
-      .def("__repr__", [](const Config& c) { return BriefReport(c); });
+          "analysis_mode",
+          [](const LoadedConfig& c) { return std::string(ToString(c.config.analysis_mode)); })
+      .def_property_readonly("data_file",
+                             [](const LoadedConfig& c) { return c.config.data.file_path; })
+      .def_property_readonly("warnings", [](const LoadedConfig& c) { return c.config.warnings; })
+      .def_property_readonly(
+          "param_names",
+          [](const LoadedConfig& c) { return PhysicalParameterNames(c.config.analysis_mode); })
+      .def("__repr__", [](const LoadedConfig& c) { return BriefReport(c.config); });
 
   m.def(
       "set_log_level",
@@ -425,7 +444,7 @@ PYBIND11_MODULE(homodyne_cpp, m) {
       "The engine's log lines (stderr): 'info' (default: progress and iterations), 'warning' "
       "(warnings only), 'off', ...");
 
-  m.def("load_config", &LoadConfig, py::arg("path"),
+  m.def("load_config", &LoadConfigFile, py::arg("path"),
         "Reads and validates a YAML config (the reference's keys); raises ConfigError naming the "
         "file, YAML path, value and rule.");
 
@@ -483,7 +502,8 @@ PYBIND11_MODULE(homodyne_cpp, m) {
 
   m.def(
       "fit_nlsq",
-      [](const py::object& data, const Config& config, const std::optional<py::object>& initial_params,
+      [](const py::object& data, const LoadedConfig& config,
+         const std::optional<py::object>& initial_params,
          std::optional<int> threads, std::optional<std::string> strategy,
          std::optional<double> memory_limit_gb, std::optional<std::string> global_search,
          std::optional<bool> fast_mode, std::optional<int> max_iterations,

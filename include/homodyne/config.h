@@ -171,7 +171,7 @@ struct SimulationOptions {
   bool present = false;  // the config has a simulation section
   std::string output = "simulated_xpcs.h5";
   FileLayout format = FileLayout::kApsU;  // aps_u | aps_old
-  int frames = 500;                       // frames in the file, >= 2
+  int frames = 500;                       // frames in the file, >= 3
   std::vector<double> phi_angles_degrees = {0.0, 45.0, 90.0};
   std::vector<double>
       physical_parameters;  // model order; from `parameters` (map by name), defaults below
@@ -202,16 +202,57 @@ struct Config {
   const ParameterBound& BoundOf(const std::string& name) const;
 };
 
-// Reads and validates a config file. Throws ConfigError (message names file, YAML path, value and
-// rule) or InputError (file missing, not YAML).
-Config LoadConfig(const std::string& path);
-// Same from YAML text; source_name is used in messages.
-Config ParseConfig(const std::string& yaml_text, const std::string& source_name);
+// A config file as read, before anything is parsed: ResolveConfig turns it into a Config.
+struct ConfigSource {
+  std::string yaml_text;
+  std::string name;  // names the config in messages: the file path, or a name for the text
+  std::string path;  // the file it was read from; "" when given as text (Config::source_path)
+};
 
-// Sets the start value of physical parameter `name` in initial_parameters, keeping the others
-// (starting from the bound midpoints when the config gives no values): --initial-* flags and
-// Python's initial_params.
-void SetInitialValue(Config* config, const std::string& name, double value);
+// What a shell sets over the config file: the `homodyne` flags (reference section 7.1) and the
+// Python module's keyword options. A set field replaces the file's value; ResolveConfig applies
+// the analysis mode before it builds anything that depends on the mode, the rest after.
+struct ConfigOverrides {
+  std::optional<AnalysisMode> analysis_mode;  // --static-mode, --laminar-flow
+  std::optional<std::string> data_file;       // --data-file
+  std::optional<int> max_iterations;          // --max-iterations, max_iterations=; > 0
+  std::optional<double> tolerance;            // --tolerance (optimization.nlsq.tolerance); > 0
+  // A start value of one physical parameter (--initial-*, Python's initial_params).
+  struct InitialValue {
+    std::string name;    // canonical name or alias, e.g. "gamma_dot_t_offset"
+    double value = 0.0;  // in the parameter's unit; finite
+    std::string origin;  // as the user wrote it, for messages: "--initial-phi0"
+  };
+  std::vector<InitialValue> initial_values;   // applied in order (a later one wins)
+  std::optional<int> cpu_threads;             // --threads, threads=; >= 1
+  std::optional<std::string> strategy;        // --strategy: standard | large | chunked | streaming
+  std::optional<std::string> backend;         // --backend: cpu | cuda | auto
+  std::optional<std::string> solver;          // --solver: lm | ceres
+  std::optional<bool> fast_mode;              // --fast-mode, fast_mode=
+  std::optional<bool> variable_projection;    // false: --no-variable-projection
+  std::optional<std::string> checkpoint_dir;  // --checkpoint-dir, checkpoint_dir=; non-empty
+  std::optional<bool> enable_checkpoints;     // Python's checkpoints=
+  std::optional<int> checkpoint_frequency;    // --checkpoint-frequency [batches]; > 0
+  std::optional<double> checkpoint_min_interval_seconds;  // --checkpoint-min-interval; >= 0
+  std::optional<bool> resume_from_checkpoint;             // --resume / --no-resume, resume=
+};
+
+// Reads a config file; nothing is parsed yet. Throws InputError (missing, a folder, unreadable).
+ConfigSource ReadConfigFile(const std::string& path);
+
+// The config a fit runs with, resolved once at the boundary (the CLI and the Python module both
+// call this): `source` parsed and validated for the final analysis mode (overrides.analysis_mode,
+// else the file's), so that bounds, default initial values, custom starts and the names of the
+// other mode that are dropped are those of that mode; then the other overrides applied, with
+// string values parsed (strategy, backend, solver). Throws ConfigError / InputError for the file
+// (message names file, YAML path, value and rule), UsageError for an override that breaks a rule
+// or does not fit the mode (the message names it as the user wrote it).
+Config ResolveConfig(const ConfigSource& source, const ConfigOverrides& overrides = {});
+
+// ResolveConfig(ReadConfigFile(path)): reads and validates a config file without overrides.
+Config LoadConfig(const std::string& path);
+// ResolveConfig of YAML text without overrides; source_name is used in messages.
+Config ParseConfig(const std::string& yaml_text, const std::string& source_name);
 
 // A few lines for logs and `homodyne-config --validate`: mode, data file, q, dt, L, frame window,
 // phi filtering, NLSQ settings, strategy, backend, memory limit, checkpoints.

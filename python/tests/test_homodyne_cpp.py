@@ -110,6 +110,20 @@ def test_config_errors_keep_the_message(tmp_path):
         hc.load_config(str(tmp_path / "missing.yaml"))
 
 
+@pytest.mark.parametrize("initial_params, options, text", [
+    ({"D1": 1.0}, {}, r"initial_params\['D1'\]: 'D1' is not a parameter of laminar_flow"),
+    ([1.0, 2.0], {}, "initial_params has 2 values; laminar_flow has 7"),
+    (None, {"strategy": "fastest"}, "strategy = 'fastest': must be one of standard"),
+    (None, {"max_iterations": 0}, "max_iterations = 0: must be > 0"),
+])
+def test_keyword_options_are_checked_as_the_cli_flags(laminar_set, initial_params, options,
+                                                      text):
+    # The options go through the library's ResolveConfig, as the CLI's flags do.
+    config = hc.load_config(str(laminar_set[1]))
+    with pytest.raises(ValueError, match=text):
+        hc.fit_nlsq(None, config, initial_params, checkpoints=False, **options)
+
+
 def test_keyboard_interrupt_stops_the_fit_and_saves_a_checkpoint(laminar_set, monkeypatch):
     folder, config_path = laminar_set
     monkeypatch.chdir(folder)

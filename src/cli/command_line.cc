@@ -156,19 +156,19 @@ std::optional<CommandLineOptions> ParseCommandLine(int argc, char** argv) {
   return options;
 }
 
-void ApplyCommandLineOverrides(const CommandLineOptions& options, Config* config) {
-  if (options.static_mode) config->analysis_mode = AnalysisMode::kStatic;
-  if (options.laminar_flow) config->analysis_mode = AnalysisMode::kLaminarFlow;
-  if (options.data_file) config->data.file_path = *options.data_file;
-  if (options.max_iterations) config->nlsq.max_iterations = *options.max_iterations;
-  if (options.tolerance) config->nlsq.tolerance = *options.tolerance;
-
-  struct InitialOverride {
+ConfigOverrides OverridesFromCommandLine(const CommandLineOptions& options) {
+  ConfigOverrides overrides;
+  if (options.static_mode) overrides.analysis_mode = AnalysisMode::kStatic;
+  if (options.laminar_flow) overrides.analysis_mode = AnalysisMode::kLaminarFlow;
+  overrides.data_file = options.data_file;
+  overrides.max_iterations = options.max_iterations;
+  overrides.tolerance = options.tolerance;
+  struct InitialFlag {
     const std::optional<double>* value;
     const char* name;  // the parameter
-    const char* flag;
+    const char* flag;  // as the user types it, for messages
   };
-  const InitialOverride initial_overrides[] = {
+  const InitialFlag initial_flags[] = {
       {&options.initial_d0, "D0", "--initial-d0"},
       {&options.initial_alpha, "alpha", "--initial-alpha"},
       {&options.initial_d_offset, "D_offset", "--initial-d-offset"},
@@ -177,34 +177,24 @@ void ApplyCommandLineOverrides(const CommandLineOptions& options, Config* config
       {&options.initial_gamma_dot_offset, "gamma_dot_t_offset", "--initial-gamma-dot-offset"},
       {&options.initial_phi0, "phi0", "--initial-phi0"},
   };
-  const int num_physical = NumPhysicalParameters(config->analysis_mode);
-  for (int k = 0; k < 7; ++k) {
-    const auto& [value, name, flag] = initial_overrides[k];
-    if (!value->has_value()) continue;
-    if (k >= num_physical) {
-      throw UsageError(std::string(flag) + " applies to laminar_flow only; the " +
-                       "analysis mode is static");
+  for (const InitialFlag& initial : initial_flags) {
+    if (initial.value->has_value()) {
+      overrides.initial_values.push_back({initial.name, **initial.value, initial.flag});
     }
-    SetInitialValue(config, name, **value);
   }
-
-  if (options.threads) config->performance.cpu_threads = *options.threads;
-  if (options.strategy)
-    config->performance.strategy_override = ParseStrategyKind(*options.strategy);
+  overrides.cpu_threads = options.threads;
+  overrides.strategy = options.strategy;
   // --memory-limit-gb stays on the command line: DetectAvailableMemory reports it as the source.
-  if (options.backend) config->performance.backend = *options.backend;
-  if (options.checkpoint_dir) config->streaming.checkpoint_dir = *options.checkpoint_dir;
-  if (options.checkpoint_frequency) {
-    config->streaming.checkpoint_frequency = *options.checkpoint_frequency;
-  }
-  if (options.checkpoint_min_interval) {
-    config->streaming.checkpoint_min_interval_seconds = *options.checkpoint_min_interval;
-  }
-  if (options.resume) config->streaming.resume_from_checkpoint = *options.resume;
-  if (options.fast_mode) config->performance.fast_mode = true;
+  overrides.backend = options.backend;
+  overrides.checkpoint_dir = options.checkpoint_dir;
+  overrides.checkpoint_frequency = options.checkpoint_frequency;
+  overrides.checkpoint_min_interval_seconds = options.checkpoint_min_interval;
+  overrides.resume_from_checkpoint = options.resume;
+  if (options.fast_mode) overrides.fast_mode = true;
   // --global-search stays on the command line: ResolveGlobalSearchMethod names it as the reason.
-  if (options.no_variable_projection) config->nlsq.variable_projection = false;
-  if (options.solver) config->nlsq.solver = *options.solver;
+  if (options.no_variable_projection) overrides.variable_projection = false;
+  overrides.solver = options.solver;
+  return overrides;
 }
 
 }  // namespace homodyne::cli

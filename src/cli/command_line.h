@@ -45,8 +45,8 @@ struct CommandLineOptions {
 // conflicting flags).
 std::optional<CommandLineOptions> ParseCommandLine(int argc, char** argv);
 
-// Applies the (validated) command-line overrides to a loaded config (reference section 7.1).
-// Throws UsageError for a flag that does not fit the config (--initial-phi0 in static mode).
-void ApplyCommandLineOverrides(const CommandLineOptions& options, Config* config);
+// The flags that replace config values (reference section 7.1), for ResolveConfig, which throws
+// UsageError for a flag that does not fit the config (--initial-phi0 in static mode).
+ConfigOverrides OverridesFromCommandLine(const CommandLineOptions& options);
 
 }  // namespace homodyne::cli

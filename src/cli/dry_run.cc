@@ -13,6 +13,7 @@
 
 #include "homodyne/dataset.h"
 #include "homodyne/errors.h"
+#include "homodyne/initial_values.h"
 #include "homodyne/strategy.h"
 
 namespace homodyne::cli {
@@ -34,6 +35,19 @@ std::string FormatAngles(const std::vector<double>& angles) {
   std::ostringstream text;
   text << std::fixed << std::setprecision(2);
   for (size_t k = 0; k < angles.size(); ++k) text << (k ? ", " : "") << angles[k];
+  return text.str();
+}
+
+// The physical parameters' start values and bounds, as the fit will use them.
+std::string FormatStartValues(const Config& config) {
+  const std::vector<double> start = InitialPhysicalParameters(config);
+  const std::vector<std::string>& names = PhysicalParameterNames(config.analysis_mode);
+  std::ostringstream text;
+  for (size_t p = 0; p < names.size(); ++p) {
+    const ParameterBound& bound = config.BoundOf(names[p]);
+    text << (p ? ", " : "") << names[p] << " " << start[p] << " in [" << bound.min << ", "
+         << bound.max << "]";
+  }
   return text.str();
 }
 
@@ -85,6 +99,7 @@ int RunDryRun(const Config& config, const CommandLineOptions& options, std::ostr
   out << "  parameters        " << plan.num_parameters << " fitted: " << plan.num_physical
       << " physical + " << plan.scaling.num_scaling_parameters << " scaling (per-angle mode "
       << ToString(plan.scaling.mode) << ": " << plan.scaling.reason << ")\n";
+  out << "  start values      " << FormatStartValues(config) << "\n";
   out << "  sigma             " << config.nlsq.sigma << "\n";
   out << "  memory available  " << FormatBytes(plan.available.bytes) << " ("
       << plan.available.source << ")\n";

@@ -42,9 +42,11 @@ int Run(int argc, char** argv) {
                                                  : " (give one with --config; write a template "
                                                    "with homodyne-config --mode laminar_flow)"));
   }
-  Config config = LoadConfig(options->config_path);
+  // Resolved once, for the final analysis mode: bounds and start values of a --laminar-flow run
+  // on a static config are laminar_flow's.
+  const Config config =
+      ResolveConfig(ReadConfigFile(options->config_path), OverridesFromCommandLine(*options));
   for (const std::string& warning : config.warnings) spdlog::warn("{}", warning);
-  ApplyCommandLineOverrides(*options, &config);
 
   if (options->dry_run) return RunDryRun(config, *options, std::cout);
   return RunFit(config, *options, std::cout);

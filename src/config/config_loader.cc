@@ -10,7 +10,6 @@
 #include <cctype>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <limits>
 #include <map>
@@ -19,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "config/config_parse.h"
 #include "config/config_schema.h"
 #include "homodyne/config.h"
 #include "homodyne/errors.h"
@@ -252,11 +252,12 @@ std::string AllParameterNames() {
   return JoinNames(names);
 }
 
-void ParseMode(const ConfigReader& reader, Config& config) {
+// The file's analysis_mode (checked even when `mode` overrides it), or `mode` when given.
+void ParseMode(const ConfigReader& reader, std::optional<AnalysisMode> mode, Config& config) {
   YAML::Node node = reader.Find("analysis_mode");
   if (!Present(node)) {
-    reader.Warn("analysis_mode is not set; using laminar_flow");
-    config.analysis_mode = AnalysisMode::kLaminarFlow;
+    if (!mode) reader.Warn("analysis_mode is not set; using laminar_flow");
+    config.analysis_mode = mode.value_or(AnalysisMode::kLaminarFlow);
     return;
   }
   const std::string text = reader.StringOf(node, "analysis_mode");
@@ -266,6 +267,7 @@ void ParseMode(const ConfigReader& reader, Config& config) {
     reader.Fail("analysis_mode", node,
                 "must be static or laminar_flow (aliases: static_isotropic, static_anisotropic)");
   }
+  if (mode) config.analysis_mode = *mode;
 }
 
 // Reads the first of several paths that is present; returns the path used ("" if none).
@@ -644,10 +646,12 @@ void ParseGlobalSearch(const ConfigReader& reader, Config& config) {
     for (size_t i = 0; i < custom.size(); ++i) {
       const std::string path = ms + "custom_starts[" + std::to_string(i) + "]";
       std::vector<double> start = reader.NumbersOf(custom[i], path);
-      reader.Require(start.size() == expected, path,
-                     "must have " + std::to_string(expected) +
-                         " values (the physical parameters of " +
-                         std::string(ToString(config.analysis_mode)) + ", in order)");
+      if (start.size() != expected) {  // not Require: it looks the path up, an index included
+        reader.Fail(path, custom[i],
+                    "must have " + std::to_string(expected) +
+                        " values (the physical parameters of " +
+                        std::string(ToString(config.analysis_mode)) + ", in order)");
+      }
       multi.custom_starts.push_back(std::move(start));
     }
   }
@@ -868,6 +872,12 @@ void ParseSimulation(const ConfigReader& reader, Config& config) {
       const std::string path = "simulation.parameters." + given;
       const std::string name = CanonicalParameterName(given);
       const auto it = std::find(names.begin(), names.end(), name);
+      if (it == names.end() && IsPhysicalName(name, AnalysisMode::kLaminarFlow)) {
+        // A parameter of the other mode (a laminar_flow config run with --static-mode).
+        reader.Warn(path + ": not a parameter of " + std::string(ToString(config.analysis_mode)) +
+                    " mode; ignored");
+        continue;
+      }
       if (it == names.end()) {
         reader.Fail(path, entry.second,
                     "not a parameter of " + std::string(ToString(config.analysis_mode)) +
@@ -953,7 +963,10 @@ const ParameterBound& Config::BoundOf(const std::string& name) const {
                     std::string(ToString(analysis_mode)) + " mode");
 }
 
-Config ParseConfig(const std::string& yaml_text, const std::string& source_name) {
+namespace config_internal {
+
+Config ParseConfigText(const std::string& yaml_text, const std::string& source_name,
+                       std::optional<AnalysisMode> mode) {
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);
@@ -969,7 +982,7 @@ Config ParseConfig(const std::string& yaml_text, const std::string& source_name)
                       Show(root));
   }
   CheckKnownKeys(reader, root, "", "");
-  ParseMode(reader, config);
+  ParseMode(reader, mode, config);
   ParseDataAndGeometry(reader, config);
   ParseBounds(reader, config);
   ParseInitialParameters(reader, config);
@@ -982,22 +995,7 @@ Config ParseConfig(const std::string& yaml_text, const std::string& source_name)
   return config;
 }
 
-Config LoadConfig(const std::string& path) {
-  std::error_code error;
-  if (!std::filesystem::exists(path, error)) {
-    throw InputError(path + ": config file not found");
-  }
-  if (std::filesystem::is_directory(path, error)) {
-    throw InputError(path + ": is a folder, not a config file");
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path + ": cannot open the config file for reading");
-  std::ostringstream text;
-  text << in.rdbuf();
-  Config config = ParseConfig(text.str(), path);
-  config.source_path = path;
-  return config;
-}
+}  // namespace config_internal
 
 std::string BriefReport(const Config& config) {
   std::ostringstream out;
@@ -1044,30 +1042,6 @@ std::string BriefReport(const Config& config) {
         << " frames, " << config.simulation.phi_angles_degrees.size() << " angles\n";
   }
   return out.str();
-}
-
-// Sets the physical parameter `name` in initial_parameters (names + values), keeping others.
-void SetInitialValue(Config* config, const std::string& name, double value) {
-  InitialParameterOptions& initial = config->initial;
-  const std::vector<std::string>& names = PhysicalParameterNames(config->analysis_mode);
-  if (!initial.values || initial.parameter_names.empty()) {
-    // Start from the bound midpoints of every physical parameter (reference 2.3, Q1).
-    initial.parameter_names = names;
-    std::vector<double> midpoints;
-    for (const std::string& each : names) {
-      const ParameterBound& bound = config->BoundOf(each);
-      midpoints.push_back(0.5 * (bound.min + bound.max));
-    }
-    initial.values = midpoints;
-  }
-  for (size_t k = 0; k < initial.parameter_names.size(); ++k) {
-    if (initial.parameter_names[k] == name) {
-      (*initial.values)[k] = value;
-      return;
-    }
-  }
-  initial.parameter_names.push_back(name);
-  initial.values->push_back(value);
 }
 
 }  // namespace homodyne

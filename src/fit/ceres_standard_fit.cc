@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "ceres_termination.h"
 #include "homodyne/dataset.h"
 #include "homodyne/errors.h"
 #include "homodyne/objective.h"
@@ -72,6 +73,7 @@ class ModelAtPoint : public ceres::EvaluationCallback {
     } else {
       ++cost_passes_;
     }
+    last_evaluation_with_jacobian_ = evaluate_jacobians;
     if (new_evaluation_point || !evaluation_) {
       SetPoint(Eigen::Map<const Eigen::VectorXd>(scaled_, map_.num_reduced()));
     }
@@ -103,6 +105,10 @@ class ModelAtPoint : public ceres::EvaluationCallback {
     return evaluation_ && std::equal(point_.data(), point_.data() + point_.size(), scaled);
   }
   const ModelEvaluation& evaluation() const { return *evaluation_; }
+  // The (scaled) point of the last evaluation, Ceres' or SetPoint's.
+  const Eigen::VectorXd& point() const { return point_; }
+  // Whether Ceres' last evaluation asked for the Jacobian (false: cost only, or none yet).
+  bool last_evaluation_with_jacobian() const { return last_evaluation_with_jacobian_; }
   double contrast(int angle) const { return full_[model_.num_physical() + angle]; }
   double offset(int angle) const { return full_[model_.num_physical() + num_angles_ + angle]; }
   int64_t full_passes() const { return full_passes_; }
@@ -119,6 +125,7 @@ class ModelAtPoint : public ceres::EvaluationCallback {
   std::optional<ModelEvaluation> evaluation_;
   int64_t full_passes_ = 0;
   int64_t cost_passes_ = 0;
+  bool last_evaluation_with_jacobian_ = false;
 };
 
 // One residual block: the finite points of rows [row_begin, row_end) of one angle. Residual of a
@@ -365,36 +372,25 @@ Eigen::VectorXd PowerOfTwoJacobiScale(const Eigen::MatrixXd& jtj) {
   return scale;
 }
 
-bool StartsWith(const std::string& text, const char* prefix) { return text.rfind(prefix, 0) == 0; }
-
-// Our status for Ceres' termination (see standard_fit.h). Ceres 2.1 reports every tolerance as
-// CONVERGENCE and names it in the message's first words.
-LevenbergMarquardtStatus StatusOf(const ceres::Solver::Summary& summary) {
-  const std::string& message = summary.message;
-  switch (summary.termination_type) {
-    case ceres::CONVERGENCE:
-      if (StartsWith(message, "Parameter tolerance")) {
-        return LevenbergMarquardtStatus::kConvergedXtol;
-      }
-      if (StartsWith(message, "Gradient tolerance")) {
-        return LevenbergMarquardtStatus::kConvergedGtol;
-      }
-      if (StartsWith(message, "Minimum trust region radius")) {
-        return LevenbergMarquardtStatus::kFailedDamping;
-      }
-      return LevenbergMarquardtStatus::kConvergedFtol;
-    case ceres::NO_CONVERGENCE:
-      return LevenbergMarquardtStatus::kMaxIterations;
-    case ceres::FAILURE:
-      if (message.find("evaluation failed") != std::string::npos) {
-        return LevenbergMarquardtStatus::kFailedNonFinite;
-      }
-      return LevenbergMarquardtStatus::kFailedRejections;
-    case ceres::USER_SUCCESS:
-    case ceres::USER_FAILURE:
-      return LevenbergMarquardtStatus::kStoppedByCallback;
+// True when every residual and Jacobian entry of every block at `scaled` is finite: what Ceres
+// requires of an evaluation (its ResidualBlock::Evaluate fails otherwise).
+bool EvaluationIsFinite(const std::vector<std::unique_ptr<UpperTriangleRowsCost>>& blocks,
+                        ModelAtPoint& point, const Eigen::VectorXd& scaled) {
+  point.SetPoint(scaled);
+  const int p = static_cast<int>(scaled.size());
+  const int num_blocks = static_cast<int>(blocks.size());
+  bool finite = true;
+#pragma omp parallel for schedule(dynamic) reduction(&& : finite)
+  for (int b = 0; b < num_blocks; ++b) {
+    const UpperTriangleRowsCost& block = *blocks[static_cast<size_t>(b)];
+    Eigen::VectorXd residuals(block.num_residuals());
+    Eigen::MatrixXd jacobian(block.num_residuals(), p);
+    const double* parameters[] = {scaled.data()};
+    double* jacobians[] = {jacobian.data()};
+    HOMODYNE_CHECK(block.Evaluate(parameters, residuals.data(), jacobians));
+    finite = finite && residuals.allFinite() && jacobian.allFinite();
   }
-  return LevenbergMarquardtStatus::kFailedRejections;
+  return finite;
 }
 
 // Size and value checks of FitStandardWithCeres' inputs (std::invalid_argument).
@@ -449,6 +445,42 @@ void CheckInputs(const LevenbergMarquardtOptions& options, const HomodyneModel& 
 }
 
 }  // namespace
+
+namespace fit_internal {
+
+LevenbergMarquardtStatus StatusOfCeresTermination(const CeresTermination& termination) {
+  switch (termination.type) {
+    case ceres::CONVERGENCE: {
+      if (!termination.last_iteration) {
+        return LevenbergMarquardtStatus::kConvergedFtol;  // nothing to optimise: all held fixed
+      }
+      const ceres::IterationSummary& last = *termination.last_iteration;
+      if (last.step_is_successful && last.gradient_max_norm <= termination.gradient_tolerance) {
+        return LevenbergMarquardtStatus::kConvergedGtol;
+      }
+      if (last.trust_region_radius <= termination.min_trust_region_radius) {
+        return LevenbergMarquardtStatus::kFailedDamping;
+      }
+      const double x_norm =
+          termination.bounded || termination.accepted_step ? termination.result.norm() : -1.0;
+      const double xtol = termination.parameter_tolerance;
+      const double step_norm = (termination.result - termination.last_evaluated).norm();
+      return step_norm <= xtol * (x_norm + xtol) ? LevenbergMarquardtStatus::kConvergedXtol
+                                                 : LevenbergMarquardtStatus::kConvergedFtol;
+    }
+    case ceres::NO_CONVERGENCE:
+      return LevenbergMarquardtStatus::kMaxIterations;
+    case ceres::FAILURE:
+      return termination.jacobian_evaluation_failed ? LevenbergMarquardtStatus::kFailedNonFinite
+                                                    : LevenbergMarquardtStatus::kFailedRejections;
+    case ceres::USER_SUCCESS:
+    case ceres::USER_FAILURE:
+      return LevenbergMarquardtStatus::kStoppedByCallback;
+  }
+  return LevenbergMarquardtStatus::kFailedRejections;
+}
+
+}  // namespace fit_internal
 
 LevenbergMarquardtSummary FitStandardWithCeres(const LevenbergMarquardtOptions& options,
                                                const HomodyneModel& model,
@@ -617,7 +649,29 @@ LevenbergMarquardtSummary FitStandardWithCeres(const LevenbergMarquardtOptions& 
   }
 
   // Step 5: the summary, as Minimize fills it (counters continued from a resumed state).
-  summary.status = StatusOf(ceres_summary);
+  fit_internal::CeresTermination termination;
+  termination.type = ceres_summary.termination_type;
+  if (!ceres_summary.iterations.empty()) {
+    termination.last_iteration = ceres_summary.iterations.back();
+  }
+  termination.accepted_step = std::any_of(
+      ceres_summary.iterations.begin(), ceres_summary.iterations.end(),
+      [](const ceres::IterationSummary& it) { return it.iteration > 0 && it.step_is_successful; });
+  termination.gradient_tolerance = solver_options.gradient_tolerance;
+  termination.parameter_tolerance = solver_options.parameter_tolerance;
+  termination.min_trust_region_radius = solver_options.min_trust_region_radius;
+  for (int i = 0; i < p; ++i) {  // the bounds set above
+    termination.bounded |=
+        lower[i] != upper[i] && (std::isfinite(lower[i]) || std::isfinite(upper[i]));
+  }
+  termination.result = scaled;
+  termination.last_evaluated = point.point();
+  if (ceres_summary.termination_type == ceres::FAILURE && point.last_evaluation_with_jacobian()) {
+    // The evaluation that failed (if one did) is the last: Ceres stops at a failed Jacobian
+    // evaluation and takes a failed cost-only one for an infinite cost.
+    termination.jacobian_evaluation_failed = !EvaluationIsFinite(blocks, point, point.point());
+  }
+  summary.status = fit_internal::StatusOfCeresTermination(termination);
   summary.reason = "Ceres: " + ceres_summary.message;
   const LevenbergMarquardtState& final_state = reporter.state();
   summary.iterations = final_state.iterations;

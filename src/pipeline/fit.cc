@@ -550,6 +550,8 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
       Sha256Hex(FitIdentityText(config, batch_points_per_angle, global_method)),
       DataFingerprint(source), objective.num_batches(), observer.on_checkpoint_saved);
   if (const std::optional<Checkpoint> checkpoint = checkpoints->LoadForResume()) {
+    CheckCheckpointFits(*checkpoint, {map.num_reduced(), n_full, objective.num_batches()},
+                        config.streaming.checkpoint_dir);
     // Ceres (standard) and the LM core (the other strategies) keep different states.
     const bool ceres_state = checkpoint->lm.trust_region_radius > 0.0;
     const bool core_state = checkpoint->lm.theta.size() > 0 && !ceres_state;

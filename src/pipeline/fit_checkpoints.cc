@@ -15,6 +15,7 @@
 #include <sstream>
 #include <system_error>
 
+#include "fit_identity.h"
 #include "homodyne/errors.h"
 
 namespace homodyne {
@@ -49,11 +50,72 @@ std::string UtcTimestamp() {
   return text;
 }
 
-void AppendNumbers(std::ostringstream& out, const char* name, const std::vector<double>& values) {
-  out << name << "=[";
-  for (double value : values) out << value << ",";
-  out << "]\n";
-}
+// The text form of the fields FitIdentityText hashes: one line "path=value" per field whose role
+// is not kNotNumbers (those are not even given a text form). Doubles round-trip (17 digits),
+// strings are quoted, absent optionals are "null", lists are "[a,b,]", list elements that are
+// structs "{name:value;...}".
+class IdentityWriter {
+ public:
+  explicit IdentityWriter(std::ostringstream& out) : out_(out) { out_ << std::setprecision(17); }
+
+  template <FieldRole kRole, typename T>
+  void operator()(const char* path, FieldRoleTag<kRole>, const T& value) {
+    if constexpr (kRole != FieldRole::kNotNumbers) {
+      out_ << path << '=';
+      if constexpr (kRole == FieldRole::kInputFile) {
+        std::error_code error;
+        Write(std::filesystem::absolute(value, error).string());
+      } else {
+        Write(value);
+      }
+      out_ << '\n';
+    }
+  }
+
+ private:
+  void Write(double value) { out_ << value; }
+  void Write(int value) { out_ << value; }
+  void Write(int64_t value) { out_ << value; }
+  void Write(uint64_t value) { out_ << value; }
+  void Write(bool value) { out_ << (value ? "true" : "false"); }
+  void Write(const std::string& value) { out_ << std::quoted(value); }
+  void Write(AnalysisMode value) { out_ << ToString(value); }
+  template <typename T>
+  void Write(const std::optional<T>& value) {
+    if (value) {
+      Write(*value);
+    } else {
+      out_ << "null";
+    }
+  }
+  template <typename T>
+  void Write(const std::vector<T>& values) {
+    out_ << '[';
+    for (const T& value : values) {
+      Write(value);
+      out_ << ',';
+    }
+    out_ << ']';
+  }
+  void Write(const PhiRange& range) {
+    WriteStruct([&](auto&& f) { VisitPhiRange(range, f); });
+  }
+  void Write(const ParameterBound& bound) {
+    WriteStruct([&](auto&& f) { VisitBound(bound, f); });
+  }
+  template <typename VisitElement>
+  void WriteStruct(VisitElement visit_element) {
+    out_ << '{';
+    visit_element([this](const char* name, auto, const auto& value) {
+      out_ << name << ':';
+      Write(value);
+      out_ << ';';
+    });
+    out_ << '}';
+  }
+
+  std::ostringstream& out_;
+};
 
 }  // namespace
 
@@ -74,64 +136,59 @@ void ClearInterrupt() { g_interrupt_signal.store(0); }
 std::string FitIdentityText(const Config& config, int64_t batch_points,
                             const std::string& global_search_method) {
   std::ostringstream out;
-  out << std::setprecision(17);
-  std::error_code error;
-  const std::filesystem::path data = std::filesystem::absolute(config.data.file_path, error);
-  out << "analysis_mode=" << ToString(config.analysis_mode) << "\n"
-      << "data=" << data.string() << "\n"
-      << "q=" << config.data.wavevector_q_target << " dt=" << config.data.dt_seconds
-      << " frames=" << config.data.start_frame << ":" << config.data.end_frame
-      << " q_tolerance=" << config.data.q_tolerance_fraction << "\n"
-      << "phi_filtering=" << config.data.phi_filtering_enabled << "\n";
-  for (const PhiRange& range : config.data.phi_ranges) {
-    out << "phi_range=" << range.min_angle_degrees << ":" << range.max_angle_degrees << "\n";
-  }
-  out << "gap=" << config.geometry.gap_angstrom << "\n";
-  for (const ParameterBound& bound : config.bounds) {
-    out << "bound " << bound.name << "=" << bound.min << ":" << bound.max << "\n";
-  }
-  out << "initial_names=";
-  for (const std::string& name : config.initial.parameter_names) out << name << ",";
-  out << "\n";
-  if (config.initial.values) AppendNumbers(out, "initial_values", *config.initial.values);
-  if (config.initial.per_angle_contrast) {
-    AppendNumbers(out, "per_angle_contrast", *config.initial.per_angle_contrast);
-  }
-  if (config.initial.per_angle_offset) {
-    AppendNumbers(out, "per_angle_offset", *config.initial.per_angle_offset);
-  }
-  out << "fixed=";
-  for (const std::string& name : config.initial.fixed_parameters) out << name << ",";
-  out << "\n";
-  const NlsqOptions& nlsq = config.nlsq;
-  out << "nlsq max_iterations=" << nlsq.max_iterations << " ftol=" << nlsq.tolerance
-      << " xtol=" << nlsq.xtol << " gtol=" << nlsq.gtol << " sigma=" << nlsq.sigma
-      << " per_angle_mode=" << nlsq.per_angle_mode
-      << " threshold=" << nlsq.constant_scaling_threshold << " fourier_order=" << nlsq.fourier_order
-      << "\n"
-      << "fast_mode=" << config.performance.fast_mode << "\n"
-      << "batch_points=" << batch_points << "\n";
-  // The local fits and the global phase (DESIGN section 4b). The solver is not part of it: a
-  // checkpoint of the other optimiser is refused with its own message (fit_command.cc).
-  out << "variable_projection=" << nlsq.variable_projection
-      << " statistical_tolerance=" << nlsq.statistical_tolerance << "\n"
-      << "global_search=" << global_search_method << " max_points=" << nlsq.global_search.max_points
-      << "\n";
-  const MultiStartOptions& multi = nlsq.multi_start;
-  out << "multi_start n_starts=" << multi.n_starts << " seed=" << multi.seed
-      << " sampling=" << multi.sampling_strategy << " screening=" << multi.use_screening
-      << " keep=" << multi.screen_keep_fraction << " top_k=" << multi.refine_top_k
-      << " refinement_ftol=" << multi.refinement_ftol << "\n";
-  for (const std::vector<double>& start : multi.custom_starts) {
-    AppendNumbers(out, "custom_start", start);
-  }
-  const CmaesSearchOptions& cmaes = nlsq.cmaes;
-  out << "cmaes preset=" << cmaes.preset << " generations=" << cmaes.max_generations.value_or(0)
-      << " popsize=" << cmaes.popsize.value_or(0) << " sigma=" << cmaes.sigma
-      << " sigma_warmstart=" << cmaes.sigma_warmstart << " tol_fun=" << cmaes.tol_fun
-      << " tol_x=" << cmaes.tol_x << " restarts=" << cmaes.restart_strategy << ":"
-      << cmaes.max_restarts.value_or(-1) << " refine=" << cmaes.refine_with_nlsq << "\n";
+  out << "homodyne fit identity 2\n";
+  IdentityWriter writer(out);
+  VisitConfigFields(config, writer);
+  // What the fit resolved from fields that enter only this way (fit_identity.h).
+  out << "batch_points=" << batch_points << "\n"
+      << "global_search_method=" << std::quoted(global_search_method) << "\n";
   return out.str();
+}
+
+void CheckCheckpointFits(const Checkpoint& checkpoint, const CheckpointLayout& layout,
+                         const std::string& directory) {
+  auto fail = [&](const std::string& what) {
+    throw InputError("the checkpoint at batch " + std::to_string(checkpoint.global_batch) + " in " +
+                     directory + " " + what +
+                     ": it was written for another config or data set; remove it or start "
+                     "afresh with --no-resume");
+  };
+  auto count = [](Eigen::Index n) { return std::to_string(n); };
+  const Eigen::Index p = layout.num_reduced;
+  const LevenbergMarquardtState& lm = checkpoint.lm;
+  if (lm.theta.size() != 0) {
+    const bool core_sums = lm.jtj.rows() == p && lm.jtj.cols() == p && lm.jtr.size() == p;
+    const bool no_sums = lm.jtj.size() == 0 && lm.jtr.size() == 0;  // Ceres' state
+    if (lm.theta.size() != p || !(core_sums || no_sums)) {
+      fail("holds a fit state of " + count(lm.theta.size()) + " parameters (J^T J " +
+           count(lm.jtj.rows()) + " x " + count(lm.jtj.cols()) + ") and this fit has " + count(p));
+    }
+  }
+  if (const std::optional<PassState>& pass = checkpoint.pass) {
+    const Eigen::Index n = layout.num_full;
+    const bool sums_fit =
+        pass->full_pass ? pass->jtj.rows() == n && pass->jtj.cols() == n && pass->jtr.size() == n
+                        : pass->jtj.size() == 0 && pass->jtr.size() == 0;
+    if (pass->theta.size() != n || !sums_fit) {
+      fail("holds a pass over " + count(pass->theta.size()) + " parameters and this fit's passes " +
+           "have " + count(n));
+    }
+    if (pass->next_batch < 0 || pass->next_batch > layout.num_batches) {
+      fail("holds a pass at batch " + std::to_string(pass->next_batch) + " and this fit's passes " +
+           "have " + std::to_string(layout.num_batches) + " batches");
+    }
+  }
+  const GlobalSearchTrail& trail = checkpoint.global_search;
+  for (const GlobalMinimum& minimum : trail.minima) {
+    if (minimum.reduced.size() != p) {
+      fail("holds a global-search minimum of " + count(minimum.reduced.size()) +
+           " parameters and this fit has " + count(p));
+    }
+  }
+  if (trail.projection_state.size() > p) {
+    fail("holds a projected-problem state of " + count(trail.projection_state.size()) +
+         " values and this fit has " + count(p) + " parameters");
+  }
 }
 
 std::string DataFingerprint(BatchSource& source) {

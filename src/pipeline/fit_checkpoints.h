@@ -23,10 +23,23 @@
 namespace homodyne {
 
 // The resolved settings that determine a fit's numbers, as text; its SHA-256 identifies the
-// config in checkpoints (threads, output paths and checkpoint settings are not part of it).
-// global_search_method: the resolved method (ResolveGlobalSearchMethod).
+// config in checkpoints. Every Config field whose role in fit_identity.h is kNumbers or
+// kInputFile (threads, output paths and checkpoint settings are not), plus what the fit resolved:
+// batch_points (points per angle in a batch) and global_search_method (ResolveGlobalSearchMethod).
 std::string FitIdentityText(const Config& config, int64_t batch_points,
                             const std::string& global_search_method);
+
+// What a checkpoint must hold to be resumed by a fit: the sizes of its parameter vectors.
+struct CheckpointLayout {
+  int num_reduced = 0;  // parameters the fit optimises (LM state, global-search minima)
+  int num_full = 0;     // parameters of the objective (a pass's point and sums)
+  int num_batches = 0;  // batches of one pass
+};
+// Throws InputError (naming the checkpoint, the sizes and the way out) when `checkpoint` does not
+// fit `layout`: a checkpoint of another config must never reach the optimisers' invariant checks,
+// even if the identity missed what made it different.
+void CheckCheckpointFits(const Checkpoint& checkpoint, const CheckpointLayout& layout,
+                         const std::string& directory);
 
 // Path, size, modification time, shape and a SHA-256 of sampled rows (first, middle and last row
 // of every angle) of the input: a checkpoint of another data set is refused.
@@ -100,7 +113,7 @@ class FitCheckpoints {
   std::string data_fingerprint_;
   CheckpointStore store_;
   std::optional<LevenbergMarquardtState> last_state_;
-  std::optional<PassState> last_pass_;  // after the last finished chunk, or the resumed one
+  std::optional<PassState> last_pass_;     // after the last finished chunk, or the resumed one
   GlobalSearchTrail global_search_trail_;  // the global phase's work so far
   // Test-only fault hook HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=N:SIGNAL (e.g. 40:15): raise SIGNAL
   // once N batches are done, for deterministic interruption tests (SIGTERM, SIGKILL, ...).

@@ -88,6 +88,27 @@ case "$case_name" in
       --static-mode --data-file ./sim.h5
     expect_exit 0 "not scanned \(fast mode\)" "$bin_dir/homodyne" --config sim.yaml --dry-run \
       --fast-mode
+    # The command line's analysis mode decides bounds and start values (issue 10 review): a
+    # static config run with --laminar-flow gets laminar_flow's (it failed with "no bounds for
+    # parameter 'gamma_dot_t0'"); a laminar_flow config whose start values and bounds name the
+    # shear terms runs with --static-mode, which drops them with a warning.
+    write_config static.yaml static sim.h5 ""
+    expect_exit 0 "parameters +13 fitted: 7 physical \+ 6 scaling" "$bin_dir/homodyne" \
+      --config static.yaml --dry-run --laminar-flow
+    expect_exit 0 "start values +D0 50050 in \[100, 100000\], .*gamma_dot_t0 0.002 in \[1e-06, 0.5\]" \
+      "$bin_dir/homodyne" --config static.yaml --dry-run --laminar-flow --initial-gamma-dot-t0 0.002
+    write_config shear.yaml laminar_flow sim.h5 "initial_parameters:
+  parameter_names: [D0, alpha, D_offset, gamma_dot_t0, beta, gamma_dot_t_offset, phi0]
+  values: [1000, -0.5, 10, 0.01, 0, 0, 0]
+parameter_space:
+  bounds:
+    - {name: gamma_dot_t0, min: 1.0e-5, max: 0.1}
+    - {name: phi0, min: -5, max: 5}"
+    expect_exit 0 "start values +D0 1000 in \[100, 100000\], alpha -0.5 in \[-2, 2\], D_offset 10 in" \
+      "$bin_dir/homodyne" --config shear.yaml --dry-run --static-mode
+    expect_exit 0 "'gamma_dot_t0', not a parameter of static mode; ignored" "$bin_dir/homodyne" \
+      --config shear.yaml --dry-run --static-mode
+    expect_exit 0 "shear.yaml: valid" "$bin_dir/homodyne-config" --validate shear.yaml
     # A laminar-flow-only flag in static mode names the flag as the user types it.
     expect_exit 2 "--initial-gamma-dot-offset applies to laminar_flow only" "$bin_dir/homodyne" \
       --config sim.yaml --dry-run --static-mode --initial-gamma-dot-offset 0.1

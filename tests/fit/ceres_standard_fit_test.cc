@@ -14,6 +14,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "fit/ceres_termination.h"
 #include "homodyne/dataset.h"
 #include "homodyne/errors.h"
 #include "homodyne/lm.h"
@@ -453,6 +454,161 @@ TEST_F(CeresStandardFitTest, ResumedFitEqualsUninterruptedFitBitwise) {
     resume.resume_state = saved;
     ExpectSameFit(FitWithCeres(simulated, resume, IdentityMap(p), start), reference);
   }
+}
+
+// The first words of Ceres' message (summary.reason) for each status; the status itself comes
+// from Ceres' termination type and summary fields, never the message.
+std::string CeresMessageStart(LevenbergMarquardtStatus status) {
+  switch (status) {
+    case LevenbergMarquardtStatus::kConvergedFtol:
+      return "Ceres: Function tolerance reached";
+    case LevenbergMarquardtStatus::kConvergedXtol:
+      return "Ceres: Parameter tolerance reached";
+    case LevenbergMarquardtStatus::kConvergedGtol:
+      return "Ceres: Gradient tolerance reached";
+    case LevenbergMarquardtStatus::kFailedDamping:
+      return "Ceres: Minimum trust region radius reached";
+    case LevenbergMarquardtStatus::kMaxIterations:
+      return "Ceres: Maximum number of iterations reached";
+    case LevenbergMarquardtStatus::kFailedNonFinite:
+      return "Ceres: Residual and Jacobian evaluation failed";
+    default:
+      return "(no Ceres message for " + std::string(ToString(status)) + ")";
+  }
+}
+
+TEST_F(CeresStandardFitTest, StatusFollowsCeresTerminationForEachStoppingRule) {
+  const SimulatedData simulated = Simulate(AnalysisMode::kStatic, 60, 5);
+  const int p = static_cast<int>(simulated.truth.size());
+  const Eigen::VectorXd start = Start(AnalysisMode::kStatic);
+  // Far from the optimum (D0 30 times the truth, alpha at its lower bound): early steps fail.
+  Eigen::VectorXd far = start;
+  far[0] = 9e4;
+  far[1] = -2.0;
+  struct Case {
+    const char* name;
+    LevenbergMarquardtOptions options;
+    Eigen::VectorXd start;
+    LevenbergMarquardtStatus expected;
+  };
+  std::vector<Case> cases;
+  auto add = [&](const char* name, bool bounded, auto set, LevenbergMarquardtStatus expected,
+                 const Eigen::VectorXd& from) {
+    LevenbergMarquardtOptions options =
+        bounded ? BoundedOptions(simulated.model.num_physical(), 3) : LevenbergMarquardtOptions();
+    set(options);
+    cases.push_back({name, options, from, expected});
+  };
+  using Status = LevenbergMarquardtStatus;
+  add(
+      "ftol", true, [](auto& o) { o.ftol = 1e-3; }, Status::kConvergedFtol, start);
+  add(
+      "xtol", true,
+      [](auto& o) {
+        o.xtol = 1e-2;
+        o.ftol = 1e-15;
+      },
+      Status::kConvergedXtol, start);
+  add(
+      "xtol, no bounds", false,
+      [](auto& o) {
+        o.xtol = 1e-2;
+        o.ftol = 1e-15;
+      },
+      Status::kConvergedXtol, start);
+  add(
+      "ftol after rejections", true, [](auto& o) { o.ftol = o.xtol = o.gtol = 1e-300; },
+      Status::kConvergedFtol, start);
+  add(
+      "gtol", true, [](auto& o) { o.gtol = 1e30; }, Status::kConvergedGtol, start);
+  add(
+      "max_iterations", true, [](auto& o) { o.max_iterations = 2; }, Status::kMaxIterations, start);
+  add(
+      "minimum radius", true,
+      [](auto& o) {  // minimum radius 1 / max_damping = 500, half the initial radius
+        o.ftol = o.xtol = o.gtol = 1e-300;
+        o.max_damping = 2.0 * o.initial_damping;
+      },
+      Status::kFailedDamping, far);
+  for (const Case& each : cases) {
+    SCOPED_TRACE(each.name);
+    const LevenbergMarquardtSummary summary =
+        FitWithCeres(simulated, each.options, IdentityMap(p), each.start);
+    EXPECT_EQ(summary.status, each.expected) << ToString(summary.status);
+    EXPECT_THAT(summary.reason, ::testing::StartsWith(CeresMessageStart(summary.status)));
+  }
+
+  // A start where the model overflows (D0 t^alpha with alpha = 900): Ceres' first evaluation
+  // fails, as a non-finite start does in the LM core.
+  Eigen::VectorXd overflowing = start;
+  overflowing[1] = 900.0;
+  const LevenbergMarquardtSummary failed =
+      FitWithCeres(simulated, LevenbergMarquardtOptions(), IdentityMap(p), overflowing);
+  EXPECT_EQ(failed.status, LevenbergMarquardtStatus::kFailedNonFinite) << ToString(failed.status);
+  EXPECT_THAT(failed.reason, ::testing::StartsWith(CeresMessageStart(failed.status)));
+}
+
+Eigen::VectorXd Pair(double a, double b) {
+  Eigen::VectorXd point(2);
+  point << a, b;
+  return point;
+}
+
+// The status from the termination type and the recorded fields alone: a run whose message says
+// nothing (empty) still gets its status.
+TEST(StatusOfCeresTerminationTest, UsesTerminationTypeAndSummaryFieldsNotTheMessage) {
+  using fit_internal::CeresTermination;
+  using fit_internal::StatusOfCeresTermination;
+  using Status = LevenbergMarquardtStatus;
+  CeresTermination converged;
+  converged.type = ceres::CONVERGENCE;
+  converged.gradient_tolerance = 1e-8;
+  converged.parameter_tolerance = 1e-8;
+  converged.min_trust_region_radius = 1e-32;
+  converged.bounded = true;
+  converged.last_iteration = ceres::IterationSummary();
+  converged.last_iteration->iteration = 5;
+  converged.last_iteration->step_is_successful = true;
+  converged.last_iteration->gradient_max_norm = 1e-3;
+  converged.last_iteration->trust_region_radius = 1e4;
+  converged.result = Pair(3.0, 4.0);  // |x| = 5
+  converged.last_evaluated = Pair(3.0, 4.0 + 4e-8);
+
+  // The trial step of the unrecorded iteration: 4e-8 <= 1e-8 (5 + 1e-8) -> xtol; else ftol.
+  EXPECT_EQ(StatusOfCeresTermination(converged), Status::kConvergedXtol);
+  CeresTermination function = converged;
+  function.last_evaluated = Pair(3.0, 4.0 + 6e-8);
+  EXPECT_EQ(StatusOfCeresTermination(function), Status::kConvergedFtol);
+  // Without bounds Ceres has no |x| before its first accepted step: only ftol can stop it there.
+  CeresTermination unbounded = converged;
+  unbounded.bounded = false;
+  EXPECT_EQ(StatusOfCeresTermination(unbounded), Status::kConvergedFtol);
+  unbounded.accepted_step = true;
+  EXPECT_EQ(StatusOfCeresTermination(unbounded), Status::kConvergedXtol);
+  // Stopped after the recorded iteration: its gradient (successful steps only), then its radius.
+  CeresTermination gradient = function;
+  gradient.last_iteration->gradient_max_norm = 1e-9;
+  EXPECT_EQ(StatusOfCeresTermination(gradient), Status::kConvergedGtol);
+  gradient.last_iteration->step_is_successful = false;
+  EXPECT_EQ(StatusOfCeresTermination(gradient), Status::kConvergedFtol);
+  CeresTermination radius = function;
+  radius.last_iteration->trust_region_radius = 1e-33;
+  EXPECT_EQ(StatusOfCeresTermination(radius), Status::kFailedDamping);
+  CeresTermination nothing = converged;
+  nothing.last_iteration.reset();
+  EXPECT_EQ(StatusOfCeresTermination(nothing), Status::kConvergedFtol);
+
+  CeresTermination other;
+  other.type = ceres::NO_CONVERGENCE;
+  EXPECT_EQ(StatusOfCeresTermination(other), Status::kMaxIterations);
+  other.type = ceres::FAILURE;
+  EXPECT_EQ(StatusOfCeresTermination(other), Status::kFailedRejections);
+  other.jacobian_evaluation_failed = true;
+  EXPECT_EQ(StatusOfCeresTermination(other), Status::kFailedNonFinite);
+  other.type = ceres::USER_SUCCESS;
+  EXPECT_EQ(StatusOfCeresTermination(other), Status::kStoppedByCallback);
+  other.type = ceres::USER_FAILURE;
+  EXPECT_EQ(StatusOfCeresTermination(other), Status::kStoppedByCallback);
 }
 
 TEST_F(CeresStandardFitTest, RejectsInvalidOptionsAndInputs) {

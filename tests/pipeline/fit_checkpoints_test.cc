@@ -1,0 +1,308 @@
+// The checkpoint identity (FitIdentityText over fit_identity.h's field list) and the layout check
+// of a resumed checkpoint (CheckCheckpointFits): every field that can change a fit's numbers
+// changes the identity, none of the others does, and a checkpoint of another parameter count is
+// refused with an InputError, never an abort.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "homodyne/checkpoint.h"
+#include "homodyne/config.h"
+#include "homodyne/dataset.h"
+#include "homodyne/errors.h"
+#include "homodyne/fit.h"
+#include "homodyne/model.h"
+#include "homodyne/strategy.h"
+#include "pipeline/fit_checkpoints.h"
+#include "pipeline/fit_identity.h"
+
+namespace homodyne {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A config with every section set: the laminar_flow template, with start values, per-angle
+// lists, phi ranges and custom starts, so that lists and optionals hold something.
+Config FullConfig() {
+  Config config = ParseConfig(ConfigTemplate(AnalysisMode::kLaminarFlow), "template.yaml");
+  config.data.file_path = "/data/run.h5";
+  config.data.phi_ranges = {{-10.0, 10.0}, {80.0, 100.0}};
+  config.initial.values = std::vector<double>{1000, -0.5, 10, 1e-3, 0.1, 0.0, 1.0};
+  config.initial.per_angle_contrast = std::vector<double>{0.3, 0.2};
+  config.nlsq.multi_start.custom_starts = {{1000, -0.5, 10, 1e-3, 0.1, 0.0, 1.0}};
+  config.nlsq.cmaes.popsize = 12;
+  config.performance.cpu_threads = 4;
+  config.streaming.batch_size = 4096;
+  return config;
+}
+
+std::string Identity(const Config& config) { return FitIdentityText(config, 1000, "auto"); }
+
+// Changes a field so that any text form of it changes.
+void Mutate(double& value) { value += 1.0 + std::abs(value); }
+void Mutate(int& value) { ++value; }
+void Mutate(int64_t& value) { ++value; }
+void Mutate(uint64_t& value) { ++value; }
+void Mutate(bool& value) { value = !value; }
+void Mutate(std::string& value) { value += "x"; }
+void Mutate(AnalysisMode& value) {
+  value = value == AnalysisMode::kStatic ? AnalysisMode::kLaminarFlow : AnalysisMode::kStatic;
+}
+void Mutate(StrategyKind& value) {
+  value = value == StrategyKind::kLarge ? StrategyKind::kStreaming : StrategyKind::kLarge;
+}
+void Mutate(SimulationOptions& value) { value.present = !value.present; }
+void Mutate(LoggingOptions& value) { value.performance.enabled = !value.performance.enabled; }
+template <typename T>
+void Mutate(std::vector<T>& values) {
+  values.push_back(T{});
+}
+template <typename T>
+void Mutate(std::optional<T>& value) {
+  if (value) {
+    Mutate(*value);
+  } else {
+    value = T{};
+  }
+}
+
+// Mutates the `target`-th field VisitConfigFields visits (none when target < 0); counts fields.
+struct MutateField {
+  int target = -1;
+  int index = 0;
+  std::string path;
+  FieldRole role = FieldRole::kNotNumbers;
+
+  template <FieldRole kRole, typename T>
+  void operator()(const char* field_path, FieldRoleTag<kRole>, T& value) {
+    if (index++ != target) return;
+    Mutate(value);
+    path = field_path;
+    role = kRole;
+  }
+};
+
+TEST(FitIdentityTest, EveryFieldThatCanChangeTheNumbersChangesTheIdentityAndNoOther) {
+  const Config base = FullConfig();
+  const std::string base_identity = Identity(base);
+  Config counted = base;
+  MutateField counter;
+  VisitConfigFields(counted, counter);
+  ASSERT_GT(counter.index, 50);
+
+  int numbers_fields = 0;
+  for (int k = 0; k < counter.index; ++k) {
+    Config changed = base;
+    MutateField mutate;
+    mutate.target = k;
+    VisitConfigFields(changed, mutate);
+    SCOPED_TRACE(mutate.path);
+    if (mutate.role == FieldRole::kNotNumbers) {
+      EXPECT_EQ(Identity(changed), base_identity);
+    } else {
+      ++numbers_fields;
+      EXPECT_NE(Identity(changed), base_identity);
+    }
+  }
+  EXPECT_GT(numbers_fields, 40);
+}
+
+// The roles themselves: what the fit reads to compute its numbers is in the identity (the
+// review found anti_degeneracy.enable missing: it switches the per-angle modes, so the number
+// of parameters); threads, checkpoint settings and paths are not.
+TEST(FitIdentityTest, RolesOfTheFieldsThatMatter) {
+  std::map<std::string, FieldRole> roles;
+  const Config config = FullConfig();
+  VisitConfigFields(config, [&](const char* path, auto role, const auto&) {
+    roles[path] = decltype(role)::value;
+  });
+  for (const char* numbers :
+       {"analysis_mode", "geometry.gap_angstrom", "data.start_frame", "data.phi_ranges",
+        "parameter_space.bounds", "initial_parameters.values",
+        "initial_parameters.fixed_parameters", "optimization.nlsq.max_iterations",
+        "optimization.nlsq.sigma", "optimization.nlsq.anti_degeneracy.enable",
+        "optimization.nlsq.anti_degeneracy.per_angle_mode",
+        "optimization.nlsq.anti_degeneracy.constant_scaling_threshold",
+        "optimization.nlsq.anti_degeneracy.fourier_order", "optimization.nlsq.variable_projection",
+        "optimization.nlsq.statistical_tolerance", "optimization.nlsq.global_search.max_points",
+        "optimization.nlsq.multi_start.seed", "optimization.nlsq.cmaes.refine_with_nlsq",
+        "performance.fast_mode"}) {
+    ASSERT_TRUE(roles.count(numbers)) << numbers;
+    EXPECT_EQ(roles[numbers], FieldRole::kNumbers) << numbers;
+  }
+  EXPECT_EQ(roles["data.file_path"], FieldRole::kInputFile);
+  for (const char* other :
+       {"source_path", "performance.computation.cpu_threads", "performance.enable_progress",
+        "performance.strategy_override", "optimization.streaming.checkpoint_dir",
+        "optimization.streaming.checkpoint_frequency",
+        "optimization.streaming.resume_from_checkpoint", "warnings", "logging", "simulation"}) {
+    ASSERT_TRUE(roles.count(other)) << other;
+    EXPECT_EQ(roles[other], FieldRole::kNotNumbers) << other;
+  }
+}
+
+TEST(FitIdentityTest, AntiDegeneracyEnableChangesTheIdentity) {
+  Config changed = FullConfig();
+  changed.nlsq.anti_degeneracy_enabled = !changed.nlsq.anti_degeneracy_enabled;
+  EXPECT_NE(Identity(changed), Identity(FullConfig()));
+}
+
+TEST(FitIdentityTest, ThreadsAndPathsOfOutputsDoNotChangeTheIdentity) {
+  Config changed = FullConfig();
+  changed.performance.cpu_threads = 1;
+  changed.streaming.checkpoint_dir = "/elsewhere/checkpoints";
+  changed.streaming.keep_last_checkpoints = 9;
+  changed.streaming.resume_from_checkpoint = false;
+  changed.source_path = "/elsewhere/config.yaml";
+  changed.performance.enable_progress = false;
+  EXPECT_EQ(Identity(changed), Identity(FullConfig()));
+}
+
+TEST(FitIdentityTest, ElementsOfListsOfStructsAndResolvedInputsCount) {
+  const std::string base = Identity(FullConfig());
+  Config bound = FullConfig();
+  bound.bounds[3].min *= 0.5;
+  EXPECT_NE(Identity(bound), base);
+  Config range = FullConfig();
+  range.data.phi_ranges[1].max_angle_degrees = 101.0;
+  EXPECT_NE(Identity(range), base);
+  EXPECT_NE(FitIdentityText(FullConfig(), 1001, "auto"), base);
+  EXPECT_NE(FitIdentityText(FullConfig(), 1000, "off"), base);
+}
+
+// --- CheckCheckpointFits -------------------------------------------------------------------
+
+Checkpoint CoreState(int num_parameters) {
+  Checkpoint checkpoint;
+  checkpoint.global_batch = 40;
+  checkpoint.lm.theta = Eigen::VectorXd::Ones(num_parameters);
+  checkpoint.lm.jtj = Eigen::MatrixXd::Identity(num_parameters, num_parameters);
+  checkpoint.lm.jtr = Eigen::VectorXd::Zero(num_parameters);
+  checkpoint.lm.iterations = 2;
+  return checkpoint;
+}
+
+std::string LayoutErrorOf(const Checkpoint& checkpoint, const CheckpointLayout& layout) {
+  try {
+    CheckCheckpointFits(checkpoint, layout, "ck");
+  } catch (const InputError& error) {
+    return error.what();
+  }
+  return "";
+}
+
+TEST(CheckCheckpointFitsTest, AcceptsStatesOfThisFit) {
+  const CheckpointLayout layout{9, 9, 12};
+  EXPECT_EQ(LayoutErrorOf(Checkpoint(), layout), "");  // still in the first pass
+  EXPECT_EQ(LayoutErrorOf(CoreState(9), layout), "");
+  Checkpoint ceres = CoreState(9);
+  ceres.lm.jtj.resize(0, 0);
+  ceres.lm.jtr.resize(0);
+  ceres.lm.trust_region_radius = 1.0;
+  EXPECT_EQ(LayoutErrorOf(ceres, layout), "");
+  Checkpoint in_pass = CoreState(9);
+  in_pass.pass = PassState{Eigen::VectorXd::Zero(9), true, 5,  Eigen::MatrixXd::Zero(9, 9),
+                           Eigen::VectorXd::Zero(9), 1.0,  100};
+  in_pass.global_search.minima.push_back({Eigen::VectorXd::Zero(9), 1.0, 0, 3, "converged", 4});
+  EXPECT_EQ(LayoutErrorOf(in_pass, layout), "");
+}
+
+TEST(CheckCheckpointFitsTest, RefusesOtherParameterCountsWithInputError) {
+  const CheckpointLayout layout{9, 9, 12};
+  EXPECT_THAT(LayoutErrorOf(CoreState(13), layout),
+              HasSubstr("the checkpoint at batch 40 in ck holds a fit state of 13 parameters "
+                        "(J^T J 13 x 13) and this fit has 9: it was written for another config or "
+                        "data set; remove it or start afresh with --no-resume"));
+  Checkpoint pass = CoreState(9);
+  pass.pass = PassState{Eigen::VectorXd::Zero(13), true, 5,  Eigen::MatrixXd::Zero(13, 13),
+                        Eigen::VectorXd::Zero(13), 1.0,  100};
+  EXPECT_THAT(LayoutErrorOf(pass, layout), HasSubstr("holds a pass over 13 parameters"));
+  Checkpoint late = CoreState(9);
+  late.pass = PassState{Eigen::VectorXd::Zero(9), false, 30, {}, {}, 1.0, 100};
+  EXPECT_THAT(LayoutErrorOf(late, layout), HasSubstr("holds a pass at batch 30"));
+  Checkpoint minimum;
+  minimum.global_search.minima.push_back({Eigen::VectorXd::Zero(5), 1.0, 0, 3, "converged", 4});
+  EXPECT_THAT(LayoutErrorOf(minimum, layout),
+              HasSubstr("holds a global-search minimum of 5 parameters"));
+}
+
+// --- Resume through Fit ----------------------------------------------------------------------
+
+class FitResumeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    directory_ = std::filesystem::temp_directory_path() /
+                 ("homodyne_pipeline_resume_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(directory_);
+    // c2 of the static model on 3 angles and 40 times, with a little noise.
+    const int n = 40;
+    ScatteringGeometry geometry{0.0054, 2.0e6, 0.1};
+    std::vector<double> times;
+    for (int k = 1; k <= n; ++k) times.push_back(0.1 * k);
+    const HomodyneModel model(AnalysisMode::kStatic, geometry, times);
+    const ModelEvaluation evaluation(model, std::vector<double>{3000.0, -0.5, 10.0});
+    std::mt19937_64 generator(3);
+    std::normal_distribution<double> noise(0.0, 0.01);
+    values_.resize(3 * static_cast<size_t>(n) * n);
+    for (int k = 0; k < 3; ++k) {
+      std::span<double> matrix(values_.data() + static_cast<size_t>(k) * n * n,
+                               static_cast<size_t>(n) * n);
+      evaluation.ComputeC2Matrix(phi_[static_cast<size_t>(k)], 0.3, 1.0, matrix);
+      for (double& value : matrix) value += noise(generator);
+    }
+  }
+  void TearDown() override { std::filesystem::remove_all(directory_); }
+
+  std::unique_ptr<BatchSource> Source() const {
+    InMemoryData data;
+    data.float64_values = values_;
+    data.num_angles = 3;
+    data.num_times = 40;
+    data.phi_degrees = phi_;
+    data.q_inv_angstrom = 0.0054;
+    data.dt_seconds = 0.1;
+    return MakeInMemoryBatchSource(std::move(data));
+  }
+
+  std::filesystem::path directory_;
+  std::vector<double> phi_ = {0.0, 45.0, 90.0};
+  std::vector<double> values_;
+};
+
+TEST_F(FitResumeTest, CheckpointOfAnotherParameterCountIsInputErrorNotAnAbort) {
+  Config config = ParseConfig("analysis_mode: static\n", "static.yaml");
+  config.streaming.checkpoint_dir = directory_.string();
+  config.streaming.batch_size = 300;  // 100 points per angle in a batch
+  config.performance.cpu_threads = 1;
+  FitOptions options;
+  options.global_search = "off";
+  std::unique_ptr<BatchSource> source = Source();
+  // A checkpoint that passes the identity and data checks (as one would that the identity had
+  // missed a field for) but holds a state of 4 parameters; this fit has 3 + 6.
+  Checkpoint foreign = CoreState(4);
+  foreign.config_sha256 = Sha256Hex(FitIdentityText(config, 100, "off"));
+  foreign.data_fingerprint = DataFingerprint(*source);
+  foreign.engine_version = HOMODYNE_VERSION;
+  CheckpointStore({directory_.string(), 3, true}).Save(foreign);
+
+  try {
+    Fit(config, *source, options);
+    FAIL() << "no InputError";
+  } catch (const InputError& error) {
+    EXPECT_THAT(error.what(), HasSubstr("holds a fit state of 4 parameters (J^T J 4 x 4) and "
+                                        "this fit has 9"));
+  }
+}
+
+}  // namespace
+}  // namespace homodyne
