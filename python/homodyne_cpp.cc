@@ -36,6 +36,20 @@ namespace {
 
 using DoubleArray = py::array_t<double, py::array::c_style>;
 
+// The model c2 on evaluation's whole grid for each angle: (n_phi, n_t, n_t), angle k with
+// contrasts[k] and offsets[k] (no diagonal correction).
+DoubleArray ModelMatrices(const ModelEvaluation& evaluation, const std::vector<double>& phi,
+                          const std::vector<double>& contrasts, const std::vector<double>& offsets) {
+  const auto n = static_cast<py::ssize_t>(evaluation.model().num_times());
+  DoubleArray c2({static_cast<py::ssize_t>(phi.size()), n, n});
+  for (size_t k = 0; k < phi.size(); ++k) {
+    evaluation.ComputeC2Matrix(
+        phi[k], contrasts[k], offsets[k],
+        std::span<double>(c2.mutable_data(static_cast<py::ssize_t>(k)), static_cast<size_t>(n * n)));
+  }
+  return c2;
+}
+
 // A fit's outcome with the data it needs to evaluate the fitted model.
 struct NlsqResult {
   FitOutcome outcome;
@@ -65,17 +79,14 @@ struct NlsqResult {
   }
   // c2 of the fitted model on the fitted grid, every angle: (n_phi, n_t, n_t).
   DoubleArray FittedC2() const {
-    const HomodyneModel& model = *outcome.model;
-    const auto n = static_cast<py::ssize_t>(model.num_times());
-    const auto n_phi = static_cast<py::ssize_t>(outcome.result.per_angle.size());
-    DoubleArray c2({n_phi, n, n});
-    const ModelEvaluation evaluation(model, outcome.physical);
-    for (py::ssize_t k = 0; k < n_phi; ++k) {
-      const AngleScaling& angle = outcome.result.per_angle[static_cast<size_t>(k)];
-      evaluation.ComputeC2Matrix(angle.phi_degrees, angle.contrast.value, angle.offset.value,
-                                 std::span<double>(c2.mutable_data(k), static_cast<size_t>(n * n)));
+    std::vector<double> phi, contrasts, offsets;
+    for (const AngleScaling& angle : outcome.result.per_angle) {
+      phi.push_back(angle.phi_degrees);
+      contrasts.push_back(angle.contrast.value);
+      offsets.push_back(angle.offset.value);
     }
-    return c2;
+    return ModelMatrices(ModelEvaluation(*outcome.model, outcome.physical), phi, contrasts,
+                         offsets);
   }
 };
 
@@ -296,9 +307,7 @@ NlsqResult FitNlsq(const py::object& data, const LoadedConfig& loaded,
     performance_log.LogTotal(result.outcome.result);
     if (output_dir) {
       const auto write_start = std::chrono::steady_clock::now();
-      WriteResultFiles(result.outcome.result, *output_dir);
-      const ModelEvaluation evaluation(*result.outcome.model, result.outcome.physical);
-      WriteFittedData(*input.source, evaluation, result.outcome.result.per_angle, *output_dir);
+      WriteFitResults(result.outcome, *input.source, *output_dir);
       performance_log.LogOperation(
           "results written to " + *output_dir + "/nlsq",
           std::chrono::duration<double>(std::chrono::steady_clock::now() - write_start).count());
@@ -373,15 +382,7 @@ DoubleArray ComputeC2(const std::vector<double>& params, const std::vector<doubl
   // dt: the model's prefactors use the grid step (docs/model.md); t1 - t0 unless given.
   const double step = dt > 0.0 ? dt : t[1] - t[0];
   const HomodyneModel model(mode, ScatteringGeometry{q, gap_angstrom, step}, t);
-  const ModelEvaluation evaluation(model, params);
-  const auto n = static_cast<py::ssize_t>(t.size());
-  DoubleArray c2({static_cast<py::ssize_t>(phi.size()), n, n});
-  for (size_t k = 0; k < phi.size(); ++k) {
-    evaluation.ComputeC2Matrix(
-        phi[k], contrasts[k], offsets[k],
-        std::span<double>(c2.mutable_data(static_cast<py::ssize_t>(k)), static_cast<size_t>(n * n)));
-  }
-  return c2;
+  return ModelMatrices(ModelEvaluation(model, params), phi, contrasts, offsets);
 }
 
 }  // namespace

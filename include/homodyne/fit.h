@@ -1,8 +1,8 @@
 // A whole fit as one library call (DESIGN section 9): the CLI (`homodyne`) and the Python module
 // (`homodyne_cpp`) are shells over it. Data flow one way:
 //   config -> plan (fit_plan.h) -> source -> strategy -> global phase -> final fit -> result.
-// Fit() neither prints nor writes result files: the caller does (results.h WriteResultFiles,
-// WriteFittedData), then calls RemoveCheckpoints once they are safe.
+// Fit() neither prints nor writes result files: the caller does (WriteFitResults below), then
+// calls RemoveCheckpoints once they are safe.
 #pragma once
 
 #include <functional>
@@ -64,6 +64,11 @@ struct FitOutcome {
 // Checkpoints of the same config and data are resumed from when optimization.streaming says so.
 FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& options = {},
                const FitObserver& observer = {});
+
+// The result files of a finished fit under output_dir/nlsq/: the JSON files (results.h
+// WriteResultFiles) and fitted_data.h5 (data, fit and residuals per angle, streamed by row blocks
+// from `source`, the data the fit read). Throws InputError naming the path on a write failure.
+void WriteFitResults(const FitOutcome& outcome, BatchSource& source, const std::string& output_dir);
 
 // Deletes the checkpoints of a finished fit (call once its results are written).
 void RemoveCheckpoints(const FitOutcome& outcome);

@@ -15,7 +15,6 @@
 
 #include "homodyne/dataset.h"
 #include "homodyne/fit.h"
-#include "homodyne/model.h"
 #include "homodyne/results.h"
 #include "pipeline/performance_log.h"
 
@@ -116,12 +115,7 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
   // Printed before writing, so a full disk or a bad --output-dir loses no computed number.
   out.flush();
   const auto write_start = std::chrono::steady_clock::now();
-  WriteResultFiles(outcome.result, options.output_dir);
-  {
-    // Data, fit and residuals per angle, streamed by row blocks from the input file.
-    const ModelEvaluation evaluation(*outcome.model, outcome.physical);
-    WriteFittedData(*source, evaluation, outcome.result.per_angle, options.output_dir);
-  }
+  WriteFitResults(outcome, *source, options.output_dir);
   performance_log.LogOperation(
       "results written to " + options.output_dir + "/nlsq",
       std::chrono::duration<double>(std::chrono::steady_clock::now() - write_start).count());

@@ -720,6 +720,12 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
   return outcome;  // the objective goes first: a streaming one gives the source back
 }
 
+void WriteFitResults(const FitOutcome& outcome, BatchSource& source, const std::string& output_dir) {
+  WriteResultFiles(outcome.result, output_dir);
+  const ModelEvaluation evaluation(*outcome.model, outcome.physical);
+  WriteFittedData(source, evaluation, outcome.result.per_angle, output_dir);
+}
+
 void RemoveCheckpoints(const FitOutcome& outcome) {
   if (!outcome.checkpoints_enabled) return;
   for (const std::string& path : CheckpointStore(outcome.checkpoints).List()) {
