@@ -5,7 +5,6 @@
 #include <span>
 #include <stdexcept>
 #include <string>
-#include <type_traits>
 #include <utility>
 
 #include "homodyne/dataset.h"
@@ -84,15 +83,8 @@ class InMemoryBatchSource : public BatchSource {
     size_t at = 0;
     for (int64_t i = row_begin; i < row_end; ++i) {
       const int64_t row = (static_cast<int64_t>(angle) * n + i) * n;
-      for (int64_t j = i + 1; j < n; ++j) {
-        if constexpr (std::is_same_v<T, float>) {
-          out[at++] = data_.float32_values.empty()
-                          ? static_cast<float>(data_.float64_values[static_cast<size_t>(row + j)])
-                          : data_.float32_values[static_cast<size_t>(row + j)];
-        } else {
-          out[at++] = Value(row + j);
-        }
-      }
+      // float32 -> double -> float is exact, so one path serves both outputs.
+      for (int64_t j = i + 1; j < n; ++j) out[at++] = static_cast<T>(Value(row + j));
     }
   }
 
