@@ -178,11 +178,16 @@ struct LevenbergMarquardtSummary {
   Eigen::VectorXd theta;       // final parameters (the best point found)
   // s^2 (J^T J)^-1 at theta, s^2 = chi2 / dof (DESIGN section 4). Computed on the Jacobi-scaled
   // free block; when it is singular (rank-deficient at relative eigenvalue 1e-12) its
-  // pseudo-inverse is used and covariance_pseudo_inverse is set. Parameters frozen at a bound at
-  // the end have zero rows and columns: the bound, not the data, fixes them.
+  // pseudo-inverse is used and covariance_pseudo_inverse is set, and each dropped direction gets
+  // the smallest variance it can have, 1 / cutoff (scaled_pseudo_inverse.h), instead of 0: the
+  // uncertainties of undetermined_parameters are then lower bounds, not estimates. Parameters
+  // frozen at a bound at the end have zero rows and columns: the bound, not the data, fixes them.
   Eigen::MatrixXd covariance;
   Eigen::VectorXd uncertainties;  // sqrt(diag(covariance))
   bool covariance_pseudo_inverse = false;
+  // Free parameters the data do not determine: J^T J has no curvature along them (a zero
+  // column of J) or most of their variance comes from a dropped direction. Ascending indices.
+  std::vector<int> undetermined_parameters;
   int64_t dof = 0;                       // num_residuals - num_parameters (>= 1 used for s^2)
   double reduced_chi2 = -1.0;            // chi2 / max(dof, 1); -1 = not run
   std::vector<int> parameters_at_bound;  // frozen at the end: at a bound, gradient pointing out
@@ -229,7 +234,8 @@ class NielsenDamping {
 // strategy: parameters at a bound whose gradient points out are frozen (listed in
 // summary.parameters_at_bound, zero rows and columns); the free block of J^T J is Jacobi-scaled
 // and inverted through its eigen-decomposition, eigenvalues below 1e-12 times the largest
-// dropped (summary.covariance_pseudo_inverse). Fills summary.covariance, uncertainties and
+// dropped (summary.covariance_pseudo_inverse) and given their lower-bound variance
+// (summary.undetermined_parameters). Fills summary.covariance, uncertainties and
 // final_step_standard_errors (from the same pseudo-inverse); s2 = chi2 / dof. Requires finite
 // equations.
 void ComputeCovarianceAtSolution(const NormalEquations& equations, const Eigen::VectorXd& theta,

@@ -641,7 +641,10 @@ std::string LevenbergMarquardtSummary::BriefReport() const {
     out << ", GN step " << final_step_standard_errors << " SE";
   }
   if (!parameters_at_bound.empty()) out << ", " << parameters_at_bound.size() << " at bound";
-  if (covariance_pseudo_inverse) out << ", covariance by pseudo-inverse";
+  if (covariance_pseudo_inverse) {
+    out << ", covariance by pseudo-inverse (" << undetermined_parameters.size()
+        << " undetermined)";
+  }
   if (!warnings.empty()) out << ", " << warnings.size() << " warnings";
   out.precision(3);
   out << ", " << seconds << " s";
@@ -672,8 +675,12 @@ void ComputeCovarianceAtSolution(const NormalEquations& equations, const Eigen::
   if (inverse.pseudo_inverse) summary.covariance_pseudo_inverse = true;
   for (int a = 0; a < num_free; ++a) {
     for (int b = 0; b < num_free; ++b) {
-      summary.covariance(free[a], free[b]) =
-          s2 * inverse.scale[a] * inverse.scaled_inverse(a, b) * inverse.scale[b];
+      const double scaled = inverse.scaled_inverse(a, b) + inverse.undetermined_floor(a, b);
+      summary.covariance(free[a], free[b]) = s2 * inverse.scale[a] * scaled * inverse.scale[b];
+    }
+    if (inverse.scale[a] == 0.0 ||
+        inverse.undetermined_floor(a, a) > inverse.scaled_inverse(a, a)) {
+      summary.undetermined_parameters.push_back(free[a]);
     }
   }
   summary.uncertainties = summary.covariance.diagonal().cwiseMax(0.0).cwiseSqrt();

@@ -26,17 +26,20 @@ bool InvertScaledBlock(const Eigen::MatrixXd& a, const std::vector<int>& indices
   if (eigen.info() != Eigen::Success) return false;
   const Eigen::VectorXd& values = eigen.eigenvalues();
   const double cutoff = kPseudoInverseRcond * std::max(values.maxCoeff(), 0.0);
+  const Eigen::MatrixXd& vectors = eigen.eigenvectors();
   Eigen::VectorXd inverse_values(count);
+  Eigen::VectorXd floor_values = Eigen::VectorXd::Zero(count);
   for (int i = 0; i < count; ++i) {
     if (values[i] > cutoff && values[i] > 0.0) {
       inverse_values[i] = 1.0 / values[i];
     } else {
       inverse_values[i] = 0.0;
       result.pseudo_inverse = true;
+      if (cutoff > 0.0) floor_values[i] = 1.0 / cutoff;
     }
   }
-  const Eigen::MatrixXd& vectors = eigen.eigenvectors();
   result.scaled_inverse = vectors * inverse_values.asDiagonal() * vectors.transpose();
+  result.undetermined_floor = vectors * floor_values.asDiagonal() * vectors.transpose();
   return true;
 }
 

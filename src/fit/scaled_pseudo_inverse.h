@@ -16,10 +16,17 @@ inline constexpr double kPseudoInverseRcond = 1e-12;
 // (D_aa = 1 / sqrt(A_aa), 0 where A_aa <= 0), and the pseudo-inverse of S through its
 // eigen-decomposition, eigenvalues below kPseudoInverseRcond times the largest dropped:
 // A_FF^-1 ~ D S^+ D.
+//
+// A dropped direction v is one the data do not determine: its true variance 1 / lambda_v is at
+// least 1 / cutoff (cutoff = kPseudoInverseRcond * lambda_max), not the 0 that S^+ gives it.
+// `undetermined_floor` = sum over dropped v of v v^T / cutoff is that lower bound, for the
+// covariance to add (S^+ + floor); steps and the statistical stopping test use S^+ alone, since
+// no step along v is determined.
 struct ScaledPseudoInverse {
-  Eigen::VectorXd scale;           // D (diagonal), one entry per index
-  Eigen::MatrixXd scaled_inverse;  // S^+
-  bool pseudo_inverse = false;     // a zero diagonal or a dropped eigenvalue
+  Eigen::VectorXd scale;               // D (diagonal), one entry per index
+  Eigen::MatrixXd scaled_inverse;      // S^+
+  Eigen::MatrixXd undetermined_floor;  // sum of v v^T / cutoff over dropped v; zero if none
+  bool pseudo_inverse = false;         // a zero diagonal or a dropped eigenvalue
 
   // D S^+ D rhs: the minimum-norm least-squares solution of A_FF x = rhs (in D-scaled norm).
   Eigen::MatrixXd Solve(const Eigen::MatrixXd& rhs) const {

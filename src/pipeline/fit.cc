@@ -230,6 +230,26 @@ std::vector<std::string> ResultBoundWarnings(const LevenbergMarquardtSummary& su
   return warnings;
 }
 
+// The covariance's warning (always given: it says how to read the uncertainties): parameters
+// along which J^T J is singular at the result (summary.undetermined_parameters), whose
+// uncertainties are lower bounds. Empty when there are none. options: the names the fit ran with.
+std::vector<std::string> UndeterminedWarnings(const LevenbergMarquardtSummary& summary,
+                                              const LevenbergMarquardtOptions& options) {
+  if (summary.undetermined_parameters.empty()) return {};
+  std::string names;
+  for (const int i : summary.undetermined_parameters) {
+    if (!names.empty()) names += ", ";
+    names += options.parameter_names[static_cast<size_t>(i)];
+  }
+  const bool one = summary.undetermined_parameters.size() == 1;
+  return {"the data do not determine " + names + " (J^T J is singular along " +
+          (one ? "it" : "a combination of them") + " at the result): " +
+          (one ? "its uncertainty is a lower bound, not an estimate"
+               : "their uncertainties are lower bounds, not estimates") +
+          "; hold one fixed (initial_parameters.fixed_parameters) if the "
+          "physics allows"};
+}
+
 // Rows of every angle's upper triangle the global phase reads: every stride-th, so that the
 // search sees at most max_points points (1 = all of them).
 int SearchRowStride(int64_t points, int64_t max_points) {
@@ -646,6 +666,8 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
     result.warnings.push_back(warning);
   }
   std::vector<std::string> warnings = summary.warnings;
+  const std::vector<std::string> undetermined = UndeterminedWarnings(summary, lm);
+  warnings.insert(warnings.end(), undetermined.begin(), undetermined.end());
   if (!config.performance.fast_mode) {
     const std::vector<std::string> at_bounds = ResultBoundWarnings(summary, lm);
     warnings.insert(warnings.end(), at_bounds.begin(), at_bounds.end());

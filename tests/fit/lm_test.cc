@@ -16,6 +16,7 @@ namespace homodyne {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using Status = LevenbergMarquardtStatus;
 
 // A problem given by its residual vector and Jacobian (sign convention of lm.h: J = dr/dtheta).
@@ -509,7 +510,25 @@ TEST(LevenbergMarquardtTest, SingularNormalMatrixUsesPseudoInverse) {
   EXPECT_TRUE(summary.covariance_pseudo_inverse);
   EXPECT_TRUE(summary.covariance.allFinite());
   EXPECT_TRUE(summary.uncertainties.allFinite());
-  EXPECT_THAT(summary.BriefReport(), HasSubstr("pseudo-inverse"));
+  EXPECT_THAT(summary.BriefReport(), HasSubstr("pseudo-inverse (2 undetermined)"));
+  // theta1 and theta2 trade off along n = (0, 2, -1): undetermined, each with an uncertainty that
+  // is a lower bound far above what a fit of either alone would give (a plain pseudo-inverse
+  // gave them the small uncertainties of a determined fit). theta0 keeps its estimate.
+  EXPECT_EQ(summary.undetermined_parameters, std::vector<int>({1, 2}));
+  const double s2 = summary.reduced_chi2;
+  for (int i : {1, 2}) {
+    const double single_parameter_error = std::sqrt(s2 / data.x.col(i).squaredNorm());
+    EXPECT_GT(summary.uncertainties[i], 1e4 * single_parameter_error) << i;
+  }
+  // What the data determine keeps its variance: theta0 and theta1 + 2 theta2 as in the reduced
+  // design (columns 0 and 1). The combination cancels entries about 1e11 times its variance, so
+  // only the digits above that rounding (1e-16 * 1e11) are compared.
+  const Eigen::MatrixXd reduced = data.x.leftCols(2);
+  const Eigen::Matrix2d reduced_covariance = s2 * (reduced.transpose() * reduced).inverse();
+  const Eigen::Vector3d combination(0.0, 1.0, 2.0);
+  EXPECT_NEAR(combination.dot(summary.covariance * combination), reduced_covariance(1, 1),
+              1e-3 * reduced_covariance(1, 1));
+  EXPECT_NEAR(summary.covariance(0, 0), reduced_covariance(0, 0), 1e-6 * reduced_covariance(0, 0));
   // The step in standard errors comes from the same pseudo-inverse: finite and small, not the
   // 1 / (zero eigenvalue) a plain solve would give.
   ASSERT_TRUE(summary.IsConverged()) << summary.reason;
@@ -520,6 +539,15 @@ TEST(LevenbergMarquardtTest, SingularNormalMatrixUsesPseudoInverse) {
   const Eigen::VectorXd best =
       data.y - data.x * data.x.completeOrthogonalDecomposition().solve(data.y);
   EXPECT_NEAR(residual.squaredNorm(), best.squaredNorm(), 1e-10);
+}
+
+TEST(LevenbergMarquardtTest, FullRankCovarianceHasNoUndeterminedParameters) {
+  const LinearData data = QuadraticDesign(/*duplicate_column=*/false);
+  FunctionProblem problem = LinearProblem(data);
+  const LevenbergMarquardtSummary summary =
+      Minimize(LevenbergMarquardtOptions(), problem, Vector({0.0, 0.0, 0.0}));
+  EXPECT_TRUE(summary.undetermined_parameters.empty());
+  EXPECT_THAT(summary.BriefReport(), Not(HasSubstr("undetermined")));
 }
 
 TEST(LevenbergMarquardtTest, FitFromTheOptimumStaysThere) {
