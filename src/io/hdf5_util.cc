@@ -10,6 +10,13 @@ namespace homodyne::io_internal {
 void InitializeHdf5() {
   static std::once_flag once;
   std::call_once(once, [] {
+    // No cleanup at process exit: after a failed write (full disk, quota, file size limit) HDF5
+    // 1.10 keeps the half-closed file in its tables, and its exit handler then crashes
+    // (SIGSEGV in H5F__close_cb) after the error was reported, turning exit status 1 into 139.
+    // Every file is closed by its owner (Hid) before exit, so the handler has nothing to do
+    // otherwise. Only effective before the library starts: a no-op when someone else (h5py in
+    // the same Python process) initialised HDF5 first.
+    H5dont_atexit();
     H5open();
     // Failures are translated into DataError; HDF5 must not print its stack to stderr.
     H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
@@ -30,12 +37,26 @@ void InitializeHdf5() {
 }
 
 namespace {
+// A failed write's description is a paragraph ("file write failed: time = ..., filename = ...,
+// errno = 28, error message = 'No space left on device', buf = ..."): keep the OS reason only.
+std::string ShortDescription(const std::string& description) {
+  static const std::string kMarker = "error message = '";
+  const size_t begin = description.find(kMarker);
+  if (begin == std::string::npos) return description;
+  const size_t reason = begin + kMarker.size();
+  const size_t end = description.find('\'', reason);
+  if (end == std::string::npos) return description;
+  const size_t colon = description.find(':');
+  const std::string what = colon < begin ? description.substr(0, colon) : "write failed";
+  return what + ": " + description.substr(reason, end - reason);
+}
+
 herr_t CollectErrorDescription(unsigned n, const H5E_error2_t* error, void* client) {
   auto* text = static_cast<std::string*>(client);
   if (error->desc == nullptr || error->desc[0] == '\0') return 0;
   if (n < 3) {  // the innermost few entries say what really failed
     if (!text->empty()) *text += "; ";
-    *text += error->desc;
+    *text += ShortDescription(error->desc);
   }
   return 0;
 }

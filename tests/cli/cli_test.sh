@@ -307,6 +307,33 @@ parameter_space:
     expect_exit 1 "logging.performance.threshold_seconds = -1: must be a finite number >= 0" \
       "$bin_dir/homodyne" --config bad_threshold.yaml --dry-run
     ;;
+  full_disk)
+    # A write that fails part way (a file size limit stands in for a full disk: write() fails
+    # with EFBIG as it would with ENOSPC) ends with exit 1 and the OS reason, never a crash;
+    # the final name never holds part of a file and no temporary file is left behind.
+    limited() {  # limited KB COMMAND...: runs COMMAND with files limited to KB kilobytes
+      local kilobytes=$1
+      shift
+      bash -c 'trap "" XFSZ; ulimit -f "$0"; exec "$@"' "$kilobytes" "$@"
+    }
+    write_config sim.yaml laminar_flow sim.h5 ""
+    expect_exit 1 "sim.h5: cannot write the file .*File too large" \
+      limited 8 "$bin_dir/homodyne-simulate" --config sim.yaml
+    if [ -e sim.h5 ] || ls -A | grep -q '\.tmp$'; then
+      echo "FAIL: a failed simulation left files: $(ls -A)"; failures=$((failures + 1))
+    fi
+    "$bin_dir/homodyne-simulate" --config sim.yaml > /dev/null || failures=$((failures + 1))
+    # The fit's small JSON files fit under the limit, fitted_data.h5 does not: the fit reports
+    # which file failed and why, and keeps the results it could write.
+    expect_exit 1 "fitted_data.h5: cannot write the fitted data.*File too large" \
+      limited 40 "$bin_dir/homodyne" --config sim.yaml --global-search off --output-dir out
+    if [ ! -s out/nlsq/parameters.json ]; then
+      echo "FAIL: the fit did not keep parameters.json"; failures=$((failures + 1))
+    fi
+    if [ -e out/nlsq/fitted_data.h5 ] || ls -A out/nlsq | grep -q '\.tmp$'; then
+      echo "FAIL: a failed write left files: $(ls -A out/nlsq)"; failures=$((failures + 1))
+    fi
+    ;;
   bad_usage)
     expect_exit 2 "usage error" "$bin_dir/homodyne" --no-such-flag
     expect_exit 2 "--strategy fastest: must be one of" "$bin_dir/homodyne" --config x.yaml \
