@@ -26,6 +26,9 @@ struct ProblemSize {
   int bytes_per_value = 8;   // 4 when the data are float32 (kept packed in memory as float32)
   int64_t batch_points = 0;  // points per batch (AutomaticBatchSize or the config)
   int threads = 1;
+  // The standard strategy's solver holds the whole Jacobian (optimization.nlsq.solver ceres).
+  // False for the LM core (solver lm, the default), which sums batches like large.
+  bool full_jacobian = false;
 };
 
 // One line of an itemised memory budget.
@@ -41,7 +44,8 @@ struct MemoryEstimate {
 };
 
 // Itemised peak memory of a strategy (DESIGN section 3):
-// standard: data + full Jacobian; large/chunked: packed data + per-thread batch buffers;
+// standard: packed data + batch buffers as large (LM core), or data + full Jacobian with a QR
+// copy when size.full_jacobian (Ceres); large/chunked: packed data + per-thread batch buffers;
 // streaming: a few batches in flight, independent of the data size.
 MemoryEstimate EstimateMemory(StrategyKind strategy, const ProblemSize& size);
 

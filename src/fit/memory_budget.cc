@@ -70,8 +70,21 @@ MemoryEstimate EstimateMemory(StrategyKind strategy, const ProblemSize& size) {
 
   MemoryEstimate estimate;
   estimate.strategy = strategy;
+  const bool packed = strategy == StrategyKind::kLarge || strategy == StrategyKind::kChunked ||
+                      (strategy == StrategyKind::kStandard && !size.full_jacobian);
+  if (packed) {
+    estimate.items = {
+        {size.bytes_per_value == 4 ? "packed data (float32)" : "packed data (float64)",
+         size.fit_points * size.bytes_per_value},
+        {"per-thread tiles", tiles},
+        {"per-batch Gram matrices of a chunk", std::min<int64_t>(batches, 1024) * angles * gram},
+        {"normal equations", normal_equations},
+        {"model tables", model_tables},
+    };
+    return estimate;
+  }
   switch (strategy) {
-    case StrategyKind::kStandard:
+    case StrategyKind::kStandard:  // Ceres: residual blocks and the whole Jacobian
       estimate.items = {
           {"data (float32)", size.fit_points * 4},
           {"residuals (double)", DoubleBytes(size.fit_points)},
@@ -82,15 +95,7 @@ MemoryEstimate EstimateMemory(StrategyKind strategy, const ProblemSize& size) {
       break;
     case StrategyKind::kLarge:
     case StrategyKind::kChunked:
-      estimate.items = {
-          {size.bytes_per_value == 4 ? "packed data (float32)" : "packed data (float64)",
-           size.fit_points * size.bytes_per_value},
-          {"per-thread tiles", tiles},
-          {"per-batch Gram matrices of a chunk", std::min<int64_t>(batches, 1024) * angles * gram},
-          {"normal equations", normal_equations},
-          {"model tables", model_tables},
-      };
-      break;
+      break;  // packed, above
     case StrategyKind::kStreaming:
       // Chunks of 8 x threads batches: the one computed and the one being read (objective.h).
       estimate.items = {
@@ -161,10 +166,13 @@ StrategyChoice SelectStrategy(const ProblemSize& size, double available_bytes,
   if (forced) {
     MemoryEstimate estimate = EstimateMemory(*forced, size);
     if (static_cast<double>(estimate.TotalBytes()) > available_bytes) {
+      // Only streaming's budget does not grow with the data.
+      const std::string leaner = *forced == StrategyKind::kStreaming
+                                     ? ""
+                                     : "choose a leaner strategy (streaming: constant memory) or ";
       throw InputError("strategy " + std::string(ToString(*forced)) + " needs about " +
                        FormatGb(static_cast<double>(estimate.TotalBytes())) + " but only " +
-                       FormatGb(available_bytes) +
-                       " is available; choose a leaner strategy (large, chunked, streaming) or "
+                       FormatGb(available_bytes) + " is available; " + leaner +
                        "raise --memory-limit-gb");
     }
     return {*forced, "forced by the user", std::move(estimate)};

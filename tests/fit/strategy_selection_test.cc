@@ -12,6 +12,7 @@ namespace homodyne {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr double kGb = 1024.0 * 1024.0 * 1024.0;
 
@@ -36,9 +37,15 @@ TEST(AutomaticBatchSizeTest, FollowsTheTenPercentRuleClampedAndRounded) {
   EXPECT_EQ(AutomaticBatchSize(1e5, 9), 1000);
 }
 
-TEST(EstimateMemoryTest, StandardGrowsWithTheJacobianStreamingDoesNot) {
-  const MemoryEstimate small = EstimateMemory(StrategyKind::kStandard, LaminarProblem(1'000'000));
-  const MemoryEstimate big = EstimateMemory(StrategyKind::kStandard, LaminarProblem(10'000'000));
+ProblemSize CeresProblem(int64_t fit_points) {
+  ProblemSize size = LaminarProblem(fit_points);
+  size.full_jacobian = true;
+  return size;
+}
+
+TEST(EstimateMemoryTest, CeresStandardGrowsWithTheJacobianStreamingDoesNot) {
+  const MemoryEstimate small = EstimateMemory(StrategyKind::kStandard, CeresProblem(1'000'000));
+  const MemoryEstimate big = EstimateMemory(StrategyKind::kStandard, CeresProblem(10'000'000));
   EXPECT_NEAR(static_cast<double>(big.TotalBytes()) / small.TotalBytes(), 10.0, 0.01);
   // Jacobian alone: N * P * 8 bytes.
   EXPECT_GE(small.TotalBytes(), 1'000'000LL * 13 * 8);
@@ -49,6 +56,16 @@ TEST(EstimateMemoryTest, StandardGrowsWithTheJacobianStreamingDoesNot) {
       EstimateMemory(StrategyKind::kStreaming, LaminarProblem(1'000'000'000));
   EXPECT_EQ(stream_small.TotalBytes(), stream_big.TotalBytes());
   EXPECT_FALSE(stream_big.items.empty());
+}
+
+TEST(EstimateMemoryTest, StandardWithTheLmCoreHoldsNoJacobian) {
+  // The LM core sums batches of packed data, as large does: no N x P term.
+  const MemoryEstimate standard =
+      EstimateMemory(StrategyKind::kStandard, LaminarProblem(1'000'000));
+  EXPECT_EQ(standard.TotalBytes(),
+            EstimateMemory(StrategyKind::kLarge, LaminarProblem(1'000'000)).TotalBytes());
+  for (const MemoryItem& item : standard.items) EXPECT_THAT(item.what, Not(HasSubstr("Jacobian")));
+  EXPECT_LT(standard.TotalBytes(), 1'000'000LL * 13 * 8 / 10);
 }
 
 TEST(EstimateMemoryTest, LargeKeepsPackedFloat32Data) {
@@ -71,9 +88,10 @@ TEST(SelectStrategyTest, SizeTiersCountBothTriangles) {
 }
 
 TEST(SelectStrategyTest, UpgradesOneTierAtATimeWhenMemoryIsShort) {
-  // 4e5 upper points: standard needs ~87 MB; with 100 MB available (70 MB usable) -> large.
+  // 4e5 upper points: standard with Ceres needs ~87 MB; with 100 MB available (70 MB usable) ->
+  // large.
   const StrategyChoice choice =
-      SelectStrategy(LaminarProblem(400'000), 100.0 * 1024 * 1024, std::nullopt);
+      SelectStrategy(CeresProblem(400'000), 100.0 * 1024 * 1024, std::nullopt);
   EXPECT_EQ(choice.kind, StrategyKind::kLarge);
   EXPECT_THAT(choice.reason, HasSubstr("upgraded to large"));
   EXPECT_LE(static_cast<double>(choice.estimate.TotalBytes()), 0.7 * 100.0 * 1024 * 1024);
@@ -85,8 +103,8 @@ TEST(SelectStrategyTest, ForcedStrategyIsKeptOrRefusedWithAReason) {
   EXPECT_EQ(forced.kind, StrategyKind::kStreaming);
   EXPECT_THAT(forced.reason, HasSubstr("forced"));
   try {
-    SelectStrategy(LaminarProblem(50'000'000), 1.0 * kGb, StrategyKind::kStandard);
-    FAIL() << "standard on 1e8 points with 1 GB must be refused";
+    SelectStrategy(CeresProblem(50'000'000), 1.0 * kGb, StrategyKind::kStandard);
+    FAIL() << "standard (Ceres) on 1e8 points with 1 GB must be refused";
   } catch (const InputError& error) {
     EXPECT_THAT(error.what(), HasSubstr("strategy standard needs about"));
     EXPECT_THAT(error.what(), HasSubstr("available"));
