@@ -304,7 +304,7 @@ GlobalSearchSummary RunGlobalPhase(const Config& config, const std::string& meth
   };
   GlobalSearchSummary summary = RunGlobalSearch(method, config.nlsq, inputs);
   summary.row_stride = row_stride;
-  checkpoints.OnGlobalSearchProgress(summary.passes - summary.replayed_passes - passes_seen,
+  checkpoints.OnGlobalSearchFinished(summary.passes - summary.replayed_passes - passes_seen,
                                      data.num_batches(), summary.trail);
   spdlog::info("{}", summary.BriefReport());
   return summary;

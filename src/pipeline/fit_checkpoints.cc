@@ -304,13 +304,25 @@ void FitCheckpoints::StopIfInterrupted() {
 void FitCheckpoints::OnGlobalSearchProgress(int64_t passes, int64_t batches_per_pass,
                                             const GlobalSearchTrail& trail) {
   AdvanceBatches(passes * batches_per_pass);
-  global_search_trail_ = trail;
   // A resumed final-fit state keeps its pass in progress (last_pass_) in these saves.
   const PassState* pass = last_pass_ ? &*last_pass_ : nullptr;
-  if (const int signal_number = InterruptSignal(); signal_number != 0) {
-    SaveAndStop(pass, signal_number);
+  live_trail_ = &trail;
+  try {
+    if (const int signal_number = InterruptSignal(); signal_number != 0) {
+      SaveAndStop(pass, signal_number);
+    }
+    if (enabled_ && passes > 0 && PeriodicSaveDue()) Save(pass);
+  } catch (...) {
+    live_trail_ = nullptr;  // FitInterrupted from SaveAndStop
+    throw;
   }
-  if (enabled_ && passes > 0 && PeriodicSaveDue()) Save(pass);
+  live_trail_ = nullptr;
+}
+
+void FitCheckpoints::OnGlobalSearchFinished(int64_t passes, int64_t batches_per_pass,
+                                            const GlobalSearchTrail& trail) {
+  global_search_trail_ = trail;
+  OnGlobalSearchProgress(passes, batches_per_pass, global_search_trail_);
 }
 
 void FitCheckpoints::AdvanceBatches(int64_t batches) {
@@ -355,7 +367,7 @@ bool FitCheckpoints::Save(const PassState* pass) {
   Checkpoint checkpoint;
   if (last_state_) checkpoint.lm = *last_state_;  // empty theta: still in the first pass
   if (pass != nullptr) checkpoint.pass = *pass;
-  checkpoint.global_search = global_search_trail_;
+  checkpoint.global_search = live_trail_ != nullptr ? *live_trail_ : global_search_trail_;
   checkpoint.statistics = statistics_;
   checkpoint.global_batch = global_batch_;
   checkpoint.config_sha256 = config_sha256_;

@@ -76,8 +76,13 @@ class FitCheckpoints {
   // (statistics, the test signal hook); `trail` (what the phase computed so far) goes into every
   // checkpoint from now on, so that a resumed run replays it (GlobalSearchInputs::replay) and
   // ends bitwise where an uninterrupted one does. Saves when a periodic save is due (its work is
-  // not lost to kill -9); on a signal, saves and throws FitInterrupted.
+  // not lost to kill -9); on a signal, saves and throws FitInterrupted. The trail is read only
+  // during the call (no copy per progress: the phase's trail grows with it); after the phase,
+  // OnGlobalSearchFinished keeps its final trail for the saves of the final fit.
   void OnGlobalSearchProgress(int64_t passes, int64_t batches_per_pass,
+                              const GlobalSearchTrail& trail);
+  // The phase's last progress: as OnGlobalSearchProgress, and keeps a copy of `trail`.
+  void OnGlobalSearchFinished(int64_t passes, int64_t batches_per_pass,
                               const GlobalSearchTrail& trail);
   // The trail of a checkpoint this run resumed from (empty when none).
   const GlobalSearchTrail& global_search_trail() const { return global_search_trail_; }
@@ -114,7 +119,9 @@ class FitCheckpoints {
   CheckpointStore store_;
   std::optional<LevenbergMarquardtState> last_state_;
   std::optional<PassState> last_pass_;     // after the last finished chunk, or the resumed one
-  GlobalSearchTrail global_search_trail_;  // the global phase's work so far
+  GlobalSearchTrail global_search_trail_;  // the resumed or finished global phase's work
+  // The running phase's trail, during OnGlobalSearchProgress only (what Save writes then).
+  const GlobalSearchTrail* live_trail_ = nullptr;
   // Test-only fault hook HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=N:SIGNAL (e.g. 40:15): raise SIGNAL
   // once N batches are done, for deterministic interruption tests (SIGTERM, SIGKILL, ...).
   std::optional<std::pair<int64_t, int>> test_signal_;
