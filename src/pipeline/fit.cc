@@ -19,6 +19,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <system_error>
 
 #include "homodyne/checkpoint.h"
@@ -158,15 +159,16 @@ std::optional<StrategyKind> LeanerStrategy(StrategyKind kind) {
   return std::nullopt;
 }
 
-// Test-only fault hook: HOMODYNE_TEST_FAIL_ALLOCATION lists strategy names (comma-separated) whose
-// set-up throws std::bad_alloc, so the fallback chain can be tested without exhausting memory.
-void MaybeInjectAllocationFailure(StrategyKind kind) {
+// Test-only fault hook: HOMODYNE_TEST_FAIL_ALLOCATION lists names (comma-separated) of the
+// allocations that throw std::bad_alloc, so the fallbacks can be tested without exhausting
+// memory: a strategy's set-up (its name) or the Ceres Jacobian ("ceres_jacobian").
+void MaybeInjectAllocationFailure(std::string_view what) {
   const char* names = std::getenv("HOMODYNE_TEST_FAIL_ALLOCATION");
   if (names == nullptr) return;
   std::stringstream list(names);
   std::string name;
   while (std::getline(list, name, ',')) {
-    if (name == ToString(kind)) throw std::bad_alloc();
+    if (name == what) throw std::bad_alloc();
   }
 }
 
@@ -180,7 +182,7 @@ StrategySetup SetUpStrategy(StrategyKind kind, const Config& config, BatchSource
                             const HomodyneModel& model, const std::vector<double>& phi,
                             const ProblemSize& size,
                             std::function<void(const PassProgress&)> on_chunk) {
-  MaybeInjectAllocationFailure(kind);
+  MaybeInjectAllocationFailure(ToString(kind));
   const int n_angles = source.info().num_angles();
   PassOptions options;
   // optimization.streaming.batch_size counts points of all angles; a batch holds every angle.
@@ -626,6 +628,7 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
       // Full Jacobian in memory, solved by Ceres (DENSE_QR); on allocation failure the same data
       // go through the large pass instead (DESIGN section 3).
       try {
+        MaybeInjectAllocationFailure("ceres_jacobian");
         const auto& in_memory = static_cast<const PackedDataObjective&>(objective);
         summary = FitStandardWithCeres(lm, model, phi, config.nlsq.sigma, in_memory.data(), map,
                                        fit_start);
@@ -635,6 +638,7 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
         spdlog::warn("{}", action);
         result.recovery_actions.push_back(action);
         result.strategy = "large";
+        checkpoints->FollowStrategy(StrategyKind::kLarge);  // saves and counts as large from now
         lm.resume_state.reset();  // a Ceres state; the LM core starts afresh
         summary = Minimize(lm, problem, fit_start);
       }

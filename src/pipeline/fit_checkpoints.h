@@ -65,6 +65,10 @@ class FitCheckpoints {
   // Continues the counters of a loaded checkpoint (global batch, statistics).
   void ContinueFrom(const Checkpoint& checkpoint);
 
+  // After a fallback to another strategy in the middle of the fit (the Ceres Jacobian did not
+  // fit in memory: the LM core goes on as large), count batches and save as that strategy does.
+  void FollowStrategy(StrategyKind strategy) { strategy_ = strategy; }
+
   // The LM callback: remembers the state after each iteration; for the large and standard
   // strategies saves it when a periodic save is due. Returns true, except for the standard
   // strategy after a signal: false stops the Ceres fit, and StopIfInterrupted then saves.

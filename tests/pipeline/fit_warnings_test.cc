@@ -9,8 +9,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <random>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -18,6 +16,7 @@
 #include "homodyne/dataset.h"
 #include "homodyne/fit.h"
 #include "homodyne/model.h"
+#include "laminar_data.h"
 
 namespace homodyne {
 namespace {
@@ -26,11 +25,6 @@ using ::testing::Contains;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-constexpr int kTimes = 90;
-constexpr double kDt = 0.05;
-constexpr double kQ = 0.02;
-constexpr double kGap = 2e6;
-
 const ParameterEstimate& Physical(const FitResult& result, const std::string& name) {
   const auto found = std::find_if(result.physical.begin(), result.physical.end(),
                                   [&](const ParameterEstimate& p) { return p.name == name; });
@@ -38,42 +32,16 @@ const ParameterEstimate& Physical(const FitResult& result, const std::string& na
   return *found;
 }
 
-// Laminar-flow data for `truth` at two angles with seeded Gaussian noise (sigma 0.01), fitted
-// from the truth with the global phase off and beta held at its start value.
+// Laminar-flow data for `truth` at two angles (laminar_data.h), fitted from the truth with the
+// global phase off and beta held at its start value.
 FitResult FitWithBetaHeld(const std::vector<double>& truth) {
-  std::vector<double> times;
-  for (int i = 0; i < kTimes; ++i) times.push_back(kDt * (i + 1));
-  const HomodyneModel model(AnalysisMode::kLaminarFlow, ScatteringGeometry{kQ, kGap, kDt}, times);
-  const ModelEvaluation evaluation(model, truth);
   const std::vector<double> phi = {0.0, 60.0};
-  std::vector<double> c2(phi.size() * kTimes * kTimes);
-  std::mt19937_64 random(7);
-  std::normal_distribution<double> noise(0.0, 0.01);
-  for (size_t k = 0; k < phi.size(); ++k) {
-    const std::span<double> matrix(c2.data() + k * kTimes * kTimes, kTimes * kTimes);
-    evaluation.ComputeC2Matrix(phi[k], 0.3, 1.0, matrix);
-    for (double& value : matrix) value += noise(random);
-  }
-  InMemoryData data;
-  data.float64_values = c2;
-  data.num_angles = static_cast<int>(phi.size());
-  data.num_times = kTimes;
-  data.phi_degrees = phi;
-  data.q_inv_angstrom = kQ;
-  data.dt_seconds = kDt;
-
-  Config config = ParseConfig(R"(
-analysis_mode: laminar_flow
-analyzer_parameters: {dt: 0.05, scattering: {wavevector_q: 0.02},
-                      geometry: {stator_rotor_gap: 2000000.0}}
-initial_parameters: {fixed_parameters: [beta]}
-optimization:
-  nlsq: {sigma: 0.01}
-  streaming: {enable_checkpoints: false}
-)",
+  const std::vector<double> c2 = test::LaminarC2(truth, phi);
+  const auto source = MakeInMemoryBatchSource(test::LaminarData(c2, phi));
+  Config config = ParseConfig(std::string(test::kLaminarConfig) +
+                                  "initial_parameters: {fixed_parameters: [beta]}\n",
                               "fit_warnings_test");
   config.initial.values = truth;
-  const auto source = MakeInMemoryBatchSource(data);
   FitOptions options;
   options.global_search = "off";
   return Fit(config, *source, options).result;
