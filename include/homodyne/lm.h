@@ -52,7 +52,16 @@ class LeastSquaresProblem {
 
 // The Levenberg-Marquardt core's state between two iterations (lm.h): with it, Minimize continues
 // exactly as if it had never stopped.
+// Which optimiser a LevenbergMarquardtState belongs to: the LM core (Minimize) or the Ceres
+// standard fit (standard_fit.h). A state resumes only with the optimiser that wrote it.
+enum class LmSolver { kLmCore, kCeres };
+// "lm" and "ceres", the spellings of optimization.nlsq.solver.
+inline const char* ToString(LmSolver solver) {
+  return solver == LmSolver::kCeres ? "ceres" : "lm";
+}
+
 struct LevenbergMarquardtState {
+  LmSolver solver = LmSolver::kLmCore;  // who wrote it
   Eigen::VectorXd theta;    // the current point
   Eigen::MatrixXd jtj;      // normal equations at theta (P x P)
   Eigen::VectorXd jtr;      // P
@@ -60,8 +69,8 @@ struct LevenbergMarquardtState {
   int64_t num_points = 0;   // residuals in chi2
   double damping_mu = 0.0;  // NielsenDamping mu
   double damping_nu = 2.0;  // NielsenDamping nu
-  // The standard strategy (Ceres, standard_fit.h) only: trust region radius of the next step.
-  // 0 in the LM core's states.
+  // Ceres states only (solver kCeres): trust region radius of the next step. 0 in the LM
+  // core's states.
   double trust_region_radius = 0.0;
   int consecutive_rejections = 0;
   int iterations = 0;  // trials made so far

@@ -1,10 +1,10 @@
 // The checkpoint file format (checkpoint_file.h).
 //
-// File layout, format_version 3 (docs/checkpoints.md has the field-by-field table):
+// File layout, format_version 4 (docs/checkpoints.md has the field-by-field table):
 //   /             attributes format_version, global_batch, config_sha256, data_fingerprint,
 //                 engine_version, timestamp_utc, content_sha256
 //   /lm           LevenbergMarquardtState: datasets theta [P], jtj [P,P], jtr [P],
-//                 chi2_history [K]; the scalars as attributes
+//                 chi2_history [K]; the scalars as attributes, solver as text
 //   /pass         PassState, only when Checkpoint::pass is set: datasets theta, jtj, jtr; the
 //                 scalars as attributes (full_pass as 0/1)
 //   /statistics   BatchStatistics as attributes
@@ -60,7 +60,7 @@ constexpr hsize_t kMaxArrayElements = hsize_t{1} << 27;
 // VisitCheckpointFields (and docs/checkpoints.md), then update the size here. Only checked where
 // the sizes below were measured (LP64 with libstdc++).
 #if defined(__LP64__) && defined(__GLIBCXX__)
-static_assert(sizeof(LevenbergMarquardtState) == 160,
+static_assert(sizeof(LevenbergMarquardtState) == 168,
               "LevenbergMarquardtState changed: store the new field in checkpoint_file.cc");
 static_assert(sizeof(PassState) == 80,
               "PassState changed: store the new field in checkpoint_file.cc");
@@ -70,7 +70,7 @@ static_assert(sizeof(GlobalMinimum) == 72,
               "GlobalMinimum changed: store the new field in checkpoint_file.cc");
 static_assert(sizeof(GlobalSearchTrail) == 64,
               "GlobalSearchTrail changed: store the new field in checkpoint_file.cc");
-static_assert(sizeof(Checkpoint) == 160 + 88 + 64 + 32 + 8 + 4 * 32,
+static_assert(sizeof(Checkpoint) == 168 + 88 + 64 + 32 + 8 + 4 * 32,
               "Checkpoint changed: store the new field in checkpoint_file.cc");
 #endif
 
@@ -147,6 +147,24 @@ void VisitMinima(std::vector<GlobalMinimum>& minima, Visitor& visitor) {
   }
 }
 
+// /lm/solver as text ("lm" or "ceres", ToString(LmSolver)); anything else is a malformed file.
+template <typename Visitor>
+void VisitSolver(const LmSolver& solver, Visitor& visitor) {
+  visitor.Text("solver", std::string(ToString(solver)));
+}
+template <typename Visitor>
+void VisitSolver(LmSolver& solver, Visitor& visitor) {
+  std::string text;
+  visitor.Text("solver", text);
+  if (text == ToString(LmSolver::kLmCore)) {
+    solver = LmSolver::kLmCore;
+  } else if (text == ToString(LmSolver::kCeres)) {
+    solver = LmSolver::kCeres;
+  } else {
+    throw std::runtime_error("/lm/solver = '" + text + "' is neither lm nor ceres");
+  }
+}
+
 // Calls `visitor` for every stored field of `checkpoint` in the canonical order of the content
 // checksum. CheckpointType is `const Checkpoint` (writing, hashing) or `Checkpoint` (reading). One
 // list for the three, so no field can be written without being read back and hashed.
@@ -161,6 +179,7 @@ void VisitCheckpointFields(CheckpointType& checkpoint, Visitor& visitor) {
 
   auto& lm = checkpoint.lm;
   visitor.Group("/lm");
+  VisitSolver(lm.solver, visitor);
   visitor.Vector("theta", lm.theta);
   visitor.Matrix("jtj", lm.jtj);
   visitor.Vector("jtr", lm.jtr);

@@ -12,7 +12,7 @@
 namespace homodyne::checkpoint_internal {
 
 // 2: /lm/trust_region_radius added; 3: /global_search added.
-inline constexpr int64_t kFormatVersion = 3;
+inline constexpr int64_t kFormatVersion = 4;
 
 // The bytes of the HDF5 file holding `checkpoint` (every field, content_sha256 included).
 // compression: shuffle + deflate on the array datasets. Throws std::runtime_error on an HDF5

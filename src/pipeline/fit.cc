@@ -575,8 +575,9 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
     CheckCheckpointFits(*checkpoint, {map.num_reduced(), n_full, objective.num_batches()},
                         config.streaming.checkpoint_dir);
     // Ceres (standard) and the LM core (the other strategies) keep different states.
-    const bool ceres_state = checkpoint->lm.trust_region_radius > 0.0;
-    const bool core_state = checkpoint->lm.theta.size() > 0 && !ceres_state;
+    const bool has_state = checkpoint->lm.theta.size() > 0;
+    const bool ceres_state = has_state && checkpoint->lm.solver == LmSolver::kCeres;
+    const bool core_state = has_state && checkpoint->lm.solver == LmSolver::kLmCore;
     if ((ceres && core_state) || (!ceres && ceres_state)) {
       throw InputError("the checkpoint at batch " + std::to_string(checkpoint->global_batch) +
                        " in " + config.streaming.checkpoint_dir + " was written by the " +

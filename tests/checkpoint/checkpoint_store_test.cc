@@ -566,7 +566,7 @@ TEST_F(CorruptNewestTest, OtherFormatVersionIsSkipped) {
 
   ASSERT_TRUE(loaded_.has_value());
   ASSERT_THAT(warnings_, SizeIs(1));
-  EXPECT_THAT(warnings_[0], HasSubstr("format_version 2, this build reads 3"));
+  EXPECT_THAT(warnings_[0], HasSubstr("format_version 2, this build reads 4"));
 }
 
 TEST_F(CheckpointStoreTest, FileRenamedByHandIsSkipped) {
