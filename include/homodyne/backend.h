@@ -14,15 +14,18 @@
 // slice of the batch list and add their reduced partial sums (DESIGN section 5).
 //
 // Backends: cpu (OpenMP over the batches of a range, the vectorised PassKernel of
-// src/fit/pass_kernel.h). A CUDA backend does not exist yet (docs/backends.md).
+// src/fit/pass_kernel.h). A CUDA backend does not exist yet: SelectBackend says why when it is
+// asked for (docs/backends.md).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 
 #include <Eigen/Dense>
 
+#include "homodyne/config.h"
 #include "homodyne/model.h"
 #include "homodyne/objective.h"
 
@@ -69,6 +72,8 @@ class PreparedPass {
 class PassBackend {
  public:
   virtual ~PassBackend() = default;
+  // kCpu or kCuda (never kAuto): what the results report as the backend.
+  virtual BackendKind kind() const = 0;
   // Binds a pass's point. point.evaluation and the spans must outlive the result; their sizes
   // agree (phi_degrees, contrast and offset have one value per angle).
   virtual std::unique_ptr<PreparedPass> Prepare(const PassPoint& point) = 0;
@@ -77,5 +82,25 @@ class PassBackend {
 // The CPU backend: OpenMP over the batches of each call (a call with too few points for a
 // parallel region runs on the calling thread), PassKernel per batch.
 std::shared_ptr<PassBackend> MakeCpuPassBackend();
+
+// The backend a fit computes on, and why.
+struct BackendChoice {
+  std::shared_ptr<PassBackend> backend;  // never null
+  std::string reason;  // one line for the log, e.g. "backend auto: cpu (built without CUDA)"
+};
+
+// performance.backend (or --backend) resolved, the one place that does it (DESIGN section 5):
+//   kCpu:  the CPU backend.
+//   kAuto: the CPU backend; the reason says why not CUDA (built without CUDA, no CUDA device, or
+//          no CUDA kernels in this version).
+//   kCuda: throws ConfigError starting "backend cuda: " and naming the reason it cannot run: the
+//          build has no CUDA, the CUDA runtime found no device (its error text), or this version
+//          has no CUDA kernels. Never falls back to the CPU in silence.
+BackendChoice SelectBackend(BackendKind requested);
+
+// What this build can compute on, for --version: "backend cpu; built without CUDA", or in a
+// build with the CUDA runtime "backend cpu; CUDA runtime linked, built without CUDA kernels".
+// (slurm/homodyne_gpu.sbatch reads "without CUDA" as: do not ask for --backend cuda.)
+std::string BackendBuildDescription();
 
 }  // namespace homodyne

@@ -88,6 +88,7 @@ class CpuPreparedPass : public PreparedPass {
 
 class CpuPassBackend : public PassBackend {
  public:
+  BackendKind kind() const override { return BackendKind::kCpu; }
   std::unique_ptr<PreparedPass> Prepare(const PassPoint& point) override {
     HOMODYNE_CHECK(point.evaluation != nullptr &&
                    point.contrast.size() == point.phi_degrees.size() &&

@@ -197,6 +197,7 @@ class CountingBackend : public PassBackend {
     int cost_batches = 0;
   };
 
+  BackendKind kind() const override { return cpu_->kind(); }
   std::unique_ptr<PreparedPass> Prepare(const PassPoint& point) override {
     ++counts.prepared;
     return std::make_unique<CountingPass>(cpu_->Prepare(point), counts);
