@@ -7,6 +7,9 @@ include(CMakePackageConfigHelpers)
 
 set(homodyne_exported_targets homodyne_build_settings homodyne_hdf5 homodyne_model
     homodyne_config homodyne_io homodyne_checkpoint homodyne_fit homodyne_pipeline)
+if(HOMODYNE_WITH_CUDA)
+  list(APPEND homodyne_exported_targets homodyne_cuda)  # homodyne_fit links it (device query)
+endif()
 foreach(target IN LISTS homodyne_exported_targets)
   string(REPLACE "homodyne_" "" exported_name ${target})
   set_target_properties(${target} PROPERTIES EXPORT_NAME ${exported_name})

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "homodyne/dataset.h"
@@ -131,12 +132,20 @@ struct StreamingOptions {
   bool enable_compression = true;     // deflate inside checkpoints
 };
 
+// What computes a fit's passes (performance.backend, --backend; DESIGN section 5). SelectBackend
+// (backend.h) resolves it: auto means cuda when it can run, else cpu (with the reason logged).
+enum class BackendKind { kAuto, kCpu, kCuda };
+// "auto", "cpu", "cuda".
+std::string_view ToString(BackendKind kind);
+// Case-insensitive; std::nullopt for an unknown name.
+std::optional<BackendKind> ParseBackendKind(std::string_view text);
+
 // performance
 struct PerformanceOptions {
   std::optional<StrategyKind> strategy_override;  // performance.strategy_override
   std::optional<double> memory_limit_gb;          // performance.memory_limit_gb, > 0
   bool fast_mode = false;                         // performance.fast_mode (or top-level fast_mode)
-  std::string backend = "cpu";                    // performance.backend: cpu | cuda | auto
+  BackendKind backend = BackendKind::kCpu;        // performance.backend: cpu | cuda | auto
   std::optional<int> cpu_threads;  // performance.computation.cpu_threads; null/auto = all cores
   bool enable_progress = true;     // performance.enable_progress
 };

@@ -123,7 +123,8 @@ struct PassOptions {
   std::function<void(const PassProgress&)> on_chunk;  // optional, after every chunk
 };
 
-class PassKernel;  // src/fit/pass_kernel.h: the per-batch work of a pass
+class PassBackend;   // backend.h: computes the per-batch sums of a pass
+class PreparedPass;  // backend.h: a backend bound to one point
 
 // Per-angle sums of one full pass, for variable projection (variable_projection.h).
 struct AngleGrams {
@@ -140,16 +141,19 @@ struct AngleGrams {
 class BatchedObjective : public LeastSquaresProblem {
  public:
   // model: the fitted grid (N = model.num_times()). phi_degrees: one angle per data angle.
-  // sigma > 0: the per-point noise (optimization.nlsq.sigma). Throws std::invalid_argument on
-  // inconsistent sizes or values.
+  // sigma > 0: the per-point noise (optimization.nlsq.sigma). backend: computes each chunk's
+  // per-batch sums (backend.h; null = the CPU backend); the objective reduces them in batch
+  // order, so every backend that gives the same per-batch sums gives the same passes. Throws
+  // std::invalid_argument on inconsistent sizes or values.
   BatchedObjective(HomodyneModel model, std::vector<double> phi_degrees, double sigma,
-                   std::unique_ptr<PassData> data, PassOptions options);
+                   std::unique_ptr<PassData> data, PassOptions options,
+                   std::shared_ptr<PassBackend> backend = nullptr);
   // The same on an explicit batch list (any rows, in pass order; offsets index the data's
   // arrays): e.g. a subsample of rows (MakeRowSubsampleObjective). options.batch_points is
   // ignored.
   BatchedObjective(HomodyneModel model, std::vector<double> phi_degrees, double sigma,
                    std::unique_ptr<PassData> data, PassOptions options,
-                   std::vector<RowBatch> batches);
+                   std::vector<RowBatch> batches, std::shared_ptr<PassBackend> backend = nullptr);
 
   int num_parameters() const override { return num_physical_ + 2 * num_angles(); }
   // 2 * (finite upper-triangle points), as counted by the last Accumulate (or the data set's
@@ -188,11 +192,11 @@ class BatchedObjective : public LeastSquaresProblem {
 
  private:
   struct ChunkGrams;
-  struct KernelAt;
+  struct PassAt;
   void CheckTheta(const Eigen::VectorXd& theta) const;
   // Fetches batches [first, last) and fills chunk with their per-batch, per-angle Gram matrices
-  // (OpenMP over the batches).
-  void ComputeChunkGrams(const PassKernel& kernel, int first, int last, ChunkGrams& chunk);
+  // (computed by the backend).
+  void ComputeChunkGrams(PreparedPass& pass, int first, int last, ChunkGrams& chunk);
   int ChunkBatches() const;
   // Starts pass_ at theta: from the pending resume state when it matches, else from zero.
   void BeginPass(const Eigen::VectorXd& theta, bool full_pass);
@@ -202,6 +206,7 @@ class BatchedObjective : public LeastSquaresProblem {
   double sigma_;
   std::unique_ptr<PassData> data_;
   PassOptions options_;
+  std::shared_ptr<PassBackend> backend_;  // never null
   int num_physical_;
   int64_t num_points_ = 0;
   int64_t num_finite_points_ = 0;
@@ -224,7 +229,8 @@ class PackedDataObjective : public BatchedObjective {
   PackedDataObjective(HomodyneModel model, std::vector<double> phi_degrees, double sigma,
                       PackedData data, int64_t batch_points = kDefaultBatchPoints);
   PackedDataObjective(HomodyneModel model, std::vector<double> phi_degrees, double sigma,
-                      PackedData data, PassOptions options);
+                      PackedData data, PassOptions options,
+                      std::shared_ptr<PassBackend> backend = nullptr);
 
   // Every angle's packed strict upper triangle from the source, read as float in blocks of whole
   // rows (about rows_block_points points per read). Propagates the source's DataError.
@@ -243,15 +249,16 @@ class PackedDataObjective : public BatchedObjective {
 // represented. The same source and stride give the same objective whatever strategy the fit
 // uses, so every strategy's global phase sums in the same order. row_stride >= 1; propagates
 // the source's DataError.
-std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(BatchSource& source,
-                                                            HomodyneModel model,
-                                                            std::vector<double> phi_degrees,
-                                                            double sigma, int row_stride);
+// backend: as BatchedObjective's (null = the CPU backend).
+std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(
+    BatchSource& source, HomodyneModel model, std::vector<double> phi_degrees, double sigma,
+    int row_stride, std::shared_ptr<PassBackend> backend = nullptr);
 // The same from packed data already in memory (PackedDataObjective::data(), read from the same
 // source): the same floats, so the same objective, without reading the file again (row reads
 // of a compressed file decompress a whole chunk each).
 std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(
     const InMemoryPassData::PackedData& packed, HomodyneModel model,
-    std::vector<double> phi_degrees, double sigma, int row_stride);
+    std::vector<double> phi_degrees, double sigma, int row_stride,
+    std::shared_ptr<PassBackend> backend = nullptr);
 
 }  // namespace homodyne

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "homodyne/backend.h"
 #include "homodyne/errors.h"
 #include "homodyne/strategy.h"
 
@@ -75,9 +76,9 @@ std::optional<CommandLineOptions> ParseCommandLine(int argc, char** argv) {
       "homodyne: fit the homodyne XPCS model to two-time correlation data (NLSQ).\n"
       "Reads the homodyne YAML config and beamline HDF5 files (APS-U, APS-old)."};
   app.footer(kExitCodesHelp);
-  // "built without CUDA" until the CUDA backend exists: slurm/homodyne_gpu.sbatch reads it.
-  app.set_version_flag("--version", std::string("homodyne-cpp ") + HOMODYNE_VERSION +
-                                        " (backend cpu; built without CUDA)");
+  // "without CUDA" until CUDA kernels exist: slurm/homodyne_gpu.sbatch reads it.
+  app.set_version_flag("--version", std::string("homodyne-cpp ") + HOMODYNE_VERSION + " (" +
+                                        BackendBuildDescription() + ")");
 
   app.add_option("--config", options.config_path, "YAML config file")
       ->capture_default_str()

@@ -765,10 +765,10 @@ void ParsePerformance(const ConfigReader& reader, Config& config) {
     reader.Warn("fast_mode differs from performance.fast_mode; using performance.fast_mode");
   }
   p.fast_mode = fast.value_or(fast_alias.value_or(p.fast_mode));
-  if (const auto backend = reader.String("performance.backend")) {
-    p.backend = Lower(*backend);
-    reader.Require(p.backend == "cpu" || p.backend == "cuda" || p.backend == "auto",
-                   "performance.backend", "must be one of cpu, cuda, auto");
+  if (const auto text = reader.String("performance.backend")) {
+    const std::optional<BackendKind> backend = ParseBackendKind(*text);
+    reader.Require(backend.has_value(), "performance.backend", "must be one of cpu, cuda, auto");
+    p.backend = *backend;
   }
   const std::string threads_path = "performance.computation.cpu_threads";
   const YAML::Node threads = reader.Find(threads_path);
@@ -1022,7 +1022,7 @@ std::string BriefReport(const Config& config) {
   const PerformanceOptions& p = config.performance;
   out << "strategy: "
       << (p.strategy_override ? std::string(ToString(*p.strategy_override)) : "automatic")
-      << ", backend " << p.backend << ", memory limit "
+      << ", backend " << ToString(p.backend) << ", memory limit "
       << (p.memory_limit_gb ? FormatNumber(*p.memory_limit_gb) + " GB" : "automatic")
       << ", cpu threads " << (p.cpu_threads ? std::to_string(*p.cpu_threads) : "auto")
       << ", fast mode " << (p.fast_mode ? "on" : "off") << "\n";

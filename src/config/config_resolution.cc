@@ -124,7 +124,8 @@ void ApplyOverrides(const ConfigOverrides& overrides, Config& config) {
     }
   }
   if (overrides.backend) {
-    performance.backend = OneOf("backend", *overrides.backend, {"cpu", "cuda", "auto"});
+    performance.backend =
+        *ParseBackendKind(OneOf("backend", *overrides.backend, {"cpu", "cuda", "auto"}));
   }
   if (overrides.fast_mode) performance.fast_mode = *overrides.fast_mode;
   if (overrides.solver) config.nlsq.solver = OneOf("solver", *overrides.solver, {"lm", "ceres"});

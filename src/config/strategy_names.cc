@@ -2,9 +2,20 @@
 #include <cctype>
 #include <string>
 
+#include "homodyne/config.h"
 #include "homodyne/strategy.h"
 
 namespace homodyne {
+namespace {
+
+std::string Lowercase(std::string_view text) {
+  std::string lower(text);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return lower;
+}
+
+}  // namespace
 
 std::string_view ToString(StrategyKind kind) {
   switch (kind) {
@@ -21,11 +32,29 @@ std::string_view ToString(StrategyKind kind) {
 }
 
 std::optional<StrategyKind> ParseStrategyKind(std::string_view text) {
-  std::string lower(text);
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const std::string lower = Lowercase(text);
   for (StrategyKind kind : {StrategyKind::kStandard, StrategyKind::kLarge, StrategyKind::kChunked,
                             StrategyKind::kStreaming}) {
+    if (lower == ToString(kind)) return kind;
+  }
+  return std::nullopt;
+}
+
+std::string_view ToString(BackendKind kind) {
+  switch (kind) {
+    case BackendKind::kAuto:
+      return "auto";
+    case BackendKind::kCpu:
+      return "cpu";
+    case BackendKind::kCuda:
+      return "cuda";
+  }
+  return "unknown";
+}
+
+std::optional<BackendKind> ParseBackendKind(std::string_view text) {
+  const std::string lower = Lowercase(text);
+  for (BackendKind kind : {BackendKind::kAuto, BackendKind::kCpu, BackendKind::kCuda}) {
     if (lower == ToString(kind)) return kind;
   }
   return std::nullopt;

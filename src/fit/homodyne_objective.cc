@@ -1,8 +1,6 @@
 // BatchedObjective and PackedDataObjective (include/homodyne/objective.h): chi2 and normal
-// equations as passes over a fixed batch list, chunk by chunk, OpenMP over the batches of a
-// chunk, per-batch sums reduced in batch order.
-#include <omp.h>
-
+// equations as passes over a fixed batch list, chunk by chunk, the per-batch sums of a chunk
+// computed by the backend (backend.h) and reduced here in batch order.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -12,8 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "homodyne/backend.h"
 #include "homodyne/objective.h"
-#include "pass_kernel.h"
 
 namespace homodyne {
 namespace {
@@ -23,20 +21,6 @@ using Clock = std::chrono::steady_clock;
 // For PassProgress's wall times only; no number of the fit depends on them.
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// A chunk with fewer points than this is computed on the calling thread: starting a parallel
-// region costs more than the work (and far more on a loaded machine, where the threads wait
-// for time slices: 80x slower measured on a 1e4-point pass at load 7 on 2 cores). The batch-order
-// reduction makes the result the same either way.
-constexpr int64_t kMinParallelChunkPoints = 1 << 16;
-
-// True when batches [first, last) are worth a parallel region.
-bool ParallelWorthIt(std::span<const RowBatch> batches, int first, int last, int num_angles) {
-  if (last - first < 2) return false;
-  int64_t points = 0;
-  for (int b = first; b < last; ++b) points += batches[static_cast<size_t>(b)].points;
-  return points * num_angles >= kMinParallelChunkPoints;
 }
 
 }  // namespace
@@ -73,19 +57,22 @@ void InMemoryPassData::Fetch(std::span<const RowBatch> batches, int first, int l
 
 BatchedObjective::BatchedObjective(HomodyneModel model, std::vector<double> phi_degrees,
                                    double sigma, std::unique_ptr<PassData> data,
-                                   PassOptions options)
+                                   PassOptions options, std::shared_ptr<PassBackend> backend)
     // model and options are copied: the batch list reads them in the same argument list.
     : BatchedObjective(model, std::move(phi_degrees), sigma, std::move(data), options,
-                       SplitIntoBatches(model.num_times(), options.batch_points)) {}
+                       SplitIntoBatches(model.num_times(), options.batch_points),
+                       std::move(backend)) {}
 
 BatchedObjective::BatchedObjective(HomodyneModel model, std::vector<double> phi_degrees,
                                    double sigma, std::unique_ptr<PassData> data,
-                                   PassOptions options, std::vector<RowBatch> batches)
+                                   PassOptions options, std::vector<RowBatch> batches,
+                                   std::shared_ptr<PassBackend> backend)
     : model_(std::move(model)),
       phi_degrees_(std::move(phi_degrees)),
       sigma_(sigma),
       data_(std::move(data)),
       options_(std::move(options)),
+      backend_(backend != nullptr ? std::move(backend) : MakeCpuPassBackend()),
       num_physical_(model_.num_physical()),
       batches_(std::move(batches)) {
   if (!(sigma_ > 0.0) || !std::isfinite(sigma_)) {
@@ -133,27 +120,29 @@ void BatchedObjective::BeginPass(const Eigen::VectorXd& theta, bool full_pass) {
   }
 }
 
-// The model at theta's physical parameters and the pass kernel with theta's per-angle scaling:
-// what every pass at theta needs. Not copyable (the kernel refers to the evaluation).
-struct BatchedObjective::KernelAt {
-  KernelAt(const BatchedObjective& objective, const Eigen::VectorXd& theta)
+// The model at theta's physical parameters and the backend prepared at theta (with theta's
+// per-angle scaling): what every pass at theta needs. Not copyable (the prepared pass refers to
+// the evaluation).
+struct BatchedObjective::PassAt {
+  PassAt(const BatchedObjective& objective, const Eigen::VectorXd& theta)
       : evaluation(
             objective.model_,
             std::span<const double>(theta.data(), static_cast<size_t>(objective.num_physical_))),
-        kernel(evaluation, objective.phi_degrees_,
-               std::span<const double>(theta.data() + objective.ContrastIndex(0),
-                                       static_cast<size_t>(objective.num_angles())),
-               std::span<const double>(theta.data() + objective.OffsetIndex(0),
-                                       static_cast<size_t>(objective.num_angles()))) {}
-  KernelAt(const KernelAt&) = delete;
-  KernelAt& operator=(const KernelAt&) = delete;
+        pass(objective.backend_->Prepare(
+            {&evaluation, objective.phi_degrees_,
+             std::span<const double>(theta.data() + objective.ContrastIndex(0),
+                                     static_cast<size_t>(objective.num_angles())),
+             std::span<const double>(theta.data() + objective.OffsetIndex(0),
+                                     static_cast<size_t>(objective.num_angles()))})) {}
+  PassAt(const PassAt&) = delete;
+  PassAt& operator=(const PassAt&) = delete;
 
   const ModelEvaluation evaluation;
-  const PassKernel kernel;
+  const std::unique_ptr<PreparedPass> pass;
 };
 
 // The per-point sums of one full pass: for every batch of a chunk and every angle, the Gram
-// matrix of [J | e] (pass_kernel.h) and the finite point count, computed in parallel.
+// matrix of [J | e] (backend.h) and the finite point count.
 struct BatchedObjective::ChunkGrams {
   ChunkGrams(int chunk, int n_angles, int gram_size)
       : grams(static_cast<size_t>(chunk) * n_angles, Eigen::MatrixXd(gram_size, gram_size)),
@@ -163,27 +152,16 @@ struct BatchedObjective::ChunkGrams {
   std::vector<int64_t> finite;
 };
 
-void BatchedObjective::ComputeChunkGrams(const PassKernel& kernel, int first, int last,
+void BatchedObjective::ComputeChunkGrams(PreparedPass& pass, int first, int last,
                                          ChunkGrams& chunk) {
   const int n_angles = num_angles();
   data_->Fetch(batches_, first, last, n_angles, pointers_);
-  for (auto& gram : chunk.grams) gram.setZero();
-  std::fill(chunk.finite.begin(), chunk.finite.end(), 0);
-  const bool parallel = ParallelWorthIt(batches_, first, last, n_angles);
-#pragma omp parallel if (parallel)
-  {
-    PassKernel::Workspace workspace(kernel.gram_size());
-#pragma omp for schedule(dynamic)
-    for (int b = first; b < last; ++b) {
-      const size_t slot = static_cast<size_t>(b - first) * n_angles;
-      const RowBatch& batch = batches_[static_cast<size_t>(b)];
-      kernel.AccumulateRows(
-          batch.row_begin, batch.row_end,
-          std::span<const float* const>(pointers_.data() + slot, static_cast<size_t>(n_angles)),
-          std::span<Eigen::MatrixXd>(chunk.grams.data() + slot, static_cast<size_t>(n_angles)),
-          std::span<int64_t>(chunk.finite.data() + slot, static_cast<size_t>(n_angles)), workspace);
-    }
-  }
+  // The last chunk of a pass may hold fewer batches than the buffers.
+  const size_t entries = static_cast<size_t>(last - first) * n_angles;
+  pass.ComputeGrams(std::span<const RowBatch>(batches_).subspan(static_cast<size_t>(first),
+                                                                static_cast<size_t>(last - first)),
+                    pointers_, std::span<Eigen::MatrixXd>(chunk.grams).first(entries),
+                    std::span<int64_t>(chunk.finite).first(entries));
 }
 
 NormalEquations BatchedObjective::Accumulate(const Eigen::VectorXd& theta) {
@@ -191,9 +169,8 @@ NormalEquations BatchedObjective::Accumulate(const Eigen::VectorXd& theta) {
   const Clock::time_point pass_start = Clock::now();
   BeginPass(theta, /*full_pass=*/true);
   const int n_angles = num_angles();
-  const KernelAt at(*this, theta);
-  const PassKernel& kernel = at.kernel;
-  const int g = kernel.gram_size();  // M + 1, M = P_phys + 2
+  const PassAt at(*this, theta);
+  const int g = at.pass->gram_size();  // M + 1, M = P_phys + 2
   const int m = g - 1;
   const int num_batches = static_cast<int>(batches_.size());
   const int chunk_size = std::min(ChunkBatches(), std::max(num_batches, 1));
@@ -207,7 +184,7 @@ NormalEquations BatchedObjective::Accumulate(const Eigen::VectorXd& theta) {
     const Clock::time_point chunk_start = Clock::now();
     const int first = pass_.next_batch;
     const int last = std::min(first + chunk_size, num_batches);
-    ComputeChunkGrams(kernel, first, last, chunk);
+    ComputeChunkGrams(*at.pass, first, last, chunk);
     // Scatter in batch order, then angle order, into the lower triangle of J^T J. The block
     // index maps monotonically to the global one, so (a >= c) stays in the lower triangle.
     for (int b = first; b < last; ++b) {
@@ -250,9 +227,8 @@ AngleGrams BatchedObjective::AccumulateAngleGrams(const Eigen::VectorXd& theta) 
   CheckTheta(theta);
   ++passes_;
   const int n_angles = num_angles();
-  const KernelAt at(*this, theta);
-  const PassKernel& kernel = at.kernel;
-  const int g = kernel.gram_size();
+  const PassAt at(*this, theta);
+  const int g = at.pass->gram_size();
   const int num_batches = static_cast<int>(batches_.size());
   const int chunk_size = std::min(ChunkBatches(), std::max(num_batches, 1));
 
@@ -261,7 +237,7 @@ AngleGrams BatchedObjective::AccumulateAngleGrams(const Eigen::VectorXd& theta) 
   ChunkGrams chunk(chunk_size, n_angles, g);
   for (int first = 0; first < num_batches; first += chunk_size) {
     const int last = std::min(first + chunk_size, num_batches);
-    ComputeChunkGrams(kernel, first, last, chunk);
+    ComputeChunkGrams(*at.pass, first, last, chunk);
     for (int b = first; b < last; ++b) {  // batch order, as Accumulate
       for (int k = 0; k < n_angles; ++k) {
         const size_t slot = static_cast<size_t>(b - first) * n_angles + k;
@@ -282,8 +258,7 @@ double BatchedObjective::Cost(const Eigen::VectorXd& theta) {
   const Clock::time_point pass_start = Clock::now();
   BeginPass(theta, /*full_pass=*/false);
   const int n_angles = num_angles();
-  const KernelAt at(*this, theta);
-  const PassKernel& kernel = at.kernel;
+  const PassAt at(*this, theta);
   const int num_batches = static_cast<int>(batches_.size());
   const int chunk = std::min(ChunkBatches(), std::max(num_batches, 1));
   std::vector<double> sums(static_cast<size_t>(chunk));
@@ -293,21 +268,10 @@ double BatchedObjective::Cost(const Eigen::VectorXd& theta) {
     const int first = pass_.next_batch;
     const int last = std::min(first + chunk, num_batches);
     data_->Fetch(batches_, first, last, n_angles, pointers_);
-    const bool parallel = ParallelWorthIt(batches_, first, last, n_angles);
-#pragma omp parallel if (parallel)
-    {
-      PassKernel::Workspace workspace(kernel.gram_size());
-#pragma omp for schedule(dynamic)
-      for (int b = first; b < last; ++b) {
-        const RowBatch& batch = batches_[static_cast<size_t>(b)];
-        sums[static_cast<size_t>(b - first)] = kernel.SumSquaredResiduals(
-            batch.row_begin, batch.row_end,
-            std::span<const float* const>(
-                pointers_.data() + static_cast<size_t>(b - first) * n_angles,
-                static_cast<size_t>(n_angles)),
-            workspace);
-      }
-    }
+    at.pass->ComputeSquaredResiduals(
+        std::span<const RowBatch>(batches_).subspan(static_cast<size_t>(first),
+                                                    static_cast<size_t>(last - first)),
+        pointers_, std::span<double>(sums).first(static_cast<size_t>(last - first)));
     for (int b = first; b < last; ++b) pass_.chi2 += scale * sums[static_cast<size_t>(b - first)];
     pass_.next_batch = last;
     if (options_.on_chunk) {
@@ -324,9 +288,11 @@ PackedDataObjective::PackedDataObjective(HomodyneModel model, std::vector<double
                           PassOptions{batch_points, 0, {}}) {}
 
 PackedDataObjective::PackedDataObjective(HomodyneModel model, std::vector<double> phi_degrees,
-                                         double sigma, PackedData data, PassOptions options)
+                                         double sigma, PackedData data, PassOptions options,
+                                         std::shared_ptr<PassBackend> backend)
     : BatchedObjective(std::move(model), std::move(phi_degrees), sigma,
-                       std::make_unique<InMemoryPassData>(std::move(data)), std::move(options)),
+                       std::make_unique<InMemoryPassData>(std::move(data)), std::move(options),
+                       std::move(backend)),
       data_view_(static_cast<const InMemoryPassData*>(&pass_data())) {
   const PackedData& values = data_view_->data();
   if (values.size() != static_cast<size_t>(num_angles())) {
@@ -397,7 +363,8 @@ std::vector<RowBatch> SubsampleRows(int n, int row_stride, int64_t* total) {
 std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(BatchSource& source,
                                                             HomodyneModel model,
                                                             std::vector<double> phi_degrees,
-                                                            double sigma, int row_stride) {
+                                                            double sigma, int row_stride,
+                                                            std::shared_ptr<PassBackend> backend) {
   int64_t total = 0;
   std::vector<RowBatch> rows = SubsampleRows(source.info().num_times(), row_stride, &total);
   InMemoryPassData::PackedData data(static_cast<size_t>(source.info().num_angles()));
@@ -411,12 +378,13 @@ std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(BatchSource& source,
   }
   return std::make_unique<BatchedObjective>(std::move(model), std::move(phi_degrees), sigma,
                                             std::make_unique<InMemoryPassData>(std::move(data)),
-                                            PassOptions{}, std::move(rows));
+                                            PassOptions{}, std::move(rows), std::move(backend));
 }
 
 std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(
     const InMemoryPassData::PackedData& packed, HomodyneModel model,
-    std::vector<double> phi_degrees, double sigma, int row_stride) {
+    std::vector<double> phi_degrees, double sigma, int row_stride,
+    std::shared_ptr<PassBackend> backend) {
   const int n = model.num_times();
   int64_t total = 0;
   std::vector<RowBatch> rows = SubsampleRows(n, row_stride, &total);
@@ -430,7 +398,7 @@ std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(
   }
   return std::make_unique<BatchedObjective>(std::move(model), std::move(phi_degrees), sigma,
                                             std::make_unique<InMemoryPassData>(std::move(data)),
-                                            PassOptions{}, std::move(rows));
+                                            PassOptions{}, std::move(rows), std::move(backend));
 }
 
 }  // namespace homodyne

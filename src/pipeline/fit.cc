@@ -22,6 +22,7 @@
 #include <string_view>
 #include <system_error>
 
+#include "homodyne/backend.h"
 #include "homodyne/checkpoint.h"
 #include "homodyne/dataset.h"
 #include "homodyne/errors.h"
@@ -181,7 +182,8 @@ struct StrategySetup {
 StrategySetup SetUpStrategy(StrategyKind kind, const Config& config, BatchSource& source,
                             const HomodyneModel& model, const std::vector<double>& phi,
                             const ProblemSize& size,
-                            std::function<void(const PassProgress&)> on_chunk) {
+                            std::function<void(const PassProgress&)> on_chunk,
+                            const std::shared_ptr<PassBackend>& backend) {
   MaybeInjectAllocationFailure(ToString(kind));
   const int n_angles = source.info().num_angles();
   PassOptions options;
@@ -198,7 +200,7 @@ StrategySetup SetUpStrategy(StrategyKind kind, const Config& config, BatchSource
         config.streaming.enable_fault_tolerance ? config.streaming.max_retries_per_batch : 0;
     setup.objective = std::make_unique<BatchedObjective>(
         model, phi, config.nlsq.sigma, MakeStreamingPassData(source, read_options),
-        std::move(options));
+        std::move(options), backend);
     return setup;
   }
   if (kind == StrategyKind::kChunked) {
@@ -206,8 +208,8 @@ StrategySetup SetUpStrategy(StrategyKind kind, const Config& config, BatchSource
   }
   PackedDataObjective::PackedData data = PackedDataObjective::LoadPackedData(source);
   setup.scaling_from_data = EstimateScalingInMemory(config, data, source.info().num_times());
-  setup.objective = std::make_unique<PackedDataObjective>(model, phi, config.nlsq.sigma,
-                                                          std::move(data), std::move(options));
+  setup.objective = std::make_unique<PackedDataObjective>(
+      model, phi, config.nlsq.sigma, std::move(data), std::move(options), backend);
   return setup;
 }
 
@@ -381,6 +383,16 @@ std::vector<std::string> CorrelationWarnings(const FitResult& result, int n_phys
   return warnings;
 }
 
+// SelectBackend (backend.h) for the config's performance.backend; its ConfigError names the
+// config, as the fit's other config errors do.
+BackendChoice SelectBackendFor(const Config& config) {
+  try {
+    return SelectBackend(config.performance.backend);
+  } catch (const ConfigError& error) {
+    throw ConfigError(config.source_path + ": " + error.what());
+  }
+}
+
 }  // namespace
 
 FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& options,
@@ -389,13 +401,9 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
   FitOutcome outcome;
   FitResult& result = outcome.result;
   result.analysis_mode = config.analysis_mode;
-  // DESIGN section 5: asking for a backend this build lacks is an error, not a silent CPU run.
-  if (config.performance.backend == "cuda") {
-    throw ConfigError(config.source_path +
-                      ": backend cuda: this homodyne was built without CUDA (this version has no "
-                      "CUDA backend); use --backend cpu or auto");
-  }
-  if (config.performance.backend == "auto") spdlog::info("backend auto: cpu (built without CUDA)");
+  // DESIGN section 5: a backend this build or machine lacks is an error, not a silent CPU run.
+  const BackendChoice backend = SelectBackendFor(config);
+  if (config.performance.backend == BackendKind::kAuto) spdlog::info("{}", backend.reason);
 
   const DatasetInfo& info = source.info();
   for (const std::string& warning : info.warnings) spdlog::warn("{}", warning);
@@ -452,7 +460,7 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
   StrategySetup setup;
   while (true) {
     try {
-      setup = SetUpStrategy(kind, config, source, model, phi, size, on_chunk);
+      setup = SetUpStrategy(kind, config, source, model, phi, size, on_chunk, backend.backend);
       break;
     } catch (const std::bad_alloc&) {
       const std::optional<StrategyKind> leaner = LeanerStrategy(kind);
@@ -478,8 +486,9 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
     search_data =
         in_memory != nullptr
             ? MakeRowSubsampleObjective(in_memory->data(), model, phi, config.nlsq.sigma,
-                                        search_row_stride)
-            : MakeRowSubsampleObjective(source, model, phi, config.nlsq.sigma, search_row_stride);
+                                        search_row_stride, backend.backend)
+            : MakeRowSubsampleObjective(source, model, phi, config.nlsq.sigma, search_row_stride,
+                                        backend.backend);
   }
   const std::vector<ScalingEstimate> initial_scaling =
       InitialScaling(config, setup.scaling_from_data);
@@ -733,7 +742,7 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
   result.iterations = summary.iterations;
   result.passes = summary.passes + summary.cost_passes;
   result.point_evaluations = result.passes * objective.num_points();
-  result.backend = "cpu";
+  result.backend = std::string(ToString(backend.backend->kind()));
   result.threads = size.threads;
   result.total_seconds = SecondsSince(start);
   result.memory_peak_mb = PeakResidentMb();

@@ -172,7 +172,8 @@ void VisitPerformance(Struct& performance, Visitor& visit) {
   visit("performance.memory_limit_gb", kNotNumbersField, memory_limit_gb);
   // Numerical validation: a fit stops (failed) where a fast-mode fit goes on.
   visit("performance.fast_mode", kNumbersField, fast_mode);
-  // This build computes on the CPU only (Fit refuses cuda; auto means cpu).
+  // Only the CPU computes passes in this version (SelectBackend refuses cuda; auto means cpu).
+  // A backend that computes passes must give the CPU's numbers before this role can stay.
   visit("performance.backend", kNotNumbersField, backend);
   // Sums are reduced in batch and block order, whatever the thread count.
   visit("performance.computation.cpu_threads", kNotNumbersField, cpu_threads);

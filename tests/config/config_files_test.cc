@@ -56,7 +56,7 @@ TEST(ReadyConfigValuesTest, ClusterAndGpuConfigs) {
   EXPECT_EQ(cluster.streaming.checkpoint_frequency, 20);
 
   const Config gpu = LoadConfig(ConfigsDir() + "/gpu.yaml");
-  EXPECT_EQ(gpu.performance.backend, "cuda");
+  EXPECT_EQ(gpu.performance.backend, BackendKind::kCuda);
   EXPECT_EQ(gpu.streaming.batch_size, 100000);
 }
 

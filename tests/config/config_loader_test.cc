@@ -46,7 +46,7 @@ TEST(ConfigDefaultsTest, MinimalLaminarConfigGetsDocumentedDefaults) {
   EXPECT_FALSE(config.performance.strategy_override.has_value());
   EXPECT_FALSE(config.performance.memory_limit_gb.has_value());
   EXPECT_FALSE(config.performance.cpu_threads.has_value());
-  EXPECT_EQ(config.performance.backend, "cpu");
+  EXPECT_EQ(config.performance.backend, BackendKind::kCpu);
   EXPECT_FALSE(config.performance.fast_mode);
   EXPECT_FALSE(config.simulation.present);
 }
@@ -347,7 +347,7 @@ performance:
   EXPECT_EQ(config.performance.strategy_override, StrategyKind::kStreaming);
   EXPECT_DOUBLE_EQ(*config.performance.memory_limit_gb, 8.5);
   EXPECT_TRUE(config.performance.fast_mode);
-  EXPECT_EQ(config.performance.backend, "cuda");
+  EXPECT_EQ(config.performance.backend, BackendKind::kCuda);
   EXPECT_FALSE(config.performance.enable_progress);
   EXPECT_EQ(config.performance.cpu_threads, 16);
 }

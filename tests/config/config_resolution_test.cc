@@ -164,7 +164,7 @@ TEST(ResolveConfigTest, OverridesReplaceFileValuesWithStringsParsed) {
   EXPECT_DOUBLE_EQ(config.nlsq.tolerance, 1e-6);
   EXPECT_EQ(config.performance.cpu_threads, 3);
   EXPECT_EQ(config.performance.strategy_override, StrategyKind::kStreaming);
-  EXPECT_EQ(config.performance.backend, "auto");
+  EXPECT_EQ(config.performance.backend, BackendKind::kAuto);
   EXPECT_EQ(config.nlsq.solver, "ceres");
   EXPECT_TRUE(config.performance.fast_mode);
   EXPECT_FALSE(config.nlsq.variable_projection);

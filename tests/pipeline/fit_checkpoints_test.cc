@@ -61,6 +61,9 @@ void Mutate(AnalysisMode& value) {
 void Mutate(StrategyKind& value) {
   value = value == StrategyKind::kLarge ? StrategyKind::kStreaming : StrategyKind::kLarge;
 }
+void Mutate(BackendKind& value) {
+  value = value == BackendKind::kCpu ? BackendKind::kCuda : BackendKind::kCpu;
+}
 void Mutate(SimulationOptions& value) { value.present = !value.present; }
 void Mutate(LoggingOptions& value) { value.performance.enabled = !value.performance.enabled; }
 template <typename T>
