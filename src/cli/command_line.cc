@@ -62,8 +62,7 @@ void ValidateFlagValues(const CommandLineOptions& options) {
     throw UsageError("--strategy " + *options.strategy +
                      ": must be one of standard, large, chunked, streaming");
   }
-  if (options.backend && *options.backend != "cpu" && *options.backend != "cuda" &&
-      *options.backend != "auto") {
+  if (options.backend && !ParseBackendKind(*options.backend)) {
     throw UsageError("--backend " + *options.backend + ": must be one of cpu, cuda, auto");
   }
 }

@@ -28,6 +28,21 @@ bool ParallelWorthIt(std::span<const RowBatch> batches, int num_angles) {
   return points * num_angles >= kMinParallelChunkPoints;
 }
 
+// Calls body(b, workspace) for every batch b, over OpenMP threads when ParallelWorthIt (each
+// thread with its own kernel workspace of gram_size), else on the calling thread. body writes
+// only the outputs of batch b, so the results do not depend on the thread count or schedule.
+template <typename Body>
+void ForEachBatch(std::span<const RowBatch> batches, int num_angles, int gram_size, Body body) {
+  const int num_batches = static_cast<int>(batches.size());
+  const bool parallel = ParallelWorthIt(batches, num_angles);
+#pragma omp parallel if (parallel)
+  {
+    PassKernel::Workspace workspace(gram_size);
+#pragma omp for schedule(dynamic)
+    for (int b = 0; b < num_batches; ++b) body(b, workspace);
+  }
+}
+
 class CpuPreparedPass : public PreparedPass {
  public:
   explicit CpuPreparedPass(const PassPoint& point)
@@ -43,21 +58,15 @@ class CpuPreparedPass : public PreparedPass {
                    finite_points.size() == entries);
     for (Eigen::MatrixXd& gram : grams) gram.setZero();
     std::fill(finite_points.begin(), finite_points.end(), 0);
-    const int num_batches = static_cast<int>(batches.size());
-    const bool parallel = ParallelWorthIt(batches, n_angles);
-#pragma omp parallel if (parallel)
-    {
-      PassKernel::Workspace workspace(kernel_.gram_size());
-#pragma omp for schedule(dynamic)
-      for (int b = 0; b < num_batches; ++b) {
-        const size_t slot = static_cast<size_t>(b) * n_angles;
-        const RowBatch& batch = batches[static_cast<size_t>(b)];
-        kernel_.AccumulateRows(
-            batch.row_begin, batch.row_end, data.subspan(slot, static_cast<size_t>(n_angles)),
-            grams.subspan(slot, static_cast<size_t>(n_angles)),
-            finite_points.subspan(slot, static_cast<size_t>(n_angles)), workspace);
-      }
-    }
+    ForEachBatch(batches, n_angles, kernel_.gram_size(),
+                 [&](int b, PassKernel::Workspace& workspace) {
+                   const size_t slot = static_cast<size_t>(b) * n_angles;
+                   const RowBatch& batch = batches[static_cast<size_t>(b)];
+                   const size_t count = static_cast<size_t>(n_angles);
+                   kernel_.AccumulateRows(batch.row_begin, batch.row_end,
+                                          data.subspan(slot, count), grams.subspan(slot, count),
+                                          finite_points.subspan(slot, count), workspace);
+                 });
   }
 
   void ComputeSquaredResiduals(std::span<const RowBatch> batches,
@@ -66,20 +75,15 @@ class CpuPreparedPass : public PreparedPass {
     const int n_angles = kernel_.num_angles();
     HOMODYNE_CHECK(data.size() == batches.size() * static_cast<size_t>(n_angles) &&
                    squared_residuals.size() == batches.size());
-    const int num_batches = static_cast<int>(batches.size());
-    const bool parallel = ParallelWorthIt(batches, n_angles);
-#pragma omp parallel if (parallel)
-    {
-      PassKernel::Workspace workspace(kernel_.gram_size());
-#pragma omp for schedule(dynamic)
-      for (int b = 0; b < num_batches; ++b) {
-        const RowBatch& batch = batches[static_cast<size_t>(b)];
-        squared_residuals[static_cast<size_t>(b)] = kernel_.SumSquaredResiduals(
-            batch.row_begin, batch.row_end,
-            data.subspan(static_cast<size_t>(b) * n_angles, static_cast<size_t>(n_angles)),
-            workspace);
-      }
-    }
+    ForEachBatch(batches, n_angles, kernel_.gram_size(),
+                 [&](int b, PassKernel::Workspace& workspace) {
+                   const RowBatch& batch = batches[static_cast<size_t>(b)];
+                   squared_residuals[static_cast<size_t>(b)] = kernel_.SumSquaredResiduals(
+                       batch.row_begin, batch.row_end,
+                       data.subspan(static_cast<size_t>(b) * n_angles,
+                                    static_cast<size_t>(n_angles)),
+                       workspace);
+                 });
   }
 
  private:

@@ -379,6 +379,12 @@ YAML
       echo "${bad%%|*}" >> bad.yaml
       expect_exit 1 "${bad##*|}" "$bin_dir/homodyne" --config bad.yaml
     done
+    # --backend is read in any case, as --strategy is; a name that is none of them is a usage
+    # error (exit 2) before anything runs.
+    expect_exit 2 "--backend gpu: must be one of cpu, cuda, auto" "$bin_dir/homodyne" \
+      --config fitin.yaml --backend gpu
+    expect_exit 0 "strategy +standard" "$bin_dir/homodyne" --config fitin.yaml --backend CPU \
+      --dry-run
     # A backend this build lacks is refused, not replaced by the CPU in silence. A build with
     # CUDA refuses it too, for want of a device or (this version) of CUDA kernels.
     if [ "${HOMODYNE_TEST_WITH_CUDA:-OFF}" = OFF ]; then
