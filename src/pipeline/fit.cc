@@ -3,6 +3,7 @@
 
 #include "fit_checkpoints.h"
 #include "fit_plan.h"
+#include "fit_strategy.h"
 
 #include <omp.h>
 #include <spdlog/spdlog.h>
@@ -10,16 +11,13 @@
 #include <Eigen/Dense>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <memory>
-#include <new>
 #include <optional>
 #include <sstream>
 #include <string>
-#include <string_view>
 #include <system_error>
 
 #include "homodyne/backend.h"
@@ -30,10 +28,8 @@
 #include "homodyne/initial_values.h"
 #include "homodyne/lm.h"
 #include "homodyne/objective.h"
-#include "homodyne/reparametrized_problem.h"
 #include "homodyne/results.h"
 #include "homodyne/scaling.h"
-#include "homodyne/standard_fit.h"
 #include "homodyne/variable_projection.h"
 
 namespace homodyne {
@@ -94,123 +90,6 @@ std::vector<ScalingEstimate> InitialScaling(const Config& config,
     }
   }
   return scaling;
-}
-
-// The quantile estimate per angle on data held in memory.
-std::vector<ScalingEstimate> EstimateScalingInMemory(const Config& config,
-                                                     const PackedDataObjective::PackedData& data,
-                                                     int n_times) {
-  std::vector<ScalingEstimate> estimates;
-  for (const std::vector<float>& values : data) {
-    estimates.push_back(EstimateScalingFromData(values, n_times, config.BoundOf("contrast"),
-                                                config.BoundOf("offset")));
-  }
-  return estimates;
-}
-
-// The quantile estimate per angle for streamed data: on an evenly spread sample of whole rows
-// holding about max_points points per angle, read from the file (memory stays bounded).
-std::vector<ScalingEstimate> EstimateScalingFromFile(const Config& config, BatchSource& source,
-                                                     int64_t max_points) {
-  const int n = source.info().num_times();
-  const int64_t total = UpperTriangleSize(n);
-  const int stride = static_cast<int>(std::max<int64_t>(1, (total + max_points - 1) / max_points));
-  std::vector<int> rows;
-  for (int i = 0; i + 1 < n; i += stride) rows.push_back(i);
-  // Runs of consecutive sampled rows (all of them at stride 1) are read in blocks of up to
-  // kBlockPoints: a read per row decompresses the same chunks again for every row (seconds on a
-  // gzip file). The values are the same, in the same order.
-  constexpr int64_t kBlockPoints = int64_t{1} << 18;
-  std::vector<ScalingEstimate> estimates;
-  std::vector<float> values;
-  for (int k = 0; k < source.info().num_angles(); ++k) {
-    values.clear();
-    for (size_t r = 0; r < rows.size();) {
-      size_t end = r + 1;
-      while (end < rows.size() && rows[end] == rows[end - 1] + 1 &&
-             UpperTriangleRowsSize(n, rows[r], rows[end] + 1) <= kBlockPoints) {
-        ++end;
-      }
-      const int row_begin = rows[r];
-      const int row_end = rows[end - 1] + 1;
-      const size_t start = values.size();
-      values.resize(start + static_cast<size_t>(UpperTriangleRowsSize(n, row_begin, row_end)));
-      source.ReadUpperTriangleRows(k, row_begin, row_end,
-                                   std::span<float>(values.data() + start, values.size() - start));
-      r = end;
-    }
-    estimates.push_back(EstimateScalingFromRows(values, rows, n, config.BoundOf("contrast"),
-                                                config.BoundOf("offset")));
-  }
-  return estimates;
-}
-
-// The next leaner strategy after an allocation failure (DESIGN section 3): standard -> large;
-// large and chunked hold the same data, so both fall back to streaming.
-std::optional<StrategyKind> LeanerStrategy(StrategyKind kind) {
-  switch (kind) {
-    case StrategyKind::kStandard:
-      return StrategyKind::kLarge;
-    case StrategyKind::kLarge:
-    case StrategyKind::kChunked:
-      return StrategyKind::kStreaming;
-    case StrategyKind::kStreaming:
-      return std::nullopt;
-  }
-  return std::nullopt;
-}
-
-// Test-only fault hook: HOMODYNE_TEST_FAIL_ALLOCATION lists names (comma-separated) of the
-// allocations that throw std::bad_alloc, so the fallbacks can be tested without exhausting
-// memory: a strategy's set-up (its name) or the Ceres Jacobian ("ceres_jacobian").
-void MaybeInjectAllocationFailure(std::string_view what) {
-  const char* names = std::getenv("HOMODYNE_TEST_FAIL_ALLOCATION");
-  if (names == nullptr) return;
-  std::stringstream list(names);
-  std::string name;
-  while (std::getline(list, name, ',')) {
-    if (name == what) throw std::bad_alloc();
-  }
-}
-
-// The objective of one strategy (DESIGN section 3) and the data-based start it needs.
-struct StrategySetup {
-  std::unique_ptr<BatchedObjective> objective;
-  std::vector<ScalingEstimate> scaling_from_data;
-};
-
-StrategySetup SetUpStrategy(StrategyKind kind, const Config& config, BatchSource& source,
-                            const HomodyneModel& model, const std::vector<double>& phi,
-                            const ProblemSize& size,
-                            std::function<void(const PassProgress&)> on_chunk,
-                            const std::shared_ptr<PassBackend>& backend) {
-  MaybeInjectAllocationFailure(ToString(kind));
-  const int n_angles = source.info().num_angles();
-  PassOptions options;
-  // optimization.streaming.batch_size counts points of all angles; a batch holds every angle.
-  options.batch_points = std::max<int64_t>(1, (size.batch_points + n_angles - 1) / n_angles);
-  options.on_chunk = std::move(on_chunk);
-  StrategySetup setup;
-  if (kind == StrategyKind::kStreaming) {
-    options.chunk_batches = 8 * std::max(size.threads, 1);
-    setup.scaling_from_data = EstimateScalingFromFile(config, source, 1 << 20);
-    StreamingReadOptions read_options;
-    // enable_fault_tolerance: false: a failed read is not retried.
-    read_options.max_retries =
-        config.streaming.enable_fault_tolerance ? config.streaming.max_retries_per_batch : 0;
-    setup.objective = std::make_unique<BatchedObjective>(
-        model, phi, config.nlsq.sigma, MakeStreamingPassData(source, read_options),
-        std::move(options), backend);
-    return setup;
-  }
-  if (kind == StrategyKind::kChunked) {
-    options.chunk_batches = config.streaming.checkpoint_frequency;  // hook between chunks
-  }
-  PackedDataObjective::PackedData data = PackedDataObjective::LoadPackedData(source);
-  setup.scaling_from_data = EstimateScalingInMemory(config, data, source.info().num_times());
-  setup.objective = std::make_unique<PackedDataObjective>(
-      model, phi, config.nlsq.sigma, std::move(data), std::move(options), backend);
-  return setup;
 }
 
 // Full validation's bounds warnings (DESIGN section 7; fast mode skips them): a fitted parameter
@@ -456,43 +335,18 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
     if (observer.on_pass_chunk) observer.on_pass_chunk(progress);
     if (checkpoints) checkpoints->OnChunk(progress);
   };
-  StrategyKind kind = choice.kind;
-  StrategySetup setup;
-  while (true) {
-    try {
-      setup = SetUpStrategy(kind, config, source, model, phi, size, on_chunk, backend.backend);
-      break;
-    } catch (const std::bad_alloc&) {
-      const std::optional<StrategyKind> leaner = LeanerStrategy(kind);
-      if (!leaner) throw;
-      const std::string action = "strategy " + std::string(ToString(kind)) +
-                                 " ran out of memory while setting up; fell back to " +
-                                 std::string(ToString(*leaner));
-      spdlog::warn("{}", action);
-      result.recovery_actions.push_back(action);
-      kind = *leaner;
-    }
-  }
-  BatchedObjective& objective = *setup.objective;
-  // The global phase's data: every s-th row (all rows up to max_points), the same rows and
-  // floats for every strategy, so large, chunked and streaming search alike and stay bitwise
-  // identical. Copied from the data in memory, else read from the file (no pass has used the
-  // source yet: a streaming objective reads it from its first pass on).
+  const StrategyInputs strategy_inputs{config, source, model, phi, size, on_chunk, backend.backend};
+  const std::unique_ptr<FitStrategy> strategy =
+      SetUpStrategy(choice.kind, strategy_inputs, result.recovery_actions);
+  BatchedObjective& objective = strategy->objective();
+  // The global phase's data: every s-th row (all rows up to max_points).
   const int search_row_stride =
       SearchRowStride(UpperTriangleSize(n_times) * n_angles, config.nlsq.global_search.max_points);
   std::unique_ptr<BatchedObjective> search_data;
-  if (global_method != "off") {
-    const auto* in_memory = dynamic_cast<const PackedDataObjective*>(&objective);
-    search_data =
-        in_memory != nullptr
-            ? MakeRowSubsampleObjective(in_memory->data(), model, phi, config.nlsq.sigma,
-                                        search_row_stride, backend.backend)
-            : MakeRowSubsampleObjective(source, model, phi, config.nlsq.sigma, search_row_stride,
-                                        backend.backend);
-  }
+  if (global_method != "off") search_data = strategy->SearchData(search_row_stride);
   const std::vector<ScalingEstimate> initial_scaling =
-      InitialScaling(config, setup.scaling_from_data);
-  result.strategy = std::string(ToString(kind));
+      InitialScaling(config, strategy->scaling_from_data());
+  result.strategy = std::string(ToString(strategy->kind()));
   result.load_seconds = SecondsSince(start);
   ReportPhase(observer, "load", result.load_seconds);
 
@@ -550,7 +404,6 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
   lm.lower_bounds = reduced_bounds.lower;
   lm.upper_bounds = reduced_bounds.upper;
   lm.parameter_names = map.reduced_names;
-  ReparametrizedProblem problem(objective, map);
 
   lm.max_iterations = config.nlsq.max_iterations;
   lm.ftol = config.nlsq.tolerance;
@@ -570,28 +423,21 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
   };
 
   // Checkpoints of this config and data set; resume from the newest valid one (DESIGN section 6).
-  const int64_t batch_points_per_angle = setup.objective->batch_points();
-  // The LM core on the standard strategy's data saves as large does (at iteration ends); the
-  // standard policy is Ceres' (its passes counted from the iterations).
-  const bool ceres = kind == StrategyKind::kStandard && config.nlsq.solver == "ceres";
-  const StrategyKind checkpoint_policy =
-      kind == StrategyKind::kStandard && !ceres ? StrategyKind::kLarge : kind;
+  const int64_t batch_points_per_angle = objective.batch_points();
   checkpoints = std::make_unique<FitCheckpoints>(
-      config, checkpoint_policy,
+      config, strategy->checkpoint_policy(),
       Sha256Hex(FitIdentityText(config, batch_points_per_angle, global_method)),
       DataFingerprint(source), objective.num_batches(), observer.on_checkpoint_saved);
   if (const std::optional<Checkpoint> checkpoint = checkpoints->LoadForResume()) {
     CheckCheckpointFits(*checkpoint, {map.num_reduced(), n_full, objective.num_batches()},
                         config.streaming.checkpoint_dir);
-    // Ceres (standard) and the LM core (the other strategies) keep different states.
-    const bool has_state = checkpoint->lm.theta.size() > 0;
-    const bool ceres_state = has_state && checkpoint->lm.solver == LmSolver::kCeres;
-    const bool core_state = has_state && checkpoint->lm.solver == LmSolver::kLmCore;
-    if ((ceres && core_state) || (!ceres && ceres_state)) {
+    // Ceres and the LM core keep different states: a state of the other cannot be continued.
+    if (checkpoint->lm.theta.size() > 0 && checkpoint->lm.solver != strategy->solver()) {
+      const bool ceres_state = checkpoint->lm.solver == LmSolver::kCeres;
       throw InputError("the checkpoint at batch " + std::to_string(checkpoint->global_batch) +
                        " in " + config.streaming.checkpoint_dir + " was written by the " +
                        (ceres_state ? "Ceres solver" : "LM core") + " and this run uses the " +
-                       (ceres ? "Ceres solver" : "LM core") + ": resume it with " +
+                       (ceres_state ? "LM core" : "Ceres solver") + ": resume it with " +
                        (ceres_state ? "--strategy standard --solver ceres" : "--solver lm") +
                        ", or start afresh with --no-resume");
     }
@@ -634,30 +480,18 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
 
   LevenbergMarquardtSummary summary;
   try {
-    if (ceres) {
-      // Full Jacobian in memory, solved by Ceres (DENSE_QR); on allocation failure the same data
-      // go through the large pass instead (DESIGN section 3).
-      try {
-        MaybeInjectAllocationFailure("ceres_jacobian");
-        const auto& in_memory = static_cast<const PackedDataObjective&>(objective);
-        summary = FitStandardWithCeres(lm, model, phi, config.nlsq.sigma, in_memory.data(), map,
-                                       fit_start);
-      } catch (const std::bad_alloc&) {
-        const std::string action =
-            "strategy standard ran out of memory for its Jacobian; fell back to large";
-        spdlog::warn("{}", action);
-        result.recovery_actions.push_back(action);
-        result.strategy = "large";
-        checkpoints->FollowStrategy(StrategyKind::kLarge);  // saves and counts as large from now
-        lm.resume_state.reset();  // a Ceres state; the LM core starts afresh
-        summary = Minimize(lm, problem, fit_start);
-      }
-      // Stopped by a signal (FitCheckpoints::OnIteration): save and exit 3.
-      if (summary.status == LevenbergMarquardtStatus::kStoppedByCallback) {
-        checkpoints->StopIfInterrupted();
-      }
-    } else {
-      summary = Minimize(lm, problem, fit_start);
+    // A strategy that gives way mid-fit (Ceres' Jacobian did not fit: the LM core goes on as
+    // large) is recorded, and its checkpoints follow the new strategy.
+    auto on_fallback = [&](const StrategyFallback& fallback) {
+      spdlog::warn("{}", fallback.action);
+      result.recovery_actions.push_back(fallback.action);
+      result.strategy = std::string(ToString(fallback.kind));
+      checkpoints->FollowPolicy(fallback.checkpoint_policy);
+    };
+    summary = strategy->MinimizeFinal(lm, map, fit_start, on_fallback);
+    // Stopped by a signal (FitCheckpoints::OnIteration): save and exit 3.
+    if (summary.status == LevenbergMarquardtStatus::kStoppedByCallback) {
+      checkpoints->StopIfInterrupted();
     }
   } catch (const DataError& error) {
     // A batch that could not be read even after retries: keep what was computed (DESIGN 7).
@@ -696,7 +530,7 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
   // dof with the reference's effective parameter count (section 4.3).
   const int n_effective =
       EffectiveParameterCount(plan.scaling.mode, n_physical, n_angles, map.num_reduced());
-  const int64_t dof = problem.num_residuals() - n_effective;
+  const int64_t dof = objective.num_residuals() - n_effective;
   const double covariance_scale = static_cast<double>(std::max<int64_t>(summary.dof, 1)) /
                                   static_cast<double>(std::max<int64_t>(dof, 1));
   const ExpandedSolution full =
@@ -753,7 +587,7 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
   outcome.checkpoints = checkpoints->store_options();
   outcome.checkpoints_enabled = checkpoints->enabled();
   outcome.exit_code = result.convergence_status == "failed" ? kExitFailure : kExitSuccess;
-  return outcome;  // the objective goes first: a streaming one gives the source back
+  return outcome;  // the strategy goes first: a streaming objective gives the source back
 }
 
 void WriteFitResults(const FitOutcome& outcome, BatchSource& source, const std::string& output_dir) {

@@ -218,13 +218,13 @@ std::string DataFingerprint(BatchSource& source) {
   return out.str();
 }
 
-FitCheckpoints::FitCheckpoints(const Config& config, StrategyKind strategy,
+FitCheckpoints::FitCheckpoints(const Config& config, CheckpointPolicy policy,
                                std::string config_sha256, std::string data_fingerprint,
                                int64_t batches_per_pass,
                                std::function<void(const CheckpointSaveReport&)> on_saved)
     : enabled_(config.streaming.enable_checkpoints),
       resume_(config.streaming.resume_from_checkpoint),
-      strategy_(strategy),
+      policy_(policy),
       frequency_(config.streaming.checkpoint_frequency),
       min_interval_seconds_(config.streaming.checkpoint_min_interval_seconds),
       last_save_time_(std::chrono::steady_clock::now()),
@@ -281,17 +281,14 @@ void FitCheckpoints::ContinueFrom(const Checkpoint& checkpoint) {
 
 bool FitCheckpoints::OnIteration(const LevenbergMarquardtIteration& iteration) {
   last_state_ = iteration.state;
-  const bool standard = strategy_ == StrategyKind::kStandard;
-  if (standard) {
-    // Ceres calls no chunk callback: its passes count as batches, and signals are seen here.
+  if (policy_.passes_from_iterations) {
+    // No chunk callback: the passes count as batches, and signals are seen here.
     const int64_t passes = iteration.passes + iteration.cost_passes;
     AdvanceBatches(std::max<int64_t>(passes - passes_seen_, 0) * batches_per_pass_);
     passes_seen_ = passes;
     if (InterruptSignal() != 0) return false;
   }
-  if (enabled_ && (standard || strategy_ == StrategyKind::kLarge) && PeriodicSaveDue()) {
-    Save(nullptr);
-  }
+  if (enabled_ && policy_.save_at_iterations && PeriodicSaveDue()) Save(nullptr);
   return true;
 }
 
@@ -352,7 +349,7 @@ void FitCheckpoints::OnChunk(const PassProgress& progress) {
     // it (the core, restarted at its last iteration boundary, asks for the same point again).
     SaveAndStop(progress.state, signal_number);
   }
-  if (enabled_ && strategy_ != StrategyKind::kLarge && in_pass && PeriodicSaveDue()) {
+  if (enabled_ && policy_.save_inside_passes && in_pass && PeriodicSaveDue()) {
     Save(progress.state);
   }
 }

@@ -18,7 +18,6 @@
 #include "homodyne/fit.h"
 #include "homodyne/lm.h"
 #include "homodyne/objective.h"
-#include "homodyne/strategy.h"
 
 namespace homodyne {
 
@@ -45,13 +44,24 @@ void CheckCheckpointFits(const Checkpoint& checkpoint, const CheckpointLayout& l
 // of every angle) of the input: a checkpoint of another data set is refused.
 std::string DataFingerprint(BatchSource& source);
 
+// When a strategy's checkpoints are written (DESIGN section 6; FitStrategy::checkpoint_policy).
+struct CheckpointPolicy {
+  // Periodic saves inside passes, at chunk ends (chunked, streaming: a pass is long).
+  bool save_inside_passes = false;
+  // Periodic saves at iteration ends (standard, large: a pass is short).
+  bool save_at_iterations = false;
+  // The optimiser calls no chunk callback (Ceres): the passes it reports at iteration ends count
+  // as batches, and a signal stops it there (OnIteration returns false).
+  bool passes_from_iterations = false;
+};
+
 class FitCheckpoints {
  public:
-  // strategy: periodic saves inside passes for chunked and streaming, at iteration ends for
-  // large and standard. batches_per_pass: the batches of one pass over the data; the standard
-  // strategy (which has no batches of its own) counts its passes in these. on_saved: called
-  // after each checkpoint written (FitObserver::on_checkpoint_saved; may be empty).
-  FitCheckpoints(const Config& config, StrategyKind strategy, std::string config_sha256,
+  // policy: the strategy's (when periodic saves are written). batches_per_pass: the batches of
+  // one pass over the data; an optimiser that reports passes, not batches
+  // (policy.passes_from_iterations), counts its passes in these. on_saved: called after each
+  // checkpoint written (FitObserver::on_checkpoint_saved; may be empty).
+  FitCheckpoints(const Config& config, CheckpointPolicy policy, std::string config_sha256,
                  std::string data_fingerprint, int64_t batches_per_pass,
                  std::function<void(const CheckpointSaveReport&)> on_saved = {});
 
@@ -65,13 +75,14 @@ class FitCheckpoints {
   // Continues the counters of a loaded checkpoint (global batch, statistics).
   void ContinueFrom(const Checkpoint& checkpoint);
 
-  // After a fallback to another strategy in the middle of the fit (the Ceres Jacobian did not
-  // fit in memory: the LM core goes on as large), count batches and save as that strategy does.
-  void FollowStrategy(StrategyKind strategy) { strategy_ = strategy; }
+  // After a fallback to another strategy in the middle of the fit (StrategyFallback: the Ceres
+  // Jacobian did not fit in memory, the LM core goes on as large), count batches and save as
+  // that strategy does.
+  void FollowPolicy(CheckpointPolicy policy) { policy_ = policy; }
 
-  // The LM callback: remembers the state after each iteration; for the large and standard
-  // strategies saves it when a periodic save is due. Returns true, except for the standard
-  // strategy after a signal: false stops the Ceres fit, and StopIfInterrupted then saves.
+  // The LM callback: remembers the state after each iteration; saves it when a periodic save is
+  // due and policy.save_at_iterations. Returns true, except after a signal under
+  // policy.passes_from_iterations: false stops the (Ceres) fit, and StopIfInterrupted then saves.
   bool OnIteration(const LevenbergMarquardtIteration& iteration);
   // After a fit stopped by OnIteration: on a signal, saves the last state and throws
   // FitInterrupted (as OnChunk does inside passes); else returns.
@@ -91,7 +102,7 @@ class FitCheckpoints {
   // The trail of a checkpoint this run resumed from (empty when none).
   const GlobalSearchTrail& global_search_trail() const { return global_search_trail_; }
   // The chunk callback of a pass: counts batches, saves every checkpoint_frequency batches
-  // (chunked, streaming), and on a signal saves and throws FitInterrupted.
+  // (policy.save_inside_passes), and on a signal saves and throws FitInterrupted.
   void OnChunk(const PassProgress& progress);
   // After a failure that ends the fit (a batch that cannot be read): saves the last state, with
   // the partial sums of the pass in progress, so nothing computed is lost. True if saved.
@@ -114,7 +125,7 @@ class FitCheckpoints {
 
   bool enabled_;
   bool resume_;
-  StrategyKind strategy_;
+  CheckpointPolicy policy_;
   int frequency_;
   double min_interval_seconds_;
   std::chrono::steady_clock::time_point last_save_time_;  // or the start
@@ -134,7 +145,7 @@ class FitCheckpoints {
   int64_t batches_at_last_save_ = 0;
   int64_t saves_ = 0;
   int64_t batches_per_pass_;
-  int64_t passes_seen_ = 0;  // full and cost passes reported by the standard strategy
+  int64_t passes_seen_ = 0;  // full and cost passes reported (policy.passes_from_iterations)
   std::vector<std::string> warnings_;
   std::function<void(const CheckpointSaveReport&)> on_saved_;
 };

@@ -1,0 +1,291 @@
+// The strategies of DESIGN section 3 (fit_strategy.h): in memory (standard with the LM core,
+// large, chunked), standard with Ceres, and streaming.
+#include "fit_strategy.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <new>
+#include <optional>
+#include <span>
+#include <sstream>
+#include <string_view>
+
+#include "homodyne/reparametrized_problem.h"
+#include "homodyne/standard_fit.h"
+
+namespace homodyne {
+namespace {
+
+// Test-only fault hook: HOMODYNE_TEST_FAIL_ALLOCATION lists names (comma-separated) of the
+// allocations that throw std::bad_alloc, so the fallbacks can be tested without exhausting
+// memory: a strategy's set-up (its name) or the Ceres Jacobian ("ceres_jacobian").
+void MaybeInjectAllocationFailure(std::string_view what) {
+  const char* names = std::getenv("HOMODYNE_TEST_FAIL_ALLOCATION");
+  if (names == nullptr) return;
+  std::stringstream list(names);
+  std::string name;
+  while (std::getline(list, name, ',')) {
+    if (name == what) throw std::bad_alloc();
+  }
+}
+
+// The next leaner strategy after an allocation failure (DESIGN section 3): standard -> large;
+// large and chunked hold the same data, so both fall back to streaming.
+std::optional<StrategyKind> LeanerStrategy(StrategyKind kind) {
+  switch (kind) {
+    case StrategyKind::kStandard:
+      return StrategyKind::kLarge;
+    case StrategyKind::kLarge:
+    case StrategyKind::kChunked:
+      return StrategyKind::kStreaming;
+    case StrategyKind::kStreaming:
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+// The LM core's policy on data held in memory: a pass takes at most seconds, so checkpoints are
+// written at iteration ends, except for chunked, whose passes are long enough to save inside.
+CheckpointPolicy InMemoryPolicy(StrategyKind kind) {
+  CheckpointPolicy policy;
+  if (kind == StrategyKind::kChunked) {
+    policy.save_inside_passes = true;
+  } else {
+    policy.save_at_iterations = true;
+  }
+  return policy;
+}
+
+// Pass options shared by every strategy: optimization.streaming.batch_size counts points of all
+// angles, and a batch holds every angle.
+PassOptions BasePassOptions(const StrategyInputs& inputs) {
+  const int n_angles = inputs.source.info().num_angles();
+  PassOptions options;
+  options.batch_points = std::max<int64_t>(1, (inputs.size.batch_points + n_angles - 1) / n_angles);
+  options.on_chunk = inputs.on_chunk;
+  return options;
+}
+
+// The quantile estimate per angle on data held in memory.
+std::vector<ScalingEstimate> EstimateScalingInMemory(const Config& config,
+                                                     const PackedDataObjective::PackedData& data,
+                                                     int n_times) {
+  std::vector<ScalingEstimate> estimates;
+  for (const std::vector<float>& values : data) {
+    estimates.push_back(EstimateScalingFromData(values, n_times, config.BoundOf("contrast"),
+                                                config.BoundOf("offset")));
+  }
+  return estimates;
+}
+
+// The quantile estimate per angle for streamed data: on an evenly spread sample of whole rows
+// holding about max_points points per angle, read from the file (memory stays bounded).
+std::vector<ScalingEstimate> EstimateScalingFromFile(const Config& config, BatchSource& source,
+                                                     int64_t max_points) {
+  const int n = source.info().num_times();
+  const int64_t total = UpperTriangleSize(n);
+  const int stride = static_cast<int>(std::max<int64_t>(1, (total + max_points - 1) / max_points));
+  std::vector<int> rows;
+  for (int i = 0; i + 1 < n; i += stride) rows.push_back(i);
+  // Runs of consecutive sampled rows (all of them at stride 1) are read in blocks of up to
+  // kBlockPoints: a read per row decompresses the same chunks again for every row (seconds on a
+  // gzip file). The values are the same, in the same order.
+  constexpr int64_t kBlockPoints = int64_t{1} << 18;
+  std::vector<ScalingEstimate> estimates;
+  std::vector<float> values;
+  for (int k = 0; k < source.info().num_angles(); ++k) {
+    values.clear();
+    for (size_t r = 0; r < rows.size();) {
+      size_t end = r + 1;
+      while (end < rows.size() && rows[end] == rows[end - 1] + 1 &&
+             UpperTriangleRowsSize(n, rows[r], rows[end] + 1) <= kBlockPoints) {
+        ++end;
+      }
+      const int row_begin = rows[r];
+      const int row_end = rows[end - 1] + 1;
+      const size_t start = values.size();
+      values.resize(start + static_cast<size_t>(UpperTriangleRowsSize(n, row_begin, row_end)));
+      source.ReadUpperTriangleRows(k, row_begin, row_end,
+                                   std::span<float>(values.data() + start, values.size() - start));
+      r = end;
+    }
+    estimates.push_back(EstimateScalingFromRows(values, rows, n, config.BoundOf("contrast"),
+                                                config.BoundOf("offset")));
+  }
+  return estimates;
+}
+
+// Standard (LM core), large and chunked: the packed upper triangles in memory as float32, J^T J
+// accumulated pass by pass (chunked: in chunks of checkpoint_frequency batches, with checkpoints
+// between them).
+class InMemoryStrategy : public FitStrategy {
+ public:
+  InMemoryStrategy(StrategyKind kind, const StrategyInputs& inputs,
+                   PackedDataObjective::PackedData data)
+      : FitStrategy(kind, EstimateScalingInMemory(inputs.config, data,
+                                                  inputs.source.info().num_times())),
+        model_(inputs.model),
+        phi_degrees_(inputs.phi_degrees),
+        sigma_(inputs.config.nlsq.sigma),
+        backend_(inputs.backend),
+        objective_(std::make_unique<PackedDataObjective>(
+            model_, phi_degrees_, sigma_, std::move(data), InMemoryPassOptions(kind, inputs),
+            backend_)) {}
+
+  CheckpointPolicy checkpoint_policy() const override { return InMemoryPolicy(kind()); }
+  BatchedObjective& objective() override { return *objective_; }
+
+  std::unique_ptr<BatchedObjective> SearchData(int row_stride) const override {
+    return MakeRowSubsampleObjective(objective_->data(), model_, phi_degrees_, sigma_, row_stride,
+                                     backend_);
+  }
+
+ protected:
+  const PackedDataObjective& packed_objective() const { return *objective_; }
+  const HomodyneModel& model() const { return model_; }
+  const std::vector<double>& phi_degrees() const { return phi_degrees_; }
+  double sigma() const { return sigma_; }
+
+ private:
+  static PassOptions InMemoryPassOptions(StrategyKind kind, const StrategyInputs& inputs) {
+    PassOptions options = BasePassOptions(inputs);
+    if (kind == StrategyKind::kChunked) {
+      options.chunk_batches = inputs.config.streaming.checkpoint_frequency;  // hook between chunks
+    }
+    return options;
+  }
+
+  const HomodyneModel& model_;
+  const std::vector<double>& phi_degrees_;
+  double sigma_;
+  std::shared_ptr<PassBackend> backend_;
+  std::unique_ptr<PackedDataObjective> objective_;
+};
+
+// Standard with optimization.nlsq.solver ceres: the same data in memory, the full Jacobian solved
+// by Ceres (DENSE_QR). Ceres calls no chunk callback, so its checkpoints count passes from its
+// iterations. If its Jacobian does not fit in memory, the LM core fits the same data as large.
+class CeresStandardStrategy : public InMemoryStrategy {
+ public:
+  CeresStandardStrategy(const StrategyInputs& inputs, PackedDataObjective::PackedData data)
+      : InMemoryStrategy(StrategyKind::kStandard, inputs, std::move(data)) {}
+
+  LmSolver solver() const override { return LmSolver::kCeres; }
+  CheckpointPolicy checkpoint_policy() const override {
+    CheckpointPolicy policy;
+    policy.save_at_iterations = true;
+    policy.passes_from_iterations = true;
+    return policy;
+  }
+
+  LevenbergMarquardtSummary MinimizeFinal(
+      const LevenbergMarquardtOptions& lm, const ScalingMap& map, const Eigen::VectorXd& start,
+      const std::function<void(const StrategyFallback&)>& on_fallback) override {
+    try {
+      MaybeInjectAllocationFailure("ceres_jacobian");
+      return FitStandardWithCeres(lm, model(), phi_degrees(), sigma(), packed_objective().data(),
+                                  map, start);
+    } catch (const std::bad_alloc&) {
+      StrategyFallback fallback;
+      fallback.kind = StrategyKind::kLarge;
+      fallback.checkpoint_policy = InMemoryPolicy(StrategyKind::kLarge);
+      fallback.action = "strategy standard ran out of memory for its Jacobian; fell back to large";
+      if (on_fallback) on_fallback(fallback);
+      LevenbergMarquardtOptions core = lm;
+      core.resume_state.reset();  // a Ceres state: the LM core starts afresh
+      return InMemoryStrategy::MinimizeFinal(core, map, start, on_fallback);
+    }
+  }
+};
+
+// Streaming: the data stay on disk and every pass reads them batch by batch (constant memory);
+// checkpoints inside passes. The start is estimated on a sample of rows read from the file.
+class StreamingStrategy : public FitStrategy {
+ public:
+  explicit StreamingStrategy(const StrategyInputs& inputs)
+      : FitStrategy(StrategyKind::kStreaming,
+                    EstimateScalingFromFile(inputs.config, inputs.source, 1 << 20)),
+        source_(inputs.source),
+        model_(inputs.model),
+        phi_degrees_(inputs.phi_degrees),
+        sigma_(inputs.config.nlsq.sigma),
+        backend_(inputs.backend),
+        objective_(std::make_unique<BatchedObjective>(
+            model_, phi_degrees_, sigma_, MakeStreamingPassData(source_, ReadOptions(inputs)),
+            StreamingPassOptions(inputs), backend_)) {}
+
+  CheckpointPolicy checkpoint_policy() const override {
+    CheckpointPolicy policy;
+    policy.save_inside_passes = true;
+    return policy;
+  }
+  BatchedObjective& objective() override { return *objective_; }
+
+  // Read from the file (the streaming objective reads the source only during its passes).
+  std::unique_ptr<BatchedObjective> SearchData(int row_stride) const override {
+    return MakeRowSubsampleObjective(source_, model_, phi_degrees_, sigma_, row_stride, backend_);
+  }
+
+ private:
+  static StreamingReadOptions ReadOptions(const StrategyInputs& inputs) {
+    const StreamingOptions& streaming = inputs.config.streaming;
+    StreamingReadOptions options;
+    // enable_fault_tolerance: false: a failed read is not retried.
+    options.max_retries = streaming.enable_fault_tolerance ? streaming.max_retries_per_batch : 0;
+    return options;
+  }
+  static PassOptions StreamingPassOptions(const StrategyInputs& inputs) {
+    PassOptions options = BasePassOptions(inputs);
+    options.chunk_batches = 8 * std::max(inputs.size.threads, 1);
+    return options;
+  }
+
+  BatchSource& source_;
+  const HomodyneModel& model_;
+  const std::vector<double>& phi_degrees_;
+  double sigma_;
+  std::shared_ptr<PassBackend> backend_;
+  std::unique_ptr<BatchedObjective> objective_;
+};
+
+// Sets up `kind`, or throws std::bad_alloc (also from the test hook).
+std::unique_ptr<FitStrategy> MakeStrategy(StrategyKind kind, const StrategyInputs& inputs) {
+  MaybeInjectAllocationFailure(ToString(kind));
+  if (kind == StrategyKind::kStreaming) return std::make_unique<StreamingStrategy>(inputs);
+  PackedDataObjective::PackedData data = PackedDataObjective::LoadPackedData(inputs.source);
+  if (kind == StrategyKind::kStandard && inputs.config.nlsq.solver == "ceres") {
+    return std::make_unique<CeresStandardStrategy>(inputs, std::move(data));
+  }
+  return std::make_unique<InMemoryStrategy>(kind, inputs, std::move(data));
+}
+
+}  // namespace
+
+LevenbergMarquardtSummary FitStrategy::MinimizeFinal(
+    const LevenbergMarquardtOptions& lm, const ScalingMap& map, const Eigen::VectorXd& start,
+    const std::function<void(const StrategyFallback&)>& /*on_fallback*/) {
+  ReparametrizedProblem problem(objective(), map);
+  return Minimize(lm, problem, start);
+}
+
+std::unique_ptr<FitStrategy> SetUpStrategy(StrategyKind kind, const StrategyInputs& inputs,
+                                           std::vector<std::string>& recovery_actions) {
+  while (true) {
+    try {
+      return MakeStrategy(kind, inputs);
+    } catch (const std::bad_alloc&) {
+      const std::optional<StrategyKind> leaner = LeanerStrategy(kind);
+      if (!leaner) throw;
+      const std::string action = "strategy " + std::string(ToString(kind)) +
+                                 " ran out of memory while setting up; fell back to " +
+                                 std::string(ToString(*leaner));
+      spdlog::warn("{}", action);
+      recovery_actions.push_back(action);
+      kind = *leaner;
+    }
+  }
+}
+
+}  // namespace homodyne

@@ -1,0 +1,94 @@
+// The fitting strategies of DESIGN section 3 as objects: each owns its data (an objective that
+// reads them), knows the start its data suggest, when its checkpoints are written and which
+// optimiser runs its final fit. Fit (fit.cc) drives every strategy through FitStrategy only: it
+// never branches on the strategy kind or casts to a concrete objective.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <Eigen/Dense>
+
+#include "fit_checkpoints.h"
+#include "homodyne/backend.h"
+#include "homodyne/config.h"
+#include "homodyne/dataset.h"
+#include "homodyne/initial_values.h"
+#include "homodyne/lm.h"
+#include "homodyne/model.h"
+#include "homodyne/objective.h"
+#include "homodyne/scaling.h"
+#include "homodyne/strategy.h"
+
+namespace homodyne {
+
+// A strategy that gave way to a leaner one in the middle of the final fit (FitStrategy::
+// MinimizeFinal); what the fit does from now on.
+struct StrategyFallback {
+  StrategyKind kind = StrategyKind::kLarge;  // the strategy the fit continues as
+  CheckpointPolicy checkpoint_policy;        // ... and the policy its checkpoints follow
+  std::string action;                        // for the log and result's recovery_actions
+};
+
+class FitStrategy {
+ public:
+  virtual ~FitStrategy() = default;
+  FitStrategy(const FitStrategy&) = delete;
+  FitStrategy& operator=(const FitStrategy&) = delete;
+
+  StrategyKind kind() const { return kind_; }
+  // The optimiser of the final fit, and so the kind of state its checkpoints hold.
+  virtual LmSolver solver() const { return LmSolver::kLmCore; }
+  virtual CheckpointPolicy checkpoint_policy() const = 0;
+
+  // The data, as the objective of the full parameter layout (objective.h).
+  virtual BatchedObjective& objective() = 0;
+  // Per-angle contrast and offset estimated from the data (the default start, reference 2.3).
+  const std::vector<ScalingEstimate>& scaling_from_data() const { return scaling_from_data_; }
+
+  // The global phase's data: every row_stride-th row of each angle's upper triangle, the same
+  // rows and floats whatever the strategy (so every strategy searches alike, bitwise).
+  virtual std::unique_ptr<BatchedObjective> SearchData(int row_stride) const = 0;
+
+  // The final fit (DESIGN section 4) of the objective reparametrised by `map`, from `start`
+  // (reduced layout); lm holds the reduced bounds, tolerances, callback and any resume state
+  // (which must be of solver()). A strategy that must give way mid-fit calls on_fallback before
+  // the leaner fit starts (its checkpoints must already follow the new policy), then runs it.
+  // Throws what the objective throws (DataError for an unreadable batch, FitInterrupted from the
+  // callbacks).
+  virtual LevenbergMarquardtSummary MinimizeFinal(
+      const LevenbergMarquardtOptions& lm, const ScalingMap& map, const Eigen::VectorXd& start,
+      const std::function<void(const StrategyFallback&)>& on_fallback);
+
+ protected:
+  FitStrategy(StrategyKind kind, std::vector<ScalingEstimate> scaling_from_data)
+      : kind_(kind), scaling_from_data_(std::move(scaling_from_data)) {}
+
+ private:
+  StrategyKind kind_;
+  std::vector<ScalingEstimate> scaling_from_data_;
+};
+
+// What every strategy is built from. The references must outlive the strategy (a streaming
+// strategy reads `source` on every pass; Ceres evaluates `model`).
+struct StrategyInputs {
+  const Config& config;
+  BatchSource& source;
+  const HomodyneModel& model;
+  const std::vector<double>& phi_degrees;
+  const ProblemSize& size;  // batch size and threads
+  // Called after every chunk of a pass (progress, checkpoints, signals); may be empty.
+  std::function<void(const PassProgress&)> on_chunk;
+  std::shared_ptr<PassBackend> backend;  // computes the passes (never null)
+};
+
+// Sets up `kind` (the standard strategy with optimization.nlsq.solver ceres runs Ceres). If it
+// runs out of memory while setting up, the next leaner strategy is set up instead (standard ->
+// large -> streaming; DESIGN section 3), each change logged and appended to recovery_actions.
+// Throws std::bad_alloc only when streaming itself does not fit; DataError/InputError from reading.
+std::unique_ptr<FitStrategy> SetUpStrategy(StrategyKind kind, const StrategyInputs& inputs,
+                                           std::vector<std::string>& recovery_actions);
+
+}  // namespace homodyne

@@ -1,0 +1,132 @@
+// The strategies as objects (src/pipeline/fit_strategy.h): each kind is set up with its own
+// checkpoint policy and optimiser; every strategy's global-phase data hold the same rows and
+// floats (so every strategy searches alike, bitwise); an allocation failure while setting up
+// falls back to the next leaner strategy and says so.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "homodyne/config.h"
+#include "homodyne/dataset.h"
+#include "homodyne/model.h"
+#include "laminar_data.h"
+#include "pipeline/fit_strategy.h"
+
+namespace homodyne {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+class FitStrategyTest : public ::testing::Test {
+ protected:
+  FitStrategyTest()
+      : c2_(test::LaminarC2(truth_, phi_)),
+        source_(MakeInMemoryBatchSource(test::LaminarData(c2_, phi_))),
+        config_(ParseConfig(test::kLaminarConfig, "fit_strategy_test")),
+        model_(AnalysisMode::kLaminarFlow, ScatteringGeometry{test::kQ, test::kGap, test::kDt},
+               source_->info().FittedTimes()) {
+    size_.batch_points = 2000;
+    size_.threads = 2;
+  }
+
+  std::unique_ptr<FitStrategy> SetUp(StrategyKind kind, std::vector<std::string>* actions) {
+    const StrategyInputs inputs{config_, *source_, model_, phi_, size_, {}, MakeCpuPassBackend()};
+    return SetUpStrategy(kind, inputs, *actions);
+  }
+
+  // The full-layout point of the truth: physical parameters, then contrasts, then offsets.
+  Eigen::VectorXd TruthPoint() const {
+    Eigen::VectorXd theta(static_cast<Eigen::Index>(truth_.size() + 2 * phi_.size()));
+    for (size_t p = 0; p < truth_.size(); ++p) theta[static_cast<Eigen::Index>(p)] = truth_[p];
+    const Eigen::Index n = static_cast<Eigen::Index>(truth_.size());
+    const Eigen::Index angles = static_cast<Eigen::Index>(phi_.size());
+    theta.segment(n, angles).setConstant(0.3);
+    theta.segment(n + angles, angles).setConstant(1.0);
+    return theta;
+  }
+
+  const std::vector<double> truth_ = {1500.0, -0.6, 5.0, 2e-4, 0.3, 0.0, 4.0};
+  const std::vector<double> phi_ = {0.0, 60.0};
+  std::vector<double> c2_;
+  std::unique_ptr<BatchSource> source_;
+  Config config_;
+  HomodyneModel model_;
+  ProblemSize size_;
+};
+
+TEST_F(FitStrategyTest, EachKindHasItsCheckpointPolicyAndSolver) {
+  struct Expected {
+    StrategyKind kind;
+    std::string solver;
+    bool inside_passes, at_iterations, passes_from_iterations;
+    LmSolver lm_solver;
+  };
+  const Expected cases[] = {
+      {StrategyKind::kStandard, "lm", false, true, false, LmSolver::kLmCore},
+      {StrategyKind::kStandard, "ceres", false, true, true, LmSolver::kCeres},
+      {StrategyKind::kLarge, "lm", false, true, false, LmSolver::kLmCore},
+      {StrategyKind::kChunked, "lm", true, false, false, LmSolver::kLmCore},
+      {StrategyKind::kStreaming, "lm", true, false, false, LmSolver::kLmCore},
+  };
+  for (const Expected& expected : cases) {
+    SCOPED_TRACE(std::string(ToString(expected.kind)) + " with solver " + expected.solver);
+    config_.nlsq.solver = expected.solver;
+    std::vector<std::string> actions;
+    const std::unique_ptr<FitStrategy> strategy = SetUp(expected.kind, &actions);
+    EXPECT_EQ(strategy->kind(), expected.kind);
+    EXPECT_EQ(strategy->solver(), expected.lm_solver);
+    const CheckpointPolicy policy = strategy->checkpoint_policy();
+    EXPECT_EQ(policy.save_inside_passes, expected.inside_passes);
+    EXPECT_EQ(policy.save_at_iterations, expected.at_iterations);
+    EXPECT_EQ(policy.passes_from_iterations, expected.passes_from_iterations);
+    EXPECT_TRUE(actions.empty());
+    ASSERT_EQ(strategy->scaling_from_data().size(), phi_.size());
+    for (const ScalingEstimate& estimate : strategy->scaling_from_data()) {
+      EXPECT_NEAR(estimate.contrast, 0.3, 0.1);
+      EXPECT_NEAR(estimate.offset, 1.0, 0.05);
+    }
+  }
+}
+
+TEST_F(FitStrategyTest, EveryStrategySearchesTheSameRowsBitwise) {
+  const Eigen::VectorXd theta = TruthPoint();
+  std::vector<std::string> actions;
+  const double in_memory = SetUp(StrategyKind::kLarge, &actions)->SearchData(3)->Cost(theta);
+  for (StrategyKind kind :
+       {StrategyKind::kStandard, StrategyKind::kChunked, StrategyKind::kStreaming}) {
+    SCOPED_TRACE(ToString(kind));
+    const std::unique_ptr<FitStrategy> strategy = SetUp(kind, &actions);
+    const std::unique_ptr<BatchedObjective> search = strategy->SearchData(3);
+    EXPECT_EQ(search->Cost(theta), in_memory);
+    // Every third row: fewer points than the whole data.
+    EXPECT_LT(search->num_points(), strategy->objective().num_points());
+  }
+  // The whole data (stride 1) is the strategy's own objective, point for point.
+  const std::unique_ptr<FitStrategy> streaming = SetUp(StrategyKind::kStreaming, &actions);
+  EXPECT_EQ(streaming->SearchData(1)->num_points(), streaming->objective().num_points());
+}
+
+TEST_F(FitStrategyTest, AllocationFailureWhileSettingUpFallsBackToALeanerStrategy) {
+  ::setenv("HOMODYNE_TEST_FAIL_ALLOCATION", "standard,large", 1);
+  std::vector<std::string> actions;
+  const std::unique_ptr<FitStrategy> strategy = SetUp(StrategyKind::kStandard, &actions);
+  ::unsetenv("HOMODYNE_TEST_FAIL_ALLOCATION");
+  EXPECT_EQ(strategy->kind(), StrategyKind::kStreaming);
+  EXPECT_THAT(actions, ElementsAre(HasSubstr("strategy standard ran out of memory while setting "
+                                             "up; fell back to large"),
+                                   HasSubstr("strategy large ran out of memory while setting "
+                                             "up; fell back to streaming")));
+  // Streaming is the last: its failure is not caught.
+  ::setenv("HOMODYNE_TEST_FAIL_ALLOCATION", "streaming", 1);
+  EXPECT_THROW(SetUp(StrategyKind::kStreaming, &actions), std::bad_alloc);
+  ::unsetenv("HOMODYNE_TEST_FAIL_ALLOCATION");
+}
+
+}  // namespace
+}  // namespace homodyne
