@@ -2,7 +2,9 @@
 #include "homodyne/fit.h"
 
 #include "fit_checkpoints.h"
+#include "fit_parameters.h"
 #include "fit_plan.h"
+#include "fit_solution.h"
 #include "fit_strategy.h"
 
 #include <omp.h>
@@ -60,79 +62,6 @@ double PeakResidentMb() {
   return 0.0;
 }
 
-// Per-angle starting contrast and offset: per_angle_scaling lists, else scalar contrast/offset of
-// initial_parameters replicated, else the quantile estimate from the data (reference 2.3, 2.4).
-std::vector<ScalingEstimate> InitialScaling(const Config& config,
-                                            const std::vector<ScalingEstimate>& from_data) {
-  std::optional<double> scalar_contrast, scalar_offset;
-  if (config.initial.values) {
-    for (size_t k = 0; k < config.initial.parameter_names.size(); ++k) {
-      if (config.initial.parameter_names[k] == "contrast") {
-        scalar_contrast = (*config.initial.values)[k];
-      }
-      if (config.initial.parameter_names[k] == "offset") {
-        scalar_offset = (*config.initial.values)[k];
-      }
-    }
-  }
-  std::vector<ScalingEstimate> scaling = from_data;
-  for (size_t k = 0; k < scaling.size(); ++k) {
-    ScalingEstimate& start = scaling[k];
-    if (config.initial.per_angle_contrast) {
-      start.contrast = (*config.initial.per_angle_contrast)[k];
-    } else if (scalar_contrast) {
-      start.contrast = *scalar_contrast;
-    }
-    if (config.initial.per_angle_offset) {
-      start.offset = (*config.initial.per_angle_offset)[k];
-    } else if (scalar_offset) {
-      start.offset = *scalar_offset;
-    }
-  }
-  return scaling;
-}
-
-// Full validation's bounds warnings (DESIGN section 7; fast mode skips them): a fitted parameter
-// held on a bound with its gradient pointing out (summary.parameters_at_bound, from
-// ComputeCovarianceAtSolution), where the optimum may lie beyond it. Parameters held by equal
-// bounds are not reported. options: the reduced bounds and names the fit ran with.
-std::vector<std::string> ResultBoundWarnings(const LevenbergMarquardtSummary& summary,
-                                             const LevenbergMarquardtOptions& options) {
-  std::vector<std::string> warnings;
-  for (const int i : summary.parameters_at_bound) {
-    const double lower = options.lower_bounds[i];
-    const double upper = options.upper_bounds[i];
-    if (lower == upper) continue;
-    const double value = summary.theta[i];
-    std::ostringstream text;
-    text << options.parameter_names[static_cast<size_t>(i)] << " = " << value << " ended at its "
-         << (value <= lower ? "lower" : "upper")
-         << " bound: the optimum may lie beyond it (widen parameter_space.bounds)";
-    warnings.push_back(text.str());
-  }
-  return warnings;
-}
-
-// The covariance's warning (always given: it says how to read the uncertainties): parameters
-// along which J^T J is singular at the result (summary.undetermined_parameters), whose
-// uncertainties are lower bounds. Empty when there are none. options: the names the fit ran with.
-std::vector<std::string> UndeterminedWarnings(const LevenbergMarquardtSummary& summary,
-                                              const LevenbergMarquardtOptions& options) {
-  if (summary.undetermined_parameters.empty()) return {};
-  std::string names;
-  for (const int i : summary.undetermined_parameters) {
-    if (!names.empty()) names += ", ";
-    names += options.parameter_names[static_cast<size_t>(i)];
-  }
-  const bool one = summary.undetermined_parameters.size() == 1;
-  return {"the data do not determine " + names + " (J^T J is singular along " +
-          (one ? "it" : "a combination of them") + " at the result): " +
-          (one ? "its uncertainty is a lower bound, not an estimate"
-               : "their uncertainties are lower bounds, not estimates") +
-          "; hold one fixed (initial_parameters.fixed_parameters) if the "
-          "physics allows"};
-}
-
 // Rows of every angle's upper triangle the global phase reads: every stride-th, so that the
 // search sees at most max_points points (1 = all of them).
 int SearchRowStride(int64_t points, int64_t max_points) {
@@ -175,9 +104,11 @@ GlobalSearchSummary RunGlobalPhase(const Config& config, const std::string& meth
     const bool periodic = progress.stage == "cmaes" && progress.index % 20 == 0;
     const bool computed = progress.passes > passes_seen;  // not replayed
     if (computed && (new_stage || each || last || periodic)) {
-      const std::string of = progress.total > 0 ? "/" + std::to_string(progress.total) : "";
-      spdlog::info("global search {} {}{}  best chi2 {:.8e}  {} passes", progress.stage,
-                   progress.index, of, progress.best_chi2, progress.passes);
+      // "index/total", or the index alone when the stage has no fixed length.
+      std::string counter = std::to_string(progress.index);
+      if (progress.total > 0) counter.append("/").append(std::to_string(progress.total));
+      spdlog::info("global search {} {}  best chi2 {:.8e}  {} passes", progress.stage, counter,
+                   progress.best_chi2, progress.passes);
     }
     if (observer.on_global_search) observer.on_global_search(progress);
     checkpoints.OnGlobalSearchProgress(progress.passes - passes_seen, data.num_batches(),
@@ -240,28 +171,6 @@ GlobalSearchRecord RecordOf(const GlobalSearchSummary& summary, const std::strin
   return record;
 }
 
-// Full validation's correlation warnings (DESIGN section 7): a pair of fitted physical parameters
-// whose correlation exceeds 0.99 in magnitude is not separated by the data.
-std::vector<std::string> CorrelationWarnings(const FitResult& result, int n_physical) {
-  std::vector<std::string> warnings;
-  const size_t n = result.covariance_names.size();
-  const std::vector<double> correlation = CorrelationMatrix(result.covariance, n);
-  for (int i = 0; i < n_physical; ++i) {
-    for (int j = i + 1; j < n_physical; ++j) {
-      const double r = correlation[static_cast<size_t>(i) * n + static_cast<size_t>(j)];
-      if (std::abs(r) <= 0.99) continue;
-      char value[32];
-      std::snprintf(value, sizeof(value), "%.4f", r);
-      warnings.push_back(
-          "the data do not separate " + result.covariance_names[static_cast<size_t>(i)] + " and " +
-          result.covariance_names[static_cast<size_t>(j)] + " (correlation " + value +
-          "): their uncertainties are large and the fit may stop along "
-          "the valley between them");
-    }
-  }
-  return warnings;
-}
-
 // SelectBackend (backend.h) for the config's performance.backend; its ConfigError names the
 // config, as the fit's other config errors do.
 BackendChoice SelectBackendFor(const Config& config) {
@@ -305,7 +214,6 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
     spdlog::warn("{}", plan.scaling_warning);
     result.warnings.push_back(plan.scaling_warning);
   }
-  const int n_physical = plan.num_physical;
   const ProblemSize& size = plan.size;
   omp_set_num_threads(size.threads);
   const StrategyChoice& choice = plan.strategy;
@@ -344,67 +252,24 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
       SearchRowStride(UpperTriangleSize(n_times) * n_angles, config.nlsq.global_search.max_points);
   std::unique_ptr<BatchedObjective> search_data;
   if (global_method != "off") search_data = strategy->SearchData(search_row_stride);
-  const std::vector<ScalingEstimate> initial_scaling =
-      InitialScaling(config, strategy->scaling_from_data());
   result.strategy = std::string(ToString(strategy->kind()));
   result.load_seconds = SecondsSince(start);
   ReportPhase(observer, "load", result.load_seconds);
 
-  // Starting point and bounds in the objective's (full) parameter layout.
+  // The parameters: start, bounds and names, full and reduced (fit_parameters.h).
   const int n_full = objective.num_parameters();
-  Eigen::VectorXd theta0(n_full);
-  LevenbergMarquardtOptions lm;
-  lm.lower_bounds.resize(n_full);
-  lm.upper_bounds.resize(n_full);
-  const std::vector<double> physical0 = InitialPhysicalParameters(config);
+  const FitParameters parameters =
+      BuildFitParameters(config, plan.scaling, objective, phi, strategy->scaling_from_data());
+  const ScalingMap& map = parameters.map;
+  const BoundBox& reduced_bounds = parameters.reduced_bounds;
+  const Eigen::VectorXd& reduced0 = parameters.reduced_start;
   const std::vector<std::string>& names = PhysicalParameterNames(config.analysis_mode);
-  for (int p = 0; p < n_physical; ++p) {
-    theta0[p] = physical0[static_cast<size_t>(p)];
-    lm.parameter_names.push_back(names[static_cast<size_t>(p)]);
-    lm.lower_bounds[p] = config.BoundOf(names[static_cast<size_t>(p)]).min;
-    lm.upper_bounds[p] = config.BoundOf(names[static_cast<size_t>(p)]).max;
-  }
-  lm.parameter_names.resize(static_cast<size_t>(n_full));
-  for (int k = 0; k < n_angles; ++k) {
-    const int c = objective.ContrastIndex(k);
-    const int o = objective.OffsetIndex(k);
-    theta0[c] = initial_scaling[static_cast<size_t>(k)].contrast;
-    theta0[o] = initial_scaling[static_cast<size_t>(k)].offset;
-    lm.parameter_names[static_cast<size_t>(c)] = "contrast[" + std::to_string(k) + "]";
-    lm.parameter_names[static_cast<size_t>(o)] = "offset[" + std::to_string(k) + "]";
-    lm.lower_bounds[c] = config.BoundOf("contrast").min;
-    lm.upper_bounds[c] = config.BoundOf("contrast").max;
-    lm.lower_bounds[o] = config.BoundOf("offset").min;
-    lm.upper_bounds[o] = config.BoundOf("offset").max;
-  }
-  // The parameters the fit optimises: the per-angle mode's map (reference section 2.4), with
-  // initial_parameters.fixed_parameters held at their start values.
-  const ScalingMap full_map = BuildScalingMap(plan.scaling, n_physical, names, phi, initial_scaling,
-                                              config.nlsq.fourier_order);
-  std::vector<bool> fixed(static_cast<size_t>(n_full), false);
-  for (const std::string& name : config.initial.fixed_parameters) {
-    for (int i = 0; i < n_full; ++i) {
-      const std::string& full_name = lm.parameter_names[static_cast<size_t>(i)];
-      if (full_name == name || full_name.rfind(name + "[", 0) == 0) {
-        fixed[static_cast<size_t>(i)] = true;
-      }
-    }
-  }
-  const ScalingMap map = FixParameters(full_map, fixed, theta0);
-  if (map.num_reduced() == 0) {
-    throw ConfigError(config.source_path +
-                      ": initial_parameters.fixed_parameters fixes every parameter: nothing to "
-                      "fit");
-  }
   spdlog::info("per-angle scaling {} ({}); {} parameters fitted", ToString(plan.scaling.mode),
                plan.scaling.reason, map.num_reduced());
-  const std::vector<std::string> full_names = lm.parameter_names;
-  const Eigen::VectorXd reduced0 = ReduceStartingPoint(map, theta0);
-  const BoundBox reduced_bounds = ReduceBounds(map, lm.lower_bounds, lm.upper_bounds);
+  LevenbergMarquardtOptions lm;
   lm.lower_bounds = reduced_bounds.lower;
   lm.upper_bounds = reduced_bounds.upper;
   lm.parameter_names = map.reduced_names;
-
   lm.max_iterations = config.nlsq.max_iterations;
   lm.ftol = config.nlsq.tolerance;
   lm.xtol = config.nlsq.xtol;
@@ -513,61 +378,9 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
     spdlog::warn("{}", warning);
     result.warnings.push_back(warning);
   }
-  std::vector<std::string> warnings = summary.warnings;
-  const std::vector<std::string> undetermined = UndeterminedWarnings(summary, lm);
-  warnings.insert(warnings.end(), undetermined.begin(), undetermined.end());
-  if (!config.performance.fast_mode) {
-    const std::vector<std::string> at_bounds = ResultBoundWarnings(summary, lm);
-    warnings.insert(warnings.end(), at_bounds.begin(), at_bounds.end());
-  }
-  for (const std::string& warning : warnings) {
-    spdlog::warn("{}", warning);
-    result.warnings.push_back(warning);
-  }
   result.optimization_seconds = summary.seconds;
-
-  // Results in the full layout: one contrast and one offset per angle (reference section 2.4),
-  // dof with the reference's effective parameter count (section 4.3).
-  const int n_effective =
-      EffectiveParameterCount(plan.scaling.mode, n_physical, n_angles, map.num_reduced());
-  const int64_t dof = objective.num_residuals() - n_effective;
-  const double covariance_scale = static_cast<double>(std::max<int64_t>(summary.dof, 1)) /
-                                  static_cast<double>(std::max<int64_t>(dof, 1));
-  const ExpandedSolution full =
-      ExpandSolution(map, summary.theta, summary.covariance, covariance_scale);
-  const bool has_uncertainties = full.uncertainties.size() > 0;
-  for (int p = 0; p < n_physical; ++p) {
-    result.physical.push_back({names[static_cast<size_t>(p)], full.theta[p],
-                               has_uncertainties ? full.uncertainties[p] : 0.0});
-  }
-  for (int k = 0; k < n_angles; ++k) {
-    const int c = objective.ContrastIndex(k);
-    const int o = objective.OffsetIndex(k);
-    result.per_angle.push_back(
-        {phi[static_cast<size_t>(k)],
-         {"contrast", full.theta[c], has_uncertainties ? full.uncertainties[c] : 0.0},
-         {"offset", full.theta[o], has_uncertainties ? full.uncertainties[o] : 0.0}});
-  }
-  result.covariance_names = full_names;
-  for (int i = 0; i < full.covariance.rows(); ++i) {
-    for (int j = 0; j < full.covariance.cols(); ++j) {
-      result.covariance.push_back(full.covariance(i, j));
-    }
-  }
-  if (!config.performance.fast_mode) {
-    for (const std::string& warning : CorrelationWarnings(result, n_physical)) {
-      spdlog::warn("{}", warning);
-      result.warnings.push_back(warning);
-    }
-  }
-  result.per_angle_mode = std::string(ToString(plan.scaling.mode));
-  result.chi_squared = summary.final_chi2;
-  result.reduced_chi_squared = summary.final_chi2 / static_cast<double>(std::max<int64_t>(dof, 1));
-  result.degrees_of_freedom = dof;
-  result.convergence_status = summary.IsConverged() ? "converged"
-                              : summary.status == LevenbergMarquardtStatus::kMaxIterations
-                                  ? "max_iterations"
-                                  : "failed";
+  const std::vector<double> physical = RecordSolution(
+      summary, lm, parameters, plan.scaling, objective, phi, !config.performance.fast_mode, result);
   result.termination_reason = summary.reason;
   result.n_points = info.num_fit_points();
   result.n_angles = n_angles;
@@ -582,7 +395,7 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
   result.memory_peak_mb = PeakResidentMb();
 
   outcome.final_fit_report = summary.BriefReport();
-  outcome.physical.assign(full.theta.data(), full.theta.data() + n_physical);
+  outcome.physical = physical;
   outcome.model = model;
   outcome.checkpoints = checkpoints->store_options();
   outcome.checkpoints_enabled = checkpoints->enabled();

@@ -1,0 +1,39 @@
+// The parameters of a fit (reference sections 2.3 and 2.4): the objective's full layout (the
+// physical parameters, then a contrast and an offset per angle) with its start, bounds and names,
+// and the reduced layout the optimisers search (the per-angle mode's map, with
+// initial_parameters.fixed_parameters held at their start values).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <Eigen/Dense>
+
+#include "homodyne/config.h"
+#include "homodyne/initial_values.h"
+#include "homodyne/objective.h"
+#include "homodyne/scaling.h"
+
+namespace homodyne {
+
+struct FitParameters {
+  // Names of the full layout, in the objective's order (objective.h: ContrastIndex,
+  // OffsetIndex): the physical names, "contrast[k]", "offset[k]".
+  std::vector<std::string> full_names;
+  // The reduced layout (full = map.Expand(reduced)), its start and its parameter_space bounds.
+  ScalingMap map;
+  Eigen::VectorXd reduced_start;
+  BoundBox reduced_bounds;
+};
+
+// The start of the physical parameters comes from initial_parameters (InitialPhysicalParameters);
+// the per-angle contrast and offset from initial_parameters.per_angle_scaling, else its scalar
+// contrast/offset replicated, else `scaling_from_data` (the data's quantile estimate, one per
+// angle). scaling: the resolved per-angle mode; phi_degrees: the data's angles. Throws
+// ConfigError (naming config.source_path) when fixed_parameters fixes every parameter.
+FitParameters BuildFitParameters(const Config& config, const ResolvedScaling& scaling,
+                                 const BatchedObjective& objective,
+                                 const std::vector<double>& phi_degrees,
+                                 const std::vector<ScalingEstimate>& scaling_from_data);
+
+}  // namespace homodyne

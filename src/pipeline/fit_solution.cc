@@ -1,0 +1,148 @@
+#include "fit_solution.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+#include <string>
+
+#include "homodyne/model.h"
+
+namespace homodyne {
+namespace {
+
+// Full validation's bounds warnings (DESIGN section 7; fast mode skips them): a fitted parameter
+// held on a bound with its gradient pointing out (summary.parameters_at_bound, from
+// ComputeCovarianceAtSolution), where the optimum may lie beyond it. Parameters held by equal
+// bounds are not reported. options: the reduced bounds and names the fit ran with.
+std::vector<std::string> ResultBoundWarnings(const LevenbergMarquardtSummary& summary,
+                                             const LevenbergMarquardtOptions& options) {
+  std::vector<std::string> warnings;
+  for (const int i : summary.parameters_at_bound) {
+    const double lower = options.lower_bounds[i];
+    const double upper = options.upper_bounds[i];
+    if (lower == upper) continue;
+    const double value = summary.theta[i];
+    std::ostringstream text;
+    text << options.parameter_names[static_cast<size_t>(i)] << " = " << value << " ended at its "
+         << (value <= lower ? "lower" : "upper")
+         << " bound: the optimum may lie beyond it (widen parameter_space.bounds)";
+    warnings.push_back(text.str());
+  }
+  return warnings;
+}
+
+// The covariance's warning (always given: it says how to read the uncertainties): parameters
+// along which J^T J is singular at the result (summary.undetermined_parameters), whose
+// uncertainties are lower bounds. Empty when there are none. options: the names the fit ran with.
+std::vector<std::string> UndeterminedWarnings(const LevenbergMarquardtSummary& summary,
+                                              const LevenbergMarquardtOptions& options) {
+  if (summary.undetermined_parameters.empty()) return {};
+  std::string names;
+  for (const int i : summary.undetermined_parameters) {
+    if (!names.empty()) names += ", ";
+    names += options.parameter_names[static_cast<size_t>(i)];
+  }
+  const bool one = summary.undetermined_parameters.size() == 1;
+  return {"the data do not determine " + names + " (J^T J is singular along " +
+          (one ? "it" : "a combination of them") + " at the result): " +
+          (one ? "its uncertainty is a lower bound, not an estimate"
+               : "their uncertainties are lower bounds, not estimates") +
+          "; hold one fixed (initial_parameters.fixed_parameters) if the "
+          "physics allows"};
+}
+
+// Full validation's correlation warnings (DESIGN section 7): a pair of fitted physical parameters
+// whose correlation exceeds 0.99 in magnitude is not separated by the data.
+std::vector<std::string> CorrelationWarnings(const FitResult& result, int n_physical) {
+  std::vector<std::string> warnings;
+  const size_t n = result.covariance_names.size();
+  const std::vector<double> correlation = CorrelationMatrix(result.covariance, n);
+  for (int i = 0; i < n_physical; ++i) {
+    for (int j = i + 1; j < n_physical; ++j) {
+      const double r = correlation[static_cast<size_t>(i) * n + static_cast<size_t>(j)];
+      if (std::abs(r) <= 0.99) continue;
+      char value[32];
+      std::snprintf(value, sizeof(value), "%.4f", r);
+      warnings.push_back(
+          "the data do not separate " + result.covariance_names[static_cast<size_t>(i)] + " and " +
+          result.covariance_names[static_cast<size_t>(j)] + " (correlation " + value +
+          "): their uncertainties are large and the fit may stop along "
+          "the valley between them");
+    }
+  }
+  return warnings;
+}
+
+}  // namespace
+
+std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
+                                   const LevenbergMarquardtOptions& lm,
+                                   const FitParameters& parameters, const ResolvedScaling& scaling,
+                                   const BatchedObjective& objective,
+                                   const std::vector<double>& phi_degrees, bool full_validation,
+                                   FitResult& result) {
+  const ScalingMap& map = parameters.map;
+  const std::vector<std::string>& names = PhysicalParameterNames(result.analysis_mode);
+  const int n_physical = static_cast<int>(names.size());
+  const int n_angles = static_cast<int>(phi_degrees.size());
+  std::vector<std::string> warnings = summary.warnings;
+  const std::vector<std::string> undetermined = UndeterminedWarnings(summary, lm);
+  warnings.insert(warnings.end(), undetermined.begin(), undetermined.end());
+  if (full_validation) {
+    const std::vector<std::string> at_bounds = ResultBoundWarnings(summary, lm);
+    warnings.insert(warnings.end(), at_bounds.begin(), at_bounds.end());
+  }
+  for (const std::string& warning : warnings) {
+    spdlog::warn("{}", warning);
+    result.warnings.push_back(warning);
+  }
+
+  // Results in the full layout: one contrast and one offset per angle (reference section 2.4),
+  // dof with the reference's effective parameter count (section 4.3).
+  const int n_effective =
+      EffectiveParameterCount(scaling.mode, n_physical, n_angles, map.num_reduced());
+  const int64_t dof = objective.num_residuals() - n_effective;
+  const double covariance_scale = static_cast<double>(std::max<int64_t>(summary.dof, 1)) /
+                                  static_cast<double>(std::max<int64_t>(dof, 1));
+  const ExpandedSolution full =
+      ExpandSolution(map, summary.theta, summary.covariance, covariance_scale);
+  const bool has_uncertainties = full.uncertainties.size() > 0;
+  for (int p = 0; p < n_physical; ++p) {
+    result.physical.push_back({names[static_cast<size_t>(p)], full.theta[p],
+                               has_uncertainties ? full.uncertainties[p] : 0.0});
+  }
+  for (int k = 0; k < n_angles; ++k) {
+    const int c = objective.ContrastIndex(k);
+    const int o = objective.OffsetIndex(k);
+    result.per_angle.push_back(
+        {phi_degrees[static_cast<size_t>(k)],
+         {"contrast", full.theta[c], has_uncertainties ? full.uncertainties[c] : 0.0},
+         {"offset", full.theta[o], has_uncertainties ? full.uncertainties[o] : 0.0}});
+  }
+  result.covariance_names = parameters.full_names;
+  for (int i = 0; i < full.covariance.rows(); ++i) {
+    for (int j = 0; j < full.covariance.cols(); ++j) {
+      result.covariance.push_back(full.covariance(i, j));
+    }
+  }
+  if (full_validation) {
+    for (const std::string& warning : CorrelationWarnings(result, n_physical)) {
+      spdlog::warn("{}", warning);
+      result.warnings.push_back(warning);
+    }
+  }
+  result.per_angle_mode = std::string(ToString(scaling.mode));
+  result.chi_squared = summary.final_chi2;
+  result.reduced_chi_squared = summary.final_chi2 / static_cast<double>(std::max<int64_t>(dof, 1));
+  result.degrees_of_freedom = dof;
+  result.convergence_status = summary.IsConverged() ? "converged"
+                              : summary.status == LevenbergMarquardtStatus::kMaxIterations
+                                  ? "max_iterations"
+                                  : "failed";
+  return std::vector<double>(full.theta.data(), full.theta.data() + n_physical);
+}
+
+}  // namespace homodyne

@@ -1,0 +1,32 @@
+// The final fit's solution as the result reports it (results.h): the parameters, uncertainties
+// and covariance in the full layout (a contrast and an offset per angle, reference section 2.4),
+// chi2 and dof with the reference's effective parameter count (section 4.3), the convergence
+// status, and the warnings on how far to trust them (DESIGN section 7).
+#pragma once
+
+#include <vector>
+
+#include "fit_parameters.h"
+#include "homodyne/lm.h"
+#include "homodyne/objective.h"
+#include "homodyne/results.h"
+#include "homodyne/scaling.h"
+
+namespace homodyne {
+
+// Fills result.physical, per_angle, covariance_names, covariance, per_angle_mode, chi_squared,
+// reduced_chi_squared, degrees_of_freedom and convergence_status, and appends to
+// result.warnings (each also logged): the optimiser's own, undetermined parameters (always) and,
+// with full_validation (not fast mode), parameters ended on a bound and pairs of physical
+// parameters correlated beyond 0.99. lm: the reduced bounds and names the final fit ran with;
+// objective: the fit's (its residual count and full layout); phi_degrees: the data's angles;
+// result.analysis_mode names the physical parameters.
+// Returns the fitted physical parameters, in the model's order.
+std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
+                                   const LevenbergMarquardtOptions& lm,
+                                   const FitParameters& parameters, const ResolvedScaling& scaling,
+                                   const BatchedObjective& objective,
+                                   const std::vector<double>& phi_degrees, bool full_validation,
+                                   FitResult& result);
+
+}  // namespace homodyne
