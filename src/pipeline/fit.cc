@@ -434,7 +434,7 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
   std::string global_reason;
   const std::string global_method =
       ResolveGlobalSearchMethod(config.nlsq, options.global_search, &global_reason);
-  if (config.nlsq.solver == "ceres" && choice.kind != StrategyKind::kStandard) {
+  if (config.nlsq.solver == LmSolver::kCeres && choice.kind != StrategyKind::kStandard) {
     throw ConfigError(config.source_path +
                       ": optimization.nlsq.solver = ceres needs the standard "
                       "strategy (this fit uses " +
@@ -573,7 +573,7 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
   const int64_t batch_points_per_angle = setup.objective->batch_points();
   // The LM core on the standard strategy's data saves as large does (at iteration ends); the
   // standard policy is Ceres' (its passes counted from the iterations).
-  const bool ceres = kind == StrategyKind::kStandard && config.nlsq.solver == "ceres";
+  const bool ceres = kind == StrategyKind::kStandard && config.nlsq.solver == LmSolver::kCeres;
   const StrategyKind checkpoint_policy =
       kind == StrategyKind::kStandard && !ceres ? StrategyKind::kLarge : kind;
   checkpoints = std::make_unique<FitCheckpoints>(

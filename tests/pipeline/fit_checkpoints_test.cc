@@ -63,6 +63,9 @@ void Mutate(AnalysisMode& value) {
 void Mutate(StrategyKind& value) {
   value = value == StrategyKind::kLarge ? StrategyKind::kStreaming : StrategyKind::kLarge;
 }
+void Mutate(LmSolver& value) {
+  value = value == LmSolver::kLmCore ? LmSolver::kCeres : LmSolver::kLmCore;
+}
 void Mutate(BackendKind& value) {
   value = value == BackendKind::kCpu ? BackendKind::kCuda : BackendKind::kCpu;
 }
@@ -280,7 +283,7 @@ TEST(FitIdentityTest, LinesOfNamedValuesArePinned) {
 
   const std::string identity = FitIdentityText(DefaultConfig(), 1000, "auto");
   Config ceres = DefaultConfig();
-  ceres.nlsq.solver = "ceres";
+  ceres.nlsq.solver = LmSolver::kCeres;
   EXPECT_EQ(FitIdentityText(ceres, 1000, "auto"), identity);
   EXPECT_THAT(identity, Not(HasSubstr("solver")));
   for (const char* method : {"auto", "off", "multi_start", "cmaes"}) {
