@@ -84,6 +84,15 @@ struct GlobalSearchOptions {
   int64_t max_points = 1000000;  // >= 1000
 };
 
+// The local optimiser of the standard strategy (optimization.nlsq.solver, --solver), and which
+// optimiser wrote a LevenbergMarquardtState (lm.h; a state resumes only with the optimiser that
+// wrote it): the LM core (Minimize, lm.h) or the Ceres standard fit (standard_fit.h).
+enum class LmSolver { kLmCore, kCeres };
+// "lm" and "ceres": the spellings of optimization.nlsq.solver and of a checkpoint's /lm/solver.
+std::string_view ToString(LmSolver solver);
+// Case-insensitive; std::nullopt for an unknown name.
+std::optional<LmSolver> ParseLmSolver(std::string_view text);
+
 // optimization.nlsq (and its anti_degeneracy part)
 struct NlsqOptions {
   int max_iterations = 100;             // optimization.nlsq.max_iterations, > 0
@@ -104,7 +113,7 @@ struct NlsqOptions {
   // Local optimiser of the standard strategy: lm (our core; 12x faster than Ceres on 7.5e5 points,
   // same optimum) or ceres (Ceres DENSE_QR: the independent cross-check, and a second opinion on
   // ill-conditioned problems). optimization.nlsq.solver. The other strategies always use lm.
-  std::string solver = "lm";
+  LmSolver solver = LmSolver::kLmCore;
   // DESIGN section 4: ftol/xtol may stop a fit only when the Gauss-Newton step is at most this
   // many standard errors. optimization.nlsq.statistical_tolerance, >= 0 (0 disables).
   double statistical_tolerance = 1e-3;

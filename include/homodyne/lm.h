@@ -19,6 +19,8 @@
 
 #include <Eigen/Dense>
 
+#include "homodyne/config.h"
+
 namespace homodyne {
 
 // What one full pass over the data produces (DESIGN section 4). Sums are reduced in a fixed
@@ -52,14 +54,6 @@ class LeastSquaresProblem {
 
 // The Levenberg-Marquardt core's state between two iterations (lm.h): with it, Minimize continues
 // exactly as if it had never stopped.
-// Which optimiser a LevenbergMarquardtState belongs to: the LM core (Minimize) or the Ceres
-// standard fit (standard_fit.h). A state resumes only with the optimiser that wrote it.
-enum class LmSolver { kLmCore, kCeres };
-// "lm" and "ceres", the spellings of optimization.nlsq.solver.
-inline const char* ToString(LmSolver solver) {
-  return solver == LmSolver::kCeres ? "ceres" : "lm";
-}
-
 struct LevenbergMarquardtState {
   LmSolver solver = LmSolver::kLmCore;  // who wrote it
   Eigen::VectorXd theta;    // the current point

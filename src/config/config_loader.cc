@@ -590,6 +590,21 @@ void ParseGlobalSearch(const ConfigReader& reader, Config& config) {
     }
     reader.Fail(path, reader.Find(path), "must be one of " + list);
   };
+  // The same for a key held as an enum: its value (any case) parsed by `parse` (config.h's
+  // Parse... function); any other value fails with "must be one of" the names of `allowed`.
+  auto one_of_enum = [&]<typename Enum>(const std::string& path, Enum& field,
+                                        std::optional<Enum> (*parse)(std::string_view),
+                                        std::initializer_list<Enum> allowed) {
+    const auto text = reader.String(path);
+    if (!text) return false;
+    if (const std::optional<Enum> value = parse(*text)) {
+      field = *value;
+      return true;
+    }
+    std::string list;
+    for (Enum name : allowed) list += (list.empty() ? "" : ", ") + std::string(ToString(name));
+    reader.Fail(path, reader.Find(path), "must be one of " + list);
+  };
   auto integer_at_least = [&](const std::string& path, int minimum, int& field) {
     if (const auto value = reader.Integer(path)) {
       reader.Require(*value >= minimum && *value <= std::numeric_limits<int>::max(), path,
@@ -604,7 +619,7 @@ void ParseGlobalSearch(const ConfigReader& reader, Config& config) {
     }
   };
 
-  one_of(base + "solver", nlsq.solver, {"lm", "ceres"});
+  one_of_enum(base + "solver", nlsq.solver, ParseLmSolver, {LmSolver::kLmCore, LmSolver::kCeres});
 
   const std::string gs = base + "global_search.";
   GlobalSearchOptions& global = nlsq.global_search;

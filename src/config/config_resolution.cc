@@ -128,7 +128,9 @@ void ApplyOverrides(const ConfigOverrides& overrides, Config& config) {
         *ParseBackendKind(OneOf("backend", *overrides.backend, {"cpu", "cuda", "auto"}));
   }
   if (overrides.fast_mode) performance.fast_mode = *overrides.fast_mode;
-  if (overrides.solver) config.nlsq.solver = OneOf("solver", *overrides.solver, {"lm", "ceres"});
+  if (overrides.solver) {
+    config.nlsq.solver = *ParseLmSolver(OneOf("solver", *overrides.solver, {"lm", "ceres"}));
+  }
   if (overrides.variable_projection) {
     config.nlsq.variable_projection = *overrides.variable_projection;
   }

@@ -40,6 +40,24 @@ std::optional<StrategyKind> ParseStrategyKind(std::string_view text) {
   return std::nullopt;
 }
 
+std::string_view ToString(LmSolver solver) {
+  switch (solver) {
+    case LmSolver::kLmCore:
+      return "lm";
+    case LmSolver::kCeres:
+      return "ceres";
+  }
+  return "unknown";
+}
+
+std::optional<LmSolver> ParseLmSolver(std::string_view text) {
+  const std::string lower = Lowercase(text);
+  for (LmSolver solver : {LmSolver::kLmCore, LmSolver::kCeres}) {
+    if (lower == ToString(solver)) return solver;
+  }
+  return std::nullopt;
+}
+
 std::string_view ToString(BackendKind kind) {
   switch (kind) {
     case BackendKind::kAuto:

@@ -221,7 +221,7 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
   std::string global_reason;
   const std::string global_method =
       ResolveGlobalSearchMethod(config.nlsq, options.global_search, &global_reason);
-  if (config.nlsq.solver == "ceres" && choice.kind != StrategyKind::kStandard) {
+  if (config.nlsq.solver == LmSolver::kCeres && choice.kind != StrategyKind::kStandard) {
     throw ConfigError(config.source_path +
                       ": optimization.nlsq.solver = ceres needs the standard "
                       "strategy (this fit uses " +

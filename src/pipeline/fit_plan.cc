@@ -35,7 +35,7 @@ FitPlan PlanFit(const Config& config, const DatasetInfo& info,
   size.batch_points = config.streaming.batch_size.value_or(
       AutomaticBatchSize(plan.available.bytes, plan.num_parameters));
   size.threads = config.performance.cpu_threads.value_or(omp_get_max_threads());
-  size.full_jacobian = config.nlsq.solver == "ceres";
+  size.full_jacobian = config.nlsq.solver == LmSolver::kCeres;
   plan.strategy = SelectStrategy(size, plan.available.bytes, config.performance.strategy_override);
   return plan;
 }

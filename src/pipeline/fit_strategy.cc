@@ -255,7 +255,7 @@ std::unique_ptr<FitStrategy> MakeStrategy(StrategyKind kind, const StrategyInput
   MaybeInjectAllocationFailure(ToString(kind));
   if (kind == StrategyKind::kStreaming) return std::make_unique<StreamingStrategy>(inputs);
   PackedDataObjective::PackedData data = PackedDataObjective::LoadPackedData(inputs.source);
-  if (kind == StrategyKind::kStandard && inputs.config.nlsq.solver == "ceres") {
+  if (kind == StrategyKind::kStandard && inputs.config.nlsq.solver == LmSolver::kCeres) {
     return std::make_unique<CeresStandardStrategy>(inputs, std::move(data));
   }
   return std::make_unique<InMemoryStrategy>(kind, inputs, std::move(data));

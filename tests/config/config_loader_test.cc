@@ -280,6 +280,13 @@ optimization:
   EXPECT_EQ(config.nlsq.per_angle_mode, "constant");
 }
 
+TEST(ConfigNlsqTest, SolverInAnyCase) {
+  EXPECT_EQ(ParseConfig("analysis_mode: static\n", "n.yaml").nlsq.solver, LmSolver::kLmCore);
+  const Config config =
+      ParseConfig("analysis_mode: static\noptimization: {nlsq: {solver: Ceres}}\n", "n.yaml");
+  EXPECT_EQ(config.nlsq.solver, LmSolver::kCeres);
+}
+
 TEST(ConfigStreamingTest, OptimizationStreamingKeys) {
   const Config config = ParseConfig(R"(
 analysis_mode: laminar_flow

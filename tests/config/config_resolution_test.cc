@@ -148,7 +148,7 @@ TEST(ResolveConfigTest, OverridesReplaceFileValuesWithStringsParsed) {
   overrides.cpu_threads = 3;
   overrides.strategy = "Streaming";
   overrides.backend = "AUTO";
-  overrides.solver = "ceres";
+  overrides.solver = "Ceres";
   overrides.fast_mode = true;
   overrides.variable_projection = false;
   overrides.checkpoint_dir = "ck";
@@ -165,7 +165,7 @@ TEST(ResolveConfigTest, OverridesReplaceFileValuesWithStringsParsed) {
   EXPECT_EQ(config.performance.cpu_threads, 3);
   EXPECT_EQ(config.performance.strategy_override, StrategyKind::kStreaming);
   EXPECT_EQ(config.performance.backend, BackendKind::kAuto);
-  EXPECT_EQ(config.nlsq.solver, "ceres");
+  EXPECT_EQ(config.nlsq.solver, LmSolver::kCeres);
   EXPECT_TRUE(config.performance.fast_mode);
   EXPECT_FALSE(config.nlsq.variable_projection);
   EXPECT_EQ(config.streaming.checkpoint_dir, "ck");

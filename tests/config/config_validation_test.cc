@@ -70,6 +70,8 @@ const RuleCase kRules[] = {
     {"PerAngleMode", "optimization: {nlsq: {anti_degeneracy: {per_angle_mode: averaged}}}",
      "optimization.nlsq.anti_degeneracy.per_angle_mode = 'averaged': must be one of individual, "
      "constant, auto, fourier"},
+    {"Solver", "optimization: {nlsq: {solver: scipy}}",
+     "optimization.nlsq.solver = 'scipy': must be one of lm, ceres"},
     {"FourierOrder", "optimization: {nlsq: {anti_degeneracy: {fourier_order: 0}}}",
      "optimization.nlsq.anti_degeneracy.fourier_order = 0: must be >= 1"},
     {"AntiDegeneracyEnableText", "optimization: {nlsq: {anti_degeneracy: {enable: maybe}}}",

@@ -29,7 +29,9 @@
 namespace homodyne {
 namespace {
 
+using ::testing::EndsWith;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // A config with every section set: the laminar_flow template, with start values, per-angle
 // lists, phi ranges and custom starts, so that lists and optionals hold something.
@@ -60,6 +62,9 @@ void Mutate(AnalysisMode& value) {
 }
 void Mutate(StrategyKind& value) {
   value = value == StrategyKind::kLarge ? StrategyKind::kStreaming : StrategyKind::kLarge;
+}
+void Mutate(LmSolver& value) {
+  value = value == LmSolver::kLmCore ? LmSolver::kCeres : LmSolver::kLmCore;
 }
 void Mutate(BackendKind& value) {
   value = value == BackendKind::kCpu ? BackendKind::kCuda : BackendKind::kCpu;
@@ -181,6 +186,110 @@ TEST(FitIdentityTest, ElementsOfListsOfStructsAndResolvedInputsCount) {
   EXPECT_NE(Identity(range), base);
   EXPECT_NE(FitIdentityText(FullConfig(), 1001, "auto"), base);
   EXPECT_NE(FitIdentityText(FullConfig(), 1000, "off"), base);
+}
+
+// The identity text itself, pinned: checkpoints that earlier versions wrote hold its hash, so a
+// change of how a field is held (a string that became an enum) must write the same text, or they
+// no longer resume. A default config, with an absolute data path (the text holds it absolute).
+constexpr char kDefaultIdentityText[] = R"(homodyne fit identity 2
+analysis_mode=laminar_flow
+geometry.q_inv_angstrom=0.0054000000000000003
+geometry.gap_angstrom=2000000
+geometry.dt_seconds=0.001
+data.file_path="/data/run.h5"
+data.wavevector_q_target=0.0054000000000000003
+data.start_frame=1
+data.end_frame=-1
+data.dt_seconds=0.001
+data.q_tolerance_fraction=0.10000000000000001
+data.phi_filtering_enabled=false
+data.phi_ranges=[]
+parameter_space.bounds=[]
+initial_parameters.parameter_names=[]
+initial_parameters.values=null
+initial_parameters.per_angle_scaling.contrast=null
+initial_parameters.per_angle_scaling.offset=null
+initial_parameters.fixed_parameters=[]
+optimization.nlsq.max_iterations=100
+optimization.nlsq.tolerance=1e-08
+optimization.nlsq.xtol=1e-08
+optimization.nlsq.gtol=1e-08
+optimization.nlsq.sigma=0.01
+optimization.nlsq.anti_degeneracy.enable=true
+optimization.nlsq.anti_degeneracy.per_angle_mode="individual"
+optimization.nlsq.anti_degeneracy.constant_scaling_threshold=3
+optimization.nlsq.anti_degeneracy.fourier_order=2
+optimization.nlsq.variable_projection=true
+optimization.nlsq.statistical_tolerance=0.001
+optimization.nlsq.global_search.max_points=1000000
+optimization.nlsq.multi_start.n_starts=10
+optimization.nlsq.multi_start.seed=42
+optimization.nlsq.multi_start.sampling_strategy="latin_hypercube"
+optimization.nlsq.multi_start.use_screening=true
+optimization.nlsq.multi_start.screen_keep_fraction=0.5
+optimization.nlsq.multi_start.refine_top_k=3
+optimization.nlsq.multi_start.refinement_ftol=9.9999999999999998e-13
+optimization.nlsq.multi_start.custom_starts=[]
+optimization.nlsq.cmaes.preset="cmaes-global"
+optimization.nlsq.cmaes.max_generations=null
+optimization.nlsq.cmaes.popsize=null
+optimization.nlsq.cmaes.sigma=0.5
+optimization.nlsq.cmaes.sigma_warmstart=0.050000000000000003
+optimization.nlsq.cmaes.tol_fun=1e-08
+optimization.nlsq.cmaes.tol_x=1e-08
+optimization.nlsq.cmaes.restart_strategy="bipop"
+optimization.nlsq.cmaes.max_restarts=null
+optimization.nlsq.cmaes.refine_with_nlsq=true
+performance.fast_mode=false
+batch_points=1000
+global_search_method="auto"
+)";
+
+Config DefaultConfig() {
+  Config config;
+  config.data.file_path = "/data/run.h5";
+  return config;
+}
+
+TEST(FitIdentityTest, TextOfADefaultConfigIsPinned) {
+  EXPECT_EQ(FitIdentityText(DefaultConfig(), 1000, "auto"), kDefaultIdentityText);
+}
+
+// The lines of the fields that hold one of a few names, for every name: quoted as the config
+// spells it. The solver is no part of the identity (a checkpoint of the other optimiser is
+// refused with its own message); the global method enters resolved, as the last line.
+TEST(FitIdentityTest, LinesOfNamedValuesArePinned) {
+  // The line `path`="name" for every name, set into a default config by set(config, name).
+  auto expect_lines = [](const std::string& path, std::initializer_list<const char*> names,
+                         auto set) {
+    for (const char* name : names) {
+      Config config = DefaultConfig();
+      set(config, name);
+      EXPECT_THAT(FitIdentityText(config, 1000, "auto"),
+                  HasSubstr("\n" + path + "=\"" + name + "\"\n"));
+    }
+  };
+  expect_lines("optimization.nlsq.anti_degeneracy.per_angle_mode",
+               {"individual", "constant", "auto", "fourier"},
+               [](Config& c, const char* name) { c.nlsq.per_angle_mode = name; });
+  expect_lines("optimization.nlsq.multi_start.sampling_strategy",
+               {"latin_hypercube", "sobol", "random"},
+               [](Config& c, const char* name) { c.nlsq.multi_start.sampling_strategy = name; });
+  expect_lines("optimization.nlsq.cmaes.preset",
+               {"cmaes-fast", "cmaes", "cmaes-global", "cmaes-hpc"},
+               [](Config& c, const char* name) { c.nlsq.cmaes.preset = name; });
+  expect_lines("optimization.nlsq.cmaes.restart_strategy", {"ipop", "bipop", "none"},
+               [](Config& c, const char* name) { c.nlsq.cmaes.restart_strategy = name; });
+
+  const std::string identity = FitIdentityText(DefaultConfig(), 1000, "auto");
+  Config ceres = DefaultConfig();
+  ceres.nlsq.solver = LmSolver::kCeres;
+  EXPECT_EQ(FitIdentityText(ceres, 1000, "auto"), identity);
+  EXPECT_THAT(identity, Not(HasSubstr("solver")));
+  for (const char* method : {"auto", "off", "multi_start", "cmaes"}) {
+    EXPECT_THAT(FitIdentityText(DefaultConfig(), 1000, method),
+                EndsWith(std::string("\nglobal_search_method=\"") + method + "\"\n"));
+  }
 }
 
 // --- CheckCheckpointFits -------------------------------------------------------------------

@@ -21,7 +21,7 @@ namespace {
 using ::testing::Contains;
 using ::testing::HasSubstr;
 
-FitResult FitWithSolver(const std::string& solver) {
+FitResult FitWithSolver(LmSolver solver) {
   const std::vector<double> truth = {1500.0, -0.6, 5.0, 2e-4, 0.3, 0.0, 4.0};
   const std::vector<double> phi = {0.0, 60.0};
   const std::vector<double> c2 = test::LaminarC2(truth, phi);
@@ -35,9 +35,9 @@ FitResult FitWithSolver(const std::string& solver) {
 }
 
 TEST(FitFallbackTest, CeresJacobianFallbackIsTheLmCoreFit) {
-  const FitResult lm = FitWithSolver("lm");
+  const FitResult lm = FitWithSolver(LmSolver::kLmCore);
   ::setenv("HOMODYNE_TEST_FAIL_ALLOCATION", "ceres_jacobian", 1);
-  const FitResult fallback = FitWithSolver("ceres");
+  const FitResult fallback = FitWithSolver(LmSolver::kCeres);
   ::unsetenv("HOMODYNE_TEST_FAIL_ALLOCATION");
 
   EXPECT_EQ(fallback.strategy, "large");

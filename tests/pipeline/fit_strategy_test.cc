@@ -63,24 +63,24 @@ class FitStrategyTest : public ::testing::Test {
 TEST_F(FitStrategyTest, EachKindHasItsCheckpointPolicyAndSolver) {
   struct Expected {
     StrategyKind kind;
-    std::string solver;
+    LmSolver solver;
     bool inside_passes, at_iterations, passes_from_iterations;
-    LmSolver lm_solver;
   };
   const Expected cases[] = {
-      {StrategyKind::kStandard, "lm", false, true, false, LmSolver::kLmCore},
-      {StrategyKind::kStandard, "ceres", false, true, true, LmSolver::kCeres},
-      {StrategyKind::kLarge, "lm", false, true, false, LmSolver::kLmCore},
-      {StrategyKind::kChunked, "lm", true, false, false, LmSolver::kLmCore},
-      {StrategyKind::kStreaming, "lm", true, false, false, LmSolver::kLmCore},
+      {StrategyKind::kStandard, LmSolver::kLmCore, false, true, false},
+      {StrategyKind::kStandard, LmSolver::kCeres, false, true, true},
+      {StrategyKind::kLarge, LmSolver::kLmCore, false, true, false},
+      {StrategyKind::kChunked, LmSolver::kLmCore, true, false, false},
+      {StrategyKind::kStreaming, LmSolver::kLmCore, true, false, false},
   };
   for (const Expected& expected : cases) {
-    SCOPED_TRACE(std::string(ToString(expected.kind)) + " with solver " + expected.solver);
+    SCOPED_TRACE(std::string(ToString(expected.kind)) + " with solver " +
+                 std::string(ToString(expected.solver)));
     config_.nlsq.solver = expected.solver;
     std::vector<std::string> actions;
     const std::unique_ptr<FitStrategy> strategy = SetUp(expected.kind, &actions);
     EXPECT_EQ(strategy->kind(), expected.kind);
-    EXPECT_EQ(strategy->solver(), expected.lm_solver);
+    EXPECT_EQ(strategy->solver(), expected.solver);
     const CheckpointPolicy policy = strategy->checkpoint_policy();
     EXPECT_EQ(policy.save_inside_passes, expected.inside_passes);
     EXPECT_EQ(policy.save_at_iterations, expected.at_iterations);
