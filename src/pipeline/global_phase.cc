@@ -1,0 +1,114 @@
+// The global phase (global_phase.h).
+#include "global_phase.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <string>
+
+#include "homodyne/variable_projection.h"
+
+namespace homodyne {
+
+int SearchRowStride(int64_t points, int64_t max_points) {
+  return static_cast<int>(std::max<int64_t>(1, (points + max_points - 1) / max_points));
+}
+
+GlobalSearchSummary RunGlobalPhase(const Config& config, const std::string& method,
+                                   BatchedObjective& data, int row_stride, const ScalingMap& map,
+                                   const BoundBox& bounds, const Eigen::VectorXd& start,
+                                   const LevenbergMarquardtOptions& lm,
+                                   FitCheckpoints& checkpoints, const FitObserver& observer) {
+  spdlog::info("global search {}: {} points{}", method, data.num_points(),
+               row_stride > 1 ? " (every " + std::to_string(row_stride) + " rows)" : "");
+  GlobalSearchInputs inputs;
+  inputs.data = &data;
+  inputs.map = map;
+  inputs.bounds = bounds;
+  inputs.start = start;
+  inputs.local = lm;
+  inputs.local.resume_state.reset();
+  inputs.local.callback = [](const LevenbergMarquardtIteration&) { return InterruptSignal() == 0; };
+  inputs.replay = checkpoints.global_search_trail();
+  if (!inputs.replay.empty()) {
+    spdlog::info("global search {}: replaying {} evaluations and {} local fits from the checkpoint",
+                 method, inputs.replay.evaluations.size(), inputs.replay.minima.size());
+  }
+  int64_t passes_seen = 0;
+  std::string last_stage;
+  inputs.on_progress = [&](const GlobalSearchProgress& progress) {
+    // A line when a stage starts, after every local fit, at the end of screening and every
+    // 20th CMA-ES generation.
+    const bool new_stage = progress.stage != last_stage;
+    last_stage = progress.stage;
+    const bool each = progress.stage == "local fit" || progress.stage == "refine";
+    const bool last = progress.total > 0 && progress.index == progress.total;
+    const bool periodic = progress.stage == "cmaes" && progress.index % 20 == 0;
+    const bool computed = progress.passes > passes_seen;  // not replayed
+    if (computed && (new_stage || each || last || periodic)) {
+      // "index/total", or the index alone when the stage has no fixed length.
+      std::string counter = std::to_string(progress.index);
+      if (progress.total > 0) counter.append("/").append(std::to_string(progress.total));
+      spdlog::info("global search {} {}  best chi2 {:.8e}  {} passes", progress.stage, counter,
+                   progress.best_chi2, progress.passes);
+    }
+    if (observer.on_global_search) observer.on_global_search(progress);
+    checkpoints.OnGlobalSearchProgress(progress.passes - passes_seen, data.num_batches(),
+                                       *progress.trail);
+    passes_seen = progress.passes;
+    return true;
+  };
+  GlobalSearchSummary summary = RunGlobalSearch(method, config.nlsq, inputs);
+  summary.row_stride = row_stride;
+  checkpoints.OnGlobalSearchFinished(summary.passes - summary.replayed_passes - passes_seen,
+                                     data.num_batches(), summary.trail);
+  spdlog::info("{}", summary.BriefReport());
+  return summary;
+}
+
+Eigen::VectorXd ProjectedLocalFit(BatchedObjective& objective, const ScalingMap& map,
+                                  const BoundBox& bounds, const Eigen::VectorXd& start,
+                                  const LevenbergMarquardtOptions& lm) {
+  VariableProjectionProblem projected(objective, map, bounds, start);
+  if (projected.linear_indices().empty()) return start;  // nothing to project
+  LevenbergMarquardtOptions options = projected.LocalFitOptions(lm);
+  options.callback = [](const LevenbergMarquardtIteration&) { return InterruptSignal() == 0; };
+  const LevenbergMarquardtSummary fit =
+      Minimize(options, projected, projected.NonlinearPart(start));
+  spdlog::info("projected local fit: {}", fit.BriefReport());
+  return projected.ReducedPoint(fit.theta);
+}
+
+GlobalSearchRecord GlobalSearchRecordOf(const GlobalSearchSummary& summary,
+                                        const std::string& reason, const ScalingMap& map,
+                                        const std::vector<std::string>& names) {
+  GlobalSearchRecord record;
+  record.method = summary.method;
+  record.reason = reason;
+  record.candidates = summary.candidates;
+  record.local_fits = summary.local_fits;
+  record.generations = summary.generations;
+  record.cmaes_runs = summary.cmaes_runs;
+  record.passes = summary.passes;
+  record.replayed_passes = summary.replayed_passes;
+  record.point_evaluations = summary.point_evaluations;
+  record.search_points = summary.search_points;
+  record.row_stride = summary.row_stride;
+  record.seconds = summary.seconds;
+  record.chosen = summary.chosen;
+  for (const GlobalMinimum& minimum : summary.minima) {
+    GlobalSearchRecord::Minimum entry;
+    entry.chi2 = minimum.chi2;
+    const Eigen::VectorXd full = map.Expand(minimum.reduced);
+    for (size_t p = 0; p < names.size(); ++p) {
+      entry.names.push_back(names[p]);
+      entry.values.push_back(full[static_cast<Eigen::Index>(p)]);
+    }
+    entry.start = minimum.start;
+    entry.status = minimum.status;
+    record.minima.push_back(std::move(entry));
+  }
+  return record;
+}
+
+}  // namespace homodyne
