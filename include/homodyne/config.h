@@ -93,6 +93,15 @@ std::string_view ToString(LmSolver solver);
 // Case-insensitive; std::nullopt for an unknown name.
 std::optional<LmSolver> ParseLmSolver(std::string_view text);
 
+// optimization.nlsq.anti_degeneracy.per_angle_mode as the config asks for it; ResolvePerAngleMode
+// (scaling.h) turns it into the PerAngleMode a fit uses for its number of angles.
+enum class PerAngleModeRequest { kIndividual, kConstant, kAuto, kFourier };
+// "individual", "constant", "auto", "fourier".
+std::string_view ToString(PerAngleModeRequest mode);
+// Case-insensitive, and the reference's "fixed_constant" reads as kConstant; std::nullopt for
+// any other name ("auto_averaged" included: that is what auto resolves to).
+std::optional<PerAngleModeRequest> ParsePerAngleModeRequest(std::string_view text);
+
 // optimization.nlsq (and its anti_degeneracy part)
 struct NlsqOptions {
   int max_iterations = 100;             // optimization.nlsq.max_iterations, > 0
@@ -102,7 +111,7 @@ struct NlsqOptions {
   double sigma = 0.01;                  // per-point noise when the data has none, > 0
   bool anti_degeneracy_enabled = true;  // anti_degeneracy.enable
   // individual | constant | auto | fourier (the reference's fixed_constant reads as constant)
-  std::string per_angle_mode = "individual";
+  PerAngleModeRequest per_angle_mode = PerAngleModeRequest::kIndividual;
   int constant_scaling_threshold = 3;       // anti_degeneracy.constant_scaling_threshold, >= 1
   int fourier_order = 2;                    // anti_degeneracy.fourier_order, >= 1
   bool per_angle_mode_from_config = false;  // true when the config set per_angle_mode

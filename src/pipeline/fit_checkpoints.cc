@@ -80,6 +80,8 @@ class IdentityWriter {
   void Write(bool value) { out_ << (value ? "true" : "false"); }
   void Write(const std::string& value) { out_ << std::quoted(value); }
   void Write(AnalysisMode value) { out_ << ToString(value); }
+  // Names that were strings before they became enums: quoted, as they were.
+  void Write(PerAngleModeRequest value) { Write(std::string(ToString(value))); }
   template <typename T>
   void Write(const std::optional<T>& value) {
     if (value) {

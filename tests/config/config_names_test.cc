@@ -22,5 +22,23 @@ TEST(ConfigNamesTest, LmSolver) {
   EXPECT_EQ(ParseLmSolver(""), std::nullopt);
 }
 
+TEST(ConfigNamesTest, PerAngleModeRequest) {
+  EXPECT_EQ(ToString(PerAngleModeRequest::kIndividual), "individual");
+  EXPECT_EQ(ToString(PerAngleModeRequest::kConstant), "constant");
+  EXPECT_EQ(ToString(PerAngleModeRequest::kAuto), "auto");
+  EXPECT_EQ(ToString(PerAngleModeRequest::kFourier), "fourier");
+  for (const PerAngleModeRequest mode :
+       {PerAngleModeRequest::kIndividual, PerAngleModeRequest::kConstant,
+        PerAngleModeRequest::kAuto, PerAngleModeRequest::kFourier}) {
+    EXPECT_EQ(ParsePerAngleModeRequest(ToString(mode)), mode);
+  }
+  EXPECT_EQ(ParsePerAngleModeRequest("fixed_constant"), PerAngleModeRequest::kConstant);
+  EXPECT_EQ(ParsePerAngleModeRequest("Fixed_Constant"), PerAngleModeRequest::kConstant);
+  EXPECT_EQ(ParsePerAngleModeRequest("FOURIER"), PerAngleModeRequest::kFourier);
+  EXPECT_EQ(ParsePerAngleModeRequest("auto_averaged"), std::nullopt);
+  EXPECT_EQ(ParsePerAngleModeRequest("averaged"), std::nullopt);
+  EXPECT_EQ(ParsePerAngleModeRequest("sometimes"), std::nullopt);
+}
+
 }  // namespace
 }  // namespace homodyne

@@ -63,6 +63,10 @@ void Mutate(AnalysisMode& value) {
 void Mutate(StrategyKind& value) {
   value = value == StrategyKind::kLarge ? StrategyKind::kStreaming : StrategyKind::kLarge;
 }
+void Mutate(PerAngleModeRequest& value) {
+  value = value == PerAngleModeRequest::kAuto ? PerAngleModeRequest::kFourier
+                                              : PerAngleModeRequest::kAuto;
+}
 void Mutate(LmSolver& value) {
   value = value == LmSolver::kLmCore ? LmSolver::kCeres : LmSolver::kLmCore;
 }
@@ -270,8 +274,9 @@ TEST(FitIdentityTest, LinesOfNamedValuesArePinned) {
     }
   };
   expect_lines("optimization.nlsq.anti_degeneracy.per_angle_mode",
-               {"individual", "constant", "auto", "fourier"},
-               [](Config& c, const char* name) { c.nlsq.per_angle_mode = name; });
+               {"individual", "constant", "auto", "fourier"}, [](Config& c, const char* name) {
+                 c.nlsq.per_angle_mode = ParsePerAngleModeRequest(name).value();
+               });
   expect_lines("optimization.nlsq.multi_start.sampling_strategy",
                {"latin_hypercube", "sobol", "random"},
                [](Config& c, const char* name) { c.nlsq.multi_start.sampling_strategy = name; });
