@@ -624,7 +624,9 @@ void ParseGlobalSearch(const ConfigReader& reader, Config& config) {
   const std::string gs = base + "global_search.";
   GlobalSearchOptions& global = nlsq.global_search;
   global.method_from_config =
-      one_of(gs + "method", global.method, {"auto", "off", "multi_start", "cmaes"});
+      one_of_enum(gs + "method", global.method, ParseGlobalSearchMethod,
+                  {GlobalSearchMethod::kAuto, GlobalSearchMethod::kOff,
+                   GlobalSearchMethod::kMultiStart, GlobalSearchMethod::kCmaes});
   if (const auto points = reader.Integer(gs + "max_points")) {
     reader.Require(*points >= 1000, gs + "max_points", "must be >= 1000");
     global.max_points = *points;

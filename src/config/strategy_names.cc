@@ -82,6 +82,29 @@ std::optional<PerAngleModeRequest> ParsePerAngleModeRequest(std::string_view tex
   return std::nullopt;
 }
 
+std::string_view ToString(GlobalSearchMethod method) {
+  switch (method) {
+    case GlobalSearchMethod::kAuto:
+      return "auto";
+    case GlobalSearchMethod::kOff:
+      return "off";
+    case GlobalSearchMethod::kMultiStart:
+      return "multi_start";
+    case GlobalSearchMethod::kCmaes:
+      return "cmaes";
+  }
+  return "unknown";
+}
+
+std::optional<GlobalSearchMethod> ParseGlobalSearchMethod(std::string_view text) {
+  const std::string lower = Lowercase(text);
+  for (GlobalSearchMethod method : {GlobalSearchMethod::kAuto, GlobalSearchMethod::kOff,
+                                    GlobalSearchMethod::kMultiStart, GlobalSearchMethod::kCmaes}) {
+    if (lower == ToString(method)) return method;
+  }
+  return std::nullopt;
+}
+
 std::string_view ToString(BackendKind kind) {
   switch (kind) {
     case BackendKind::kAuto:

@@ -264,12 +264,12 @@ int SearchRowStride(int64_t points, int64_t max_points) {
 // its trail in checkpoints and signals seen between candidates and local fits
 // (checkpoints.OnGlobalSearchProgress throws FitInterrupted after saving). A resumed run replays
 // the trail of its checkpoint first. Returns its summary.
-GlobalSearchSummary RunGlobalPhase(const Config& config, const std::string& method,
+GlobalSearchSummary RunGlobalPhase(const Config& config, GlobalSearchMethod method,
                                    BatchedObjective& data, int row_stride, const ScalingMap& map,
                                    const BoundBox& bounds, const Eigen::VectorXd& start,
                                    const LevenbergMarquardtOptions& lm,
                                    FitCheckpoints& checkpoints, const FitObserver& observer) {
-  spdlog::info("global search {}: {} points{}", method, data.num_points(),
+  spdlog::info("global search {}: {} points{}", ToString(method), data.num_points(),
                row_stride > 1 ? " (every " + std::to_string(row_stride) + " rows)" : "");
   GlobalSearchInputs inputs;
   inputs.data = &data;
@@ -282,7 +282,7 @@ GlobalSearchSummary RunGlobalPhase(const Config& config, const std::string& meth
   inputs.replay = checkpoints.global_search_trail();
   if (!inputs.replay.empty()) {
     spdlog::info("global search {}: replaying {} evaluations and {} local fits from the checkpoint",
-                 method, inputs.replay.evaluations.size(), inputs.replay.minima.size());
+                 ToString(method), inputs.replay.evaluations.size(), inputs.replay.minima.size());
   }
   int64_t passes_seen = 0;
   std::string last_stage;
@@ -333,7 +333,7 @@ Eigen::VectorXd ProjectedLocalFit(BatchedObjective& objective, const ScalingMap&
 GlobalSearchRecord RecordOf(const GlobalSearchSummary& summary, const std::string& reason,
                             const ScalingMap& map, const std::vector<std::string>& names) {
   GlobalSearchRecord record;
-  record.method = summary.method;
+  record.method = ToString(summary.method);
   record.reason = reason;
   record.candidates = summary.candidates;
   record.local_fits = summary.local_fits;
@@ -432,7 +432,7 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
   const StrategyChoice& choice = plan.strategy;
   result.strategy_reason = choice.reason;
   std::string global_reason;
-  const std::string global_method =
+  const GlobalSearchMethod global_method =
       ResolveGlobalSearchMethod(config.nlsq, options.global_search, &global_reason);
   if (config.nlsq.solver == LmSolver::kCeres && choice.kind != StrategyKind::kStandard) {
     throw ConfigError(config.source_path +
@@ -481,7 +481,7 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
   const int search_row_stride =
       SearchRowStride(UpperTriangleSize(n_times) * n_angles, config.nlsq.global_search.max_points);
   std::unique_ptr<BatchedObjective> search_data;
-  if (global_method != "off") {
+  if (global_method != GlobalSearchMethod::kOff) {
     const auto* in_memory = dynamic_cast<const PackedDataObjective*>(&objective);
     search_data =
         in_memory != nullptr
@@ -614,7 +614,7 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
   Eigen::VectorXd fit_start = reduced0;
   result.global_search.reason = global_reason;
   const Clock::time_point global_start = Clock::now();
-  if (global_method != "off") {
+  if (global_method != GlobalSearchMethod::kOff) {
     const GlobalSearchSummary global =
         RunGlobalPhase(config, global_method, *search_data, search_row_stride, map, reduced_bounds,
                        reduced0, lm, *checkpoints, observer);

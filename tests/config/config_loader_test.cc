@@ -288,6 +288,17 @@ TEST(ConfigNlsqTest, PerAngleModeInAnyCase) {
   EXPECT_THAT(BriefReport(config), HasSubstr(", per_angle_mode auto\n"));
 }
 
+TEST(ConfigNlsqTest, GlobalSearchMethodInAnyCase) {
+  const Config defaults = ParseConfig("analysis_mode: static\n", "n.yaml");
+  EXPECT_EQ(defaults.nlsq.global_search.method, GlobalSearchMethod::kAuto);
+  EXPECT_FALSE(defaults.nlsq.global_search.method_from_config);
+  const Config config = ParseConfig(
+      "analysis_mode: static\noptimization: {nlsq: {global_search: {method: Multi_Start}}}\n",
+      "n.yaml");
+  EXPECT_EQ(config.nlsq.global_search.method, GlobalSearchMethod::kMultiStart);
+  EXPECT_TRUE(config.nlsq.global_search.method_from_config);
+}
+
 TEST(ConfigNlsqTest, SolverInAnyCase) {
   EXPECT_EQ(ParseConfig("analysis_mode: static\n", "n.yaml").nlsq.solver, LmSolver::kLmCore);
   const Config config =

@@ -40,5 +40,21 @@ TEST(ConfigNamesTest, PerAngleModeRequest) {
   EXPECT_EQ(ParsePerAngleModeRequest("sometimes"), std::nullopt);
 }
 
+TEST(ConfigNamesTest, GlobalSearchMethod) {
+  EXPECT_EQ(ToString(GlobalSearchMethod::kAuto), "auto");
+  EXPECT_EQ(ToString(GlobalSearchMethod::kOff), "off");
+  EXPECT_EQ(ToString(GlobalSearchMethod::kMultiStart), "multi_start");
+  EXPECT_EQ(ToString(GlobalSearchMethod::kCmaes), "cmaes");
+  for (const GlobalSearchMethod method :
+       {GlobalSearchMethod::kAuto, GlobalSearchMethod::kOff, GlobalSearchMethod::kMultiStart,
+        GlobalSearchMethod::kCmaes}) {
+    EXPECT_EQ(ParseGlobalSearchMethod(ToString(method)), method);
+  }
+  EXPECT_EQ(ParseGlobalSearchMethod("CMAES"), GlobalSearchMethod::kCmaes);
+  // The config never took the command line's spelling.
+  EXPECT_EQ(ParseGlobalSearchMethod("multi-start"), std::nullopt);
+  EXPECT_EQ(ParseGlobalSearchMethod("simplex"), std::nullopt);
+}
+
 }  // namespace
 }  // namespace homodyne
