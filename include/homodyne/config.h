@@ -70,6 +70,19 @@ struct CmaesSearchOptions {
   bool refine_with_nlsq = true;  // false: report CMA-ES's best point, refined only by the final fit
 };
 
+// A method of the global phase before the local fit (global_search.h): kAuto the staged grid plus
+// sampled starts, kOff none, kMultiStart and kCmaes the reference's methods with their sections'
+// keys. optimization.nlsq.global_search.method and --global-search ask for one;
+// ResolveGlobalSearchMethod (global_search.h) settles the one that runs: a kAuto asked for by the
+// config gives way to multi_start.enable or cmaes.enable, a kAuto settled on is the staged search.
+enum class GlobalSearchMethod { kAuto, kOff, kMultiStart, kCmaes };
+// "auto", "off", "multi_start", "cmaes": the config's spellings, also those of the result files,
+// the logs and the checkpoint identity.
+std::string_view ToString(GlobalSearchMethod method);
+// The config's spelling, case-insensitive; std::nullopt for any other name. (--global-search has
+// its own: ResolveGlobalSearchMethod.)
+std::optional<GlobalSearchMethod> ParseGlobalSearchMethod(std::string_view text);
+
 // optimization.nlsq.global_search (homodyne-cpp; DESIGN section 4b): the global phase before the
 // local fit. Default on: laminar-flow fits have a wide false "no flow" minimum.
 struct GlobalSearchOptions {
@@ -77,7 +90,7 @@ struct GlobalSearchOptions {
   // off: the local fit from initial_parameters only. multi_start | cmaes: that method with its
   // section's keys. With method auto, multi_start.enable or cmaes.enable select that method
   // (cmaes first, as the reference).
-  std::string method = "auto";
+  GlobalSearchMethod method = GlobalSearchMethod::kAuto;
   bool method_from_config = false;  // true when the config set method
   // Points the search evaluates: above this the search runs on a row subsample (every s-th row
   // of each angle's upper triangle); the chosen minimum is always refined on all the data.
@@ -93,6 +106,15 @@ std::string_view ToString(LmSolver solver);
 // Case-insensitive; std::nullopt for an unknown name.
 std::optional<LmSolver> ParseLmSolver(std::string_view text);
 
+// optimization.nlsq.anti_degeneracy.per_angle_mode as the config asks for it; ResolvePerAngleMode
+// (scaling.h) turns it into the PerAngleMode a fit uses for its number of angles.
+enum class PerAngleModeRequest { kIndividual, kConstant, kAuto, kFourier };
+// "individual", "constant", "auto", "fourier".
+std::string_view ToString(PerAngleModeRequest mode);
+// Case-insensitive, and the reference's "fixed_constant" reads as kConstant; std::nullopt for
+// any other name ("auto_averaged" included: that is what auto resolves to).
+std::optional<PerAngleModeRequest> ParsePerAngleModeRequest(std::string_view text);
+
 // optimization.nlsq (and its anti_degeneracy part)
 struct NlsqOptions {
   int max_iterations = 100;             // optimization.nlsq.max_iterations, > 0
@@ -102,7 +124,7 @@ struct NlsqOptions {
   double sigma = 0.01;                  // per-point noise when the data has none, > 0
   bool anti_degeneracy_enabled = true;  // anti_degeneracy.enable
   // individual | constant | auto | fourier (the reference's fixed_constant reads as constant)
-  std::string per_angle_mode = "individual";
+  PerAngleModeRequest per_angle_mode = PerAngleModeRequest::kIndividual;
   int constant_scaling_threshold = 3;       // anti_degeneracy.constant_scaling_threshold, >= 1
   int fourier_order = 2;                    // anti_degeneracy.fourier_order, >= 1
   bool per_angle_mode_from_config = false;  // true when the config set per_angle_mode

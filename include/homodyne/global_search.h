@@ -56,7 +56,7 @@ struct GlobalSearchTrail {
 
 // What the global phase did: the global_search section of convergence_metrics.json.
 struct GlobalSearchSummary {
-  std::string method = "not run";  // auto | multi_start | cmaes | off
+  GlobalSearchMethod method = GlobalSearchMethod::kOff;  // the method run; kOff: not run
   std::string reason;              // why this method (the config keys that chose it)
   int candidates = 0;              // starting points screened (auto, multi_start)
   int local_fits = 0;              // projected local fits run
@@ -104,15 +104,19 @@ struct GlobalSearchInputs {
   std::function<bool(const GlobalSearchProgress&)> on_progress;
 };
 
-// The method a config asks for (GlobalSearchOptions): "off", "auto", "multi_start" or "cmaes",
-// and why. command_line: --global-search, empty when not given (it wins over the config).
-std::string ResolveGlobalSearchMethod(const NlsqOptions& nlsq, const std::string& command_line,
-                                      std::string* reason);
+// The method a fit runs (GlobalSearchOptions, config.h), and why (`reason`, when not null).
+// command_line: --global-search (or the Python module's global_search=) as the user wrote it,
+// empty when not given; it wins over the config. Its spellings, case as written: auto, off,
+// multi-start (or multi_start), cmaes; any other throws ConfigError "--global-search <text>: must
+// be one of auto, off, multi-start, cmaes".
+GlobalSearchMethod ResolveGlobalSearchMethod(const NlsqOptions& nlsq,
+                                             const std::string& command_line, std::string* reason);
 
-// Runs the method (not "off") and returns the summary; summary.minima[summary.chosen].reduced is
-// where the final fit starts. Throws ConfigError for a search box with an infinite or inverted
-// physical bound, and for invalid method options (naming the YAML path).
-GlobalSearchSummary RunGlobalSearch(const std::string& method, const NlsqOptions& nlsq,
+// Runs the method (not kOff: std::invalid_argument) and returns the summary;
+// summary.minima[summary.chosen].reduced is where the final fit starts. Throws ConfigError for a
+// search box with an infinite or inverted physical bound, and for invalid method options (naming
+// the YAML path).
+GlobalSearchSummary RunGlobalSearch(GlobalSearchMethod method, const NlsqOptions& nlsq,
                                     const GlobalSearchInputs& inputs);
 
 }  // namespace homodyne

@@ -25,9 +25,10 @@ struct ResolvedScaling {
   std::string reason;              // e.g. "auto with 3 angles >= constant_scaling_threshold 3"
 };
 
-// Resolves optimization.nlsq.anti_degeneracy.per_angle_mode for n_angles angles: `auto` becomes
-// averaged when n_angles >= constant_scaling_threshold, else individual; `fourier` needs
-// n_angles >= 1 + 2 fourier_order, else individual (reference section 2.4).
+// Resolves optimization.nlsq.anti_degeneracy.per_angle_mode (a PerAngleModeRequest, config.h)
+// for n_angles angles: `auto` becomes averaged when n_angles >= constant_scaling_threshold, else
+// individual; `fourier` needs n_angles >= 1 + 2 fourier_order, else individual (reference
+// section 2.4).
 ResolvedScaling ResolvePerAngleMode(const NlsqOptions& nlsq, int n_angles);
 
 // The parameters a per-angle mode optimises ("reduced"), mapped linearly onto the objective's full

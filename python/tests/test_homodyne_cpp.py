@@ -124,6 +124,16 @@ def test_keyword_options_are_checked_as_the_cli_flags(laminar_set, initial_param
         hc.fit_nlsq(None, config, initial_params, checkpoints=False, **options)
 
 
+def test_global_search_option_is_checked_as_the_cli_flag(laminar_set, monkeypatch):
+    # Parsed with --global-search's spelling (case as written), with its message.
+    monkeypatch.chdir(laminar_set[0])
+    config = hc.load_config(str(laminar_set[1]))
+    for text in ("simplex", "AUTO"):
+        with pytest.raises(hc.ConfigError, match=f"--global-search {text}: must be one of auto, "
+                                                 "off, multi-start, cmaes"):
+            hc.fit_nlsq(None, config, checkpoints=False, global_search=text)
+
+
 def test_keyboard_interrupt_stops_the_fit_and_saves_a_checkpoint(laminar_set, monkeypatch):
     folder, config_path = laminar_set
     monkeypatch.chdir(folder)

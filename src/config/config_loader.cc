@@ -534,16 +534,16 @@ void ParseNlsq(const ConfigReader& reader, Config& config) {
 
   const std::string ad = base + "anti_degeneracy.";
   nlsq.anti_degeneracy_enabled = reader.Bool(ad + "enable").value_or(nlsq.anti_degeneracy_enabled);
-  if (const auto mode = reader.String(ad + "per_angle_mode")) {
-    std::string lower = Lower(*mode);
-    if (lower == "fixed_constant") lower = "constant";  // the reference's resolved spelling
-    if (lower != "individual" && lower != "constant" && lower != "auto" && lower != "fourier") {
+  if (const auto text = reader.String(ad + "per_angle_mode")) {
+    // fixed_constant (the reference's resolved spelling) reads as constant.
+    const std::optional<PerAngleModeRequest> mode = ParsePerAngleModeRequest(*text);
+    if (!mode) {
       reader.Fail(ad + "per_angle_mode", reader.Find(ad + "per_angle_mode"),
                   "must be one of individual, constant, auto, fourier (fixed_constant is accepted "
                   "as constant; auto_averaged is what auto resolves to with >= "
                   "constant_scaling_threshold angles)");
     }
-    nlsq.per_angle_mode = lower;
+    nlsq.per_angle_mode = *mode;
     nlsq.per_angle_mode_from_config = true;
   }
   auto at_least_one = [&](const std::string& path, int& field) {
@@ -624,7 +624,9 @@ void ParseGlobalSearch(const ConfigReader& reader, Config& config) {
   const std::string gs = base + "global_search.";
   GlobalSearchOptions& global = nlsq.global_search;
   global.method_from_config =
-      one_of(gs + "method", global.method, {"auto", "off", "multi_start", "cmaes"});
+      one_of_enum(gs + "method", global.method, ParseGlobalSearchMethod,
+                  {GlobalSearchMethod::kAuto, GlobalSearchMethod::kOff,
+                   GlobalSearchMethod::kMultiStart, GlobalSearchMethod::kCmaes});
   if (const auto points = reader.Integer(gs + "max_points")) {
     reader.Require(*points >= 1000, gs + "max_points", "must be >= 1000");
     global.max_points = *points;
@@ -1033,7 +1035,7 @@ std::string BriefReport(const Config& config) {
   }
   out << "nlsq: max_iterations " << config.nlsq.max_iterations << ", ftol " << config.nlsq.tolerance
       << ", xtol " << config.nlsq.xtol << ", gtol " << config.nlsq.gtol << ", sigma "
-      << config.nlsq.sigma << ", per_angle_mode " << config.nlsq.per_angle_mode << "\n";
+      << config.nlsq.sigma << ", per_angle_mode " << ToString(config.nlsq.per_angle_mode) << "\n";
   const PerformanceOptions& p = config.performance;
   out << "strategy: "
       << (p.strategy_override ? std::string(ToString(*p.strategy_override)) : "automatic")

@@ -58,6 +58,53 @@ std::optional<LmSolver> ParseLmSolver(std::string_view text) {
   return std::nullopt;
 }
 
+std::string_view ToString(PerAngleModeRequest mode) {
+  switch (mode) {
+    case PerAngleModeRequest::kIndividual:
+      return "individual";
+    case PerAngleModeRequest::kConstant:
+      return "constant";
+    case PerAngleModeRequest::kAuto:
+      return "auto";
+    case PerAngleModeRequest::kFourier:
+      return "fourier";
+  }
+  return "unknown";
+}
+
+std::optional<PerAngleModeRequest> ParsePerAngleModeRequest(std::string_view text) {
+  const std::string lower = Lowercase(text);
+  if (lower == "fixed_constant") return PerAngleModeRequest::kConstant;  // the reference's
+  for (PerAngleModeRequest mode : {PerAngleModeRequest::kIndividual, PerAngleModeRequest::kConstant,
+                                   PerAngleModeRequest::kAuto, PerAngleModeRequest::kFourier}) {
+    if (lower == ToString(mode)) return mode;
+  }
+  return std::nullopt;
+}
+
+std::string_view ToString(GlobalSearchMethod method) {
+  switch (method) {
+    case GlobalSearchMethod::kAuto:
+      return "auto";
+    case GlobalSearchMethod::kOff:
+      return "off";
+    case GlobalSearchMethod::kMultiStart:
+      return "multi_start";
+    case GlobalSearchMethod::kCmaes:
+      return "cmaes";
+  }
+  return "unknown";
+}
+
+std::optional<GlobalSearchMethod> ParseGlobalSearchMethod(std::string_view text) {
+  const std::string lower = Lowercase(text);
+  for (GlobalSearchMethod method : {GlobalSearchMethod::kAuto, GlobalSearchMethod::kOff,
+                                    GlobalSearchMethod::kMultiStart, GlobalSearchMethod::kCmaes}) {
+    if (lower == ToString(method)) return method;
+  }
+  return std::nullopt;
+}
+
 std::string_view ToString(BackendKind kind) {
   switch (kind) {
     case BackendKind::kAuto:

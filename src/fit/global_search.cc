@@ -584,8 +584,8 @@ void WarnAboutDegenerateMinima(const Search& search, double threshold,
 }  // namespace
 
 std::string GlobalSearchSummary::BriefReport() const {
-  std::string line = "global search " + method + ": ";
-  if (method == "cmaes") {
+  std::string line = "global search " + std::string(ToString(method)) + ": ";
+  if (method == GlobalSearchMethod::kCmaes) {
     line += std::to_string(cmaes_runs) + " runs, " + std::to_string(generations) + " generations, ";
   } else {
     line += std::to_string(candidates) + " candidates screened, ";
@@ -603,50 +603,58 @@ std::string GlobalSearchSummary::BriefReport() const {
   return line;
 }
 
-std::string ResolveGlobalSearchMethod(const NlsqOptions& nlsq, const std::string& command_line,
-                                      std::string* reason) {
-  std::string method;
+GlobalSearchMethod ResolveGlobalSearchMethod(const NlsqOptions& nlsq,
+                                             const std::string& command_line, std::string* reason) {
+  GlobalSearchMethod method = GlobalSearchMethod::kAuto;
   std::string why;
   if (!command_line.empty()) {
-    method = command_line;
-    std::replace(method.begin(), method.end(), '-', '_');
+    // The config's spelling with '-' for '_', in its case only (the config's ignores case).
+    std::string spelling = command_line;
+    std::replace(spelling.begin(), spelling.end(), '-', '_');
+    const std::optional<GlobalSearchMethod> flag = ParseGlobalSearchMethod(spelling);
+    if (!flag || ToString(*flag) != spelling) {
+      throw ConfigError("--global-search " + command_line +
+                        ": must be one of auto, off, multi-start, cmaes");
+    }
+    method = *flag;
     why = "--global-search " + command_line;
-  } else if (nlsq.global_search.method_from_config && nlsq.global_search.method != "auto") {
+  } else if (nlsq.global_search.method_from_config &&
+             nlsq.global_search.method != GlobalSearchMethod::kAuto) {
     method = nlsq.global_search.method;
-    why = "optimization.nlsq.global_search.method = " + method;
+    why = "optimization.nlsq.global_search.method = " + std::string(ToString(method));
   } else if (nlsq.cmaes.enable) {
-    method = "cmaes";
+    method = GlobalSearchMethod::kCmaes;
     why = "optimization.nlsq.cmaes.enable = true";
   } else if (nlsq.multi_start.enable) {
-    method = "multi_start";
+    method = GlobalSearchMethod::kMultiStart;
     why = "optimization.nlsq.multi_start.enable = true";
   } else {
-    method = "auto";
+    method = GlobalSearchMethod::kAuto;
     why = "default (optimization.nlsq.global_search.method = auto)";
-  }
-  if (method != "auto" && method != "off" && method != "multi_start" && method != "cmaes") {
-    throw ConfigError("--global-search " + command_line +
-                      ": must be one of auto, off, multi-start, cmaes");
   }
   if (reason != nullptr) *reason = why;
   return method;
 }
 
-GlobalSearchSummary RunGlobalSearch(const std::string& method, const NlsqOptions& nlsq,
+GlobalSearchSummary RunGlobalSearch(GlobalSearchMethod method, const NlsqOptions& nlsq,
                                     const GlobalSearchInputs& inputs) {
   const Clock::time_point begin = Clock::now();
   GlobalSearchSummary summary;
   summary.method = method;
   summary.search_points = inputs.data->num_points();
   Search search(inputs, summary);
-  if (method == "auto") {
-    RunAuto(search, nlsq, summary);
-  } else if (method == "multi_start") {
-    RunMultiStart(search, nlsq, summary);
-  } else if (method == "cmaes") {
-    RunCmaes(search, nlsq, summary);
-  } else {
-    throw std::invalid_argument("RunGlobalSearch: method " + method);
+  switch (method) {
+    case GlobalSearchMethod::kAuto:
+      RunAuto(search, nlsq, summary);
+      break;
+    case GlobalSearchMethod::kMultiStart:
+      RunMultiStart(search, nlsq, summary);
+      break;
+    case GlobalSearchMethod::kCmaes:
+      RunCmaes(search, nlsq, summary);
+      break;
+    case GlobalSearchMethod::kOff:
+      throw std::invalid_argument("RunGlobalSearch: method " + std::string(ToString(method)));
   }
   std::stable_sort(summary.minima.begin(), summary.minima.end(),
                    [](const GlobalMinimum& a, const GlobalMinimum& b) { return a.chi2 < b.chi2; });

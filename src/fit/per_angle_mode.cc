@@ -28,39 +28,40 @@ std::string_view ToString(PerAngleMode mode) {
 }
 
 ResolvedScaling ResolvePerAngleMode(const NlsqOptions& nlsq, int n_angles) {
-  const std::string& mode = nlsq.per_angle_mode;
   const ResolvedScaling individual{PerAngleMode::kIndividual, 2 * n_angles,
                                    "one contrast and offset per angle"};
-  if (mode == "individual") return individual;
-  if (mode == "constant" || mode == "fixed_constant") {
-    return {PerAngleMode::kConstant, 0,
-            "contrast and offset fixed at per-angle quantile estimates"};
-  }
-  if (mode == "auto" || mode == "auto_averaged") {
-    if (n_angles >= nlsq.constant_scaling_threshold) {
-      return {PerAngleMode::kAutoAveraged, 2,
-              "auto: " + std::to_string(n_angles) + " angles >= constant_scaling_threshold " +
-                  std::to_string(nlsq.constant_scaling_threshold) + ", one shared pair"};
+  switch (nlsq.per_angle_mode) {
+    case PerAngleModeRequest::kIndividual:
+      return individual;
+    case PerAngleModeRequest::kConstant:
+      return {PerAngleMode::kConstant, 0,
+              "contrast and offset fixed at per-angle quantile estimates"};
+    case PerAngleModeRequest::kAuto: {
+      if (n_angles >= nlsq.constant_scaling_threshold) {
+        return {PerAngleMode::kAutoAveraged, 2,
+                "auto: " + std::to_string(n_angles) + " angles >= constant_scaling_threshold " +
+                    std::to_string(nlsq.constant_scaling_threshold) + ", one shared pair"};
+      }
+      ResolvedScaling resolved = individual;
+      resolved.reason = "auto: " + std::to_string(n_angles) +
+                        " angles < constant_scaling_threshold " +
+                        std::to_string(nlsq.constant_scaling_threshold) + ", individual";
+      return resolved;
     }
-    ResolvedScaling resolved = individual;
-    resolved.reason = "auto: " + std::to_string(n_angles) +
-                      " angles < constant_scaling_threshold " +
-                      std::to_string(nlsq.constant_scaling_threshold) + ", individual";
-    return resolved;
-  }
-  if (mode == "fourier") {
-    const int coefficients = 1 + 2 * nlsq.fourier_order;
-    if (n_angles >= coefficients) {
-      return {PerAngleMode::kFourier, 2 * coefficients,
-              "fourier of order " + std::to_string(nlsq.fourier_order)};
+    case PerAngleModeRequest::kFourier: {
+      const int coefficients = 1 + 2 * nlsq.fourier_order;
+      if (n_angles >= coefficients) {
+        return {PerAngleMode::kFourier, 2 * coefficients,
+                "fourier of order " + std::to_string(nlsq.fourier_order)};
+      }
+      ResolvedScaling resolved = individual;
+      resolved.reason = "fourier needs >= " + std::to_string(coefficients) + " angles, have " +
+                        std::to_string(n_angles) + ": individual";
+      return resolved;
     }
-    ResolvedScaling resolved = individual;
-    resolved.reason = "fourier needs >= " + std::to_string(coefficients) + " angles, have " +
-                      std::to_string(n_angles) + ": individual";
-    return resolved;
   }
-  throw ConfigError("optimization.nlsq.anti_degeneracy.per_angle_mode = '" + mode +
-                    "': must be one of individual, constant, auto, fourier");
+  throw std::invalid_argument("ResolvePerAngleMode: per_angle_mode " +
+                              std::to_string(static_cast<int>(nlsq.per_angle_mode)));
 }
 
 namespace {

@@ -107,7 +107,7 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
   const StrategyChoice& choice = plan.strategy;
   result.strategy_reason = choice.reason;
   std::string global_reason;
-  const std::string global_method =
+  const GlobalSearchMethod global_method =
       ResolveGlobalSearchMethod(config.nlsq, options.global_search, &global_reason);
   if (config.nlsq.solver == LmSolver::kCeres && choice.kind != StrategyKind::kStandard) {
     throw ConfigError(config.source_path +
@@ -139,7 +139,9 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
   const int search_row_stride =
       SearchRowStride(UpperTriangleSize(n_times) * n_angles, config.nlsq.global_search.max_points);
   std::unique_ptr<BatchedObjective> search_data;
-  if (global_method != "off") search_data = strategy->SearchData(search_row_stride);
+  if (global_method != GlobalSearchMethod::kOff) {
+    search_data = strategy->SearchData(search_row_stride);
+  }
   result.strategy = std::string(ToString(strategy->kind()));
   result.load_seconds = SecondsSince(start);
   ReportPhase(observer, "load", result.load_seconds);
@@ -213,7 +215,7 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
   Eigen::VectorXd fit_start = reduced0;
   result.global_search.reason = global_reason;
   const Clock::time_point global_start = Clock::now();
-  if (global_method != "off") {
+  if (global_method != GlobalSearchMethod::kOff) {
     const GlobalSearchSummary global =
         RunGlobalPhase(config, global_method, *search_data, search_row_stride, map, reduced_bounds,
                        reduced0, lm, *checkpoints, observer);

@@ -80,6 +80,8 @@ class IdentityWriter {
   void Write(bool value) { out_ << (value ? "true" : "false"); }
   void Write(const std::string& value) { out_ << std::quoted(value); }
   void Write(AnalysisMode value) { out_ << ToString(value); }
+  // Names that were strings before they became enums: quoted, as they were.
+  void Write(PerAngleModeRequest value) { Write(std::string(ToString(value))); }
   template <typename T>
   void Write(const std::optional<T>& value) {
     if (value) {
@@ -134,14 +136,15 @@ void RequestInterrupt(int signal_number) { g_interrupt_signal.store(signal_numbe
 void ClearInterrupt() { g_interrupt_signal.store(0); }
 
 std::string FitIdentityText(const Config& config, int64_t batch_points,
-                            const std::string& global_search_method) {
+                            GlobalSearchMethod global_search_method) {
   std::ostringstream out;
   out << "homodyne fit identity 2\n";
   IdentityWriter writer(out);
   VisitConfigFields(config, writer);
   // What the fit resolved from fields that enter only this way (fit_identity.h).
   out << "batch_points=" << batch_points << "\n"
-      << "global_search_method=" << std::quoted(global_search_method) << "\n";
+      << "global_search_method=" << std::quoted(std::string(ToString(global_search_method)))
+      << "\n";
   return out.str();
 }
 

@@ -26,7 +26,7 @@ namespace homodyne {
 // kInputFile (threads, output paths and checkpoint settings are not), plus what the fit resolved:
 // batch_points (points per angle in a batch) and global_search_method (ResolveGlobalSearchMethod).
 std::string FitIdentityText(const Config& config, int64_t batch_points,
-                            const std::string& global_search_method);
+                            GlobalSearchMethod global_search_method);
 
 // What a checkpoint must hold to be resumed by a fit: the sizes of its parameter vectors.
 struct CheckpointLayout {

@@ -14,12 +14,12 @@ int SearchRowStride(int64_t points, int64_t max_points) {
   return static_cast<int>(std::max<int64_t>(1, (points + max_points - 1) / max_points));
 }
 
-GlobalSearchSummary RunGlobalPhase(const Config& config, const std::string& method,
+GlobalSearchSummary RunGlobalPhase(const Config& config, GlobalSearchMethod method,
                                    BatchedObjective& data, int row_stride, const ScalingMap& map,
                                    const BoundBox& bounds, const Eigen::VectorXd& start,
                                    const LevenbergMarquardtOptions& lm,
                                    FitCheckpoints& checkpoints, const FitObserver& observer) {
-  spdlog::info("global search {}: {} points{}", method, data.num_points(),
+  spdlog::info("global search {}: {} points{}", ToString(method), data.num_points(),
                row_stride > 1 ? " (every " + std::to_string(row_stride) + " rows)" : "");
   GlobalSearchInputs inputs;
   inputs.data = &data;
@@ -32,7 +32,7 @@ GlobalSearchSummary RunGlobalPhase(const Config& config, const std::string& meth
   inputs.replay = checkpoints.global_search_trail();
   if (!inputs.replay.empty()) {
     spdlog::info("global search {}: replaying {} evaluations and {} local fits from the checkpoint",
-                 method, inputs.replay.evaluations.size(), inputs.replay.minima.size());
+                 ToString(method), inputs.replay.evaluations.size(), inputs.replay.minima.size());
   }
   int64_t passes_seen = 0;
   std::string last_stage;
@@ -83,7 +83,7 @@ GlobalSearchRecord GlobalSearchRecordOf(const GlobalSearchSummary& summary,
                                         const std::string& reason, const ScalingMap& map,
                                         const std::vector<std::string>& names) {
   GlobalSearchRecord record;
-  record.method = summary.method;
+  record.method = ToString(summary.method);
   record.reason = reason;
   record.candidates = summary.candidates;
   record.local_fits = summary.local_fits;

@@ -30,7 +30,7 @@ int SearchRowStride(int64_t points, int64_t max_points);
 // in `checkpoints`, puts its trail in every checkpoint and sees signals between candidates and
 // local fits (checkpoints.OnGlobalSearchProgress throws FitInterrupted after saving). A resumed
 // run replays the trail of its checkpoint first. Returns its summary.
-GlobalSearchSummary RunGlobalPhase(const Config& config, const std::string& method,
+GlobalSearchSummary RunGlobalPhase(const Config& config, GlobalSearchMethod method,
                                    BatchedObjective& data, int row_stride, const ScalingMap& map,
                                    const BoundBox& bounds, const Eigen::VectorXd& start,
                                    const LevenbergMarquardtOptions& lm,

@@ -39,7 +39,7 @@ TEST(ReadyConfigValuesTest, ReferenceTemplatesCarryTheirDefaults) {
   EXPECT_TRUE(laminar.data.phi_filtering_enabled);
   EXPECT_EQ(laminar.data.phi_ranges.size(), 2u);
   EXPECT_TRUE(laminar.nlsq.anti_degeneracy_enabled);
-  EXPECT_EQ(laminar.nlsq.per_angle_mode, "auto");
+  EXPECT_EQ(laminar.nlsq.per_angle_mode, PerAngleModeRequest::kAuto);
   EXPECT_FALSE(laminar.initial.values.has_value());
 
   const Config stat = LoadConfig(ConfigsDir() + "/homodyne_static.yaml");

@@ -34,7 +34,7 @@ TEST(ConfigDefaultsTest, MinimalLaminarConfigGetsDocumentedDefaults) {
   EXPECT_DOUBLE_EQ(config.nlsq.xtol, 1e-8);
   EXPECT_DOUBLE_EQ(config.nlsq.gtol, 1e-8);
   EXPECT_DOUBLE_EQ(config.nlsq.sigma, 0.01);
-  EXPECT_EQ(config.nlsq.per_angle_mode, "individual");
+  EXPECT_EQ(config.nlsq.per_angle_mode, PerAngleModeRequest::kIndividual);
   EXPECT_FALSE(config.nlsq.per_angle_mode_from_config);
   EXPECT_TRUE(config.streaming.enable_checkpoints);
   EXPECT_EQ(config.streaming.checkpoint_dir, "./checkpoints");
@@ -261,7 +261,7 @@ optimization:
   EXPECT_DOUBLE_EQ(config.nlsq.gtol, 1e-9);
   EXPECT_DOUBLE_EQ(config.nlsq.sigma, 0.02);
   EXPECT_FALSE(config.nlsq.anti_degeneracy_enabled);
-  EXPECT_EQ(config.nlsq.per_angle_mode, "fourier");
+  EXPECT_EQ(config.nlsq.per_angle_mode, PerAngleModeRequest::kFourier);
   EXPECT_TRUE(config.nlsq.per_angle_mode_from_config);
   EXPECT_EQ(config.nlsq.constant_scaling_threshold, 4);
   EXPECT_EQ(config.nlsq.fourier_order, 3);
@@ -277,7 +277,26 @@ optimization:
 )",
                                     "n.yaml");
   EXPECT_DOUBLE_EQ(config.nlsq.tolerance, 1e-5);
-  EXPECT_EQ(config.nlsq.per_angle_mode, "constant");
+  EXPECT_EQ(config.nlsq.per_angle_mode, PerAngleModeRequest::kConstant);
+}
+
+TEST(ConfigNlsqTest, PerAngleModeInAnyCase) {
+  const Config config = ParseConfig(
+      "analysis_mode: static\noptimization: {nlsq: {anti_degeneracy: {per_angle_mode: Auto}}}\n",
+      "n.yaml");
+  EXPECT_EQ(config.nlsq.per_angle_mode, PerAngleModeRequest::kAuto);
+  EXPECT_THAT(BriefReport(config), HasSubstr(", per_angle_mode auto\n"));
+}
+
+TEST(ConfigNlsqTest, GlobalSearchMethodInAnyCase) {
+  const Config defaults = ParseConfig("analysis_mode: static\n", "n.yaml");
+  EXPECT_EQ(defaults.nlsq.global_search.method, GlobalSearchMethod::kAuto);
+  EXPECT_FALSE(defaults.nlsq.global_search.method_from_config);
+  const Config config = ParseConfig(
+      "analysis_mode: static\noptimization: {nlsq: {global_search: {method: Multi_Start}}}\n",
+      "n.yaml");
+  EXPECT_EQ(config.nlsq.global_search.method, GlobalSearchMethod::kMultiStart);
+  EXPECT_TRUE(config.nlsq.global_search.method_from_config);
 }
 
 TEST(ConfigNlsqTest, SolverInAnyCase) {

@@ -22,5 +22,39 @@ TEST(ConfigNamesTest, LmSolver) {
   EXPECT_EQ(ParseLmSolver(""), std::nullopt);
 }
 
+TEST(ConfigNamesTest, PerAngleModeRequest) {
+  EXPECT_EQ(ToString(PerAngleModeRequest::kIndividual), "individual");
+  EXPECT_EQ(ToString(PerAngleModeRequest::kConstant), "constant");
+  EXPECT_EQ(ToString(PerAngleModeRequest::kAuto), "auto");
+  EXPECT_EQ(ToString(PerAngleModeRequest::kFourier), "fourier");
+  for (const PerAngleModeRequest mode :
+       {PerAngleModeRequest::kIndividual, PerAngleModeRequest::kConstant,
+        PerAngleModeRequest::kAuto, PerAngleModeRequest::kFourier}) {
+    EXPECT_EQ(ParsePerAngleModeRequest(ToString(mode)), mode);
+  }
+  EXPECT_EQ(ParsePerAngleModeRequest("fixed_constant"), PerAngleModeRequest::kConstant);
+  EXPECT_EQ(ParsePerAngleModeRequest("Fixed_Constant"), PerAngleModeRequest::kConstant);
+  EXPECT_EQ(ParsePerAngleModeRequest("FOURIER"), PerAngleModeRequest::kFourier);
+  EXPECT_EQ(ParsePerAngleModeRequest("auto_averaged"), std::nullopt);
+  EXPECT_EQ(ParsePerAngleModeRequest("averaged"), std::nullopt);
+  EXPECT_EQ(ParsePerAngleModeRequest("sometimes"), std::nullopt);
+}
+
+TEST(ConfigNamesTest, GlobalSearchMethod) {
+  EXPECT_EQ(ToString(GlobalSearchMethod::kAuto), "auto");
+  EXPECT_EQ(ToString(GlobalSearchMethod::kOff), "off");
+  EXPECT_EQ(ToString(GlobalSearchMethod::kMultiStart), "multi_start");
+  EXPECT_EQ(ToString(GlobalSearchMethod::kCmaes), "cmaes");
+  for (const GlobalSearchMethod method :
+       {GlobalSearchMethod::kAuto, GlobalSearchMethod::kOff, GlobalSearchMethod::kMultiStart,
+        GlobalSearchMethod::kCmaes}) {
+    EXPECT_EQ(ParseGlobalSearchMethod(ToString(method)), method);
+  }
+  EXPECT_EQ(ParseGlobalSearchMethod("CMAES"), GlobalSearchMethod::kCmaes);
+  // The config never took the command line's spelling.
+  EXPECT_EQ(ParseGlobalSearchMethod("multi-start"), std::nullopt);
+  EXPECT_EQ(ParseGlobalSearchMethod("simplex"), std::nullopt);
+}
+
 }  // namespace
 }  // namespace homodyne

@@ -72,6 +72,9 @@ const RuleCase kRules[] = {
      "constant, auto, fourier"},
     {"Solver", "optimization: {nlsq: {solver: scipy}}",
      "optimization.nlsq.solver = 'scipy': must be one of lm, ceres"},
+    {"GlobalSearchMethod", "optimization: {nlsq: {global_search: {method: multi-start}}}",
+     "optimization.nlsq.global_search.method = 'multi-start': must be one of auto, off, "
+     "multi_start, cmaes"},
     {"FourierOrder", "optimization: {nlsq: {anti_degeneracy: {fourier_order: 0}}}",
      "optimization.nlsq.anti_degeneracy.fourier_order = 0: must be >= 1"},
     {"AntiDegeneracyEnableText", "optimization: {nlsq: {anti_degeneracy: {enable: maybe}}}",

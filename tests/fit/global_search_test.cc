@@ -92,8 +92,9 @@ TEST_F(GlobalSearchTest, LocalFitFromMidpointsStopsInTheNoFlowMinimum) {
 }
 
 TEST_F(GlobalSearchTest, AutoFindsTheGlobalOptimumFromTheMidpoints) {
-  const GlobalSearchSummary summary = RunGlobalSearch("auto", NlsqOptions{}, Inputs());
-  EXPECT_EQ(summary.method, "auto");
+  const GlobalSearchSummary summary =
+      RunGlobalSearch(GlobalSearchMethod::kAuto, NlsqOptions{}, Inputs());
+  EXPECT_EQ(summary.method, GlobalSearchMethod::kAuto);
   EXPECT_GT(summary.candidates, 100);  // the staged grid and the Sobol points
   EXPECT_GE(summary.local_fits, 2);
   EXPECT_GE(summary.minima.size(), 2u);  // the no-flow minimum is found too
@@ -108,7 +109,8 @@ TEST_F(GlobalSearchTest, AutoFindsTheStaticOptimumFromTheMidpoints) {
   // Static mode: from D0 = 50050 (the midpoint of [1e2, 1e5]) a local fit can stop with D0 on a
   // bound; the decade grid over D0 starts fits near the truth (3000).
   SetUpMode(AnalysisMode::kStatic);
-  const GlobalSearchSummary summary = RunGlobalSearch("auto", NlsqOptions{}, Inputs());
+  const GlobalSearchSummary summary =
+      RunGlobalSearch(GlobalSearchMethod::kAuto, NlsqOptions{}, Inputs());
   EXPECT_GE(summary.candidates, 4 + 1);  // D0 decades and the start, plus Sobol points
   ExpectGlobalOptimum(summary);
 }
@@ -117,7 +119,8 @@ TEST_F(GlobalSearchTest, MultiStartFindsTheGlobalOptimum) {
   NlsqOptions nlsq;
   nlsq.multi_start.n_starts = 24;
   nlsq.multi_start.sampling_strategy = "sobol";
-  const GlobalSearchSummary summary = RunGlobalSearch("multi_start", nlsq, Inputs());
+  const GlobalSearchSummary summary =
+      RunGlobalSearch(GlobalSearchMethod::kMultiStart, nlsq, Inputs());
   EXPECT_EQ(summary.candidates, 25);  // the start and 24 sampled
   ExpectGlobalOptimum(summary);
 }
@@ -125,7 +128,7 @@ TEST_F(GlobalSearchTest, MultiStartFindsTheGlobalOptimum) {
 TEST_F(GlobalSearchTest, CmaesFindsTheGlobalOptimum) {
   NlsqOptions nlsq;
   nlsq.cmaes.preset = "cmaes-fast";
-  const GlobalSearchSummary summary = RunGlobalSearch("cmaes", nlsq, Inputs());
+  const GlobalSearchSummary summary = RunGlobalSearch(GlobalSearchMethod::kCmaes, nlsq, Inputs());
   EXPECT_GT(summary.generations, 0);
   EXPECT_GE(summary.cmaes_runs, 1);
   ExpectGlobalOptimum(summary);
@@ -135,9 +138,9 @@ TEST_F(GlobalSearchTest, SameResultBitwiseAcrossRunsAndThreadCounts) {
   NlsqOptions nlsq;
   nlsq.multi_start.n_starts = 8;
   omp_set_num_threads(1);
-  const GlobalSearchSummary one = RunGlobalSearch("multi_start", nlsq, Inputs());
+  const GlobalSearchSummary one = RunGlobalSearch(GlobalSearchMethod::kMultiStart, nlsq, Inputs());
   omp_set_num_threads(2);
-  const GlobalSearchSummary two = RunGlobalSearch("multi_start", nlsq, Inputs());
+  const GlobalSearchSummary two = RunGlobalSearch(GlobalSearchMethod::kMultiStart, nlsq, Inputs());
   ASSERT_EQ(one.minima.size(), two.minima.size());
   for (size_t i = 0; i < one.minima.size(); ++i) {
     EXPECT_EQ(one.minima[i].chi2, two.minima[i].chi2);
@@ -145,7 +148,8 @@ TEST_F(GlobalSearchTest, SameResultBitwiseAcrossRunsAndThreadCounts) {
   }
   EXPECT_EQ(one.passes, two.passes);
   nlsq.multi_start.seed = 7;  // another seed samples other starts
-  const GlobalSearchSummary other = RunGlobalSearch("multi_start", nlsq, Inputs());
+  const GlobalSearchSummary other =
+      RunGlobalSearch(GlobalSearchMethod::kMultiStart, nlsq, Inputs());
   EXPECT_NE(other.passes, one.passes);
 }
 
@@ -153,7 +157,8 @@ TEST_F(GlobalSearchTest, ProgressCallbackStopsTheSearch) {
   GlobalSearchInputs inputs = Inputs();
   int calls = 0;
   inputs.on_progress = [&calls](const GlobalSearchProgress&) { return ++calls < 5; };
-  const GlobalSearchSummary summary = RunGlobalSearch("auto", NlsqOptions{}, inputs);
+  const GlobalSearchSummary summary =
+      RunGlobalSearch(GlobalSearchMethod::kAuto, NlsqOptions{}, inputs);
   EXPECT_TRUE(summary.stopped);
   EXPECT_EQ(calls, 5);
   EXPECT_EQ(summary.local_fits, 0);
@@ -162,7 +167,7 @@ TEST_F(GlobalSearchTest, ProgressCallbackStopsTheSearch) {
 // Interrupted at the `stop_after`-th progress report of stage `stop_stage` ("screening", "local
 // fit", "cmaes"), then resumed from the trail it saved: the resumed search returns bitwise the
 // uninterrupted one's minima and computes only the passes the interrupted one had not.
-void ExpectResumedSearchIsBitwise(const std::string& method, const NlsqOptions& nlsq,
+void ExpectResumedSearchIsBitwise(GlobalSearchMethod method, const NlsqOptions& nlsq,
                                   const GlobalSearchInputs& base, int stop_after,
                                   const std::string& stop_stage) {
   const GlobalSearchSummary whole = RunGlobalSearch(method, nlsq, base);
@@ -179,70 +184,92 @@ void ExpectResumedSearchIsBitwise(const std::string& method, const NlsqOptions& 
     return reports < stop_after;
   };
   const GlobalSearchSummary first = RunGlobalSearch(method, nlsq, interrupted);
-  ASSERT_TRUE(first.stopped) << method;
-  EXPECT_EQ(stage, stop_stage) << method;
-  ASSERT_FALSE(saved.empty()) << method;
+  ASSERT_TRUE(first.stopped) << ToString(method);
+  EXPECT_EQ(stage, stop_stage) << ToString(method);
+  ASSERT_FALSE(saved.empty()) << ToString(method);
 
   GlobalSearchInputs resumed = base;
   resumed.replay = saved;
   const GlobalSearchSummary second = RunGlobalSearch(method, nlsq, resumed);
   EXPECT_FALSE(second.stopped);
-  ASSERT_EQ(second.minima.size(), whole.minima.size()) << method;
+  ASSERT_EQ(second.minima.size(), whole.minima.size()) << ToString(method);
   for (size_t i = 0; i < whole.minima.size(); ++i) {
-    EXPECT_EQ(second.minima[i].chi2, whole.minima[i].chi2) << method << " minimum " << i;
+    EXPECT_EQ(second.minima[i].chi2, whole.minima[i].chi2) << ToString(method) << " minimum " << i;
     EXPECT_TRUE((second.minima[i].reduced.array() == whole.minima[i].reduced.array()).all())
-        << method << " minimum " << i;
+        << ToString(method) << " minimum " << i;
   }
-  EXPECT_EQ(second.passes, whole.passes) << method;
-  EXPECT_EQ(second.local_fits, whole.local_fits) << method;
-  EXPECT_GT(second.replayed_passes, 0) << method;
-  EXPECT_LE(second.replayed_passes, passes_before_stop) << method;
-  EXPECT_EQ(second.trail.evaluations, whole.trail.evaluations) << method;
-  EXPECT_EQ(second.trail.minima.size(), whole.trail.minima.size()) << method;
+  EXPECT_EQ(second.passes, whole.passes) << ToString(method);
+  EXPECT_EQ(second.local_fits, whole.local_fits) << ToString(method);
+  EXPECT_GT(second.replayed_passes, 0) << ToString(method);
+  EXPECT_LE(second.replayed_passes, passes_before_stop) << ToString(method);
+  EXPECT_EQ(second.trail.evaluations, whole.trail.evaluations) << ToString(method);
+  EXPECT_EQ(second.trail.minima.size(), whole.trail.minima.size()) << ToString(method);
 
   // A trail of the whole search replays everything: no pass computed.
   GlobalSearchInputs replay_all = base;
   replay_all.replay = whole.trail;
   const GlobalSearchSummary third = RunGlobalSearch(method, nlsq, replay_all);
-  EXPECT_EQ(third.replayed_passes, whole.passes) << method;
+  EXPECT_EQ(third.replayed_passes, whole.passes) << ToString(method);
   ASSERT_EQ(third.minima.size(), whole.minima.size());
   EXPECT_EQ(third.minima.front().chi2, whole.minima.front().chi2);
 }
 
 TEST_F(GlobalSearchTest, ResumedAutoSearchIsBitwise) {
   // Stopped in the screening, and after two local fits.
-  ExpectResumedSearchIsBitwise("auto", NlsqOptions{}, Inputs(), 40, "screening");
-  ExpectResumedSearchIsBitwise("auto", NlsqOptions{}, Inputs(), 2, "local fit");
+  ExpectResumedSearchIsBitwise(GlobalSearchMethod::kAuto, NlsqOptions{}, Inputs(), 40, "screening");
+  ExpectResumedSearchIsBitwise(GlobalSearchMethod::kAuto, NlsqOptions{}, Inputs(), 2, "local fit");
 }
 
 TEST_F(GlobalSearchTest, ResumedMultiStartSearchIsBitwise) {
   NlsqOptions nlsq;
   nlsq.multi_start.n_starts = 8;
-  ExpectResumedSearchIsBitwise("multi_start", nlsq, Inputs(), 2, "local fit");
+  ExpectResumedSearchIsBitwise(GlobalSearchMethod::kMultiStart, nlsq, Inputs(), 2, "local fit");
 }
 
 TEST_F(GlobalSearchTest, ResumedCmaesSearchIsBitwise) {
   NlsqOptions nlsq;
   nlsq.cmaes.preset = "cmaes-fast";
   // Stopped inside CMA-ES (the staged grid is screened first).
-  ExpectResumedSearchIsBitwise("cmaes", nlsq, Inputs(), 5, "cmaes");
+  ExpectResumedSearchIsBitwise(GlobalSearchMethod::kCmaes, nlsq, Inputs(), 5, "cmaes");
 }
 
 TEST(GlobalSearchMethodTest, CommandLineThenConfigThenEnableKeys) {
   NlsqOptions nlsq;
   std::string reason;
-  EXPECT_EQ(ResolveGlobalSearchMethod(nlsq, "", &reason), "auto");
+  EXPECT_EQ(ResolveGlobalSearchMethod(nlsq, "", &reason), GlobalSearchMethod::kAuto);
   nlsq.multi_start.enable = true;
-  EXPECT_EQ(ResolveGlobalSearchMethod(nlsq, "", &reason), "multi_start");
+  EXPECT_EQ(ResolveGlobalSearchMethod(nlsq, "", &reason), GlobalSearchMethod::kMultiStart);
   EXPECT_EQ(reason, "optimization.nlsq.multi_start.enable = true");
   nlsq.cmaes.enable = true;  // CMA-ES first, as the reference
-  EXPECT_EQ(ResolveGlobalSearchMethod(nlsq, "", &reason), "cmaes");
-  nlsq.global_search.method = "off";
+  EXPECT_EQ(ResolveGlobalSearchMethod(nlsq, "", &reason), GlobalSearchMethod::kCmaes);
+  nlsq.global_search.method = GlobalSearchMethod::kOff;
   nlsq.global_search.method_from_config = true;
-  EXPECT_EQ(ResolveGlobalSearchMethod(nlsq, "", &reason), "off");
-  EXPECT_EQ(ResolveGlobalSearchMethod(nlsq, "multi-start", &reason), "multi_start");
+  EXPECT_EQ(ResolveGlobalSearchMethod(nlsq, "", &reason), GlobalSearchMethod::kOff);
+  EXPECT_EQ(ResolveGlobalSearchMethod(nlsq, "multi-start", &reason),
+            GlobalSearchMethod::kMultiStart);
   EXPECT_EQ(reason, "--global-search multi-start");
-  EXPECT_THROW(ResolveGlobalSearchMethod(nlsq, "simplex", &reason), ConfigError);
+  EXPECT_EQ(ResolveGlobalSearchMethod(nlsq, "multi_start", &reason),
+            GlobalSearchMethod::kMultiStart);
+  EXPECT_EQ(ResolveGlobalSearchMethod(nlsq, "auto", &reason), GlobalSearchMethod::kAuto);
+  EXPECT_EQ(reason, "--global-search auto");
+  nlsq.global_search.method = GlobalSearchMethod::kCmaes;
+  nlsq.cmaes.enable = false;
+  EXPECT_EQ(ResolveGlobalSearchMethod(nlsq, "", &reason), GlobalSearchMethod::kCmaes);
+  EXPECT_EQ(reason, "optimization.nlsq.global_search.method = cmaes");
+}
+
+// --global-search (and Python's global_search=) as today: case as written; any other spelling is
+// a ConfigError naming the flag and its choices.
+TEST(GlobalSearchMethodTest, CommandLineSpellingIsCheckedWithItsMessage) {
+  for (const char* text : {"simplex", "AUTO", "Off", "multi start", "cma-es"}) {
+    try {
+      ResolveGlobalSearchMethod(NlsqOptions{}, text, nullptr);
+      ADD_FAILURE() << "no ConfigError for " << text;
+    } catch (const ConfigError& error) {
+      EXPECT_EQ(std::string(error.what()), std::string("--global-search ") + text +
+                                               ": must be one of auto, off, multi-start, cmaes");
+    }
+  }
 }
 
 }  // namespace

@@ -42,7 +42,7 @@ const std::vector<std::string>& LaminarNames() {
 
 ResolvedScaling Resolve(const std::string& mode, int n_angles, int fourier_order = 2) {
   NlsqOptions nlsq;
-  nlsq.per_angle_mode = mode;
+  nlsq.per_angle_mode = ParsePerAngleModeRequest(mode).value();
   nlsq.fourier_order = fourier_order;
   return ResolvePerAngleMode(nlsq, n_angles);
 }

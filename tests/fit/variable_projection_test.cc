@@ -113,7 +113,7 @@ class VariableProjectionTest : public SimulatedDataTest {
     objective_ = MakeObjective(config_, 2000);
     truth_ = Truth(config_);
     NlsqOptions nlsq;
-    nlsq.per_angle_mode = mode;
+    nlsq.per_angle_mode = ParsePerAngleModeRequest(mode).value();
     nlsq.fourier_order = 1;
     const ResolvedScaling scaling = ResolvePerAngleMode(nlsq, objective_->num_angles());
     std::vector<ScalingEstimate> starts;

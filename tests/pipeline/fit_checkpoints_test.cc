@@ -48,7 +48,9 @@ Config FullConfig() {
   return config;
 }
 
-std::string Identity(const Config& config) { return FitIdentityText(config, 1000, "auto"); }
+std::string Identity(const Config& config) {
+  return FitIdentityText(config, 1000, GlobalSearchMethod::kAuto);
+}
 
 // Changes a field so that any text form of it changes.
 void Mutate(double& value) { value += 1.0 + std::abs(value); }
@@ -62,6 +64,13 @@ void Mutate(AnalysisMode& value) {
 }
 void Mutate(StrategyKind& value) {
   value = value == StrategyKind::kLarge ? StrategyKind::kStreaming : StrategyKind::kLarge;
+}
+void Mutate(PerAngleModeRequest& value) {
+  value = value == PerAngleModeRequest::kAuto ? PerAngleModeRequest::kFourier
+                                              : PerAngleModeRequest::kAuto;
+}
+void Mutate(GlobalSearchMethod& value) {
+  value = value == GlobalSearchMethod::kOff ? GlobalSearchMethod::kCmaes : GlobalSearchMethod::kOff;
 }
 void Mutate(LmSolver& value) {
   value = value == LmSolver::kLmCore ? LmSolver::kCeres : LmSolver::kLmCore;
@@ -184,8 +193,8 @@ TEST(FitIdentityTest, ElementsOfListsOfStructsAndResolvedInputsCount) {
   Config range = FullConfig();
   range.data.phi_ranges[1].max_angle_degrees = 101.0;
   EXPECT_NE(Identity(range), base);
-  EXPECT_NE(FitIdentityText(FullConfig(), 1001, "auto"), base);
-  EXPECT_NE(FitIdentityText(FullConfig(), 1000, "off"), base);
+  EXPECT_NE(FitIdentityText(FullConfig(), 1001, GlobalSearchMethod::kAuto), base);
+  EXPECT_NE(FitIdentityText(FullConfig(), 1000, GlobalSearchMethod::kOff), base);
 }
 
 // The identity text itself, pinned: checkpoints that earlier versions wrote hold its hash, so a
@@ -252,7 +261,8 @@ Config DefaultConfig() {
 }
 
 TEST(FitIdentityTest, TextOfADefaultConfigIsPinned) {
-  EXPECT_EQ(FitIdentityText(DefaultConfig(), 1000, "auto"), kDefaultIdentityText);
+  EXPECT_EQ(FitIdentityText(DefaultConfig(), 1000, GlobalSearchMethod::kAuto),
+            kDefaultIdentityText);
 }
 
 // The lines of the fields that hold one of a few names, for every name: quoted as the config
@@ -265,13 +275,14 @@ TEST(FitIdentityTest, LinesOfNamedValuesArePinned) {
     for (const char* name : names) {
       Config config = DefaultConfig();
       set(config, name);
-      EXPECT_THAT(FitIdentityText(config, 1000, "auto"),
+      EXPECT_THAT(FitIdentityText(config, 1000, GlobalSearchMethod::kAuto),
                   HasSubstr("\n" + path + "=\"" + name + "\"\n"));
     }
   };
   expect_lines("optimization.nlsq.anti_degeneracy.per_angle_mode",
-               {"individual", "constant", "auto", "fourier"},
-               [](Config& c, const char* name) { c.nlsq.per_angle_mode = name; });
+               {"individual", "constant", "auto", "fourier"}, [](Config& c, const char* name) {
+                 c.nlsq.per_angle_mode = ParsePerAngleModeRequest(name).value();
+               });
   expect_lines("optimization.nlsq.multi_start.sampling_strategy",
                {"latin_hypercube", "sobol", "random"},
                [](Config& c, const char* name) { c.nlsq.multi_start.sampling_strategy = name; });
@@ -281,13 +292,13 @@ TEST(FitIdentityTest, LinesOfNamedValuesArePinned) {
   expect_lines("optimization.nlsq.cmaes.restart_strategy", {"ipop", "bipop", "none"},
                [](Config& c, const char* name) { c.nlsq.cmaes.restart_strategy = name; });
 
-  const std::string identity = FitIdentityText(DefaultConfig(), 1000, "auto");
+  const std::string identity = FitIdentityText(DefaultConfig(), 1000, GlobalSearchMethod::kAuto);
   Config ceres = DefaultConfig();
   ceres.nlsq.solver = LmSolver::kCeres;
-  EXPECT_EQ(FitIdentityText(ceres, 1000, "auto"), identity);
+  EXPECT_EQ(FitIdentityText(ceres, 1000, GlobalSearchMethod::kAuto), identity);
   EXPECT_THAT(identity, Not(HasSubstr("solver")));
   for (const char* method : {"auto", "off", "multi_start", "cmaes"}) {
-    EXPECT_THAT(FitIdentityText(DefaultConfig(), 1000, method),
+    EXPECT_THAT(FitIdentityText(DefaultConfig(), 1000, ParseGlobalSearchMethod(method).value()),
                 EndsWith(std::string("\nglobal_search_method=\"") + method + "\"\n"));
   }
 }
@@ -402,7 +413,7 @@ TEST_F(FitResumeTest, CheckpointOfAnotherParameterCountIsInputErrorNotAnAbort) {
   // A checkpoint that passes the identity and data checks (as one would that the identity had
   // missed a field for) but holds a state of 4 parameters; this fit has 3 + 6.
   Checkpoint foreign = CoreState(4);
-  foreign.config_sha256 = Sha256Hex(FitIdentityText(config, 100, "off"));
+  foreign.config_sha256 = Sha256Hex(FitIdentityText(config, 100, GlobalSearchMethod::kOff));
   foreign.data_fingerprint = DataFingerprint(*source);
   foreign.engine_version = HOMODYNE_VERSION;
   CheckpointStore({directory_.string(), 3, true}).Save(foreign);
