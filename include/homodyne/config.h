@@ -36,6 +36,25 @@ struct InitialParameterOptions {
   std::vector<std::string> fixed_parameters;              // fixed_parameters (names), empty if null
 };
 
+// How multi-start samples its starts (optimization.nlsq.multi_start.sampling_strategy;
+// SampleUnitCube, src/fit/start_sampling.h).
+enum class SamplingStrategy {
+  // One point per stratum [k/n, (k+1)/n) in every dimension (McKay, Beckman, Conover 1979):
+  // independent seeded random permutations of the strata per dimension, a uniform jitter inside.
+  kLatinHypercube,
+  // The unscrambled Sobol sequence (Joe and Kuo direction numbers, boost::random::sobol), from its
+  // second point on: the all-zero first point is skipped, so the first points are (0.5, ...),
+  // (0.75, 0.25, ...), (0.25, 0.75, ...). The same for every seed; at most 3667 dimensions.
+  kSobol,
+  // Independent uniform points.
+  kRandom,
+};
+
+// "latin_hypercube", "sobol", "random".
+std::string_view ToString(SamplingStrategy strategy);
+// Those names, case-insensitive; std::nullopt for anything else.
+std::optional<SamplingStrategy> ParseSamplingStrategy(std::string_view text);
+
 // optimization.nlsq.multi_start (reference section 7): starts sampled in the search box (log
 // coordinates for parameters spanning decades), screened by their projected chi2, the kept ones
 // fitted locally, the best refined. Values are the reference's defaults.
@@ -43,7 +62,7 @@ struct MultiStartOptions {
   bool enable = false;  // selects multi-start as the global method (see GlobalSearchOptions)
   int n_starts = 10;    // sampled starts, >= 1
   uint64_t seed = 42;   // sampling seed: the same seed gives the same starts and result
-  std::string sampling_strategy = "latin_hypercube";  // latin_hypercube | sobol | random
+  SamplingStrategy sampling_strategy = SamplingStrategy::kLatinHypercube;
   bool use_screening = true;          // keep only the best screen_keep_fraction by start chi2
   double screen_keep_fraction = 0.5;  // in (0, 1]
   int refine_top_k = 3;               // best local minima refined with refinement_ftol, >= 1

@@ -640,7 +640,9 @@ void ParseGlobalSearch(const ConfigReader& reader, Config& config) {
     reader.Require(*seed >= 0, ms + "seed", "must be >= 0");
     multi.seed = static_cast<uint64_t>(*seed);
   }
-  one_of(ms + "sampling_strategy", multi.sampling_strategy, {"latin_hypercube", "sobol", "random"});
+  one_of_enum(
+      ms + "sampling_strategy", multi.sampling_strategy, ParseSamplingStrategy,
+      {SamplingStrategy::kLatinHypercube, SamplingStrategy::kSobol, SamplingStrategy::kRandom});
   multi.use_screening = reader.Bool(ms + "use_screening").value_or(multi.use_screening);
   if (const auto fraction = reader.Number(ms + "screen_keep_fraction")) {
     reader.Require(*fraction > 0.0 && *fraction <= 1.0, ms + "screen_keep_fraction",

@@ -105,6 +105,27 @@ std::optional<GlobalSearchMethod> ParseGlobalSearchMethod(std::string_view text)
   return std::nullopt;
 }
 
+std::string_view ToString(SamplingStrategy strategy) {
+  switch (strategy) {
+    case SamplingStrategy::kLatinHypercube:
+      return "latin_hypercube";
+    case SamplingStrategy::kSobol:
+      return "sobol";
+    case SamplingStrategy::kRandom:
+      return "random";
+  }
+  return "unknown";
+}
+
+std::optional<SamplingStrategy> ParseSamplingStrategy(std::string_view text) {
+  const std::string lower = Lowercase(text);
+  for (SamplingStrategy strategy :
+       {SamplingStrategy::kLatinHypercube, SamplingStrategy::kSobol, SamplingStrategy::kRandom}) {
+    if (lower == ToString(strategy)) return strategy;
+  }
+  return std::nullopt;
+}
+
 std::string_view ToString(BackendKind kind) {
   switch (kind) {
     case BackendKind::kAuto:

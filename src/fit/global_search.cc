@@ -401,11 +401,6 @@ void RunAuto(Search& search, const NlsqOptions& nlsq, GlobalSearchSummary& summa
 
 void RunMultiStart(Search& search, const NlsqOptions& nlsq, GlobalSearchSummary& summary) {
   const MultiStartOptions& options = nlsq.multi_start;
-  const std::optional<SamplingStrategy> strategy = ParseSamplingStrategy(options.sampling_strategy);
-  if (!strategy) {
-    throw ConfigError("optimization.nlsq.multi_start.sampling_strategy = " +
-                      options.sampling_strategy + ": must be latin_hypercube, sobol or random");
-  }
   std::vector<Candidate> candidates;
   std::vector<int> always;  // the user's start and the custom starts are always fitted
   candidates.push_back({search.start(), kInf, 0});
@@ -424,7 +419,8 @@ void RunMultiStart(Search& search, const NlsqOptions& nlsq, GlobalSearchSummary&
     always.push_back(static_cast<int>(candidates.size()));
     candidates.push_back({search.ClipToBox(n), kInf, static_cast<int>(candidates.size())});
   }
-  for (Eigen::VectorXd& n : SampledPoints(search, *strategy, options.n_starts, options.seed)) {
+  for (Eigen::VectorXd& n :
+       SampledPoints(search, options.sampling_strategy, options.n_starts, options.seed)) {
     candidates.push_back({std::move(n), kInf, static_cast<int>(candidates.size())});
   }
   int sampled_kept = options.n_starts;

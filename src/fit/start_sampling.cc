@@ -66,15 +66,6 @@ std::vector<Eigen::VectorXd> Random(int n, int dimensions, uint64_t seed) {
   return points;
 }
 
-bool EqualsIgnoringCase(std::string_view a, std::string_view b) {
-  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](char x, char y) {
-    auto lower = [](char c) {
-      return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-    };
-    return lower(x) == lower(y);
-  });
-}
-
 std::string Format(double value) {
   std::ostringstream out;
   out << value;
@@ -85,26 +76,6 @@ std::string Format(double value) {
 double ClipUnit(double u) { return u >= 0.0 ? std::min(u, 1.0) : 0.0; }
 
 }  // namespace
-
-std::string_view ToString(SamplingStrategy strategy) {
-  switch (strategy) {
-    case SamplingStrategy::kLatinHypercube:
-      return "latin_hypercube";
-    case SamplingStrategy::kSobol:
-      return "sobol";
-    case SamplingStrategy::kRandom:
-      return "random";
-  }
-  return "unknown";
-}
-
-std::optional<SamplingStrategy> ParseSamplingStrategy(std::string_view text) {
-  for (auto strategy :
-       {SamplingStrategy::kLatinHypercube, SamplingStrategy::kSobol, SamplingStrategy::kRandom}) {
-    if (EqualsIgnoringCase(text, ToString(strategy))) return strategy;
-  }
-  return std::nullopt;
-}
 
 std::vector<Eigen::VectorXd> SampleUnitCube(SamplingStrategy strategy, int n, int dimensions,
                                             uint64_t seed) {

@@ -8,31 +8,13 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
-#include <string_view>
 #include <vector>
 
 #include <Eigen/Dense>
 
+#include "homodyne/config.h"  // SamplingStrategy
+
 namespace homodyne {
-
-// optimization.nlsq.multi_start.sampling_strategy.
-enum class SamplingStrategy {
-  // One point per stratum [k/n, (k+1)/n) in every dimension (McKay, Beckman, Conover 1979):
-  // independent seeded random permutations of the strata per dimension, a uniform jitter inside.
-  kLatinHypercube,
-  // The unscrambled Sobol sequence (Joe and Kuo direction numbers, boost::random::sobol), from its
-  // second point on: the all-zero first point is skipped, so the first points are (0.5, ...),
-  // (0.75, 0.25, ...), (0.25, 0.75, ...). The same for every seed; at most 3667 dimensions.
-  kSobol,
-  // Independent uniform points.
-  kRandom,
-};
-
-// "latin_hypercube", "sobol", "random".
-std::string_view ToString(SamplingStrategy strategy);
-// Those names, case-insensitive; std::nullopt for anything else.
-std::optional<SamplingStrategy> ParseSamplingStrategy(std::string_view text);
 
 // n points in [0,1]^dimensions (each coordinate in [0,1); a Latin hypercube coordinate may round
 // up to its stratum's upper edge). n >= 0, dimensions >= 1, else std::invalid_argument; also for a

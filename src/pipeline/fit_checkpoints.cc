@@ -82,6 +82,7 @@ class IdentityWriter {
   void Write(AnalysisMode value) { out_ << ToString(value); }
   // Names that were strings before they became enums: quoted, as they were.
   void Write(PerAngleModeRequest value) { Write(std::string(ToString(value))); }
+  void Write(SamplingStrategy value) { Write(std::string(ToString(value))); }
   template <typename T>
   void Write(const std::optional<T>& value) {
     if (value) {

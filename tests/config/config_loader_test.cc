@@ -299,6 +299,19 @@ TEST(ConfigNlsqTest, GlobalSearchMethodInAnyCase) {
   EXPECT_TRUE(config.nlsq.global_search.method_from_config);
 }
 
+TEST(ConfigNlsqTest, GlobalSearchSectionsNamesInAnyCase) {
+  const Config defaults = ParseConfig("analysis_mode: static\n", "n.yaml");
+  EXPECT_EQ(defaults.nlsq.multi_start.sampling_strategy, SamplingStrategy::kLatinHypercube);
+  const Config config = ParseConfig(R"(
+analysis_mode: static
+optimization:
+  nlsq:
+    multi_start: {sampling_strategy: Sobol}
+)",
+                                    "n.yaml");
+  EXPECT_EQ(config.nlsq.multi_start.sampling_strategy, SamplingStrategy::kSobol);
+}
+
 TEST(ConfigNlsqTest, SolverInAnyCase) {
   EXPECT_EQ(ParseConfig("analysis_mode: static\n", "n.yaml").nlsq.solver, LmSolver::kLmCore);
   const Config config =

@@ -75,6 +75,9 @@ const RuleCase kRules[] = {
     {"GlobalSearchMethod", "optimization: {nlsq: {global_search: {method: multi-start}}}",
      "optimization.nlsq.global_search.method = 'multi-start': must be one of auto, off, "
      "multi_start, cmaes"},
+    {"SamplingStrategy", "optimization: {nlsq: {multi_start: {sampling_strategy: lhs}}}",
+     "optimization.nlsq.multi_start.sampling_strategy = 'lhs': must be one of latin_hypercube, "
+     "sobol, random"},
     {"FourierOrder", "optimization: {nlsq: {anti_degeneracy: {fourier_order: 0}}}",
      "optimization.nlsq.anti_degeneracy.fourier_order = 0: must be >= 1"},
     {"AntiDegeneracyEnableText", "optimization: {nlsq: {anti_degeneracy: {enable: maybe}}}",

@@ -118,7 +118,7 @@ TEST_F(GlobalSearchTest, AutoFindsTheStaticOptimumFromTheMidpoints) {
 TEST_F(GlobalSearchTest, MultiStartFindsTheGlobalOptimum) {
   NlsqOptions nlsq;
   nlsq.multi_start.n_starts = 24;
-  nlsq.multi_start.sampling_strategy = "sobol";
+  nlsq.multi_start.sampling_strategy = SamplingStrategy::kSobol;
   const GlobalSearchSummary summary =
       RunGlobalSearch(GlobalSearchMethod::kMultiStart, nlsq, Inputs());
   EXPECT_EQ(summary.candidates, 25);  // the start and 24 sampled

@@ -72,6 +72,9 @@ void Mutate(PerAngleModeRequest& value) {
 void Mutate(GlobalSearchMethod& value) {
   value = value == GlobalSearchMethod::kOff ? GlobalSearchMethod::kCmaes : GlobalSearchMethod::kOff;
 }
+void Mutate(SamplingStrategy& value) {
+  value = value == SamplingStrategy::kSobol ? SamplingStrategy::kRandom : SamplingStrategy::kSobol;
+}
 void Mutate(LmSolver& value) {
   value = value == LmSolver::kLmCore ? LmSolver::kCeres : LmSolver::kLmCore;
 }
@@ -284,8 +287,9 @@ TEST(FitIdentityTest, LinesOfNamedValuesArePinned) {
                  c.nlsq.per_angle_mode = ParsePerAngleModeRequest(name).value();
                });
   expect_lines("optimization.nlsq.multi_start.sampling_strategy",
-               {"latin_hypercube", "sobol", "random"},
-               [](Config& c, const char* name) { c.nlsq.multi_start.sampling_strategy = name; });
+               {"latin_hypercube", "sobol", "random"}, [](Config& c, const char* name) {
+                 c.nlsq.multi_start.sampling_strategy = ParseSamplingStrategy(name).value();
+               });
   expect_lines("optimization.nlsq.cmaes.preset",
                {"cmaes-fast", "cmaes", "cmaes-global", "cmaes-hpc"},
                [](Config& c, const char* name) { c.nlsq.cmaes.preset = name; });
