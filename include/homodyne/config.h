@@ -73,11 +73,19 @@ struct MultiStartOptions {
   std::vector<std::vector<double>> custom_starts;
 };
 
+// The budget of the CMA-ES search (optimization.nlsq.cmaes.preset; restarts, evaluations and
+// population size per preset in src/fit/global_search.cc).
+enum class CmaesPreset { kCmaesFast, kCmaes, kCmaesGlobal, kCmaesHpc };
+// "cmaes-fast", "cmaes", "cmaes-global", "cmaes-hpc".
+std::string_view ToString(CmaesPreset preset);
+// Those names, case-insensitive; std::nullopt for anything else.
+std::optional<CmaesPreset> ParseCmaesPreset(std::string_view text);
+
 // optimization.nlsq.cmaes (reference section 7): CMA-ES over the projected chi2 in the unit box
 // of the physical parameters (pagmo2), then the local fit.
 struct CmaesSearchOptions {
   bool enable = false;                     // selects CMA-ES as the global method
-  std::string preset = "cmaes-global";     // cmaes-fast | cmaes | cmaes-global | cmaes-hpc
+  CmaesPreset preset = CmaesPreset::kCmaesGlobal;
   std::optional<int> max_generations;      // per run; null = the preset's
   std::optional<int> popsize;              // first run's population; null = 4 + 3 ln(dimension)
   double sigma = 0.5;                      // initial step in unit coordinates, > 0

@@ -678,7 +678,9 @@ void ParseGlobalSearch(const ConfigReader& reader, Config& config) {
   const std::string cm = base + "cmaes.";
   CmaesSearchOptions& cmaes = nlsq.cmaes;
   cmaes.enable = reader.Bool(cm + "enable").value_or(cmaes.enable);
-  one_of(cm + "preset", cmaes.preset, {"cmaes-fast", "cmaes", "cmaes-global", "cmaes-hpc"});
+  one_of_enum(cm + "preset", cmaes.preset, ParseCmaesPreset,
+              {CmaesPreset::kCmaesFast, CmaesPreset::kCmaes, CmaesPreset::kCmaesGlobal,
+               CmaesPreset::kCmaesHpc});
   if (Present(reader.Find(cm + "max_generations"))) {
     int generations = 1;
     integer_at_least(cm + "max_generations", 1, generations);

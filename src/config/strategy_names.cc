@@ -126,6 +126,29 @@ std::optional<SamplingStrategy> ParseSamplingStrategy(std::string_view text) {
   return std::nullopt;
 }
 
+std::string_view ToString(CmaesPreset preset) {
+  switch (preset) {
+    case CmaesPreset::kCmaesFast:
+      return "cmaes-fast";
+    case CmaesPreset::kCmaes:
+      return "cmaes";
+    case CmaesPreset::kCmaesGlobal:
+      return "cmaes-global";
+    case CmaesPreset::kCmaesHpc:
+      return "cmaes-hpc";
+  }
+  return "unknown";
+}
+
+std::optional<CmaesPreset> ParseCmaesPreset(std::string_view text) {
+  const std::string lower = Lowercase(text);
+  for (CmaesPreset preset : {CmaesPreset::kCmaesFast, CmaesPreset::kCmaes,
+                             CmaesPreset::kCmaesGlobal, CmaesPreset::kCmaesHpc}) {
+    if (lower == ToString(preset)) return preset;
+  }
+  return std::nullopt;
+}
+
 std::string_view ToString(BackendKind kind) {
   switch (kind) {
     case BackendKind::kAuto:

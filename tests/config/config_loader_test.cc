@@ -302,14 +302,17 @@ TEST(ConfigNlsqTest, GlobalSearchMethodInAnyCase) {
 TEST(ConfigNlsqTest, GlobalSearchSectionsNamesInAnyCase) {
   const Config defaults = ParseConfig("analysis_mode: static\n", "n.yaml");
   EXPECT_EQ(defaults.nlsq.multi_start.sampling_strategy, SamplingStrategy::kLatinHypercube);
+  EXPECT_EQ(defaults.nlsq.cmaes.preset, CmaesPreset::kCmaesGlobal);
   const Config config = ParseConfig(R"(
 analysis_mode: static
 optimization:
   nlsq:
     multi_start: {sampling_strategy: Sobol}
+    cmaes: {preset: CMAES-HPC}
 )",
                                     "n.yaml");
   EXPECT_EQ(config.nlsq.multi_start.sampling_strategy, SamplingStrategy::kSobol);
+  EXPECT_EQ(config.nlsq.cmaes.preset, CmaesPreset::kCmaesHpc);
 }
 
 TEST(ConfigNlsqTest, SolverInAnyCase) {
