@@ -477,8 +477,7 @@ CmaesOptions CmaesPresetOptions(const CmaesSearchOptions& config, int dimensions
   options.sigma = std::min(config.sigma, 1.0);
   options.tol_fun = config.tol_fun;
   options.tol_x = config.tol_x;
-  options.restart_strategy =
-      ParseCmaesRestartStrategy(config.restart_strategy).value_or(CmaesRestartStrategy::kBipop);
+  options.restart_strategy = config.restart_strategy;
   options.seed = seed;
   return options;
 }

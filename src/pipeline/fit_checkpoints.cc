@@ -84,6 +84,7 @@ class IdentityWriter {
   void Write(PerAngleModeRequest value) { Write(std::string(ToString(value))); }
   void Write(SamplingStrategy value) { Write(std::string(ToString(value))); }
   void Write(CmaesPreset value) { Write(std::string(ToString(value))); }
+  void Write(CmaesRestartStrategy value) { Write(std::string(ToString(value))); }
   template <typename T>
   void Write(const std::optional<T>& value) {
     if (value) {

@@ -78,6 +78,10 @@ void Mutate(SamplingStrategy& value) {
 void Mutate(CmaesPreset& value) {
   value = value == CmaesPreset::kCmaesFast ? CmaesPreset::kCmaesHpc : CmaesPreset::kCmaesFast;
 }
+void Mutate(CmaesRestartStrategy& value) {
+  value = value == CmaesRestartStrategy::kIpop ? CmaesRestartStrategy::kNone
+                                               : CmaesRestartStrategy::kIpop;
+}
 void Mutate(LmSolver& value) {
   value = value == LmSolver::kLmCore ? LmSolver::kCeres : LmSolver::kLmCore;
 }
@@ -297,7 +301,9 @@ TEST(FitIdentityTest, LinesOfNamedValuesArePinned) {
       "optimization.nlsq.cmaes.preset", {"cmaes-fast", "cmaes", "cmaes-global", "cmaes-hpc"},
       [](Config& c, const char* name) { c.nlsq.cmaes.preset = ParseCmaesPreset(name).value(); });
   expect_lines("optimization.nlsq.cmaes.restart_strategy", {"ipop", "bipop", "none"},
-               [](Config& c, const char* name) { c.nlsq.cmaes.restart_strategy = name; });
+               [](Config& c, const char* name) {
+                 c.nlsq.cmaes.restart_strategy = ParseCmaesRestartStrategy(name).value();
+               });
 
   const std::string identity = FitIdentityText(DefaultConfig(), 1000, GlobalSearchMethod::kAuto);
   Config ceres = DefaultConfig();
