@@ -73,18 +73,35 @@ struct MultiStartOptions {
   std::vector<std::vector<double>> custom_starts;
 };
 
+// The budget of the CMA-ES search (optimization.nlsq.cmaes.preset; restarts, evaluations and
+// population size per preset in src/fit/global_search.cc).
+enum class CmaesPreset { kCmaesFast, kCmaes, kCmaesGlobal, kCmaesHpc };
+// "cmaes-fast", "cmaes", "cmaes-global", "cmaes-hpc".
+std::string_view ToString(CmaesPreset preset);
+// Those names, case-insensitive; std::nullopt for anything else.
+std::optional<CmaesPreset> ParseCmaesPreset(std::string_view text);
+
+// How CMA-ES restarts (optimization.nlsq.cmaes.restart_strategy; src/fit/cmaes_search.h): not at
+// all, IPOP (every restart doubles the population) or BIPOP (large- and small-population restarts
+// alternate).
+enum class CmaesRestartStrategy { kNone, kIpop, kBipop };
+// "none", "ipop", "bipop".
+std::string_view ToString(CmaesRestartStrategy strategy);
+// Those names, case-insensitive; std::nullopt for anything else.
+std::optional<CmaesRestartStrategy> ParseCmaesRestartStrategy(std::string_view text);
+
 // optimization.nlsq.cmaes (reference section 7): CMA-ES over the projected chi2 in the unit box
 // of the physical parameters (pagmo2), then the local fit.
 struct CmaesSearchOptions {
   bool enable = false;                     // selects CMA-ES as the global method
-  std::string preset = "cmaes-global";     // cmaes-fast | cmaes | cmaes-global | cmaes-hpc
+  CmaesPreset preset = CmaesPreset::kCmaesGlobal;
   std::optional<int> max_generations;      // per run; null = the preset's
   std::optional<int> popsize;              // first run's population; null = 4 + 3 ln(dimension)
   double sigma = 0.5;                      // initial step in unit coordinates, > 0
   double sigma_warmstart = 0.05;           // step of the warm run from the screened start, > 0
   double tol_fun = 1e-8;                   // > 0
   double tol_x = 1e-8;                     // > 0
-  std::string restart_strategy = "bipop";  // ipop | bipop | none
+  CmaesRestartStrategy restart_strategy = CmaesRestartStrategy::kBipop;
   std::optional<int> max_restarts;         // null = the preset's
   bool refine_with_nlsq = true;  // false: report CMA-ES's best point, refined only by the final fit
 };

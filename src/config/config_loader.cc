@@ -575,26 +575,12 @@ void ParseGlobalSearch(const ConfigReader& reader, Config& config) {
                    "must be >= 0 (0 disables the check)");
     nlsq.statistical_tolerance = *value;
   }
-  auto one_of = [&](const std::string& path, std::string& field,
-                    std::initializer_list<const char*> allowed) {
-    const auto text = reader.String(path);
-    if (!text) return false;
-    const std::string lower = Lower(*text);
-    std::string list;
-    for (const char* name : allowed) {
-      if (lower == name) {
-        field = lower;
-        return true;
-      }
-      list += (list.empty() ? "" : ", ") + std::string(name);
-    }
-    reader.Fail(path, reader.Find(path), "must be one of " + list);
-  };
-  // The same for a key held as an enum: its value (any case) parsed by `parse` (config.h's
-  // Parse... function); any other value fails with "must be one of" the names of `allowed`.
-  auto one_of_enum = [&]<typename Enum>(const std::string& path, Enum& field,
-                                        std::optional<Enum> (*parse)(std::string_view),
-                                        std::initializer_list<Enum> allowed) {
+  // A key that holds one of a few names (an enum of config.h): its value, in any case, parsed by
+  // `parse` (config.h's Parse... function); any other value fails with "must be one of" the names
+  // of `allowed`, in that order. False when the key is absent.
+  auto one_of = [&]<typename Enum>(const std::string& path, Enum& field,
+                                   std::optional<Enum> (*parse)(std::string_view),
+                                   std::initializer_list<Enum> allowed) {
     const auto text = reader.String(path);
     if (!text) return false;
     if (const std::optional<Enum> value = parse(*text)) {
@@ -619,14 +605,13 @@ void ParseGlobalSearch(const ConfigReader& reader, Config& config) {
     }
   };
 
-  one_of_enum(base + "solver", nlsq.solver, ParseLmSolver, {LmSolver::kLmCore, LmSolver::kCeres});
+  one_of(base + "solver", nlsq.solver, ParseLmSolver, {LmSolver::kLmCore, LmSolver::kCeres});
 
   const std::string gs = base + "global_search.";
   GlobalSearchOptions& global = nlsq.global_search;
-  global.method_from_config =
-      one_of_enum(gs + "method", global.method, ParseGlobalSearchMethod,
-                  {GlobalSearchMethod::kAuto, GlobalSearchMethod::kOff,
-                   GlobalSearchMethod::kMultiStart, GlobalSearchMethod::kCmaes});
+  global.method_from_config = one_of(gs + "method", global.method, ParseGlobalSearchMethod,
+                                     {GlobalSearchMethod::kAuto, GlobalSearchMethod::kOff,
+                                      GlobalSearchMethod::kMultiStart, GlobalSearchMethod::kCmaes});
   if (const auto points = reader.Integer(gs + "max_points")) {
     reader.Require(*points >= 1000, gs + "max_points", "must be >= 1000");
     global.max_points = *points;
@@ -640,9 +625,8 @@ void ParseGlobalSearch(const ConfigReader& reader, Config& config) {
     reader.Require(*seed >= 0, ms + "seed", "must be >= 0");
     multi.seed = static_cast<uint64_t>(*seed);
   }
-  one_of_enum(
-      ms + "sampling_strategy", multi.sampling_strategy, ParseSamplingStrategy,
-      {SamplingStrategy::kLatinHypercube, SamplingStrategy::kSobol, SamplingStrategy::kRandom});
+  one_of(ms + "sampling_strategy", multi.sampling_strategy, ParseSamplingStrategy,
+         {SamplingStrategy::kLatinHypercube, SamplingStrategy::kSobol, SamplingStrategy::kRandom});
   multi.use_screening = reader.Bool(ms + "use_screening").value_or(multi.use_screening);
   if (const auto fraction = reader.Number(ms + "screen_keep_fraction")) {
     reader.Require(*fraction > 0.0 && *fraction <= 1.0, ms + "screen_keep_fraction",
@@ -678,7 +662,9 @@ void ParseGlobalSearch(const ConfigReader& reader, Config& config) {
   const std::string cm = base + "cmaes.";
   CmaesSearchOptions& cmaes = nlsq.cmaes;
   cmaes.enable = reader.Bool(cm + "enable").value_or(cmaes.enable);
-  one_of(cm + "preset", cmaes.preset, {"cmaes-fast", "cmaes", "cmaes-global", "cmaes-hpc"});
+  one_of(cm + "preset", cmaes.preset, ParseCmaesPreset,
+         {CmaesPreset::kCmaesFast, CmaesPreset::kCmaes, CmaesPreset::kCmaesGlobal,
+          CmaesPreset::kCmaesHpc});
   if (Present(reader.Find(cm + "max_generations"))) {
     int generations = 1;
     integer_at_least(cm + "max_generations", 1, generations);
@@ -698,7 +684,8 @@ void ParseGlobalSearch(const ConfigReader& reader, Config& config) {
   positive_number(cm + "sigma_warmstart", cmaes.sigma_warmstart);
   positive_number(cm + "tol_fun", cmaes.tol_fun);
   positive_number(cm + "tol_x", cmaes.tol_x);
-  one_of(cm + "restart_strategy", cmaes.restart_strategy, {"ipop", "bipop", "none"});
+  one_of(cm + "restart_strategy", cmaes.restart_strategy, ParseCmaesRestartStrategy,
+         {CmaesRestartStrategy::kIpop, CmaesRestartStrategy::kBipop, CmaesRestartStrategy::kNone});
   cmaes.refine_with_nlsq = reader.Bool(cm + "refine_with_nlsq").value_or(cmaes.refine_with_nlsq);
 }
 

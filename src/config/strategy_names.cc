@@ -126,6 +126,50 @@ std::optional<SamplingStrategy> ParseSamplingStrategy(std::string_view text) {
   return std::nullopt;
 }
 
+std::string_view ToString(CmaesPreset preset) {
+  switch (preset) {
+    case CmaesPreset::kCmaesFast:
+      return "cmaes-fast";
+    case CmaesPreset::kCmaes:
+      return "cmaes";
+    case CmaesPreset::kCmaesGlobal:
+      return "cmaes-global";
+    case CmaesPreset::kCmaesHpc:
+      return "cmaes-hpc";
+  }
+  return "unknown";
+}
+
+std::optional<CmaesPreset> ParseCmaesPreset(std::string_view text) {
+  const std::string lower = Lowercase(text);
+  for (CmaesPreset preset : {CmaesPreset::kCmaesFast, CmaesPreset::kCmaes,
+                             CmaesPreset::kCmaesGlobal, CmaesPreset::kCmaesHpc}) {
+    if (lower == ToString(preset)) return preset;
+  }
+  return std::nullopt;
+}
+
+std::string_view ToString(CmaesRestartStrategy strategy) {
+  switch (strategy) {
+    case CmaesRestartStrategy::kNone:
+      return "none";
+    case CmaesRestartStrategy::kIpop:
+      return "ipop";
+    case CmaesRestartStrategy::kBipop:
+      return "bipop";
+  }
+  return "unknown";
+}
+
+std::optional<CmaesRestartStrategy> ParseCmaesRestartStrategy(std::string_view text) {
+  const std::string lower = Lowercase(text);
+  for (CmaesRestartStrategy strategy :
+       {CmaesRestartStrategy::kNone, CmaesRestartStrategy::kIpop, CmaesRestartStrategy::kBipop}) {
+    if (lower == ToString(strategy)) return strategy;
+  }
+  return std::nullopt;
+}
+
 std::string_view ToString(BackendKind kind) {
   switch (kind) {
     case BackendKind::kAuto:

@@ -26,15 +26,6 @@ std::string Format(double value) {
 // Uniform in [0,1) from the top 53 bits of one output (portable, unlike std::uniform_*).
 double UnitUniform(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
 
-bool EqualsIgnoringCase(std::string_view a, std::string_view b) {
-  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](char x, char y) {
-    auto lower = [](char c) {
-      return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-    };
-    return lower(x) == lower(y);
-  });
-}
-
 // 4 + floor(3 ln d) (Hansen's default lambda), at least pagmo's minimum.
 int DefaultPopsize(int dimensions) {
   return std::max(kMinPopsize, 4 + static_cast<int>(std::floor(3.0 * std::log(dimensions))));
@@ -250,26 +241,6 @@ class CmaesSearch {
 };
 
 }  // namespace
-
-std::string_view ToString(CmaesRestartStrategy strategy) {
-  switch (strategy) {
-    case CmaesRestartStrategy::kNone:
-      return "none";
-    case CmaesRestartStrategy::kIpop:
-      return "ipop";
-    case CmaesRestartStrategy::kBipop:
-      return "bipop";
-  }
-  return "unknown";
-}
-
-std::optional<CmaesRestartStrategy> ParseCmaesRestartStrategy(std::string_view text) {
-  for (auto strategy :
-       {CmaesRestartStrategy::kNone, CmaesRestartStrategy::kIpop, CmaesRestartStrategy::kBipop}) {
-    if (EqualsIgnoringCase(text, ToString(strategy))) return strategy;
-  }
-  return std::nullopt;
-}
 
 bool CmaesOptions::IsValid(std::string* error) const {
   auto fail = [error](const std::string& message) {

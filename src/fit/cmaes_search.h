@@ -13,22 +13,14 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
-#include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include <Eigen/Dense>
 
+#include "homodyne/config.h"  // CmaesRestartStrategy
+
 namespace homodyne {
-
-// optimization.nlsq.cmaes.restart_strategy: "none", "ipop", "bipop".
-enum class CmaesRestartStrategy { kNone, kIpop, kBipop };
-
-// "none", "ipop", "bipop".
-std::string_view ToString(CmaesRestartStrategy strategy);
-// Those names, case-insensitive; std::nullopt for anything else.
-std::optional<CmaesRestartStrategy> ParseCmaesRestartStrategy(std::string_view text);
 
 // Defaults follow optimization.nlsq.cmaes (the reference's code defaults).
 struct CmaesOptions {

@@ -448,23 +448,28 @@ void RunMultiStart(Search& search, const NlsqOptions& nlsq, GlobalSearchSummary&
 }
 
 // The preset's budget (ours; the reference's presets tune its JAX batching instead).
-CmaesOptions CmaesPreset(const CmaesSearchOptions& config, int dimensions, uint64_t seed) {
+CmaesOptions CmaesPresetOptions(const CmaesSearchOptions& config, int dimensions, uint64_t seed) {
   CmaesOptions options;
   const int default_popsize = std::max(
       5, 4 + static_cast<int>(std::floor(3.0 * std::log(static_cast<double>(dimensions)))));
-  if (config.preset == "cmaes-fast") {
-    options.max_restarts = 0;
-    options.max_evaluations = 600;
-  } else if (config.preset == "cmaes") {
-    options.max_restarts = 2;
-    options.max_evaluations = 2000;
-  } else if (config.preset == "cmaes-hpc") {
-    options.max_restarts = 9;
-    options.popsize = 2 * default_popsize;
-    options.max_evaluations = 20000;
-  } else {  // cmaes-global
-    options.max_restarts = 9;
-    options.max_evaluations = 5000;
+  switch (config.preset) {
+    case CmaesPreset::kCmaesFast:
+      options.max_restarts = 0;
+      options.max_evaluations = 600;
+      break;
+    case CmaesPreset::kCmaes:
+      options.max_restarts = 2;
+      options.max_evaluations = 2000;
+      break;
+    case CmaesPreset::kCmaesGlobal:
+      options.max_restarts = 9;
+      options.max_evaluations = 5000;
+      break;
+    case CmaesPreset::kCmaesHpc:
+      options.max_restarts = 9;
+      options.popsize = 2 * default_popsize;
+      options.max_evaluations = 20000;
+      break;
   }
   if (config.popsize) options.popsize = std::max(*config.popsize, 5);
   if (config.max_generations) options.max_generations = *config.max_generations;
@@ -472,14 +477,14 @@ CmaesOptions CmaesPreset(const CmaesSearchOptions& config, int dimensions, uint6
   options.sigma = std::min(config.sigma, 1.0);
   options.tol_fun = config.tol_fun;
   options.tol_x = config.tol_x;
-  options.restart_strategy =
-      ParseCmaesRestartStrategy(config.restart_strategy).value_or(CmaesRestartStrategy::kBipop);
+  options.restart_strategy = config.restart_strategy;
   options.seed = seed;
   return options;
 }
 
 void RunCmaes(Search& search, const NlsqOptions& nlsq, GlobalSearchSummary& summary) {
-  const CmaesOptions options = CmaesPreset(nlsq.cmaes, search.dimensions(), nlsq.multi_start.seed);
+  const CmaesOptions options =
+      CmaesPresetOptions(nlsq.cmaes, search.dimensions(), nlsq.multi_start.seed);
   std::string error;
   if (!options.IsValid(&error)) throw ConfigError(error);
   // The warm start (the reference's sigma_warmstart): the staged grid's best candidate. The

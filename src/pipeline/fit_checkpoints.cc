@@ -83,6 +83,8 @@ class IdentityWriter {
   // Names that were strings before they became enums: quoted, as they were.
   void Write(PerAngleModeRequest value) { Write(std::string(ToString(value))); }
   void Write(SamplingStrategy value) { Write(std::string(ToString(value))); }
+  void Write(CmaesPreset value) { Write(std::string(ToString(value))); }
+  void Write(CmaesRestartStrategy value) { Write(std::string(ToString(value))); }
   template <typename T>
   void Write(const std::optional<T>& value) {
     if (value) {

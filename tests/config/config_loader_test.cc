@@ -302,14 +302,19 @@ TEST(ConfigNlsqTest, GlobalSearchMethodInAnyCase) {
 TEST(ConfigNlsqTest, GlobalSearchSectionsNamesInAnyCase) {
   const Config defaults = ParseConfig("analysis_mode: static\n", "n.yaml");
   EXPECT_EQ(defaults.nlsq.multi_start.sampling_strategy, SamplingStrategy::kLatinHypercube);
+  EXPECT_EQ(defaults.nlsq.cmaes.preset, CmaesPreset::kCmaesGlobal);
+  EXPECT_EQ(defaults.nlsq.cmaes.restart_strategy, CmaesRestartStrategy::kBipop);
   const Config config = ParseConfig(R"(
 analysis_mode: static
 optimization:
   nlsq:
     multi_start: {sampling_strategy: Sobol}
+    cmaes: {preset: CMAES-HPC, restart_strategy: IPOP}
 )",
                                     "n.yaml");
   EXPECT_EQ(config.nlsq.multi_start.sampling_strategy, SamplingStrategy::kSobol);
+  EXPECT_EQ(config.nlsq.cmaes.preset, CmaesPreset::kCmaesHpc);
+  EXPECT_EQ(config.nlsq.cmaes.restart_strategy, CmaesRestartStrategy::kIpop);
 }
 
 TEST(ConfigNlsqTest, SolverInAnyCase) {

@@ -56,5 +56,19 @@ TEST(ConfigNamesTest, GlobalSearchMethod) {
   EXPECT_EQ(ParseGlobalSearchMethod("simplex"), std::nullopt);
 }
 
+TEST(ConfigNamesTest, CmaesPreset) {
+  EXPECT_EQ(ToString(CmaesPreset::kCmaesFast), "cmaes-fast");
+  EXPECT_EQ(ToString(CmaesPreset::kCmaes), "cmaes");
+  EXPECT_EQ(ToString(CmaesPreset::kCmaesGlobal), "cmaes-global");
+  EXPECT_EQ(ToString(CmaesPreset::kCmaesHpc), "cmaes-hpc");
+  for (const CmaesPreset preset : {CmaesPreset::kCmaesFast, CmaesPreset::kCmaes,
+                                   CmaesPreset::kCmaesGlobal, CmaesPreset::kCmaesHpc}) {
+    EXPECT_EQ(ParseCmaesPreset(ToString(preset)), preset);
+  }
+  EXPECT_EQ(ParseCmaesPreset("CMAES-Fast"), CmaesPreset::kCmaesFast);
+  EXPECT_EQ(ParseCmaesPreset("cmaes_fast"), std::nullopt);
+  EXPECT_EQ(ParseCmaesPreset("fast"), std::nullopt);
+}
+
 }  // namespace
 }  // namespace homodyne

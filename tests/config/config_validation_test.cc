@@ -78,6 +78,11 @@ const RuleCase kRules[] = {
     {"SamplingStrategy", "optimization: {nlsq: {multi_start: {sampling_strategy: lhs}}}",
      "optimization.nlsq.multi_start.sampling_strategy = 'lhs': must be one of latin_hypercube, "
      "sobol, random"},
+    {"CmaesPreset", "optimization: {nlsq: {cmaes: {preset: cmaes-turbo}}}",
+     "optimization.nlsq.cmaes.preset = 'cmaes-turbo': must be one of cmaes-fast, cmaes, "
+     "cmaes-global, cmaes-hpc"},
+    {"CmaesRestartStrategy", "optimization: {nlsq: {cmaes: {restart_strategy: lpop}}}",
+     "optimization.nlsq.cmaes.restart_strategy = 'lpop': must be one of ipop, bipop, none"},
     {"FourierOrder", "optimization: {nlsq: {anti_degeneracy: {fourier_order: 0}}}",
      "optimization.nlsq.anti_degeneracy.fourier_order = 0: must be >= 1"},
     {"AntiDegeneracyEnableText", "optimization: {nlsq: {anti_degeneracy: {enable: maybe}}}",

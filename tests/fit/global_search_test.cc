@@ -127,7 +127,7 @@ TEST_F(GlobalSearchTest, MultiStartFindsTheGlobalOptimum) {
 
 TEST_F(GlobalSearchTest, CmaesFindsTheGlobalOptimum) {
   NlsqOptions nlsq;
-  nlsq.cmaes.preset = "cmaes-fast";
+  nlsq.cmaes.preset = CmaesPreset::kCmaesFast;
   const GlobalSearchSummary summary = RunGlobalSearch(GlobalSearchMethod::kCmaes, nlsq, Inputs());
   EXPECT_GT(summary.generations, 0);
   EXPECT_GE(summary.cmaes_runs, 1);
@@ -228,7 +228,7 @@ TEST_F(GlobalSearchTest, ResumedMultiStartSearchIsBitwise) {
 
 TEST_F(GlobalSearchTest, ResumedCmaesSearchIsBitwise) {
   NlsqOptions nlsq;
-  nlsq.cmaes.preset = "cmaes-fast";
+  nlsq.cmaes.preset = CmaesPreset::kCmaesFast;
   // Stopped inside CMA-ES (the staged grid is screened first).
   ExpectResumedSearchIsBitwise(GlobalSearchMethod::kCmaes, nlsq, Inputs(), 5, "cmaes");
 }

@@ -75,6 +75,13 @@ void Mutate(GlobalSearchMethod& value) {
 void Mutate(SamplingStrategy& value) {
   value = value == SamplingStrategy::kSobol ? SamplingStrategy::kRandom : SamplingStrategy::kSobol;
 }
+void Mutate(CmaesPreset& value) {
+  value = value == CmaesPreset::kCmaesFast ? CmaesPreset::kCmaesHpc : CmaesPreset::kCmaesFast;
+}
+void Mutate(CmaesRestartStrategy& value) {
+  value = value == CmaesRestartStrategy::kIpop ? CmaesRestartStrategy::kNone
+                                               : CmaesRestartStrategy::kIpop;
+}
 void Mutate(LmSolver& value) {
   value = value == LmSolver::kLmCore ? LmSolver::kCeres : LmSolver::kLmCore;
 }
@@ -290,11 +297,13 @@ TEST(FitIdentityTest, LinesOfNamedValuesArePinned) {
                {"latin_hypercube", "sobol", "random"}, [](Config& c, const char* name) {
                  c.nlsq.multi_start.sampling_strategy = ParseSamplingStrategy(name).value();
                });
-  expect_lines("optimization.nlsq.cmaes.preset",
-               {"cmaes-fast", "cmaes", "cmaes-global", "cmaes-hpc"},
-               [](Config& c, const char* name) { c.nlsq.cmaes.preset = name; });
+  expect_lines(
+      "optimization.nlsq.cmaes.preset", {"cmaes-fast", "cmaes", "cmaes-global", "cmaes-hpc"},
+      [](Config& c, const char* name) { c.nlsq.cmaes.preset = ParseCmaesPreset(name).value(); });
   expect_lines("optimization.nlsq.cmaes.restart_strategy", {"ipop", "bipop", "none"},
-               [](Config& c, const char* name) { c.nlsq.cmaes.restart_strategy = name; });
+               [](Config& c, const char* name) {
+                 c.nlsq.cmaes.restart_strategy = ParseCmaesRestartStrategy(name).value();
+               });
 
   const std::string identity = FitIdentityText(DefaultConfig(), 1000, GlobalSearchMethod::kAuto);
   Config ceres = DefaultConfig();
