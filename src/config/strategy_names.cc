@@ -1,5 +1,7 @@
 #include <algorithm>
 #include <cctype>
+#include <initializer_list>
+#include <optional>
 #include <string>
 
 #include "homodyne/config.h"
@@ -13,6 +15,16 @@ std::string Lowercase(std::string_view text) {
   std::transform(lower.begin(), lower.end(), lower.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return lower;
+}
+
+// The value of `values` whose ToString equals `text` in any case; std::nullopt for none.
+template <typename Enum>
+std::optional<Enum> ParseByName(std::string_view text, std::initializer_list<Enum> values) {
+  const std::string lower = Lowercase(text);
+  for (const Enum value : values) {
+    if (lower == ToString(value)) return value;
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -32,12 +44,8 @@ std::string_view ToString(StrategyKind kind) {
 }
 
 std::optional<StrategyKind> ParseStrategyKind(std::string_view text) {
-  const std::string lower = Lowercase(text);
-  for (StrategyKind kind : {StrategyKind::kStandard, StrategyKind::kLarge, StrategyKind::kChunked,
-                            StrategyKind::kStreaming}) {
-    if (lower == ToString(kind)) return kind;
-  }
-  return std::nullopt;
+  return ParseByName<StrategyKind>(text, {StrategyKind::kStandard, StrategyKind::kLarge,
+                                          StrategyKind::kChunked, StrategyKind::kStreaming});
 }
 
 std::string_view ToString(LmSolver solver) {
@@ -51,11 +59,7 @@ std::string_view ToString(LmSolver solver) {
 }
 
 std::optional<LmSolver> ParseLmSolver(std::string_view text) {
-  const std::string lower = Lowercase(text);
-  for (LmSolver solver : {LmSolver::kLmCore, LmSolver::kCeres}) {
-    if (lower == ToString(solver)) return solver;
-  }
-  return std::nullopt;
+  return ParseByName<LmSolver>(text, {LmSolver::kLmCore, LmSolver::kCeres});
 }
 
 std::string_view ToString(PerAngleModeRequest mode) {
@@ -73,13 +77,11 @@ std::string_view ToString(PerAngleModeRequest mode) {
 }
 
 std::optional<PerAngleModeRequest> ParsePerAngleModeRequest(std::string_view text) {
-  const std::string lower = Lowercase(text);
-  if (lower == "fixed_constant") return PerAngleModeRequest::kConstant;  // the reference's
-  for (PerAngleModeRequest mode : {PerAngleModeRequest::kIndividual, PerAngleModeRequest::kConstant,
-                                   PerAngleModeRequest::kAuto, PerAngleModeRequest::kFourier}) {
-    if (lower == ToString(mode)) return mode;
-  }
-  return std::nullopt;
+  if (Lowercase(text) == "fixed_constant")
+    return PerAngleModeRequest::kConstant;  // the reference's
+  return ParseByName<PerAngleModeRequest>(
+      text, {PerAngleModeRequest::kIndividual, PerAngleModeRequest::kConstant,
+             PerAngleModeRequest::kAuto, PerAngleModeRequest::kFourier});
 }
 
 std::string_view ToString(GlobalSearchMethod method) {
@@ -97,12 +99,9 @@ std::string_view ToString(GlobalSearchMethod method) {
 }
 
 std::optional<GlobalSearchMethod> ParseGlobalSearchMethod(std::string_view text) {
-  const std::string lower = Lowercase(text);
-  for (GlobalSearchMethod method : {GlobalSearchMethod::kAuto, GlobalSearchMethod::kOff,
-                                    GlobalSearchMethod::kMultiStart, GlobalSearchMethod::kCmaes}) {
-    if (lower == ToString(method)) return method;
-  }
-  return std::nullopt;
+  return ParseByName<GlobalSearchMethod>(
+      text, {GlobalSearchMethod::kAuto, GlobalSearchMethod::kOff, GlobalSearchMethod::kMultiStart,
+             GlobalSearchMethod::kCmaes});
 }
 
 std::string_view ToString(SamplingStrategy strategy) {
@@ -118,12 +117,8 @@ std::string_view ToString(SamplingStrategy strategy) {
 }
 
 std::optional<SamplingStrategy> ParseSamplingStrategy(std::string_view text) {
-  const std::string lower = Lowercase(text);
-  for (SamplingStrategy strategy :
-       {SamplingStrategy::kLatinHypercube, SamplingStrategy::kSobol, SamplingStrategy::kRandom}) {
-    if (lower == ToString(strategy)) return strategy;
-  }
-  return std::nullopt;
+  return ParseByName<SamplingStrategy>(text, {SamplingStrategy::kLatinHypercube,
+                                              SamplingStrategy::kSobol, SamplingStrategy::kRandom});
 }
 
 std::string_view ToString(CmaesPreset preset) {
@@ -141,12 +136,8 @@ std::string_view ToString(CmaesPreset preset) {
 }
 
 std::optional<CmaesPreset> ParseCmaesPreset(std::string_view text) {
-  const std::string lower = Lowercase(text);
-  for (CmaesPreset preset : {CmaesPreset::kCmaesFast, CmaesPreset::kCmaes,
-                             CmaesPreset::kCmaesGlobal, CmaesPreset::kCmaesHpc}) {
-    if (lower == ToString(preset)) return preset;
-  }
-  return std::nullopt;
+  return ParseByName<CmaesPreset>(text, {CmaesPreset::kCmaesFast, CmaesPreset::kCmaes,
+                                         CmaesPreset::kCmaesGlobal, CmaesPreset::kCmaesHpc});
 }
 
 std::string_view ToString(CmaesRestartStrategy strategy) {
@@ -162,12 +153,9 @@ std::string_view ToString(CmaesRestartStrategy strategy) {
 }
 
 std::optional<CmaesRestartStrategy> ParseCmaesRestartStrategy(std::string_view text) {
-  const std::string lower = Lowercase(text);
-  for (CmaesRestartStrategy strategy :
-       {CmaesRestartStrategy::kNone, CmaesRestartStrategy::kIpop, CmaesRestartStrategy::kBipop}) {
-    if (lower == ToString(strategy)) return strategy;
-  }
-  return std::nullopt;
+  return ParseByName<CmaesRestartStrategy>(
+      text,
+      {CmaesRestartStrategy::kNone, CmaesRestartStrategy::kIpop, CmaesRestartStrategy::kBipop});
 }
 
 std::string_view ToString(BackendKind kind) {
@@ -183,11 +171,8 @@ std::string_view ToString(BackendKind kind) {
 }
 
 std::optional<BackendKind> ParseBackendKind(std::string_view text) {
-  const std::string lower = Lowercase(text);
-  for (BackendKind kind : {BackendKind::kAuto, BackendKind::kCpu, BackendKind::kCuda}) {
-    if (lower == ToString(kind)) return kind;
-  }
-  return std::nullopt;
+  return ParseByName<BackendKind>(text,
+                                  {BackendKind::kAuto, BackendKind::kCpu, BackendKind::kCuda});
 }
 
 }  // namespace homodyne
