@@ -15,7 +15,7 @@
 #include <random>
 #include <string>
 
-#include "homodyne/checkpoint.h"
+#include "checkpoint/checkpoint_store.h"
 
 namespace homodyne {
 namespace {

@@ -11,7 +11,7 @@
 
 #include "homodyne/dataset.h"
 #include "homodyne/model.h"
-#include "homodyne/objective.h"
+#include "objective/batched_objective.h"
 
 namespace {
 

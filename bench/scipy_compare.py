@@ -165,7 +165,7 @@ def read_aps_u(config):
 
 
 def quantile_scaling(values, n_times, contrast_bound, offset_bound):
-    """Reference section 2.4 on one angle's strict upper triangle (as src/fit/initial_values.cc)."""
+    """Reference section 2.4 on one angle's strict upper triangle (as src/optimize/initial_values.cc)."""
     finite = np.isfinite(values)
     if finite.sum() < 100:
         return 0.5 * sum(contrast_bound), 0.5 * sum(offset_bound)

@@ -9,7 +9,7 @@ find_package(CLI11 QUIET CONFIG)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
 find_package(Threads REQUIRED)
 find_package(Ceres REQUIRED)
-# Global phase (src/fit): Boost's header-only Sobol generator (start_sampling.cc) and pagmo2's
+# Global phase (src/optimize): Boost's header-only Sobol generator (start_sampling.cc) and pagmo2's
 # CMA-ES (pagmo_bridge.cc, the only file that includes pagmo; its target is Pagmo::pagmo).
 find_package(Boost REQUIRED)
 find_package(Pagmo REQUIRED)

@@ -1,14 +1,16 @@
 # `cmake --install`: besides the programs (src/cli) and the Python module (python/), the
 # libraries, the public headers and a package config, so that a C++ program finds the engine
 # with find_package(homodyne) and links homodyne::pipeline (the whole fit, homodyne/fit.h) or a
-# lower layer (homodyne::model, homodyne::io, ...). tests/install/ checks it.
+# lower layer (homodyne::model, homodyne::io, ...; their headers are not installed). tests/install/ checks it.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-set(homodyne_exported_targets homodyne_build_settings homodyne_hdf5 homodyne_model
-    homodyne_config homodyne_io homodyne_checkpoint homodyne_fit homodyne_pipeline)
+# homodyne_internal carries only the build tree's src/ include path: exported empty.
+set(homodyne_exported_targets homodyne_build_settings homodyne_internal homodyne_hdf5
+    homodyne_model homodyne_config homodyne_io homodyne_objective homodyne_optimize
+    homodyne_checkpoint homodyne_pipeline)
 if(HOMODYNE_WITH_CUDA)
-  list(APPEND homodyne_exported_targets homodyne_cuda)  # homodyne_fit links it (device query)
+  list(APPEND homodyne_exported_targets homodyne_cuda)  # homodyne_objective links it
 endif()
 foreach(target IN LISTS homodyne_exported_targets)
   string(REPLACE "homodyne_" "" exported_name ${target})

@@ -1,10 +1,10 @@
-// src/fit/cuda_device_query.h on the CUDA runtime (built when HOMODYNE_WITH_CUDA).
+// src/objective/cuda_device_query.h on the CUDA runtime (built when HOMODYNE_WITH_CUDA).
 #include <cuda_runtime.h>
 
 #include <cstdio>
 #include <string>
 
-#include "fit/cuda_device_query.h"
+#include "objective/cuda_device_query.h"
 
 namespace homodyne::cuda {
 

@@ -26,8 +26,6 @@
 #include "homodyne/fit.h"
 #include "homodyne/model.h"
 #include "homodyne/results.h"
-#include "homodyne/strategy.h"
-#include "pipeline/performance_log.h"
 
 namespace py = pybind11;
 
@@ -234,7 +232,7 @@ class PythonObserver {
     observer.on_global_search = [this](const GlobalSearchProgress& p) {
       Call("global search " + p.stage, p.index, p.total, p.best_chi2);
     };
-    observer.on_iteration = [this](const LevenbergMarquardtIteration& i) {
+    observer.on_iteration = [this](const IterationProgress& i) {
       Call("iteration", i.iteration, 0, i.chi2);
     };
     return observer;
@@ -286,33 +284,14 @@ NlsqResult FitNlsq(const py::object& data, const LoadedConfig& loaded,
   fit_options.memory_limit_gb = options.memory_limit_gb;
   fit_options.global_search = options.global_search.value_or("");
   PythonObserver observer(progress);
-  // logging.performance: output_dir/<filename>, only when there is an output_dir to put it in.
-  PerformanceLogOptions log_options = config.logging.performance;
-  if (log_options.enabled && !output_dir) {
-    spdlog::warn("logging.performance.enabled = true but no output_dir given: no performance log");
-    log_options.enabled = false;
-  }
-  PerformanceLog performance_log(log_options, output_dir.value_or(""));
+  FitJobOptions job;
+  job.fit = fit_options;
+  job.output_dir = output_dir;
   ClearInterrupt();
   NlsqResult result;
   try {
     py::gil_scoped_release release;
-    try {
-      result.outcome =
-          Fit(config, *input.source, fit_options, performance_log.Observe(observer.Make()));
-    } catch (const std::exception& error) {
-      performance_log.LogFailure(error.what());
-      throw;
-    }
-    performance_log.LogTotal(result.outcome.result);
-    if (output_dir) {
-      const auto write_start = std::chrono::steady_clock::now();
-      WriteFitResults(result.outcome, *input.source, *output_dir);
-      performance_log.LogOperation(
-          "results written to " + *output_dir + "/nlsq",
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - write_start).count());
-    }
-    RemoveCheckpoints(result.outcome);
+    result.outcome = RunFitJob(config, *input.source, job, observer.Make());
   } catch (const FitInterrupted& interrupted) {
     ClearInterrupt();
     if (observer.error()) {

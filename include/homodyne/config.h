@@ -14,9 +14,17 @@
 
 #include "homodyne/dataset.h"
 #include "homodyne/model.h"
-#include "homodyne/strategy.h"
 
 namespace homodyne {
+
+// The four fitting strategies (docs/design.md section 3).
+enum class StrategyKind { kStandard, kLarge, kChunked, kStreaming };
+
+// "standard", "large", "chunked", "streaming".
+std::string_view ToString(StrategyKind kind);
+// Case-insensitive; std::nullopt for an unknown name.
+std::optional<StrategyKind> ParseStrategyKind(std::string_view text);
+
 
 // Bounds of one parameter (parameter_space.bounds[]); defaults from reference section 2.2.
 struct ParameterBound {
@@ -37,7 +45,7 @@ struct InitialParameterOptions {
 };
 
 // How multi-start samples its starts (optimization.nlsq.multi_start.sampling_strategy;
-// SampleUnitCube, src/fit/start_sampling.h).
+// SampleUnitCube, src/optimize/start_sampling.h).
 enum class SamplingStrategy {
   // One point per stratum [k/n, (k+1)/n) in every dimension (McKay, Beckman, Conover 1979):
   // independent seeded random permutations of the strata per dimension, a uniform jitter inside.
@@ -74,14 +82,14 @@ struct MultiStartOptions {
 };
 
 // The budget of the CMA-ES search (optimization.nlsq.cmaes.preset; restarts, evaluations and
-// population size per preset in src/fit/global_search.cc).
+// population size per preset in src/optimize/global_search.cc).
 enum class CmaesPreset { kCmaesFast, kCmaes, kCmaesGlobal, kCmaesHpc };
 // "cmaes-fast", "cmaes", "cmaes-global", "cmaes-hpc".
 std::string_view ToString(CmaesPreset preset);
 // Those names, case-insensitive; std::nullopt for anything else.
 std::optional<CmaesPreset> ParseCmaesPreset(std::string_view text);
 
-// How CMA-ES restarts (optimization.nlsq.cmaes.restart_strategy; src/fit/cmaes_search.h): not at
+// How CMA-ES restarts (optimization.nlsq.cmaes.restart_strategy; src/optimize/cmaes_search.h): not at
 // all, IPOP (every restart doubles the population) or BIPOP (large- and small-population restarts
 // alternate).
 enum class CmaesRestartStrategy { kNone, kIpop, kBipop };

@@ -6,18 +6,16 @@
 #pragma once
 
 #include <functional>
+#include <iosfwd>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "homodyne/checkpoint.h"
 #include "homodyne/config.h"
 #include "homodyne/dataset.h"
-#include "homodyne/global_search.h"
-#include "homodyne/lm.h"
+#include "homodyne/fit_events.h"
 #include "homodyne/model.h"
-#include "homodyne/objective.h"
 #include "homodyne/results.h"
 
 namespace homodyne {
@@ -42,7 +40,7 @@ struct FitPhaseReport {
 struct FitObserver {
   std::function<void(const PassProgress&)> on_pass_chunk;            // chunks of every pass
   std::function<void(const GlobalSearchProgress&)> on_global_search;  // the global phase
-  std::function<void(const LevenbergMarquardtIteration&)> on_iteration;  // the final fit
+  std::function<void(const IterationProgress&)> on_iteration;  // the final fit
   std::function<void(const CheckpointSaveReport&)> on_checkpoint_saved;  // after each save
   std::function<void(const FitPhaseReport&)> on_phase;                   // after each phase
 };
@@ -72,6 +70,29 @@ void WriteFitResults(const FitOutcome& outcome, BatchSource& source, const std::
 
 // Deletes the checkpoints of a finished fit (call once its results are written).
 void RemoveCheckpoints(const FitOutcome& outcome);
+
+// The job both shells run (the CLI's `homodyne` and the Python module's fit_nlsq), in order:
+//   1. Fit, with the config's performance log (logging.performance) attached to the observer,
+//      the log written under output_dir (no output_dir: no log, with a warning when enabled);
+//   2. on_fitted(outcome), when set (the CLI prints the result here, so that a failed write
+//      loses no computed number);
+//   3. when output_dir is set, the result files (WriteFitResults), logged;
+//   4. the checkpoints removed (the result files, or the caller, now hold everything).
+// Throws what Fit and WriteFitResults throw; a failure of the fit is logged first.
+struct FitJobOptions {
+  FitOptions fit;                                    // what Fit takes besides the config
+  std::optional<std::string> output_dir;             // result files and the performance log
+  std::function<void(const FitOutcome&)> on_fitted;  // between the fit and the files; optional
+};
+FitOutcome RunFitJob(const Config& config, BatchSource& source, const FitJobOptions& options,
+                     const FitObserver& observer = {});
+
+// `homodyne --dry-run`: what a fit of `source` with this config would do, without fitting:
+// the data, the parameters, the start values with their bounds, the memory available and per
+// strategy, the batch size, the threads and the strategy, as Fit plans them (the same planning
+// code). Writes the report to `out`; throws what the planning throws (ConfigError ...).
+void DescribeFitPlan(const Config& config, BatchSource& source, const FitOptions& options,
+                     std::ostream& out);
 
 // ---------------------------------------------------------------------------------------------
 // Interruption. A process-wide flag, checked between chunks, candidates and iterations.

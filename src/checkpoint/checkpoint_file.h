@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "homodyne/checkpoint.h"
+#include "checkpoint/checkpoint_store.h"
 
 namespace homodyne::checkpoint_internal {
 

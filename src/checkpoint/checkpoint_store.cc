@@ -1,4 +1,4 @@
-// CheckpointStore (include/homodyne/checkpoint.h): the checkpoint folder of DESIGN section 6:
+// CheckpointStore (src/checkpoint/checkpoint_store.h): the checkpoint folder of DESIGN section 6:
 // file names, saving (durably, pruning old files), finding the newest valid file. The file format
 // is checkpoint_file.h.
 //
@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "checkpoint_file.h"
-#include "homodyne/checkpoint.h"
+#include "checkpoint/checkpoint_store.h"
 #include "homodyne/errors.h"
 #include "io/durable_file.h"
 #include "io/hdf5_util.h"

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "homodyne/checkpoint.h"
+#include "checkpoint/checkpoint_store.h"
 
 namespace homodyne {
 namespace {

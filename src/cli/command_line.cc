@@ -10,7 +10,6 @@
 
 #include "homodyne/backend.h"
 #include "homodyne/errors.h"
-#include "homodyne/strategy.h"
 
 namespace homodyne::cli {
 namespace {

@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "homodyne/dataset.h"
+#include "homodyne/errors.h"
 #include "homodyne/fit.h"
 #include "homodyne/results.h"
-#include "pipeline/performance_log.h"
 
 namespace homodyne::cli {
 namespace {
@@ -88,41 +88,40 @@ void PrintResult(const FitOutcome& outcome, std::ostream& out) {
   out << line;
 }
 
+// The fit's options from the command line's flags.
+FitOptions FitOptionsFrom(const CommandLineOptions& options) {
+  FitOptions fit_options;
+  fit_options.memory_limit_gb = options.memory_limit_gb;
+  fit_options.global_search = options.global_search.value_or("");
+  return fit_options;
+}
+
 }  // namespace
 
 int RunFit(const Config& config, const CommandLineOptions& options, std::ostream& out) {
   std::unique_ptr<BatchSource> source = OpenBatchSource(config.data);
-  FitOptions fit_options;
-  fit_options.memory_limit_gb = options.memory_limit_gb;
-  fit_options.global_search = options.global_search.value_or("");
   PassProgressBar progress_bar(config.performance.enable_progress);
   FitObserver observer;
   observer.on_pass_chunk = [&progress_bar](const PassProgress& progress) {
     progress_bar.Update(progress);
   };
-  // logging.performance: <output-dir>/<filename>; a log that cannot be written only warns.
-  PerformanceLog performance_log(config.logging.performance, options.output_dir);
-  const FitOutcome outcome = [&] {
-    try {
-      return Fit(config, *source, fit_options, performance_log.Observe(std::move(observer)));
-    } catch (const std::exception& error) {
-      performance_log.LogFailure(error.what());
-      throw;
-    }
-  }();
-  performance_log.LogTotal(outcome.result);
-  PrintResult(outcome, out);
-  // Printed before writing, so a full disk or a bad --output-dir loses no computed number.
-  out.flush();
-  const auto write_start = std::chrono::steady_clock::now();
-  WriteFitResults(outcome, *source, options.output_dir);
-  performance_log.LogOperation(
-      "results written to " + options.output_dir + "/nlsq",
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - write_start).count());
+  FitJobOptions job;
+  job.fit = FitOptionsFrom(options);
+  job.output_dir = options.output_dir;
+  job.on_fitted = [&out](const FitOutcome& outcome) {
+    PrintResult(outcome, out);
+    out.flush();  // before the files are written: a full disk loses no computed number
+  };
+  const FitOutcome outcome = RunFitJob(config, *source, job, observer);
   if (options.save_plots) SavePlots(options.output_dir);  // a failure only warns
-  RemoveCheckpoints(outcome);  // the result files now hold everything
   out << "  results in " << options.output_dir << "/nlsq/\n";
   return outcome.exit_code;
+}
+
+int RunDryRun(const Config& config, const CommandLineOptions& options, std::ostream& out) {
+  std::unique_ptr<BatchSource> source = OpenBatchSource(config.data);
+  DescribeFitPlan(config, *source, FitOptionsFrom(options), out);
+  return kExitSuccess;
 }
 
 }  // namespace homodyne::cli

@@ -1,4 +1,5 @@
-// `homodyne --config FILE`: load the data, fit it, write the result files.
+// `homodyne --config FILE`: load the data, fit it, write the result files; or, with --dry-run,
+// say what the fit would do.
 #pragma once
 
 #include <iosfwd>
@@ -14,5 +15,9 @@ namespace homodyne::cli {
 // max_iterations), 1 when the optimiser failed (results still written). Throws InputError /
 // DataError for bad input.
 int RunFit(const Config& config, const CommandLineOptions& options, std::ostream& out);
+
+// `homodyne --dry-run`: prints DescribeFitPlan (homodyne/fit.h) for the config's data to `out`
+// and returns 0. Throws what the fit's planning throws (InputError, DataError, ConfigError).
+int RunDryRun(const Config& config, const CommandLineOptions& options, std::ostream& out);
 
 }  // namespace homodyne::cli

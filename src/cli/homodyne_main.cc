@@ -7,7 +7,6 @@
 #include <iostream>
 
 #include "command_line.h"
-#include "dry_run.h"
 #include "fit_command.h"
 #include "homodyne/config.h"
 #include "homodyne/errors.h"

@@ -14,7 +14,7 @@
 #include "config/config_parse.h"
 #include "homodyne/config.h"
 #include "homodyne/errors.h"
-#include "homodyne/strategy.h"
+#include "pipeline/memory_budget.h"
 
 namespace homodyne {
 namespace {

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "homodyne/config.h"
-#include "homodyne/strategy.h"
+#include "pipeline/memory_budget.h"
 
 namespace homodyne {
 namespace {

@@ -21,15 +21,15 @@
 #include <string>
 #include <system_error>
 
-#include "homodyne/backend.h"
-#include "homodyne/checkpoint.h"
+#include "objective/backend_selection.h"
+#include "checkpoint/checkpoint_store.h"
 #include "homodyne/dataset.h"
 #include "homodyne/errors.h"
-#include "homodyne/global_search.h"
-#include "homodyne/lm.h"
-#include "homodyne/objective.h"
+#include "optimize/global_search.h"
+#include "optimize/levenberg_marquardt.h"
+#include "objective/batched_objective.h"
 #include "homodyne/results.h"
-#include "homodyne/scaling.h"
+#include "optimize/per_angle_mode.h"
 
 namespace homodyne {
 namespace {

@@ -12,12 +12,12 @@
 #include <utility>
 #include <vector>
 
-#include "homodyne/checkpoint.h"
+#include "checkpoint/checkpoint_store.h"
 #include "homodyne/config.h"
 #include "homodyne/dataset.h"
 #include "homodyne/fit.h"
-#include "homodyne/lm.h"
-#include "homodyne/objective.h"
+#include "optimize/levenberg_marquardt.h"
+#include "objective/batched_objective.h"
 
 namespace homodyne {
 

@@ -10,9 +10,9 @@
 #include <Eigen/Dense>
 
 #include "homodyne/config.h"
-#include "homodyne/initial_values.h"
-#include "homodyne/objective.h"
-#include "homodyne/scaling.h"
+#include "optimize/initial_values.h"
+#include "objective/batched_objective.h"
+#include "optimize/per_angle_mode.h"
 
 namespace homodyne {
 

@@ -7,8 +7,8 @@
 
 #include "homodyne/config.h"
 #include "homodyne/dataset.h"
-#include "homodyne/scaling.h"
-#include "homodyne/strategy.h"
+#include "optimize/per_angle_mode.h"
+#include "pipeline/memory_budget.h"
 
 namespace homodyne {
 

@@ -7,10 +7,10 @@
 #include <vector>
 
 #include "fit_parameters.h"
-#include "homodyne/lm.h"
-#include "homodyne/objective.h"
+#include "optimize/levenberg_marquardt.h"
+#include "objective/batched_objective.h"
 #include "homodyne/results.h"
-#include "homodyne/scaling.h"
+#include "optimize/per_angle_mode.h"
 
 namespace homodyne {
 

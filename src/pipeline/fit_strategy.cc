@@ -12,8 +12,8 @@
 #include <sstream>
 #include <string_view>
 
-#include "homodyne/reparametrized_problem.h"
-#include "homodyne/standard_fit.h"
+#include "optimize/reparametrized_problem.h"
+#include "optimize/ceres_standard_fit.h"
 
 namespace homodyne {
 namespace {

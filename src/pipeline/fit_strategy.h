@@ -12,15 +12,15 @@
 #include <Eigen/Dense>
 
 #include "fit_checkpoints.h"
-#include "homodyne/backend.h"
+#include "objective/pass_backend.h"
 #include "homodyne/config.h"
 #include "homodyne/dataset.h"
-#include "homodyne/initial_values.h"
-#include "homodyne/lm.h"
+#include "optimize/initial_values.h"
+#include "optimize/levenberg_marquardt.h"
 #include "homodyne/model.h"
-#include "homodyne/objective.h"
-#include "homodyne/scaling.h"
-#include "homodyne/strategy.h"
+#include "objective/batched_objective.h"
+#include "optimize/per_angle_mode.h"
+#include "pipeline/memory_budget.h"
 
 namespace homodyne {
 

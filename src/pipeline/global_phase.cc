@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <string>
 
-#include "homodyne/variable_projection.h"
+#include "optimize/variable_projection.h"
 
 namespace homodyne {
 

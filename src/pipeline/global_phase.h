@@ -12,11 +12,11 @@
 #include "fit_checkpoints.h"
 #include "homodyne/config.h"
 #include "homodyne/fit.h"
-#include "homodyne/global_search.h"
-#include "homodyne/lm.h"
-#include "homodyne/objective.h"
+#include "optimize/global_search.h"
+#include "optimize/levenberg_marquardt.h"
+#include "objective/batched_objective.h"
 #include "homodyne/results.h"
-#include "homodyne/scaling.h"
+#include "optimize/per_angle_mode.h"
 
 namespace homodyne {
 

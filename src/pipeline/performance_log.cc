@@ -92,7 +92,7 @@ FitObserver PerformanceLog::Observe(FitObserver inner) {
         OnGlobalSearch(p);
       };
   outer.on_iteration =
-      [this, first = std::move(inner.on_iteration)](const LevenbergMarquardtIteration& i) {
+      [this, first = std::move(inner.on_iteration)](const IterationProgress& i) {
         if (first) first(i);
         OnIteration(i);
       };
@@ -184,7 +184,7 @@ void PerformanceLog::OnPhase(const FitPhaseReport& report) {
         report.phase + " phase completed in " + Seconds(report.seconds));
 }
 
-void PerformanceLog::OnIteration(const LevenbergMarquardtIteration& iteration) {
+void PerformanceLog::OnIteration(const IterationProgress& iteration) {
   if (iteration.iteration <= last_iteration_) {  // a new Minimize: its clock starts again
     last_iteration_seconds_ = 0.0;
   }

@@ -25,12 +25,12 @@
 #include <memory>
 #include <string>
 
-#include "homodyne/checkpoint.h"
+#include "checkpoint/checkpoint_store.h"
 #include "homodyne/config.h"
 #include "homodyne/fit.h"
-#include "homodyne/global_search.h"
-#include "homodyne/lm.h"
-#include "homodyne/objective.h"
+#include "optimize/global_search.h"
+#include "optimize/levenberg_marquardt.h"
+#include "objective/batched_objective.h"
 #include "homodyne/results.h"
 
 namespace homodyne {
@@ -57,7 +57,7 @@ class PerformanceLog {
   void OnCheckpointSaved(const CheckpointSaveReport& report);
   void OnGlobalSearch(const GlobalSearchProgress& progress);
   void OnPhase(const FitPhaseReport& report);
-  void OnIteration(const LevenbergMarquardtIteration& iteration);
+  void OnIteration(const IterationProgress& iteration);
 
   // An operation the caller timed (e.g. "results written"): its line, or slow.
   void LogOperation(const std::string& what, double seconds);

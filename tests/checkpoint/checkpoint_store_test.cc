@@ -1,4 +1,4 @@
-// Tests of the checkpoint store and SHA-256 (include/homodyne/checkpoint.h, DESIGN section 6).
+// Tests of the checkpoint store and SHA-256 (src/checkpoint/checkpoint_store.h, DESIGN section 6).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -24,7 +24,7 @@
 #include <thread>
 #include <vector>
 
-#include "homodyne/checkpoint.h"
+#include "checkpoint/checkpoint_store.h"
 #include "homodyne/errors.h"
 #include "io/hdf5_util.h"
 

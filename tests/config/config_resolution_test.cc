@@ -10,7 +10,7 @@
 #include "config_test_util.h"
 #include "homodyne/config.h"
 #include "homodyne/errors.h"
-#include "homodyne/strategy.h"
+#include "pipeline/memory_budget.h"
 
 namespace homodyne {
 namespace {

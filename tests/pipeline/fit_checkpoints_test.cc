@@ -16,13 +16,13 @@
 #include <string>
 #include <vector>
 
-#include "homodyne/checkpoint.h"
+#include "checkpoint/checkpoint_store.h"
 #include "homodyne/config.h"
 #include "homodyne/dataset.h"
 #include "homodyne/errors.h"
 #include "homodyne/fit.h"
 #include "homodyne/model.h"
-#include "homodyne/strategy.h"
+#include "pipeline/memory_budget.h"
 #include "pipeline/fit_checkpoints.h"
 #include "pipeline/fit_identity.h"
 

@@ -265,7 +265,7 @@ TEST_F(PerformanceLogTest, DisabledWritesNothingAndLeavesTheObserverAlone) {
   EXPECT_FALSE(log.active());
   int calls = 0;
   FitObserver inner;
-  inner.on_iteration = [&calls](const LevenbergMarquardtIteration&) { ++calls; };
+  inner.on_iteration = [&calls](const IterationProgress&) { ++calls; };
   const FitObserver observer = log.Observe(inner);
   observer.on_iteration(Iteration(0, false, 0.1, 1));
   EXPECT_EQ(calls, 1);

@@ -1,0 +1,76 @@
+// Checkpoints of a fit (DESIGN section 6): everything needed to continue bit for bit, in a small
+// HDF5 file per save, written atomically, validated by a SHA-256 over its content.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <Eigen/Dense>
+
+#include "homodyne/fit_events.h"
+#include "optimize/global_search.h"
+#include "optimize/levenberg_marquardt.h"
+#include "objective/batched_objective.h"
+
+namespace homodyne {
+
+// LevenbergMarquardtState is declared in lm.h and PassState in objective.h (the core and the pass
+// produce and consume them); a checkpoint stores both.
+
+// Batch statistics of the run (DESIGN section 7, issue 4).
+struct BatchStatistics {
+  int64_t batches = 0;         // batches computed (all passes)
+  int64_t retries = 0;         // batch reads retried
+  int64_t read_failures = 0;   // batch reads that failed after all retries
+  int64_t checkpoint_failures = 0;  // checkpoints that could not be written
+};
+
+// Everything a checkpoint holds.
+struct Checkpoint {
+  LevenbergMarquardtState lm;
+  std::optional<PassState> pass;  // set when saved inside a pass
+  GlobalSearchTrail global_search;  // the global phase's work so far (empty: none, or phase off)
+  BatchStatistics statistics;
+  int64_t global_batch = 0;       // batches computed over the whole run: names the file
+  std::string config_sha256;      // SHA-256 of the resolved config (hex)
+  std::string data_fingerprint;   // DataFingerprint of the input (see below)
+  std::string engine_version;     // HOMODYNE_VERSION
+  std::string timestamp_utc;      // ISO 8601, when it was written
+};
+
+// SHA-256 of bytes, as 64 lowercase hex digits (FIPS 180-4).
+std::string Sha256Hex(const void* data, size_t size);
+inline std::string Sha256Hex(const std::string& text) { return Sha256Hex(text.data(), text.size()); }
+
+// The checkpoint folder: files homodyne_state_batch_{global_batch:06d}.h5.
+class CheckpointStore {
+ public:
+  explicit CheckpointStore(CheckpointOptions options);
+
+  // Writes `checkpoint` to a temporary file in the folder (created if absent), fsyncs it, renames
+  // it to its final name, fsyncs the folder; mode 0600. Then deletes all but the newest keep_last
+  // checkpoints. Throws InputError naming the path on any failure (full disk, permissions); a
+  // failed save leaves the previous checkpoints intact and no partial file behind.
+  CheckpointSaveReport Save(const Checkpoint& checkpoint);
+
+  // The newest checkpoint in the folder that validates (readable HDF5, all fields present, the
+  // SHA-256 over its content matches). Corrupt files are skipped and each adds a warning naming
+  // the file and what is wrong. A valid checkpoint whose config_sha256 or data_fingerprint differs
+  // from the expected ones throws InputError saying which differs and naming the file.
+  // std::nullopt when the folder is absent or holds no valid checkpoint.
+  std::optional<Checkpoint> LoadNewestValid(const std::string& expected_config_sha256,
+                                            const std::string& expected_data_fingerprint,
+                                            std::vector<std::string>* warnings) const;
+
+  // Checkpoint files in the folder, oldest first (by global batch in the name).
+  std::vector<std::string> List() const;
+
+  const CheckpointOptions& options() const { return options_; }
+
+ private:
+  CheckpointOptions options_;
+};
+
+}  // namespace homodyne

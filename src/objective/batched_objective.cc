@@ -1,0 +1,404 @@
+// BatchedObjective and PackedDataObjective (src/objective/batched_objective.h): chi2 and normal
+// equations as passes over a fixed batch list, chunk by chunk, the per-batch sums of a chunk
+// computed by the backend (backend.h) and reduced here in batch order.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "objective/pass_backend.h"
+#include "objective/batched_objective.h"
+
+namespace homodyne {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// For PassProgress's wall times only; no number of the fit depends on them.
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+}  // namespace
+
+std::vector<RowBatch> SplitIntoBatches(int n_times, int64_t batch_points) {
+  if (batch_points < 1) {
+    throw std::invalid_argument("batch_points = " + std::to_string(batch_points) +
+                                ": must be >= 1");
+  }
+  std::vector<RowBatch> batches;
+  int row_begin = 0;
+  while (row_begin < n_times - 1) {
+    RowBatch batch{row_begin, row_begin, UpperTriangleRowOffset(n_times, row_begin), 0};
+    while (batch.row_end < n_times - 1 && batch.points < batch_points) {
+      batch.points += n_times - 1 - batch.row_end;
+      ++batch.row_end;
+    }
+    batches.push_back(batch);
+    row_begin = batch.row_end;
+  }
+  return batches;
+}
+
+void InMemoryPassData::Fetch(std::span<const RowBatch> batches, int first, int last, int num_angles,
+                             std::vector<const float*>& pointers) {
+  pointers.clear();
+  for (int b = first; b < last; ++b) {
+    for (int k = 0; k < num_angles; ++k) {
+      pointers.push_back(data_[static_cast<size_t>(k)].data() +
+                         batches[static_cast<size_t>(b)].offset);
+    }
+  }
+}
+
+BatchedObjective::BatchedObjective(HomodyneModel model, std::vector<double> phi_degrees,
+                                   double sigma, std::unique_ptr<PassData> data,
+                                   PassOptions options, std::shared_ptr<PassBackend> backend)
+    // model and options are copied: the batch list reads them in the same argument list.
+    : BatchedObjective(model, std::move(phi_degrees), sigma, std::move(data), options,
+                       SplitIntoBatches(model.num_times(), options.batch_points),
+                       std::move(backend)) {}
+
+BatchedObjective::BatchedObjective(HomodyneModel model, std::vector<double> phi_degrees,
+                                   double sigma, std::unique_ptr<PassData> data,
+                                   PassOptions options, std::vector<RowBatch> batches,
+                                   std::shared_ptr<PassBackend> backend)
+    : model_(std::move(model)),
+      phi_degrees_(std::move(phi_degrees)),
+      sigma_(sigma),
+      data_(std::move(data)),
+      options_(std::move(options)),
+      backend_(backend != nullptr ? std::move(backend) : MakeCpuPassBackend()),
+      num_physical_(model_.num_physical()),
+      batches_(std::move(batches)) {
+  if (!(sigma_ > 0.0) || !std::isfinite(sigma_)) {
+    throw std::invalid_argument("objective: sigma = " + std::to_string(sigma_) +
+                                ": must be finite and > 0");
+  }
+  if (phi_degrees_.empty()) throw std::invalid_argument("objective: no angle");
+  if (data_ == nullptr) throw std::invalid_argument("objective: no data");
+  if (options_.chunk_batches < 0) {
+    throw std::invalid_argument(
+        "objective: chunk_batches = " + std::to_string(options_.chunk_batches) + ": must be >= 0");
+  }
+  for (const RowBatch& batch : batches_) num_points_ += batch.points;
+  num_points_ *= num_angles();
+  num_finite_points_ = num_points_;  // until a pass or the data say otherwise
+}
+
+void BatchedObjective::CheckTheta(const Eigen::VectorXd& theta) const {
+  if (theta.size() != num_parameters()) {
+    throw std::invalid_argument("objective: theta has " + std::to_string(theta.size()) +
+                                " values, expected " + std::to_string(num_parameters()));
+  }
+}
+
+int BatchedObjective::ChunkBatches() const {
+  return options_.chunk_batches > 0 ? options_.chunk_batches : 1024;
+}
+
+void BatchedObjective::BeginPass(const Eigen::VectorXd& theta, bool full_pass) {
+  ++passes_;
+  if (resume_pass_ && resume_pass_->full_pass == full_pass &&
+      resume_pass_->theta.size() == theta.size() &&
+      (resume_pass_->theta.array() == theta.array()).all()) {
+    pass_ = std::move(*resume_pass_);
+    resume_pass_.reset();
+    return;
+  }
+  const int p_total = num_parameters();
+  pass_ = PassState{};
+  pass_.theta = theta;
+  pass_.full_pass = full_pass;
+  if (full_pass) {
+    pass_.jtj = Eigen::MatrixXd::Zero(p_total, p_total);
+    pass_.jtr = Eigen::VectorXd::Zero(p_total);
+  }
+}
+
+// The model at theta's physical parameters and the backend prepared at theta (with theta's
+// per-angle scaling): what every pass at theta needs. Not copyable (the prepared pass refers to
+// the evaluation).
+struct BatchedObjective::PassAt {
+  PassAt(const BatchedObjective& objective, const Eigen::VectorXd& theta)
+      : evaluation(
+            objective.model_,
+            std::span<const double>(theta.data(), static_cast<size_t>(objective.num_physical_))),
+        pass(objective.backend_->Prepare(
+            {&evaluation, objective.phi_degrees_,
+             std::span<const double>(theta.data() + objective.ContrastIndex(0),
+                                     static_cast<size_t>(objective.num_angles())),
+             std::span<const double>(theta.data() + objective.OffsetIndex(0),
+                                     static_cast<size_t>(objective.num_angles()))})) {}
+  PassAt(const PassAt&) = delete;
+  PassAt& operator=(const PassAt&) = delete;
+
+  const ModelEvaluation evaluation;
+  const std::unique_ptr<PreparedPass> pass;
+};
+
+// The per-point sums of one full pass: for every batch of a chunk and every angle, the Gram
+// matrix of [J | e] (backend.h) and the finite point count.
+struct BatchedObjective::ChunkGrams {
+  ChunkGrams(int chunk, int n_angles, int gram_size)
+      : grams(static_cast<size_t>(chunk) * n_angles, Eigen::MatrixXd(gram_size, gram_size)),
+        finite(static_cast<size_t>(chunk) * n_angles) {}
+  // Slot (b - first) * n_angles + k: batch b, angle k.
+  std::vector<Eigen::MatrixXd> grams;
+  std::vector<int64_t> finite;
+};
+
+void BatchedObjective::ComputeChunkGrams(PreparedPass& pass, int first, int last,
+                                         ChunkGrams& chunk) {
+  const int n_angles = num_angles();
+  data_->Fetch(batches_, first, last, n_angles, pointers_);
+  // The last chunk of a pass may hold fewer batches than the buffers.
+  const size_t entries = static_cast<size_t>(last - first) * n_angles;
+  pass.ComputeGrams(std::span<const RowBatch>(batches_).subspan(static_cast<size_t>(first),
+                                                                static_cast<size_t>(last - first)),
+                    pointers_, std::span<Eigen::MatrixXd>(chunk.grams).first(entries),
+                    std::span<int64_t>(chunk.finite).first(entries));
+}
+
+NormalEquations BatchedObjective::Accumulate(const Eigen::VectorXd& theta) {
+  CheckTheta(theta);
+  const Clock::time_point pass_start = Clock::now();
+  BeginPass(theta, /*full_pass=*/true);
+  const int n_angles = num_angles();
+  const PassAt at(*this, theta);
+  const int g = at.pass->gram_size();  // M + 1, M = P_phys + 2
+  const int m = g - 1;
+  const int num_batches = static_cast<int>(batches_.size());
+  const int chunk_size = std::min(ChunkBatches(), std::max(num_batches, 1));
+
+  ChunkGrams chunk(chunk_size, n_angles, g);
+  std::vector<int> index(static_cast<size_t>(m));
+  for (int a = 0; a < num_physical_; ++a) index[static_cast<size_t>(a)] = a;
+  const double scale = 2.0 / (sigma_ * sigma_);  // r = e / sigma, every point counts twice
+
+  while (pass_.next_batch < num_batches) {
+    const Clock::time_point chunk_start = Clock::now();
+    const int first = pass_.next_batch;
+    const int last = std::min(first + chunk_size, num_batches);
+    ComputeChunkGrams(*at.pass, first, last, chunk);
+    // Scatter in batch order, then angle order, into the lower triangle of J^T J. The block
+    // index maps monotonically to the global one, so (a >= c) stays in the lower triangle.
+    for (int b = first; b < last; ++b) {
+      for (int k = 0; k < n_angles; ++k) {
+        const size_t slot = static_cast<size_t>(b - first) * n_angles + k;
+        const Eigen::MatrixXd& gram = chunk.grams[slot];
+        index[static_cast<size_t>(m - 2)] = ContrastIndex(k);
+        index[static_cast<size_t>(m - 1)] = OffsetIndex(k);
+        for (int c = 0; c < m; ++c) {
+          const int gc = index[static_cast<size_t>(c)];
+          for (int a = c; a < m; ++a) {
+            pass_.jtj(index[static_cast<size_t>(a)], gc) += scale * gram(a, c);
+          }
+          pass_.jtr[gc] -= scale * gram(m, c);  // J_r = -J_model / sigma
+        }
+        pass_.chi2 += scale * gram(m, m);
+        pass_.finite_points += chunk.finite[slot];
+      }
+    }
+    pass_.next_batch = last;
+    if (options_.on_chunk) {
+      options_.on_chunk({passes_, true, last, num_batches, last - first, &pass_,
+                         SecondsSince(chunk_start), SecondsSince(pass_start)});
+    }
+  }
+  NormalEquations result;
+  result.jtj = pass_.jtj;
+  const int p_total = num_parameters();
+  for (int c = 0; c < p_total; ++c) {
+    for (int a = c + 1; a < p_total; ++a) result.jtj(c, a) = result.jtj(a, c);
+  }
+  result.jtr = pass_.jtr;
+  result.chi2 = pass_.chi2;
+  num_finite_points_ = pass_.finite_points;
+  result.num_points = 2 * pass_.finite_points;
+  return result;
+}
+
+AngleGrams BatchedObjective::AccumulateAngleGrams(const Eigen::VectorXd& theta) {
+  CheckTheta(theta);
+  ++passes_;
+  const int n_angles = num_angles();
+  const PassAt at(*this, theta);
+  const int g = at.pass->gram_size();
+  const int num_batches = static_cast<int>(batches_.size());
+  const int chunk_size = std::min(ChunkBatches(), std::max(num_batches, 1));
+
+  AngleGrams result;
+  result.grams.assign(static_cast<size_t>(n_angles), Eigen::MatrixXd::Zero(g, g));
+  ChunkGrams chunk(chunk_size, n_angles, g);
+  for (int first = 0; first < num_batches; first += chunk_size) {
+    const int last = std::min(first + chunk_size, num_batches);
+    ComputeChunkGrams(*at.pass, first, last, chunk);
+    for (int b = first; b < last; ++b) {  // batch order, as Accumulate
+      for (int k = 0; k < n_angles; ++k) {
+        const size_t slot = static_cast<size_t>(b - first) * n_angles + k;
+        result.grams[static_cast<size_t>(k)] += chunk.grams[slot];
+        result.finite_points += chunk.finite[slot];
+      }
+    }
+  }
+  for (Eigen::MatrixXd& gram : result.grams) {
+    gram.triangularView<Eigen::StrictlyUpper>() = gram.transpose();
+  }
+  num_finite_points_ = result.finite_points;
+  return result;
+}
+
+double BatchedObjective::Cost(const Eigen::VectorXd& theta) {
+  CheckTheta(theta);
+  const Clock::time_point pass_start = Clock::now();
+  BeginPass(theta, /*full_pass=*/false);
+  const int n_angles = num_angles();
+  const PassAt at(*this, theta);
+  const int num_batches = static_cast<int>(batches_.size());
+  const int chunk = std::min(ChunkBatches(), std::max(num_batches, 1));
+  std::vector<double> sums(static_cast<size_t>(chunk));
+  const double scale = 2.0 / (sigma_ * sigma_);
+  while (pass_.next_batch < num_batches) {
+    const Clock::time_point chunk_start = Clock::now();
+    const int first = pass_.next_batch;
+    const int last = std::min(first + chunk, num_batches);
+    data_->Fetch(batches_, first, last, n_angles, pointers_);
+    at.pass->ComputeSquaredResiduals(
+        std::span<const RowBatch>(batches_).subspan(static_cast<size_t>(first),
+                                                    static_cast<size_t>(last - first)),
+        pointers_, std::span<double>(sums).first(static_cast<size_t>(last - first)));
+    for (int b = first; b < last; ++b) pass_.chi2 += scale * sums[static_cast<size_t>(b - first)];
+    pass_.next_batch = last;
+    if (options_.on_chunk) {
+      options_.on_chunk({passes_, false, last, num_batches, last - first, &pass_,
+                         SecondsSince(chunk_start), SecondsSince(pass_start)});
+    }
+  }
+  return pass_.chi2;
+}
+
+PackedDataObjective::PackedDataObjective(HomodyneModel model, std::vector<double> phi_degrees,
+                                         double sigma, PackedData data, int64_t batch_points)
+    : PackedDataObjective(std::move(model), std::move(phi_degrees), sigma, std::move(data),
+                          PassOptions{batch_points, 0, {}}) {}
+
+PackedDataObjective::PackedDataObjective(HomodyneModel model, std::vector<double> phi_degrees,
+                                         double sigma, PackedData data, PassOptions options,
+                                         std::shared_ptr<PassBackend> backend)
+    : BatchedObjective(std::move(model), std::move(phi_degrees), sigma,
+                       std::make_unique<InMemoryPassData>(std::move(data)), std::move(options),
+                       std::move(backend)),
+      data_view_(static_cast<const InMemoryPassData*>(&pass_data())) {
+  const PackedData& values = data_view_->data();
+  if (values.size() != static_cast<size_t>(num_angles())) {
+    throw std::invalid_argument("objective: " + std::to_string(num_angles()) + " angles for " +
+                                std::to_string(values.size()) +
+                                " data arrays: need the same number");
+  }
+  const int n = this->model().num_times();
+  const int64_t per_angle = UpperTriangleSize(n);
+  int64_t finite_points = 0;
+  for (size_t k = 0; k < values.size(); ++k) {
+    if (static_cast<int64_t>(values[k].size()) != per_angle) {
+      throw std::invalid_argument("objective: angle " + std::to_string(k) + " has " +
+                                  std::to_string(values[k].size()) + " points, expected " +
+                                  std::to_string(per_angle) + " (N = " + std::to_string(n) + ")");
+    }
+    for (float value : values[k]) {
+      if (std::isfinite(value)) ++finite_points;
+    }
+  }
+  set_num_finite_points(finite_points);
+}
+
+PackedDataObjective::PackedData PackedDataObjective::LoadPackedData(BatchSource& source,
+                                                                    int64_t rows_block_points) {
+  const int n = source.info().num_times();
+  PackedData data(static_cast<size_t>(source.info().num_angles()));
+  const std::vector<RowBatch> blocks = SplitIntoBatches(n, std::max<int64_t>(rows_block_points, 1));
+  for (int k = 0; k < source.info().num_angles(); ++k) {
+    std::vector<float>& values = data[static_cast<size_t>(k)];
+    values.resize(static_cast<size_t>(UpperTriangleSize(n)));
+    for (const RowBatch& block : blocks) {
+      source.ReadUpperTriangleRows(
+          k, block.row_begin, block.row_end,
+          std::span<float>(values.data() + block.offset, static_cast<size_t>(block.points)));
+    }
+  }
+  return data;
+}
+
+namespace {
+
+// The kept rows (0, s, 2s, ...) as batches with offsets into compact arrays: one batch per row,
+// or (stride 1) runs of rows of about kRunPoints points per angle. Sets *total to the points
+// per angle.
+std::vector<RowBatch> SubsampleRows(int n, int row_stride, int64_t* total) {
+  if (row_stride < 1) {
+    throw std::invalid_argument("row_stride = " + std::to_string(row_stride) + ": must be >= 1");
+  }
+  if (row_stride == 1) {
+    constexpr int64_t kRunPoints = 4096;
+    *total = UpperTriangleSize(n);
+    return SplitIntoBatches(n, kRunPoints);
+  }
+  std::vector<RowBatch> rows;
+  int64_t offset = 0;
+  for (int i = 0; i + 1 < n; i += row_stride) {
+    const int64_t points = n - 1 - i;
+    rows.push_back({i, i + 1, offset, points});
+    offset += points;
+  }
+  *total = offset;
+  return rows;
+}
+
+}  // namespace
+
+std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(BatchSource& source,
+                                                            HomodyneModel model,
+                                                            std::vector<double> phi_degrees,
+                                                            double sigma, int row_stride,
+                                                            std::shared_ptr<PassBackend> backend) {
+  int64_t total = 0;
+  std::vector<RowBatch> rows = SubsampleRows(source.info().num_times(), row_stride, &total);
+  InMemoryPassData::PackedData data(static_cast<size_t>(source.info().num_angles()));
+  for (size_t k = 0; k < data.size(); ++k) {
+    data[k].resize(static_cast<size_t>(total));
+    for (const RowBatch& row : rows) {  // a run of rows is contiguous in the packed triangle
+      source.ReadUpperTriangleRows(
+          static_cast<int>(k), row.row_begin, row.row_end,
+          std::span<float>(data[k].data() + row.offset, static_cast<size_t>(row.points)));
+    }
+  }
+  return std::make_unique<BatchedObjective>(std::move(model), std::move(phi_degrees), sigma,
+                                            std::make_unique<InMemoryPassData>(std::move(data)),
+                                            PassOptions{}, std::move(rows), std::move(backend));
+}
+
+std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(
+    const InMemoryPassData::PackedData& packed, HomodyneModel model,
+    std::vector<double> phi_degrees, double sigma, int row_stride,
+    std::shared_ptr<PassBackend> backend) {
+  const int n = model.num_times();
+  int64_t total = 0;
+  std::vector<RowBatch> rows = SubsampleRows(n, row_stride, &total);
+  InMemoryPassData::PackedData data(packed.size());
+  for (size_t k = 0; k < data.size(); ++k) {
+    data[k].resize(static_cast<size_t>(total));
+    for (const RowBatch& row : rows) {
+      const float* from = packed[k].data() + UpperTriangleRowOffset(n, row.row_begin);
+      std::copy(from, from + row.points, data[k].data() + row.offset);
+    }
+  }
+  return std::make_unique<BatchedObjective>(std::move(model), std::move(phi_degrees), sigma,
+                                            std::make_unique<InMemoryPassData>(std::move(data)),
+                                            PassOptions{}, std::move(rows), std::move(backend));
+}
+
+}  // namespace homodyne

@@ -1,0 +1,249 @@
+// The chi2 objective of DESIGN section 1 as passes over a fixed list of batches: the data path of
+// the large, chunked and streaming strategies (DESIGN section 3). They differ only in where a
+// batch's data come from (PassData: packed arrays in memory, or the HDF5 file on every pass) and
+// in how many batches a chunk holds (progress and the checkpoint hook run between chunks); the
+// per-batch sums and their batch-order reduction are the same, so the three return bitwise the
+// same normal equations for the same batch size, whatever the thread count or chunk size.
+//
+// Parameter vector layout (P = P_phys + 2 n_angles):
+//   theta = [physical_0 .. physical_{P_phys-1},             PhysicalParameterNames order
+//            contrast_0 .. contrast_{n-1},                   one per angle, angle order
+//            offset_0   .. offset_{n-1}]                     one per angle, angle order
+// (the reference orders contrasts, offsets, physical; callers map to results by these indices).
+//
+// Residuals follow lm.h: r = (data - model) / sigma, J = dr/dtheta. Only the strict upper
+// triangle is evaluated; every point counts twice (chi2, J^T J, J^T r are doubled and
+// num_residuals() is twice the number of finite points), which equals the fit of the full
+// symmetric matrices without the diagonal. Non-finite data points are skipped and counted.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include <Eigen/Dense>
+
+#include "homodyne/dataset.h"
+#include "homodyne/fit_events.h"
+#include "optimize/levenberg_marquardt.h"
+#include "homodyne/model.h"
+
+namespace homodyne {
+
+// One batch: rows [row_begin, row_end) of the strict upper triangle of every angle (DESIGN
+// section 3; the rows of all angles together, so the angle-independent factors are shared).
+struct RowBatch {
+  int row_begin = 0;
+  int row_end = 0;
+  int64_t offset = 0;  // first point of row_begin in an angle's packed triangle (dataset.h order)
+  int64_t points = 0;  // points per angle
+};
+
+// Runs of whole rows of the strict upper triangle of n_times times, each closed once it holds
+// >= batch_points points per angle (the last may hold fewer). batch_points >= 1.
+std::vector<RowBatch> SplitIntoBatches(int n_times, int64_t batch_points);
+
+// Where a pass gets its batches' data. One interface for in-memory and streamed data.
+class PassData {
+ public:
+  virtual ~PassData() = default;
+  // Makes batches[first, last) available; pointers receives (last - first) * num_angles values:
+  // for batch b and angle k, pointers[(b - first) * num_angles + k] points at that batch's
+  // batches[b].points values of angle k. They stay valid until the next Fetch. A pass fetches
+  // consecutive ranges from 0 to the end; the next pass starts at 0 again. Read failures throw
+  // DataError (they end the fit; lm.h).
+  virtual void Fetch(std::span<const RowBatch> batches, int first, int last, int num_angles,
+                     std::vector<const float*>& pointers) = 0;
+  // Batch reads retried so far (DESIGN section 7 batch statistics); 0 for data in memory.
+  virtual int64_t read_retries() const { return 0; }
+};
+
+// Packed strict upper triangles held in memory (large and chunked strategies).
+class InMemoryPassData : public PassData {
+ public:
+  // One packed strict upper triangle per angle (dataset.h order, UpperTriangleSize(N) values).
+  using PackedData = std::vector<std::vector<float>>;
+  explicit InMemoryPassData(PackedData data) : data_(std::move(data)) {}
+  void Fetch(std::span<const RowBatch> batches, int first, int last, int num_angles,
+             std::vector<const float*>& pointers) override;
+  const PackedData& data() const { return data_; }
+
+ private:
+  PackedData data_;
+};
+
+// Batches read from the file on every pass (streaming strategy): the batches of the next fetch
+// are read by a background thread while the current ones are computed (double buffering, when
+// prefetch is on), so memory holds two chunks whatever the data size. The source must outlive
+// this object and must not be used by anyone else while it exists (HDF5 is not thread-safe).
+// prefetch = false reads on demand (same values, for tests and debugging).
+struct StreamingReadOptions {
+  bool prefetch = true;  // read the next chunk in the background (false: on demand, same values)
+  int max_retries = 2;   // optimization.streaming.max_retries_per_batch: retries of a failed read
+  double retry_backoff_seconds = 0.05;  // wait before the first retry; doubles each retry
+};
+// A failed batch read is retried options.max_retries times; then Fetch throws DataError naming the
+// file, the dataset, the batch and its rows.
+std::unique_ptr<PassData> MakeStreamingPassData(BatchSource& source, StreamingReadOptions options);
+std::unique_ptr<PassData> MakeStreamingPassData(BatchSource& source, bool prefetch = true);
+
+// A pass interrupted between two chunks (objective.h): its point, the batches already reduced and
+// their partial sums, so the pass continues from the next batch with the same result.
+struct PassState {
+  Eigen::VectorXd theta;      // the point the pass evaluates
+  bool full_pass = true;      // Accumulate (true) or Cost (false)
+  int next_batch = 0;         // batches [0, next_batch) are in the partial sums
+  Eigen::MatrixXd jtj;        // partial J^T J (lower triangle filled; P x P); empty for Cost
+  Eigen::VectorXd jtr;        // partial J^T r; empty for Cost
+  double chi2 = 0.0;          // partial chi2
+  int64_t finite_points = 0;  // finite points counted so far
+};
+
+struct PassOptions {
+  int64_t batch_points = 10000;  // points per angle per batch (DESIGN section 3), >= 1
+  int chunk_batches = 0;         // batches per chunk; 0 = 1024 (chunks only bound scratch memory)
+  std::function<void(const PassProgress&)> on_chunk;  // optional, after every chunk
+};
+
+class PassBackend;   // backend.h: computes the per-batch sums of a pass
+class PreparedPass;  // backend.h: a backend bound to one point
+
+// Per-angle sums of one full pass, for variable projection (variable_projection.h).
+struct AngleGrams {
+  // grams[k]: for angle k, the Gram matrix G = [J | e]^T [J | e] over its finite points, with
+  //   J = d c2 / d(physical..., contrast_k, offset_k)   (M = P_phys + 2 columns, model units)
+  //   e = data - c2                                      (column M)
+  // at the evaluated theta; unscaled (no 1/sigma^2, each point once), full symmetric, and
+  // reduced in batch order (deterministic). In the objective's scaling the pass's chi2 is
+  // 2 / sigma^2 * sum_k G_k(M, M).
+  std::vector<Eigen::MatrixXd> grams;
+  int64_t finite_points = 0;  // finite upper-triangle points of all angles
+};
+
+class BatchedObjective : public LeastSquaresProblem {
+ public:
+  // model: the fitted grid (N = model.num_times()). phi_degrees: one angle per data angle.
+  // sigma > 0: the per-point noise (optimization.nlsq.sigma). backend: computes each chunk's
+  // per-batch sums (backend.h; null = the CPU backend); the objective reduces them in batch
+  // order, so every backend that gives the same per-batch sums gives the same passes. Throws
+  // std::invalid_argument on inconsistent sizes or values.
+  BatchedObjective(HomodyneModel model, std::vector<double> phi_degrees, double sigma,
+                   std::unique_ptr<PassData> data, PassOptions options,
+                   std::shared_ptr<PassBackend> backend = nullptr);
+  // The same on an explicit batch list (any rows, in pass order; offsets index the data's
+  // arrays): e.g. a subsample of rows (MakeRowSubsampleObjective). options.batch_points is
+  // ignored.
+  BatchedObjective(HomodyneModel model, std::vector<double> phi_degrees, double sigma,
+                   std::unique_ptr<PassData> data, PassOptions options,
+                   std::vector<RowBatch> batches, std::shared_ptr<PassBackend> backend = nullptr);
+
+  int num_parameters() const override { return num_physical_ + 2 * num_angles(); }
+  // 2 * (finite upper-triangle points), as counted by the last Accumulate (or the data set's
+  // count when known before the first pass).
+  int64_t num_residuals() const override { return 2 * num_finite_points_; }
+  NormalEquations Accumulate(const Eigen::VectorXd& theta) override;
+  double Cost(const Eigen::VectorXd& theta) override;
+  // A full pass at theta that keeps every angle's sums apart (AngleGrams), for variable
+  // projection. Counts as a pass (passes()); calls no on_chunk and takes no part in resume (a
+  // pending ResumePass state stays pending).
+  AngleGrams AccumulateAngleGrams(const Eigen::VectorXd& theta);
+  double sigma() const { return sigma_; }
+
+  // Resume (DESIGN section 6): the next Accumulate (state.full_pass) or Cost at bitwise the same
+  // theta continues this saved pass from state.next_batch instead of starting at batch 0, with
+  // the same result as the uninterrupted pass. Calls at another point leave it pending.
+  void ResumePass(PassState state) { resume_pass_ = std::move(state); }
+
+  int num_physical() const { return num_physical_; }
+  int num_angles() const { return static_cast<int>(phi_degrees_.size()); }
+  int ContrastIndex(int angle) const { return num_physical_ + angle; }
+  int OffsetIndex(int angle) const { return num_physical_ + num_angles() + angle; }
+  // Upper-triangle points of all angles, finite or not.
+  int64_t num_points() const { return num_points_; }
+  // Upper-triangle data points skipped because they are NaN or +-inf.
+  int64_t num_nonfinite_points() const { return num_points_ - num_finite_points_; }
+  int num_batches() const { return static_cast<int>(batches_.size()); }
+  int64_t batch_points() const { return options_.batch_points; }  // per angle per batch
+  int64_t read_retries() const { return data_->read_retries(); }
+  const HomodyneModel& model() const { return model_; }
+  int64_t passes() const { return passes_; }
+
+ protected:
+  void set_num_finite_points(int64_t count) { num_finite_points_ = count; }
+  PassData& pass_data() { return *data_; }
+
+ private:
+  struct ChunkGrams;
+  struct PassAt;
+  void CheckTheta(const Eigen::VectorXd& theta) const;
+  // Fetches batches [first, last) and fills chunk with their per-batch, per-angle Gram matrices
+  // (computed by the backend).
+  void ComputeChunkGrams(PreparedPass& pass, int first, int last, ChunkGrams& chunk);
+  int ChunkBatches() const;
+  // Starts pass_ at theta: from the pending resume state when it matches, else from zero.
+  void BeginPass(const Eigen::VectorXd& theta, bool full_pass);
+
+  HomodyneModel model_;
+  std::vector<double> phi_degrees_;
+  double sigma_;
+  std::unique_ptr<PassData> data_;
+  PassOptions options_;
+  std::shared_ptr<PassBackend> backend_;  // never null
+  int num_physical_;
+  int64_t num_points_ = 0;
+  int64_t num_finite_points_ = 0;
+  int64_t passes_ = 0;
+  std::vector<RowBatch> batches_;
+  PassState pass_;  // the pass in progress: its point and partial sums
+  std::optional<PassState> resume_pass_;
+  std::vector<const float*> pointers_;  // the batches of the current Fetch
+};
+
+// The objective on packed data in memory (large and chunked strategies). Counts the finite
+// points up front, so num_residuals() is right before the first pass.
+class PackedDataObjective : public BatchedObjective {
+ public:
+  using PackedData = InMemoryPassData::PackedData;
+
+  // Default batch size in points (DESIGN section 3 clamps the automatic size to [1e3, 1e5]).
+  static constexpr int64_t kDefaultBatchPoints = 10000;
+
+  PackedDataObjective(HomodyneModel model, std::vector<double> phi_degrees, double sigma,
+                      PackedData data, int64_t batch_points = kDefaultBatchPoints);
+  PackedDataObjective(HomodyneModel model, std::vector<double> phi_degrees, double sigma,
+                      PackedData data, PassOptions options,
+                      std::shared_ptr<PassBackend> backend = nullptr);
+
+  // Every angle's packed strict upper triangle from the source, read as float in blocks of whole
+  // rows (about rows_block_points points per read). Propagates the source's DataError.
+  static PackedData LoadPackedData(BatchSource& source, int64_t rows_block_points = 1 << 20);
+
+  const PackedData& data() const { return data_view_->data(); }
+
+ private:
+  const InMemoryPassData* data_view_;
+};
+
+// The objective on every row_stride-th row (0, s, 2s, ...) of every angle's strict upper
+// triangle, read from the source into memory (about UpperTriangleSize(N) / s points per angle):
+// the data of the global phase (global_search.h), whose chi2 tracks the full one at a bounded
+// cost whatever the data size. Each row keeps all its lags, so short and long times are both
+// represented. The same source and stride give the same objective whatever strategy the fit
+// uses, so every strategy's global phase sums in the same order. row_stride >= 1; propagates
+// the source's DataError.
+// backend: as BatchedObjective's (null = the CPU backend).
+std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(
+    BatchSource& source, HomodyneModel model, std::vector<double> phi_degrees, double sigma,
+    int row_stride, std::shared_ptr<PassBackend> backend = nullptr);
+// The same from packed data already in memory (PackedDataObjective::data(), read from the same
+// source): the same floats, so the same objective, without reading the file again (row reads
+// of a compressed file decompress a whole chunk each).
+std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(
+    const InMemoryPassData::PackedData& packed, HomodyneModel model,
+    std::vector<double> phi_degrees, double sigma, int row_stride,
+    std::shared_ptr<PassBackend> backend = nullptr);
+
+}  // namespace homodyne

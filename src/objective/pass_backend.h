@@ -1,0 +1,86 @@
+// The compute backends of a fitting pass (DESIGN section 5).
+//
+// A pass (objective.h) is a sum over batches. The objective owns the batch list, fetches the
+// data (PassData), reduces the per-batch sums in batch order and hands the normal equations to
+// the LM core; a backend computes only the per-batch sums, for any range of batches it is given:
+//   - PassBackend::Prepare binds one point theta (the model evaluated at its physical
+//     parameters, the angles, the per-angle contrast and offset) and returns a PreparedPass;
+//   - PreparedPass::ComputeGrams / ComputeSquaredResiduals compute, for every batch of a range,
+//     each angle's Gram matrix of [J | e] (full passes) or the sum of e^2 (cost-only passes).
+// A batch's output depends only on the point, the batch's rows and its data, never on which
+// other batches share the call, on the thread count or on the call order. So the objective's
+// batch-order reduction gives bitwise the same sums whatever the chunking, a device backend may
+// compute a whole chunk of batches in one launch, and ranks of an MPI job could each compute a
+// slice of the batch list and add their reduced partial sums (DESIGN section 5).
+//
+// Backends: cpu (OpenMP over the batches of a range, the vectorised PassKernel of
+// src/model/pass_kernel.h). A CUDA backend does not exist yet: SelectBackend says why when it is
+// asked for (docs/backends.md).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include <Eigen/Dense>
+
+#include "homodyne/config.h"  // BackendKind
+#include "homodyne/model.h"
+#include "objective/batched_objective.h"
+
+namespace homodyne {
+
+// The point theta of a pass, as a backend needs it. Views: what they refer to must outlive every
+// PreparedPass made from this point.
+struct PassPoint {
+  const ModelEvaluation* evaluation = nullptr;  // the model at theta's physical parameters
+  std::span<const double> phi_degrees;          // one per angle
+  std::span<const double> contrast;             // one per angle (theta's contrast block)
+  std::span<const double> offset;               // one per angle (theta's offset block)
+};
+
+// The per-batch sums of passes at one point, on one backend. Used by one pass at a time (not
+// thread-safe); the data pointers are those of PassData::Fetch.
+//
+// Layout of a call on batches[0 .. B): data, grams and finite_points hold B * num_angles entries,
+// entry i * num_angles + k for batch i and angle k. data[i * num_angles + k] points at the
+// batches[i].points values of angle k (dataset.h packed order).
+class PreparedPass {
+ public:
+  virtual ~PreparedPass() = default;
+
+  // M + 1 = P_phys + 3: the side of each angle's Gram matrix ([J | e], objective.h AngleGrams).
+  virtual int gram_size() const = 0;
+
+  // Sets grams[i * num_angles + k] (gram_size() square, allocated by the caller) to angle k's
+  // unscaled Gram matrix [J | e]^T [J | e] over batch i's finite data points (J = d c2 /
+  // d(physical..., contrast_k, offset_k), e = data - c2), and finite_points[...] to their
+  // number. Only the lower triangle and the diagonal are defined on return.
+  virtual void ComputeGrams(std::span<const RowBatch> batches, std::span<const float* const> data,
+                            std::span<Eigen::MatrixXd> grams, std::span<int64_t> finite_points) = 0;
+
+  // Sets squared_residuals[i] to the sum of e^2 over batch i's finite data points of every angle
+  // (B entries).
+  virtual void ComputeSquaredResiduals(std::span<const RowBatch> batches,
+                                       std::span<const float* const> data,
+                                       std::span<double> squared_residuals) = 0;
+};
+
+// One compute backend. Shared by the objectives of a fit (the global phase's subsample and the
+// strategy's objective), which use it one after the other.
+class PassBackend {
+ public:
+  virtual ~PassBackend() = default;
+  // kCpu or kCuda (never kAuto): what the results report as the backend.
+  virtual BackendKind kind() const = 0;
+  // Binds a pass's point. point.evaluation and the spans must outlive the result; their sizes
+  // agree (phi_degrees, contrast and offset have one value per angle).
+  virtual std::unique_ptr<PreparedPass> Prepare(const PassPoint& point) = 0;
+};
+
+// The CPU backend: OpenMP over the batches of each call (a call with too few points for a
+// parallel region runs on the calling thread), PassKernel per batch.
+std::shared_ptr<PassBackend> MakeCpuPassBackend();
+
+}  // namespace homodyne

@@ -1,0 +1,172 @@
+// The streaming strategy's data path (objective.h MakeStreamingPassData, DESIGN section 3):
+// every fetch reads its batches from the file; with prefetch, the next fetch's batches are read
+// by a background thread into the second of two buffers while the current ones are computed.
+// A failed batch read is retried with backoff (DESIGN section 7) before the fit is stopped.
+//
+// Test-only fault hook: HOMODYNE_TEST_FAIL_READ_AT_BATCH=B makes every read of batch B fail (as a
+// truncated file or an unreadable dataset would), so retries and the stop can be tested.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <future>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "homodyne/errors.h"
+#include "objective/batched_objective.h"
+
+namespace homodyne {
+namespace {
+
+// The batches [first, last) of every angle, read into one buffer: batch by batch, angle by angle.
+struct ChunkBuffer {
+  int first = -1;
+  int last = -1;
+  std::vector<float> values;
+  std::vector<size_t> starts;  // per (batch, angle): first value in `values`
+};
+
+std::optional<int> FailingBatchForTesting() {
+  const char* text = std::getenv("HOMODYNE_TEST_FAIL_READ_AT_BATCH");
+  if (text == nullptr || *text == '\0') return std::nullopt;
+  return std::atoi(text);
+}
+
+class StreamingPassData : public PassData {
+ public:
+  StreamingPassData(BatchSource& source, StreamingReadOptions options)
+      : source_(source), options_(options), failing_batch_(FailingBatchForTesting()) {}
+  // Waits for a read in flight: the source is the caller's again afterwards.
+  ~StreamingPassData() override {
+    if (pending_.valid()) {
+      try {
+        pending_.get();
+      } catch (...) {
+        // A failed read nobody asked for any more (the fit is over or failing already).
+      }
+    }
+  }
+
+  void Fetch(std::span<const RowBatch> batches, int first, int last, int num_angles,
+             std::vector<const float*>& pointers) override {
+    bool fetched = false;
+    if (pending_.valid()) {
+      pending_.get();  // rethrows the background read's DataError
+      const ChunkBuffer& prefetched = buffers_[1 - current_];
+      if (prefetched.first == first && prefetched.last == last) {
+        current_ = 1 - current_;
+        fetched = true;
+      }
+    }
+    if (!fetched) {
+      ReadChunk(batches.subspan(static_cast<size_t>(first), static_cast<size_t>(last - first)),
+                first, last, num_angles, buffers_[current_]);
+    }
+    const ChunkBuffer& ready = buffers_[current_];
+    pointers.clear();
+    for (size_t s = 0; s < ready.starts.size(); ++s) {
+      pointers.push_back(ready.values.data() + ready.starts[s]);
+    }
+    chunk_ = std::max(chunk_, last - first);  // only a pass's last fetch is shorter
+    if (options_.prefetch) StartPrefetch(batches, last, num_angles);
+  }
+
+  int64_t read_retries() const override { return retries_.load(); }
+
+ private:
+  // Reads batches [first, last); `chunk` holds exactly those batches. Runs on the caller's
+  // thread or the prefetch thread, never on both at once.
+  void ReadChunk(std::span<const RowBatch> chunk, int first, int last, int num_angles,
+                 ChunkBuffer& buffer) {
+    size_t total = 0;
+    for (const RowBatch& batch : chunk) total += static_cast<size_t>(batch.points) * num_angles;
+    // Never shrinks: the buffers settle at the largest chunk, so memory stays constant per pass.
+    if (buffer.values.size() < total) buffer.values.resize(total);
+    buffer.starts.clear();
+    size_t start = 0;
+    for (size_t c = 0; c < chunk.size(); ++c) {
+      const RowBatch& batch = chunk[c];
+      for (int k = 0; k < num_angles; ++k) {
+        buffer.starts.push_back(start);
+        ReadWithRetries(
+            first + static_cast<int>(c), batch, k,
+            std::span<float>(buffer.values.data() + start, static_cast<size_t>(batch.points)));
+        start += static_cast<size_t>(batch.points);
+      }
+    }
+    buffer.first = first;
+    buffer.last = last;
+  }
+
+  // One batch of one angle, retried max_retries times with doubling backoff; then a DataError
+  // naming the file, the dataset, the batch and its rows.
+  void ReadWithRetries(int batch_index, const RowBatch& batch, int angle, std::span<float> out) {
+    std::chrono::duration<double> backoff(options_.retry_backoff_seconds);
+    for (int attempt = 0;; ++attempt) {
+      try {
+        if (failing_batch_ && *failing_batch_ == batch_index) {
+          throw DataError("test fault hook HOMODYNE_TEST_FAIL_READ_AT_BATCH");
+        }
+        source_.ReadUpperTriangleRows(angle, batch.row_begin, batch.row_end, out);
+        return;
+      } catch (const Error& error) {
+        if (attempt >= options_.max_retries) {
+          const DatasetInfo& info = source_.info();
+          throw DataError(info.file_path + ": dataset " +
+                          info.angles[static_cast<size_t>(angle)].dataset_path + ": batch " +
+                          std::to_string(batch_index) + " (fitted rows " +
+                          std::to_string(batch.row_begin) + "-" +
+                          std::to_string(batch.row_end - 1) + ") could not be read after " +
+                          std::to_string(options_.max_retries) + " retries: " + error.what());
+        }
+        retries_.fetch_add(1);
+        std::this_thread::sleep_for(backoff);
+        backoff *= 2.0;
+      }
+    }
+  }
+
+  // Reads the fetch expected next: the following chunk of this pass, or the first of the next.
+  void StartPrefetch(std::span<const RowBatch> batches, int next, int num_angles) {
+    const int num_batches = static_cast<int>(batches.size());
+    const int first = next < num_batches ? next : 0;
+    const int last = std::min(first + chunk_, num_batches);
+    ChunkBuffer& target = buffers_[1 - current_];
+    // The task owns a copy of its batches: it may outlive the caller's batch list (a read in
+    // flight when the objective is destroyed is waited for in this object's destructor).
+    std::vector<RowBatch> chunk(batches.begin() + first, batches.begin() + last);
+    pending_ = std::async(std::launch::async,
+                          [this, chunk = std::move(chunk), first, last, num_angles, &target] {
+                            ReadChunk(chunk, first, last, num_angles, target);
+                          });
+  }
+
+  BatchSource& source_;
+  StreamingReadOptions options_;
+  std::optional<int> failing_batch_;
+  ChunkBuffer buffers_[2];
+  int current_ = 0;
+  int chunk_ = 1;  // batches per fetch: the largest fetch seen
+  std::future<void> pending_;
+  std::atomic<int64_t> retries_{0};
+};
+
+}  // namespace
+
+std::unique_ptr<PassData> MakeStreamingPassData(BatchSource& source, StreamingReadOptions options) {
+  return std::make_unique<StreamingPassData>(source, options);
+}
+
+std::unique_ptr<PassData> MakeStreamingPassData(BatchSource& source, bool prefetch) {
+  StreamingReadOptions options;
+  options.prefetch = prefetch;
+  return MakeStreamingPassData(source, options);
+}
+
+}  // namespace homodyne

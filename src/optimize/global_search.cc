@@ -1,0 +1,672 @@
+// The global phase (src/optimize/global_search.h).
+#include "optimize/global_search.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <numeric>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "optimize/cmaes_search.h"
+#include "homodyne/errors.h"
+#include "optimize/variable_projection.h"
+#include "optimize/start_sampling.h"
+
+namespace homodyne {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// The staged grid (method auto): at most this many values along a decade-spanning parameter,
+// and this many phi0 values spread over its bounds.
+constexpr int kMaxDecades = 7;
+// gamma_dot_t0 sets the flow phase, which the sinc^2 factor turns into oscillations of chi2: a
+// factor 3 off can leave the true basin, so it gets half-decade steps (at most 2 kMaxDecades).
+constexpr int kStepsPerDecadeGammaDot = 2;
+constexpr int kPhi0Values = 5;
+// method auto: Sobol points added to the grid, and local fits from the best screened
+// candidates (the user's start is always fitted too). 12 fits reached the optimum's chi2 in
+// 120/120 runs of bench/global_success.sh, 8 in 114/120, 5 in 109/120 (docs/performance.md).
+constexpr int kAutoSobolPoints = 16;
+constexpr int kAutoLocalFits = 12;
+// Screened candidates closer than this (max norm, unit coordinates) to one already chosen for a
+// local fit are passed over: the fits start in different places.
+constexpr double kMinStartSeparation = 0.1;
+// Two local minima are the same when chi2 agrees to this relative tolerance and the physical
+// parameters to this distance (max norm, unit coordinates).
+constexpr double kSameMinimumChi2 = 1e-6;
+constexpr double kSameMinimumDistance = 1e-2;
+// Two distinct minima are reported degenerate when their chi2 differ by less than
+// degeneracy_threshold (relative, the reference's key) and by less than this many units of the
+// best minimum's reduced chi2 (the data cannot tell them apart).
+constexpr double kDegenerateChi2 = 4.0;
+
+std::string Format(const char* format, double value) {
+  char text[64];
+  std::snprintf(text, sizeof(text), format, value);
+  return text;
+}
+
+// The projected problem on the search data, the unit box and the counters shared by every
+// method.
+class Search {
+ public:
+  Search(const GlobalSearchInputs& inputs, GlobalSearchSummary& summary)
+      : inputs_(inputs),
+        summary_(summary),
+        projected_(*inputs.data, inputs.map, inputs.bounds, inputs.start),
+        map_size_(inputs.map.num_reduced()) {
+    const BoundBox bounds = projected_.NonlinearBounds();
+    names_ = projected_.NonlinearNames();
+    try {
+      space_ = SearchSpace::FromBounds(bounds.lower, bounds.upper);
+    } catch (const std::invalid_argument& error) {
+      throw ConfigError(std::string("global search: the bounds of the physical parameters (") +
+                        error.what() +
+                        ") must be finite with min <= max: set parameter_space.bounds, or "
+                        "optimization.nlsq.global_search.method: off");
+    }
+    UseSymmetricLogForOffsets();
+    start_ = ClipToBox(projected_.NonlinearPart(inputs.start));
+    // The trail starts as the whole replay: a checkpoint written while it is replayed must not
+    // lose its later part.
+    trail_ = inputs.replay;
+  }
+
+  const SearchSpace& space() const { return space_; }
+  const std::vector<std::string>& names() const { return names_; }
+  const Eigen::VectorXd& start() const { return start_; }
+  int dimensions() const { return space_.dimensions(); }
+
+  // chi2 of the projected problem at n: one pass (+inf where it is not finite), or the replayed
+  // value.
+  double Screen(const Eigen::VectorXd& n) {
+    double chi2 = kInf;
+    if (replayed_evaluations_ < inputs_.replay.evaluations.size()) {
+      chi2 = inputs_.replay.evaluations[replayed_evaluations_++];
+      ++replayed_passes_;
+    } else {
+      RestoreProjectionStateOnce();
+      chi2 = projected_.Cost(n);
+      if (!std::isfinite(chi2)) chi2 = kInf;
+      trail_.evaluations.push_back(chi2);
+      trail_.projection_state = projected_.linear_estimate();
+    }
+    best_seen_ = std::min(best_seen_, chi2);
+    return chi2;
+  }
+
+  // A projected local fit from n with the given ftol (or the replayed one): its minimum.
+  GlobalMinimum LocalFit(const Eigen::VectorXd& n, int start_index, double ftol) {
+    ++summary_.local_fits;
+    if (std::optional<GlobalMinimum> replayed = ReplayedMinimum()) return *replayed;
+    RestoreProjectionStateOnce();
+    const int64_t passes_before = projected_.passes();
+    LevenbergMarquardtOptions options = projected_.LocalFitOptions(inputs_.local);
+    options.ftol = ftol;
+    // The statistical hold (lm.h) only matters for the fit that is reported; in a false minimum
+    // it would hold a search's local fit for dozens of iterations. The final fit applies it.
+    options.statistical_tolerance = 0.0;
+    const LevenbergMarquardtSummary fit = Minimize(options, projected_, n);
+    GlobalMinimum minimum;
+    minimum.reduced = projected_.ReducedPoint(fit.theta);
+    minimum.chi2 = std::isfinite(fit.final_chi2) ? fit.final_chi2 : kInf;
+    minimum.start = start_index;
+    minimum.iterations = fit.iterations;
+    minimum.status = std::string(ToString(fit.status));
+    minimum.passes = projected_.passes() - passes_before;
+    if (fit.status == LevenbergMarquardtStatus::kStoppedByCallback) {
+      summary_.stopped = true;  // not a finished fit: not in the trail, a resume repeats it
+    } else {
+      AddToTrail(minimum);
+    }
+    return minimum;
+  }
+
+  // Adds a minimum unless it is one already found (then keeps the lower chi2 of the two).
+  void Record(GlobalMinimum minimum) {
+    if (!std::isfinite(minimum.chi2)) return;
+    const Eigen::VectorXd unit = space_.ToUnit(projected_.NonlinearPart(minimum.reduced));
+    for (GlobalMinimum& known : summary_.minima) {
+      const Eigen::VectorXd known_unit = space_.ToUnit(projected_.NonlinearPart(known.reduced));
+      const bool same_chi2 = std::abs(known.chi2 - minimum.chi2) <=
+                             kSameMinimumChi2 * std::max(known.chi2, minimum.chi2);
+      if (same_chi2 && (unit - known_unit).cwiseAbs().maxCoeff() <= kSameMinimumDistance) {
+        if (minimum.chi2 < known.chi2) known = std::move(minimum);
+        return;
+      }
+    }
+    summary_.minima.push_back(std::move(minimum));
+  }
+
+  // Progress, and whether to go on (false once stopped).
+  bool Report(const char* stage, int index, int total) {
+    GlobalSearchProgress progress;
+    progress.stage = stage;
+    progress.index = index;
+    progress.total = total;
+    progress.best_chi2 = std::min(best_seen_, BestChi2());
+    progress.passes = projected_.passes();
+    progress.trail = &trail_;
+    progress.seconds = std::chrono::duration<double>(Clock::now() - begin_).count();
+    if (inputs_.on_progress && !inputs_.on_progress(progress)) summary_.stopped = true;
+    return !summary_.stopped;
+  }
+
+  double BestChi2() const {
+    double best = kInf;
+    for (const GlobalMinimum& minimum : summary_.minima) best = std::min(best, minimum.chi2);
+    return best;
+  }
+
+  // Passes computed in this run, and replayed from the trail.
+  int64_t passes() const { return projected_.passes(); }
+  int64_t replayed_passes() const { return replayed_passes_; }
+  const GlobalSearchTrail& trail() const { return trail_; }
+  int64_t residuals() const { return projected_.num_residuals(); }
+  int64_t dof() const { return projected_.num_residuals() - map_size_; }
+  AnalysisMode mode() const { return inputs_.data->model().mode(); }
+  // The physical part of a reduced point.
+  Eigen::VectorXd Physical(const Eigen::VectorXd& reduced) const {
+    return projected_.NonlinearPart(reduced);
+  }
+  // A minimum at n without a local fit (its best scaling from one pass), or the replayed one.
+  GlobalMinimum Unrefined(const Eigen::VectorXd& n, double chi2) {
+    if (std::optional<GlobalMinimum> replayed = ReplayedMinimum()) return *replayed;
+    RestoreProjectionStateOnce();
+    const int64_t passes_before = projected_.passes();
+    GlobalMinimum minimum;
+    minimum.reduced = projected_.ReducedPoint(n);
+    minimum.chi2 = chi2;
+    minimum.status = "not refined";
+    minimum.passes = projected_.passes() - passes_before;
+    AddToTrail(minimum);
+    return minimum;
+  }
+
+  Eigen::VectorXd ClipToBox(const Eigen::VectorXd& n) const {
+    return n.cwiseMax(space_.lower).cwiseMin(space_.upper);
+  }
+
+ private:
+  // The next replayed minimum, if the replay has one left (its passes count as replayed).
+  std::optional<GlobalMinimum> ReplayedMinimum() {
+    if (replayed_minima_ >= inputs_.replay.minima.size()) return std::nullopt;
+    const GlobalMinimum& minimum = inputs_.replay.minima[replayed_minima_++];
+    replayed_passes_ += minimum.passes;
+    return minimum;
+  }
+  // Before the first evaluation after a replay: the projected problem's state as the
+  // interrupted run left it (variable_projection.h linear_estimate).
+  void RestoreProjectionStateOnce() {
+    if (state_restored_) return;
+    state_restored_ = true;
+    if (!inputs_.replay.empty() && inputs_.replay.projection_state.size() > 0) {
+      projected_.set_linear_estimate(inputs_.replay.projection_state);
+    }
+  }
+  void AddToTrail(const GlobalMinimum& minimum) {
+    trail_.minima.push_back(minimum);
+    trail_.projection_state = projected_.linear_estimate();
+  }
+
+  // D_offset and gamma_dot_t_offset are searched in symmetric log coordinates: their bounds
+  // straddle 0 and are wide ([-1e5, 1e5], [-0.1, 0.1]), but the values that matter are of the
+  // order of D0 and gamma_dot_t0, which span decades; linearly, almost every sample would be a
+  // huge offset (a negative shear rate is floored: the whole "no flow" plateau). The linear
+  // width is the companion's lower bound (else 1e-6 of the bound).
+  void UseSymmetricLogForOffsets() {
+    const std::pair<const char*, const char*> offsets[] = {{"D_offset", "D0"},
+                                                           {"gamma_dot_t_offset", "gamma_dot_t0"}};
+    for (const auto& [offset, companion] : offsets) {
+      const auto at = std::find(names_.begin(), names_.end(), offset);
+      if (at == names_.end()) continue;
+      const int i = static_cast<int>(at - names_.begin());
+      if (!(space_.lower[i] < 0.0 && space_.upper[i] > 0.0)) continue;
+      double width = 1e-6 * std::max(-space_.lower[i], space_.upper[i]);
+      const auto partner = std::find(names_.begin(), names_.end(), companion);
+      if (partner != names_.end()) {
+        const double partner_lower = space_.lower[static_cast<int>(partner - names_.begin())];
+        if (partner_lower > 0.0) width = partner_lower;
+      }
+      space_.UseSymmetricLog(i, width);
+    }
+  }
+
+  const GlobalSearchInputs& inputs_;
+  GlobalSearchSummary& summary_;
+  VariableProjectionProblem projected_;
+  int map_size_;  // reduced parameters (for the degrees of freedom)
+  Clock::time_point begin_ = Clock::now();  // for GlobalSearchProgress::seconds only
+  SearchSpace space_;
+  std::vector<std::string> names_;
+  Eigen::VectorXd start_;
+  double best_seen_ = kInf;  // lowest chi2 screened (progress only)
+  GlobalSearchTrail trail_;  // the replay, then what this run computed
+  size_t replayed_evaluations_ = 0;
+  size_t replayed_minima_ = 0;
+  int64_t replayed_passes_ = 0;
+  bool state_restored_ = false;
+};
+
+// A screened candidate: where it starts and its projected chi2.
+struct Candidate {
+  Eigen::VectorXd n;
+  double chi2 = kInf;
+  int index = 0;  // screening order
+};
+
+// Candidates ranked by chi2 (ties by screening order, so the ranking is deterministic).
+void RankByChi2(std::vector<Candidate>& candidates) {
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.chi2 < b.chi2; });
+}
+
+// Screens every candidate in order (one pass each); false when stopped.
+bool ScreenAll(Search& search, std::vector<Candidate>& candidates, GlobalSearchSummary& summary) {
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    candidates[i].chi2 = search.Screen(candidates[i].n);
+    ++summary.candidates;
+    if (!search.Report("screening", static_cast<int>(i) + 1, static_cast<int>(candidates.size()))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The staged grid of method auto: decades of every decade-spanning parameter (D0,
+// gamma_dot_t0), kPhi0Values of phi0, every other parameter at 0 (or the start when 0 is out
+// of its bounds).
+std::vector<Eigen::VectorXd> StagedGrid(const Search& search) {
+  const SearchSpace& space = search.space();
+  std::vector<std::vector<double>> axes;
+  for (int i = 0; i < space.dimensions(); ++i) {
+    std::vector<double> values;
+    const double lower = space.lower[i];
+    const double upper = space.upper[i];
+    if (space.log_scale[static_cast<size_t>(i)]) {
+      const int steps =
+          search.names()[static_cast<size_t>(i)] == "gamma_dot_t0" ? kStepsPerDecadeGammaDot : 1;
+      const int first = static_cast<int>(std::ceil(steps * std::log10(lower) - 1e-9));
+      const int last = static_cast<int>(std::floor(steps * std::log10(upper) + 1e-9));
+      const int count = last - first + 1;
+      const int kept = std::min(count, steps * kMaxDecades);
+      for (int j = 0; j < kept; ++j) {
+        const int exponent = kept == 1 ? first : first + (j * (count - 1)) / (kept - 1);
+        values.push_back(std::pow(10.0, static_cast<double>(exponent) / steps));
+      }
+    } else if (search.names()[static_cast<size_t>(i)] == "phi0" && lower < upper) {
+      for (int j = 0; j < kPhi0Values; ++j) {
+        values.push_back(lower + (j + 0.5) / kPhi0Values * (upper - lower));
+      }
+    }
+    // The rest at a neutral value (the staged start: "the rest 0"), 0 where the bounds
+    // allow: a start the user did not tune (a random one, D_offset -7e4) must not carry into
+    // every candidate. The start itself is always fitted too.
+    if (values.empty()) values.push_back(lower <= 0.0 && upper >= 0.0 ? 0.0 : search.start()[i]);
+    axes.push_back(std::move(values));
+  }
+  std::vector<Eigen::VectorXd> grid(1, search.start());
+  for (int i = 0; i < space.dimensions(); ++i) {
+    std::vector<Eigen::VectorXd> extended;
+    for (const Eigen::VectorXd& point : grid) {
+      for (double value : axes[static_cast<size_t>(i)]) {
+        Eigen::VectorXd next = point;
+        next[i] = value;
+        extended.push_back(std::move(next));
+      }
+    }
+    grid = std::move(extended);
+  }
+  return grid;
+}
+
+// The start (screening index 0), then the staged grid.
+std::vector<Candidate> StagedCandidates(const Search& search) {
+  std::vector<Candidate> candidates;
+  candidates.push_back({search.start(), kInf, 0});
+  for (Eigen::VectorXd& n : StagedGrid(search)) {
+    candidates.push_back({std::move(n), kInf, static_cast<int>(candidates.size())});
+  }
+  return candidates;
+}
+
+// Sampled points in the box.
+std::vector<Eigen::VectorXd> SampledPoints(const Search& search, SamplingStrategy strategy, int n,
+                                           uint64_t seed) {
+  std::vector<Eigen::VectorXd> points;
+  for (const Eigen::VectorXd& unit : SampleUnitCube(strategy, n, search.dimensions(), seed)) {
+    points.push_back(search.space().FromUnit(unit));
+  }
+  return points;
+}
+
+// The local fits of a screened list: the candidates at `fixed` screening indices first (the
+// user's start, custom starts), then the best-ranked others, each at least kMinStartSeparation
+// from those already chosen, until `count` more are chosen.
+std::vector<Candidate> ChooseStarts(std::vector<Candidate> screened, const std::vector<int>& fixed,
+                                    int count, const Search& search) {
+  std::vector<Candidate> chosen;
+  for (const Candidate& candidate : screened) {
+    if (std::find(fixed.begin(), fixed.end(), candidate.index) != fixed.end()) {
+      chosen.push_back(candidate);
+    }
+  }
+  RankByChi2(screened);
+  int added = 0;
+  for (const Candidate& candidate : screened) {
+    if (added >= count) break;
+    if (!std::isfinite(candidate.chi2)) break;
+    if (std::find(fixed.begin(), fixed.end(), candidate.index) != fixed.end()) continue;
+    const Eigen::VectorXd unit = search.space().ToUnit(candidate.n);
+    bool separate = true;
+    for (const Candidate& other : chosen) {
+      separate = separate && (unit - search.space().ToUnit(other.n)).cwiseAbs().maxCoeff() >=
+                                 kMinStartSeparation;
+    }
+    if (!separate) continue;
+    chosen.push_back(candidate);
+    ++added;
+  }
+  return chosen;
+}
+
+// Local fits from each start, in order; false when stopped.
+bool FitFrom(Search& search, const std::vector<Candidate>& starts, double ftol) {
+  for (size_t i = 0; i < starts.size(); ++i) {
+    search.Record(search.LocalFit(starts[i].n, starts[i].index, ftol));
+    if (!search.Report("local fit", static_cast<int>(i) + 1, static_cast<int>(starts.size()))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void RunAuto(Search& search, const NlsqOptions& nlsq, GlobalSearchSummary& summary) {
+  std::vector<Candidate> candidates = StagedCandidates(search);
+  for (Eigen::VectorXd& n :
+       SampledPoints(search, SamplingStrategy::kSobol, kAutoSobolPoints, nlsq.multi_start.seed)) {
+    candidates.push_back({std::move(n), kInf, static_cast<int>(candidates.size())});
+  }
+  if (!ScreenAll(search, candidates, summary)) return;
+  FitFrom(search, ChooseStarts(candidates, {0}, kAutoLocalFits, search), nlsq.tolerance);
+}
+
+void RunMultiStart(Search& search, const NlsqOptions& nlsq, GlobalSearchSummary& summary) {
+  const MultiStartOptions& options = nlsq.multi_start;
+  std::vector<Candidate> candidates;
+  std::vector<int> always;  // the user's start and the custom starts are always fitted
+  candidates.push_back({search.start(), kInf, 0});
+  always.push_back(0);
+  for (const std::vector<double>& custom : options.custom_starts) {
+    // custom starts are physical vectors in the mode's order; the search may hold fewer
+    // parameters (fixed_parameters), matched by name.
+    Eigen::VectorXd n = search.start();
+    const std::vector<std::string>& names = PhysicalParameterNames(search.mode());
+    for (size_t i = 0; i < search.names().size(); ++i) {
+      const auto at = std::find(names.begin(), names.end(), search.names()[i]);
+      if (at != names.end() && static_cast<size_t>(at - names.begin()) < custom.size()) {
+        n[static_cast<Eigen::Index>(i)] = custom[static_cast<size_t>(at - names.begin())];
+      }
+    }
+    always.push_back(static_cast<int>(candidates.size()));
+    candidates.push_back({search.ClipToBox(n), kInf, static_cast<int>(candidates.size())});
+  }
+  for (Eigen::VectorXd& n :
+       SampledPoints(search, options.sampling_strategy, options.n_starts, options.seed)) {
+    candidates.push_back({std::move(n), kInf, static_cast<int>(candidates.size())});
+  }
+  int sampled_kept = options.n_starts;
+  if (options.use_screening) {
+    if (!ScreenAll(search, candidates, summary)) return;
+    sampled_kept =
+        std::max(1, static_cast<int>(std::ceil(options.screen_keep_fraction * options.n_starts)));
+  } else {
+    summary.candidates = static_cast<int>(candidates.size());
+  }
+  std::vector<Candidate> starts = ChooseStarts(candidates, always, sampled_kept, search);
+  if (!options.use_screening) starts = candidates;  // every start, in order
+  if (!FitFrom(search, starts, nlsq.tolerance)) return;
+  // The best refine_top_k minima continue with refinement_ftol.
+  std::vector<GlobalMinimum> best = summary.minima;
+  std::stable_sort(best.begin(), best.end(),
+                   [](const GlobalMinimum& a, const GlobalMinimum& b) { return a.chi2 < b.chi2; });
+  best.resize(std::min(best.size(), static_cast<size_t>(options.refine_top_k)));
+  for (size_t i = 0; i < best.size(); ++i) {
+    GlobalMinimum refined = search.LocalFit(search.ClipToBox(search.Physical(best[i].reduced)),
+                                            best[i].start, options.refinement_ftol);
+    search.Record(std::move(refined));
+    if (!search.Report("refine", static_cast<int>(i) + 1, static_cast<int>(best.size()))) return;
+  }
+}
+
+// The preset's budget (ours; the reference's presets tune its JAX batching instead).
+CmaesOptions CmaesPresetOptions(const CmaesSearchOptions& config, int dimensions, uint64_t seed) {
+  CmaesOptions options;
+  const int default_popsize = std::max(
+      5, 4 + static_cast<int>(std::floor(3.0 * std::log(static_cast<double>(dimensions)))));
+  switch (config.preset) {
+    case CmaesPreset::kCmaesFast:
+      options.max_restarts = 0;
+      options.max_evaluations = 600;
+      break;
+    case CmaesPreset::kCmaes:
+      options.max_restarts = 2;
+      options.max_evaluations = 2000;
+      break;
+    case CmaesPreset::kCmaesGlobal:
+      options.max_restarts = 9;
+      options.max_evaluations = 5000;
+      break;
+    case CmaesPreset::kCmaesHpc:
+      options.max_restarts = 9;
+      options.popsize = 2 * default_popsize;
+      options.max_evaluations = 20000;
+      break;
+  }
+  if (config.popsize) options.popsize = std::max(*config.popsize, 5);
+  if (config.max_generations) options.max_generations = *config.max_generations;
+  if (config.max_restarts) options.max_restarts = *config.max_restarts;
+  options.sigma = std::min(config.sigma, 1.0);
+  options.tol_fun = config.tol_fun;
+  options.tol_x = config.tol_x;
+  options.restart_strategy = config.restart_strategy;
+  options.seed = seed;
+  return options;
+}
+
+void RunCmaes(Search& search, const NlsqOptions& nlsq, GlobalSearchSummary& summary) {
+  const CmaesOptions options =
+      CmaesPresetOptions(nlsq.cmaes, search.dimensions(), nlsq.multi_start.seed);
+  std::string error;
+  if (!options.IsValid(&error)) throw ConfigError(error);
+  // The warm start (the reference's sigma_warmstart): the staged grid's best candidate. The
+  // true laminar basin is narrow in gamma_dot_t0 (the sinc^2 factor oscillates with the flow
+  // phase), so a blind CMA-ES run seldom lands in it; from a screened start it does.
+  std::vector<Candidate> candidates = StagedCandidates(search);
+  if (!ScreenAll(search, candidates, summary)) return;
+  RankByChi2(candidates);
+
+  // CMA-ES sees chi2 per residual (about the reduced chi2: 1 at a good optimum), so that its
+  // absolute tol_fun means the same whatever the data size.
+  const double per_residual = 1.0 / static_cast<double>(std::max<int64_t>(search.residuals(), 1));
+  const auto chi2 = [&search, per_residual](const Eigen::VectorXd& unit) {
+    return search.Screen(search.space().FromUnit(unit)) * per_residual;
+  };
+  const auto on_generation = [&search](const CmaesProgress& progress) {
+    return search.Report("cmaes", progress.generation, 0);
+  };
+  // One warm run (a fifth of the budget, no restarts), then the configured runs from the start.
+  CmaesOptions warm = options;
+  warm.restart_strategy = CmaesRestartStrategy::kNone;
+  warm.sigma = nlsq.cmaes.sigma_warmstart;
+  if (options.max_evaluations > 0)
+    warm.max_evaluations = std::max<int64_t>(options.max_evaluations / 5, 1);
+  const CmaesResult warm_result = MinimizeWithCmaes(
+      chi2, search.dimensions(), search.space().ToUnit(candidates.front().n), warm, on_generation);
+  CmaesResult global_result;
+  if (!summary.stopped) {
+    CmaesOptions rest = options;
+    if (options.max_evaluations > 0) {
+      rest.max_evaluations =
+          std::max<int64_t>(options.max_evaluations - warm_result.evaluations, 1);
+    }
+    global_result = MinimizeWithCmaes(chi2, search.dimensions(),
+                                      search.space().ToUnit(search.start()), rest, on_generation);
+  }
+  summary.generations = warm_result.generations + global_result.generations;
+  summary.cmaes_runs = static_cast<int>(warm_result.runs.size() + global_result.runs.size());
+  if (summary.stopped) return;
+  // Each run's best point, best first; a local fit from the best refine_top_k.
+  std::vector<CmaesRunResult> runs = warm_result.runs;
+  runs.insert(runs.end(), global_result.runs.begin(), global_result.runs.end());
+  std::stable_sort(runs.begin(), runs.end(), [](const CmaesRunResult& a, const CmaesRunResult& b) {
+    return a.best_value < b.best_value;
+  });
+  std::vector<Candidate> starts;
+  for (const CmaesRunResult& run : runs) {
+    if (run.best_unit.size() == 0 || !std::isfinite(run.best_value)) continue;
+    starts.push_back({search.space().FromUnit(run.best_unit), run.best_value / per_residual, -1});
+  }
+  const size_t fits =
+      nlsq.cmaes.refine_with_nlsq
+          ? std::min(starts.size(), static_cast<size_t>(nlsq.multi_start.refine_top_k))
+          : 0;
+  for (size_t i = 0; i < fits; ++i) {
+    search.Record(search.LocalFit(starts[i].n, -1, nlsq.tolerance));
+    if (!search.Report("local fit", static_cast<int>(i) + 1, static_cast<int>(fits))) return;
+  }
+  if (fits == 0) {
+    // Not refined here: the final fit starts at each run's best point with its best scaling.
+    for (const Candidate& start : starts) search.Record(search.Unrefined(start.n, start.chi2));
+  }
+}
+
+// Degeneracy warnings (reference: solutions within degeneracy_threshold relative chi2).
+void WarnAboutDegenerateMinima(const Search& search, double threshold,
+                               GlobalSearchSummary& summary) {
+  if (summary.minima.size() < 2) return;
+  const GlobalMinimum& best = summary.minima.front();
+  const int d = search.dimensions();
+  for (size_t i = 1; i < summary.minima.size(); ++i) {
+    const GlobalMinimum& other = summary.minima[i];
+    const double relative = (other.chi2 - best.chi2) / std::max(best.chi2, 1e-300);
+    if (relative > threshold) continue;
+    // And statistically alike: with 1e7 points every local minimum is within 10% of the best,
+    // so the difference must also be within kDegenerateChi2 in units of the best reduced chi2.
+    const double reduced = best.chi2 / static_cast<double>(std::max<int64_t>(search.dof(), 1));
+    if (other.chi2 - best.chi2 > kDegenerateChi2 * reduced) continue;
+    std::string differ;
+    const Eigen::VectorXd best_physical = search.Physical(best.reduced);
+    const Eigen::VectorXd other_physical = search.Physical(other.reduced);
+    const Eigen::VectorXd a = search.space().ToUnit(best_physical);
+    const Eigen::VectorXd b = search.space().ToUnit(other_physical);
+    for (int j = 0; j < d; ++j) {
+      if (std::abs(a[j] - b[j]) <= kSameMinimumDistance) continue;
+      differ += (differ.empty() ? "" : ", ") + search.names()[static_cast<size_t>(j)] + " " +
+                Format("%.4g", best_physical[j]) + " vs " + Format("%.4g", other_physical[j]);
+    }
+    summary.warnings.push_back(
+        "degenerate minima: chi2 " + Format("%.8g", best.chi2) + " (chosen) and " +
+        Format("%.8g", other.chi2) + " differ by " + Format("%.3g", 100.0 * relative) +
+        "% (optimization.nlsq.multi_start.degeneracy_threshold " + Format("%g", threshold) +
+        ", delta chi2 " + Format("%.3g", other.chi2 - best.chi2) + ") with different parameters (" +
+        differ + "): the data may not separate them");
+  }
+}
+
+}  // namespace
+
+std::string GlobalSearchSummary::BriefReport() const {
+  std::string line = "global search " + std::string(ToString(method)) + ": ";
+  if (method == GlobalSearchMethod::kCmaes) {
+    line += std::to_string(cmaes_runs) + " runs, " + std::to_string(generations) + " generations, ";
+  } else {
+    line += std::to_string(candidates) + " candidates screened, ";
+  }
+  line += std::to_string(local_fits) + " local fits, " + std::to_string(minima.size()) +
+          " distinct minima";
+  if (chosen >= 0) {
+    line += ", chose chi2 " + Format("%.8g", minima[static_cast<size_t>(chosen)].chi2);
+  }
+  line += ", " + std::to_string(passes) + " passes" +
+          (replayed_passes > 0 ? " (" + std::to_string(replayed_passes) + " replayed)" : "") +
+          " over " + std::to_string(search_points) +
+          " points" + (row_stride > 1 ? " (every " + std::to_string(row_stride) + " rows)" : "") +
+          ", " + Format("%.2f", seconds) + " s" + (stopped ? ", stopped" : "");
+  return line;
+}
+
+GlobalSearchMethod ResolveGlobalSearchMethod(const NlsqOptions& nlsq,
+                                             const std::string& command_line, std::string* reason) {
+  GlobalSearchMethod method = GlobalSearchMethod::kAuto;
+  std::string why;
+  if (!command_line.empty()) {
+    // The config's spelling with '-' for '_', in its case only (the config's ignores case).
+    std::string spelling = command_line;
+    std::replace(spelling.begin(), spelling.end(), '-', '_');
+    const std::optional<GlobalSearchMethod> flag = ParseGlobalSearchMethod(spelling);
+    if (!flag || ToString(*flag) != spelling) {
+      throw ConfigError("--global-search " + command_line +
+                        ": must be one of auto, off, multi-start, cmaes");
+    }
+    method = *flag;
+    why = "--global-search " + command_line;
+  } else if (nlsq.global_search.method_from_config &&
+             nlsq.global_search.method != GlobalSearchMethod::kAuto) {
+    method = nlsq.global_search.method;
+    why = "optimization.nlsq.global_search.method = " + std::string(ToString(method));
+  } else if (nlsq.cmaes.enable) {
+    method = GlobalSearchMethod::kCmaes;
+    why = "optimization.nlsq.cmaes.enable = true";
+  } else if (nlsq.multi_start.enable) {
+    method = GlobalSearchMethod::kMultiStart;
+    why = "optimization.nlsq.multi_start.enable = true";
+  } else {
+    method = GlobalSearchMethod::kAuto;
+    why = "default (optimization.nlsq.global_search.method = auto)";
+  }
+  if (reason != nullptr) *reason = why;
+  return method;
+}
+
+GlobalSearchSummary RunGlobalSearch(GlobalSearchMethod method, const NlsqOptions& nlsq,
+                                    const GlobalSearchInputs& inputs) {
+  const Clock::time_point begin = Clock::now();
+  GlobalSearchSummary summary;
+  summary.method = method;
+  summary.search_points = inputs.data->num_points();
+  Search search(inputs, summary);
+  switch (method) {
+    case GlobalSearchMethod::kAuto:
+      RunAuto(search, nlsq, summary);
+      break;
+    case GlobalSearchMethod::kMultiStart:
+      RunMultiStart(search, nlsq, summary);
+      break;
+    case GlobalSearchMethod::kCmaes:
+      RunCmaes(search, nlsq, summary);
+      break;
+    case GlobalSearchMethod::kOff:
+      throw std::invalid_argument("RunGlobalSearch: method " + std::string(ToString(method)));
+  }
+  std::stable_sort(summary.minima.begin(), summary.minima.end(),
+                   [](const GlobalMinimum& a, const GlobalMinimum& b) { return a.chi2 < b.chi2; });
+  summary.chosen = summary.minima.empty() ? -1 : 0;
+  WarnAboutDegenerateMinima(search, nlsq.multi_start.degeneracy_threshold, summary);
+  summary.replayed_passes = search.replayed_passes();
+  summary.trail = search.trail();
+  summary.passes = search.passes() + summary.replayed_passes;
+  summary.point_evaluations = summary.passes * inputs.data->num_points();
+  summary.seconds = std::chrono::duration<double>(Clock::now() - begin).count();
+  return summary;
+}
+
+}  // namespace homodyne

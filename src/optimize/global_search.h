@@ -1,0 +1,112 @@
+// The global phase before the local fit (DESIGN section 4b). Laminar flow has a wide false "no
+// flow" minimum (gamma_dot_t0 on its lower bound) and static fits from the bound midpoints can
+// stop with D0 on a bound, so a local fit from an untuned start is not an answer.
+//
+// Every method searches the physical parameters only, on the variable-projection problem
+// (variable_projection.h: each candidate is judged with its best per-angle scaling), in the unit
+// box of their bounds with logarithmic coordinates for parameters spanning decades:
+//   auto         a staged start: a grid over the decade-spanning parameters (D0, gamma_dot_t0)
+//                and phi0, the rest at the start, plus Sobol points; all screened by one pass
+//                each; local projected fits from the best few and from the user's start.
+//   multi_start  the reference's multi-start (optimization.nlsq.multi_start): sampled and custom
+//                starts, screening, local fits, the best refined with refinement_ftol.
+//   cmaes        CMA-ES with restarts (pagmo2; optimization.nlsq.cmaes), then a local fit.
+// The search runs on the data it is given (all of it, or a row subsample above
+// global_search.max_points; objective.h MakeRowSubsampleObjective); the caller refines the
+// chosen minimum on all the data with the full problem. Deterministic for a seed: candidates
+// are evaluated in a fixed order and each pass is deterministic (objective.h).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <Eigen/Dense>
+
+#include "homodyne/config.h"
+#include "homodyne/fit_events.h"
+#include "optimize/levenberg_marquardt.h"
+#include "objective/batched_objective.h"
+#include "optimize/per_angle_mode.h"
+
+namespace homodyne {
+
+// One distinct local minimum the search found.
+struct GlobalMinimum {
+  Eigen::VectorXd reduced;  // the reduced point [physical, scaling] (ScalingMap layout)
+  double chi2 = 0.0;        // on the search data
+  int start = -1;           // the candidate it was reached from (screening order), -1 = CMA-ES
+  int iterations = 0;       // of its local fit
+  std::string status;       // its local fit's LM status, e.g. "converged (ftol)"
+  int64_t passes = 0;       // passes over the search data it took
+};
+
+// What the global phase computed so far, in the fixed order of its work. A checkpoint keeps it
+// (checkpoint.h) and a resumed run replays it (GlobalSearchInputs::replay) instead of computing
+// it again: the same values in the same order, so the search takes the same path and returns
+// bitwise the uninterrupted run's minima, with only the work after the interruption left to do.
+struct GlobalSearchTrail {
+  std::vector<double> evaluations;     // chi2 of every one-pass evaluation (screening, CMA-ES)
+  std::vector<GlobalMinimum> minima;   // every local fit's (or unrefined point's) minimum
+  // The projected problem's linear estimate after the last entry (VariableProjectionProblem::
+  // linear_estimate), where the first evaluation after the replay is taken.
+  Eigen::VectorXd projection_state;
+  bool empty() const { return evaluations.empty() && minima.empty(); }
+};
+
+// What the global phase did: the global_search section of convergence_metrics.json.
+struct GlobalSearchSummary {
+  GlobalSearchMethod method = GlobalSearchMethod::kOff;  // the method run; kOff: not run
+  std::string reason;              // why this method (the config keys that chose it)
+  int candidates = 0;              // starting points screened (auto, multi_start)
+  int local_fits = 0;              // projected local fits run
+  int generations = 0;             // CMA-ES generations over all runs
+  int cmaes_runs = 0;              // CMA-ES runs (1 + restarts)
+  int64_t passes = 0;              // passes over the search data (replayed ones included)
+  int64_t replayed_passes = 0;     // of which replayed from GlobalSearchInputs::replay
+  int64_t point_evaluations = 0;   // passes x points of the search data
+  int64_t search_points = 0;       // upper-triangle points of the search data (all angles)
+  int row_stride = 1;              // 1 = all rows; s = every s-th row (subsample)
+  double seconds = 0.0;
+  std::vector<GlobalMinimum> minima;  // distinct minima, lowest chi2 first
+  int chosen = -1;                    // index into minima; -1 = not run
+  std::vector<std::string> warnings;  // degenerate minima
+  bool stopped = false;               // the progress callback asked to stop (a signal)
+  GlobalSearchTrail trail;            // all its work (the replay included), for checkpoints
+
+  // One line for logs: method, candidates / generations, minima, chosen chi2, passes, time.
+  std::string BriefReport() const;
+};
+
+struct GlobalSearchInputs {
+  BatchedObjective* data = nullptr;  // the search data (not owned; must outlive the call)
+  ScalingMap map;                    // the fit's reduced layout (after FixParameters)
+  BoundBox bounds;                   // reduced bounds; physical ones must be finite
+  Eigen::VectorXd start;             // the reduced start (initial_parameters and the scaling)
+  LevenbergMarquardtOptions local;   // tolerances and max_iterations of the local fits
+  // A trail saved by an interrupted run of the same method, config and data, replayed before
+  // any new work (empty: none). A longer run's trail is not checked against this one's work:
+  // the checkpoint identity (config and data hashes) guarantees they are the same search.
+  GlobalSearchTrail replay;
+  // Called after every screened candidate, local fit and CMA-ES generation; return false to
+  // stop (summary.stopped; the best point so far is still returned). Optional.
+  std::function<bool(const GlobalSearchProgress&)> on_progress;
+};
+
+// The method a fit runs (GlobalSearchOptions, config.h), and why (`reason`, when not null).
+// command_line: --global-search (or the Python module's global_search=) as the user wrote it,
+// empty when not given; it wins over the config. Its spellings, case as written: auto, off,
+// multi-start (or multi_start), cmaes; any other throws ConfigError "--global-search <text>: must
+// be one of auto, off, multi-start, cmaes".
+GlobalSearchMethod ResolveGlobalSearchMethod(const NlsqOptions& nlsq,
+                                             const std::string& command_line, std::string* reason);
+
+// Runs the method (not kOff: std::invalid_argument) and returns the summary;
+// summary.minima[summary.chosen].reduced is where the final fit starts. Throws ConfigError for a
+// search box with an infinite or inverted physical bound, and for invalid method options (naming
+// the YAML path).
+GlobalSearchSummary RunGlobalSearch(GlobalSearchMethod method, const NlsqOptions& nlsq,
+                                    const GlobalSearchInputs& inputs);
+
+}  // namespace homodyne

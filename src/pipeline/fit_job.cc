@@ -1,0 +1,44 @@
+// RunFitJob (include/homodyne/fit.h): what both shells do around a fit, in one place.
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <exception>
+#include <string>
+
+#include "homodyne/fit.h"
+#include "performance_log.h"
+
+namespace homodyne {
+
+FitOutcome RunFitJob(const Config& config, BatchSource& source, const FitJobOptions& options,
+                     const FitObserver& observer) {
+  // logging.performance: <output_dir>/<filename>, only when there is an output_dir to put it in;
+  // a log that cannot be written only warns.
+  PerformanceLogOptions log_options = config.logging.performance;
+  if (log_options.enabled && !options.output_dir) {
+    spdlog::warn("logging.performance.enabled = true but no output_dir given: no performance log");
+    log_options.enabled = false;
+  }
+  PerformanceLog performance_log(log_options, options.output_dir.value_or(""));
+  const FitOutcome outcome = [&] {
+    try {
+      return Fit(config, source, options.fit, performance_log.Observe(observer));
+    } catch (const std::exception& error) {
+      performance_log.LogFailure(error.what());
+      throw;
+    }
+  }();
+  performance_log.LogTotal(outcome.result);
+  if (options.on_fitted) options.on_fitted(outcome);
+  if (options.output_dir) {
+    const auto write_start = std::chrono::steady_clock::now();
+    WriteFitResults(outcome, source, *options.output_dir);
+    performance_log.LogOperation(
+        "results written to " + *options.output_dir + "/nlsq",
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - write_start).count());
+  }
+  RemoveCheckpoints(outcome);
+  return outcome;
+}
+
+}  // namespace homodyne

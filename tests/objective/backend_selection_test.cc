@@ -1,0 +1,92 @@
+// Tests of the backend selection (SelectBackend, src/objective/backend_selection.cc): each case this
+// build and machine can reach. Which one that is depends on the build (HOMODYNE_WITH_CUDA) and
+// on the CUDA runtime's answer, read through the same query the selection uses.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "objective/cuda_device_query.h"
+#include "homodyne/backend.h"
+#include "objective/backend_selection.h"
+#include "homodyne/config.h"
+#include "homodyne/errors.h"
+
+namespace homodyne {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+// What SelectBackend must give as the reason CUDA cannot run here.
+std::string ExpectedWhyNotCuda() {
+  if (!cuda::BuiltWithCuda()) return "built without CUDA";
+  const cuda::DeviceQuery devices = cuda::QueryDevices();
+  if (devices.device_count == 0) return "no CUDA device (" + devices.error + ")";
+  return "this version has no CUDA kernels; found CUDA device 0: " + devices.device0;
+}
+
+TEST(BackendSelectionTest, CpuIsTheCpuBackend) {
+  const BackendChoice choice = SelectBackend(BackendKind::kCpu);
+  ASSERT_NE(choice.backend, nullptr);
+  EXPECT_EQ(choice.backend->kind(), BackendKind::kCpu);
+  EXPECT_EQ(choice.reason, "backend cpu");
+}
+
+TEST(BackendSelectionTest, AutoRunsOnTheCpuAndSaysWhyNotCuda) {
+  const BackendChoice choice = SelectBackend(BackendKind::kAuto);
+  ASSERT_NE(choice.backend, nullptr);
+  EXPECT_EQ(choice.backend->kind(), BackendKind::kCpu);
+  EXPECT_EQ(choice.reason, "backend auto: cpu (" + ExpectedWhyNotCuda() + ")");
+}
+
+TEST(BackendSelectionTest, CudaIsRefusedNamingTheReason) {
+  std::string message;
+  try {
+    SelectBackend(BackendKind::kCuda);
+  } catch (const ConfigError& error) {
+    message = error.what();
+  }
+  if (!cuda::BuiltWithCuda()) {
+    // The text cli.bad_input and the user guide quote.
+    EXPECT_EQ(message,
+              "backend cuda: this homodyne was built without CUDA (this version has no CUDA "
+              "backend); use --backend cpu or auto");
+  } else {
+    EXPECT_EQ(message, "backend cuda: " + ExpectedWhyNotCuda() + "; use --backend cpu or auto");
+  }
+}
+
+TEST(BackendSelectionTest, ACudaBuildAsksTheRuntimeAndReportsItsError) {
+  if (!cuda::BuiltWithCuda()) {
+    EXPECT_THROW(cuda::QueryDevices(), NotCompiledError);
+    return;
+  }
+  const cuda::DeviceQuery devices = cuda::QueryDevices();
+  if (devices.device_count == 0) {
+    // Without a device the runtime says why (no device, no driver, ...), naming the call.
+    EXPECT_THAT(devices.error, StartsWith("cudaGetDeviceCount: "));
+    EXPECT_GT(devices.error.size(), std::string("cudaGetDeviceCount: ").size());
+  } else {
+    EXPECT_EQ(devices.error, "");
+    EXPECT_NE(devices.device0, "");
+  }
+}
+
+TEST(BackendSelectionTest, BuildDescriptionSaysWithoutCuda) {
+  // slurm/homodyne_gpu.sbatch reads "without CUDA" in --version as: do not pass --backend cuda.
+  EXPECT_THAT(BackendBuildDescription(), StartsWith("backend cpu; "));
+  EXPECT_THAT(BackendBuildDescription(), HasSubstr("without CUDA"));
+}
+
+TEST(BackendKindTest, NamesRoundTripCaseInsensitively) {
+  for (const BackendKind kind : {BackendKind::kAuto, BackendKind::kCpu, BackendKind::kCuda}) {
+    EXPECT_EQ(ParseBackendKind(ToString(kind)), kind);
+  }
+  EXPECT_EQ(ToString(BackendKind::kCuda), "cuda");
+  EXPECT_EQ(ParseBackendKind("AUTO"), BackendKind::kAuto);
+  EXPECT_EQ(ParseBackendKind("gpu"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace homodyne

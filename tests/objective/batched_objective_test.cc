@@ -1,0 +1,152 @@
+// Tests of PackedDataObjective (src/objective/batched_objective.h) on simulated data sets.
+#include <gtest/gtest.h>
+#include <omp.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "homodyne/config.h"
+#include "homodyne/dataset.h"
+#include "optimize/levenberg_marquardt.h"
+#include "homodyne/model.h"
+#include "objective/batched_objective.h"
+#include "homodyne/simulate.h"
+#include "support/simulated_data_fixture.h"
+
+namespace homodyne {
+namespace {
+
+class ObjectiveTest : public SimulatedDataTest {};
+
+TEST_F(ObjectiveTest, GradientMatchesFiniteDifferencesOfCost) {
+  const Config config = SimulationConfig(AnalysisMode::kLaminarFlow, 40);
+  std::unique_ptr<PackedDataObjective> objective = MakeObjective(config, 100);
+  EXPECT_EQ(objective->num_points(), 3 * 39 * 38 / 2);
+  EXPECT_EQ(objective->num_residuals(), 3 * 39 * 38);
+  EXPECT_EQ(objective->num_nonfinite_points(), 0);
+  EXPECT_GT(objective->num_batches(), 3);
+  ASSERT_EQ(objective->num_parameters(), 13);
+
+  Eigen::VectorXd theta = Truth(config);
+  const Eigen::VectorXd step_from_truth = (Eigen::VectorXd(13) << 300.0, 0.05, 2.0, 2e-5, -0.03,
+                                           2e-6, 1.5, 0.01, -0.01, 0.02, 0.005, -0.004, 0.003)
+                                              .finished();
+  theta += step_from_truth;
+  const NormalEquations ne = objective->Accumulate(theta);
+  EXPECT_EQ(ne.num_points, objective->num_residuals());
+  EXPECT_DOUBLE_EQ(ne.chi2, objective->Cost(theta));
+  EXPECT_TRUE(ne.jtj.isApprox(ne.jtj.transpose(), 0.0));
+
+  // chi2 = sum r^2, so d chi2 / d theta = 2 J^T r: compare J^T r with d(chi2/2)/dtheta by central
+  // differences with Richardson extrapolation.
+  for (int j = 0; j < objective->num_parameters(); ++j) {
+    const double h = 1e-4 * std::max(std::abs(theta[j]), 1e-6);
+    auto half_cost_difference = [&](double step) {
+      Eigen::VectorXd plus = theta;
+      Eigen::VectorXd minus = theta;
+      plus[j] += step;
+      minus[j] -= step;
+      return (objective->Cost(plus) - objective->Cost(minus)) / (4.0 * step);
+    };
+    const double d1 = half_cost_difference(h);
+    const double d2 = half_cost_difference(h / 2);
+    const double numeric = (4.0 * d2 - d1) / 3.0;
+    EXPECT_NEAR(ne.jtr[j], numeric, 1e-5 * std::abs(numeric)) << "parameter " << j;
+  }
+}
+
+TEST_F(ObjectiveTest, BitwiseIndependentOfThreadsAndCalls) {
+  const Config config = SimulationConfig(AnalysisMode::kLaminarFlow, 40);
+  std::unique_ptr<PackedDataObjective> objective = MakeObjective(config, 60);
+  Eigen::VectorXd theta = Truth(config);
+  theta[0] *= 1.1;
+  theta[3] *= 0.9;
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const NormalEquations one = objective->Accumulate(theta);
+  const double cost_one = objective->Cost(theta);
+  omp_set_num_threads(2);
+  const NormalEquations two = objective->Accumulate(theta);
+  const NormalEquations again = objective->Accumulate(theta);
+  const double cost_two = objective->Cost(theta);
+  omp_set_num_threads(threads);
+  for (const NormalEquations* other : {&two, &again}) {
+    EXPECT_EQ(one.chi2, other->chi2);
+    EXPECT_EQ(one.num_points, other->num_points);
+    EXPECT_TRUE((one.jtj.array() == other->jtj.array()).all());
+    EXPECT_TRUE((one.jtr.array() == other->jtr.array()).all());
+  }
+  EXPECT_EQ(cost_one, cost_two);
+  EXPECT_EQ(cost_one, one.chi2);
+}
+
+TEST_F(ObjectiveTest, SkipsNonFiniteDataPoints) {
+  const std::vector<double> times = {0.1, 0.2, 0.3, 0.4};
+  HomodyneModel model(AnalysisMode::kStatic, ScatteringGeometry{}, times);
+  PackedDataObjective::PackedData data = {std::vector<float>(6, 1.1f)};
+  data[0][2] = std::numeric_limits<float>::quiet_NaN();
+  data[0][4] = std::numeric_limits<float>::infinity();
+  PackedDataObjective objective(model, {0.0}, 0.01, data, 2);
+  EXPECT_EQ(objective.num_points(), 6);
+  EXPECT_EQ(objective.num_nonfinite_points(), 2);
+  EXPECT_EQ(objective.num_residuals(), 8);
+  const Eigen::VectorXd theta = (Eigen::VectorXd(5) << 1000.0, 0.0, 0.0, 0.3, 1.0).finished();
+  const NormalEquations ne = objective.Accumulate(theta);
+  EXPECT_TRUE(std::isfinite(ne.chi2));
+  EXPECT_TRUE(ne.jtj.allFinite());
+  EXPECT_EQ(ne.num_points, 8);
+  EXPECT_THROW(objective.Cost(Eigen::VectorXd::Zero(4)), std::invalid_argument);
+}
+
+struct RecoveryCase {
+  AnalysisMode mode;
+  std::vector<double> start_physical;
+};
+
+void ExpectRecovery(PackedDataObjective& objective, const Eigen::VectorXd& truth,
+                    const std::vector<double>& start_physical) {
+  const int p_phys = objective.num_physical();
+  const int n = objective.num_angles();
+  const int p = objective.num_parameters();
+  LevenbergMarquardtOptions options = SimulatedDataTest::BoundedOptions(objective);
+  Eigen::VectorXd theta0(p);
+  for (int a = 0; a < p_phys; ++a) theta0[a] = start_physical[static_cast<size_t>(a)];
+  for (int k = 0; k < n; ++k) {
+    theta0[objective.ContrastIndex(k)] = 0.25;
+    theta0[objective.OffsetIndex(k)] = 1.0;
+  }
+  const LevenbergMarquardtSummary summary = Minimize(options, objective, theta0);
+  std::printf("%s\n", summary.BriefReport().c_str());
+  ASSERT_TRUE(summary.IsConverged()) << summary.reason;
+  EXPECT_FALSE(summary.covariance_pseudo_inverse);
+  EXPECT_NEAR(summary.reduced_chi2, 1.0, 0.05);
+  for (int a = 0; a < p; ++a) {
+    std::printf("  theta[%d] = %.6g +- %.3g (truth %.6g, %.2f sigma)\n", a, summary.theta[a],
+                summary.uncertainties[a], truth[a],
+                (summary.theta[a] - truth[a]) / summary.uncertainties[a]);
+    EXPECT_GT(summary.uncertainties[a], 0.0) << a;
+    EXPECT_LE(std::abs(summary.theta[a] - truth[a]), 3.0 * summary.uncertainties[a]) << a;
+  }
+}
+
+TEST_F(ObjectiveTest, RecoversLaminarFlowParameters) {
+  const Config config = SimulationConfig(AnalysisMode::kLaminarFlow, 200);
+  std::unique_ptr<PackedDataObjective> objective =
+      MakeObjective(config, PackedDataObjective::kDefaultBatchPoints);
+  ExpectRecovery(*objective, Truth(config), {3900.0, -0.4, 13.0, 2.6e-4, 0.24, 1.3e-5, 6.5});
+}
+
+TEST_F(ObjectiveTest, RecoversStaticParameters) {
+  const Config config = SimulationConfig(AnalysisMode::kStatic, 200);
+  std::unique_ptr<PackedDataObjective> objective =
+      MakeObjective(config, PackedDataObjective::kDefaultBatchPoints);
+  ExpectRecovery(*objective, Truth(config), {3900.0, -0.4, 13.0});
+}
+
+}  // namespace
+}  // namespace homodyne

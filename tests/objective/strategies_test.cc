@@ -1,0 +1,188 @@
+// The large, chunked and streaming strategies (objective.h) on simulated files: bitwise the same
+// fit whatever the strategy, chunk size, prefetching or thread count; parameter recovery on >= 1e6
+// points; a fit started at the optimum stays there; a poor start reaches the same optimum.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "optimize/levenberg_marquardt.h"
+#include "objective/batched_objective.h"
+#include "support/simulated_data_fixture.h"
+
+namespace homodyne {
+namespace {
+
+class StrategiesTest : public SimulatedDataTest {
+ protected:
+  // The truth with each physical parameter and each contrast/offset scaled by `factor`.
+  static Eigen::VectorXd ScaledStart(const Config& config, double factor) {
+    Eigen::VectorXd start = Truth(config);
+    start *= factor;
+    return start;
+  }
+};
+
+void ExpectBitwiseEqual(const LevenbergMarquardtSummary& a, const LevenbergMarquardtSummary& b,
+                        const char* what) {
+  EXPECT_EQ(a.status, b.status) << what;
+  EXPECT_EQ(a.iterations, b.iterations) << what;
+  EXPECT_EQ(a.final_chi2, b.final_chi2) << what;
+  EXPECT_TRUE((a.theta.array() == b.theta.array()).all()) << what;
+  EXPECT_TRUE((a.uncertainties.array() == b.uncertainties.array()).all()) << what;
+}
+
+TEST_F(StrategiesTest, LargeChunkedAndStreamingGiveBitwiseTheSameFit) {
+  const Config config = SimulationConfig(AnalysisMode::kLaminarFlow, 150);
+  std::unique_ptr<BatchSource> source = SimulateAndOpen(config);
+  const HomodyneModel model = ModelOf(config, *source);
+  const std::vector<double> phi = AnglesOf(*source);
+  constexpr int64_t kBatchPoints = 300;
+  const PackedDataObjective::PackedData data = PackedDataObjective::LoadPackedData(*source);
+
+  PackedDataObjective large(model, phi, 0.01, data, kBatchPoints);
+  ASSERT_GT(large.num_batches(), 20);
+  const LevenbergMarquardtOptions options = BoundedOptions(large);
+  const Eigen::VectorXd start = ScaledStart(config, 1.2);
+  const LevenbergMarquardtSummary reference = Minimize(options, large, start);
+  ASSERT_TRUE(reference.IsConverged()) << reference.reason;
+
+  int chunks_seen = 0;
+  PassOptions chunked_options{kBatchPoints, 3, [&](const PassProgress& progress) {
+                                ++chunks_seen;
+                                EXPECT_LE(progress.batches_done, progress.num_batches);
+                              }};
+  PackedDataObjective chunked(model, phi, 0.01, data, chunked_options);
+  ExpectBitwiseEqual(reference, Minimize(options, chunked, start), "chunked");
+  EXPECT_GE(chunks_seen, chunked.passes() * (chunked.num_batches() / 3));
+
+  // Streaming with and without prefetching, with different chunk sizes (and so different
+  // prefetch orders), on 1 and 2 threads.
+  const int threads = omp_get_max_threads();
+  for (auto [prefetch, chunk, thread_count] :
+       {std::tuple{true, 4, 2}, std::tuple{false, 1, 1}, std::tuple{true, 7, 1}}) {
+    omp_set_num_threads(thread_count);
+    BatchedObjective streaming(model, phi, 0.01, MakeStreamingPassData(*source, prefetch),
+                               PassOptions{kBatchPoints, chunk, {}});
+    ExpectBitwiseEqual(reference, Minimize(options, streaming, start), "streaming");
+    EXPECT_EQ(streaming.num_residuals(), large.num_residuals());
+  }
+  omp_set_num_threads(threads);
+}
+
+// Fits >= 1e6 points (3 angles x 817 fitted times: 1.0e6 upper-triangle points, 2.0e6 in chi2)
+// from a start 20% off and checks every parameter within 3 standard errors of the truth.
+void ExpectRecoveryAtMillionPoints(BatchedObjective& objective, const Eigen::VectorXd& truth,
+                                   const Eigen::VectorXd& start) {
+  ASSERT_GE(objective.num_points(), 1000000);
+  const LevenbergMarquardtOptions options = SimulatedDataTest::BoundedOptions(objective);
+  const LevenbergMarquardtSummary summary = Minimize(options, objective, start);
+  std::printf("%s\n", summary.BriefReport().c_str());
+  ASSERT_TRUE(summary.IsConverged()) << summary.reason;
+  EXPECT_NEAR(summary.reduced_chi2, 1.0, 0.01);
+  for (int a = 0; a < objective.num_parameters(); ++a) {
+    std::printf("  theta[%d] = %.6g +- %.3g (truth %.6g, %.2f sigma)\n", a, summary.theta[a],
+                summary.uncertainties[a], truth[a],
+                (summary.theta[a] - truth[a]) / summary.uncertainties[a]);
+    EXPECT_LE(std::abs(summary.theta[a] - truth[a]), 3.0 * summary.uncertainties[a]) << a;
+  }
+}
+
+TEST_F(StrategiesTest, RecoversLaminarFlowFromAMillionPoints) {
+  const Config config = SimulationConfig(AnalysisMode::kLaminarFlow, 818);
+  std::unique_ptr<PackedDataObjective> objective = MakeObjective(config, 10000);
+  ExpectRecoveryAtMillionPoints(*objective, Truth(config), ScaledStart(config, 1.2));
+}
+
+TEST_F(StrategiesTest, RecoversStaticFromAMillionPoints) {
+  const Config config = SimulationConfig(AnalysisMode::kStatic, 818);
+  std::unique_ptr<PackedDataObjective> objective = MakeObjective(config, 10000);
+  ExpectRecoveryAtMillionPoints(*objective, Truth(config), ScaledStart(config, 1.2));
+}
+
+TEST_F(StrategiesTest, StartAtTheOptimumStaysAndPoorStartReachesIt) {
+  const Config config = SimulationConfig(AnalysisMode::kLaminarFlow, 200);
+  std::unique_ptr<PackedDataObjective> objective = MakeObjective(config, 5000);
+  const LevenbergMarquardtOptions options = BoundedOptions(*objective);
+  const LevenbergMarquardtSummary optimum = Minimize(options, *objective, ScaledStart(config, 1.1));
+  ASSERT_TRUE(optimum.IsConverged()) << optimum.reason;
+
+  const LevenbergMarquardtSummary restarted = Minimize(options, *objective, optimum.theta);
+  ASSERT_TRUE(restarted.IsConverged()) << restarted.reason;
+  EXPECT_LE(restarted.accepted_steps, 2);
+  for (int a = 0; a < objective->num_parameters(); ++a) {
+    EXPECT_NEAR(restarted.theta[a], optimum.theta[a], 1e-3 * optimum.uncertainties[a]) << a;
+  }
+
+  // Every parameter 50% off (above the truth for half of them, below for the others).
+  Eigen::VectorXd poor = Truth(config);
+  for (int a = 0; a < poor.size(); ++a) poor[a] *= (a % 2 == 0) ? 1.5 : 0.5;
+  const LevenbergMarquardtSummary from_poor = Minimize(options, *objective, poor);
+  ASSERT_TRUE(from_poor.IsConverged()) << from_poor.reason;
+  EXPECT_NEAR(from_poor.final_chi2, optimum.final_chi2, 1e-9 * optimum.final_chi2);
+  for (int a = 0; a < objective->num_parameters(); ++a) {
+    EXPECT_NEAR(from_poor.theta[a], optimum.theta[a], 1e-2 * optimum.uncertainties[a]) << a;
+  }
+}
+
+// Interrupting a pass between two chunks and resuming from the saved LM state (after the last
+// finished iteration) and pass state (partial sums, next batch) gives bitwise the uninterrupted
+// fit, wherever the interruption falls (first pass, a trial pass, late in the fit).
+TEST_F(StrategiesTest, ResumingAnInterruptedPassIsBitwiseIdentical) {
+  const Config config = SimulationConfig(AnalysisMode::kLaminarFlow, 120);
+  std::unique_ptr<BatchSource> source = SimulateAndOpen(config);
+  const HomodyneModel model = ModelOf(config, *source);
+  const std::vector<double> phi = AnglesOf(*source);
+  constexpr int64_t kBatchPoints = 400;
+  constexpr int kChunk = 2;
+  const Eigen::VectorXd start = ScaledStart(config, 1.2);
+
+  // Every objective on the source is destroyed before the next one reads: a streaming
+  // objective's prefetch thread may still be reading (HDF5 is not thread-safe).
+  auto uninterrupted = std::make_unique<BatchedObjective>(
+      model, phi, 0.01, MakeStreamingPassData(*source), PassOptions{kBatchPoints, kChunk, {}});
+  const LevenbergMarquardtOptions options = BoundedOptions(*uninterrupted);
+  const LevenbergMarquardtSummary reference = Minimize(options, *uninterrupted, start);
+  ASSERT_TRUE(reference.IsConverged()) << reference.reason;
+  const int chunks_per_pass = (uninterrupted->num_batches() + kChunk - 1) / kChunk;
+  ASSERT_GT(chunks_per_pass, 3);
+  uninterrupted.reset();
+
+  struct Interrupted {};
+  for (int interrupt_at : {1, chunks_per_pass + 2, 5 * chunks_per_pass - 1}) {
+    std::optional<LevenbergMarquardtState> last_state;
+    std::optional<PassState> saved_pass;
+    int chunks = 0;
+    LevenbergMarquardtOptions first_options = options;
+    first_options.callback = [&last_state](const LevenbergMarquardtIteration& iteration) {
+      last_state = iteration.state;
+      return true;
+    };
+    {
+      BatchedObjective first(model, phi, 0.01, MakeStreamingPassData(*source),
+                             PassOptions{kBatchPoints, kChunk, [&](const PassProgress& progress) {
+                                           if (++chunks == interrupt_at) {
+                                             saved_pass = *progress.state;
+                                             throw Interrupted{};
+                                           }
+                                         }});
+      EXPECT_THROW(Minimize(first_options, first, start), Interrupted);
+      ASSERT_TRUE(saved_pass.has_value());
+      ASSERT_LT(saved_pass->next_batch, first.num_batches());
+    }
+
+    LevenbergMarquardtOptions resumed_options = options;
+    resumed_options.resume_state = last_state;  // none when stopped in the first pass
+    BatchedObjective resumed(model, phi, 0.01, MakeStreamingPassData(*source),
+                             PassOptions{kBatchPoints, kChunk, {}});
+    resumed.ResumePass(*saved_pass);
+    ExpectBitwiseEqual(reference, Minimize(resumed_options, resumed, start), "resumed");
+  }
+}
+
+}  // namespace
+}  // namespace homodyne

@@ -1,0 +1,276 @@
+// The global phase (src/optimize/global_search.h) on simulated laminar-flow data whose truth
+// is known: from the bound midpoints, where a local fit stops in the "no flow" minimum, every
+// method finds the true basin; results are reproducible and independent of the thread count.
+#include "optimize/global_search.h"
+
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <Eigen/Dense>
+
+#include "homodyne/errors.h"
+#include "optimize/levenberg_marquardt.h"
+#include "optimize/reparametrized_problem.h"
+#include "optimize/per_angle_mode.h"
+#include "support/simulated_data_fixture.h"
+
+namespace homodyne {
+namespace {
+
+class GlobalSearchTest : public SimulatedDataTest {
+ protected:
+  // The fixture's 3-angle laminar data set (truth gamma_dot_t0 2e-4, phi0 5) with 120 frames.
+  void SetUp() override {
+    SimulatedDataTest::SetUp();
+    SetUpMode(AnalysisMode::kLaminarFlow);
+  }
+
+  void SetUpMode(AnalysisMode mode) {
+    config_ = SimulationConfig(mode, 120);
+    objective_ = MakeObjective(config_, 4000);
+    truth_ = Truth(config_);
+    std::vector<ScalingEstimate> starts;
+    for (int k = 0; k < objective_->num_angles(); ++k) starts.push_back({0.5, 1.0});
+    map_ = BuildScalingMap(ResolvePerAngleMode(NlsqOptions{}, objective_->num_angles()),
+                           objective_->num_physical(), PhysicalParameterNames(mode),
+                           config_.simulation.phi_angles_degrees, starts, 2);
+    const LevenbergMarquardtOptions full = BoundedOptions(*objective_);
+    bounds_ = ReduceBounds(map_, full.lower_bounds, full.upper_bounds);
+    // The bound midpoints (initial_parameters.values: null), contrast 0.5, offset 1.
+    midpoints_ = 0.5 * (bounds_.lower + bounds_.upper);
+  }
+
+  GlobalSearchInputs Inputs() const {
+    GlobalSearchInputs inputs;
+    inputs.data = objective_.get();
+    inputs.map = map_;
+    inputs.bounds = bounds_;
+    inputs.start = midpoints_;
+    return inputs;
+  }
+
+  // The full fit from a reduced point.
+  LevenbergMarquardtSummary FitFrom(const Eigen::VectorXd& start) const {
+    ReparametrizedProblem problem(*objective_, map_);
+    LevenbergMarquardtOptions options;
+    options.lower_bounds = bounds_.lower;
+    options.upper_bounds = bounds_.upper;
+    return Minimize(options, problem, start);
+  }
+
+  // The search's chosen minimum, refined, reaches the optimum the truth-started fit finds:
+  // chi2 within 2 and every physical parameter within 4 standard errors.
+  void ExpectGlobalOptimum(const GlobalSearchSummary& summary) {
+    ASSERT_GE(summary.chosen, 0);
+    const LevenbergMarquardtSummary reference = FitFrom(ReduceStartingPoint(map_, truth_));
+    const LevenbergMarquardtSummary found =
+        FitFrom(summary.minima[static_cast<size_t>(summary.chosen)].reduced);
+    EXPECT_LE(found.final_chi2, reference.final_chi2 + 2.0) << summary.BriefReport();
+    for (int p = 0; p < objective_->num_physical(); ++p) {
+      EXPECT_NEAR(found.theta[p], reference.theta[p], 4.0 * reference.uncertainties[p])
+          << PhysicalParameterNames(config_.analysis_mode)[static_cast<size_t>(p)];
+    }
+  }
+
+  Config config_;
+  std::unique_ptr<PackedDataObjective> objective_;
+  Eigen::VectorXd truth_;
+  ScalingMap map_;
+  BoundBox bounds_;
+  Eigen::VectorXd midpoints_;
+};
+
+TEST_F(GlobalSearchTest, LocalFitFromMidpointsStopsInTheNoFlowMinimum) {
+  // The trap the global phase exists for: a plain fit from the midpoints ends with no flow.
+  const LevenbergMarquardtSummary local = FitFrom(midpoints_);
+  const LevenbergMarquardtSummary reference = FitFrom(ReduceStartingPoint(map_, truth_));
+  EXPECT_GT(local.final_chi2, reference.final_chi2 + 100.0);
+}
+
+TEST_F(GlobalSearchTest, AutoFindsTheGlobalOptimumFromTheMidpoints) {
+  const GlobalSearchSummary summary =
+      RunGlobalSearch(GlobalSearchMethod::kAuto, NlsqOptions{}, Inputs());
+  EXPECT_EQ(summary.method, GlobalSearchMethod::kAuto);
+  EXPECT_GT(summary.candidates, 100);  // the staged grid and the Sobol points
+  EXPECT_GE(summary.local_fits, 2);
+  EXPECT_GE(summary.minima.size(), 2u);  // the no-flow minimum is found too
+  EXPECT_EQ(summary.point_evaluations, summary.passes * objective_->num_points());
+  for (size_t i = 1; i < summary.minima.size(); ++i) {
+    EXPECT_LE(summary.minima[i - 1].chi2, summary.minima[i].chi2);
+  }
+  ExpectGlobalOptimum(summary);
+}
+
+TEST_F(GlobalSearchTest, AutoFindsTheStaticOptimumFromTheMidpoints) {
+  // Static mode: from D0 = 50050 (the midpoint of [1e2, 1e5]) a local fit can stop with D0 on a
+  // bound; the decade grid over D0 starts fits near the truth (3000).
+  SetUpMode(AnalysisMode::kStatic);
+  const GlobalSearchSummary summary =
+      RunGlobalSearch(GlobalSearchMethod::kAuto, NlsqOptions{}, Inputs());
+  EXPECT_GE(summary.candidates, 4 + 1);  // D0 decades and the start, plus Sobol points
+  ExpectGlobalOptimum(summary);
+}
+
+TEST_F(GlobalSearchTest, MultiStartFindsTheGlobalOptimum) {
+  NlsqOptions nlsq;
+  nlsq.multi_start.n_starts = 24;
+  nlsq.multi_start.sampling_strategy = SamplingStrategy::kSobol;
+  const GlobalSearchSummary summary =
+      RunGlobalSearch(GlobalSearchMethod::kMultiStart, nlsq, Inputs());
+  EXPECT_EQ(summary.candidates, 25);  // the start and 24 sampled
+  ExpectGlobalOptimum(summary);
+}
+
+TEST_F(GlobalSearchTest, CmaesFindsTheGlobalOptimum) {
+  NlsqOptions nlsq;
+  nlsq.cmaes.preset = CmaesPreset::kCmaesFast;
+  const GlobalSearchSummary summary = RunGlobalSearch(GlobalSearchMethod::kCmaes, nlsq, Inputs());
+  EXPECT_GT(summary.generations, 0);
+  EXPECT_GE(summary.cmaes_runs, 1);
+  ExpectGlobalOptimum(summary);
+}
+
+TEST_F(GlobalSearchTest, SameResultBitwiseAcrossRunsAndThreadCounts) {
+  NlsqOptions nlsq;
+  nlsq.multi_start.n_starts = 8;
+  omp_set_num_threads(1);
+  const GlobalSearchSummary one = RunGlobalSearch(GlobalSearchMethod::kMultiStart, nlsq, Inputs());
+  omp_set_num_threads(2);
+  const GlobalSearchSummary two = RunGlobalSearch(GlobalSearchMethod::kMultiStart, nlsq, Inputs());
+  ASSERT_EQ(one.minima.size(), two.minima.size());
+  for (size_t i = 0; i < one.minima.size(); ++i) {
+    EXPECT_EQ(one.minima[i].chi2, two.minima[i].chi2);
+    EXPECT_TRUE((one.minima[i].reduced.array() == two.minima[i].reduced.array()).all());
+  }
+  EXPECT_EQ(one.passes, two.passes);
+  nlsq.multi_start.seed = 7;  // another seed samples other starts
+  const GlobalSearchSummary other =
+      RunGlobalSearch(GlobalSearchMethod::kMultiStart, nlsq, Inputs());
+  EXPECT_NE(other.passes, one.passes);
+}
+
+TEST_F(GlobalSearchTest, ProgressCallbackStopsTheSearch) {
+  GlobalSearchInputs inputs = Inputs();
+  int calls = 0;
+  inputs.on_progress = [&calls](const GlobalSearchProgress&) { return ++calls < 5; };
+  const GlobalSearchSummary summary =
+      RunGlobalSearch(GlobalSearchMethod::kAuto, NlsqOptions{}, inputs);
+  EXPECT_TRUE(summary.stopped);
+  EXPECT_EQ(calls, 5);
+  EXPECT_EQ(summary.local_fits, 0);
+}
+
+// Interrupted at the `stop_after`-th progress report of stage `stop_stage` ("screening", "local
+// fit", "cmaes"), then resumed from the trail it saved: the resumed search returns bitwise the
+// uninterrupted one's minima and computes only the passes the interrupted one had not.
+void ExpectResumedSearchIsBitwise(GlobalSearchMethod method, const NlsqOptions& nlsq,
+                                  const GlobalSearchInputs& base, int stop_after,
+                                  const std::string& stop_stage) {
+  const GlobalSearchSummary whole = RunGlobalSearch(method, nlsq, base);
+  GlobalSearchInputs interrupted = base;
+  int reports = 0;
+  GlobalSearchTrail saved;
+  int64_t passes_before_stop = 0;
+  std::string stage;
+  interrupted.on_progress = [&](const GlobalSearchProgress& progress) {
+    saved = *progress.trail;
+    stage = progress.stage;
+    passes_before_stop = progress.passes;
+    if (progress.stage == stop_stage) ++reports;
+    return reports < stop_after;
+  };
+  const GlobalSearchSummary first = RunGlobalSearch(method, nlsq, interrupted);
+  ASSERT_TRUE(first.stopped) << ToString(method);
+  EXPECT_EQ(stage, stop_stage) << ToString(method);
+  ASSERT_FALSE(saved.empty()) << ToString(method);
+
+  GlobalSearchInputs resumed = base;
+  resumed.replay = saved;
+  const GlobalSearchSummary second = RunGlobalSearch(method, nlsq, resumed);
+  EXPECT_FALSE(second.stopped);
+  ASSERT_EQ(second.minima.size(), whole.minima.size()) << ToString(method);
+  for (size_t i = 0; i < whole.minima.size(); ++i) {
+    EXPECT_EQ(second.minima[i].chi2, whole.minima[i].chi2) << ToString(method) << " minimum " << i;
+    EXPECT_TRUE((second.minima[i].reduced.array() == whole.minima[i].reduced.array()).all())
+        << ToString(method) << " minimum " << i;
+  }
+  EXPECT_EQ(second.passes, whole.passes) << ToString(method);
+  EXPECT_EQ(second.local_fits, whole.local_fits) << ToString(method);
+  EXPECT_GT(second.replayed_passes, 0) << ToString(method);
+  EXPECT_LE(second.replayed_passes, passes_before_stop) << ToString(method);
+  EXPECT_EQ(second.trail.evaluations, whole.trail.evaluations) << ToString(method);
+  EXPECT_EQ(second.trail.minima.size(), whole.trail.minima.size()) << ToString(method);
+
+  // A trail of the whole search replays everything: no pass computed.
+  GlobalSearchInputs replay_all = base;
+  replay_all.replay = whole.trail;
+  const GlobalSearchSummary third = RunGlobalSearch(method, nlsq, replay_all);
+  EXPECT_EQ(third.replayed_passes, whole.passes) << ToString(method);
+  ASSERT_EQ(third.minima.size(), whole.minima.size());
+  EXPECT_EQ(third.minima.front().chi2, whole.minima.front().chi2);
+}
+
+TEST_F(GlobalSearchTest, ResumedAutoSearchIsBitwise) {
+  // Stopped in the screening, and after two local fits.
+  ExpectResumedSearchIsBitwise(GlobalSearchMethod::kAuto, NlsqOptions{}, Inputs(), 40, "screening");
+  ExpectResumedSearchIsBitwise(GlobalSearchMethod::kAuto, NlsqOptions{}, Inputs(), 2, "local fit");
+}
+
+TEST_F(GlobalSearchTest, ResumedMultiStartSearchIsBitwise) {
+  NlsqOptions nlsq;
+  nlsq.multi_start.n_starts = 8;
+  ExpectResumedSearchIsBitwise(GlobalSearchMethod::kMultiStart, nlsq, Inputs(), 2, "local fit");
+}
+
+TEST_F(GlobalSearchTest, ResumedCmaesSearchIsBitwise) {
+  NlsqOptions nlsq;
+  nlsq.cmaes.preset = CmaesPreset::kCmaesFast;
+  // Stopped inside CMA-ES (the staged grid is screened first).
+  ExpectResumedSearchIsBitwise(GlobalSearchMethod::kCmaes, nlsq, Inputs(), 5, "cmaes");
+}
+
+TEST(GlobalSearchMethodTest, CommandLineThenConfigThenEnableKeys) {
+  NlsqOptions nlsq;
+  std::string reason;
+  EXPECT_EQ(ResolveGlobalSearchMethod(nlsq, "", &reason), GlobalSearchMethod::kAuto);
+  nlsq.multi_start.enable = true;
+  EXPECT_EQ(ResolveGlobalSearchMethod(nlsq, "", &reason), GlobalSearchMethod::kMultiStart);
+  EXPECT_EQ(reason, "optimization.nlsq.multi_start.enable = true");
+  nlsq.cmaes.enable = true;  // CMA-ES first, as the reference
+  EXPECT_EQ(ResolveGlobalSearchMethod(nlsq, "", &reason), GlobalSearchMethod::kCmaes);
+  nlsq.global_search.method = GlobalSearchMethod::kOff;
+  nlsq.global_search.method_from_config = true;
+  EXPECT_EQ(ResolveGlobalSearchMethod(nlsq, "", &reason), GlobalSearchMethod::kOff);
+  EXPECT_EQ(ResolveGlobalSearchMethod(nlsq, "multi-start", &reason),
+            GlobalSearchMethod::kMultiStart);
+  EXPECT_EQ(reason, "--global-search multi-start");
+  EXPECT_EQ(ResolveGlobalSearchMethod(nlsq, "multi_start", &reason),
+            GlobalSearchMethod::kMultiStart);
+  EXPECT_EQ(ResolveGlobalSearchMethod(nlsq, "auto", &reason), GlobalSearchMethod::kAuto);
+  EXPECT_EQ(reason, "--global-search auto");
+  nlsq.global_search.method = GlobalSearchMethod::kCmaes;
+  nlsq.cmaes.enable = false;
+  EXPECT_EQ(ResolveGlobalSearchMethod(nlsq, "", &reason), GlobalSearchMethod::kCmaes);
+  EXPECT_EQ(reason, "optimization.nlsq.global_search.method = cmaes");
+}
+
+// --global-search (and Python's global_search=) as today: case as written; any other spelling is
+// a ConfigError naming the flag and its choices.
+TEST(GlobalSearchMethodTest, CommandLineSpellingIsCheckedWithItsMessage) {
+  for (const char* text : {"simplex", "AUTO", "Off", "multi start", "cma-es"}) {
+    try {
+      ResolveGlobalSearchMethod(NlsqOptions{}, text, nullptr);
+      ADD_FAILURE() << "no ConfigError for " << text;
+    } catch (const ConfigError& error) {
+      EXPECT_EQ(std::string(error.what()), std::string("--global-search ") + text +
+                                               ": must be one of auto, off, multi-start, cmaes");
+    }
+  }
+}
+
+}  // namespace
+}  // namespace homodyne

@@ -1,0 +1,243 @@
+// Variable projection (src/optimize/variable_projection.h): the boxed quadratic solver, the
+// projected chi2 and its Kaufman normal equations, and fits that reach the full problem's optimum
+// with every per-angle mode.
+#include "optimize/variable_projection.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <Eigen/Dense>
+
+#include "optimize/levenberg_marquardt.h"
+#include "optimize/reparametrized_problem.h"
+#include "optimize/per_angle_mode.h"
+#include "support/simulated_data_fixture.h"
+
+namespace homodyne {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+double QuadraticValue(const Eigen::MatrixXd& a, const Eigen::VectorXd& b,
+                      const Eigen::VectorXd& x) {
+  return 0.5 * x.dot(a * x) - b.dot(x);
+}
+
+// KKT conditions of min 0.5 x^T A x - b^T x on the box: inside it, zero gradient on free
+// variables, gradient pointing out of the box on held ones.
+void ExpectKkt(const Eigen::MatrixXd& a, const Eigen::VectorXd& b, const Eigen::VectorXd& lower,
+               const Eigen::VectorXd& upper, const Eigen::VectorXd& x) {
+  const Eigen::VectorXd gradient = a * x - b;
+  const double tolerance = 1e-9 * (1.0 + b.cwiseAbs().maxCoeff());
+  for (Eigen::Index i = 0; i < x.size(); ++i) {
+    ASSERT_GE(x[i], lower[i]);
+    ASSERT_LE(x[i], upper[i]);
+    if (x[i] == lower[i]) {
+      EXPECT_GE(gradient[i], -tolerance) << i;
+    } else if (x[i] == upper[i]) {
+      EXPECT_LE(gradient[i], tolerance) << i;
+    } else {
+      EXPECT_NEAR(gradient[i], 0.0, tolerance) << i;
+    }
+  }
+}
+
+TEST(SolveBoxedQuadraticTest, InteriorMinimumIsTheUnconstrainedSolution) {
+  Eigen::MatrixXd a(2, 2);
+  a << 4.0, 1.0, 1.0, 3.0;
+  const Eigen::VectorXd b = Eigen::Vector2d(1.0, 2.0);
+  const Eigen::VectorXd x = SolveBoxedQuadratic(a, b, Eigen::Vector2d(-kInf, -kInf),
+                                                Eigen::Vector2d(kInf, kInf), Eigen::Vector2d(5, 5));
+  EXPECT_TRUE(x.isApprox(a.ldlt().solve(b), 1e-12));
+}
+
+TEST(SolveBoxedQuadraticTest, RandomBoxesMeetKktAndBeatRandomFeasiblePoints) {
+  std::mt19937_64 generator(7);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  int held = 0;
+  for (int trial = 0; trial < 50; ++trial) {
+    const int n = 2 + trial % 7;
+    Eigen::MatrixXd factor(n + 2, n);
+    for (Eigen::Index i = 0; i < factor.size(); ++i) factor.data()[i] = normal(generator);
+    const Eigen::MatrixXd a = factor.transpose() * factor;
+    Eigen::VectorXd b(n), lower(n), upper(n), start(n);
+    for (int i = 0; i < n; ++i) {
+      b[i] = 3.0 * normal(generator);
+      lower[i] = -uniform(generator);
+      upper[i] = uniform(generator);
+      start[i] = normal(generator);
+    }
+    const Eigen::VectorXd x = SolveBoxedQuadratic(a, b, lower, upper, start);
+    ExpectKkt(a, b, lower, upper, x);
+    held +=
+        static_cast<int>(((x.array() == lower.array()) || (x.array() == upper.array())).count());
+    for (int sample = 0; sample < 200; ++sample) {
+      Eigen::VectorXd y(n);
+      for (int i = 0; i < n; ++i) y[i] = lower[i] + (upper[i] - lower[i]) * uniform(generator);
+      EXPECT_LE(QuadraticValue(a, b, x), QuadraticValue(a, b, y) + 1e-12);
+    }
+  }
+  EXPECT_GT(held, 50);  // the boxes were active, not only interior solutions
+}
+
+TEST(SolveBoxedQuadraticTest, SingularMatrixGivesAFiniteMinimum) {
+  // x0 and x1 enter only through their sum (a flat angle: contrast and offset degenerate).
+  Eigen::MatrixXd a(3, 3);
+  a << 1.0, 1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 2.0;
+  const Eigen::VectorXd b = Eigen::Vector3d(2.0, 2.0, 1.0);
+  const Eigen::VectorXd lower = Eigen::Vector3d(0.0, 0.0, -1.0);
+  const Eigen::VectorXd upper = Eigen::Vector3d(1.5, 1.5, 1.0);
+  const Eigen::VectorXd x = SolveBoxedQuadratic(a, b, lower, upper, Eigen::Vector3d(0.2, 0.3, 0.0));
+  ASSERT_TRUE(x.allFinite());
+  EXPECT_NEAR(x[0] + x[1], 2.0, 1e-12);
+  EXPECT_NEAR(x[2], 0.5, 1e-12);
+  ExpectKkt(a, b, lower, upper, x);
+}
+
+class VariableProjectionTest : public SimulatedDataTest {
+ protected:
+  // A 3-angle laminar data set, its objective, and the per-angle mode's map and bounds.
+  void SetUpProblem(const std::string& mode, int frames = 60) {
+    config_ = SimulationConfig(AnalysisMode::kLaminarFlow, frames);
+    if (mode == "auto") {  // averaged: one contrast and offset for every angle, as simulated
+      config_.simulation.contrast = {0.25, 0.25, 0.25};
+      config_.simulation.offset = {1.0, 1.0, 1.0};
+    }
+    objective_ = MakeObjective(config_, 2000);
+    truth_ = Truth(config_);
+    NlsqOptions nlsq;
+    nlsq.per_angle_mode = ParsePerAngleModeRequest(mode).value();
+    nlsq.fourier_order = 1;
+    const ResolvedScaling scaling = ResolvePerAngleMode(nlsq, objective_->num_angles());
+    std::vector<ScalingEstimate> starts;
+    for (int k = 0; k < objective_->num_angles(); ++k) {
+      starts.push_back({truth_[objective_->ContrastIndex(k)], truth_[objective_->OffsetIndex(k)]});
+    }
+    map_ = BuildScalingMap(scaling, objective_->num_physical(),
+                           PhysicalParameterNames(AnalysisMode::kLaminarFlow),
+                           config_.simulation.phi_angles_degrees, starts, 1);
+    const LevenbergMarquardtOptions full = BoundedOptions(*objective_);
+    bounds_ = ReduceBounds(map_, full.lower_bounds, full.upper_bounds);
+    reduced_truth_ = ReduceStartingPoint(map_, truth_);
+  }
+
+  // Options of the reduced problem, with its bounds.
+  LevenbergMarquardtOptions ReducedOptions() const {
+    LevenbergMarquardtOptions options;
+    options.lower_bounds = bounds_.lower;
+    options.upper_bounds = bounds_.upper;
+    return options;
+  }
+
+  Config config_;
+  std::unique_ptr<PackedDataObjective> objective_;
+  Eigen::VectorXd truth_;
+  ScalingMap map_;
+  BoundBox bounds_;
+  Eigen::VectorXd reduced_truth_;
+};
+
+TEST_F(VariableProjectionTest, ProjectedChi2IsTheMinimumOverTheScaling) {
+  SetUpProblem("individual");
+  VariableProjectionProblem projected(*objective_, map_, bounds_, reduced_truth_);
+  ASSERT_EQ(projected.num_parameters(), 7);
+  ASSERT_EQ(projected.linear_indices().size(), 6u);
+  // A physical point away from the truth; its best scaling from the full problem with the
+  // physical parameters held (equal bounds).
+  Eigen::VectorXd n = projected.NonlinearPart(reduced_truth_);
+  n[0] *= 1.3;
+  n[3] *= 0.7;
+  n[6] += 1.0;
+  const double chi2 = projected.Cost(n);
+  const Eigen::VectorXd reduced_point = projected.ReducedPoint(n);
+  LevenbergMarquardtOptions held = ReducedOptions();
+  for (int j : projected.nonlinear_indices()) {
+    held.lower_bounds[j] = held.upper_bounds[j] = reduced_point[j];
+  }
+  held.ftol = held.xtol = held.gtol = 1e-14;
+  ReparametrizedProblem full(*objective_, map_);
+  Eigen::VectorXd start = reduced_truth_;
+  for (int j : projected.nonlinear_indices()) start[j] = reduced_point[j];
+  const LevenbergMarquardtSummary best = Minimize(held, full, start);
+  EXPECT_NEAR(chi2, best.final_chi2, 1e-9 * best.final_chi2);
+  EXPECT_NEAR(full.Cost(reduced_point), chi2, 1e-9 * chi2);
+  EXPECT_LT(chi2, full.Cost(start) * (1 - 1e-6));  // the truth's scaling is not the best here
+}
+
+TEST_F(VariableProjectionTest, GradientIsHalfTheProjectedChi2Gradient) {
+  SetUpProblem("individual");
+  VariableProjectionProblem projected(*objective_, map_, bounds_, reduced_truth_);
+  Eigen::VectorXd n = projected.NonlinearPart(reduced_truth_);
+  n[0] *= 1.2;
+  n[3] *= 1.5;
+  n[4] -= 0.1;
+  const NormalEquations equations = projected.Accumulate(n);
+  EXPECT_TRUE(equations.jtj.isApprox(equations.jtj.transpose(), 1e-14));
+  for (int j = 0; j < projected.num_parameters(); ++j) {
+    auto half_difference = [&](double step) {
+      Eigen::VectorXd plus = n, minus = n;
+      plus[j] += step;
+      minus[j] -= step;
+      return (projected.Cost(plus) - projected.Cost(minus)) / (4.0 * step);
+    };
+    const double h = 1e-5 * (std::abs(n[j]) + 1e-3);
+    const double numeric = (4.0 * half_difference(h / 2) - half_difference(h)) / 3.0;
+    EXPECT_NEAR(equations.jtr[j], numeric, 1e-5 * std::abs(numeric) + 1e-6) << j;
+  }
+}
+
+// The projected fit from a poor start, refined on the full problem, ends where the full fit from
+// the truth ends, with the same covariance; for each per-angle mode.
+class VariableProjectionModeTest : public VariableProjectionTest,
+                                   public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(VariableProjectionModeTest, ReachesTheFullProblemsOptimum) {
+  SetUpProblem(GetParam(), 80);
+  ReparametrizedProblem full(*objective_, map_);
+  LevenbergMarquardtOptions reference_options = ReducedOptions();
+  reference_options.max_iterations = 200;
+  const LevenbergMarquardtSummary reference = Minimize(reference_options, full, reduced_truth_);
+  ASSERT_TRUE(reference.IsConverged()) << reference.reason;
+
+  Eigen::VectorXd start = reduced_truth_;
+  VariableProjectionProblem projected(*objective_, map_, bounds_, start);
+  const std::vector<int>& nonlinear = projected.nonlinear_indices();
+  const double physical_start[7] = {900.0, -0.2, 0.0, 1.0e-3, 0.0, 0.0, 0.0};
+  for (size_t i = 0; i < nonlinear.size(); ++i) start[nonlinear[i]] = physical_start[i];
+  for (int j : projected.linear_indices()) start[j] = 0.5 * (start[j] + bounds_.lower[j]);
+
+  LevenbergMarquardtOptions options;
+  const BoundBox nonlinear_bounds = projected.NonlinearBounds();
+  options.lower_bounds = nonlinear_bounds.lower;
+  options.upper_bounds = nonlinear_bounds.upper;
+  options.max_iterations = 200;
+  const LevenbergMarquardtSummary vp = Minimize(options, projected, projected.NonlinearPart(start));
+  ASSERT_TRUE(vp.IsConverged()) << vp.reason;
+
+  const LevenbergMarquardtSummary refined =
+      Minimize(ReducedOptions(), full, projected.ReducedPoint(vp.theta));
+  ASSERT_TRUE(refined.IsConverged()) << refined.reason;
+  EXPECT_NEAR(vp.final_chi2, reference.final_chi2, 1e-6 * reference.final_chi2);
+  EXPECT_NEAR(refined.final_chi2, reference.final_chi2, 1e-8 * reference.final_chi2);
+  EXPECT_LE(refined.iterations, 10);
+  for (int j = 0; j < full.num_parameters(); ++j) {
+    if (reference.uncertainties[j] == 0.0) continue;
+    EXPECT_NEAR(refined.theta[j], reference.theta[j], 1e-2 * reference.uncertainties[j])
+        << map_.reduced_names[static_cast<size_t>(j)];
+    EXPECT_NEAR(refined.uncertainties[j], reference.uncertainties[j],
+                1e-3 * reference.uncertainties[j]);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(PerAngleModes, VariableProjectionModeTest,
+                         ::testing::Values("individual", "auto", "constant", "fourier"));
+
+}  // namespace
+}  // namespace homodyne
