@@ -13,7 +13,7 @@ Fits the same problem `homodyne --config FILE.yaml` fits, with its own numpy mod
   * model: reference section 1 (cumulative trapezoid integrals, smooth |.|, floors and clips,
     unnormalised sinc to the fourth power); matches the reference package's values in
     reference_c2.h5 to 1e-14 (--check-reference);
-  * objective: DESIGN section 1, sum over i != j of ((model - data) / sigma)^2 with
+  * objective: docs/design.md section 1, sum over i != j of ((model - data) / sigma)^2 with
     sigma = optimization.nlsq.sigma (default 0.01), evaluated on the strict upper triangle with
     weight sqrt(2), so chi2 is the value homodyne reports;
   * parameters: [contrast_0..n-1, offset_0..n-1, physical] (per_angle_mode individual, reference
@@ -188,8 +188,9 @@ class HomodyneModel:
     """c2 on the strict upper triangle of every angle; parameters [contrast, offset, physical].
 
     Residuals are (model - data) * sqrt(2) / sigma: each strict-upper point stands for (i, j) and
-    (j, i), so chi2 is DESIGN section 1's sum over i != j, the value homodyne reports. The forward
-    pass is cached for the last x, so the Jacobian at an accepted point does not redo it.
+    (j, i), so chi2 is the sum over i != j of docs/design.md section 1, the value homodyne
+    reports. The forward pass is cached for the last x, so the Jacobian at an accepted point does
+    not redo it.
     """
 
     def __init__(self, mode, q, gap, dt, phi, t, data, sigma):
@@ -401,7 +402,7 @@ def main():
     model = HomodyneModel(config["mode"], q, config["gap"], config["dt"], phi, t, data,
                           config["sigma"])
     x0, lower, upper, names = starting_point(config, data, len(t), len(phi))
-    points = 2 * data.size  # i != j pairs (DESIGN section 1), as homodyne counts them
+    points = 2 * data.size  # i != j pairs (docs/design.md section 1), as homodyne counts them
     print(f"scipy {scipy.__version__}, numpy {np.__version__}: {len(phi)} angles x {len(t)} "
           f"times, {points} points ({data.size} evaluated: strict upper triangles), "
           f"{len(x0)} parameters, load {load_seconds:.2f} s")

@@ -3,7 +3,7 @@
 
 Usage: homodyne_plot.py OUTPUT_DIR [--plot-dir DIR] [--dpi N] [--max-pixels N]
 
-Reads OUTPUT_DIR/nlsq/fitted_data.h5 as `homodyne` writes it (DESIGN section 8):
+Reads OUTPUT_DIR/nlsq/fitted_data.h5 as `homodyne` writes it (docs/design.md section 8):
   /t (N) fitted times [s], /phi, /contrast, /offset (n_angles), /q (scalar),
   /angles/phi_KKK/{data, fit, residuals} (N x N, element [i, j] <-> (t1 = t_i, t2 = t_j)),
   each group with attributes phi, contrast, offset.

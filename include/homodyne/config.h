@@ -119,8 +119,8 @@ std::string_view ToString(GlobalSearchMethod method);
 // its own: ResolveGlobalSearchMethod.)
 std::optional<GlobalSearchMethod> ParseGlobalSearchMethod(std::string_view text);
 
-// optimization.nlsq.global_search (homodyne-cpp; DESIGN section 4b): the global phase before the
-// local fit. Default on: laminar-flow fits have a wide false "no flow" minimum.
+// optimization.nlsq.global_search (homodyne-cpp; docs/design.md section 4b): the global phase
+// before the local fit. Default on: laminar-flow fits have a wide false "no flow" minimum.
 struct GlobalSearchOptions {
   // auto: staged grid + sampled starts, screened (our default; measured in docs/performance.md).
   // off: the local fit from initial_parameters only. multi_start | cmaes: that method with its
@@ -164,16 +164,16 @@ struct NlsqOptions {
   int constant_scaling_threshold = 3;       // anti_degeneracy.constant_scaling_threshold, >= 1
   int fourier_order = 2;                    // anti_degeneracy.fourier_order, >= 1
   bool per_angle_mode_from_config = false;  // true when the config set per_angle_mode
-  // Variable projection of contrast and offset (DESIGN section 4b): local fits search only the
-  // physical parameters, each evaluated with its best per-angle scaling; the result is then
+  // Variable projection of contrast and offset (docs/design.md section 4b): local fits search only
+  // the physical parameters, each evaluated with its best per-angle scaling; the result is then
   // refined on the full problem. optimization.nlsq.variable_projection.
   bool variable_projection = true;
   // Local optimiser of the standard strategy: lm (our core; 12x faster than Ceres on 7.5e5 points,
   // same optimum) or ceres (Ceres DENSE_QR: the independent cross-check, and a second opinion on
   // ill-conditioned problems). optimization.nlsq.solver. The other strategies always use lm.
   LmSolver solver = LmSolver::kLmCore;
-  // DESIGN section 4: ftol/xtol may stop a fit only when the Gauss-Newton step is at most this
-  // many standard errors. optimization.nlsq.statistical_tolerance, >= 0 (0 disables).
+  // docs/design.md section 4: ftol/xtol may stop a fit only when the Gauss-Newton step is at most
+  // this many standard errors. optimization.nlsq.statistical_tolerance, >= 0 (0 disables).
   double statistical_tolerance = 1e-3;
   GlobalSearchOptions global_search;
   MultiStartOptions multi_start;
@@ -195,12 +195,13 @@ struct StreamingOptions {
   bool enable_fault_tolerance = true;
   int max_retries_per_batch = 2;      // >= 0
   double min_success_rate = 0.5;      // in [0, 1]
-  std::optional<int64_t> batch_size;  // points per batch; null = automatic (DESIGN section 3)
+  std::optional<int64_t> batch_size;  // points per batch; null = auto (docs/design.md section 3)
   bool enable_compression = true;     // deflate inside checkpoints
 };
 
-// What computes a fit's passes (performance.backend, --backend; DESIGN section 5). SelectBackend
-// (backend.h) resolves it: auto means cuda when it can run, else cpu (with the reason logged).
+// What computes a fit's passes (performance.backend, --backend; docs/design.md section 5).
+// SelectBackend (backend.h) resolves it: auto means cuda when it can run, else cpu (with the
+// reason logged).
 enum class BackendKind { kAuto, kCpu, kCuda };
 // "auto", "cpu", "cuda".
 std::string_view ToString(BackendKind kind);

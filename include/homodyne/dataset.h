@@ -1,4 +1,5 @@
-// Two-time correlation data from beamline HDF5 files (DESIGN section 8; reference section 3).
+// Two-time correlation data from beamline HDF5 files (docs/design.md section 8; reference section
+// 3).
 //
 // Terms used throughout:
 // - raw grid: the N_raw frames of the sliced window [start_frame, end_frame], t_k = k dt from 0.

@@ -1,4 +1,4 @@
-// Reader of beamline two-time correlation files (DESIGN section 8; reference section 3).
+// Reader of beamline two-time correlation files (docs/design.md section 8; reference section 3).
 //
 // InspectDataset follows the reference loader: layout detection (3.2), APS-U (3.5) and APS-old
 // (3.4) selection, frame slicing (3.7), phi normalisation and phi_filtering (3.10). Where the

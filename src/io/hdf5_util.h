@@ -1,5 +1,5 @@
 // Small RAII layer over the HDF5 C API shared by the reader, the writer and the simulator.
-// Private to src/io (HDF5 stays at the edge, STYLE habit 7).
+// Private to src/io (HDF5 stays at the edge, docs/conventions.md habit 7).
 #pragma once
 
 #include <hdf5.h>

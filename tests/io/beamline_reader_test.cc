@@ -1,4 +1,4 @@
-// Tests of the beamline reader and writer (reference section 3; DESIGN section 8).
+// Tests of the beamline reader and writer (reference section 3; docs/design.md section 8).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
