@@ -1,4 +1,4 @@
-// The homodyne YAML configuration (reference section 5) as plain option structs.
+// The homodyne YAML configuration (docs/configuration.md) as plain option structs.
 //
 // Every field carries its default and meaning in place. LoadConfig accepts every key of the
 // reference's templates; keys the engine uses are parsed into these structs and validated with
@@ -18,16 +18,18 @@
 
 namespace homodyne {
 
-// Bounds of one parameter (parameter_space.bounds[]); defaults from reference section 2.2.
+// Bounds of one parameter (parameter_space.bounds[]); defaults in
+// docs/configuration.md, Parameters.
 struct ParameterBound {
   std::string name;  // canonical name (aliases mapped), e.g. "D0", "contrast"
   double min = 0.0;
   double max = 1.0;
 };
 
-// initial_parameters (reference section 2.3). parameter_names defaults to the mode's physical
-// names; it holds only names of the mode plus contrast/offset (names of the other mode are
-// dropped with a warning, together with their values). values, when set, has one entry per name.
+// initial_parameters (docs/model.md, Bounds and start values). parameter_names defaults to the
+// mode's physical names; it holds only names of the mode plus contrast/offset (names of the other
+// mode are dropped with a warning, together with their values). values, when set, has one entry
+// per name.
 struct InitialParameterOptions {
   std::vector<std::string> parameter_names;               // canonical names, order of `values`
   std::optional<std::vector<double>> values;              // null -> bound midpoints
@@ -55,9 +57,9 @@ std::string_view ToString(SamplingStrategy strategy);
 // Those names, case-insensitive; std::nullopt for anything else.
 std::optional<SamplingStrategy> ParseSamplingStrategy(std::string_view text);
 
-// optimization.nlsq.multi_start (reference section 7): starts sampled in the search box (log
-// coordinates for parameters spanning decades), screened by their projected chi2, the kept ones
-// fitted locally, the best refined. Values are the reference's defaults.
+// optimization.nlsq.multi_start (docs/configuration.md, Global phase): starts sampled in the
+// search box (log coordinates for parameters spanning decades), screened by their projected chi2,
+// the kept ones fitted locally, the best refined. Values are the reference's defaults.
 struct MultiStartOptions {
   bool enable = false;  // selects multi-start as the global method (see GlobalSearchOptions)
   int n_starts = 10;    // sampled starts, >= 1
@@ -90,8 +92,8 @@ std::string_view ToString(CmaesRestartStrategy strategy);
 // Those names, case-insensitive; std::nullopt for anything else.
 std::optional<CmaesRestartStrategy> ParseCmaesRestartStrategy(std::string_view text);
 
-// optimization.nlsq.cmaes (reference section 7): CMA-ES over the projected chi2 in the unit box
-// of the physical parameters (pagmo2), then the local fit.
+// optimization.nlsq.cmaes (docs/configuration.md, Global phase): CMA-ES over the projected chi2 in
+// the unit box of the physical parameters (pagmo2), then the local fit.
 struct CmaesSearchOptions {
   bool enable = false;                     // selects CMA-ES as the global method
   CmaesPreset preset = CmaesPreset::kCmaesGlobal;
@@ -218,12 +220,12 @@ struct PerformanceOptions {
   bool enable_progress = true;     // performance.enable_progress
 };
 
-// logging.performance (the tuning guide's "Built-in Performance Logging"): a timestamped log of
-// passes, checkpoint saves, global-search stages, final-fit iterations and the total, written to
-// <output folder>/filename by the CLI and the Python module (src/pipeline/performance_log.h).
-// Severity of a line: DEBUG (every chunk of a pass, every global-search step), INFO (passes,
-// checkpoint saves, stages, phases, iterations, the total), WARNING (operations slower than
-// threshold_seconds, written whatever the level). A level writes its lines and those above it.
+// logging.performance (docs/configuration.md, Performance log): a timestamped log of passes,
+// checkpoint saves, global-search stages, final-fit iterations and the total, written to <output
+// folder>/filename by the CLI and the Python module (src/pipeline/performance_log.h). Severity of
+// a line: DEBUG (every chunk of a pass, every global-search step), INFO (passes, checkpoint saves,
+// stages, phases, iterations, the total), WARNING (operations slower than threshold_seconds,
+// written whatever the level). A level writes its lines and those above it.
 enum class PerformanceLogLevel { kDebug, kInfo, kWarning };
 // "DEBUG", "INFO" or "WARNING".
 const char* ToString(PerformanceLogLevel level);
@@ -286,9 +288,10 @@ struct ConfigSource {
   std::string path;  // the file it was read from; "" when given as text (Config::source_path)
 };
 
-// What a shell sets over the config file: the `homodyne` flags (reference section 7.1) and the
-// Python module's keyword options. A set field replaces the file's value; ResolveConfig applies
-// the analysis mode before it builds anything that depends on the mode, the rest after.
+// What a shell sets over the config file: the `homodyne` flags (README.md, Programs; the
+// reference's NLSQ flags and ours) and the Python module's keyword options. A set field replaces
+// the file's value; ResolveConfig applies the analysis mode before it builds anything that depends
+// on the mode, the rest after.
 struct ConfigOverrides {
   std::optional<AnalysisMode> analysis_mode;  // --static-mode, --laminar-flow
   std::optional<std::string> data_file;       // --data-file

@@ -1,4 +1,4 @@
-// The result of a fit and the reference's result files (reference section 6,
+// The result of a fit and the reference's result files (docs/results.md;
 // docs/design.md section 8).
 #pragma once
 
@@ -95,7 +95,8 @@ struct FitResult {
   std::vector<std::string> warnings;
 };
 
-// "good" (reduced chi2 < 1.5), "marginal" (< 3.0) or "poor" (reference section 4.3).
+// "good" (reduced chi2 < 1.5), "marginal" (< 3.0) or "poor" (docs/results.md, Fields shared with
+// the reference).
 std::string QualityFlag(double reduced_chi_squared);
 
 // Writes nlsq/parameters.json, nlsq/analysis_results_nlsq.json and nlsq/convergence_metrics.json

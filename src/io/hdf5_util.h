@@ -60,8 +60,8 @@ inline Hid AttributeHid(hid_t id) { return Hid(id, H5Aclose); }
 // missing parent is not an error).
 bool PathExists(hid_t file, const std::string& path);
 
-// Names of the members of a group, sorted alphabetically (the order the reference uses,
-// reference section 3.4/3.5). Throws std::runtime_error on failure.
+// Names of the members of a group, sorted alphabetically (the order the reference uses;
+// docs/design.md section 8). Throws std::runtime_error on failure.
 std::vector<std::string> GroupMemberNames(hid_t group);
 
 // Dimensions of a dataset's dataspace. Throws std::runtime_error on failure.

@@ -252,7 +252,8 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
       checkpoints->StopIfInterrupted();
     }
   } catch (const DataError& error) {
-    // A batch that could not be read even after retries: keep what was computed (DESIGN 7).
+    // A batch that could not be read even after retries: keep what was computed
+    // (docs/design.md section 7).
     const bool saved = checkpoints->SaveAfterFailure();
     throw DataError(std::string(error.what()) +
                     (saved ? "; progress saved in " + config.streaming.checkpoint_dir +

@@ -100,8 +100,9 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
     result.warnings.push_back(warning);
   }
 
-  // Results in the full layout: one contrast and one offset per angle (reference section 2.4),
-  // dof with the reference's effective parameter count (section 4.3).
+  // Results in the full layout: one contrast and one offset per angle (docs/model.md, Per-angle
+  // scaling), dof with the reference's effective parameter count (docs/results.md, Degrees of
+  // freedom).
   const int n_effective =
       EffectiveParameterCount(scaling.mode, n_physical, n_angles, map.num_reduced());
   const int64_t dof = objective.num_residuals() - n_effective;

@@ -45,7 +45,8 @@ class FitStrategy {
 
   // The data, as the objective of the full parameter layout (objective.h).
   virtual BatchedObjective& objective() = 0;
-  // Per-angle contrast and offset estimated from the data (the default start, reference 2.3).
+  // Per-angle contrast and offset estimated from the data (the default start;
+  // docs/model.md, Bounds and start values).
   const std::vector<ScalingEstimate>& scaling_from_data() const { return scaling_from_data_; }
 
   // The global phase's data: every row_stride-th row of each angle's upper triangle, the same

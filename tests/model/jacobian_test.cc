@@ -1,5 +1,5 @@
 // Every Jacobian column of EvaluateUpperTriangleRows against central finite differences
-// (reference section 1.12; docs/conventions.md habit 10), and the zero derivatives where floors
+// (docs/model.md, Jacobian; docs/conventions.md habit 10), and the zero derivatives where floors
 // are active.
 #include <gtest/gtest.h>
 
