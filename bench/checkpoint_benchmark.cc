@@ -1,5 +1,5 @@
-// Save time and file size of a checkpoint (DESIGN section 6: a save over 2 s is a warning; the
-// target here is < 50 ms for up to 100 parameters). Each save is a full CheckpointStore::Save:
+// Save time and file size of a checkpoint (docs/design.md section 6: a save over 2 s is a warning;
+// the target here is < 50 ms for up to 100 parameters). Each save is a full CheckpointStore::Save:
 // HDF5 write, fsync of the file, rename, fsync of the folder, pruning to keep_last = 3.
 //
 //   build/bench/checkpoint_benchmark [--benchmark_filter=...]

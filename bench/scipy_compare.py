@@ -9,22 +9,22 @@ Fits the same problem `homodyne --config FILE.yaml` fits, with its own numpy mod
   * data: the APS-U file of experimental_data (as homodyne-simulate writes it; path relative to
     the working directory, as homodyne reads it), the q ring closest to
     analyzer_parameters.scattering.wavevector_q, frames [start_frame, end_frame] with the first
-    kept frame dropped (reference section 0 step 4), the strict upper triangle of every angle;
-  * model: reference section 1 (cumulative trapezoid integrals, smooth |.|, floors and clips,
+    kept frame dropped (docs/model.md, Time grid), the strict upper triangle of every angle;
+  * model: docs/model.md (cumulative trapezoid integrals, smooth |.|, floors and clips,
     unnormalised sinc to the fourth power); matches the reference package's values in
     reference_c2.h5 to 1e-14 (--check-reference);
-  * objective: DESIGN section 1, sum over i != j of ((model - data) / sigma)^2 with
+  * objective: docs/design.md section 1, sum over i != j of ((model - data) / sigma)^2 with
     sigma = optimization.nlsq.sigma (default 0.01), evaluated on the strict upper triangle with
     weight sqrt(2), so chi2 is the value homodyne reports;
-  * parameters: [contrast_0..n-1, offset_0..n-1, physical] (per_angle_mode individual, reference
-    section 1.8); physical starts from initial_parameters.values (bound midpoints where absent),
-    contrast/offset from per_angle_scaling or the reference's quantile estimator (section 2.4);
-    bounds from parameter_space.bounds with the code defaults of section 2.2;
+  * parameters: [contrast_0..n-1, offset_0..n-1, physical] (per_angle_mode individual, the
+    reference's order); physical starts from initial_parameters.values (bound midpoints where
+    absent), contrast/offset from per_angle_scaling or the reference's quantile estimator; bounds
+    from parameter_space.bounds with the default bounds (docs/model.md, Bounds and start values);
   * solver: least_squares(method="trf", bounds, loss="linear", ftol = optimization.nlsq.tolerance,
-    xtol, gtol (1e-8), max_nfev = optimization.nlsq.max_iterations, x_scale 1), the settings of
-    the reference's stratified least-squares path (reference engine section 2.2). The Jacobian is
-    analytic (reference section 1.12; the reference computes the same by JAX autodiff), checked
-    against central differences by --check-jacobian, unless --jac 2-point.
+    xtol, gtol (1e-8), max_nfev = optimization.nlsq.max_iterations, x_scale 1), the settings the
+    reference package uses on its stratified least-squares path (1e6 points and more). The
+    Jacobian is analytic (docs/model.md, Jacobian; the reference computes the same by JAX
+    autodiff), checked against central differences by --check-jacobian, unless --jac 2-point.
 
 Prints the wall time of the fit (and of loading), nfev/njev, chi2 and the parameters; --json writes
 them for bench/scipy_compare.sh. Exit 1 on bad input or a missing module.
@@ -42,7 +42,7 @@ PHYSICAL_NAMES = {
     "laminar_flow": ["D0", "alpha", "D_offset", "gamma_dot_t0", "beta", "gamma_dot_t_offset",
                      "phi0"],
 }
-# Code defaults of reference section 2.2 (also src/config/config_loader.cc).
+# The default bounds (docs/model.md, Bounds and start values; src/config/config_loader.cc).
 DEFAULT_BOUNDS = {
     "D0": (1e2, 1e5), "alpha": (-2.0, 2.0), "D_offset": (-1e5, 1e5),
     "gamma_dot_t0": (1e-6, 0.5), "beta": (-2.0, 2.0), "gamma_dot_t_offset": (-0.1, 0.1),
@@ -125,7 +125,7 @@ def read_config(path):
 
 
 # ----------------------------------------------------------------------------------------------
-# Data (reference sections 3.5, 3.7 and 0 step 4)
+# Data (docs/design.md section 8; docs/model.md, Time grid)
 
 
 def read_aps_u(config):
@@ -157,7 +157,7 @@ def read_aps_u(config):
         for k, (_, _, name) in enumerate(kept):
             matrix = group[name][first + 1:end, first + 1:end].astype(np.float64)
             data[k] = matrix[upper]
-    # phi normalised to (-180, 180] (reference section 3.10).
+    # phi normalised to (-180, 180] (docs/design.md section 8).
     phi = np.array([p[1] % 360.0 for p in kept])
     phi = np.where(phi > 180.0, phi - 360.0, phi)
     t = config["dt"] * np.arange(1, n_times + 1, dtype=np.float64)
@@ -165,7 +165,8 @@ def read_aps_u(config):
 
 
 def quantile_scaling(values, n_times, contrast_bound, offset_bound):
-    """Reference section 2.4 on one angle's strict upper triangle (as src/optimize/initial_values.cc)."""
+    """The quantile estimate (docs/model.md, Bounds and start values) on one angle's strict upper
+    triangle (as src/optimize/initial_values.cc)."""
     finite = np.isfinite(values)
     if finite.sum() < 100:
         return 0.5 * sum(contrast_bound), 0.5 * sum(offset_bound)
@@ -181,15 +182,16 @@ def quantile_scaling(values, n_times, contrast_bound, offset_bound):
 
 
 # ----------------------------------------------------------------------------------------------
-# Model (reference section 1) and its analytic Jacobian (section 1.12)
+# Model (docs/model.md) and its analytic Jacobian (docs/model.md, Jacobian)
 
 
 class HomodyneModel:
     """c2 on the strict upper triangle of every angle; parameters [contrast, offset, physical].
 
     Residuals are (model - data) * sqrt(2) / sigma: each strict-upper point stands for (i, j) and
-    (j, i), so chi2 is DESIGN section 1's sum over i != j, the value homodyne reports. The forward
-    pass is cached for the last x, so the Jacobian at an accepted point does not redo it.
+    (j, i), so chi2 is the sum over i != j of docs/design.md section 1, the value homodyne
+    reports. The forward pass is cached for the last x, so the Jacobian at an accepted point does
+    not redo it.
     """
 
     def __init__(self, mode, q, gap, dt, phi, t, data, sigma):
@@ -216,7 +218,8 @@ class HomodyneModel:
 
     def integral(self, amplitude, exponent, constant):
         """(M_ij on the pairs, C_i - C_j, dC/d(amplitude, exponent, constant) per time) for the
-        rate amplitude * t^exponent + constant floored at 1e-10 (reference sections 1.3, 1.4)."""
+        rate amplitude * t^exponent + constant floored at 1e-10 (docs/model.md: Rates, The time
+        integrals)."""
         power = self.ts ** exponent
         rate = amplitude * power + constant
         active = rate > 1e-10
@@ -228,7 +231,7 @@ class HomodyneModel:
         return np.sqrt(difference * difference + 1e-12), difference, dc
 
     def integral_derivatives(self, m, difference, dc):
-        """dM_ij / d(amplitude, exponent, constant), shape (3, pairs) (reference section 1.12)."""
+        """dM_ij / d(amplitude, exponent, constant), shape (3, pairs) (docs/model.md, Jacobian)."""
         return (difference / m) * (dc[:, self.i] - dc[:, self.j])
 
     def forward(self, x):
@@ -275,7 +278,7 @@ class HomodyneModel:
         return self.forward(x)["residuals"]
 
     def jacobian(self, x):
-        """d residuals / dx, shape (points, parameters), analytic (reference section 1.12)."""
+        """d residuals / dx, shape (points, parameters), analytic (docs/model.md, Jacobian)."""
         n = self.n_angles
         contrast, physical = x[:n], x[2 * n:]
         pieces = self.forward(x)
@@ -401,7 +404,7 @@ def main():
     model = HomodyneModel(config["mode"], q, config["gap"], config["dt"], phi, t, data,
                           config["sigma"])
     x0, lower, upper, names = starting_point(config, data, len(t), len(phi))
-    points = 2 * data.size  # i != j pairs (DESIGN section 1), as homodyne counts them
+    points = 2 * data.size  # i != j pairs (docs/design.md section 1), as homodyne counts them
     print(f"scipy {scipy.__version__}, numpy {np.__version__}: {len(phi)} angles x {len(t)} "
           f"times, {points} points ({data.size} evaluated: strict upper triangles), "
           f"{len(x0)} parameters, load {load_seconds:.2f} s")

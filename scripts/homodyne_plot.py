@@ -3,12 +3,12 @@
 
 Usage: homodyne_plot.py OUTPUT_DIR [--plot-dir DIR] [--dpi N] [--max-pixels N]
 
-Reads OUTPUT_DIR/nlsq/fitted_data.h5 as `homodyne` writes it (DESIGN section 8):
+Reads OUTPUT_DIR/nlsq/fitted_data.h5 as `homodyne` writes it (docs/design.md section 8):
   /t (N) fitted times [s], /phi, /contrast, /offset (n_angles), /q (scalar),
   /angles/phi_KKK/{data, fit, residuals} (N x N, element [i, j] <-> (t1 = t_i, t2 = t_j)),
   each group with attributes phi, contrast, offset.
 Writes OUTPUT_DIR/nlsq/c2_heatmaps_phi_{phi:.1f}deg.png, the reference's name and place
-(reference homodyne-model-data-config section 6). Colour limits follow the reference: 1st/99th
+(docs/results.md). Colour limits follow the reference: 1st/99th
 percentiles per panel (fallback 1.0-1.5); the residual panel is symmetric about 0. Matrices larger
 than --max-pixels per side are read with a stride, so memory and time stay small for any N.
 

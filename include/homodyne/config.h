@@ -1,4 +1,4 @@
-// The homodyne YAML configuration (reference section 5) as plain option structs.
+// The homodyne YAML configuration (docs/configuration.md) as plain option structs.
 //
 // Every field carries its default and meaning in place. LoadConfig accepts every key of the
 // reference's templates; keys the engine uses are parsed into these structs and validated with
@@ -25,17 +25,18 @@ std::string_view ToString(StrategyKind kind);
 // Case-insensitive; std::nullopt for an unknown name.
 std::optional<StrategyKind> ParseStrategyKind(std::string_view text);
 
-
-// Bounds of one parameter (parameter_space.bounds[]); defaults from reference section 2.2.
+// Bounds of one parameter (parameter_space.bounds[]); defaults in
+// docs/configuration.md, Parameters.
 struct ParameterBound {
   std::string name;  // canonical name (aliases mapped), e.g. "D0", "contrast"
   double min = 0.0;
   double max = 1.0;
 };
 
-// initial_parameters (reference section 2.3). parameter_names defaults to the mode's physical
-// names; it holds only names of the mode plus contrast/offset (names of the other mode are
-// dropped with a warning, together with their values). values, when set, has one entry per name.
+// initial_parameters (docs/model.md, Bounds and start values). parameter_names defaults to the
+// mode's physical names; it holds only names of the mode plus contrast/offset (names of the other
+// mode are dropped with a warning, together with their values). values, when set, has one entry
+// per name.
 struct InitialParameterOptions {
   std::vector<std::string> parameter_names;               // canonical names, order of `values`
   std::optional<std::vector<double>> values;              // null -> bound midpoints
@@ -63,9 +64,9 @@ std::string_view ToString(SamplingStrategy strategy);
 // Those names, case-insensitive; std::nullopt for anything else.
 std::optional<SamplingStrategy> ParseSamplingStrategy(std::string_view text);
 
-// optimization.nlsq.multi_start (reference section 7): starts sampled in the search box (log
-// coordinates for parameters spanning decades), screened by their projected chi2, the kept ones
-// fitted locally, the best refined. Values are the reference's defaults.
+// optimization.nlsq.multi_start (docs/configuration.md, Global phase): starts sampled in the
+// search box (log coordinates for parameters spanning decades), screened by their projected chi2,
+// the kept ones fitted locally, the best refined. Values are the reference's defaults.
 struct MultiStartOptions {
   bool enable = false;  // selects multi-start as the global method (see GlobalSearchOptions)
   int n_starts = 10;    // sampled starts, >= 1
@@ -98,8 +99,8 @@ std::string_view ToString(CmaesRestartStrategy strategy);
 // Those names, case-insensitive; std::nullopt for anything else.
 std::optional<CmaesRestartStrategy> ParseCmaesRestartStrategy(std::string_view text);
 
-// optimization.nlsq.cmaes (reference section 7): CMA-ES over the projected chi2 in the unit box
-// of the physical parameters (pagmo2), then the local fit.
+// optimization.nlsq.cmaes (docs/configuration.md, Global phase): CMA-ES over the projected chi2 in
+// the unit box of the physical parameters (pagmo2), then the local fit.
 struct CmaesSearchOptions {
   bool enable = false;                     // selects CMA-ES as the global method
   CmaesPreset preset = CmaesPreset::kCmaesGlobal;
@@ -127,8 +128,8 @@ std::string_view ToString(GlobalSearchMethod method);
 // its own: ResolveGlobalSearchMethod.)
 std::optional<GlobalSearchMethod> ParseGlobalSearchMethod(std::string_view text);
 
-// optimization.nlsq.global_search (homodyne-cpp; DESIGN section 4b): the global phase before the
-// local fit. Default on: laminar-flow fits have a wide false "no flow" minimum.
+// optimization.nlsq.global_search (homodyne-cpp; docs/design.md section 4b): the global phase
+// before the local fit. Default on: laminar-flow fits have a wide false "no flow" minimum.
 struct GlobalSearchOptions {
   // auto: staged grid + sampled starts, screened (our default; measured in docs/performance.md).
   // off: the local fit from initial_parameters only. multi_start | cmaes: that method with its
@@ -172,16 +173,16 @@ struct NlsqOptions {
   int constant_scaling_threshold = 3;       // anti_degeneracy.constant_scaling_threshold, >= 1
   int fourier_order = 2;                    // anti_degeneracy.fourier_order, >= 1
   bool per_angle_mode_from_config = false;  // true when the config set per_angle_mode
-  // Variable projection of contrast and offset (DESIGN section 4b): local fits search only the
-  // physical parameters, each evaluated with its best per-angle scaling; the result is then
+  // Variable projection of contrast and offset (docs/design.md section 4b): local fits search only
+  // the physical parameters, each evaluated with its best per-angle scaling; the result is then
   // refined on the full problem. optimization.nlsq.variable_projection.
   bool variable_projection = true;
   // Local optimiser of the standard strategy: lm (our core; 12x faster than Ceres on 7.5e5 points,
   // same optimum) or ceres (Ceres DENSE_QR: the independent cross-check, and a second opinion on
   // ill-conditioned problems). optimization.nlsq.solver. The other strategies always use lm.
   LmSolver solver = LmSolver::kLmCore;
-  // DESIGN section 4: ftol/xtol may stop a fit only when the Gauss-Newton step is at most this
-  // many standard errors. optimization.nlsq.statistical_tolerance, >= 0 (0 disables).
+  // docs/design.md section 4: ftol/xtol may stop a fit only when the Gauss-Newton step is at most
+  // this many standard errors. optimization.nlsq.statistical_tolerance, >= 0 (0 disables).
   double statistical_tolerance = 1e-3;
   GlobalSearchOptions global_search;
   MultiStartOptions multi_start;
@@ -203,12 +204,13 @@ struct StreamingOptions {
   bool enable_fault_tolerance = true;
   int max_retries_per_batch = 2;      // >= 0
   double min_success_rate = 0.5;      // in [0, 1]
-  std::optional<int64_t> batch_size;  // points per batch; null = automatic (DESIGN section 3)
+  std::optional<int64_t> batch_size;  // points per batch; null = auto (docs/design.md section 3)
   bool enable_compression = true;     // deflate inside checkpoints
 };
 
-// What computes a fit's passes (performance.backend, --backend; DESIGN section 5). SelectBackend
-// (backend.h) resolves it: auto means cuda when it can run, else cpu (with the reason logged).
+// What computes a fit's passes (performance.backend, --backend; docs/design.md section 5).
+// SelectBackend (backend.h) resolves it: auto means cuda when it can run, else cpu (with the
+// reason logged).
 enum class BackendKind { kAuto, kCpu, kCuda };
 // "auto", "cpu", "cuda".
 std::string_view ToString(BackendKind kind);
@@ -225,12 +227,12 @@ struct PerformanceOptions {
   bool enable_progress = true;     // performance.enable_progress
 };
 
-// logging.performance (the tuning guide's "Built-in Performance Logging"): a timestamped log of
-// passes, checkpoint saves, global-search stages, final-fit iterations and the total, written to
-// <output folder>/filename by the CLI and the Python module (src/pipeline/performance_log.h).
-// Severity of a line: DEBUG (every chunk of a pass, every global-search step), INFO (passes,
-// checkpoint saves, stages, phases, iterations, the total), WARNING (operations slower than
-// threshold_seconds, written whatever the level). A level writes its lines and those above it.
+// logging.performance (docs/configuration.md, Performance log): a timestamped log of passes,
+// checkpoint saves, global-search stages, final-fit iterations and the total, written to <output
+// folder>/filename by the CLI and the Python module (src/pipeline/performance_log.h). Severity of
+// a line: DEBUG (every chunk of a pass, every global-search step), INFO (passes, checkpoint saves,
+// stages, phases, iterations, the total), WARNING (operations slower than threshold_seconds,
+// written whatever the level). A level writes its lines and those above it.
 enum class PerformanceLogLevel { kDebug, kInfo, kWarning };
 // "DEBUG", "INFO" or "WARNING".
 const char* ToString(PerformanceLogLevel level);
@@ -293,9 +295,10 @@ struct ConfigSource {
   std::string path;  // the file it was read from; "" when given as text (Config::source_path)
 };
 
-// What a shell sets over the config file: the `homodyne` flags (reference section 7.1) and the
-// Python module's keyword options. A set field replaces the file's value; ResolveConfig applies
-// the analysis mode before it builds anything that depends on the mode, the rest after.
+// What a shell sets over the config file: the `homodyne` flags (README.md, Programs; the
+// reference's NLSQ flags and ours) and the Python module's keyword options. A set field replaces
+// the file's value; ResolveConfig applies the analysis mode before it builds anything that depends
+// on the mode, the rest after.
 struct ConfigOverrides {
   std::optional<AnalysisMode> analysis_mode;  // --static-mode, --laminar-flow
   std::optional<std::string> data_file;       // --data-file

@@ -1,4 +1,4 @@
-// Two-time correlation data from beamline HDF5 files (DESIGN section 8; reference section 3).
+// Two-time correlation data from beamline HDF5 files (docs/design.md section 8, Input).
 //
 // Terms used throughout:
 // - raw grid: the N_raw frames of the sliced window [start_frame, end_frame], t_k = k dt from 0.
@@ -50,7 +50,7 @@ struct DataSelection {
   int start_frame = 1;                  // 1-based, inclusive; clamped to >= 1
   int end_frame = -1;                   // 1-based, inclusive; -1 = to the last frame
   double dt_seconds = 0.001;            // frame time [s]
-  double q_tolerance_fraction = 0.1;    // APS-old q window (reference section 3.4)
+  double q_tolerance_fraction = 0.1;    // APS-old q window (docs/design.md section 8)
   bool phi_filtering_enabled = false;   // phi_filtering.enabled
   std::vector<PhiRange> phi_ranges;     // phi_filtering.target_ranges; empty keeps all
 };

@@ -2,9 +2,9 @@
 //
 // Contract: bad input (files, configs, data) throws InputError or one of its subclasses; the
 // message names what is wrong and where (file, YAML path, dataset). Bad command-line usage
-// throws UsageError. main() catches these once and maps them to the exit codes of DESIGN
-// section 7. Broken internal invariants are programming errors: HOMODYNE_CHECK aborts with file
-// and line.
+// throws UsageError. main() catches these once and maps them to the exit codes of
+// docs/design.md section 7. Broken internal invariants are programming errors: HOMODYNE_CHECK
+// aborts with file and line.
 #pragma once
 
 #include <cstdio>
@@ -14,7 +14,7 @@
 
 namespace homodyne {
 
-// Process exit codes (DESIGN section 7).
+// Process exit codes (docs/design.md section 7).
 enum ExitCode : int {
   kExitSuccess = 0,      // fit (or requested action) finished
   kExitFailure = 1,      // bad input or failure; the message says what and where

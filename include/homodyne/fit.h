@@ -1,5 +1,5 @@
-// A whole fit as one library call (DESIGN section 9): the CLI (`homodyne`) and the Python module
-// (`homodyne_cpp`) are shells over it. Data flow one way:
+// A whole fit as one library call (docs/design.md section 9): the CLI (`homodyne`) and the Python
+// module (`homodyne_cpp`) are shells over it. Data flow one way:
 //   config -> plan (fit_plan.h) -> source -> strategy -> global phase -> final fit -> result.
 // Fit() neither prints nor writes result files: the caller does (WriteFitResults below), then
 // calls RemoveCheckpoints once they are safe.
@@ -98,7 +98,7 @@ void DescribeFitPlan(const Config& config, BatchSource& source, const FitOptions
 // Interruption. A process-wide flag, checked between chunks, candidates and iterations.
 
 // Thrown after the interruption checkpoint is written (or when none could be): ends the fit.
-// The CLI maps it to exit code 3 when a checkpoint was saved (DESIGN section 7), else 1.
+// The CLI maps it to exit code 3 when a checkpoint was saved (docs/design.md section 7), else 1.
 class FitInterrupted : public std::runtime_error {
  public:
   FitInterrupted(const std::string& message, bool checkpoint_saved)

@@ -1,6 +1,5 @@
 // The homodyne model of two-time correlations (He et al., PNAS 2024) exactly as the reference
-// package computes it (reference/homodyne-model-data-config.md section 1), with its analytic
-// Jacobian (section 1.12).
+// package computes it (docs/model.md), with its analytic Jacobian (docs/model.md, Jacobian).
 //
 //   c2_k(i, j) = offset_k + contrast_k * g1(i, j)^2
 //   g1 = max(g1_diffusion * sinc(Phi_k)^2, 1e-10)
@@ -21,14 +20,15 @@ namespace homodyne {
 
 enum class AnalysisMode { kStatic, kLaminarFlow };
 
-// Safeguards of the reference kernel (section 1.11), shared by every evaluation of the model.
+// Safeguards of the reference kernel, shared by every evaluation of the model (docs/model.md:
+// Rates, The time integrals, Diffusion factor, Shear factor, g1 floor and c2).
 namespace model_limits {
-inline constexpr double kMinTimeGuardSeconds = 1e-8;  // eps_t floor of the t -> 0 guard (1.3)
-inline constexpr double kRateFloor = 1e-10;           // D(t), gamma_dot(t) floor (1.3)
-inline constexpr double kSmoothAbsEpsilon = 1e-12;    // M = sqrt(x^2 + 1e-12) (1.4)
-inline constexpr double kLogG1DiffusionMin = -700.0;  // clip of log g1_diffusion (1.5)
-inline constexpr double kSincTaylorRadius = 1e-4;     // Taylor branch of sinc (1.6)
-inline constexpr double kG1Floor = 1e-10;             // floor of g1 (1.7)
+inline constexpr double kMinTimeGuardSeconds = 1e-8;  // eps_t floor of the t -> 0 guard
+inline constexpr double kRateFloor = 1e-10;           // D(t), gamma_dot(t) floor
+inline constexpr double kSmoothAbsEpsilon = 1e-12;    // M = sqrt(x^2 + 1e-12)
+inline constexpr double kLogG1DiffusionMin = -700.0;  // clip of log g1_diffusion
+inline constexpr double kSincTaylorRadius = 1e-4;     // Taylor branch of sinc
+inline constexpr double kG1Floor = 1e-10;             // floor of g1
 }  // namespace model_limits
 
 // "static" or "laminar_flow".
@@ -140,8 +140,8 @@ class ModelEvaluation {
   std::vector<double> cumulative_diffusion_derivatives_;  // 3 * N
   std::vector<double> cumulative_shear_;
   std::vector<double> cumulative_shear_derivatives_;  // 3 * N
-  double diffusion_prefactor_;                        // 0.5 q^2 dt (section 1.5)
-  double sinc_prefactor_;                             // q L dt / (2 pi) (section 1.6)
+  double diffusion_prefactor_;                        // 0.5 q^2 dt (docs/model.md)
+  double sinc_prefactor_;                             // q L dt / (2 pi) (docs/model.md)
 
   // c2 (and, with kWithJacobian, num_point_derivatives() values per point) at (i, j) for j in
   // [j_begin, j_end). The one per-point kernel behind every public evaluation.
@@ -150,8 +150,9 @@ class ModelEvaluation {
                        int j_end, double* c2_out, double* jacobian_out) const;
 };
 
-// Diagonal correction "basic" of the reference (section 1.9), in place on a row-major N x N
-// matrix: diag_i = mean of the symmetrised first off-diagonal neighbours. N <= 1: unchanged.
+// Diagonal correction "basic" of the reference (docs/model.md, Diagonal correction), in place on a
+// row-major N x N matrix: diag_i = mean of the symmetrised first off-diagonal neighbours. N <= 1:
+// unchanged.
 void ApplyDiagonalCorrection(int n, std::span<double> matrix);
 
 }  // namespace homodyne

@@ -1,4 +1,5 @@
-// The result of a fit and the reference's result files (reference section 6, DESIGN section 8).
+// The result of a fit and the reference's result files (docs/results.md;
+// docs/design.md section 8).
 #pragma once
 
 #include <cstdint>
@@ -23,7 +24,7 @@ struct AngleScaling {
 };
 
 // Everything the result files report. Fields start as "not run" values.
-// Batch statistics of a run (DESIGN section 7).
+// Batch statistics of a run (docs/design.md section 7).
 struct BatchStatisticsSummary {
   int64_t batches = 0;              // batches computed over all passes
   int64_t retries = 0;              // batch reads retried
@@ -32,8 +33,8 @@ struct BatchStatisticsSummary {
   int64_t checkpoints_saved = 0;
 };
 
-// What the global phase did (global_search.h; DESIGN section 4b): convergence_metrics.json's
-// global_search section.
+// What the global phase did (global_search.h; docs/design.md section 4b):
+// convergence_metrics.json's global_search section.
 struct GlobalSearchRecord {
   // One distinct local minimum it found.
   struct Minimum {
@@ -94,7 +95,8 @@ struct FitResult {
   std::vector<std::string> warnings;
 };
 
-// "good" (reduced chi2 < 1.5), "marginal" (< 3.0) or "poor" (reference section 4.3).
+// "good" (reduced chi2 < 1.5), "marginal" (< 3.0) or "poor" (docs/results.md, Fields shared with
+// the reference).
 std::string QualityFlag(double reduced_chi_squared);
 
 // Writes nlsq/parameters.json, nlsq/analysis_results_nlsq.json and nlsq/convergence_metrics.json

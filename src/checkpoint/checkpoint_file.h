@@ -1,6 +1,6 @@
-// The checkpoint file format (DESIGN section 6; docs/checkpoints.md): one Checkpoint as the
-// bytes of an HDF5 file built in memory, and back. The folder, names and durable writing are the
-// store's (checkpoint_store.cc).
+// The checkpoint file format (docs/design.md section 6; docs/checkpoints.md): one Checkpoint as
+// the bytes of an HDF5 file built in memory, and back. The folder, names and durable writing are
+// the store's (checkpoint_store.cc).
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
-// CheckpointStore (src/checkpoint/checkpoint_store.h): the checkpoint folder of DESIGN section 6:
-// file names, saving (durably, pruning old files), finding the newest valid file. The file format
-// is checkpoint_file.h.
+// CheckpointStore (src/checkpoint/checkpoint_store.h): the checkpoint folder of
+// docs/design.md section 6: file names, saving (durably, pruning old files), finding the newest
+// valid file. The file format is checkpoint_file.h.
 //
 // Writing: the file is built in memory (HDF5 core driver) and its bytes are written to a 0600
 // temporary file, fsynced and renamed, and the folder fsynced (io/durable_file.h, the helper every

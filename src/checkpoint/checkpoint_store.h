@@ -1,5 +1,5 @@
-// Checkpoints of a fit (DESIGN section 6): everything needed to continue bit for bit, in a small
-// HDF5 file per save, written atomically, validated by a SHA-256 over its content.
+// Checkpoints of a fit (docs/design.md section 6): everything needed to continue bit for bit, in a
+// small HDF5 file per save, written atomically, validated by a SHA-256 over its content.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +19,7 @@ namespace homodyne {
 // LevenbergMarquardtState is declared in lm.h and PassState in objective.h (the core and the pass
 // produce and consume them); a checkpoint stores both.
 
-// Batch statistics of the run (DESIGN section 7, issue 4).
+// Batch statistics of the run (docs/design.md section 7, issue 4).
 struct BatchStatistics {
   int64_t batches = 0;         // batches computed (all passes)
   int64_t retries = 0;         // batch reads retried

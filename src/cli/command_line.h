@@ -1,5 +1,5 @@
-// The `homodyne` command line: the NLSQ-related flags of the reference (reference section 7.1)
-// plus ours (strategy, memory, backend, threads, checkpoints, fast mode, dry run).
+// The `homodyne` command line: the NLSQ-related flags of the reference package's CLI plus ours
+// (README.md, Programs): strategy, memory, backend, threads, checkpoints, fast mode, dry run.
 #pragma once
 
 #include <optional>
@@ -45,8 +45,8 @@ struct CommandLineOptions {
 // conflicting flags).
 std::optional<CommandLineOptions> ParseCommandLine(int argc, char** argv);
 
-// The flags that replace config values (reference section 7.1), for ResolveConfig, which throws
-// UsageError for a flag that does not fit the config (--initial-phi0 in static mode).
+// The flags that replace config values (docs/user-guide.md section 3), for ResolveConfig, which
+// throws UsageError for a flag that does not fit the config (--initial-phi0 in static mode).
 ConfigOverrides OverridesFromCommandLine(const CommandLineOptions& options);
 
 }  // namespace homodyne::cli

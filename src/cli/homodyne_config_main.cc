@@ -3,7 +3,7 @@
 //   homodyne-config --mode static|laminar_flow --output FILE [--force]
 //   homodyne-config --validate FILE
 //
-// Exit codes (DESIGN section 7): 0 done / valid; 1 invalid config, unwritable output or an
+// Exit codes (docs/design.md section 7): 0 done / valid; 1 invalid config, unwritable output or an
 // existing output without --force; 2 bad usage (no action, unknown flag, bad value).
 #include <CLI/CLI.hpp>
 

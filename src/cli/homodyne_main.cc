@@ -1,5 +1,5 @@
 // homodyne: the command-line entry point. Errors are caught here, once, and mapped to the exit
-// codes of DESIGN section 7.
+// codes of docs/design.md section 7.
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 

@@ -1,4 +1,4 @@
-// `homodyne --save-plots`: heat maps of the fit (DESIGN section 8), drawn by
+// `homodyne --save-plots`: heat maps of the fit (docs/design.md section 8), drawn by
 // scripts/homodyne_plot.py with matplotlib. Plotting stays outside the C++ program: it needs no
 // graphics library, and a missing Python only costs the plots, never the fit.
 #pragma once

@@ -30,7 +30,8 @@ using config_internal::ClassifyKey;
 using config_internal::ClosestKnownKey;
 using config_internal::KeyKind;
 
-// Code defaults of reference section 2.2 (bounds) for the parameters of a mode.
+// Default bounds of the parameters of a mode, the reference's code defaults (docs/model.md, Bounds
+// and start values).
 struct DefaultBound {
   const char* name;
   double min;
@@ -44,8 +45,8 @@ constexpr DefaultBound kDefaultBounds[] = {
     {"offset", 0.5, 1.5},
 };
 
-// Registry defaults of reference section 2.2: the truth simulation uses when `parameters` omits
-// a name.
+// The reference's registry defaults: the truth simulation uses when `parameters` omits a name
+// (docs/configuration.md, Simulation).
 const std::map<std::string, double> kRegistryDefaults = {
     {"D0", 1000.0},         {"alpha", 0.5}, {"D_offset", 10.0},
     {"gamma_dot_t0", 0.01}, {"beta", 0.5},  {"gamma_dot_t_offset", 0.0},
@@ -291,7 +292,8 @@ void ParseDataAndGeometry(const ConfigReader& reader, Config& config) {
   WarnLegacyKey(reader, "start_frame", "analyzer_parameters.start_frame");
   WarnLegacyKey(reader, "end_frame", "analyzer_parameters.end_frame");
 
-  // Data file: folder + name (reference section 0 step 1), else file_path, else legacy data_file.
+  // Data file: folder + name, else file_path, else legacy data_file (docs/configuration.md, Model
+  // and data).
   const auto folder = reader.String("experimental_data.data_folder_path");
   const auto name = reader.String("experimental_data.data_file_name");
   if (folder && name) {
@@ -338,7 +340,7 @@ void ParseDataAndGeometry(const ConfigReader& reader, Config& config) {
   }
   config.geometry.q_inv_angstrom = data.wavevector_q_target;
 
-  // L fallbacks of reference section 1.1.
+  // L and its fallbacks (docs/configuration.md, Model and data).
   const std::string gap_path =
       FirstPresent(reader, {"analyzer_parameters.geometry.stator_rotor_gap",
                             "experimental_data.geometry.stator_rotor_gap",
@@ -691,7 +693,8 @@ void ParseGlobalSearch(const ConfigReader& reader, Config& config) {
 
 void ParseStreaming(const ConfigReader& reader, Config& config) {
   // Each key from optimization.streaming (the templates' place), else optimization.nlsq.streaming
-  // (where the reference code reads it, Q7). When both are set and differ the first wins.
+  // (where the reference's code reads it). When both are set and differ the first wins
+  // (docs/configuration.md, Streaming, checkpoints, fault tolerance).
   auto pick = [&](const std::string& key) -> std::string {
     const std::string primary = "optimization.streaming." + key;
     const std::string secondary = "optimization.nlsq.streaming." + key;
@@ -937,7 +940,7 @@ void ParseSimulation(const ConfigReader& reader, Config& config) {
 }  // namespace
 
 std::string CanonicalParameterName(const std::string& name) {
-  // Aliases of reference section 2.1.
+  // The reference's aliases (docs/configuration.md, Parameters).
   static const std::map<std::string, std::string> kAliases = {
       {"gamma_dot_0", "gamma_dot_t0"},
       {"gamma_dot_t_0", "gamma_dot_t0"},

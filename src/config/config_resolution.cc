@@ -56,7 +56,8 @@ std::string OneOf(const std::string& name, const std::string& text,
 
 // Sets the start value of physical parameter `name` (canonical, of the config's mode) in
 // initial_parameters, keeping the others; without values in the config, every physical
-// parameter starts from its bound midpoint (reference 2.3, Q1) and `name` from `value`.
+// parameter starts from its bound midpoint (docs/model.md, Bounds and start values) and `name`
+// from `value`.
 void SetInitialValue(Config& config, const std::string& name, double value) {
   InitialParameterOptions& initial = config.initial;
   if (!initial.values || initial.parameter_names.empty()) {

@@ -1,7 +1,8 @@
-// Every YAML key path of the reference templates (reference/homodyne-model-data-config.md
-// section 5, reference/homodyne-engine.md section 11, performance-tuning-guide.md) plus the
-// additions of homodyne-cpp (performance.{strategy_override, memory_limit_gb, fast_mode, backend,
-// computation.cpu_threads}, optimization.streaming.{batch_size, enable_compression, ...} also under
+// Every YAML key path of the reference templates (configs/homodyne_static.yaml,
+// configs/homodyne_laminar_flow.yaml; docs/configuration.md) and the keys the reference's code and
+// documentation use, plus the additions of homodyne-cpp (performance.{strategy_override,
+// memory_limit_gb, fast_mode, backend, computation.cpu_threads},
+// optimization.streaming.{batch_size, enable_compression, ...} also under
 // optimization.nlsq.streaming, top-level fast_mode, simulation.*). Which of them the engine reads
 // is documented in docs/configuration.md; the rest are accepted so that reference configs load.
 #include "config/config_schema.h"
@@ -32,7 +33,8 @@ constexpr const char* kRecoveryKeys =
 const SchemaRow kSchema[] = {
     {"",
      "analysis_mode q_tolerance_fraction fast_mode "
-     // Flat legacy keys (reference section 3.1), accepted with a deprecation warning.
+     // Flat legacy keys, accepted with a deprecation warning (docs/configuration.md, Errors and
+     // warnings).
      "data_file dt start_frame end_frame"},
     {"metadata", "*"},
     {"analyzer_parameters", "dt start_frame end_frame"},

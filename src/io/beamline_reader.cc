@@ -1,10 +1,10 @@
-// Reader of beamline two-time correlation files (DESIGN section 8; reference section 3).
+// Reader of beamline two-time correlation files (docs/design.md section 8, Input).
 //
-// InspectDataset follows the reference loader: layout detection (3.2), APS-U (3.5) and APS-old
-// (3.4) selection, frame slicing (3.7), phi normalisation and phi_filtering (3.10). Where the
-// reference silently truncates or guesses, this reader stops with a DataError whose message
-// starts with the file path (a count mismatch between bins and matrices, a target q far from
-// every ring). Matrix values are only read by the BatchSource, as hyperslabs of row ranges.
+// InspectDataset follows the reference loader: layout detection, APS-U and APS-old selection,
+// frame slicing, phi normalisation and phi_filtering, as docs/design.md section 8 describes them.
+// Where the reference silently truncates or guesses, this reader stops with a DataError whose
+// message starts with the file path (a count mismatch between bins and matrices, a target q far
+// from every ring). Matrix values are only read by the BatchSource, as hyperslabs of row ranges.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -33,7 +33,7 @@ std::string_view ToString(FileLayout layout) {
 }
 
 double NormalizePhiDegrees(double phi_degrees) {
-  // Python's `phi % 360` (result in [0, 360)), then (180, 360) -> (-180, 0) (reference 3.10).
+  // Python's `phi % 360` (result in [0, 360)), then (180, 360) -> (-180, 0), as the reference.
   double wrapped = std::fmod(phi_degrees, 360.0);
   if (wrapped < 0.0) wrapped += 360.0;
   if (wrapped >= 360.0) wrapped -= 360.0;
@@ -43,7 +43,8 @@ double NormalizePhiDegrees(double phi_degrees) {
 
 bool PhiInRange(double phi_degrees, const PhiRange& range) {
   // A range spanning a full turn before normalisation (e.g. [-180, 180]) keeps every angle; the
-  // reference would normalise it to [180, 180]. Other ranges follow reference 3.10 exactly.
+  // reference would normalise it to [180, 180]. Other ranges follow the reference exactly
+  // (docs/design.md section 8).
   if (range.max_angle_degrees - range.min_angle_degrees >= 360.0) return true;
   const double phi = NormalizePhiDegrees(phi_degrees);
   const double low = NormalizePhiDegrees(range.min_angle_degrees);
@@ -73,7 +74,7 @@ constexpr const char* kApsOldQList = "/xpcs/dqlist";
 constexpr const char* kApsOldPhiList = "/xpcs/dphilist";
 constexpr const char* kApsOldMatrices = "/exchange/C2T_all";
 
-// Exact-match tolerance of APS-U q rings (reference 3.5).
+// Exact-match tolerance of APS-U q rings (docs/design.md section 8).
 constexpr double kApsUSameQ = 1e-10;
 // Temporary buffer of one hyperslab read of rows.
 constexpr size_t kReadBufferBytes = size_t{16} << 20;
@@ -129,8 +130,8 @@ std::string ListTopLevel(hid_t file) {
   return text;
 }
 
-// APS-U (reference 3.5): bins -> (q index, phi index) -> pairs matched by position with the
-// alphabetically sorted correlation_map members.
+// APS-U (docs/design.md section 8): bins -> (q index, phi index) -> pairs matched by position with
+// the alphabetically sorted correlation_map members.
 std::vector<Candidate> ApsUCandidates(hid_t file, const std::string& path,
                                       std::vector<std::string>& warnings) {
   const std::vector<double> q_list = ReadDoubles(file, path, kApsUQList);
@@ -180,8 +181,8 @@ std::vector<Candidate> ApsUCandidates(hid_t file, const std::string& path,
   return candidates;
 }
 
-// APS-old (reference 3.4): (1, M) q and phi lists matched by position with the sorted C2T_all
-// members.
+// APS-old (docs/design.md section 8): (1, M) q and phi lists matched by position with the sorted
+// C2T_all members.
 std::vector<Candidate> ApsOldCandidates(hid_t file, const std::string& path) {
   const std::vector<double> q_list = ReadDoubles(file, path, kApsOldQList);
   const std::vector<double> phi_list = ReadDoubles(file, path, kApsOldPhiList);
@@ -325,7 +326,8 @@ void ReadRectangle(hid_t dataset, int64_t row, int64_t rows, int64_t col, int64_
 }
 
 // Samples a few rows below the diagonal: true when most sampled lower-triangle values are
-// non-zero, i.e. the matrix stores both triangles rather than the APS convention (reference 3.3).
+// non-zero, i.e. the matrix stores both triangles rather than the APS convention
+// (docs/design.md section 8).
 bool StoresBothTriangles(hid_t dataset, int frames) {
   int64_t sampled = 0;
   int64_t non_zero = 0;
@@ -367,7 +369,7 @@ OpenedDataset Inspect(const DataSelection& selection) {
   info.dt_seconds = selection.dt_seconds;
   info.q_target_inv_angstrom = selection.wavevector_q_target;
 
-  // Layout detection, first match wins (reference 3.2).
+  // Layout detection, first match wins (docs/design.md section 8).
   std::vector<Candidate> candidates;
   if (io_internal::PathExists(file, kApsUQList) && io_internal::PathExists(file, kApsUMatrices)) {
     info.layout = FileLayout::kApsU;
@@ -452,7 +454,7 @@ OpenedDataset Inspect(const DataSelection& selection) {
     info.angles.push_back(std::move(angle));
   }
 
-  // Frame slicing, 1-based inclusive window (reference 3.7).
+  // Frame slicing, 1-based inclusive window (docs/design.md section 8).
   const int frames = info.frames_in_file;
   const int first = std::max(selection.start_frame, 1) - 1;
   if (first >= frames) {
@@ -478,7 +480,7 @@ OpenedDataset Inspect(const DataSelection& selection) {
   info.first_frame = first;
   info.num_raw_frames = end - first;
 
-  // phi_filtering (reference 3.10): keep angles in any range; none matching keeps all.
+  // phi_filtering (docs/design.md section 8): keep angles in any range; none matching keeps all.
   if (selection.phi_filtering_enabled && !selection.phi_ranges.empty()) {
     std::vector<AngleInfo> in_range;
     std::vector<double> out_of_range;
@@ -607,7 +609,7 @@ void HdfBatchSource::ReadCorrectedMatrix(int angle, std::span<double> out) {
   const int64_t n = info_.num_times();
   const int64_t n_raw = info_.num_raw_frames;
   HOMODYNE_CHECK(static_cast<int64_t>(out.size()) == n * n);
-  // Raw super-diagonal s_r = C[r, r+1] (raw frame 0 included), reference 1.9.
+  // Raw super-diagonal s_r = C[r, r+1] (raw frame 0 included; docs/model.md, Diagonal correction).
   std::vector<double> super_diagonal(static_cast<size_t>(n_raw - 1));
   std::vector<double>& buffer = double_buffer_;
   int64_t raw_row = 0;
@@ -660,7 +662,8 @@ void HdfBatchSource::ReadCorrectedRows(int angle, int row_begin, int row_end,
   // at above[j * rows + (i - r0)].
   std::vector<double> above(static_cast<size_t>(r0 * rows));
   if (r0 > 0) ReadRaw(angle, 1, r0, r0 + 1, rows, above.data());
-  // Raw super-diagonal value C[r0, r0 + 1] (raw row r0; raw frame 0 when r0 = 0), reference 1.9.
+  // Raw super-diagonal value C[r0, r0 + 1] (raw row r0; raw frame 0 when r0 = 0;
+  // docs/model.md, Diagonal correction).
   double super_before = 0.0;
   if (r0 > 0) {
     super_before = above[static_cast<size_t>((r0 - 1) * rows)];

@@ -1,4 +1,4 @@
-// Beamline-layout writer (see beamline_writer.h; layouts: reference sections 3.4, 3.5).
+// Beamline-layout writer (see beamline_writer.h; layouts: docs/design.md section 8).
 #include "io/beamline_writer.h"
 
 #include <algorithm>

@@ -1,5 +1,5 @@
-// Writes correlation data sets in the beamline layouts the reader accepts (reference sections
-// 3.4, 3.5): used by the simulator and by tests. Private to src/io.
+// Writes correlation data sets in the beamline layouts the reader accepts
+// (docs/design.md section 8): used by the simulator and by tests. Private to src/io.
 //
 // Matrices are frames x frames, chunked by rows, float32 or float64, uncompressed, deflate
 // ("gzip") or LZF, written in row blocks. The beamline convention is the upper triangle including

@@ -1,4 +1,5 @@
-// nlsq/fitted_data.h5: data, fit and residuals per angle on the fitted grid (DESIGN section 8).
+// nlsq/fitted_data.h5: data, fit and residuals per angle on the fitted grid
+// (docs/design.md section 8).
 //
 // Streams blocks of rows (BatchSource::ReadCorrectedRows and ModelEvaluation::ComputeC2RowSegment)
 // so memory stays bounded by the block, not N^2. HDF5 writes a temporary file, which is then

@@ -1,5 +1,5 @@
 // Small RAII layer over the HDF5 C API shared by the reader, the writer and the simulator.
-// Private to src/io (HDF5 stays at the edge, STYLE habit 7).
+// Private to src/io (HDF5 stays at the edge, docs/conventions.md habit 7).
 #pragma once
 
 #include <hdf5.h>
@@ -60,8 +60,8 @@ inline Hid AttributeHid(hid_t id) { return Hid(id, H5Aclose); }
 // missing parent is not an error).
 bool PathExists(hid_t file, const std::string& path);
 
-// Names of the members of a group, sorted alphabetically (the order the reference uses,
-// reference section 3.4/3.5). Throws std::runtime_error on failure.
+// Names of the members of a group, sorted alphabetically (the order the reference uses;
+// docs/design.md section 8). Throws std::runtime_error on failure.
 std::vector<std::string> GroupMemberNames(hid_t group);
 
 // Dimensions of a dataset's dataspace. Throws std::runtime_error on failure.

@@ -1,5 +1,5 @@
 // The HDF5 LZF filter (id 32000) with the conventions of h5py's lzf_filter.c, so files written by
-// h5py (and real APS-U files) read without any HDF5 plugin path (DESIGN section 8):
+// h5py (and real APS-U files) read without any HDF5 plugin path (docs/design.md section 8):
 // - cd_values[0] = filter version, cd_values[1] = LZF API version, cd_values[2] = chunk size in
 //   bytes (filled in by set_local when a dataset is created);
 // - compression that does not shrink the chunk fails, and the filter being optional the chunk is

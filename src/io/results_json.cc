@@ -1,5 +1,5 @@
-// The reference's JSON result files (reference section 6): parameters.json,
-// analysis_results_nlsq.json, convergence_metrics.json, with our additions.
+// The reference's JSON result files (docs/results.md, Fields shared with the reference):
+// parameters.json, analysis_results_nlsq.json, convergence_metrics.json, with our additions.
 #include <chrono>
 #include <cmath>
 #include <ctime>

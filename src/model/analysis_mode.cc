@@ -1,4 +1,5 @@
-// Analysis modes and their physical parameter names (reference sections 1.8 and 2.1).
+// Analysis modes and their physical parameter names (docs/model.md, Modes;
+// docs/configuration.md, Parameters).
 #include <algorithm>
 #include <cctype>
 #include <string>
@@ -25,7 +26,7 @@ AnalysisMode ParseAnalysisMode(std::string_view text) {
   std::string lower(text);
   std::transform(lower.begin(), lower.end(), lower.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  // Reference section 1.8: "static" with its two aliases, and "laminar_flow".
+  // As the reference: "static" with its two aliases, and "laminar_flow" (docs/model.md, Modes).
   if (lower == "static" || lower == "static_isotropic" || lower == "static_anisotropic") {
     return AnalysisMode::kStatic;
   }

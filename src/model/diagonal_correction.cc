@@ -1,4 +1,4 @@
-// Diagonal correction "basic" (reference section 1.9).
+// Diagonal correction "basic" (docs/model.md, Diagonal correction).
 #include "model/diagonal_correction.h"
 
 #include <span>

@@ -1,7 +1,7 @@
-// The diagonal correction "basic" of the reference (section 1.9), one entry at a time: the one
-// formula behind ApplyDiagonalCorrection (include/homodyne/model.h) and the file reader's
-// corrected matrices and rows (src/io/beamline_reader.cc), so they agree bit for bit. Private to
-// src/.
+// The diagonal correction "basic" of the reference (docs/model.md, Diagonal correction), one entry
+// at a time: the one formula behind ApplyDiagonalCorrection (include/homodyne/model.h) and the
+// file reader's corrected matrices and rows (src/io/beamline_reader.cc), so they agree bit for
+// bit. Private to src/.
 #pragma once
 
 #include <cstdint>

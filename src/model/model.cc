@@ -1,5 +1,5 @@
 // The homodyne model and its analytic Jacobian, exactly as the reference computes it
-// (reference/homodyne-model-data-config.md section 1; derivatives section 1.12).
+// (docs/model.md; derivatives: docs/model.md, Jacobian).
 //
 // Split of the work: the ModelEvaluation constructor does everything that depends only on the
 // parameters and the time grid (rates, cumulative integrals and their parameter derivatives) in
@@ -27,8 +27,8 @@ using model_limits::kSincTaylorRadius;
 using model_limits::kSmoothAbsEpsilon;
 constexpr double kRadiansPerDegree = std::numbers::pi / 180.0;
 
-// Unnormalised sinc(x) = sin(x)/x and its derivative (sections 1.6, 1.12), with the reference's
-// Taylor branch for |x| < 1e-4.
+// Unnormalised sinc(x) = sin(x)/x and its derivative (docs/model.md, Shear factor, Jacobian), with
+// the reference's Taylor branch for |x| < 1e-4.
 inline double Sinc(double x) {
   if (std::abs(x) < kSincTaylorRadius) {
     const double x2 = x * x;
@@ -50,10 +50,11 @@ inline void SincAndDerivative(double x, double* sinc, double* derivative) {
   *derivative = (x * cos_x - sin_x) / (x * x);
 }
 
-// One rate r(t) = max(amplitude * ts^exponent + rate_offset, 1e-10) of section 1.3 integrated by
-// the cumulative trapezoid in steps of section 1.4, with the derivatives of the integral with
-// respect to (amplitude, exponent, rate_offset): columns of n values in `derivatives` (3 n).
-// Where the floor is active the rate's derivatives are zero (as JAX's autodiff of the floor).
+// One rate r(t) = max(amplitude * ts^exponent + rate_offset, 1e-10) (docs/model.md, Rates)
+// integrated by the cumulative trapezoid in steps (docs/model.md, The time integrals), with the
+// derivatives of the integral with respect to (amplitude, exponent, rate_offset): columns of n
+// values in `derivatives` (3 n). Where the floor is active the rate's derivatives are zero (as
+// JAX's autodiff of the floor).
 void IntegrateRate(const std::vector<double>& guarded_times, double amplitude, double exponent,
                    double rate_offset, std::vector<double>* cumulative,
                    std::vector<double>* derivatives) {
@@ -88,11 +89,11 @@ void IntegrateRate(const std::vector<double>& guarded_times, double amplitude, d
 }  // namespace
 
 double ScatteringGeometry::DiffusionPrefactor() const {
-  return 0.5 * (q_inv_angstrom * q_inv_angstrom) * dt_seconds;  // section 1.5
+  return 0.5 * (q_inv_angstrom * q_inv_angstrom) * dt_seconds;  // docs/model.md
 }
 
 double ScatteringGeometry::SincPrefactor() const {
-  return 0.5 / std::numbers::pi * q_inv_angstrom * gap_angstrom * dt_seconds;  // section 1.6
+  return 0.5 / std::numbers::pi * q_inv_angstrom * gap_angstrom * dt_seconds;  // docs/model.md
 }
 
 HomodyneModel::HomodyneModel(AnalysisMode mode, ScatteringGeometry geometry,
@@ -111,7 +112,8 @@ ModelEvaluation::ModelEvaluation(const HomodyneModel& model,
   const std::vector<double>& t = model.times_seconds();
   const std::size_t n = t.size();
 
-  // The t -> 0 guard of section 1.3: ts = max(t, eps_t), eps_t = max(|t[1] - t[0]| / 2, 1e-8).
+  // The t -> 0 guard (docs/model.md, Rates):
+  //   ts = max(t, eps_t), eps_t = max(|t[1] - t[0]| / 2, 1e-8).
   const double spacing = std::abs(t[n > 1 ? 1 : 0] - t[0]);
   const double half_spacing = 0.5 * spacing;
   const double eps_t = half_spacing > kMinTimeGuardSeconds ? half_spacing : kMinTimeGuardSeconds;
@@ -126,11 +128,11 @@ ModelEvaluation::ModelEvaluation(const HomodyneModel& model,
   }
 }
 
-// Per point (sections 1.4-1.7):
+// Per point (docs/model.md: The time integrals, Diffusion factor, Shear factor, g1 floor and c2):
 //   M_D = sqrt((C_D[i] - C_D[j])^2 + 1e-12), g1d = exp(clip(-wq_dt M_D, -700, 0))
 //   laminar: M_G likewise, Phi = (s cos psi) M_G, g1 = g1d sinc(Phi)^2;  static: g1 = g1d
 //   g1 <- max(g1, 1e-10) (floor active when g1 <= 1e-10), c2 = offset + contrast g1^2
-// Jacobian (section 1.12), zero where the clip or the g1 floor is active:
+// Jacobian (docs/model.md, Jacobian), zero where the clip or the g1 floor is active:
 //   d c2/d theta = 2 contrast g1 d g1/d theta,  d M/d theta = (E / M) (dC[i] - dC[j])
 //   d g1/d M_D = -wq_dt g1,  d g1/d Phi = g1d 2 sinc sinc',  d Phi/d M_G = s cos psi,
 //   d Phi/d phi0 = -s sin(psi) M_G pi/180 (phi0 in degrees);  contrast: g1^2, offset: 1.

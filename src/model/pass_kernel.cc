@@ -1,6 +1,6 @@
 // PassKernel (pass_kernel.h): the vectorised per-batch work of a fitting pass. Formulas and
-// guards are those of ModelEvaluation::EvaluateSegment (src/model/model.cc; reference section 1,
-// derivatives section 1.12), rearranged so the angle-independent factors are shared by angles.
+// guards are those of ModelEvaluation::EvaluateSegment (src/model/model.cc; docs/model.md),
+// rearranged so the angle-independent factors are shared by angles.
 #include "model/pass_kernel.h"
 
 #include <algorithm>
@@ -20,8 +20,9 @@ using model_limits::kSmoothAbsEpsilon;
 constexpr double kRadiansPerDegree = std::numbers::pi / 180.0;
 constexpr int kTile = PassKernel::kTilePoints;
 
-// sinc(x) = sin(x)/x and its derivative (reference 1.6, 1.12) from sin x and cos x, with the
-// reference's Taylor branch for |x| < 1e-4. Branch-free (both sides computed, one selected).
+// sinc(x) = sin(x)/x and its derivative (docs/model.md, Shear factor, Jacobian) from sin x and cos
+// x, with the reference's Taylor branch for |x| < 1e-4. Branch-free (both sides computed, one
+// selected).
 inline void SincFromSinCos(double x, double sin_x, double cos_x, double* sinc, double* dsinc) {
   const double x2 = x * x;
   const bool taylor = std::abs(x) < kSincTaylorRadius;
@@ -166,8 +167,8 @@ void PassKernel::SharedFactors(int i, int j_begin, int count, Workspace& workspa
   }
 }
 
-// One angle of one tile: the rows of [J | e] (reference 1.12, as ModelEvaluation), zero rows for
-// non-finite data, then gram += tile^T tile (lower triangle).
+// One angle of one tile: the rows of [J | e] (docs/model.md, Jacobian; as ModelEvaluation), zero
+// rows for non-finite data, then gram += tile^T tile (lower triangle).
 template <bool kLaminar, bool kLibm>
 void PassKernel::AccumulateTile(const Angle& angle, const float* data, int count,
                                 Workspace& workspace, Eigen::MatrixXd& gram,

@@ -1,15 +1,16 @@
-// The per-batch work of a fitting pass (DESIGN section 2): for rows [row_begin, row_end) of the
-// strict upper triangle, every angle at once, the Gram matrix of [J | e] per angle, where
+// The per-batch work of a fitting pass (docs/design.md section 2): for rows [row_begin, row_end)
+// of the strict upper triangle, every angle at once, the Gram matrix of [J | e] per angle, where
 //   J = d c2 / d(physical..., contrast_k, offset_k)   (M = P_phys + 2 columns)
 //   e = data - c2                                      (0 where the data point is not finite)
 // so that J^T J, J^T e and e^T e of the angle come out of one symmetric rank update.
 //
-// How it is made cheap (DESIGN section 2): the angle-independent factors (M_D, g1_diffusion and
-// its derivatives, M_G and its derivatives) are computed once per point and reused for every
-// angle; points are processed in tiles of one row segment, each tile's loops vectorised with the
-// branch-free exp / sin / cos of vector_math.h; the Gram update is a dense Eigen product per tile.
-// Values agree with ModelEvaluation (the libm reference) to a few ulp; tests/fit/
-// pass_kernel_test.cc checks c2, the Jacobian and chi2 against it, large phases included.
+// How it is made cheap (docs/design.md section 2): the angle-independent factors (M_D,
+// g1_diffusion and its derivatives, M_G and its derivatives) are computed once per point and
+// reused for every angle; points are processed in tiles of one row segment, each tile's loops
+// vectorised with the branch-free exp / sin / cos of vector_math.h; the Gram update is a dense
+// Eigen product per tile. Values agree with ModelEvaluation (the libm reference) to a few ulp;
+// tests/model/pass_kernel_test.cc checks c2, the Jacobian and chi2 against it, large phases
+// included.
 //
 // Deterministic: the same theta, rows and data give bitwise the same output (the tile split
 // depends only on the rows).

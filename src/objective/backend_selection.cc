@@ -31,7 +31,8 @@ BackendChoice SelectBackend(BackendKind requested) {
     case BackendKind::kCuda:
       break;
   }
-  // DESIGN section 5: a backend this build or machine lacks is an error, never a silent CPU run.
+  // docs/design.md section 5: a backend this build or machine lacks is an error, never a silent
+  // CPU run.
   if (!cuda::BuiltWithCuda()) {
     throw ConfigError(
         "backend cuda: this homodyne was built without CUDA (this version has no CUDA backend); "

@@ -1,9 +1,9 @@
-// The chi2 objective of DESIGN section 1 as passes over a fixed list of batches: the data path of
-// the large, chunked and streaming strategies (DESIGN section 3). They differ only in where a
-// batch's data come from (PassData: packed arrays in memory, or the HDF5 file on every pass) and
-// in how many batches a chunk holds (progress and the checkpoint hook run between chunks); the
-// per-batch sums and their batch-order reduction are the same, so the three return bitwise the
-// same normal equations for the same batch size, whatever the thread count or chunk size.
+// The chi2 objective of docs/design.md section 1 as passes over a fixed list of batches: the data
+// path of the large, chunked and streaming strategies (docs/design.md section 3). They differ only
+// in where a batch's data come from (PassData: packed arrays in memory, or the HDF5 file on every
+// pass) and in how many batches a chunk holds (progress and the checkpoint hook run between
+// chunks); the per-batch sums and their batch-order reduction are the same, so the three return
+// bitwise the same normal equations for the same batch size, whatever the threads or chunk size.
 //
 // Parameter vector layout (P = P_phys + 2 n_angles):
 //   theta = [physical_0 .. physical_{P_phys-1},             PhysicalParameterNames order
@@ -33,8 +33,9 @@
 
 namespace homodyne {
 
-// One batch: rows [row_begin, row_end) of the strict upper triangle of every angle (DESIGN
-// section 3; the rows of all angles together, so the angle-independent factors are shared).
+// One batch: rows [row_begin, row_end) of the strict upper triangle of every angle
+// (docs/design.md section 3; the rows of all angles together, so the angle-independent factors
+// are shared).
 struct RowBatch {
   int row_begin = 0;
   int row_end = 0;
@@ -57,7 +58,7 @@ class PassData {
   // DataError (they end the fit; lm.h).
   virtual void Fetch(std::span<const RowBatch> batches, int first, int last, int num_angles,
                      std::vector<const float*>& pointers) = 0;
-  // Batch reads retried so far (DESIGN section 7 batch statistics); 0 for data in memory.
+  // Batch reads retried so far (docs/design.md section 7 batch statistics); 0 for data in memory.
   virtual int64_t read_retries() const { return 0; }
 };
 
@@ -103,7 +104,7 @@ struct PassState {
 };
 
 struct PassOptions {
-  int64_t batch_points = 10000;  // points per angle per batch (DESIGN section 3), >= 1
+  int64_t batch_points = 10000;  // points per angle per batch (docs/design.md section 3), >= 1
   int chunk_batches = 0;         // batches per chunk; 0 = 1024 (chunks only bound scratch memory)
   std::function<void(const PassProgress&)> on_chunk;  // optional, after every chunk
 };
@@ -152,9 +153,9 @@ class BatchedObjective : public LeastSquaresProblem {
   AngleGrams AccumulateAngleGrams(const Eigen::VectorXd& theta);
   double sigma() const { return sigma_; }
 
-  // Resume (DESIGN section 6): the next Accumulate (state.full_pass) or Cost at bitwise the same
-  // theta continues this saved pass from state.next_batch instead of starting at batch 0, with
-  // the same result as the uninterrupted pass. Calls at another point leave it pending.
+  // Resume (docs/design.md section 6): the next Accumulate (state.full_pass) or Cost at bitwise
+  // the same theta continues this saved pass from state.next_batch instead of starting at batch 0,
+  // with the same result as the uninterrupted pass. Calls at another point leave it pending.
   void ResumePass(PassState state) { resume_pass_ = std::move(state); }
 
   int num_physical() const { return num_physical_; }
@@ -208,7 +209,8 @@ class PackedDataObjective : public BatchedObjective {
  public:
   using PackedData = InMemoryPassData::PackedData;
 
-  // Default batch size in points (DESIGN section 3 clamps the automatic size to [1e3, 1e5]).
+  // Default batch size in points (the automatic size is clamped to [1e3, 1e5]:
+  // docs/design.md section 3).
   static constexpr int64_t kDefaultBatchPoints = 10000;
 
   PackedDataObjective(HomodyneModel model, std::vector<double> phi_degrees, double sigma,

@@ -1,7 +1,8 @@
-// The streaming strategy's data path (objective.h MakeStreamingPassData, DESIGN section 3):
-// every fetch reads its batches from the file; with prefetch, the next fetch's batches are read
-// by a background thread into the second of two buffers while the current ones are computed.
-// A failed batch read is retried with backoff (DESIGN section 7) before the fit is stopped.
+// The streaming strategy's data path (objective.h MakeStreamingPassData,
+// docs/design.md section 3): every fetch reads its batches from the file; with prefetch, the next
+// fetch's batches are read by a background thread into the second of two buffers while the current
+// ones are computed. A failed batch read is retried with backoff (docs/design.md section 7) before
+// the fit is stopped.
 //
 // Test-only fault hook: HOMODYNE_TEST_FAIL_READ_AT_BATCH=B makes every read of batch B fail (as a
 // truncated file or an unreadable dataset would), so retries and the stop can be tested.

@@ -1,6 +1,6 @@
-// The standard strategy (DESIGN section 3): the objective of DESIGN section 1 as Ceres residual
-// blocks (runs of whole rows of one angle's strict upper triangle), solved by Ceres'
-// Levenberg-Marquardt with DENSE_QR and bounds; the summary is filled as the LM core fills it.
+// The standard strategy (docs/design.md section 3): the objective of docs/design.md section 1 as
+// Ceres residual blocks (runs of whole rows of one angle's strict upper triangle), solved by
+// Ceres' Levenberg-Marquardt with DENSE_QR and bounds; the summary is filled as the LM core's.
 //
 // Ceres is linked as its shared library (src/optimize/CMakeLists.txt), and only Ceres headers that do
 // not include Eigen are used here, so no Eigen code built for another instruction set is mixed
@@ -129,8 +129,8 @@ class ModelAtPoint : public ceres::EvaluationCallback {
 };
 
 // One residual block: the finite points of rows [row_begin, row_end) of one angle. Residual of a
-// point: sqrt(2) (data - c2) / sigma (the point stands for itself and its mirror image, DESIGN
-// section 1); Jacobian row with respect to the scaled parameters: -sqrt(2) / sigma
+// point: sqrt(2) (data - c2) / sigma (the point stands for itself and its mirror image,
+// docs/design.md section 1); Jacobian row with respect to the scaled parameters: -sqrt(2) / sigma
 // (d c2 / d theta_full) T diag(scale), T = ScalingMap::matrix.
 class UpperTriangleRowsCost : public ceres::CostFunction {
  public:
@@ -696,7 +696,7 @@ LevenbergMarquardtSummary FitStandardWithCeres(const LevenbergMarquardtOptions& 
   }
   summary.theta = point.Unscale(scaled);
 
-  // Step 6: one pass at the result for chi2 and the covariance (DESIGN section 4).
+  // Step 6: one pass at the result for chi2 and the covariance (docs/design.md section 4).
   const NormalEquations equations = AccumulateNormalEquations(blocks, point, scaled);
   summary.passes = start_state.passes + 1 + std::max(ceres_summary.num_jacobian_evaluations, 0) + 1;
   summary.cost_passes =

@@ -1,12 +1,13 @@
-// The "standard" strategy (DESIGN section 3): packed data in memory, the full Jacobian stored,
-// Levenberg-Marquardt with parameter bounds solved by Ceres Solver (DENSE_QR). For data sets of
-// fewer than about 1e6 points, where storing N x P doubles is cheap.
+// The "standard" strategy (docs/design.md section 3): packed data in memory, the full Jacobian
+// stored, Levenberg-Marquardt with parameter bounds solved by Ceres Solver (DENSE_QR). For data
+// sets of fewer than about 1e6 points, where storing N x P doubles is cheap.
 //
-// It minimises exactly the chi2 of DESIGN section 1 (objective.h): the strict upper triangle of
-// every angle, residuals r = (data - model) / sigma, each point counted twice, non-finite data
-// points skipped. Ceres sees one residual sqrt(2) r per finite point, so its cost (half the sum of
-// squares) is chi2 / 2; every chi2 reported here is in our convention, sum over both triangles of
-// r^2, and equals PackedDataObjective::Cost at the same full parameters up to rounding.
+// It minimises exactly the chi2 of docs/design.md section 1 (objective.h): the strict upper
+// triangle of every angle, residuals r = (data - model) / sigma, each point counted twice,
+// non-finite data points skipped. Ceres sees one residual sqrt(2) r per finite point, so its cost
+// (half the sum of squares) is chi2 / 2; every chi2 reported here is in our convention, sum over
+// both triangles of r^2, and equals PackedDataObjective::Cost at the same full parameters up to
+// rounding.
 #pragma once
 
 #include <vector>

@@ -1,6 +1,6 @@
-// CMA-ES with restarts over the unit cube [0,1]^d, the global phase's evolution strategy (DESIGN
-// section 4b). One run is pagmo2's pagmo::cmaes (pagmo_bridge.h), driven one generation at a time;
-// the restarts are made here:
+// CMA-ES with restarts over the unit cube [0,1]^d, the global phase's evolution strategy
+// (docs/design.md section 4b). One run is pagmo2's pagmo::cmaes (pagmo_bridge.h), driven one
+// generation at a time; the restarts are made here:
 //   IPOP  (A. Auger, N. Hansen, "A restart CMA evolution strategy with increasing population size",
 //         CEC 2005): every restart doubles the population size.
 //   BIPOP (N. Hansen, "Benchmarking a BI-population CMA-ES on the BBOB-2009 function testbed",

@@ -1,5 +1,5 @@
-// The global phase before the local fit (DESIGN section 4b). Laminar flow has a wide false "no
-// flow" minimum (gamma_dot_t0 on its lower bound) and static fits from the bound midpoints can
+// The global phase before the local fit (docs/design.md section 4b). Laminar flow has a wide false
+// "no flow" minimum (gamma_dot_t0 on its lower bound) and static fits from the bound midpoints can
 // stop with D0 on a bound, so a local fit from an untuned start is not an answer.
 //
 // Every method searches the physical parameters only, on the variable-projection problem

@@ -1,4 +1,5 @@
-// Starting values of a fit (reference sections 2.3 and 2.4; DESIGN: midpoints for values: null).
+// Starting values of a fit (docs/model.md, Bounds and start values; bound midpoints for `values:
+// null`).
 #pragma once
 
 #include <span>
@@ -9,8 +10,9 @@
 namespace homodyne {
 
 // Physical starting values in model order: initial_parameters.values by name where given, the
-// bound midpoint (min + max) / 2 of every parameter not given (the documented rule for
-// `values: null`, reference Q1).
+// bound midpoint (min + max) / 2 of every parameter not given (the reference's documented rule for
+// `values: null`, which its NLSQ code does not follow; docs/model.md, Same as the reference, and
+// different).
 std::vector<double> InitialPhysicalParameters(const Config& config);
 
 struct ScalingEstimate {
@@ -18,8 +20,8 @@ struct ScalingEstimate {
   double offset = 0.0;
 };
 
-// The reference's quantile estimator of one angle's contrast and offset (reference section 2.4),
-// on the packed strict upper triangle of n_times times (lag = j - i frames):
+// The reference's quantile estimator of one angle's contrast and offset (docs/model.md, Bounds and
+// start values), on the packed strict upper triangle of n_times times (lag = j - i frames):
 //   offset   = 10th percentile of c2 at lags >= the 80th lag percentile,
 //   contrast = 90th percentile of c2 at lags <= the 20th lag percentile - offset,
 // each clipped to its bounds; percentiles interpolate linearly (numpy's default); non-finite values

@@ -1,4 +1,4 @@
-// The Levenberg-Marquardt core (DESIGN section 4): Marquardt-scaled damping, gain-ratio
+// The Levenberg-Marquardt core (docs/design.md section 4): Marquardt-scaled damping, gain-ratio
 // acceptance, Nielsen's damping update, bounds by projection with an active set. One trial step
 // per iteration; each trial costs exactly one pass (Cost or speculative Accumulate), plus one
 // Accumulate after an accepted step in kCostOnlyPass mode.
@@ -40,7 +40,7 @@ std::string FormatShort(double value) {
 
 bool IsPositiveFinite(double value) { return std::isfinite(value) && value > 0.0; }
 
-// Parameters a step may move (DESIGN section 4 active set): all but those at a bound whose
+// Parameters a step may move (docs/design.md section 4 active set): all but those at a bound whose
 // descent direction -g_i points out of the box.
 std::vector<int> FreeParameters(const Eigen::VectorXd& jtr, const Eigen::VectorXd& theta,
                                 const Eigen::VectorXd& lower, const Eigen::VectorXd& upper) {
@@ -268,7 +268,7 @@ class LevenbergMarquardtMinimizer {
 
   // Step 4: gain ratio rho = actual / predicted reduction; accepted iff rho > 0. A non-finite
   // trial (NaN/inf chi2, or gradient under validate_numerics) or a non-positive prediction is
-  // rejected (DESIGN section 7: never accepted).
+  // rejected (docs/design.md section 7: never accepted).
   bool IsStepSuccessful() {
     if (!trial_is_finite_ || !(predicted_reduction_ > 0.0)) return false;
     actual_reduction_ = current_.chi2 - trial_chi2_;
@@ -301,7 +301,7 @@ class LevenbergMarquardtMinimizer {
     UpdateStepStandardErrors();
     if (HasConvergedByGradient()) return;
     // ftol and xtol say the last step was small; they stop the fit only if the next one would be
-    // too (DESIGN section 4). Otherwise the loop goes on: one more trial, one more pass.
+    // too (docs/design.md section 4). Otherwise the loop goes on: one more trial, one more pass.
     const double step_norm = step_.norm();
     if (step_norm <= options_.xtol * (previous_theta_norm + options_.xtol)) {
       if (IsWithinStatisticalTolerance()) {
@@ -420,7 +420,7 @@ class LevenbergMarquardtMinimizer {
 
   // Step 7: covariance = s^2 (H_FF)^-1 on the free block at theta, via the eigen-decomposition of
   // the Jacobi-scaled block (pseudo-inverse when rank-deficient); frozen parameters get zero rows
-  // and columns (DESIGN section 4).
+  // and columns (docs/design.md section 4).
   void ComputeCovariance() {
     summary_.dof = Dof();
     if (summary_.passes == 0) return;
@@ -471,7 +471,7 @@ class LevenbergMarquardtMinimizer {
     return result;
   }
 
-  // chi2 is always checked; J^T J and J^T r under validate_numerics (DESIGN section 7).
+  // chi2 is always checked; J^T J and J^T r under validate_numerics (docs/design.md section 7).
   bool IsFiniteAccumulation(const NormalEquations& equations,
                             bool always_check_matrices = false) const {
     if (!std::isfinite(equations.chi2)) return false;

@@ -1,5 +1,6 @@
-// The Levenberg-Marquardt core shared by the large, chunked and streaming strategies (DESIGN
-// section 4). It works on accumulated normal equations only, so the Jacobian is never stored.
+// The Levenberg-Marquardt core shared by the large, chunked and streaming strategies
+// (docs/design.md section 4). It works on accumulated normal equations only, so the Jacobian is
+// never stored.
 //
 // Sign convention (used everywhere in this header):
 //   residuals  r_n(theta) = (data_n - model_n(theta)) / sigma_n
@@ -24,8 +25,8 @@
 
 namespace homodyne {
 
-// What one full pass over the data produces (DESIGN section 4). Sums are reduced in a fixed
-// (batch) order by the producer, so the same theta gives bitwise the same numbers.
+// What one full pass over the data produces (docs/design.md section 4). Sums are reduced in a
+// fixed (batch) order by the producer, so the same theta gives bitwise the same numbers.
 struct NormalEquations {
   Eigen::MatrixXd jtj;     // J^T J, P x P, symmetric positive semi-definite
   Eigen::VectorXd jtr;     // J^T r, P
@@ -33,8 +34,9 @@ struct NormalEquations {
   int64_t num_points = 0;  // residuals summed in this pass (each counted once per residual)
 };
 
-// The least-squares problem the core minimises; strategies implement it (DESIGN section 3).
-// A pass may touch 1e9 points, so the core calls these as rarely as it can and records how often.
+// The least-squares problem the core minimises; strategies implement it
+// (docs/design.md section 3). A pass may touch 1e9 points, so the core calls these as rarely as it
+// can and records how often.
 class LeastSquaresProblem {
  public:
   virtual ~LeastSquaresProblem() = default;
@@ -42,8 +44,9 @@ class LeastSquaresProblem {
   // P, the length of theta. Constant for the life of the problem.
   virtual int num_parameters() const = 0;
   // Residuals in chi2, for the degrees of freedom dof = num_residuals - num_parameters. A strategy
-  // that evaluates the strict upper triangle and counts each point twice (DESIGN section 1)
-  // returns twice the number of evaluated points here, so dof matches the full matrices.
+  // that evaluates the strict upper triangle and counts each point twice
+  // (docs/design.md section 1) returns twice the number of evaluated points here, so dof matches
+  // the full matrices.
   virtual int64_t num_residuals() const = 0;
   // Full pass: J^T J, J^T r and chi2 at theta, with the sign convention at the top of this file.
   // Non-finite values are allowed in the result (the core rejects such points); exceptions are
@@ -77,7 +80,7 @@ struct LevenbergMarquardtState {
   std::vector<double> chi2_history;  // chi2 at theta after each iteration (iteration 0 first)
 };
 
-// How a trial point is judged (DESIGN section 4).
+// How a trial point is judged (docs/design.md section 4).
 enum class TrialEvaluation {
   // A full Accumulate at the trial point; if the step is accepted it is the next iteration's
   // normal equations, so an accepted step costs one pass and a rejected one one pass.
@@ -96,7 +99,7 @@ struct LevenbergMarquardtIteration : IterationProgress {
   LevenbergMarquardtState state;
 };
 
-// Defaults follow optimization.nlsq (config.h NlsqOptions) and DESIGN section 4.
+// Defaults follow optimization.nlsq (config.h NlsqOptions) and docs/design.md section 4.
 struct LevenbergMarquardtOptions {
   int max_iterations = 100;  // optimization.nlsq.max_iterations: trial steps (each one pass), > 0
   double ftol = 1e-8;  // optimization.nlsq.tolerance: stop when an accepted step with gain ratio
@@ -107,9 +110,9 @@ struct LevenbergMarquardtOptions {
   double gtol = 1e-8;  // optimization.nlsq.gtol: stop when max_i |g_i| / sqrt(H_ii * chi2) <=
                        // gtol over the free parameters (MINPACK's cosine between r and column i of
                        // J; scale invariant; 0 when chi2 = 0), > 0
-  // DESIGN section 4: ftol/xtol may stop the fit only when the Gauss-Newton step is <= this many
-  // standard errors; 0 disables (optimization.nlsq.statistical_tolerance, >= 0). The step is
-  // measured at the point the fit would return (LevenbergMarquardtSummary::
+  // docs/design.md section 4: ftol/xtol may stop the fit only when the Gauss-Newton step is <=
+  // this many standard errors; 0 disables (optimization.nlsq.statistical_tolerance, >= 0). The
+  // step is measured at the point the fit would return (LevenbergMarquardtSummary::
   // final_step_standard_errors); while it is larger the loop goes on, one pass per trial.
   // gtol, max_iterations and the failures are not affected, and neither is xtol on a rejected
   // trial (no smaller step lowers chi2 there: the fit stops as before, the reason says so).
@@ -123,15 +126,17 @@ struct LevenbergMarquardtOptions {
   Eigen::VectorXd upper_bounds;  // parameter_space.bounds[NAME].max
   // Names for messages and reports; empty = "#i". Else of length P.
   std::vector<std::string> parameter_names;
-  // Full validation (DESIGN section 7): theta, J^T J and J^T r checked finite at every accepted
-  // point and at the start. Fast mode turns it off; non-finite trial chi2 is rejected either way.
+  // Full validation (docs/design.md section 7): theta, J^T J and J^T r checked finite at every
+  // accepted point and at the start. Fast mode turns it off; non-finite trial chi2 is rejected
+  // either way.
   bool validate_numerics = true;
   // Called after iteration 0 and after every trial (progress lines, checkpoints). Return false to
-  // stop the run (status kStoppedByCallback), e.g. on a signal (DESIGN section 6). Optional.
+  // stop the run (status kStoppedByCallback), e.g. on a signal (docs/design.md section 6); may
+  // be empty.
   std::function<bool(const LevenbergMarquardtIteration&)> callback;
-  // Resume (DESIGN section 6): continue from this state (saved by the callback of an earlier run
-  // with the same options and problem) instead of starting at theta0, which is then ignored. The
-  // run returns bitwise what the uninterrupted one would have.
+  // Resume (docs/design.md section 6): continue from this state (saved by the callback of an
+  // earlier run with the same options and problem) instead of starting at theta0, which is then
+  // ignored. The run returns bitwise what the uninterrupted one would have.
   std::optional<LevenbergMarquardtState> resume_state;
 
   // True if every field obeys its rule; else false and *error (if not null) names the YAML path,
@@ -167,11 +172,11 @@ struct LevenbergMarquardtSummary {
   double initial_chi2 = -1.0;  // at the (clipped) start; -1 = not run
   double final_chi2 = -1.0;    // at theta; -1 = not run
   Eigen::VectorXd theta;       // final parameters (the best point found)
-  // s^2 (J^T J)^-1 at theta, s^2 = chi2 / dof (DESIGN section 4). Computed on the Jacobi-scaled
-  // free block; when it is singular (rank-deficient at relative eigenvalue 1e-12) its
-  // pseudo-inverse is used and covariance_pseudo_inverse is set, and each dropped direction gets
-  // the smallest variance it can have, 1 / cutoff (scaled_pseudo_inverse.h), instead of 0: the
-  // uncertainties of undetermined_parameters are then lower bounds, not estimates. Parameters
+  // s^2 (J^T J)^-1 at theta, s^2 = chi2 / dof (docs/design.md section 4). Computed on the
+  // Jacobi-scaled free block; when it is singular (rank-deficient at relative eigenvalue 1e-12)
+  // its pseudo-inverse is used and covariance_pseudo_inverse is set, and each dropped direction
+  // gets the smallest variance it can have, 1 / cutoff (scaled_pseudo_inverse.h), instead of 0:
+  // the uncertainties of undetermined_parameters are then lower bounds, not estimates. Parameters
   // frozen at a bound at the end have zero rows and columns: the bound, not the data, fixes them.
   Eigen::MatrixXd covariance;
   Eigen::VectorXd uncertainties;  // sqrt(diag(covariance))
@@ -187,11 +192,12 @@ struct LevenbergMarquardtSummary {
   std::vector<double> chi2_history;  // chi2 at theta after each iteration, iteration 0 first
   bool resumed = false;              // started from options.resume_state
   double seconds = 0.0;              // wall time of Minimize (this run only, when resumed)
-  // d at theta (DESIGN section 4); -1 = not run (or chi2, J^T J or J^T r not finite at theta).
-  // The Gauss-Newton step delta = -H^-1 g over the free parameters, measured with the covariance
-  // C = s^2 H^-1: d = sqrt(delta^T C^-1 delta) = sqrt(g^T H^-1 g / s^2), s^2 = chi2 / max(dof, 1),
-  // H^-1 the same (pseudo-)inverse of the Jacobi-scaled free block as the covariance. How far, in
-  // standard errors, one more full step would still move theta; 0 when no parameter is free.
+  // d at theta (docs/design.md section 4); -1 = not run (or chi2, J^T J or J^T r not finite at
+  // theta). The Gauss-Newton step delta = -H^-1 g over the free parameters, measured with the
+  // covariance C = s^2 H^-1: d = sqrt(delta^T C^-1 delta) = sqrt(g^T H^-1 g / s^2),
+  // s^2 = chi2 / max(dof, 1), H^-1 the same (pseudo-)inverse of the Jacobi-scaled free block as
+  // the covariance. How far, in standard errors, one more full step would still move theta; 0
+  // when no parameter is free.
   double final_step_standard_errors = -1.0;
 
   // One line for logs: status, iterations, passes, chi2 start -> end, reduced chi2, the final
@@ -221,8 +227,8 @@ class NielsenDamping {
   double nu_;
 };
 
-// Covariance at a solution (DESIGN section 4), shared by the LM core and the Ceres standard
-// strategy: parameters at a bound whose gradient points out are frozen (listed in
+// Covariance at a solution (docs/design.md section 4), shared by the LM core and the Ceres
+// standard strategy: parameters at a bound whose gradient points out are frozen (listed in
 // summary.parameters_at_bound, zero rows and columns); the free block of J^T J is Jacobi-scaled
 // and inverted through its eigen-decomposition, eigenvalues below 1e-12 times the largest
 // dropped (summary.covariance_pseudo_inverse) and given their lower-bound variance
@@ -233,11 +239,12 @@ void ComputeCovarianceAtSolution(const NormalEquations& equations, const Eigen::
                                  const Eigen::VectorXd& lower, const Eigen::VectorXd& upper,
                                  double s2, LevenbergMarquardtSummary& summary);
 
-// Minimises chi2(theta) of the problem from theta0 (DESIGN section 4). Throws ConfigError when
-// options.IsValid fails. Bounds and names, if given, must have length problem.num_parameters()
-// and theta0 that length too (checked: programming error otherwise). A theta0 outside the bounds
-// is clipped with one warning per parameter. Deterministic: the same inputs give bitwise the same
-// summary (apart from times) when the problem's passes are deterministic.
+// Minimises chi2(theta) of the problem from theta0 (docs/design.md section 4). Throws ConfigError
+// when options.IsValid fails. Bounds and names, if given, must have length
+// problem.num_parameters() and theta0 that length too (checked: programming error otherwise). A
+// theta0 outside the bounds is clipped with one warning per parameter. Deterministic: the same
+// inputs give bitwise the same summary (apart from times) when the problem's passes are
+// deterministic.
 LevenbergMarquardtSummary Minimize(const LevenbergMarquardtOptions& options,
                                    LeastSquaresProblem& problem, Eigen::VectorXd theta0);
 

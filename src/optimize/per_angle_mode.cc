@@ -66,7 +66,7 @@ ResolvedScaling ResolvePerAngleMode(const NlsqOptions& nlsq, int n_angles) {
 
 namespace {
 
-// Fourier basis row of one angle (reference section 2.4): [1, cos(phi), .., cos(K phi),
+// Fourier basis row of one angle (docs/model.md, Per-angle scaling): [1, cos(phi), .., cos(K phi),
 // sin(phi), .., sin(K phi)], phi in radians.
 Eigen::RowVectorXd FourierBasisRow(double phi_degrees, int order) {
   const double phi = phi_degrees * std::numbers::pi / 180.0;

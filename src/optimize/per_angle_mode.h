@@ -1,4 +1,5 @@
-// Per-angle contrast and offset: how they are parameterised in the fit (reference section 2.4).
+// Per-angle contrast and offset: how they are parameterised in the fit (docs/model.md, Per-angle
+// scaling).
 #pragma once
 
 #include <string>
@@ -27,8 +28,8 @@ struct ResolvedScaling {
 
 // Resolves optimization.nlsq.anti_degeneracy.per_angle_mode (a PerAngleModeRequest, config.h)
 // for n_angles angles: `auto` becomes averaged when n_angles >= constant_scaling_threshold, else
-// individual; `fourier` needs n_angles >= 1 + 2 fourier_order, else individual (reference
-// section 2.4).
+// individual; `fourier` needs n_angles >= 1 + 2 fourier_order, else individual
+// (docs/model.md, Per-angle scaling).
 ResolvedScaling ResolvePerAngleMode(const NlsqOptions& nlsq, int n_angles);
 
 // The parameters a per-angle mode optimises ("reduced"), mapped linearly onto the objective's full
@@ -36,7 +37,8 @@ ResolvedScaling ResolvePerAngleMode(const NlsqOptions& nlsq, int n_angles);
 //   theta_full = matrix * theta_reduced + shift.
 // The reduced layout starts with the physical parameters (identity block), then the mode's scaling
 // parameters. individual: identity; auto_averaged: [c, o] replicated; constant: no scaling
-// parameter, the frozen values in `shift`; fourier: series coefficients (reference section 2.4).
+// parameter, the frozen values in `shift`; fourier: series coefficients (docs/model.md, Per-angle
+// scaling).
 struct ScalingMap {
   Eigen::MatrixXd matrix;                  // P_full x P_reduced
   Eigen::VectorXd shift;                   // P_full
@@ -47,9 +49,9 @@ struct ScalingMap {
   Eigen::VectorXd Expand(const Eigen::VectorXd& reduced) const { return matrix * reduced + shift; }
 };
 
-// Builds the map of a resolved per-angle mode (reference section 2.4) for the objective's full
-// layout with num_physical physical parameters and phi_degrees.size() angles (data angle order).
-// Reduced layout and names:
+// Builds the map of a resolved per-angle mode (docs/model.md, Per-angle scaling) for the
+// objective's full layout with num_physical physical parameters and phi_degrees.size() angles
+// (data angle order). Reduced layout and names:
 //   individual:    the identity; names physical_names, contrast[k], offset[k] (k = 0..n-1).
 //   auto_averaged: [physical, contrast, offset]; the pair is replicated over every angle.
 //   constant:      [physical]; shift holds per_angle_start[k].contrast / .offset (frozen).
@@ -94,8 +96,8 @@ struct BoundBox {
 BoundBox ReduceBounds(const ScalingMap& map, const Eigen::VectorXd& full_lower,
                       const Eigen::VectorXd& full_upper);
 
-// A reduced solution expanded to the full layout (reference section 2.4: results are always one
-// contrast and one offset per angle).
+// A reduced solution expanded to the full layout (results always hold one contrast and one offset
+// per angle: docs/model.md, Per-angle scaling).
 struct ExpandedSolution {
   Eigen::VectorXd theta;          // Expand(reduced theta)
   Eigen::MatrixXd covariance;     // covariance_scale * T C T^T (T = matrix); empty if C is empty
@@ -106,14 +108,14 @@ struct ExpandedSolution {
 // (constant mode) have zero covariance rows and columns because their rows of T are zero;
 // averaged values are fully correlated across angles. covariance_scale rescales the covariance,
 // e.g. max(lm_dof, 1) / max(effective_dof, 1) to move from the core's s^2 = chi2 / (N - P_reduced)
-// to the reference's s^2 = chi2 / (N - n_eff) (reference section 4.2 item 4; see
+// to the reference's s^2 = chi2 / (N - n_eff) (docs/results.md, Degrees of freedom; see
 // EffectiveParameterCount). For the identity map with scale 1 the result equals the input bitwise.
 ExpandedSolution ExpandSolution(const ScalingMap& map, const Eigen::VectorXd& reduced_theta,
                                 const Eigen::MatrixXd& reduced_covariance,
                                 double covariance_scale = 1.0);
 
 // n_eff of the reference's reduced chi2 = chi2 / (N_data - n_eff) and its covariance
-// s^2 = chi2 / max(N_data - n_eff, 1) (reference section 4.3):
+// s^2 = chi2 / max(N_data - n_eff, 1) (docs/results.md, Degrees of freedom):
 //   auto_averaged: 2 num_angles + num_physical (the reference counts the per-angle pairs although
 //                  only 2 shared values are optimised),
 //   constant:      num_physical,

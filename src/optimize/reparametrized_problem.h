@@ -1,7 +1,7 @@
-// A least-squares problem in the reduced parameters of a per-angle scaling mode (scaling.h,
-// reference section 2.4): the objective keeps its full layout [physical, contrasts, offsets] and
-// this wrapper maps theta_full = T theta_reduced + shift (T = ScalingMap::matrix). The map is
-// linear, so J_reduced = J_full T and the normal equations transform exactly:
+// A least-squares problem in the reduced parameters of a per-angle scaling mode (scaling.h;
+// docs/model.md, Per-angle scaling): the objective keeps its full layout [physical, contrasts,
+// offsets] and this wrapper maps theta_full = T theta_reduced + shift (T = ScalingMap::matrix).
+// The map is linear, so J_reduced = J_full T and the normal equations transform exactly:
 //   J^T J -> T^T (J^T J) T,   J^T r -> T^T (J^T r),   chi2 and the residual count unchanged.
 #pragma once
 

@@ -9,7 +9,8 @@
 
 namespace homodyne {
 
-// Eigenvalues of the scaled block below this times the largest are dropped (DESIGN section 4).
+// Eigenvalues of the scaled block below this times the largest are dropped
+// (docs/design.md section 4).
 inline constexpr double kPseudoInverseRcond = 1e-12;
 
 // The block A_FF (rows and columns `indices` of a), Jacobi-scaled to S = D A_FF D

@@ -1,5 +1,5 @@
-// Starting points for the global phase (DESIGN section 4b): points in the unit cube [0,1]^d and the
-// map between the unit cube and a parameter box, linear or logarithmic per parameter.
+// Starting points for the global phase (docs/design.md section 4b): points in the unit cube
+// [0,1]^d and the map between it and a parameter box, linear or logarithmic per parameter.
 //
 // Deterministic: SampleUnitCube gives bitwise the same points for the same (strategy, n,
 // dimensions, seed) on every platform and thread count. Uniform numbers are derived from the raw

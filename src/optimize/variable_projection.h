@@ -1,5 +1,5 @@
-// Variable projection of the per-angle scaling (DESIGN section 4b; Golub and Pereyra, SIAM J.
-// Numer. Anal. 10 (1973) 413; Kaufman, BIT 15 (1975) 49).
+// Variable projection of the per-angle scaling (docs/design.md section 4b; Golub and Pereyra, SIAM
+// J. Numer. Anal. 10 (1973) 413; Kaufman, BIT 15 (1975) 49).
 //
 // c2 = offset_k + contrast_k g1^2 is linear in each angle's contrast and offset, and the per-angle
 // modes (scaling.h) keep that linear: the reduced parameters z = [n, l] split into the nonlinear

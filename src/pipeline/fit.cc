@@ -77,7 +77,8 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
   FitOutcome outcome;
   FitResult& result = outcome.result;
   result.analysis_mode = config.analysis_mode;
-  // DESIGN section 5: a backend this build or machine lacks is an error, not a silent CPU run.
+  // docs/design.md section 5: a backend this build or machine lacks is an error, not a silent
+  // CPU run.
   const BackendChoice backend = SelectBackendFor(config);
   if (config.performance.backend == BackendKind::kAuto) spdlog::info("{}", backend.reason);
 
@@ -125,7 +126,8 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
   std::vector<double> phi;
   for (const AngleInfo& angle : info.angles) phi.push_back(angle.phi_degrees);
 
-  // Set up the chosen strategy; on an allocation failure, the next leaner one (DESIGN section 3).
+  // Set up the chosen strategy; on an allocation failure, the next leaner one
+  // (docs/design.md section 3).
   std::unique_ptr<FitCheckpoints> checkpoints;  // created once the strategy is set up
   auto on_chunk = [&observer, &checkpoints](const PassProgress& progress) {
     if (observer.on_pass_chunk) observer.on_pass_chunk(progress);
@@ -177,7 +179,8 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
     return checkpoints->OnIteration(iteration);
   };
 
-  // Checkpoints of this config and data set; resume from the newest valid one (DESIGN section 6).
+  // Checkpoints of this config and data set; resume from the newest valid one
+  // (docs/design.md section 6).
   const int64_t batch_points_per_angle = objective.batch_points();
   checkpoints = std::make_unique<FitCheckpoints>(
       config, strategy->checkpoint_policy(),
@@ -207,11 +210,11 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
     result.recovery_actions.push_back(action);
   }
 
-  // The global phase (DESIGN section 4b), or a projected local fit when it is off; the final fit
-  // starts from the minimum chosen. A resumed run replays the phase's trail from its checkpoint
-  // and computes only what the interrupted run had not (a SLURM job whose time slot is shorter
-  // than the phase still progresses); after a final-fit checkpoint the whole phase is replayed
-  // (no passes) and the fit continues from its state.
+  // The global phase (docs/design.md section 4b), or a projected local fit when it is off; the
+  // final fit starts from the minimum chosen. A resumed run replays the phase's trail from its
+  // checkpoint and computes only what the interrupted run had not (a SLURM job whose time slot is
+  // shorter than the phase still progresses); after a final-fit checkpoint the whole phase is
+  // replayed (no passes) and the fit continues from its state.
   Eigen::VectorXd fit_start = reduced0;
   result.global_search.reason = global_reason;
   const Clock::time_point global_start = Clock::now();
@@ -249,7 +252,8 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
       checkpoints->StopIfInterrupted();
     }
   } catch (const DataError& error) {
-    // A batch that could not be read even after retries: keep what was computed (DESIGN 7).
+    // A batch that could not be read even after retries: keep what was computed
+    // (docs/design.md section 7).
     const bool saved = checkpoints->SaveAfterFailure();
     throw DataError(std::string(error.what()) +
                     (saved ? "; progress saved in " + config.streaming.checkpoint_dir +

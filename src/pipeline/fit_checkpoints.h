@@ -1,5 +1,5 @@
-// Checkpoints, resume and interruption of one fit (DESIGN sections 6 and 7): when to save, what
-// goes in, what a signal does (the interrupt flag and FitInterrupted are in fit.h). The file
+// Checkpoints, resume and interruption of one fit (docs/design.md sections 6 and 7): when to save,
+// what goes in, what a signal does (the interrupt flag and FitInterrupted are in fit.h). The file
 // format and the folder live in checkpoint.h.
 #pragma once
 
@@ -44,7 +44,8 @@ void CheckCheckpointFits(const Checkpoint& checkpoint, const CheckpointLayout& l
 // of every angle) of the input: a checkpoint of another data set is refused.
 std::string DataFingerprint(BatchSource& source);
 
-// When a strategy's checkpoints are written (DESIGN section 6; FitStrategy::checkpoint_policy).
+// When a strategy's checkpoints are written (docs/design.md section 6;
+// FitStrategy::checkpoint_policy).
 struct CheckpointPolicy {
   // Periodic saves inside passes, at chunk ends (chunked, streaming: a pass is long).
   bool save_inside_passes = false;

@@ -9,7 +9,8 @@ namespace homodyne {
 namespace {
 
 // Per-angle starting contrast and offset: per_angle_scaling lists, else scalar contrast/offset of
-// initial_parameters replicated, else the quantile estimate from the data (reference 2.3, 2.4).
+// initial_parameters replicated, else the quantile estimate from the data (docs/model.md, Bounds
+// and start values).
 std::vector<ScalingEstimate> InitialScaling(const Config& config,
                                             const std::vector<ScalingEstimate>& from_data) {
   std::optional<double> scalar_contrast, scalar_offset;
@@ -76,8 +77,8 @@ FitParameters BuildFitParameters(const Config& config, const ResolvedScaling& sc
     lower[o] = config.BoundOf("offset").min;
     upper[o] = config.BoundOf("offset").max;
   }
-  // The parameters the fit optimises: the per-angle mode's map (reference section 2.4), with
-  // initial_parameters.fixed_parameters held at their start values.
+  // The parameters the fit optimises: the per-angle mode's map (docs/model.md, Per-angle scaling),
+  // with initial_parameters.fixed_parameters held at their start values.
   const ScalingMap full_map = BuildScalingMap(scaling, n_physical, physical_names, phi_degrees,
                                               initial_scaling, config.nlsq.fourier_order);
   std::vector<bool> fixed(static_cast<size_t>(n_full), false);

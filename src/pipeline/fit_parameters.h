@@ -1,7 +1,7 @@
-// The parameters of a fit (reference sections 2.3 and 2.4): the objective's full layout (the
-// physical parameters, then a contrast and an offset per angle) with its start, bounds and names,
-// and the reduced layout the optimisers search (the per-angle mode's map, with
-// initial_parameters.fixed_parameters held at their start values).
+// The parameters of a fit (docs/model.md, Per-angle scaling, Bounds and start values): the
+// objective's full layout (the physical parameters, then a contrast and an offset per angle) with
+// its start, bounds and names, and the reduced layout the optimisers search (the per-angle mode's
+// map, with initial_parameters.fixed_parameters held at their start values).
 #pragma once
 
 #include <string>

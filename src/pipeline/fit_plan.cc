@@ -10,8 +10,8 @@ FitPlan PlanFit(const Config& config, const DatasetInfo& info,
   const int n_angles = info.num_angles();
   plan.requested_scaling = ResolvePerAngleMode(config.nlsq, n_angles);
   plan.scaling = plan.requested_scaling;
-  // As the reference (section 2.4): the per-angle modes apply to laminar_flow with
-  // anti_degeneracy.enable; otherwise every angle has its own contrast and offset.
+  // As the reference (docs/model.md, Per-angle scaling): the per-angle modes apply to laminar_flow
+  // with anti_degeneracy.enable; otherwise every angle has its own contrast and offset.
   if (plan.requested_scaling.mode != PerAngleMode::kIndividual &&
       (config.analysis_mode != AnalysisMode::kLaminarFlow ||
        !config.nlsq.anti_degeneracy_enabled)) {

@@ -13,8 +13,8 @@
 namespace homodyne {
 namespace {
 
-// Full validation's bounds warnings (DESIGN section 7; fast mode skips them): a fitted parameter
-// held on a bound with its gradient pointing out (summary.parameters_at_bound, from
+// Full validation's bounds warnings (docs/design.md section 7; fast mode skips them): a fitted
+// parameter held on a bound with its gradient pointing out (summary.parameters_at_bound, from
 // ComputeCovarianceAtSolution), where the optimum may lie beyond it. Parameters held by equal
 // bounds are not reported. options: the reduced bounds and names the fit ran with.
 std::vector<std::string> ResultBoundWarnings(const LevenbergMarquardtSummary& summary,
@@ -54,8 +54,8 @@ std::vector<std::string> UndeterminedWarnings(const LevenbergMarquardtSummary& s
           "physics allows"};
 }
 
-// Full validation's correlation warnings (DESIGN section 7): a pair of fitted physical parameters
-// whose correlation exceeds 0.99 in magnitude is not separated by the data.
+// Full validation's correlation warnings (docs/design.md section 7): a pair of fitted physical
+// parameters whose correlation exceeds 0.99 in magnitude is not separated by the data.
 std::vector<std::string> CorrelationWarnings(const FitResult& result, int n_physical) {
   std::vector<std::string> warnings;
   const size_t n = result.covariance_names.size();
@@ -100,8 +100,9 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
     result.warnings.push_back(warning);
   }
 
-  // Results in the full layout: one contrast and one offset per angle (reference section 2.4),
-  // dof with the reference's effective parameter count (section 4.3).
+  // Results in the full layout: one contrast and one offset per angle (docs/model.md, Per-angle
+  // scaling), dof with the reference's effective parameter count (docs/results.md, Degrees of
+  // freedom).
   const int n_effective =
       EffectiveParameterCount(scaling.mode, n_physical, n_angles, map.num_reduced());
   const int64_t dof = objective.num_residuals() - n_effective;

@@ -1,7 +1,7 @@
 // The final fit's solution as the result reports it (results.h): the parameters, uncertainties
-// and covariance in the full layout (a contrast and an offset per angle, reference section 2.4),
-// chi2 and dof with the reference's effective parameter count (section 4.3), the convergence
-// status, and the warnings on how far to trust them (DESIGN section 7).
+// and covariance in the full layout (a contrast and an offset per angle), chi2 and dof with the
+// reference's effective parameter count (docs/results.md, Degrees of freedom), the convergence
+// status, and the warnings on how far to trust them (docs/design.md section 7).
 #pragma once
 
 #include <vector>

@@ -1,5 +1,5 @@
-// The strategies of DESIGN section 3 (fit_strategy.h): in memory (standard with the LM core,
-// large, chunked), standard with Ceres, and streaming.
+// The strategies of docs/design.md section 3 (fit_strategy.h): in memory (standard with the LM
+// core, large, chunked), standard with Ceres, and streaming.
 #include "fit_strategy.h"
 
 #include <spdlog/spdlog.h>
@@ -31,8 +31,8 @@ void MaybeInjectAllocationFailure(std::string_view what) {
   }
 }
 
-// The next leaner strategy after an allocation failure (DESIGN section 3): standard -> large;
-// large and chunked hold the same data, so both fall back to streaming.
+// The next leaner strategy after an allocation failure (docs/design.md section 3): standard ->
+// large; large and chunked hold the same data, so both fall back to streaming.
 std::optional<StrategyKind> LeanerStrategy(StrategyKind kind) {
   switch (kind) {
     case StrategyKind::kStandard:

@@ -1,5 +1,5 @@
-// The fitting strategies of DESIGN section 3 as objects: each owns its data (an objective that
-// reads them), knows the start its data suggest, when its checkpoints are written and which
+// The fitting strategies of docs/design.md section 3 as objects: each owns its data (an objective
+// that reads them), knows the start its data suggest, when its checkpoints are written and which
 // optimiser runs its final fit. Fit (fit.cc) drives every strategy through FitStrategy only: it
 // never branches on the strategy kind or casts to a concrete objective.
 #pragma once
@@ -45,19 +45,20 @@ class FitStrategy {
 
   // The data, as the objective of the full parameter layout (objective.h).
   virtual BatchedObjective& objective() = 0;
-  // Per-angle contrast and offset estimated from the data (the default start, reference 2.3).
+  // Per-angle contrast and offset estimated from the data (the default start;
+  // docs/model.md, Bounds and start values).
   const std::vector<ScalingEstimate>& scaling_from_data() const { return scaling_from_data_; }
 
   // The global phase's data: every row_stride-th row of each angle's upper triangle, the same
   // rows and floats whatever the strategy (so every strategy searches alike, bitwise).
   virtual std::unique_ptr<BatchedObjective> SearchData(int row_stride) const = 0;
 
-  // The final fit (DESIGN section 4) of the objective reparametrised by `map`, from `start`
-  // (reduced layout); lm holds the reduced bounds, tolerances, callback and any resume state
-  // (which must be of solver()). A strategy that must give way mid-fit calls on_fallback before
-  // the leaner fit starts (its checkpoints must already follow the new policy), then runs it.
-  // Throws what the objective throws (DataError for an unreadable batch, FitInterrupted from the
-  // callbacks).
+  // The final fit (docs/design.md section 4) of the objective reparametrised by `map`, from
+  // `start` (reduced layout); lm holds the reduced bounds, tolerances, callback and any resume
+  // state (which must be of solver()). A strategy that must give way mid-fit calls on_fallback
+  // before the leaner fit starts (its checkpoints must already follow the new policy), then runs
+  // it. Throws what the objective throws (DataError for an unreadable batch, FitInterrupted from
+  // the callbacks).
   virtual LevenbergMarquardtSummary MinimizeFinal(
       const LevenbergMarquardtOptions& lm, const ScalingMap& map, const Eigen::VectorXd& start,
       const std::function<void(const StrategyFallback&)>& on_fallback);
@@ -86,8 +87,9 @@ struct StrategyInputs {
 
 // Sets up `kind` (the standard strategy with optimization.nlsq.solver ceres runs Ceres). If it
 // runs out of memory while setting up, the next leaner strategy is set up instead (standard ->
-// large -> streaming; DESIGN section 3), each change logged and appended to recovery_actions.
-// Throws std::bad_alloc only when streaming itself does not fit; DataError/InputError from reading.
+// large -> streaming; docs/design.md section 3), each change logged and appended to
+// recovery_actions. Throws std::bad_alloc only when streaming itself does not fit;
+// DataError/InputError from reading.
 std::unique_ptr<FitStrategy> SetUpStrategy(StrategyKind kind, const StrategyInputs& inputs,
                                            std::vector<std::string>& recovery_actions);
 

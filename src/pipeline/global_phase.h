@@ -1,6 +1,6 @@
-// The phase before the final fit (DESIGN section 4b): the global search on a row subsample of the
-// data, or, when it is off, a projected local fit from the start. Either gives the reduced point
-// the final fit starts from.
+// The phase before the final fit (docs/design.md section 4b): the global search on a row subsample
+// of the data, or, when it is off, a projected local fit from the start. Either gives the reduced
+// point the final fit starts from.
 #pragma once
 
 #include <cstdint>

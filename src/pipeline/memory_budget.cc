@@ -1,4 +1,5 @@
-// Itemised memory budgets of the strategies and the memory available to a run (DESIGN section 3).
+// Itemised memory budgets of the strategies and the memory available to a run
+// (docs/design.md section 3).
 #include <algorithm>
 #include <cerrno>
 #include <cmath>

@@ -1,4 +1,4 @@
-// The four fitting strategies of DESIGN section 3 and their memory budgets.
+// The four fitting strategies of docs/design.md section 3 and their memory budgets.
 #pragma once
 
 #include <cstdint>
@@ -38,14 +38,14 @@ struct MemoryEstimate {
   int64_t TotalBytes() const;
 };
 
-// Itemised peak memory of a strategy (DESIGN section 3):
+// Itemised peak memory of a strategy (docs/design.md section 3):
 // standard: packed data + batch buffers as large (LM core), or data + full Jacobian with a QR
 // copy when size.full_jacobian (Ceres); large/chunked: packed data + per-thread batch buffers;
 // streaming: a few batches in flight, independent of the data size.
 MemoryEstimate EstimateMemory(StrategyKind strategy, const ProblemSize& size);
 
 // Points per batch: 10% of the available memory / (8 (1 + P)), clamped to [1000, 100000] and
-// rounded to a multiple of 1000 (DESIGN section 3).
+// rounded to a multiple of 1000 (docs/design.md section 3).
 int64_t AutomaticBatchSize(double available_bytes, int num_parameters);
 
 // Memory the run may use, and where that number came from.
@@ -71,7 +71,7 @@ struct StrategyChoice {
 // < 1e8 chunked, else streaming. Then
 // one tier leaner at a time while the estimate exceeds 70% of available_bytes. A forced strategy
 // is kept as asked; a forced strategy whose estimate exceeds the available memory is an InputError
-// saying why (DESIGN section 3).
+// saying why (docs/design.md section 3).
 StrategyChoice SelectStrategy(const ProblemSize& size, double available_bytes,
                               std::optional<StrategyKind> forced);
 

@@ -1,5 +1,5 @@
-// The performance log of logging.performance (config.h PerformanceLogOptions; the tuning guide's
-// "Built-in Performance Logging"): timestamped lines about a fit's operations and phases,
+// The performance log of logging.performance (config.h PerformanceLogOptions;
+// docs/configuration.md, Performance log): timestamped lines about a fit's operations and phases,
 //   2026-11-23 06:40:33 [INFO] pass 12 (J) completed in 0.123 s (50 batches)
 //   2026-11-23 06:40:33 [INFO] checkpoint saved in 0.004 s (12345 bytes, ./checkpoints/...)
 //   2026-11-23 06:40:34 [WARNING] slow: iteration 7 accepted in 0.412 s (...) (threshold 0.1 s)

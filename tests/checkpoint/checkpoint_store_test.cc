@@ -1,4 +1,5 @@
-// Tests of the checkpoint store and SHA-256 (src/checkpoint/checkpoint_store.h, DESIGN section 6).
+// Tests of the checkpoint store and SHA-256 (src/checkpoint/checkpoint_store.h,
+// docs/design.md section 6).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

@@ -222,8 +222,8 @@ parameter_space:
     expect_exit 2 "usage" "$python" "$script"
     ;;
   performance_log)
-    # logging.performance (tuning guide "Built-in Performance Logging"): <output-dir>/<filename>.
-    # The chunked strategy with small batches: passes of several chunks, checkpoints inside them.
+    # logging.performance (docs/configuration.md, Performance log): <output-dir>/<filename>. The
+    # chunked strategy with small batches: passes of several chunks, checkpoints inside them.
     # Without variable projection, --global-search off leaves the final fit many iterations.
     write_config sim.yaml static sim.h5 "optimization:
   nlsq: {variable_projection: false}

@@ -72,7 +72,7 @@ TEST(ResolveConfigTest, LaminarFlowOverrideOnStaticConfigBuildsLaminarBounds) {
   EXPECT_DOUBLE_EQ(config.BoundOf("D0").min, 500.0);
   EXPECT_DOUBLE_EQ(config.BoundOf("gamma_dot_t0").min, 1e-5);  // the file's, used now
   EXPECT_DOUBLE_EQ(config.BoundOf("gamma_dot_t0").max, 0.2);
-  EXPECT_DOUBLE_EQ(config.BoundOf("phi0").min, -10.0);  // default of reference section 2.2
+  EXPECT_DOUBLE_EQ(config.BoundOf("phi0").min, -10.0);  // default (docs/model.md)
   EXPECT_EQ(config.initial.parameter_names, (std::vector<std::string>{"D0", "alpha", "D_offset"}));
 }
 

@@ -1,4 +1,4 @@
-// Tests of the beamline reader and writer (reference section 3; DESIGN section 8).
+// Tests of the beamline reader and writer (docs/design.md section 8).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -56,7 +56,7 @@ void ExpectFittedValues(BatchSource& source, const std::vector<int>& matrices, d
 }
 
 TEST(PhiTest, NormalisesAsTheReference) {
-  // Reference section 8 item 10.
+  // The reference's angle normalisation (docs/design.md section 8).
   EXPECT_DOUBLE_EQ(NormalizePhiDegrees(210.0), -150.0);
   EXPECT_DOUBLE_EQ(NormalizePhiDegrees(-210.0), 150.0);
   EXPECT_DOUBLE_EQ(NormalizePhiDegrees(180.0), 180.0);
@@ -184,8 +184,9 @@ TEST_F(ReaderTest, CorrectedMatrixDiagonalUsesRawFrameZero) {
   ASSERT_EQ(n, 10);
   std::vector<double> full(static_cast<size_t>(n) * n);
   source->ReadCorrectedMatrix(0, full);
-  // Reference 1.9 on the raw matrix (file frames 1..11): s_r = C[r, r+1]; the fitted diagonal i
-  // is raw r = i + 1: 0.5 (s_{r-1} + s_r), the last one s_{N_raw-2}.
+  // The diagonal correction (docs/model.md, Diagonal correction) on the raw matrix (file frames
+  // 1..11): s_r = C[r, r+1]; the fitted diagonal i is raw r = i + 1: 0.5 (s_{r-1} + s_r), the last
+  // one s_{N_raw-2}.
   auto s = [](int r) { return StoredValue(0, 1 + r, 2 + r); };
   for (int i = 0; i < n; ++i) {
     const int r = i + 1;
@@ -235,7 +236,7 @@ TEST_F(ReaderTest, ApsOldQWindow) {
   const DatasetInfo info = InspectDataset(SelectionFor(path, 0.0054));
   ASSERT_EQ(info.num_angles(), 6);
   EXPECT_EQ(info.angles[2].dataset_path, "/exchange/C2T_all/c2_00004");
-  EXPECT_DOUBLE_EQ(info.q_inv_angstrom, 0.0050);  // the first kept matrix's q (reference 3.4)
+  EXPECT_DOUBLE_EQ(info.q_inv_angstrom, 0.0050);  // the first kept q (docs/design.md section 8)
   EXPECT_THAT(info.warnings.front(), HasSubstr("mixes several q rings"));
 
   // Fewer than 5 in the window: the 10 closest bins.
@@ -264,7 +265,7 @@ TEST_F(ReaderTest, FrameSlicing) {
   WriteTestFile(path, spec);
   DataSelection selection = SelectionFor(path);
   selection.start_frame = 11;
-  selection.end_frame = 60;  // reference 8 item 7: frames 10..59, N_raw = 50
+  selection.end_frame = 60;  // frames 10..59, N_raw = 50, as the reference
   std::unique_ptr<BatchSource> source = OpenBatchSource(selection);
   EXPECT_EQ(source->info().first_frame, 10);
   EXPECT_EQ(source->info().num_raw_frames, 50);

@@ -149,7 +149,8 @@ TEST_F(SimulatorTest, Float32StaticMode) {
   const int n = source->info().num_times();
   std::vector<float> values(static_cast<size_t>(UpperTriangleSize(n)));
   source->ReadUpperTriangleRows(1, 0, n, std::span<float>(values));
-  // D constant: g1 = exp(-0.5 q^2 dt D |i - j|) (reference 1.5), point (0, 1) one step apart.
+  // D constant: g1 = exp(-0.5 q^2 dt D |i - j|) (docs/model.md, Diffusion factor), point (0, 1)
+  // one step apart.
   const double expected = 1.0 + 0.2 * std::exp(-2.0 * 0.5 * 0.0054 * 0.0054 * 0.1 * 500.0);
   EXPECT_NEAR(values[0], expected, 1e-6);
 }

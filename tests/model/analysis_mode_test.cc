@@ -1,4 +1,5 @@
-// Mode names, aliases and parameter names (reference sections 1.8, 2.1).
+// Mode names, aliases and parameter names (docs/model.md, Modes;
+// docs/configuration.md, Parameters).
 #include <gtest/gtest.h>
 
 #include "homodyne/errors.h"

@@ -1,5 +1,6 @@
 // Every Jacobian column of EvaluateUpperTriangleRows against central finite differences
-// (reference section 1.12; STYLE habit 10), and the zero derivatives where floors are active.
+// (docs/model.md, Jacobian; docs/conventions.md habit 10), and the zero derivatives where floors
+// are active.
 #include <gtest/gtest.h>
 
 #include <algorithm>

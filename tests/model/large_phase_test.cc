@@ -1,5 +1,5 @@
 // Precision at large shear phases: a long grid (N = 2000) with phases up to ~3e4 against a
-// straightforward long-double transcription of reference section 1 written here.
+// straightforward long-double transcription of the model (docs/model.md) written here.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,7 +14,8 @@ namespace {
 
 using Real = long double;
 
-// Cumulative trapezoid in steps (section 1.4) of max(a ts^b + c, 1e-10) (section 1.3).
+// Cumulative trapezoid in steps of max(a ts^b + c, 1e-10) (docs/model.md: Rates, The time
+// integrals).
 std::vector<Real> LongDoubleIntegral(const std::vector<Real>& ts, Real a, Real b, Real c) {
   std::vector<Real> cumulative(ts.size(), 0.0L);
   Real previous = 0.0L;
@@ -43,7 +44,7 @@ TEST(LargePhaseTest, MatchesLongDoubleTranscription) {
   // would round such values away).
   const double offset = 0.0;
 
-  // Long-double reference of sections 1.3-1.7.
+  // Long-double reference of docs/model.md, from Rates to g1 floor and c2.
   const Real spacing = std::abs(static_cast<Real>(t[1]) - static_cast<Real>(t[0]));
   const Real eps_t = std::max(0.5L * spacing, 1e-8L);
   std::vector<Real> ts(t.size());

@@ -1,5 +1,5 @@
-// Every element of every case of tests/data/reference_c2.h5 (computed by the reference package,
-// reference section 1) within 1e-10 absolute, through ComputeC2Matrix and through
+// Every element of every case of tests/data/reference_c2.h5 (computed by the reference package;
+// docs/model.md, Test numbers) within 1e-10 absolute, through ComputeC2Matrix and through
 // EvaluateUpperTriangleRows (packed order: row i, j = i+1..N-1).
 #include <gtest/gtest.h>
 #include <hdf5.h>

@@ -1,4 +1,4 @@
-// The numbers of reference section 8 (items 1-6).
+// Hand-checkable numbers of the reference's model (docs/model.md, Test numbers).
 #include <gtest/gtest.h>
 
 #include <array>

@@ -1,6 +1,7 @@
 // Tests of the standard strategy (src/optimize/ceres_standard_fit.h) on data simulated in memory:
-// recovery of the truth, agreement with the LM core on the same objective (DESIGN section 3:
-// within 1e-3 standard errors), the chi2 convention, bounds, static mode, a reduced map.
+// recovery of the truth, agreement with the LM core on the same objective
+// (docs/design.md section 3: within 1e-3 standard errors), the chi2 convention, bounds, static
+// mode, a reduced map.
 #include <cmath>
 #include <cstdio>
 #include <limits>

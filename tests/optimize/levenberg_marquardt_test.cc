@@ -1,4 +1,5 @@
-// Tests of the Levenberg-Marquardt core (DESIGN section 4) on small problems with known answers.
+// Tests of the Levenberg-Marquardt core (docs/design.md section 4) on small problems with
+// known answers.
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -418,7 +419,8 @@ TEST(LevenbergMarquardtTest, NonFiniteTrialsAreRejectedAndTheFitStillConverges) 
 }
 
 TEST(LevenbergMarquardtTest, FastModeStillRejectsNonFiniteTrials) {
-  // As above with validate_numerics off (fast mode, DESIGN section 7): chi2 is still checked.
+  // As above with validate_numerics off (fast mode, docs/design.md section 7): chi2 is
+  // still checked.
   const double nan = std::numeric_limits<double>::quiet_NaN();
   FunctionProblem problem(
       1, 2,
@@ -624,7 +626,8 @@ TEST(LevenbergMarquardtTest, CallbackSeesEveryIterationAndCanStop) {
   EXPECT_EQ(summary.iterations, 2);
 }
 
-// Statistical stopping test (DESIGN section 4) ----------------------------------------------
+// Statistical stopping test (docs/design.md section 4)
+// ----------------------------------------------
 
 // Mahalanobis distance sqrt(dx^T C^-1 dx) of theta from the reference fit, C its covariance.
 double StandardErrorsFrom(const Eigen::VectorXd& theta,
@@ -808,8 +811,9 @@ TEST(LevenbergMarquardtStatisticalToleranceTest, MaxIterationsStillBoundsTheRun)
   EXPECT_THAT(summary.reason, HasSubstr("above statistical_tolerance"));
 }
 
-// Resume (DESIGN section 6): stopping after any iteration and continuing from the state the
-// callback saw returns bitwise the uninterrupted result (Rosenbrock: rejected and accepted steps).
+// Resume (docs/design.md section 6): stopping after any iteration and continuing from the state
+// the callback saw returns bitwise the uninterrupted result (Rosenbrock: rejected and accepted
+// steps).
 TEST(LevenbergMarquardtResumeTest, ResumingAfterAnyIterationIsBitwiseIdentical) {
   FunctionProblem problem = Rosenbrock();
   std::vector<LevenbergMarquardtState> states;

@@ -1,6 +1,6 @@
-// Tests of the per-angle scaling maps (src/optimize/per_angle_mode.h, reference section 2.4) and of
-// ReparametrizedProblem (src/optimize/reparametrized_problem.h), including fits on laminar-flow
-// data simulated in memory.
+// Tests of the per-angle scaling maps (src/optimize/per_angle_mode.h; docs/model.md, Per-angle
+// scaling) and of ReparametrizedProblem (src/optimize/reparametrized_problem.h), including
+// fits on laminar-flow data simulated in memory.
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -68,7 +68,7 @@ Eigen::VectorXd FullVector(const std::vector<double>& physical,
   return theta;
 }
 
-// Bounds of the fit tests (reference section 2.2) in the full layout.
+// Bounds of the fit tests (the default bounds, docs/model.md) in the full layout.
 void FullBounds(int n_angles, Eigen::VectorXd& lower, Eigen::VectorXd& upper) {
   const std::vector<std::pair<double, double>> physical = {
       {1e2, 1e5}, {-2.0, 2.0}, {-1e5, 1e5}, {1e-6, 0.5}, {-2.0, 2.0}, {-0.1, 0.1}, {-10.0, 10.0}};
@@ -129,7 +129,8 @@ std::unique_ptr<PackedDataObjective> SimulatedObjective(int n_times,
   return std::make_unique<PackedDataObjective>(model, kAngles, kNoiseSigma, std::move(data));
 }
 
-// The reference's quantile estimates of each angle (reference section 2.4), the fit's start.
+// The reference's quantile estimates of each angle (docs/model.md, Bounds and start values), the
+// fit's start.
 std::vector<ScalingEstimate> QuantileStarts(const PackedDataObjective& objective) {
   std::vector<ScalingEstimate> starts;
   for (const std::vector<float>& angle : objective.data()) {
@@ -230,7 +231,8 @@ TEST(ScalingMapTest, AutoAveragedReplicatesOneSharedPair) {
   EXPECT_EQ(box.upper[7], kContrastBound.max);
   EXPECT_EQ(box.lower[8], kOffsetBound.min);
   EXPECT_EQ(box.upper[8], kOffsetBound.max);
-  // Reference section 4.3: n_eff = 2 n_phi + n_phys although 9 are optimised.
+  // As the reference: n_eff = 2 n_phi + n_phys although 9 are optimised (docs/results.md, Degrees
+  // of freedom).
   EXPECT_EQ(EffectiveParameterCount(scaling.mode, 7, n, map.num_reduced()), 15);
 }
 
