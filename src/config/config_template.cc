@@ -50,7 +50,7 @@ initial_parameters:
   fixed_parameters: null   # names held at their start value, or null
 
 parameter_space:
-  # Bounds by name [min, max], min < max. Defaults (reference section 2.2) shown.
+  # Bounds by name [min, max], min < max. Defaults (docs/model.md, Bounds and start values) shown.
   bounds:
 @BOUNDS@
 optimization:

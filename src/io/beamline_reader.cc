@@ -262,7 +262,7 @@ std::vector<Candidate> SelectApsOld(const std::vector<Candidate>& candidates,
   }
   if (mixed) {
     warnings.push_back(selection.file_path + ": the APS-old q window mixes several q rings; the " +
-                       "model uses the first kept matrix's q (reference 3.4)");
+                       "model uses the first kept matrix's q (docs/design.md section 8)");
   }
   return kept;
 }
@@ -449,7 +449,8 @@ OpenedDataset Inspect(const DataSelection& selection) {
     if (angle.stores_both_triangles) {
       info.warnings.push_back(path + ": " + candidate.dataset_path + " stores both triangles " +
                               "(not the APS upper-triangle convention); using its upper triangle " +
-                              "as is instead of doubling the off-diagonal (reference 3.3)");
+                              "as is instead of doubling the off-diagonal " +
+                              "(docs/design.md section 8)");
     }
     info.angles.push_back(std::move(angle));
   }

@@ -16,7 +16,8 @@ struct BackendChoice {
   std::string reason;  // one line for the log, e.g. "backend auto: cpu (built without CUDA)"
 };
 
-// performance.backend (or --backend) resolved, the one place that does it (DESIGN section 5):
+// performance.backend (or --backend) resolved, the one place that does it (docs/design.md
+// section 5):
 //   kCpu:  the CPU backend.
 //   kAuto: the CPU backend; the reason says why not CUDA (built without CUDA, no CUDA device, or
 //          no CUDA kernels in this version).

@@ -1,4 +1,4 @@
-// The compute backends of a fitting pass (DESIGN section 5).
+// The compute backends of a fitting pass (docs/design.md section 5).
 //
 // A pass (objective.h) is a sum over batches. The objective owns the batch list, fetches the
 // data (PassData), reduces the per-batch sums in batch order and hands the normal equations to
@@ -11,7 +11,7 @@
 // other batches share the call, on the thread count or on the call order. So the objective's
 // batch-order reduction gives bitwise the same sums whatever the chunking, a device backend may
 // compute a whole chunk of batches in one launch, and ranks of an MPI job could each compute a
-// slice of the batch list and add their reduced partial sums (DESIGN section 5).
+// slice of the batch list and add their reduced partial sums (docs/design.md section 5).
 //
 // Backends: cpu (OpenMP over the batches of a range, the vectorised PassKernel of
 // src/model/pass_kernel.h). A CUDA backend does not exist yet: SelectBackend says why when it is

@@ -18,7 +18,8 @@ FitPlan PlanFit(const Config& config, const DatasetInfo& info,
     plan.scaling = {PerAngleMode::kIndividual, 2 * n_angles, "one contrast and offset per angle"};
     plan.scaling_warning =
         "per-angle mode " + std::string(ToString(plan.requested_scaling.mode)) +
-        " applies to laminar_flow with anti_degeneracy.enable (reference section 2.4): fitting "
+        " applies to laminar_flow with anti_degeneracy.enable (docs/model.md, Per-angle scaling): "
+        "fitting "
         "individual";
   }
   plan.num_physical = NumPhysicalParameters(config.analysis_mode);

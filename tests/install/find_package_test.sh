@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # An installed homodyne works for a C++ program with find_package(homodyne): installs the build
 # into a temporary prefix, configures and builds tests/install/consumer against it, and runs it
-# (a fit of data made in memory; exit 0 when it recovers the truth).
+# (a fit of data made in memory; exit 0 when it recovers the truth). Only the public headers are
+# installed (include/homodyne/ of the source tree, nothing else under include/), and each of them
+# compiles on its own against the installed prefix alone.
 # Usage: find_package_test.sh BUILD_DIR
 set -euo pipefail
 build_dir=$(cd "$1" && pwd)
@@ -12,7 +14,24 @@ cmake --install "$build_dir" --prefix "$work/prefix" > "$work/install.log"
 for file in lib/cmake/homodyne/homodyneConfig.cmake include/homodyne/fit.h lib/libhomodyne_pipeline.a; do
   [ -e "$work/prefix/$file" ] || { echo "FAIL: $file not installed"; exit 1; }
 done
-cmake -S "$here/consumer" -B "$work/consumer" -DCMAKE_BUILD_TYPE=Release \
+# Exactly the public headers, nothing else.
+source_headers=$(cd "$here/../../include" && find homodyne -type f | sort)
+installed_headers=$(cd "$work/prefix/include" && find . -type f | sed 's|^\./||' | sort)
+if [ "$source_headers" != "$installed_headers" ]; then
+  echo "FAIL: installed headers differ from include/homodyne/:"
+  diff <(echo "$source_headers") <(echo "$installed_headers") || true
+  exit 1
+fi
+# Each public header on its own, with only the installed prefix (and the system) to include from.
+consumer_source="$work/consumer_source"
+cp -r "$here/consumer" "$consumer_source"
+: > "$consumer_source/headers.cmake"
+for header in $installed_headers; do
+  name=$(basename "$header" .h)
+  printf '#include <%s>\n' "$header" > "$consumer_source/header_$name.cc"
+  echo "target_sources(public_headers PRIVATE header_$name.cc)" >> "$consumer_source/headers.cmake"
+done
+cmake -S "$consumer_source" -B "$work/consumer" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$work/prefix" > "$work/configure.log" 2>&1 ||
   { cat "$work/configure.log"; echo "FAIL: configuring the consumer"; exit 1; }
 cmake --build "$work/consumer" > "$work/build.log" 2>&1 ||
