@@ -972,18 +972,58 @@ const ParameterBound& Config::BoundOf(const std::string& name) const {
                     std::string(ToString(analysis_mode)) + " mode");
 }
 
+namespace {
+
+// A key given twice in one mapping is an error naming both lines: yaml-cpp keeps both and
+// operator[] reads the first, so the second would be ignored in silence. `path` is the YAML path
+// of `node` ("" at the root); sequences are entered too (parameter_space.bounds is a list of maps).
+void CheckDuplicateKeys(const YAML::Node& node, const std::string& path,
+                        const std::string& source_name) {
+  if (node.IsMap()) {
+    std::map<std::string, int> first_line;  // key -> 1-based line of its first appearance
+    for (const auto& entry : node) {
+      const std::string key = entry.first.IsScalar() ? entry.first.Scalar() : Show(entry.first);
+      const std::string key_path = path.empty() ? key : path + "." + key;
+      const int line = entry.first.Mark().line + 1;
+      const auto [where, inserted] = first_line.emplace(key, line);
+      if (!inserted) {
+        throw ConfigError(source_name + ": " + key_path + " is given twice (lines " +
+                          std::to_string(where->second) + " and " + std::to_string(line) +
+                          "): keep one");
+      }
+      CheckDuplicateKeys(entry.second, key_path, source_name);
+    }
+  } else if (node.IsSequence()) {
+    for (size_t i = 0; i < node.size(); ++i) {
+      CheckDuplicateKeys(node[i], path + "[" + std::to_string(i) + "]", source_name);
+    }
+  }
+}
+
+}  // namespace
+
 namespace config_internal {
 
 Config ParseConfigText(const std::string& yaml_text, const std::string& source_name,
                        std::optional<AnalysisMode> mode) {
-  YAML::Node root;
+  std::vector<YAML::Node> documents;
   try {
-    root = YAML::Load(yaml_text);
+    documents = YAML::LoadAll(yaml_text);
   } catch (const YAML::ParserException& e) {
     throw InputError(source_name + ": invalid YAML at line " + std::to_string(e.mark.line + 1) +
                      ", column " + std::to_string(e.mark.column + 1) + ": " + e.msg);
   }
+  // One config per file: a second document ("---" followed by content) would be ignored.
+  for (size_t d = 1; d < documents.size(); ++d) {
+    if (!documents[d].IsNull()) {
+      throw ConfigError(source_name + ": a second YAML document starts at line " +
+                        std::to_string(documents[d].Mark().line + 1) +
+                        " (after '---'): a config file holds one document");
+    }
+  }
+  YAML::Node root = documents.empty() ? YAML::Node() : documents.front();
   if (root.IsNull()) root.reset(YAML::Node(YAML::NodeType::Map));  // empty file: all defaults
+  CheckDuplicateKeys(root, "", source_name);
   Config config;
   ConfigReader reader(root, source_name, &config.warnings);
   if (!root.IsMap()) {

@@ -529,6 +529,45 @@ TEST(ConfigFileTest, MalformedYamlNamesFileLineAndColumn) {
   }
 }
 
+TEST(ConfigFileTest, DuplicateKeyNamesItsPathAndBothLines) {
+  // yaml-cpp would read the first and ignore the second in silence.
+  try {
+    ParseConfig("optimization:\n  nlsq:\n    multi_start:\n      n_starts: 5\n"
+                "      n_starts: -3\n", "dup.yaml");
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("dup.yaml: optimization.nlsq.multi_start.n_starts is given "
+                                    "twice (lines 4 and 5)"));
+  }
+  try {
+    ParseConfig("analysis_mode: static\noptimization: {}\nanalysis_mode: static\n", "dup.yaml");
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("analysis_mode is given twice (lines 1 and 3)"));
+  }
+  // Inside a list of maps (parameter_space.bounds).
+  try {
+    ParseConfig("parameter_space:\n  bounds:\n    - {name: D0, min: 1, min: 2, max: 5}\n",
+                "dup.yaml");
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("parameter_space.bounds[0].min is given twice"));
+  }
+}
+
+TEST(ConfigFileTest, SecondYamlDocumentIsAnError) {
+  try {
+    ParseConfig("analysis_mode: static\n---\noptimization: {nlsq: {max_iterations: 3}}\n",
+                "two.yaml");
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("two.yaml: a second YAML document starts at line 3"));
+  }
+  // A trailing "---" with nothing after it is not a second config.
+  EXPECT_EQ(ParseConfig("analysis_mode: static\n---\n", "one.yaml").analysis_mode,
+            AnalysisMode::kStatic);
+}
+
 TEST(ConfigFileTest, MalformedYamlLineNumberIsOneBased) {
   try {
     ParseConfig("a: 1\nb: 2\nc: [\n", "broken.yaml");
