@@ -26,6 +26,9 @@
 namespace homodyne {
 namespace {
 
+// The largest optimization.nlsq.anti_degeneracy.fourier_order accepted.
+constexpr int64_t kMaxFourierOrder = 1000;
+
 using config_internal::ClassifyKey;
 using config_internal::ClosestKnownKey;
 using config_internal::KeyKind;
@@ -556,7 +559,12 @@ void ParseNlsq(const ConfigReader& reader, Config& config) {
     }
   };
   at_least_one(ad + "constant_scaling_threshold", nlsq.constant_scaling_threshold);
-  at_least_one(ad + "fourier_order", nlsq.fourier_order);
+  if (const auto order = reader.Integer(ad + "fourier_order")) {
+    // 1 + 2 order coefficients per scaling parameter; beyond this no data set determines them.
+    reader.Require(*order >= 1 && *order <= kMaxFourierOrder, ad + "fourier_order",
+                   "must be in [1, " + std::to_string(kMaxFourierOrder) + "]");
+    nlsq.fourier_order = static_cast<int>(*order);
+  }
 
   if (reader.Bool("optimization.fast_chi2_mode").value_or(false)) {
     reader.Warn(
@@ -630,6 +638,11 @@ void ParseGlobalSearch(const ConfigReader& reader, Config& config) {
   one_of(ms + "sampling_strategy", multi.sampling_strategy, ParseSamplingStrategy,
          {SamplingStrategy::kLatinHypercube, SamplingStrategy::kSobol, SamplingStrategy::kRandom});
   multi.use_screening = reader.Bool(ms + "use_screening").value_or(multi.use_screening);
+  // Accepted for the reference's configs and not used (starts run one after another, each pass
+  // parallel), but checked like every other number of the section.
+  if (const auto workers = reader.Integer(ms + "n_workers")) {
+    reader.Require(*workers >= 0, ms + "n_workers", "must be an integer >= 0 (0 = automatic)");
+  }
   if (const auto fraction = reader.Number(ms + "screen_keep_fraction")) {
     reader.Require(*fraction > 0.0 && *fraction <= 1.0, ms + "screen_keep_fraction",
                    "must be in (0, 1]");
@@ -656,6 +669,18 @@ void ParseGlobalSearch(const ConfigReader& reader, Config& config) {
                     "must have " + std::to_string(expected) +
                         " values (the physical parameters of " +
                         std::string(ToString(config.analysis_mode)) + ", in order)");
+      }
+      // Each value finite and inside its bounds (parameter_space.bounds, read before): a start
+      // the search box does not hold is a typo, not a start.
+      const std::vector<std::string>& names = PhysicalParameterNames(config.analysis_mode);
+      for (size_t p = 0; p < start.size(); ++p) {
+        const ParameterBound& bound = config.BoundOf(names[p]);
+        if (!std::isfinite(start[p]) || start[p] < bound.min || start[p] > bound.max) {
+          reader.Fail(path, custom[i],
+                      names[p] + " = " + FormatNumber(start[p]) + " must be finite and inside " +
+                          "its bounds [" + FormatNumber(bound.min) + ", " +
+                          FormatNumber(bound.max) + "] (parameter_space.bounds)");
+        }
       }
       multi.custom_starts.push_back(std::move(start));
     }
