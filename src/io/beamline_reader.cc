@@ -16,6 +16,7 @@
 
 #include "homodyne/dataset.h"
 #include "homodyne/errors.h"
+#include "io/dataset_validation.h"
 #include "io/hdf5_util.h"
 #include "model/diagonal_correction.h"
 
@@ -90,6 +91,19 @@ std::string FormatDouble(double value) {
   throw DataError(path + ": " + what);
 }
 
+// Every value of a q or phi list must be finite: the selection sorts by the distance to the target
+// q and normalises phi, neither of which means anything for NaN or inf.
+void RequireFinite(const std::string& path, const char* list_path,
+                   const std::vector<double>& values) {
+  for (size_t k = 0; k < values.size(); ++k) {
+    if (!std::isfinite(values[k])) {
+      Fail(path, std::string(list_path) + "[" + std::to_string(k) + "] = " +
+                     (std::isnan(values[k]) ? "nan" : values[k] > 0 ? "inf" : "-inf") +
+                     ": q and phi values must be finite");
+    }
+  }
+}
+
 // One matrix of the file with its bin's q and phi (phi as stored).
 struct Candidate {
   double q = 0.0;
@@ -142,6 +156,8 @@ std::vector<Candidate> ApsUCandidates(hid_t file, const std::string& path,
     Fail(path, std::string("APS-U layout without ") + kApsUBins);
   }
   const std::vector<double> phi_list = ReadDoubles(file, path, kApsUPhiList);
+  RequireFinite(path, kApsUQList, q_list);
+  RequireFinite(path, kApsUPhiList, phi_list);
   std::vector<int64_t> bins;
   try {
     bins = io_internal::ReadAllInt64(file, kApsUBins);
@@ -186,6 +202,8 @@ std::vector<Candidate> ApsUCandidates(hid_t file, const std::string& path,
 std::vector<Candidate> ApsOldCandidates(hid_t file, const std::string& path) {
   const std::vector<double> q_list = ReadDoubles(file, path, kApsOldQList);
   const std::vector<double> phi_list = ReadDoubles(file, path, kApsOldPhiList);
+  RequireFinite(path, kApsOldQList, q_list);
+  RequireFinite(path, kApsOldPhiList, phi_list);
   const std::vector<std::string> names = MemberNames(file, path, kApsOldMatrices);
   if (q_list.size() != phi_list.size()) {
     Fail(path, "count mismatch: " + std::to_string(q_list.size()) + " values in " + kApsOldQList +
@@ -504,6 +522,7 @@ OpenedDataset Inspect(const DataSelection& selection) {
       info.phi_filtered_out = std::move(out_of_range);
     }
   }
+  io_internal::ValidateDatasetInfo(info);
   return opened;
 }
 

@@ -9,6 +9,7 @@
 
 #include "homodyne/dataset.h"
 #include "homodyne/errors.h"
+#include "io/dataset_validation.h"
 
 namespace homodyne {
 namespace {
@@ -37,6 +38,7 @@ class InMemoryBatchSource : public BatchSource {
   }
 
   const DatasetInfo& info() const override { return info_; }
+  DatasetInfo& mutable_info() { return info_; }  // for the checks' warnings
 
   void ReadUpperTriangleRows(int angle, int row_begin, int row_end,
                              std::span<double> out) override {
@@ -129,7 +131,9 @@ std::unique_ptr<BatchSource> MakeInMemoryBatchSource(InMemoryData data) {
     throw InputError(name + ": q = " + std::to_string(data.q_inv_angstrom) +
                      " 1/A must be positive and finite");
   }
-  return std::make_unique<InMemoryBatchSource>(std::move(data));
+  auto source = std::make_unique<InMemoryBatchSource>(std::move(data));
+  io_internal::ValidateDatasetInfo(source->mutable_info());
+  return source;
 }
 
 }  // namespace homodyne

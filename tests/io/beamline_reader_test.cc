@@ -455,6 +455,70 @@ TEST_F(BadInputTest, EveryAngleFilteredOut) {
   ExpectDataError(SelectionFor(path), "every angle was filtered out");
 }
 
+// A NaN phi in the file crashed the selection; now the list entry is named.
+TEST_F(BadInputTest, NonFinitePhiOrQNamesTheListEntry) {
+  TestFileSpec spec;
+  spec.phi_values = {0.0, std::numeric_limits<double>::quiet_NaN(), 90.0};
+  const std::string path = PathOf("nan_phi.h5");
+  WriteTestFile(path, spec);
+  ExpectDataError(SelectionFor(path), "/xpcs/qmap/dynamic_v_list_dim1[1] = nan: q and phi values "
+                                      "must be finite");
+  TestFileSpec old_layout;
+  old_layout.layout = FileLayout::kApsOld;
+  old_layout.q_values = {0.0054, std::numeric_limits<double>::infinity(), 0.0054};
+  const std::string old_path = PathOf("inf_q.h5");
+  WriteTestFile(old_path, old_layout);
+  ExpectDataError(SelectionFor(old_path), "/xpcs/dqlist[1] = inf");
+}
+
+// 0 and 360 degrees are one angle: fitting it twice would count its data twice.
+TEST_F(BadInputTest, DuplicatePhiAfterNormalisation) {
+  TestFileSpec spec;
+  spec.phi_values = {0.0, 360.0, 90.0};
+  const std::string path = PathOf("duplicate_phi.h5");
+  WriteTestFile(path, spec);
+  ExpectDataError(SelectionFor(path), "are both at phi = 0 degrees");
+}
+
+TEST_F(ReaderTest, PhiThatLookLikeRadiansWarn) {
+  TestFileSpec spec;
+  spec.phi_values = {0.0, 0.785, 1.571};
+  const std::string path = PathOf("radians.h5");
+  WriteTestFile(path, spec);
+  const DatasetInfo info = InspectDataset(SelectionFor(path));
+  ASSERT_EQ(info.num_angles(), 3);
+  ASSERT_FALSE(info.warnings.empty());
+  EXPECT_THAT(info.warnings.back(), HasSubstr("every phi is within +-2 pi (3 angles)"));
+  // One angle near 0 is an ordinary angle in degrees.
+  spec.phi_values = {1.0};
+  spec.bins = {1};
+  spec.num_matrices = 1;
+  WriteTestFile(PathOf("one_angle.h5"), spec);
+  EXPECT_TRUE(InspectDataset(SelectionFor(PathOf("one_angle.h5"))).warnings.empty());
+}
+
+// The same rules hold for data in memory (the Python dict path and the C++ API).
+TEST_F(BadInputTest, InMemoryDataPassTheSameChecks) {
+  const std::vector<double> values(2 * 4 * 4, 1.0);
+  InMemoryData data;
+  data.float64_values = values;
+  data.num_angles = 2;
+  data.num_times = 4;
+  data.q_inv_angstrom = 0.0054;
+  data.dt_seconds = 0.1;
+  data.phi_degrees = {-180.0, 180.0};  // one angle: (-180, 180] holds 180 only
+  try {
+    MakeInMemoryBatchSource(data);
+    FAIL() << "no error";
+  } catch (const DataError& error) {
+    EXPECT_THAT(error.what(), HasSubstr("are both at phi = 180 degrees"));
+  }
+  data.phi_degrees = {0.0, 1.0};
+  const auto source = MakeInMemoryBatchSource(data);
+  ASSERT_EQ(source->info().warnings.size(), 1u);
+  EXPECT_THAT(source->info().warnings.front(), HasSubstr("if these are radians, convert them"));
+}
+
 TEST_F(BadInputTest, CountMismatchBetweenBinsAndMatrices) {
   TestFileSpec spec;
   spec.num_matrices = 2;  // 3 bins
