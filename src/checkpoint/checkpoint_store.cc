@@ -8,10 +8,11 @@
 // are kept in the (checksummed) object headers and HDF5's space aggregation is off, so the file
 // has no unused bytes: nearly any damage fails an HDF5 metadata checksum or content_sha256.
 //
-// Test-only fault hook: when the environment variable HOMODYNE_TEST_CRASH_DURING_CHECKPOINT_WRITE
-// is set to a non-empty value, Save writes the first half of the file to the temporary file,
-// fsyncs it and calls std::abort() before the rest, the rename and the pruning: what kill -9 during
-// a save leaves behind. Tests use it to show that earlier checkpoints stay valid and that no final
+// Fault point (src/pipeline/fault_injection.h): when an installed injector asks for a crash
+// during the write, Save writes the first half of the file to the temporary file, fsyncs it and
+// calls std::abort() before the rest, the rename and the pruning: what kill -9 during a save
+// leaves behind. Tests use it to show that earlier checkpoints stay valid and that no final file
+// appears.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -35,6 +36,7 @@
 #include "homodyne/errors.h"
 #include "io/durable_file.h"
 #include "io/hdf5_util.h"
+#include "pipeline/fault_injection.h"
 
 namespace homodyne {
 namespace {
@@ -54,7 +56,6 @@ constexpr std::string_view kNameSuffix = ".h5";
 // (".homodyne_state_batch_000010.Ab3xZ9.h5.tmp").
 constexpr std::string_view kTemporaryPrefix = ".homodyne_state_batch_";
 constexpr std::string_view kTemporarySuffix = ".h5.tmp";
-constexpr const char* kCrashHookVariable = "HOMODYNE_TEST_CRASH_DURING_CHECKPOINT_WRITE";
 
 std::string ErrnoText(int error_number) { return std::generic_category().message(error_number); }
 
@@ -158,7 +159,8 @@ CheckpointSaveReport CheckpointStore::Save(const Checkpoint& checkpoint) {
     const std::vector<char> image = BuildCheckpointImage(checkpoint, options_.compression);
     io_internal::DurableFile file(final_path, 0600);
     const std::string_view bytes(image.data(), image.size());
-    if (const char* hook = std::getenv(kCrashHookVariable); hook != nullptr && *hook != '\0') {
+    if (const FaultInjector* faults = InstalledFaultInjector();
+        faults != nullptr && faults->CrashDuringCheckpointWrite()) {
       file.Write(bytes.substr(0, bytes.size() / 2));
       ::fsync(file.fd());
       std::abort();

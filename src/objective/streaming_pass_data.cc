@@ -4,15 +4,14 @@
 // ones are computed. A failed batch read is retried with backoff (docs/design.md section 7) before
 // the fit is stopped.
 //
-// Test-only fault hook: HOMODYNE_TEST_FAIL_READ_AT_BATCH=B makes every read of batch B fail (as a
-// truncated file or an unreadable dataset would), so retries and the stop can be tested.
+// Fault point (src/pipeline/fault_injection.h): an installed injector can make the reads of a
+// batch fail, as a truncated file or an unreadable dataset would, so retries and the stop can be
+// tested.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstdlib>
 #include <future>
 #include <memory>
-#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -21,6 +20,7 @@
 
 #include "homodyne/errors.h"
 #include "objective/batched_objective.h"
+#include "pipeline/fault_injection.h"
 
 namespace homodyne {
 namespace {
@@ -33,16 +33,10 @@ struct ChunkBuffer {
   std::vector<size_t> starts;  // per (batch, angle): first value in `values`
 };
 
-std::optional<int> FailingBatchForTesting() {
-  const char* text = std::getenv("HOMODYNE_TEST_FAIL_READ_AT_BATCH");
-  if (text == nullptr || *text == '\0') return std::nullopt;
-  return std::atoi(text);
-}
-
 class StreamingPassData : public PassData {
  public:
   StreamingPassData(BatchSource& source, StreamingReadOptions options)
-      : source_(source), options_(options), failing_batch_(FailingBatchForTesting()) {}
+      : source_(source), options_(options), faults_(InstalledFaultInjector()) {}
   // Waits for a read in flight: the source is the caller's again afterwards.
   ~StreamingPassData() override {
     if (pending_.valid()) {
@@ -111,8 +105,8 @@ class StreamingPassData : public PassData {
     std::chrono::duration<double> backoff(options_.retry_backoff_seconds);
     for (int attempt = 0;; ++attempt) {
       try {
-        if (failing_batch_ && *failing_batch_ == batch_index) {
-          throw DataError("test fault hook HOMODYNE_TEST_FAIL_READ_AT_BATCH");
+        if (faults_ != nullptr && faults_->FailBatchRead(batch_index)) {
+          throw DataError("injected read fault");
         }
         source_.ReadUpperTriangleRows(angle, batch.row_begin, batch.row_end, out);
         return;
@@ -150,7 +144,7 @@ class StreamingPassData : public PassData {
 
   BatchSource& source_;
   StreamingReadOptions options_;
-  std::optional<int> failing_batch_;
+  const FaultInjector* faults_;  // the injector installed at construction, or nullptr
   ChunkBuffer buffers_[2];
   int current_ = 0;
   int chunk_ = 1;  // batches per fetch: the largest fetch seen

@@ -7,7 +7,6 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
-#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <iomanip>
@@ -241,12 +240,8 @@ FitCheckpoints::FitCheckpoints(const Config& config, CheckpointPolicy policy,
                                config.streaming.enable_compression}),
       batches_per_pass_(batches_per_pass),
       on_saved_(std::move(on_saved)) {
-  if (const char* hook = std::getenv("HOMODYNE_TEST_SIGNAL_AFTER_BATCHES"); hook && *hook) {
-    const std::string text = hook;
-    const size_t colon = text.find(':');
-    if (colon != std::string::npos) {
-      test_signal_ = {std::stoll(text.substr(0, colon)), std::stoi(text.substr(colon + 1))};
-    }
+  if (const FaultInjector* faults = InstalledFaultInjector(); faults != nullptr) {
+    test_signal_ = faults->SignalAfterBatches();
   }
 }
 
@@ -331,8 +326,8 @@ void FitCheckpoints::OnGlobalSearchFinished(int64_t passes, int64_t batches_per_
 void FitCheckpoints::AdvanceBatches(int64_t batches) {
   global_batch_ += batches;
   statistics_.batches += batches;
-  if (test_signal_ && global_batch_ >= test_signal_->first) {
-    const int signal_number = test_signal_->second;
+  if (test_signal_ && global_batch_ >= test_signal_->after_batches) {
+    const int signal_number = test_signal_->signal_number;
     test_signal_.reset();
     std::raise(signal_number);
   }

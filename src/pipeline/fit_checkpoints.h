@@ -18,6 +18,7 @@
 #include "homodyne/fit.h"
 #include "optimize/levenberg_marquardt.h"
 #include "objective/batched_objective.h"
+#include "pipeline/fault_injection.h"
 
 namespace homodyne {
 
@@ -117,7 +118,7 @@ class FitCheckpoints {
   // True when a periodic save is due: checkpoint_frequency batches and
   // checkpoint_min_interval_seconds since the last save (or the start).
   bool PeriodicSaveDue() const;
-  // Counts finished batches; raises the test hook's signal once due.
+  // Counts finished batches; raises the injected signal (test_signal_) once due.
   void AdvanceBatches(int64_t batches);
   // Saves the current state (with `pass` when inside a pass) and throws FitInterrupted.
   [[noreturn]] void SaveAndStop(const PassState* pass, int signal_number);
@@ -138,9 +139,9 @@ class FitCheckpoints {
   GlobalSearchTrail global_search_trail_;  // the resumed or finished global phase's work
   // The running phase's trail, during OnGlobalSearchProgress only (what Save writes then).
   const GlobalSearchTrail* live_trail_ = nullptr;
-  // Test-only fault hook HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=N:SIGNAL (e.g. 40:15): raise SIGNAL
-  // once N batches are done, for deterministic interruption tests (SIGTERM, SIGKILL, ...).
-  std::optional<std::pair<int64_t, int>> test_signal_;
+  // The injected signal (src/pipeline/fault_injection.h), raised once when global_batch_ reaches
+  // its batch count, for deterministic interruption tests; nullopt without an injector.
+  std::optional<SignalFault> test_signal_;
   BatchStatistics statistics_;
   int64_t global_batch_ = 0;
   int64_t batches_at_last_save_ = 0;

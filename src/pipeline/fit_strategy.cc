@@ -5,30 +5,24 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <new>
 #include <optional>
 #include <span>
-#include <sstream>
 #include <string_view>
 
 #include "optimize/reparametrized_problem.h"
 #include "optimize/ceres_standard_fit.h"
+#include "pipeline/fault_injection.h"
 
 namespace homodyne {
 namespace {
 
-// Test-only fault hook: HOMODYNE_TEST_FAIL_ALLOCATION lists names (comma-separated) of the
-// allocations that throw std::bad_alloc, so the fallbacks can be tested without exhausting
-// memory: a strategy's set-up (its name) or the Ceres Jacobian ("ceres_jacobian").
+// The fault point of an allocation that can exhaust memory (src/pipeline/fault_injection.h):
+// throws std::bad_alloc when an installed injector asks for it, so the fallbacks can be tested
+// without exhausting memory. `what`: a strategy's name, or "ceres_jacobian".
 void MaybeInjectAllocationFailure(std::string_view what) {
-  const char* names = std::getenv("HOMODYNE_TEST_FAIL_ALLOCATION");
-  if (names == nullptr) return;
-  std::stringstream list(names);
-  std::string name;
-  while (std::getline(list, name, ',')) {
-    if (name == what) throw std::bad_alloc();
-  }
+  const FaultInjector* faults = InstalledFaultInjector();
+  if (faults != nullptr && faults->FailAllocation(what)) throw std::bad_alloc();
 }
 
 // The next leaner strategy after an allocation failure (docs/design.md section 3): standard ->
@@ -250,7 +244,8 @@ class StreamingStrategy : public FitStrategy {
   std::unique_ptr<BatchedObjective> objective_;
 };
 
-// Sets up `kind`, or throws std::bad_alloc (also from the test hook).
+// Sets up `kind`, or throws std::bad_alloc (also when a test injects one,
+// src/pipeline/fault_injection.h).
 std::unique_ptr<FitStrategy> MakeStrategy(StrategyKind kind, const StrategyInputs& inputs) {
   MaybeInjectAllocationFailure(ToString(kind));
   if (kind == StrategyKind::kStreaming) return std::make_unique<StreamingStrategy>(inputs);

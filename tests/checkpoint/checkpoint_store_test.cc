@@ -28,6 +28,8 @@
 #include "checkpoint/checkpoint_store.h"
 #include "homodyne/errors.h"
 #include "io/hdf5_util.h"
+#include "pipeline/fault_injection.h"
+#include "support/listed_faults.h"
 
 namespace homodyne {
 namespace {
@@ -712,14 +714,17 @@ TEST_F(CheckpointStoreTest, WriteErrorMidFileThrowsAndLeavesPreviousCheckpointOn
 }
 
 TEST_F(CheckpointStoreTest, CrashDuringWriteLeavesPreviousCheckpointValid) {
-  // The test-only hook aborts half way through writing the temporary file (like kill -9).
+  // The injected fault (src/pipeline/fault_injection.h) aborts half way through writing the
+  // temporary file (like kill -9); installed in the death test's child only.
   CheckpointStore store = Store();
   const Checkpoint older = MakeCheckpoint(10);
   store.Save(older);
 
+  test::ListedFaults faults;
+  faults.crash_in_checkpoint_write = true;
   EXPECT_DEATH(
       {
-        ::setenv("HOMODYNE_TEST_CRASH_DURING_CHECKPOINT_WRITE", "1", 1);
+        const ScopedFaultInjector installed(faults);
         store.Save(MakeCheckpoint(20));
       },
       "");

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # End-to-end tests of the command-line programs: exit codes and messages for good and bad input.
-# Usage: cli_test.sh BIN_DIR CASE   (runs one case in a fresh temporary folder)
+# Usage: cli_test.sh BIN_DIR CASE FAULTS_PROGRAM   (runs one case in a fresh temporary folder)
+# FAULTS_PROGRAM: the test build homodyne_with_faults (tests/cli/homodyne_with_faults.cc), the
+# homodyne program with the faults of the HOMODYNE_TEST_* variables injected.
 set -u
 bin_dir=$(cd "$1" && pwd)
 case_name=$2
+faults_program=$(cd "$(dirname "$3")" && pwd)/$(basename "$3")
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -162,7 +165,7 @@ PY
     done
     # An allocation failure while setting up a strategy falls back to the next leaner one.
     HOMODYNE_TEST_FAIL_ALLOCATION=large expect_exit 0 "fell back to streaming" \
-      "$bin_dir/homodyne" --config sim.yaml --strategy large --output-dir out_fallback
+      "$faults_program" --config sim.yaml --strategy large --output-dir out_fallback
     grep -q "fell back to streaming" out_fallback/nlsq/analysis_results_nlsq.json ||
       { echo "FAIL: fallback not recorded in the results"; failures=$((failures + 1)); }
     ;;
@@ -394,6 +397,28 @@ YAML
       expect_exit 1 "backend cuda: (no CUDA device \(cudaGetDeviceCount: .+\)|this version has no CUDA kernels; found CUDA device 0: .+); use --backend cpu or auto" \
         "$bin_dir/homodyne" --config fitin.yaml --backend cuda
     fi
+    ;;
+  fault_variables_ignored)
+    # The production homodyne reads none of the test fault variables (faults are injected only by
+    # tests, through src/pipeline/fault_injection.h): with all of them set, a streaming fit with
+    # checkpoints finishes and returns bitwise the fit without them.
+    write_config sim.yaml laminar_flow sim.h5 "optimization:
+  streaming: {batch_size: 500, checkpoint_dir: ./checkpoints, checkpoint_frequency: 1,
+              checkpoint_min_interval_seconds: 0}"
+    "$bin_dir/homodyne-simulate" --config sim.yaml > /dev/null || failures=$((failures + 1))
+    flags=(--config sim.yaml --strategy streaming --global-search off)
+    expect_exit 0 "LM converged" "$bin_dir/homodyne" "${flags[@]}" --output-dir plain
+    HOMODYNE_TEST_FAIL_ALLOCATION=standard,large,chunked,streaming,ceres_jacobian \
+      HOMODYNE_TEST_FAIL_READ_AT_BATCH=0 HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=1:9 \
+      HOMODYNE_TEST_CRASH_DURING_CHECKPOINT_WRITE=1 \
+      expect_exit 0 "LM converged" "$bin_dir/homodyne" "${flags[@]}" --output-dir with_variables
+    same_results plain with_variables
+    if grep -q "HOMODYNE_TEST_" "$bin_dir/homodyne"; then
+      echo "FAIL: the homodyne binary names a test fault variable"; failures=$((failures + 1))
+    fi
+    # The test build, given the same read variable, does inject the fault.
+    HOMODYNE_TEST_FAIL_READ_AT_BATCH=0 expect_exit 1 "batch 0 .* could not be read after 2 retries" \
+      "$faults_program" "${flags[@]}" --output-dir faulted --no-resume
     ;;
   *)
     echo "unknown case $case_name"; exit 2 ;;

@@ -3,18 +3,22 @@
 # killed, crashed while checkpointing, fed corrupt or foreign checkpoints, an unreadable batch,
 # an unwritable checkpoint folder, and NaN/Inf data; each asserts the outcome, and every resumed
 # fit must return bitwise the parameters of the uninterrupted one.
-# Usage: fault_injection_test.sh BIN_DIR STRATEGY CASE
+# Usage: fault_injection_test.sh BIN_DIR STRATEGY CASE FAULTS_PROGRAM
 # STRATEGY: streaming, chunked, standard (the LM core) or ceres (standard with --solver ceres).
 # Every case but global_sigterm runs with the global phase and variable projection off, so that
 # the final local fit (whose checkpoints they test) starts at the config's values;
 # global_sigterm interrupts the global phase itself.
-# Test-only hooks used: HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=N:SIGNAL (raise SIGNAL after N
-# batches), HOMODYNE_TEST_CRASH_DURING_CHECKPOINT_WRITE=1 (abort inside a checkpoint write),
-# HOMODYNE_TEST_FAIL_READ_AT_BATCH=B (every read of batch B fails; streaming).
+# The faults are injected by FAULTS_PROGRAM, the test build homodyne_with_faults
+# (tests/cli/homodyne_with_faults.cc), through its variables
+# HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=N:SIGNAL (raise SIGNAL after N batches),
+# HOMODYNE_TEST_CRASH_DURING_CHECKPOINT_WRITE=1 (abort inside a checkpoint write) and
+# HOMODYNE_TEST_FAIL_READ_AT_BATCH=B (every read of batch B fails; streaming). The production
+# homodyne (BIN_DIR) ignores them; it runs every other fit, the resumed ones included.
 set -u
 bin_dir=$(cd "$1" && pwd)
 strategy=$2
 case_name=$3
+faults_program=$(cd "$(dirname "$4")" && pwd)/$(basename "$4")
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -68,6 +72,10 @@ fi
 local_only=(--global-search off --no-variable-projection)
 if [ "$case_name" = global_sigterm ]; then local_only=(); fi
 fit() { "$bin_dir/homodyne" --config fit.yaml "${strategy_flags[@]}" "${local_only[@]}" "$@"; }
+# The same fit, by the program that injects the faults of the HOMODYNE_TEST_* variables.
+fit_with_faults() {
+  "$faults_program" --config fit.yaml "${strategy_flags[@]}" "${local_only[@]}" "$@"
+}
 # When the hooks signal, in batches (a pass is ~40). Chunked and streaming save inside passes;
 # the standard strategy (LM core) at iteration ends, one pass each; Ceres at iteration ends,
 # the first one after two passes.
@@ -85,7 +93,7 @@ newest_checkpoint() { find checkpoints -name 'homodyne_state_batch_*.h5' | sort 
 # Leaves checkpoints of a fit killed with SIGKILL after $kill_at batches (several passes in).
 killed_run() {
   rm -rf checkpoints
-  HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=$kill_at:9 fit --output-dir killed > /dev/null 2>&1
+  HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=$kill_at:9 fit_with_faults --output-dir killed > /dev/null 2>&1
   local code=$?
   [ "$code" -eq 137 ] || { echo "FAIL: the killed run exited $code, expected 137"; failures=$((failures + 1)); }
   [ "$(checkpoint_count)" -ge 2 ] ||
@@ -98,7 +106,7 @@ case "$case_name" in
     # local fit): exit 3 with a checkpoint; the resumed run replays the screening saved in it,
     # computes the rest and returns bitwise the uninterrupted run's parameters.
     rm -rf checkpoints
-    HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=400:15 fit --output-dir interrupted > global.log 2>&1
+    HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=400:15 fit_with_faults --output-dir interrupted > global.log 2>&1
     code=$?
     [ "$code" -eq 3 ] || { echo "FAIL: global phase SIGTERM exited $code, expected 3"; failures=$((failures + 1)); }
     grep -q "global search screening" global.log ||
@@ -117,7 +125,7 @@ case "$case_name" in
       reference/nlsq/convergence_metrics.json)
     rm -rf checkpoints
     HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=$((total * 2 / 3)):15 expect_exit 3 \
-      "interrupted by SIGTERM" fit --output-dir midway
+      "interrupted by SIGTERM" fit_with_faults --output-dir midway
     expect_exit 0 "resumed from the checkpoint" fit --output-dir midway
     grep -Eq "replaying [1-9][0-9]* evaluations and [1-9][0-9]* local fits" <<<"$last_output" ||
       { echo "FAIL: the resumed run did not replay the local fits"; failures=$((failures + 1)); }
@@ -128,7 +136,7 @@ case "$case_name" in
     # run continues the final fit and does not repeat the global phase.
     rm -rf checkpoints
     HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=$((total - 20)):15 expect_exit 3 "interrupted by SIGTERM" \
-      fit --output-dir late
+      fit_with_faults --output-dir late
     expect_exit 0 "resumed from the checkpoint" fit --output-dir late
     grep -Eq "global search [a-z_]+: .* ([0-9]+) passes \(\1 replayed\)" <<<"$last_output" ||
       { echo "FAIL: the resumed final fit did not replay the whole global phase"; failures=$((failures + 1)); }
@@ -146,7 +154,7 @@ PY
   sigterm)
     # SIGTERM mid-pass: exit 3 with a checkpoint; the resumed run is bitwise the reference.
     HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=$term_at:15 expect_exit 3 "interrupted by SIGTERM; checkpoint saved" \
-      fit --output-dir interrupted
+      fit_with_faults --output-dir interrupted
     [ "$(checkpoint_count)" -ge 1 ] || { echo "FAIL: no checkpoint after SIGTERM"; failures=$((failures + 1)); }
     perms=$(stat -c %a "$(newest_checkpoint)")
     [ "$perms" = 600 ] || { echo "FAIL: checkpoint mode $perms, expected 600"; failures=$((failures + 1)); }
@@ -179,7 +187,7 @@ PY
     killed_run
     before=$(newest_checkpoint)
     # The resumed run aborts inside its first checkpoint write: the earlier files stay valid.
-    HOMODYNE_TEST_CRASH_DURING_CHECKPOINT_WRITE=1 fit --output-dir crashed > crashed.log 2>&1
+    HOMODYNE_TEST_CRASH_DURING_CHECKPOINT_WRITE=1 fit_with_faults --output-dir crashed > crashed.log 2>&1
     code=$?
     [ "$code" -ne 0 ] && [ "$code" -ne 3 ] || { echo "FAIL: crash hook run exited $code"; failures=$((failures + 1)); }
     [ "$(newest_checkpoint)" = "$before" ] ||
@@ -231,7 +239,7 @@ open(path, 'wb').write(data)" "$newest" "$size" ;;
     if [ "$strategy" != streaming ]; then echo "skipped: streaming reads the file every pass"; exit 77; fi
     HOMODYNE_TEST_FAIL_READ_AT_BATCH=20 expect_exit 1 \
       "sim.h5: dataset /xpcs/twotime/correlation_map/c2_0+[0-9]+: batch 20 .* could not be read after 2 retries.*progress saved" \
-      fit --output-dir failed
+      fit_with_faults --output-dir failed
     [ "$(checkpoint_count)" -ge 1 ] || { echo "FAIL: no checkpoint after the read failure"; failures=$((failures + 1)); }
     expect_exit 0 "resumed from the checkpoint" fit --output-dir resumed
     same_results reference resumed
@@ -239,8 +247,12 @@ open(path, 'wb').write(data)" "$newest" "$size" ;;
     sed 's/^  streaming:$/  streaming:\n    enable_fault_tolerance: false/' fit.yaml > no_retry.yaml
     rm -rf checkpoints
     HOMODYNE_TEST_FAIL_READ_AT_BATCH=20 expect_exit 1 "batch 20 .* could not be read after 0 retries" \
-      "$bin_dir/homodyne" --config no_retry.yaml "${strategy_flags[@]}" "${local_only[@]}" \
+      "$faults_program" --config no_retry.yaml "${strategy_flags[@]}" "${local_only[@]}" \
       --output-dir no_retry
+    # The production homodyne ignores the variable: the same fit succeeds, bitwise the reference.
+    HOMODYNE_TEST_FAIL_READ_AT_BATCH=20 expect_exit 0 "LM converged" fit --output-dir ignored \
+      --no-resume
+    same_results reference ignored
     ;;
   unwritable_checkpoints)
     expect_exit 0 "checkpoint not saved, the fit goes on" fit --output-dir nocheckpoints \
@@ -288,7 +300,7 @@ PY
     same_results every_batch held_back
     # A signal still saves at once.
     HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=$term_at:15 expect_exit 3 "checkpoint saved" \
-      fit --output-dir interrupted --checkpoint-min-interval 3600
+      fit_with_faults --output-dir interrupted --checkpoint-min-interval 3600
     [ "$(checkpoint_count)" -eq 1 ] || { echo "FAIL: $(checkpoint_count) checkpoints after SIGTERM, expected 1"; failures=$((failures + 1)); }
     ;;
   *) echo "unknown case $case_name"; exit 2 ;;

@@ -1,6 +1,8 @@
 // The large, chunked and streaming strategies (objective.h) on simulated files: bitwise the same
 // fit whatever the strategy, chunk size, prefetching or thread count; parameter recovery on >= 1e6
-// points; a fit started at the optimum stays there; a poor start reaches the same optimum.
+// points; a fit started at the optimum stays there; a poor start reaches the same optimum; an
+// injected read fault is retried, then stops the pass naming the batch.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -12,6 +14,9 @@
 
 #include "optimize/levenberg_marquardt.h"
 #include "objective/batched_objective.h"
+#include "homodyne/errors.h"
+#include "pipeline/fault_injection.h"
+#include "support/listed_faults.h"
 #include "support/simulated_data_fixture.h"
 
 namespace homodyne {
@@ -132,6 +137,35 @@ TEST_F(StrategiesTest, StartAtTheOptimumStaysAndPoorStartReachesIt) {
 // Interrupting a pass between two chunks and resuming from the saved LM state (after the last
 // finished iteration) and pass state (partial sums, next batch) gives bitwise the uninterrupted
 // fit, wherever the interruption falls (first pass, a trial pass, late in the fit).
+TEST_F(StrategiesTest, AnInjectedReadFaultIsRetriedThenStopsThePassNamingTheBatch) {
+  // Arrange: every read of batch 1 fails (src/pipeline/fault_injection.h), as an unreadable
+  // dataset would.
+  const Config config = SimulationConfig(AnalysisMode::kLaminarFlow, 60);
+  std::unique_ptr<BatchSource> source = SimulateAndOpen(config);
+  const HomodyneModel model = ModelOf(config, *source);
+  const std::vector<double> phi = AnglesOf(*source);
+  const Eigen::VectorXd start = ScaledStart(config, 1.2);
+  test::ListedFaults faults;
+  faults.failing_batch_read = 1;
+  const ScopedFaultInjector installed(faults);
+  StreamingReadOptions read_options;
+  read_options.prefetch = false;
+  read_options.retry_backoff_seconds = 0.0;
+  BatchedObjective streaming(model, phi, 0.01, MakeStreamingPassData(*source, read_options),
+                             PassOptions{300, 1, {}});
+  ASSERT_GT(streaming.num_batches(), 2);
+
+  // Act, assert: two retries, then a DataError that names the batch.
+  try {
+    streaming.Cost(start);
+    FAIL() << "expected DataError";
+  } catch (const DataError& error) {
+    EXPECT_THAT(error.what(), ::testing::HasSubstr("batch 1 "));
+    EXPECT_THAT(error.what(), ::testing::HasSubstr("could not be read after 2 retries"));
+  }
+  EXPECT_EQ(streaming.read_retries(), 2);
+}
+
 TEST_F(StrategiesTest, ResumingAnInterruptedPassIsBitwiseIdentical) {
   const Config config = SimulationConfig(AnalysisMode::kLaminarFlow, 120);
   std::unique_ptr<BatchSource> source = SimulateAndOpen(config);

@@ -1,12 +1,12 @@
 // The Ceres fallback in the middle of a fit: when the standard strategy's Ceres Jacobian does not
-// fit in memory (injected with HOMODYNE_TEST_FAIL_ALLOCATION=ceres_jacobian), the LM core goes on
-// as the large strategy. It must then be the LM-core fit in every number: the same parameters,
-// chi2 and iterations as `--solver lm`, and batch statistics counted once (as large counts them:
-// from pass chunks), not also from iterations as the Ceres policy does.
+// fit in memory (an allocation failure injected at "ceres_jacobian",
+// src/pipeline/fault_injection.h), the LM core goes on as the large strategy. It must then be the
+// LM-core fit in every number: the same parameters, chi2 and iterations as `--solver lm`, and
+// batch statistics counted once (as large counts them: from pass chunks), not also from
+// iterations as the Ceres policy does.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -14,6 +14,8 @@
 #include "homodyne/dataset.h"
 #include "homodyne/fit.h"
 #include "laminar_data.h"
+#include "pipeline/fault_injection.h"
+#include "support/listed_faults.h"
 
 namespace homodyne {
 namespace {
@@ -36,9 +38,12 @@ FitResult FitWithSolver(LmSolver solver) {
 
 TEST(FitFallbackTest, CeresJacobianFallbackIsTheLmCoreFit) {
   const FitResult lm = FitWithSolver(LmSolver::kLmCore);
-  ::setenv("HOMODYNE_TEST_FAIL_ALLOCATION", "ceres_jacobian", 1);
-  const FitResult fallback = FitWithSolver(LmSolver::kCeres);
-  ::unsetenv("HOMODYNE_TEST_FAIL_ALLOCATION");
+  test::ListedFaults faults;
+  faults.failing_allocations = {"ceres_jacobian"};
+  const FitResult fallback = [&] {
+    const ScopedFaultInjector installed(faults);
+    return FitWithSolver(LmSolver::kCeres);
+  }();
 
   EXPECT_EQ(fallback.strategy, "large");
   EXPECT_THAT(fallback.recovery_actions,

@@ -5,7 +5,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <memory>
 #include <new>
 #include <string>
@@ -15,7 +14,9 @@
 #include "homodyne/dataset.h"
 #include "homodyne/model.h"
 #include "laminar_data.h"
+#include "pipeline/fault_injection.h"
 #include "pipeline/fit_strategy.h"
+#include "support/listed_faults.h"
 
 namespace homodyne {
 namespace {
@@ -113,19 +114,22 @@ TEST_F(FitStrategyTest, EveryStrategySearchesTheSameRowsBitwise) {
 }
 
 TEST_F(FitStrategyTest, AllocationFailureWhileSettingUpFallsBackToALeanerStrategy) {
-  ::setenv("HOMODYNE_TEST_FAIL_ALLOCATION", "standard,large", 1);
+  test::ListedFaults faults;
+  faults.failing_allocations = {"standard", "large"};
   std::vector<std::string> actions;
-  const std::unique_ptr<FitStrategy> strategy = SetUp(StrategyKind::kStandard, &actions);
-  ::unsetenv("HOMODYNE_TEST_FAIL_ALLOCATION");
+  const std::unique_ptr<FitStrategy> strategy = [&] {
+    const ScopedFaultInjector installed(faults);
+    return SetUp(StrategyKind::kStandard, &actions);
+  }();
   EXPECT_EQ(strategy->kind(), StrategyKind::kStreaming);
   EXPECT_THAT(actions, ElementsAre(HasSubstr("strategy standard ran out of memory while setting "
                                              "up; fell back to large"),
                                    HasSubstr("strategy large ran out of memory while setting "
                                              "up; fell back to streaming")));
   // Streaming is the last: its failure is not caught.
-  ::setenv("HOMODYNE_TEST_FAIL_ALLOCATION", "streaming", 1);
+  faults.failing_allocations = {"streaming"};
+  const ScopedFaultInjector installed(faults);
   EXPECT_THROW(SetUp(StrategyKind::kStreaming, &actions), std::bad_alloc);
-  ::unsetenv("HOMODYNE_TEST_FAIL_ALLOCATION");
 }
 
 }  // namespace

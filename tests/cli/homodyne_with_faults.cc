@@ -1,0 +1,93 @@
+// homodyne_with_faults: the homodyne program (the objects of src/cli/, its main included) with a
+// fault injector (src/pipeline/fault_injection.h) that reads the end-to-end tests' variables, for
+// tests/cli/fault_injection_test.sh and tests/cli/cli_test.sh. The production homodyne reads none
+// of them (tests/cli/cli_test.sh, case fault_variables_ignored). Never installed.
+//
+// The variables, each unset or empty for no fault:
+//   HOMODYNE_TEST_FAIL_ALLOCATION=NAME[,NAME...]  the allocations that throw std::bad_alloc: a
+//       strategy's set-up (standard, large, chunked, streaming) or the Ceres Jacobian
+//       (ceres_jacobian);
+//   HOMODYNE_TEST_FAIL_READ_AT_BATCH=B            every streamed read of batch B fails;
+//   HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=N:SIGNAL   SIGNAL is raised once N batches are done;
+//   HOMODYNE_TEST_CRASH_DURING_CHECKPOINT_WRITE=1 every checkpoint save aborts half way.
+// A malformed value exits 2 before the fit, so that a test cannot pass without its fault.
+#include <cstdint>
+#include <cstdlib>
+#include <exception>
+#include <iostream>
+#include <optional>
+#include <sstream>
+#include <string>
+
+#include "pipeline/fault_injection.h"
+#include "support/listed_faults.h"
+
+namespace homodyne {
+namespace {
+
+// The variable's value, or nullopt when it is unset or empty.
+std::optional<std::string> Variable(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  return std::string(value);
+}
+
+[[noreturn]] void Malformed(const char* name, const std::string& value, const char* expected) {
+  std::cerr << "homodyne_with_faults: " << name << "=" << value << ": expected " << expected
+            << "\n";
+  std::exit(2);
+}
+
+// A whole decimal integer, or nullopt.
+std::optional<int64_t> ParseInteger(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  size_t used = 0;
+  try {
+    const long long value = std::stoll(text, &used);
+    if (used != text.size()) return std::nullopt;
+    return static_cast<int64_t>(value);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+// The faults the variables ask for; exits 2 on a malformed value.
+test::ListedFaults* FaultsFromEnvironment() {
+  auto* faults = new test::ListedFaults();
+  if (const auto names = Variable("HOMODYNE_TEST_FAIL_ALLOCATION")) {
+    std::stringstream list(*names);
+    std::string name;
+    while (std::getline(list, name, ',')) faults->failing_allocations.push_back(name);
+  }
+  if (const auto batch = Variable("HOMODYNE_TEST_FAIL_READ_AT_BATCH")) {
+    const std::optional<int64_t> value = ParseInteger(*batch);
+    if (!value || *value < 0) {
+      Malformed("HOMODYNE_TEST_FAIL_READ_AT_BATCH", *batch, "a batch index >= 0");
+    }
+    faults->failing_batch_read = static_cast<int>(*value);
+  }
+  if (const auto signal = Variable("HOMODYNE_TEST_SIGNAL_AFTER_BATCHES")) {
+    const size_t colon = signal->find(':');
+    const std::optional<int64_t> after =
+        colon == std::string::npos ? std::nullopt : ParseInteger(signal->substr(0, colon));
+    const std::optional<int64_t> number =
+        colon == std::string::npos ? std::nullopt : ParseInteger(signal->substr(colon + 1));
+    if (!after || !number || *after < 0 || *number <= 0) {
+      Malformed("HOMODYNE_TEST_SIGNAL_AFTER_BATCHES", *signal, "BATCHES:SIGNAL, e.g. 40:15");
+    }
+    faults->signal = SignalFault{*after, static_cast<int>(*number)};
+  }
+  faults->crash_in_checkpoint_write =
+      Variable("HOMODYNE_TEST_CRASH_DURING_CHECKPOINT_WRITE").has_value();
+  return faults;
+}
+
+// Installed by a static initialiser, so before homodyne's main runs. Never destroyed: a fit still
+// running while the process exits (std::exit from a worker's error path) may still ask it.
+[[maybe_unused]] const bool installed = [] {
+  InstallFaultInjector(FaultsFromEnvironment());
+  return true;
+}();
+
+}  // namespace
+}  // namespace homodyne

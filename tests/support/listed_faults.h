@@ -1,0 +1,36 @@
+// A FaultInjector (src/pipeline/fault_injection.h) for gtests: the faults are listed in its fields
+// and installed for a scope with ScopedFaultInjector, e.g.
+//   test::ListedFaults faults;
+//   faults.failing_allocations = {"ceres_jacobian"};
+//   const ScopedFaultInjector installed(faults);
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pipeline/fault_injection.h"
+
+namespace homodyne::test {
+
+struct ListedFaults final : FaultInjector {
+  std::vector<std::string> failing_allocations;  // sites as FaultInjector::FailAllocation names
+  std::optional<int> failing_batch_read;         // every streamed read of this batch fails
+  std::optional<SignalFault> signal;             // raised once after its batch count
+  bool crash_in_checkpoint_write = false;        // every CheckpointStore::Save aborts half way
+
+  bool FailAllocation(std::string_view site) const override {
+    for (const std::string& name : failing_allocations) {
+      if (name == site) return true;
+    }
+    return false;
+  }
+  bool FailBatchRead(int batch_index) const override {
+    return failing_batch_read && *failing_batch_read == batch_index;
+  }
+  std::optional<SignalFault> SignalAfterBatches() const override { return signal; }
+  bool CrashDuringCheckpointWrite() const override { return crash_in_checkpoint_write; }
+};
+
+}  // namespace homodyne::test
