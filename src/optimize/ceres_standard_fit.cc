@@ -252,7 +252,7 @@ class IterationReporter : public ceres::IterationCallback {
     if (summary.iteration == 0 || summary.step_is_successful) {
       state_.theta = current_;
       state_.chi2 = chi2;
-      state_.solver = LmSolver::kCeres;
+      state_.solver = StateSolver::kCeres;
       state_.trust_region_radius = summary.trust_region_radius;
       resumable_ = state_;
     }
@@ -436,9 +436,10 @@ void CheckInputs(const LevenbergMarquardtOptions& options, const HomodyneModel& 
          std::to_string(p) + " parameters");
   }
   if (const std::optional<LevenbergMarquardtState>& state = options.resume_state) {
-    if (state->solver != LmSolver::kCeres || state->theta.size() != p ||
-        !state->theta.allFinite() || !(state->trust_region_radius > 0.0) || !std::isfinite(state->trust_region_radius) ||
-        state->iterations < 0 || state->iterations > options.max_iterations) {
+    if (state->solver != StateSolver::kCeres || state->theta.size() != p ||
+        !state->theta.allFinite() || !(state->trust_region_radius > 0.0) ||
+        !std::isfinite(state->trust_region_radius) || state->iterations < 0 ||
+        state->iterations > options.max_iterations) {
       fail("resume_state is not a state of this standard fit (written by Ceres, " +
            std::to_string(p) +
            " parameters, trust region radius > 0, at most max_iterations iterations)");

@@ -172,7 +172,7 @@ class CeresStandardStrategy : public InMemoryStrategy {
   CeresStandardStrategy(const StrategyInputs& inputs, PackedDataObjective::PackedData data)
       : InMemoryStrategy(StrategyKind::kStandard, inputs, std::move(data)) {}
 
-  LmSolver solver() const override { return LmSolver::kCeres; }
+  StateSolver solver() const override { return StateSolver::kCeres; }
   CheckpointPolicy checkpoint_policy() const override {
     CheckpointPolicy policy;
     policy.save_at_iterations = true;
