@@ -22,17 +22,17 @@
 #include <memory>
 #include <optional>
 #include <span>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "optimize/ceres_termination.h"
 #include "homodyne/dataset.h"
 #include "homodyne/errors.h"
 #include "objective/batched_objective.h"
 #include "optimize/ceres_standard_fit.h"
+#include "optimize/ceres_termination.h"
+#include "optimize/number_text.h"
 
 namespace homodyne {
 namespace {
@@ -40,12 +40,6 @@ namespace {
 // A residual block holds whole rows of one angle and is closed once it has at least this many
 // points: enough work per block for Ceres' threads, small per-thread scratch (rows x 9 doubles).
 constexpr int64_t kBlockPoints = 4096;
-
-std::string Format(double value) {
-  std::ostringstream out;
-  out << value;
-  return out.str();
-}
 
 // Ceres works on scaled parameters: the reduced point (scaling.h) divided elementwise by a
 // vector of powers of two (see PowerOfTwoJacobiScale), so that both directions of the conversion
@@ -404,7 +398,8 @@ void CheckInputs(const LevenbergMarquardtOptions& options, const HomodyneModel& 
   auto fail = [](const std::string& message) {
     throw std::invalid_argument("FitStandardWithCeres: " + message);
   };
-  if (!(sigma > 0.0) || !std::isfinite(sigma)) fail("sigma = " + Format(sigma) + ": must be > 0");
+  if (!(sigma > 0.0) || !std::isfinite(sigma))
+    fail("sigma = " + FormatNumber(sigma) + ": must be > 0");
   if (num_angles == 0) fail("no angles");
   if (static_cast<int>(data.size()) != num_angles) {
     fail(std::to_string(data.size()) + " data angles but " + std::to_string(num_angles) +
@@ -519,7 +514,7 @@ LevenbergMarquardtSummary FitStandardWithCeres(const LevenbergMarquardtOptions& 
   for (int i = 0; i < p; ++i) {
     if (!std::isfinite(theta[i])) {
       summary.status = LevenbergMarquardtStatus::kFailedNonFinite;
-      summary.reason = "the starting value of " + name(i) + " is " + Format(theta[i]);
+      summary.reason = "the starting value of " + name(i) + " is " + FormatNumber(theta[i]);
       summary.theta = theta;
       summary.seconds = seconds_since_start();
       return summary;
@@ -527,9 +522,10 @@ LevenbergMarquardtSummary FitStandardWithCeres(const LevenbergMarquardtOptions& 
     if (theta[i] < lower[i] || theta[i] > upper[i]) {
       const bool below = theta[i] < lower[i];
       const double bound = below ? lower[i] : upper[i];
-      summary.warnings.push_back("initial value of " + name(i) + " = " + Format(theta[i]) + " is " +
-                                 (below ? "below its lower" : "above its upper") + " bound " +
-                                 Format(bound) + ": clipped to " + Format(bound));
+      summary.warnings.push_back("initial value of " + name(i) + " = " + FormatNumber(theta[i]) +
+                                 " is " + (below ? "below its lower" : "above its upper") +
+                                 " bound " + FormatNumber(bound) + ": clipped to " +
+                                 FormatNumber(bound));
       theta[i] = bound;
     }
   }

@@ -13,6 +13,7 @@
 
 #include "homodyne/errors.h"
 #include "optimize/levenberg_marquardt.h"
+#include "optimize/number_text.h"
 #include "optimize/scaled_pseudo_inverse.h"
 
 namespace homodyne {
@@ -24,12 +25,6 @@ namespace {
 constexpr double kDiagonalFloorRelative = 1e-12;
 // Nielsen's update can shrink mu geometrically; below this it only loses digits.
 constexpr double kMinDamping = 1e-20;
-
-std::string Format(double value) {
-  std::ostringstream out;
-  out << value;
-  return out.str();
-}
 
 std::string FormatShort(double value) {
   std::ostringstream out;
@@ -184,15 +179,16 @@ class LevenbergMarquardtMinimizer {
     for (int i = 0; i < num_parameters_; ++i) {
       if (!std::isfinite(theta_[i])) {
         Stop(LevenbergMarquardtStatus::kFailedNonFinite,
-             "the starting value of " + Name(i) + " is " + Format(theta_[i]));
+             "the starting value of " + Name(i) + " is " + FormatNumber(theta_[i]));
         return false;
       }
       if (theta_[i] < lower_[i] || theta_[i] > upper_[i]) {
         const bool below = theta_[i] < lower_[i];
         const double bound = below ? lower_[i] : upper_[i];
-        summary_.warnings.push_back("initial value of " + Name(i) + " = " + Format(theta_[i]) +
-                                    " is " + (below ? "below its lower" : "above its upper") +
-                                    " bound " + Format(bound) + ": clipped to " + Format(bound));
+        summary_.warnings.push_back("initial value of " + Name(i) + " = " +
+                                    FormatNumber(theta_[i]) + " is " +
+                                    (below ? "below its lower" : "above its upper") + " bound " +
+                                    FormatNumber(bound) + ": clipped to " + FormatNumber(bound));
         theta_[i] = bound;
       }
     }
@@ -202,7 +198,7 @@ class LevenbergMarquardtMinimizer {
     if (!IsFiniteAccumulation(current_)) {
       Stop(LevenbergMarquardtStatus::kFailedNonFinite,
            "chi2 or its gradient is not finite at the starting point (chi2 = " +
-               Format(current_.chi2) + ")");
+               FormatNumber(current_.chi2) + ")");
       return false;
     }
     ComputeActiveSet();
@@ -294,7 +290,7 @@ class LevenbergMarquardtMinimizer {
     if (!IsFiniteAccumulation(current_) || (options_.validate_numerics && !theta_.allFinite())) {
       Stop(LevenbergMarquardtStatus::kFailedNonFinite,
            "chi2 or its gradient became non-finite at an accepted point (chi2 = " +
-               Format(current_.chi2) + ")");
+               FormatNumber(current_.chi2) + ")");
       return;
     }
     ComputeActiveSet();
@@ -306,8 +302,8 @@ class LevenbergMarquardtMinimizer {
     if (step_norm <= options_.xtol * (previous_theta_norm + options_.xtol)) {
       if (IsWithinStatisticalTolerance()) {
         Stop(LevenbergMarquardtStatus::kConvergedXtol,
-             "the accepted step |dtheta| = " + FormatShort(step_norm) +
-                 " is within xtol = " + Format(options_.xtol) + " of |theta|" + StatisticalNote());
+             "the accepted step |dtheta| = " + FormatShort(step_norm) + " is within xtol = " +
+                 FormatNumber(options_.xtol) + " of |theta|" + StatisticalNote());
       }
       return;
     }
@@ -316,7 +312,7 @@ class LevenbergMarquardtMinimizer {
         IsWithinStatisticalTolerance()) {
       Stop(LevenbergMarquardtStatus::kConvergedFtol,
            "chi2 fell by " + FormatShort(reduction / previous_chi2) +
-               " (relative), within ftol = " + Format(options_.ftol) + StatisticalNote());
+               " (relative), within ftol = " + FormatNumber(options_.ftol) + StatisticalNote());
     }
   }
 
@@ -336,12 +332,13 @@ class LevenbergMarquardtMinimizer {
            "the trial step is below the floating-point resolution of theta" + StatisticalNote());
     } else if (step_norm > 0.0 && step_norm <= options_.xtol * (theta_.norm() + options_.xtol)) {
       Stop(LevenbergMarquardtStatus::kConvergedXtol,
-           "the trial step |dtheta| = " + FormatShort(step_norm) + " is within xtol = " +
-               Format(options_.xtol) + " of |theta| and does not lower chi2" + StatisticalNote());
+           "the trial step |dtheta| = " + FormatShort(step_norm) +
+               " is within xtol = " + FormatNumber(options_.xtol) +
+               " of |theta| and does not lower chi2" + StatisticalNote());
     } else if (damping_.mu() > options_.max_damping) {
       Stop(LevenbergMarquardtStatus::kFailedDamping,
            "the damping rose to " + FormatShort(damping_.mu()) + " (> " +
-               Format(options_.max_damping) + ") without a step that lowers chi2");
+               FormatNumber(options_.max_damping) + ") without a step that lowers chi2");
     } else if (consecutive_rejections_ >= options_.max_consecutive_rejections) {
       Stop(LevenbergMarquardtStatus::kFailedRejections,
            std::to_string(consecutive_rejections_) +
@@ -381,7 +378,8 @@ class LevenbergMarquardtMinimizer {
         "; Gauss-Newton step " + FormatShort(step_standard_errors_) + " standard errors";
     if (options_.statistical_tolerance > 0.0 &&
         step_standard_errors_ > options_.statistical_tolerance) {
-      note += " (above statistical_tolerance = " + Format(options_.statistical_tolerance) + ")";
+      note +=
+          " (above statistical_tolerance = " + FormatNumber(options_.statistical_tolerance) + ")";
     }
     return note;
   }
@@ -412,7 +410,7 @@ class LevenbergMarquardtMinimizer {
       reason = "chi2 is exactly 0";
     } else {
       reason = "the scaled gradient " + FormatShort(scaled_gradient) +
-               " is within gtol = " + Format(options_.gtol);
+               " is within gtol = " + FormatNumber(options_.gtol);
     }
     Stop(LevenbergMarquardtStatus::kConvergedGtol, reason);
     return true;
@@ -575,25 +573,25 @@ bool LevenbergMarquardtOptions::IsValid(std::string* error) const {
                 ": must be > 0");
   }
   if (!IsPositiveFinite(ftol)) {
-    return fail("optimization.nlsq.tolerance = " + Format(ftol) + ": must be > 0");
+    return fail("optimization.nlsq.tolerance = " + FormatNumber(ftol) + ": must be > 0");
   }
   if (!IsPositiveFinite(xtol)) {
-    return fail("optimization.nlsq.xtol = " + Format(xtol) + ": must be > 0");
+    return fail("optimization.nlsq.xtol = " + FormatNumber(xtol) + ": must be > 0");
   }
   if (!IsPositiveFinite(gtol)) {
-    return fail("optimization.nlsq.gtol = " + Format(gtol) + ": must be > 0");
+    return fail("optimization.nlsq.gtol = " + FormatNumber(gtol) + ": must be > 0");
   }
   if (!(std::isfinite(statistical_tolerance) && statistical_tolerance >= 0.0)) {
-    return fail("optimization.nlsq.statistical_tolerance = " + Format(statistical_tolerance) +
+    return fail("optimization.nlsq.statistical_tolerance = " + FormatNumber(statistical_tolerance) +
                 ": must be finite and >= 0 (0 disables)");
   }
   if (!IsPositiveFinite(initial_damping)) {
-    return fail("LevenbergMarquardtOptions.initial_damping = " + Format(initial_damping) +
+    return fail("LevenbergMarquardtOptions.initial_damping = " + FormatNumber(initial_damping) +
                 ": must be > 0");
   }
   if (!(max_damping > initial_damping)) {
-    return fail("LevenbergMarquardtOptions.max_damping = " + Format(max_damping) +
-                ": must be > initial_damping = " + Format(initial_damping));
+    return fail("LevenbergMarquardtOptions.max_damping = " + FormatNumber(max_damping) +
+                ": must be > initial_damping = " + FormatNumber(initial_damping));
   }
   if (max_consecutive_rejections <= 0) {
     return fail("LevenbergMarquardtOptions.max_consecutive_rejections = " +
@@ -615,13 +613,13 @@ bool LevenbergMarquardtOptions::IsValid(std::string* error) const {
     const double min = lower_bounds[i];
     const double max = upper_bounds[i];
     if (std::isnan(min) || std::isnan(max)) {
-      return fail(path + ": min " + Format(min) + ", max " + Format(max) +
+      return fail(path + ": min " + FormatNumber(min) + ", max " + FormatNumber(max) +
                   ": must be numbers (+-inf allowed)");
     }
-    if (min > max) return fail(path + ": min " + Format(min) + " > max " + Format(max));
+    if (min > max) return fail(path + ": min " + FormatNumber(min) + " > max " + FormatNumber(max));
     if (min == std::numeric_limits<double>::infinity() ||
         max == -std::numeric_limits<double>::infinity()) {
-      return fail(path + ": min " + Format(min) + ", max " + Format(max) +
+      return fail(path + ": min " + FormatNumber(min) + ", max " + FormatNumber(max) +
                   ": leaves no finite value");
     }
   }
