@@ -30,6 +30,7 @@
 #include "homodyne/dataset.h"
 #include "homodyne/errors.h"
 #include "objective/batched_objective.h"
+#include "optimize/bounds.h"
 #include "optimize/ceres_standard_fit.h"
 #include "optimize/ceres_termination.h"
 #include "optimize/number_text.h"
@@ -493,17 +494,9 @@ LevenbergMarquardtSummary FitStandardWithCeres(const LevenbergMarquardtOptions& 
   const int num_angles = static_cast<int>(phi_degrees.size());
   const int num_physical = model.num_physical();
   const int p = map.num_reduced();
-  const double inf = std::numeric_limits<double>::infinity();
-  const Eigen::VectorXd lower =
-      options.lower_bounds.size() > 0 ? options.lower_bounds : Eigen::VectorXd::Constant(p, -inf);
-  const Eigen::VectorXd upper =
-      options.upper_bounds.size() > 0 ? options.upper_bounds : Eigen::VectorXd::Constant(p, inf);
-  auto name = [&options](int i) {
-    if (!options.parameter_names.empty()) return options.parameter_names[static_cast<size_t>(i)];
-    std::string numbered = "#";  // appended, not "#" + ...: GCC 12 -Wrestrict false positive
-    numbered += std::to_string(i);
-    return numbered;
-  };
+  const ParameterBounds bounds = BoundsOrUnbounded(options.lower_bounds, options.upper_bounds, p);
+  const Eigen::VectorXd& lower = bounds.lower;
+  const Eigen::VectorXd& upper = bounds.upper;
   auto seconds_since_start = [start_time] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
   };
@@ -511,23 +504,13 @@ LevenbergMarquardtSummary FitStandardWithCeres(const LevenbergMarquardtOptions& 
   // Step 1: the start, clipped into the bounds (one warning per clipped parameter, as Minimize).
   LevenbergMarquardtSummary summary;
   Eigen::VectorXd theta = theta0_reduced;
-  for (int i = 0; i < p; ++i) {
-    if (!std::isfinite(theta[i])) {
-      summary.status = LevenbergMarquardtStatus::kFailedNonFinite;
-      summary.reason = "the starting value of " + name(i) + " is " + FormatNumber(theta[i]);
-      summary.theta = theta;
-      summary.seconds = seconds_since_start();
-      return summary;
-    }
-    if (theta[i] < lower[i] || theta[i] > upper[i]) {
-      const bool below = theta[i] < lower[i];
-      const double bound = below ? lower[i] : upper[i];
-      summary.warnings.push_back("initial value of " + name(i) + " = " + FormatNumber(theta[i]) +
-                                 " is " + (below ? "below its lower" : "above its upper") +
-                                 " bound " + FormatNumber(bound) + ": clipped to " +
-                                 FormatNumber(bound));
-      theta[i] = bound;
-    }
+  if (std::optional<std::string> non_finite =
+          ClipStartIntoBounds(theta, lower, upper, options.parameter_names, summary.warnings)) {
+    summary.status = LevenbergMarquardtStatus::kFailedNonFinite;
+    summary.reason = std::move(*non_finite);
+    summary.theta = theta;
+    summary.seconds = seconds_since_start();
+    return summary;
   }
 
   // Step 2: residual blocks over the finite data points, one parameter block (`scaled`).

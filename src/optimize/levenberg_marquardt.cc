@@ -6,12 +6,14 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "homodyne/errors.h"
+#include "optimize/bounds.h"
 #include "optimize/levenberg_marquardt.h"
 #include "optimize/number_text.h"
 #include "optimize/scaled_pseudo_inverse.h"
@@ -109,11 +111,10 @@ class LevenbergMarquardtMinimizer {
  private:
   // Lower and upper bounds from the options (+-inf when none).
   void SetBounds() {
-    const double inf = std::numeric_limits<double>::infinity();
-    lower_ = options_.lower_bounds.size() > 0 ? options_.lower_bounds
-                                              : Eigen::VectorXd::Constant(num_parameters_, -inf);
-    upper_ = options_.upper_bounds.size() > 0 ? options_.upper_bounds
-                                              : Eigen::VectorXd::Constant(num_parameters_, inf);
+    ParameterBounds bounds =
+        BoundsOrUnbounded(options_.lower_bounds, options_.upper_bounds, num_parameters_);
+    lower_ = std::move(bounds.lower);
+    upper_ = std::move(bounds.upper);
     HOMODYNE_CHECK(lower_.size() == num_parameters_ && upper_.size() == num_parameters_);
     HOMODYNE_CHECK(options_.parameter_names.empty() ||
                    static_cast<int>(options_.parameter_names.size()) == num_parameters_);
@@ -176,21 +177,10 @@ class LevenbergMarquardtMinimizer {
     SetBounds();
 
     theta_ = std::move(theta0);
-    for (int i = 0; i < num_parameters_; ++i) {
-      if (!std::isfinite(theta_[i])) {
-        Stop(LevenbergMarquardtStatus::kFailedNonFinite,
-             "the starting value of " + Name(i) + " is " + FormatNumber(theta_[i]));
-        return false;
-      }
-      if (theta_[i] < lower_[i] || theta_[i] > upper_[i]) {
-        const bool below = theta_[i] < lower_[i];
-        const double bound = below ? lower_[i] : upper_[i];
-        summary_.warnings.push_back("initial value of " + Name(i) + " = " +
-                                    FormatNumber(theta_[i]) + " is " +
-                                    (below ? "below its lower" : "above its upper") + " bound " +
-                                    FormatNumber(bound) + ": clipped to " + FormatNumber(bound));
-        theta_[i] = bound;
-      }
+    if (const std::optional<std::string> non_finite = ClipStartIntoBounds(
+            theta_, lower_, upper_, options_.parameter_names, summary_.warnings)) {
+      Stop(LevenbergMarquardtStatus::kFailedNonFinite, *non_finite);
+      return false;
     }
 
     current_ = AccumulateAt(theta_);
@@ -483,12 +473,7 @@ class LevenbergMarquardtMinimizer {
   }
   bool Finished() const { return summary_.status != LevenbergMarquardtStatus::kNotRun; }
 
-  std::string Name(int i) const {
-    if (!options_.parameter_names.empty()) return options_.parameter_names[i];
-    std::string name = "#";  // appended, not "#" + ...: GCC 12 -Wrestrict false positive (105651)
-    name += std::to_string(i);
-    return name;
-  }
+  std::string Name(int i) const { return ParameterName(options_.parameter_names, i); }
 
   double SecondsSinceStart() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time_).count();
