@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string_view>
 
+#include "objective/c2_rows.h"
 #include "optimize/reparametrized_problem.h"
 #include "optimize/ceres_standard_fit.h"
 
@@ -107,8 +108,8 @@ std::vector<ScalingEstimate> EstimateScalingFromFile(const Config& config, Batch
       const int row_end = rows[end - 1] + 1;
       const size_t start = values.size();
       values.resize(start + static_cast<size_t>(UpperTriangleRowsSize(n, row_begin, row_end)));
-      source.ReadUpperTriangleRows(k, row_begin, row_end,
-                                   std::span<float>(values.data() + start, values.size() - start));
+      ReadC2Rows(source, k, row_begin, row_end,
+                 std::span<float>(values.data() + start, values.size() - start));
       r = end;
     }
     estimates.push_back(EstimateScalingFromRows(values, rows, n, config.BoundOf("contrast"),
