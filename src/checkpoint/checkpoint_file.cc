@@ -148,8 +148,9 @@ void VisitMinima(std::vector<GlobalMinimum>& minima, Visitor& visitor) {
 }
 
 // /lm/solver as text: "lm" (the LM core) or "ceres" (the Ceres standard fit), the names
-// optimization.nlsq.solver takes (docs/checkpoints.md, /lm/solver); anything else is a malformed
-// file. The text, not the enum's value, is the format: it enters the content checksum.
+// optimization.nlsq.solver takes (docs/checkpoints.md, Format (format_version 4)); anything else
+// is a malformed file. The text, not the enum's value, is the format: it enters the content
+// checksum.
 constexpr std::string_view kLmCoreSolverText = "lm";
 constexpr std::string_view kCeresSolverText = "ceres";
 

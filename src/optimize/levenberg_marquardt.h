@@ -57,7 +57,7 @@ class LeastSquaresProblem {
 
 // The optimiser that wrote a LevenbergMarquardtState. The LM core and the Ceres standard fit
 // (src/optimize/ceres_standard_fit.h) keep different things in it, so a state continues only with
-// the optimiser that wrote it (docs/checkpoints.md, /lm/solver).
+// the optimiser that wrote it (docs/checkpoints.md, How resume picks a file).
 enum class StateSolver { kLmCore, kCeres };
 
 // The Levenberg-Marquardt core's state between two iterations (lm.h): with it, Minimize continues
