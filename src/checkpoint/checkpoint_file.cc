@@ -147,19 +147,26 @@ void VisitMinima(std::vector<GlobalMinimum>& minima, Visitor& visitor) {
   }
 }
 
-// /lm/solver as text ("lm" or "ceres", ToString(LmSolver)); anything else is a malformed file.
+// /lm/solver as text: "lm" (the LM core) or "ceres" (the Ceres standard fit), the names
+// optimization.nlsq.solver takes (docs/checkpoints.md, Format (format_version 4)); anything else
+// is a malformed file. The text, not the enum's value, is the format: it enters the content
+// checksum.
+constexpr std::string_view kLmCoreSolverText = "lm";
+constexpr std::string_view kCeresSolverText = "ceres";
+
 template <typename Visitor>
-void VisitSolver(const LmSolver& solver, Visitor& visitor) {
-  visitor.Text("solver", std::string(ToString(solver)));
+void VisitSolver(const StateSolver& solver, Visitor& visitor) {
+  visitor.Text("solver",
+               std::string(solver == StateSolver::kCeres ? kCeresSolverText : kLmCoreSolverText));
 }
 template <typename Visitor>
-void VisitSolver(LmSolver& solver, Visitor& visitor) {
+void VisitSolver(StateSolver& solver, Visitor& visitor) {
   std::string text;
   visitor.Text("solver", text);
-  if (text == ToString(LmSolver::kLmCore)) {
-    solver = LmSolver::kLmCore;
-  } else if (text == ToString(LmSolver::kCeres)) {
-    solver = LmSolver::kCeres;
+  if (text == kLmCoreSolverText) {
+    solver = StateSolver::kLmCore;
+  } else if (text == kCeresSolverText) {
+    solver = StateSolver::kCeres;
   } else {
     throw std::runtime_error("/lm/solver = '" + text + "' is neither lm nor ceres");
   }

@@ -10,8 +10,9 @@
 #include <utility>
 #include <vector>
 
-#include "objective/pass_backend.h"
 #include "objective/batched_objective.h"
+#include "objective/c2_rows.h"
+#include "objective/pass_backend.h"
 
 namespace homodyne {
 namespace {
@@ -325,9 +326,8 @@ PackedDataObjective::PackedData PackedDataObjective::LoadPackedData(BatchSource&
     std::vector<float>& values = data[static_cast<size_t>(k)];
     values.resize(static_cast<size_t>(UpperTriangleSize(n)));
     for (const RowBatch& block : blocks) {
-      source.ReadUpperTriangleRows(
-          k, block.row_begin, block.row_end,
-          std::span<float>(values.data() + block.offset, static_cast<size_t>(block.points)));
+      ReadC2Rows(source, k, block.row_begin, block.row_end,
+                 std::span<float>(values.data() + block.offset, static_cast<size_t>(block.points)));
     }
   }
   return data;
@@ -371,9 +371,8 @@ std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(BatchSource& source,
   for (size_t k = 0; k < data.size(); ++k) {
     data[k].resize(static_cast<size_t>(total));
     for (const RowBatch& row : rows) {  // a run of rows is contiguous in the packed triangle
-      source.ReadUpperTriangleRows(
-          static_cast<int>(k), row.row_begin, row.row_end,
-          std::span<float>(data[k].data() + row.offset, static_cast<size_t>(row.points)));
+      ReadC2Rows(source, static_cast<int>(k), row.row_begin, row.row_end,
+                 std::span<float>(data[k].data() + row.offset, static_cast<size_t>(row.points)));
     }
   }
   return std::make_unique<BatchedObjective>(std::move(model), std::move(phi_degrees), sigma,

@@ -9,17 +9,16 @@
 // tested.
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <future>
 #include <memory>
 #include <span>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "homodyne/errors.h"
 #include "objective/batched_objective.h"
+#include "objective/c2_rows.h"
 #include "pipeline/fault_injection.h"
 
 namespace homodyne {
@@ -102,29 +101,19 @@ class StreamingPassData : public PassData {
   // One batch of one angle, retried max_retries times with doubling backoff; then a DataError
   // naming the file, the dataset, the batch and its rows.
   void ReadWithRetries(int batch_index, const RowBatch& batch, int angle, std::span<float> out) {
-    std::chrono::duration<double> backoff(options_.retry_backoff_seconds);
-    for (int attempt = 0;; ++attempt) {
-      try {
-        if (faults_ != nullptr && faults_->FailBatchRead(batch_index)) {
-          throw DataError("injected read fault");
-        }
-        source_.ReadUpperTriangleRows(angle, batch.row_begin, batch.row_end, out);
-        return;
-      } catch (const Error& error) {
-        if (attempt >= options_.max_retries) {
-          const DatasetInfo& info = source_.info();
-          throw DataError(info.file_path + ": dataset " +
-                          info.angles[static_cast<size_t>(angle)].dataset_path + ": batch " +
-                          std::to_string(batch_index) + " (fitted rows " +
-                          std::to_string(batch.row_begin) + "-" +
-                          std::to_string(batch.row_end - 1) + ") could not be read after " +
-                          std::to_string(options_.max_retries) + " retries: " + error.what());
-        }
-        retries_.fetch_add(1);
-        std::this_thread::sleep_for(backoff);
-        backoff *= 2.0;
-      }
-    }
+    const RowReadRetries retries{
+        .max_retries = options_.max_retries,
+        .backoff_seconds = options_.retry_backoff_seconds,
+        .rows_name = "batch " + std::to_string(batch_index),
+        .retry_count = &retries_,
+        .before_each_read =
+            [this, batch_index] {
+              if (faults_ != nullptr && faults_->FailBatchRead(batch_index)) {
+                throw DataError("injected read fault");
+              }
+            },
+    };
+    ReadC2Rows(source_, angle, batch.row_begin, batch.row_end, out, &retries);
   }
 
   // Reads the fetch expected next: the following chunk of this pass, or the first of the next.

@@ -22,17 +22,18 @@
 #include <memory>
 #include <optional>
 #include <span>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "optimize/ceres_termination.h"
 #include "homodyne/dataset.h"
 #include "homodyne/errors.h"
 #include "objective/batched_objective.h"
+#include "optimize/bounds.h"
 #include "optimize/ceres_standard_fit.h"
+#include "optimize/ceres_termination.h"
+#include "optimize/number_text.h"
 
 namespace homodyne {
 namespace {
@@ -40,12 +41,6 @@ namespace {
 // A residual block holds whole rows of one angle and is closed once it has at least this many
 // points: enough work per block for Ceres' threads, small per-thread scratch (rows x 9 doubles).
 constexpr int64_t kBlockPoints = 4096;
-
-std::string Format(double value) {
-  std::ostringstream out;
-  out << value;
-  return out.str();
-}
 
 // Ceres works on scaled parameters: the reduced point (scaling.h) divided elementwise by a
 // vector of powers of two (see PowerOfTwoJacobiScale), so that both directions of the conversion
@@ -252,7 +247,7 @@ class IterationReporter : public ceres::IterationCallback {
     if (summary.iteration == 0 || summary.step_is_successful) {
       state_.theta = current_;
       state_.chi2 = chi2;
-      state_.solver = LmSolver::kCeres;
+      state_.solver = StateSolver::kCeres;
       state_.trust_region_radius = summary.trust_region_radius;
       resumable_ = state_;
     }
@@ -404,7 +399,8 @@ void CheckInputs(const LevenbergMarquardtOptions& options, const HomodyneModel& 
   auto fail = [](const std::string& message) {
     throw std::invalid_argument("FitStandardWithCeres: " + message);
   };
-  if (!(sigma > 0.0) || !std::isfinite(sigma)) fail("sigma = " + Format(sigma) + ": must be > 0");
+  if (!(sigma > 0.0) || !std::isfinite(sigma))
+    fail("sigma = " + FormatNumber(sigma) + ": must be > 0");
   if (num_angles == 0) fail("no angles");
   if (static_cast<int>(data.size()) != num_angles) {
     fail(std::to_string(data.size()) + " data angles but " + std::to_string(num_angles) +
@@ -436,9 +432,10 @@ void CheckInputs(const LevenbergMarquardtOptions& options, const HomodyneModel& 
          std::to_string(p) + " parameters");
   }
   if (const std::optional<LevenbergMarquardtState>& state = options.resume_state) {
-    if (state->solver != LmSolver::kCeres || state->theta.size() != p ||
-        !state->theta.allFinite() || !(state->trust_region_radius > 0.0) || !std::isfinite(state->trust_region_radius) ||
-        state->iterations < 0 || state->iterations > options.max_iterations) {
+    if (state->solver != StateSolver::kCeres || state->theta.size() != p ||
+        !state->theta.allFinite() || !(state->trust_region_radius > 0.0) ||
+        !std::isfinite(state->trust_region_radius) || state->iterations < 0 ||
+        state->iterations > options.max_iterations) {
       fail("resume_state is not a state of this standard fit (written by Ceres, " +
            std::to_string(p) +
            " parameters, trust region radius > 0, at most max_iterations iterations)");
@@ -497,17 +494,9 @@ LevenbergMarquardtSummary FitStandardWithCeres(const LevenbergMarquardtOptions& 
   const int num_angles = static_cast<int>(phi_degrees.size());
   const int num_physical = model.num_physical();
   const int p = map.num_reduced();
-  const double inf = std::numeric_limits<double>::infinity();
-  const Eigen::VectorXd lower =
-      options.lower_bounds.size() > 0 ? options.lower_bounds : Eigen::VectorXd::Constant(p, -inf);
-  const Eigen::VectorXd upper =
-      options.upper_bounds.size() > 0 ? options.upper_bounds : Eigen::VectorXd::Constant(p, inf);
-  auto name = [&options](int i) {
-    if (!options.parameter_names.empty()) return options.parameter_names[static_cast<size_t>(i)];
-    std::string numbered = "#";  // appended, not "#" + ...: GCC 12 -Wrestrict false positive
-    numbered += std::to_string(i);
-    return numbered;
-  };
+  const ParameterBounds bounds = BoundsOrUnbounded(options.lower_bounds, options.upper_bounds, p);
+  const Eigen::VectorXd& lower = bounds.lower;
+  const Eigen::VectorXd& upper = bounds.upper;
   auto seconds_since_start = [start_time] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
   };
@@ -515,22 +504,13 @@ LevenbergMarquardtSummary FitStandardWithCeres(const LevenbergMarquardtOptions& 
   // Step 1: the start, clipped into the bounds (one warning per clipped parameter, as Minimize).
   LevenbergMarquardtSummary summary;
   Eigen::VectorXd theta = theta0_reduced;
-  for (int i = 0; i < p; ++i) {
-    if (!std::isfinite(theta[i])) {
-      summary.status = LevenbergMarquardtStatus::kFailedNonFinite;
-      summary.reason = "the starting value of " + name(i) + " is " + Format(theta[i]);
-      summary.theta = theta;
-      summary.seconds = seconds_since_start();
-      return summary;
-    }
-    if (theta[i] < lower[i] || theta[i] > upper[i]) {
-      const bool below = theta[i] < lower[i];
-      const double bound = below ? lower[i] : upper[i];
-      summary.warnings.push_back("initial value of " + name(i) + " = " + Format(theta[i]) + " is " +
-                                 (below ? "below its lower" : "above its upper") + " bound " +
-                                 Format(bound) + ": clipped to " + Format(bound));
-      theta[i] = bound;
-    }
+  if (std::optional<std::string> non_finite =
+          ClipStartIntoBounds(theta, lower, upper, options.parameter_names, summary.warnings)) {
+    summary.status = LevenbergMarquardtStatus::kFailedNonFinite;
+    summary.reason = std::move(*non_finite);
+    summary.theta = theta;
+    summary.seconds = seconds_since_start();
+    return summary;
   }
 
   // Step 2: residual blocks over the finite data points, one parameter block (`scaled`).

@@ -7,8 +7,9 @@
 #include <stdexcept>
 #include <utility>
 
-#include "optimize/pagmo_bridge.h"
 #include "homodyne/errors.h"
+#include "optimize/number_text.h"
+#include "optimize/pagmo_bridge.h"
 
 namespace homodyne {
 namespace {
@@ -16,12 +17,6 @@ namespace {
 constexpr int kMinPopsize = 5;                    // pagmo::cmaes needs at least 5 individuals
 constexpr int kMaxPopsize = 1 << 20;              // restarts double lambda up to this
 constexpr double kMaxAutomaticGenerations = 1e4;  // cap of the automatic max_generations
-
-std::string Format(double value) {
-  std::ostringstream out;
-  out << value;
-  return out.str();
-}
 
 // Uniform in [0,1) from the top 53 bits of one output (portable, unlike std::uniform_*).
 double UnitUniform(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
@@ -261,16 +256,16 @@ bool CmaesOptions::IsValid(std::string* error) const {
     return fail(prefix + "max_evaluations = " + std::to_string(max_evaluations) +
                 ": must be 0 (unlimited) or >= 1");
   }
-  if (!(sigma > 0.0)) return fail(prefix + "sigma = " + Format(sigma) + ": must be > 0");
+  if (!(sigma > 0.0)) return fail(prefix + "sigma = " + FormatNumber(sigma) + ": must be > 0");
   if (!(sigma <= 1.0)) {
-    return fail(prefix + "sigma = " + Format(sigma) +
+    return fail(prefix + "sigma = " + FormatNumber(sigma) +
                 ": must be <= 1 (unit coordinates: the box has width 1)");
   }
   if (!(tol_fun >= 0.0) || !std::isfinite(tol_fun)) {
-    return fail(prefix + "tol_fun = " + Format(tol_fun) + ": must be finite and >= 0");
+    return fail(prefix + "tol_fun = " + FormatNumber(tol_fun) + ": must be finite and >= 0");
   }
   if (!(tol_x >= 0.0) || !std::isfinite(tol_x)) {
-    return fail(prefix + "tol_x = " + Format(tol_x) + ": must be finite and >= 0");
+    return fail(prefix + "tol_x = " + FormatNumber(tol_x) + ": must be finite and >= 0");
   }
   if (restart_strategy != CmaesRestartStrategy::kNone &&
       restart_strategy != CmaesRestartStrategy::kIpop &&

@@ -6,13 +6,16 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "homodyne/errors.h"
+#include "optimize/bounds.h"
 #include "optimize/levenberg_marquardt.h"
+#include "optimize/number_text.h"
 #include "optimize/scaled_pseudo_inverse.h"
 
 namespace homodyne {
@@ -24,12 +27,6 @@ namespace {
 constexpr double kDiagonalFloorRelative = 1e-12;
 // Nielsen's update can shrink mu geometrically; below this it only loses digits.
 constexpr double kMinDamping = 1e-20;
-
-std::string Format(double value) {
-  std::ostringstream out;
-  out << value;
-  return out.str();
-}
 
 std::string FormatShort(double value) {
   std::ostringstream out;
@@ -114,11 +111,10 @@ class LevenbergMarquardtMinimizer {
  private:
   // Lower and upper bounds from the options (+-inf when none).
   void SetBounds() {
-    const double inf = std::numeric_limits<double>::infinity();
-    lower_ = options_.lower_bounds.size() > 0 ? options_.lower_bounds
-                                              : Eigen::VectorXd::Constant(num_parameters_, -inf);
-    upper_ = options_.upper_bounds.size() > 0 ? options_.upper_bounds
-                                              : Eigen::VectorXd::Constant(num_parameters_, inf);
+    ParameterBounds bounds =
+        BoundsOrUnbounded(options_.lower_bounds, options_.upper_bounds, num_parameters_);
+    lower_ = std::move(bounds.lower);
+    upper_ = std::move(bounds.upper);
     HOMODYNE_CHECK(lower_.size() == num_parameters_ && upper_.size() == num_parameters_);
     HOMODYNE_CHECK(options_.parameter_names.empty() ||
                    static_cast<int>(options_.parameter_names.size()) == num_parameters_);
@@ -181,20 +177,10 @@ class LevenbergMarquardtMinimizer {
     SetBounds();
 
     theta_ = std::move(theta0);
-    for (int i = 0; i < num_parameters_; ++i) {
-      if (!std::isfinite(theta_[i])) {
-        Stop(LevenbergMarquardtStatus::kFailedNonFinite,
-             "the starting value of " + Name(i) + " is " + Format(theta_[i]));
-        return false;
-      }
-      if (theta_[i] < lower_[i] || theta_[i] > upper_[i]) {
-        const bool below = theta_[i] < lower_[i];
-        const double bound = below ? lower_[i] : upper_[i];
-        summary_.warnings.push_back("initial value of " + Name(i) + " = " + Format(theta_[i]) +
-                                    " is " + (below ? "below its lower" : "above its upper") +
-                                    " bound " + Format(bound) + ": clipped to " + Format(bound));
-        theta_[i] = bound;
-      }
+    if (const std::optional<std::string> non_finite = ClipStartIntoBounds(
+            theta_, lower_, upper_, options_.parameter_names, summary_.warnings)) {
+      Stop(LevenbergMarquardtStatus::kFailedNonFinite, *non_finite);
+      return false;
     }
 
     current_ = AccumulateAt(theta_);
@@ -202,7 +188,7 @@ class LevenbergMarquardtMinimizer {
     if (!IsFiniteAccumulation(current_)) {
       Stop(LevenbergMarquardtStatus::kFailedNonFinite,
            "chi2 or its gradient is not finite at the starting point (chi2 = " +
-               Format(current_.chi2) + ")");
+               FormatNumber(current_.chi2) + ")");
       return false;
     }
     ComputeActiveSet();
@@ -294,7 +280,7 @@ class LevenbergMarquardtMinimizer {
     if (!IsFiniteAccumulation(current_) || (options_.validate_numerics && !theta_.allFinite())) {
       Stop(LevenbergMarquardtStatus::kFailedNonFinite,
            "chi2 or its gradient became non-finite at an accepted point (chi2 = " +
-               Format(current_.chi2) + ")");
+               FormatNumber(current_.chi2) + ")");
       return;
     }
     ComputeActiveSet();
@@ -306,8 +292,8 @@ class LevenbergMarquardtMinimizer {
     if (step_norm <= options_.xtol * (previous_theta_norm + options_.xtol)) {
       if (IsWithinStatisticalTolerance()) {
         Stop(LevenbergMarquardtStatus::kConvergedXtol,
-             "the accepted step |dtheta| = " + FormatShort(step_norm) +
-                 " is within xtol = " + Format(options_.xtol) + " of |theta|" + StatisticalNote());
+             "the accepted step |dtheta| = " + FormatShort(step_norm) + " is within xtol = " +
+                 FormatNumber(options_.xtol) + " of |theta|" + StatisticalNote());
       }
       return;
     }
@@ -316,7 +302,7 @@ class LevenbergMarquardtMinimizer {
         IsWithinStatisticalTolerance()) {
       Stop(LevenbergMarquardtStatus::kConvergedFtol,
            "chi2 fell by " + FormatShort(reduction / previous_chi2) +
-               " (relative), within ftol = " + Format(options_.ftol) + StatisticalNote());
+               " (relative), within ftol = " + FormatNumber(options_.ftol) + StatisticalNote());
     }
   }
 
@@ -336,12 +322,13 @@ class LevenbergMarquardtMinimizer {
            "the trial step is below the floating-point resolution of theta" + StatisticalNote());
     } else if (step_norm > 0.0 && step_norm <= options_.xtol * (theta_.norm() + options_.xtol)) {
       Stop(LevenbergMarquardtStatus::kConvergedXtol,
-           "the trial step |dtheta| = " + FormatShort(step_norm) + " is within xtol = " +
-               Format(options_.xtol) + " of |theta| and does not lower chi2" + StatisticalNote());
+           "the trial step |dtheta| = " + FormatShort(step_norm) +
+               " is within xtol = " + FormatNumber(options_.xtol) +
+               " of |theta| and does not lower chi2" + StatisticalNote());
     } else if (damping_.mu() > options_.max_damping) {
       Stop(LevenbergMarquardtStatus::kFailedDamping,
            "the damping rose to " + FormatShort(damping_.mu()) + " (> " +
-               Format(options_.max_damping) + ") without a step that lowers chi2");
+               FormatNumber(options_.max_damping) + ") without a step that lowers chi2");
     } else if (consecutive_rejections_ >= options_.max_consecutive_rejections) {
       Stop(LevenbergMarquardtStatus::kFailedRejections,
            std::to_string(consecutive_rejections_) +
@@ -381,7 +368,8 @@ class LevenbergMarquardtMinimizer {
         "; Gauss-Newton step " + FormatShort(step_standard_errors_) + " standard errors";
     if (options_.statistical_tolerance > 0.0 &&
         step_standard_errors_ > options_.statistical_tolerance) {
-      note += " (above statistical_tolerance = " + Format(options_.statistical_tolerance) + ")";
+      note +=
+          " (above statistical_tolerance = " + FormatNumber(options_.statistical_tolerance) + ")";
     }
     return note;
   }
@@ -412,7 +400,7 @@ class LevenbergMarquardtMinimizer {
       reason = "chi2 is exactly 0";
     } else {
       reason = "the scaled gradient " + FormatShort(scaled_gradient) +
-               " is within gtol = " + Format(options_.gtol);
+               " is within gtol = " + FormatNumber(options_.gtol);
     }
     Stop(LevenbergMarquardtStatus::kConvergedGtol, reason);
     return true;
@@ -485,12 +473,7 @@ class LevenbergMarquardtMinimizer {
   }
   bool Finished() const { return summary_.status != LevenbergMarquardtStatus::kNotRun; }
 
-  std::string Name(int i) const {
-    if (!options_.parameter_names.empty()) return options_.parameter_names[i];
-    std::string name = "#";  // appended, not "#" + ...: GCC 12 -Wrestrict false positive (105651)
-    name += std::to_string(i);
-    return name;
-  }
+  std::string Name(int i) const { return ParameterName(options_.parameter_names, i); }
 
   double SecondsSinceStart() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time_).count();
@@ -575,25 +558,25 @@ bool LevenbergMarquardtOptions::IsValid(std::string* error) const {
                 ": must be > 0");
   }
   if (!IsPositiveFinite(ftol)) {
-    return fail("optimization.nlsq.tolerance = " + Format(ftol) + ": must be > 0");
+    return fail("optimization.nlsq.tolerance = " + FormatNumber(ftol) + ": must be > 0");
   }
   if (!IsPositiveFinite(xtol)) {
-    return fail("optimization.nlsq.xtol = " + Format(xtol) + ": must be > 0");
+    return fail("optimization.nlsq.xtol = " + FormatNumber(xtol) + ": must be > 0");
   }
   if (!IsPositiveFinite(gtol)) {
-    return fail("optimization.nlsq.gtol = " + Format(gtol) + ": must be > 0");
+    return fail("optimization.nlsq.gtol = " + FormatNumber(gtol) + ": must be > 0");
   }
   if (!(std::isfinite(statistical_tolerance) && statistical_tolerance >= 0.0)) {
-    return fail("optimization.nlsq.statistical_tolerance = " + Format(statistical_tolerance) +
+    return fail("optimization.nlsq.statistical_tolerance = " + FormatNumber(statistical_tolerance) +
                 ": must be finite and >= 0 (0 disables)");
   }
   if (!IsPositiveFinite(initial_damping)) {
-    return fail("LevenbergMarquardtOptions.initial_damping = " + Format(initial_damping) +
+    return fail("LevenbergMarquardtOptions.initial_damping = " + FormatNumber(initial_damping) +
                 ": must be > 0");
   }
   if (!(max_damping > initial_damping)) {
-    return fail("LevenbergMarquardtOptions.max_damping = " + Format(max_damping) +
-                ": must be > initial_damping = " + Format(initial_damping));
+    return fail("LevenbergMarquardtOptions.max_damping = " + FormatNumber(max_damping) +
+                ": must be > initial_damping = " + FormatNumber(initial_damping));
   }
   if (max_consecutive_rejections <= 0) {
     return fail("LevenbergMarquardtOptions.max_consecutive_rejections = " +
@@ -615,13 +598,13 @@ bool LevenbergMarquardtOptions::IsValid(std::string* error) const {
     const double min = lower_bounds[i];
     const double max = upper_bounds[i];
     if (std::isnan(min) || std::isnan(max)) {
-      return fail(path + ": min " + Format(min) + ", max " + Format(max) +
+      return fail(path + ": min " + FormatNumber(min) + ", max " + FormatNumber(max) +
                   ": must be numbers (+-inf allowed)");
     }
-    if (min > max) return fail(path + ": min " + Format(min) + " > max " + Format(max));
+    if (min > max) return fail(path + ": min " + FormatNumber(min) + " > max " + FormatNumber(max));
     if (min == std::numeric_limits<double>::infinity() ||
         max == -std::numeric_limits<double>::infinity()) {
-      return fail(path + ": min " + Format(min) + ", max " + Format(max) +
+      return fail(path + ": min " + FormatNumber(min) + ", max " + FormatNumber(max) +
                   ": leaves no finite value");
     }
   }

@@ -20,7 +20,6 @@
 
 #include <Eigen/Dense>
 
-#include "homodyne/config.h"
 #include "homodyne/fit_events.h"
 
 namespace homodyne {
@@ -56,10 +55,15 @@ class LeastSquaresProblem {
   virtual double Cost(const Eigen::VectorXd& theta) = 0;
 };
 
+// The optimiser that wrote a LevenbergMarquardtState. The LM core and the Ceres standard fit
+// (src/optimize/ceres_standard_fit.h) keep different things in it, so a state continues only with
+// the optimiser that wrote it (docs/checkpoints.md, How resume picks a file).
+enum class StateSolver { kLmCore, kCeres };
+
 // The Levenberg-Marquardt core's state between two iterations (lm.h): with it, Minimize continues
 // exactly as if it had never stopped.
 struct LevenbergMarquardtState {
-  LmSolver solver = LmSolver::kLmCore;  // who wrote it
+  StateSolver solver = StateSolver::kLmCore;  // who wrote it
   Eigen::VectorXd theta;    // the current point
   Eigen::MatrixXd jtj;      // normal equations at theta (P x P)
   Eigen::VectorXd jtr;      // P

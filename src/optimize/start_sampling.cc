@@ -6,11 +6,12 @@
 #include <limits>
 #include <numeric>
 #include <random>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 
 #include <boost/random/sobol.hpp>
+
+#include "optimize/number_text.h"
 
 namespace homodyne {
 namespace {
@@ -66,12 +67,6 @@ std::vector<Eigen::VectorXd> Random(int n, int dimensions, uint64_t seed) {
   return points;
 }
 
-std::string Format(double value) {
-  std::ostringstream out;
-  out << value;
-  return out.str();
-}
-
 // Clips u to [0,1]; NaN to 0.
 double ClipUnit(double u) { return u >= 0.0 ? std::min(u, 1.0) : 0.0; }
 
@@ -117,9 +112,10 @@ SearchSpace SearchSpace::FromBounds(const Eigen::VectorXd& lower, const Eigen::V
   space.symmetric_log_width.assign(lower.size(), 0.0);
   for (Eigen::Index i = 0; i < lower.size(); ++i) {
     if (!std::isfinite(lower(i)) || !std::isfinite(upper(i)) || !(lower(i) <= upper(i))) {
-      throw std::invalid_argument(
-          "search space: parameter #" + std::to_string(i) + " has lower = " + Format(lower(i)) +
-          ", upper = " + Format(upper(i)) + ": bounds must be finite with lower <= upper");
+      throw std::invalid_argument("search space: parameter #" + std::to_string(i) +
+                                  " has lower = " + FormatNumber(lower(i)) +
+                                  ", upper = " + FormatNumber(upper(i)) +
+                                  ": bounds must be finite with lower <= upper");
     }
     space.log_scale[i] = lower(i) > 0.0 && upper(i) >= 100.0 * lower(i);
   }
@@ -129,7 +125,7 @@ SearchSpace SearchSpace::FromBounds(const Eigen::VectorXd& lower, const Eigen::V
 void SearchSpace::UseSymmetricLog(int index, double width) {
   if (index < 0 || index >= dimensions() || !std::isfinite(width) || !(width > 0.0)) {
     throw std::invalid_argument("search space: symmetric log for parameter #" +
-                                std::to_string(index) + " with width " + Format(width) +
+                                std::to_string(index) + " with width " + FormatNumber(width) +
                                 ": needs an index in range and a finite width > 0");
   }
   symmetric_log_width[static_cast<size_t>(index)] = width;

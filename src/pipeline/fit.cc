@@ -191,7 +191,7 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
                         config.streaming.checkpoint_dir);
     // Ceres and the LM core keep different states: a state of the other cannot be continued.
     if (checkpoint->lm.theta.size() > 0 && checkpoint->lm.solver != strategy->solver()) {
-      const bool ceres_state = checkpoint->lm.solver == LmSolver::kCeres;
+      const bool ceres_state = checkpoint->lm.solver == StateSolver::kCeres;
       throw InputError("the checkpoint at batch " + std::to_string(checkpoint->global_batch) +
                        " in " + config.streaming.checkpoint_dir + " was written by the " +
                        (ceres_state ? "Ceres solver" : "LM core") + " and this run uses the " +

@@ -16,6 +16,7 @@
 
 #include "fit_identity.h"
 #include "homodyne/errors.h"
+#include "objective/c2_rows.h"
 
 namespace homodyne {
 namespace {
@@ -215,8 +216,8 @@ std::string DataFingerprint(BatchSource& source) {
       if (row < 0 || row >= n - 1) continue;
       const size_t start = sample.size();
       sample.resize(start + static_cast<size_t>(n - 1 - row));
-      source.ReadUpperTriangleRows(k, row, row + 1,
-                                   std::span<float>(sample.data() + start, sample.size() - start));
+      ReadC2Rows(source, k, row, row + 1,
+                 std::span<float>(sample.data() + start, sample.size() - start));
     }
   }
   out << "sampled_rows_sha256=" << Sha256Hex(sample.data(), sample.size() * sizeof(float));

@@ -10,6 +10,7 @@
 #include <span>
 #include <string_view>
 
+#include "objective/c2_rows.h"
 #include "optimize/reparametrized_problem.h"
 #include "optimize/ceres_standard_fit.h"
 #include "pipeline/fault_injection.h"
@@ -101,8 +102,8 @@ std::vector<ScalingEstimate> EstimateScalingFromFile(const Config& config, Batch
       const int row_end = rows[end - 1] + 1;
       const size_t start = values.size();
       values.resize(start + static_cast<size_t>(UpperTriangleRowsSize(n, row_begin, row_end)));
-      source.ReadUpperTriangleRows(k, row_begin, row_end,
-                                   std::span<float>(values.data() + start, values.size() - start));
+      ReadC2Rows(source, k, row_begin, row_end,
+                 std::span<float>(values.data() + start, values.size() - start));
       r = end;
     }
     estimates.push_back(EstimateScalingFromRows(values, rows, n, config.BoundOf("contrast"),
@@ -166,7 +167,7 @@ class CeresStandardStrategy : public InMemoryStrategy {
   CeresStandardStrategy(const StrategyInputs& inputs, PackedDataObjective::PackedData data)
       : InMemoryStrategy(StrategyKind::kStandard, inputs, std::move(data)) {}
 
-  LmSolver solver() const override { return LmSolver::kCeres; }
+  StateSolver solver() const override { return StateSolver::kCeres; }
   CheckpointPolicy checkpoint_policy() const override {
     CheckpointPolicy policy;
     policy.save_at_iterations = true;

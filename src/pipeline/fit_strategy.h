@@ -40,7 +40,7 @@ class FitStrategy {
 
   StrategyKind kind() const { return kind_; }
   // The optimiser of the final fit, and so the kind of state its checkpoints hold.
-  virtual LmSolver solver() const { return LmSolver::kLmCore; }
+  virtual StateSolver solver() const { return StateSolver::kLmCore; }
   virtual CheckpointPolicy checkpoint_policy() const = 0;
 
   // The data, as the objective of the full parameter layout (objective.h).

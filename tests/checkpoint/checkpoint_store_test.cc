@@ -23,6 +23,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "checkpoint/checkpoint_store.h"
@@ -166,6 +167,7 @@ void ExpectSameBits(const std::vector<double>& a, const std::vector<double>& b,
 
 // Every field of two checkpoints, bit for bit.
 void ExpectBitwiseEqual(const Checkpoint& a, const Checkpoint& b) {
+  EXPECT_EQ(a.lm.solver, b.lm.solver);
   ExpectSameBits(a.lm.theta, b.lm.theta, "lm.theta");
   ExpectSameBits(a.lm.jtj, b.lm.jtj, "lm.jtj");
   ExpectSameBits(a.lm.jtr, b.lm.jtr, "lm.jtr");
@@ -247,6 +249,19 @@ int FilterCount(const std::string& path, const std::string& dataset_path) {
   EXPECT_TRUE(dataset.valid());
   io_internal::Hid creation = io_internal::PlistHid(H5Dget_create_plist(dataset.get()));
   return H5Pget_nfilters(creation.get());
+}
+
+// The /lm/solver attribute of a checkpoint file, as stored (fixed-length, NUL-padded text).
+std::string SolverText(const std::string& path) {
+  io_internal::Hid file = io_internal::FileHid(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  EXPECT_TRUE(file.valid());
+  io_internal::Hid attribute = io_internal::AttributeHid(
+      H5Aopen_by_name(file.get(), "/lm", "solver", H5P_DEFAULT, H5P_DEFAULT));
+  EXPECT_TRUE(attribute.valid());
+  io_internal::Hid type = io_internal::TypeHid(H5Aget_type(attribute.get()));
+  std::string text(H5Tget_size(type.get()), '\0');
+  EXPECT_GE(H5Aread(attribute.get(), type.get(), text.data()), 0);
+  return text.substr(0, text.find('\0'));
 }
 
 // In a death-test child: limits files to 16 KiB, saves a ~170 KB checkpoint (P = 100) and exits
@@ -338,6 +353,27 @@ TEST_F(CheckpointStoreTest, RoundTripWithoutPassIsBitwise) {
   ASSERT_TRUE(loaded.has_value());
   EXPECT_FALSE(loaded->pass.has_value());
   ExpectBitwiseEqual(saved, *loaded);
+}
+
+// /lm/solver is the text "lm" or "ceres" (docs/checkpoints.md), whatever the enum's values: files
+// written before StateSolver existed load unchanged.
+TEST_F(CheckpointStoreTest, SolverIsStoredAsItsNameAndRoundTrips) {
+  const std::pair<StateSolver, std::string> cases[] = {{StateSolver::kLmCore, "lm"},
+                                                       {StateSolver::kCeres, "ceres"}};
+  for (const auto& [solver, text] : cases) {
+    SCOPED_TRACE(text);
+    CheckpointStore store = Store();
+    Checkpoint saved = MakeCheckpoint(10, 13, /*with_pass=*/false);
+    saved.lm.solver = solver;
+    const CheckpointSaveReport report = store.Save(saved);
+
+    const std::optional<Checkpoint> loaded = Load(store, nullptr);
+
+    EXPECT_EQ(SolverText(report.path), text);
+    ASSERT_TRUE(loaded.has_value());
+    EXPECT_EQ(loaded->lm.solver, solver);
+    fs::remove_all(folder_);
+  }
 }
 
 TEST_F(CheckpointStoreTest, RoundTripOfSpecialDoublesIsBitwise) {

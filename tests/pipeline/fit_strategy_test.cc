@@ -65,14 +65,15 @@ TEST_F(FitStrategyTest, EachKindHasItsCheckpointPolicyAndSolver) {
   struct Expected {
     StrategyKind kind;
     LmSolver solver;
+    StateSolver state_solver;  // the optimiser that writes the strategy's checkpoint states
     bool inside_passes, at_iterations, passes_from_iterations;
   };
   const Expected cases[] = {
-      {StrategyKind::kStandard, LmSolver::kLmCore, false, true, false},
-      {StrategyKind::kStandard, LmSolver::kCeres, false, true, true},
-      {StrategyKind::kLarge, LmSolver::kLmCore, false, true, false},
-      {StrategyKind::kChunked, LmSolver::kLmCore, true, false, false},
-      {StrategyKind::kStreaming, LmSolver::kLmCore, true, false, false},
+      {StrategyKind::kStandard, LmSolver::kLmCore, StateSolver::kLmCore, false, true, false},
+      {StrategyKind::kStandard, LmSolver::kCeres, StateSolver::kCeres, false, true, true},
+      {StrategyKind::kLarge, LmSolver::kLmCore, StateSolver::kLmCore, false, true, false},
+      {StrategyKind::kChunked, LmSolver::kLmCore, StateSolver::kLmCore, true, false, false},
+      {StrategyKind::kStreaming, LmSolver::kLmCore, StateSolver::kLmCore, true, false, false},
   };
   for (const Expected& expected : cases) {
     SCOPED_TRACE(std::string(ToString(expected.kind)) + " with solver " +
@@ -81,7 +82,7 @@ TEST_F(FitStrategyTest, EachKindHasItsCheckpointPolicyAndSolver) {
     std::vector<std::string> actions;
     const std::unique_ptr<FitStrategy> strategy = SetUp(expected.kind, &actions);
     EXPECT_EQ(strategy->kind(), expected.kind);
-    EXPECT_EQ(strategy->solver(), expected.solver);
+    EXPECT_EQ(strategy->solver(), expected.state_solver);
     const CheckpointPolicy policy = strategy->checkpoint_policy();
     EXPECT_EQ(policy.save_inside_passes, expected.inside_passes);
     EXPECT_EQ(policy.save_at_iterations, expected.at_iterations);
