@@ -192,6 +192,8 @@ ConfigOverrides OverridesFromKeywords(const LoadedConfig& loaded, const PythonFi
   overrides.checkpoint_dir = options.checkpoint_dir;
   overrides.enable_checkpoints = options.checkpoints;
   overrides.resume_from_checkpoint = options.resume;
+  overrides.memory_limit_gb = options.memory_limit_gb;
+  overrides.global_search = options.global_search;
   if (initial_params && !initial_params->is_none()) {
     if (py::isinstance<py::dict>(*initial_params)) {
       for (const auto& [key, value] : py::cast<py::dict>(*initial_params)) {
@@ -280,12 +282,8 @@ NlsqResult FitNlsq(const py::object& data, const LoadedConfig& loaded,
     throw py::type_error("data must be None (read the config's file) or a dict as "
                          "load_xpcs_data returns");
   }
-  FitOptions fit_options;
-  fit_options.memory_limit_gb = options.memory_limit_gb;
-  fit_options.global_search = options.global_search.value_or("");
   PythonObserver observer(progress);
   FitJobOptions job;
-  job.fit = fit_options;
   job.output_dir = output_dir;
   ClearInterrupt();
   NlsqResult result;

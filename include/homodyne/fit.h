@@ -20,12 +20,6 @@
 
 namespace homodyne {
 
-// Settings that are not config keys (the CLI's flags that the config cannot carry).
-struct FitOptions {
-  std::optional<double> memory_limit_gb;  // --memory-limit-gb: wins over the config and the system
-  std::string global_search;              // --global-search auto|off|multi-start|cmaes; "" = config
-};
-
 // A phase of the fit, finished: "load" (data read, strategy set up), "global search" (or
 // "projected local fit" when the global phase is off) and "final fit".
 struct FitPhaseReport {
@@ -56,12 +50,13 @@ struct FitOutcome {
   int exit_code = 0;                    // 0 converged or max_iterations, 1 the optimiser failed
 };
 
-// Fits `source` (a file's BatchSource, or data in memory) with config's settings. Throws
+// Fits `source` (a file's BatchSource, or data in memory) with config's settings (a config from
+// ResolveConfig: the shells' overrides, --memory-limit-gb and --global-search included, are in
+// it). Throws
 // ConfigError / InputError / DataError for bad input (the message names what and where),
 // FitInterrupted after a signal or RequestInterrupt (with a checkpoint saved when enabled).
 // Checkpoints of the same config and data are resumed from when optimization.streaming says so.
-FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& options = {},
-               const FitObserver& observer = {});
+FitOutcome Fit(const Config& config, BatchSource& source, const FitObserver& observer = {});
 
 // The result files of a finished fit under output_dir/nlsq/: the JSON files (results.h
 // WriteResultFiles) and fitted_data.h5 (data, fit and residuals per angle, streamed by row blocks
@@ -80,7 +75,6 @@ void RemoveCheckpoints(const FitOutcome& outcome);
 //   4. the checkpoints removed (the result files, or the caller, now hold everything).
 // Throws what Fit and WriteFitResults throw; a failure of the fit is logged first.
 struct FitJobOptions {
-  FitOptions fit;                                    // what Fit takes besides the config
   std::optional<std::string> output_dir;             // result files and the performance log
   std::function<void(const FitOutcome&)> on_fitted;  // between the fit and the files; optional
 };
@@ -91,8 +85,7 @@ FitOutcome RunFitJob(const Config& config, BatchSource& source, const FitJobOpti
 // the data, the parameters, the start values with their bounds, the memory available and per
 // strategy, the batch size, the threads and the strategy, as Fit plans them (the same planning
 // code). Writes the report to `out`; throws what the planning throws (ConfigError ...).
-void DescribeFitPlan(const Config& config, BatchSource& source, const FitOptions& options,
-                     std::ostream& out);
+void DescribeFitPlan(const Config& config, BatchSource& source, std::ostream& out);
 
 // ---------------------------------------------------------------------------------------------
 // Interruption. A process-wide flag, checked between chunks, candidates and iterations.

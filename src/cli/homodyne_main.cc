@@ -47,7 +47,7 @@ int Run(int argc, char** argv) {
       ResolveConfig(ReadConfigFile(options->config_path), OverridesFromCommandLine(*options));
   for (const std::string& warning : config.warnings) spdlog::warn("{}", warning);
 
-  if (options->dry_run) return RunDryRun(config, *options, std::cout);
+  if (options->dry_run) return RunDryRun(config, std::cout);
   return RunFit(config, *options, std::cout);
 }
 

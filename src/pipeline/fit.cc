@@ -71,8 +71,7 @@ BackendChoice SelectBackendFor(const Config& config) {
 
 }  // namespace
 
-FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& options,
-               const FitObserver& observer) {
+FitOutcome Fit(const Config& config, BatchSource& source, const FitObserver& observer) {
   const Clock::time_point start = Clock::now();
   FitOutcome outcome;
   FitResult& result = outcome.result;
@@ -98,7 +97,7 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
     }
   }
 
-  const FitPlan plan = PlanFit(config, info, options.memory_limit_gb);
+  const FitPlan plan = PlanFit(config, info);
   if (!plan.scaling_warning.empty()) {
     spdlog::warn("{}", plan.scaling_warning);
     result.warnings.push_back(plan.scaling_warning);
@@ -107,9 +106,8 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
   omp_set_num_threads(size.threads);
   const StrategyChoice& choice = plan.strategy;
   result.strategy_reason = choice.reason;
-  std::string global_reason;
-  const GlobalSearchMethod global_method =
-      ResolveGlobalSearchMethod(config.nlsq, options.global_search, &global_reason);
+  const std::string& global_reason = config.nlsq.global_search.method_reason;
+  const GlobalSearchMethod global_method = config.nlsq.global_search.method;
   if (config.nlsq.solver == LmSolver::kCeres && choice.kind != StrategyKind::kStandard) {
     throw ConfigError(config.source_path +
                       ": optimization.nlsq.solver = ceres needs the standard "

@@ -23,8 +23,9 @@ namespace homodyne {
 
 // The resolved settings that determine a fit's numbers, as text; its SHA-256 identifies the
 // config in checkpoints. Every Config field whose role in fit_identity.h is kNumbers or
-// kInputFile (threads, output paths and checkpoint settings are not), plus what the fit resolved:
-// batch_points (points per angle in a batch) and global_search_method (ResolveGlobalSearchMethod).
+// kInputFile (threads, output paths and checkpoint settings are not), plus what was resolved:
+// batch_points (points per angle in a batch) and global_search_method (the method ResolveConfig
+// settled, GlobalSearchOptions::method).
 std::string FitIdentityText(const Config& config, int64_t batch_points,
                             GlobalSearchMethod global_search_method);
 

@@ -420,8 +420,7 @@ TEST_F(FitResumeTest, CheckpointOfAnotherParameterCountIsInputErrorNotAnAbort) {
   config.streaming.checkpoint_dir = directory_.string();
   config.streaming.batch_size = 300;  // 100 points per angle in a batch
   config.performance.cpu_threads = 1;
-  FitOptions options;
-  options.global_search = "off";
+  config.nlsq.global_search.method = GlobalSearchMethod::kOff;  // as --global-search off
   std::unique_ptr<BatchSource> source = Source();
   // A checkpoint that passes the identity and data checks (as one would that the identity had
   // missed a field for) but holds a state of 4 parameters; this fit has 3 + 6.
@@ -432,7 +431,7 @@ TEST_F(FitResumeTest, CheckpointOfAnotherParameterCountIsInputErrorNotAnAbort) {
   CheckpointStore({directory_.string(), 3, true}).Save(foreign);
 
   try {
-    Fit(config, *source, options);
+    Fit(config, *source);
     FAIL() << "no InputError";
   } catch (const InputError& error) {
     EXPECT_THAT(error.what(), HasSubstr("holds a fit state of 4 parameters (J^T J 4 x 4) and "
