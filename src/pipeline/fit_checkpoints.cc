@@ -151,6 +151,18 @@ std::string FitIdentityText(const Config& config, int64_t batch_points,
   return out.str();
 }
 
+void CheckCheckpointSolver(const Checkpoint& checkpoint, LmSolver solver,
+                           const std::string& directory) {
+  if (checkpoint.lm.theta.size() == 0 || checkpoint.lm.solver == solver) return;
+  const bool ceres_state = checkpoint.lm.solver == LmSolver::kCeres;
+  throw InputError("the checkpoint at batch " + std::to_string(checkpoint.global_batch) + " in " +
+                   directory + " was written by the " + (ceres_state ? "Ceres solver" : "LM core") +
+                   " and this run uses the " + (ceres_state ? "LM core" : "Ceres solver") +
+                   ": resume it with " +
+                   (ceres_state ? "--strategy standard --solver ceres" : "--solver lm") +
+                   ", or start afresh with --no-resume");
+}
+
 void CheckCheckpointFits(const Checkpoint& checkpoint, const CheckpointLayout& layout,
                          const std::string& directory) {
   auto fail = [&](const std::string& what) {

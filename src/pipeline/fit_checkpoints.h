@@ -40,6 +40,11 @@ struct CheckpointLayout {
 // even if the identity missed what made it different.
 void CheckCheckpointFits(const Checkpoint& checkpoint, const CheckpointLayout& layout,
                          const std::string& directory);
+// Throws InputError (naming the checkpoint, both optimisers and the flags that resume it) when
+// `checkpoint` holds a fit state of the other optimiser than `solver`: Ceres and the LM core keep
+// different states, and one cannot continue the other's.
+void CheckCheckpointSolver(const Checkpoint& checkpoint, LmSolver solver,
+                           const std::string& directory);
 
 // Path, size, modification time, shape and a SHA-256 of sampled rows (first, middle and last row
 // of every angle) of the input: a checkpoint of another data set is refused.
