@@ -372,6 +372,34 @@ TEST(CheckCheckpointFitsTest, RefusesOtherParameterCountsWithInputError) {
               HasSubstr("holds a global-search minimum of 5 parameters"));
 }
 
+// CheckCheckpointSolver: a state of one optimiser is not continued by the other; a checkpoint
+// without a state (inside the global phase) resumes with either.
+std::string SolverErrorOf(const Checkpoint& checkpoint, LmSolver solver) {
+  try {
+    CheckCheckpointSolver(checkpoint, solver, "ck");
+  } catch (const InputError& error) {
+    return error.what();
+  }
+  return "";
+}
+
+TEST(CheckCheckpointSolverTest, RefusesAStateOfTheOtherOptimiserNamingTheWayOut) {
+  Checkpoint core = CoreState(9);
+  core.lm.solver = LmSolver::kLmCore;
+  Checkpoint ceres = CoreState(9);
+  ceres.lm.solver = LmSolver::kCeres;
+  EXPECT_EQ(SolverErrorOf(core, LmSolver::kLmCore), "");
+  EXPECT_EQ(SolverErrorOf(ceres, LmSolver::kCeres), "");
+  EXPECT_EQ(SolverErrorOf(Checkpoint{}, LmSolver::kCeres), "");
+  EXPECT_EQ(SolverErrorOf(ceres, LmSolver::kLmCore),
+            "the checkpoint at batch 40 in ck was written by the Ceres solver and this run uses "
+            "the LM core: resume it with --strategy standard --solver ceres, or start afresh with "
+            "--no-resume");
+  EXPECT_EQ(SolverErrorOf(core, LmSolver::kCeres),
+            "the checkpoint at batch 40 in ck was written by the LM core and this run uses the "
+            "Ceres solver: resume it with --solver lm, or start afresh with --no-resume");
+}
+
 // --- Resume through Fit ----------------------------------------------------------------------
 
 class FitResumeTest : public ::testing::Test {
