@@ -24,6 +24,7 @@
 #include "homodyne/dataset.h"
 #include "homodyne/errors.h"
 #include "homodyne/fit.h"
+#include "homodyne/interrupts.h"
 #include "homodyne/model.h"
 #include "homodyne/results.h"
 

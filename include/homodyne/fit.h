@@ -15,6 +15,7 @@
 #include "homodyne/config.h"
 #include "homodyne/dataset.h"
 #include "homodyne/fit_events.h"
+#include "homodyne/interrupts.h"
 #include "homodyne/model.h"
 #include "homodyne/results.h"
 
@@ -88,7 +89,7 @@ FitOutcome RunFitJob(const Config& config, BatchSource& source, const FitJobOpti
 void DescribeFitPlan(const Config& config, BatchSource& source, std::ostream& out);
 
 // ---------------------------------------------------------------------------------------------
-// Interruption. A process-wide flag, checked between chunks, candidates and iterations.
+// Interruption: the process-wide flag and its signal handlers are in interrupts.h.
 
 // Thrown after the interruption checkpoint is written (or when none could be): ends the fit.
 // The CLI maps it to exit code 3 when a checkpoint was saved (docs/design.md section 7), else 1.
@@ -101,15 +102,5 @@ class FitInterrupted : public std::runtime_error {
  private:
   bool checkpoint_saved_;
 };
-
-// SIGTERM, SIGINT and SIGUSR1 (what SLURM sends before a time limit) set the flag; a second
-// SIGINT exits at once (status 130). For programs; idempotent.
-void InstallInterruptHandlers();
-// Sets the flag as if `signal_number` had arrived (Python's KeyboardInterrupt, tests).
-void RequestInterrupt(int signal_number);
-// The signal received, or 0.
-int InterruptSignal();
-// Clears the flag (before a new fit in the same process).
-void ClearInterrupt();
 
 }  // namespace homodyne

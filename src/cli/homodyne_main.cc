@@ -11,6 +11,7 @@
 #include "homodyne/config.h"
 #include "homodyne/errors.h"
 #include "homodyne/fit.h"
+#include "homodyne/interrupts.h"
 
 namespace homodyne::cli {
 namespace {

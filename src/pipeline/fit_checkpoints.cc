@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -17,29 +16,10 @@
 
 #include "fit_identity.h"
 #include "homodyne/errors.h"
+#include "interrupts.h"
 
 namespace homodyne {
 namespace {
-
-std::atomic<int> g_interrupt_signal{0};
-
-extern "C" void HandleInterrupt(int signal_number) {
-  // A second SIGINT (Ctrl-C twice) ends the process at once; async-signal-safe calls only.
-  if (signal_number == SIGINT && g_interrupt_signal.load() == SIGINT) _exit(130);
-  g_interrupt_signal.store(signal_number);
-}
-
-std::string SignalName(int signal_number) {
-  switch (signal_number) {
-    case SIGTERM:
-      return "SIGTERM";
-    case SIGINT:
-      return "SIGINT";
-    case SIGUSR1:
-      return "SIGUSR1";
-  }
-  return "signal " + std::to_string(signal_number);
-}
 
 std::string UtcTimestamp() {
   const std::time_t now = std::time(nullptr);
@@ -123,20 +103,6 @@ class IdentityWriter {
 };
 
 }  // namespace
-
-void InstallInterruptHandlers() {
-  struct sigaction action {};
-  action.sa_handler = HandleInterrupt;
-  sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_RESTART;
-  for (int signal_number : {SIGTERM, SIGINT, SIGUSR1}) sigaction(signal_number, &action, nullptr);
-}
-
-int InterruptSignal() { return g_interrupt_signal.load(); }
-
-void RequestInterrupt(int signal_number) { g_interrupt_signal.store(signal_number); }
-
-void ClearInterrupt() { g_interrupt_signal.store(0); }
 
 std::string FitIdentityText(const Config& config, int64_t batch_points,
                             GlobalSearchMethod global_search_method) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <string>
 
+#include "interrupts.h"
 #include "optimize/variable_projection.h"
 
 namespace homodyne {
