@@ -187,9 +187,9 @@ class FitRun {
     result_.global_search.reason = global_search.method_reason;
     const Clock::time_point phase_start = Clock::now();
     if (global_search.method != GlobalSearchMethod::kOff) {
-      const GlobalSearchSummary global = RunGlobalPhase(
-          config_, global_search.method, *search_data_, search_row_stride_, parameters.map,
-          parameters.reduced_bounds, parameters.reduced_start, lm_, *checkpoints_, observer_);
+      const GlobalSearchSummary global =
+          RunGlobalPhase({config_.nlsq, *search_data_, search_row_stride_, parameters, lm_,
+                          *checkpoints_, observer_});
       result_.global_search =
           GlobalSearchRecordOf(global, global_search.method_reason, parameters.map,
                                PhysicalParameterNames(config_.analysis_mode));

@@ -282,9 +282,8 @@ void FitCheckpoints::StopIfInterrupted() {
   }
 }
 
-void FitCheckpoints::OnGlobalSearchProgress(int64_t passes, int64_t batches_per_pass,
-                                            const GlobalSearchTrail& trail) {
-  AdvanceBatches(passes * batches_per_pass);
+void FitCheckpoints::OnGlobalSearchProgress(int64_t batches, const GlobalSearchTrail& trail) {
+  AdvanceBatches(batches);
   // A resumed final-fit state keeps its pass in progress (last_pass_) in these saves.
   const PassState* pass = last_pass_ ? &*last_pass_ : nullptr;
   live_trail_ = &trail;
@@ -292,7 +291,7 @@ void FitCheckpoints::OnGlobalSearchProgress(int64_t passes, int64_t batches_per_
     if (const int signal_number = InterruptSignal(); signal_number != 0) {
       SaveAndStop(pass, signal_number);
     }
-    if (enabled_ && passes > 0 && PeriodicSaveDue()) Save(pass);
+    if (enabled_ && batches > 0 && PeriodicSaveDue()) Save(pass);
   } catch (...) {
     live_trail_ = nullptr;  // FitInterrupted from SaveAndStop
     throw;
@@ -300,10 +299,9 @@ void FitCheckpoints::OnGlobalSearchProgress(int64_t passes, int64_t batches_per_
   live_trail_ = nullptr;
 }
 
-void FitCheckpoints::OnGlobalSearchFinished(int64_t passes, int64_t batches_per_pass,
-                                            const GlobalSearchTrail& trail) {
+void FitCheckpoints::OnGlobalSearchFinished(int64_t batches, const GlobalSearchTrail& trail) {
   global_search_trail_ = trail;
-  OnGlobalSearchProgress(passes, batches_per_pass, global_search_trail_);
+  OnGlobalSearchProgress(batches, global_search_trail_);
 }
 
 void FitCheckpoints::AdvanceBatches(int64_t batches) {

@@ -94,18 +94,17 @@ class FitCheckpoints {
   // After a fit stopped by OnIteration: on a signal, saves the last state and throws
   // FitInterrupted (as OnChunk does inside passes); else returns.
   void StopIfInterrupted();
-  // Progress of the global phase (global_search.h): `passes` new passes count as batches
-  // (statistics, the test signal hook); `trail` (what the phase computed so far) goes into every
-  // checkpoint from now on, so that a resumed run replays it (GlobalSearchInputs::replay) and
-  // ends bitwise where an uninterrupted one does. Saves when a periodic save is due (its work is
-  // not lost to kill -9); on a signal, saves and throws FitInterrupted. The trail is read only
-  // during the call (no copy per progress: the phase's trail grows with it); after the phase,
-  // OnGlobalSearchFinished keeps its final trail for the saves of the final fit.
-  void OnGlobalSearchProgress(int64_t passes, int64_t batches_per_pass,
-                              const GlobalSearchTrail& trail);
+  // Progress of the global phase (global_search.h): `batches` newly computed (its new passes
+  // times the batches of one of its passes) are counted (statistics, the test signal hook); `trail`
+  // (what the phase computed so far) goes into every checkpoint from now on, so that a resumed run
+  // replays it (GlobalSearchInputs::replay) and ends bitwise where an uninterrupted one does. Saves
+  // when a periodic save is due (its work is not lost to kill -9); on a signal, saves and throws
+  // FitInterrupted. The trail is read only during the call (no copy per progress: the phase's trail
+  // grows with it); after the phase, OnGlobalSearchFinished keeps its final trail for the saves of
+  // the final fit.
+  void OnGlobalSearchProgress(int64_t batches, const GlobalSearchTrail& trail);
   // The phase's last progress: as OnGlobalSearchProgress, and keeps a copy of `trail`.
-  void OnGlobalSearchFinished(int64_t passes, int64_t batches_per_pass,
-                              const GlobalSearchTrail& trail);
+  void OnGlobalSearchFinished(int64_t batches, const GlobalSearchTrail& trail);
   // The trail of a checkpoint this run resumed from (empty when none).
   const GlobalSearchTrail& global_search_trail() const { return global_search_trail_; }
   // The chunk callback of a pass: counts batches, saves every checkpoint_frequency batches
