@@ -24,6 +24,7 @@
 #include "homodyne/dataset.h"
 #include "homodyne/errors.h"
 #include "homodyne/fit.h"
+#include "homodyne/interrupts.h"
 #include "homodyne/model.h"
 #include "homodyne/results.h"
 
@@ -192,6 +193,8 @@ ConfigOverrides OverridesFromKeywords(const LoadedConfig& loaded, const PythonFi
   overrides.checkpoint_dir = options.checkpoint_dir;
   overrides.enable_checkpoints = options.checkpoints;
   overrides.resume_from_checkpoint = options.resume;
+  overrides.memory_limit_gb = options.memory_limit_gb;
+  overrides.global_search = options.global_search;
   if (initial_params && !initial_params->is_none()) {
     if (py::isinstance<py::dict>(*initial_params)) {
       for (const auto& [key, value] : py::cast<py::dict>(*initial_params)) {
@@ -280,12 +283,8 @@ NlsqResult FitNlsq(const py::object& data, const LoadedConfig& loaded,
     throw py::type_error("data must be None (read the config's file) or a dict as "
                          "load_xpcs_data returns");
   }
-  FitOptions fit_options;
-  fit_options.memory_limit_gb = options.memory_limit_gb;
-  fit_options.global_search = options.global_search.value_or("");
   PythonObserver observer(progress);
   FitJobOptions job;
-  job.fit = fit_options;
   job.output_dir = output_dir;
   ClearInterrupt();
   NlsqResult result;

@@ -117,15 +117,15 @@ struct CmaesSearchOptions {
 
 // A method of the global phase before the local fit (global_search.h): kAuto the staged grid plus
 // sampled starts, kOff none, kMultiStart and kCmaes the reference's methods with their sections'
-// keys. optimization.nlsq.global_search.method and --global-search ask for one;
-// ResolveGlobalSearchMethod (global_search.h) settles the one that runs: a kAuto asked for by the
-// config gives way to multi_start.enable or cmaes.enable, a kAuto settled on is the staged search.
+// keys. optimization.nlsq.global_search.method and --global-search ask for one; ResolveConfig
+// settles the one that runs (GlobalSearchOptions::method): a kAuto asked for by the config gives
+// way to multi_start.enable or cmaes.enable, a kAuto settled on is the staged search.
 enum class GlobalSearchMethod { kAuto, kOff, kMultiStart, kCmaes };
 // "auto", "off", "multi_start", "cmaes": the config's spellings, also those of the result files,
 // the logs and the checkpoint identity.
 std::string_view ToString(GlobalSearchMethod method);
 // The config's spelling, case-insensitive; std::nullopt for any other name. (--global-search has
-// its own: ResolveGlobalSearchMethod.)
+// its own: ConfigOverrides::global_search.)
 std::optional<GlobalSearchMethod> ParseGlobalSearchMethod(std::string_view text);
 
 // optimization.nlsq.global_search (homodyne-cpp; docs/design.md section 4b): the global phase
@@ -135,8 +135,13 @@ struct GlobalSearchOptions {
   // off: the local fit from initial_parameters only. multi_start | cmaes: that method with its
   // section's keys. With method auto, multi_start.enable or cmaes.enable select that method
   // (cmaes first, as the reference).
+  // As the config file asks; after ResolveConfig, the method that runs (--global-search first,
+  // then the config's method, cmaes.enable, multi_start.enable, else auto).
   GlobalSearchMethod method = GlobalSearchMethod::kAuto;
   bool method_from_config = false;  // true when the config set method
+  // Why `method` runs, set by ResolveConfig (written to the results' global_search.reason), e.g.
+  // "--global-search cmaes" or "optimization.nlsq.multi_start.enable = true".
+  std::string method_reason;
   // Points the search evaluates: above this the search runs on a row subsample (every s-th row
   // of each angle's upper triangle); the chosen minimum is always refined on all the data.
   int64_t max_points = 1000000;  // >= 1000
@@ -220,7 +225,10 @@ std::optional<BackendKind> ParseBackendKind(std::string_view text);
 // performance
 struct PerformanceOptions {
   std::optional<StrategyKind> strategy_override;  // performance.strategy_override
-  std::optional<double> memory_limit_gb;          // performance.memory_limit_gb, > 0
+  // performance.memory_limit_gb, > 0; after ResolveConfig, --memory-limit-gb (Python's
+  // memory_limit_gb=) when given. Either wins over HOMODYNE_MEMORY_LIMIT and the system's.
+  std::optional<double> memory_limit_gb;
+  bool memory_limit_from_command_line = false;    // memory_limit_gb is the shell's, not the file's
   bool fast_mode = false;                         // performance.fast_mode (or top-level fast_mode)
   BackendKind backend = BackendKind::kCpu;        // performance.backend: cpu | cuda | auto
   std::optional<int> cpu_threads;  // performance.computation.cpu_threads; null/auto = all cores
@@ -322,6 +330,13 @@ struct ConfigOverrides {
   std::optional<int> checkpoint_frequency;    // --checkpoint-frequency [batches]; > 0
   std::optional<double> checkpoint_min_interval_seconds;  // --checkpoint-min-interval; >= 0
   std::optional<bool> resume_from_checkpoint;             // --resume / --no-resume, resume=
+  // --memory-limit-gb, memory_limit_gb=: replaces performance.memory_limit_gb and is reported as
+  // "--memory-limit-gb" (the CLI checks > 0 when it parses the flag).
+  std::optional<double> memory_limit_gb;
+  // --global-search, global_search=: auto, off, multi-start (or multi_start), cmaes, case as
+  // written; empty = not given. Wins over the config's method; any other text is a ConfigError
+  // "--global-search <text>: must be one of auto, off, multi-start, cmaes".
+  std::optional<std::string> global_search;
 };
 
 // Reads a config file; nothing is parsed yet. Throws InputError (missing, a folder, unreadable).
@@ -331,7 +346,8 @@ ConfigSource ReadConfigFile(const std::string& path);
 // call this): `source` parsed and validated for the final analysis mode (overrides.analysis_mode,
 // else the file's), so that bounds, default initial values, custom starts and the names of the
 // other mode that are dropped are those of that mode; then the other overrides applied, with
-// string values parsed (strategy, backend, solver). Throws ConfigError / InputError for the file
+// string values parsed (strategy, backend, solver), and the global-search method settled
+// (GlobalSearchOptions::method and method_reason). Throws ConfigError / InputError for the file
 // (message names file, YAML path, value and rule), UsageError for an override that breaks a rule
 // or does not fit the mode (the message names it as the user wrote it).
 Config ResolveConfig(const ConfigSource& source, const ConfigOverrides& overrides = {});

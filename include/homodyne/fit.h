@@ -15,16 +15,11 @@
 #include "homodyne/config.h"
 #include "homodyne/dataset.h"
 #include "homodyne/fit_events.h"
+#include "homodyne/interrupts.h"
 #include "homodyne/model.h"
 #include "homodyne/results.h"
 
 namespace homodyne {
-
-// Settings that are not config keys (the CLI's flags that the config cannot carry).
-struct FitOptions {
-  std::optional<double> memory_limit_gb;  // --memory-limit-gb: wins over the config and the system
-  std::string global_search;              // --global-search auto|off|multi-start|cmaes; "" = config
-};
 
 // A phase of the fit, finished: "load" (data read, strategy set up), "global search" (or
 // "projected local fit" when the global phase is off) and "final fit".
@@ -56,12 +51,13 @@ struct FitOutcome {
   int exit_code = 0;                    // 0 converged or max_iterations, 1 the optimiser failed
 };
 
-// Fits `source` (a file's BatchSource, or data in memory) with config's settings. Throws
+// Fits `source` (a file's BatchSource, or data in memory) with config's settings (a config from
+// ResolveConfig: the shells' overrides, --memory-limit-gb and --global-search included, are in
+// it). Throws
 // ConfigError / InputError / DataError for bad input (the message names what and where),
 // FitInterrupted after a signal or RequestInterrupt (with a checkpoint saved when enabled).
 // Checkpoints of the same config and data are resumed from when optimization.streaming says so.
-FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& options = {},
-               const FitObserver& observer = {});
+FitOutcome Fit(const Config& config, BatchSource& source, const FitObserver& observer = {});
 
 // The result files of a finished fit under output_dir/nlsq/: the JSON files (results.h
 // WriteResultFiles) and fitted_data.h5 (data, fit and residuals per angle, streamed by row blocks
@@ -80,7 +76,6 @@ void RemoveCheckpoints(const FitOutcome& outcome);
 //   4. the checkpoints removed (the result files, or the caller, now hold everything).
 // Throws what Fit and WriteFitResults throw; a failure of the fit is logged first.
 struct FitJobOptions {
-  FitOptions fit;                                    // what Fit takes besides the config
   std::optional<std::string> output_dir;             // result files and the performance log
   std::function<void(const FitOutcome&)> on_fitted;  // between the fit and the files; optional
 };
@@ -91,11 +86,10 @@ FitOutcome RunFitJob(const Config& config, BatchSource& source, const FitJobOpti
 // the data, the parameters, the start values with their bounds, the memory available and per
 // strategy, the batch size, the threads and the strategy, as Fit plans them (the same planning
 // code). Writes the report to `out`; throws what the planning throws (ConfigError ...).
-void DescribeFitPlan(const Config& config, BatchSource& source, const FitOptions& options,
-                     std::ostream& out);
+void DescribeFitPlan(const Config& config, BatchSource& source, std::ostream& out);
 
 // ---------------------------------------------------------------------------------------------
-// Interruption. A process-wide flag, checked between chunks, candidates and iterations.
+// Interruption: the process-wide flag and its signal handlers are in interrupts.h.
 
 // Thrown after the interruption checkpoint is written (or when none could be): ends the fit.
 // The CLI maps it to exit code 3 when a checkpoint was saved (docs/design.md section 7), else 1.
@@ -108,15 +102,5 @@ class FitInterrupted : public std::runtime_error {
  private:
   bool checkpoint_saved_;
 };
-
-// SIGTERM, SIGINT and SIGUSR1 (what SLURM sends before a time limit) set the flag; a second
-// SIGINT exits at once (status 130). For programs; idempotent.
-void InstallInterruptHandlers();
-// Sets the flag as if `signal_number` had arrived (Python's KeyboardInterrupt, tests).
-void RequestInterrupt(int signal_number);
-// The signal received, or 0.
-int InterruptSignal();
-// Clears the flag (before a new fit in the same process).
-void ClearInterrupt();
 
 }  // namespace homodyne

@@ -183,14 +183,14 @@ ConfigOverrides OverridesFromCommandLine(const CommandLineOptions& options) {
   }
   overrides.cpu_threads = options.threads;
   overrides.strategy = options.strategy;
-  // --memory-limit-gb stays on the command line: DetectAvailableMemory reports it as the source.
+  overrides.memory_limit_gb = options.memory_limit_gb;
   overrides.backend = options.backend;
   overrides.checkpoint_dir = options.checkpoint_dir;
   overrides.checkpoint_frequency = options.checkpoint_frequency;
   overrides.checkpoint_min_interval_seconds = options.checkpoint_min_interval;
   overrides.resume_from_checkpoint = options.resume;
   if (options.fast_mode) overrides.fast_mode = true;
-  // --global-search stays on the command line: ResolveGlobalSearchMethod names it as the reason.
+  overrides.global_search = options.global_search;
   if (options.no_variable_projection) overrides.variable_projection = false;
   overrides.solver = options.solver;
   return overrides;

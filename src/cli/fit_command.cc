@@ -88,14 +88,6 @@ void PrintResult(const FitOutcome& outcome, std::ostream& out) {
   out << line;
 }
 
-// The fit's options from the command line's flags.
-FitOptions FitOptionsFrom(const CommandLineOptions& options) {
-  FitOptions fit_options;
-  fit_options.memory_limit_gb = options.memory_limit_gb;
-  fit_options.global_search = options.global_search.value_or("");
-  return fit_options;
-}
-
 }  // namespace
 
 int RunFit(const Config& config, const CommandLineOptions& options, std::ostream& out) {
@@ -106,7 +98,6 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
     progress_bar.Update(progress);
   };
   FitJobOptions job;
-  job.fit = FitOptionsFrom(options);
   job.output_dir = options.output_dir;
   job.on_fitted = [&out](const FitOutcome& outcome) {
     PrintResult(outcome, out);
@@ -118,9 +109,9 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
   return outcome.exit_code;
 }
 
-int RunDryRun(const Config& config, const CommandLineOptions& options, std::ostream& out) {
+int RunDryRun(const Config& config, std::ostream& out) {
   std::unique_ptr<BatchSource> source = OpenBatchSource(config.data);
-  DescribeFitPlan(config, *source, FitOptionsFrom(options), out);
+  DescribeFitPlan(config, *source, out);
   return kExitSuccess;
 }
 

@@ -18,6 +18,6 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
 
 // `homodyne --dry-run`: prints DescribeFitPlan (homodyne/fit.h) for the config's data to `out`
 // and returns 0. Throws what the fit's planning throws (InputError, DataError, ConfigError).
-int RunDryRun(const Config& config, const CommandLineOptions& options, std::ostream& out);
+int RunDryRun(const Config& config, std::ostream& out);
 
 }  // namespace homodyne::cli

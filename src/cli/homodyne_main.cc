@@ -11,6 +11,7 @@
 #include "homodyne/config.h"
 #include "homodyne/errors.h"
 #include "homodyne/fit.h"
+#include "homodyne/interrupts.h"
 
 namespace homodyne::cli {
 namespace {
@@ -47,7 +48,7 @@ int Run(int argc, char** argv) {
       ResolveConfig(ReadConfigFile(options->config_path), OverridesFromCommandLine(*options));
   for (const std::string& warning : config.warnings) spdlog::warn("{}", warning);
 
-  if (options->dry_run) return RunDryRun(config, *options, std::cout);
+  if (options->dry_run) return RunDryRun(config, std::cout);
   return RunFit(config, *options, std::cout);
 }
 

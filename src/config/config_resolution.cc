@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -154,6 +155,43 @@ void ApplyOverrides(const ConfigOverrides& overrides, Config& config) {
   if (overrides.resume_from_checkpoint) {
     streaming.resume_from_checkpoint = *overrides.resume_from_checkpoint;
   }
+  if (overrides.memory_limit_gb) {
+    performance.memory_limit_gb = *overrides.memory_limit_gb;
+    performance.memory_limit_from_command_line = true;
+  }
+}
+
+// The method the global phase runs and why (GlobalSearchOptions::method, method_reason): the
+// command line's (`command_line` as the user wrote it; "" = not given), else the config's method
+// when it set one other than auto, else cmaes.enable (first, as the reference), else
+// multi_start.enable, else auto. The command line's spellings, case as written: auto, off,
+// multi-start (or multi_start), cmaes; any other throws ConfigError naming the flag.
+void SettleGlobalSearchMethod(const std::string& command_line, NlsqOptions& nlsq) {
+  GlobalSearchOptions& global = nlsq.global_search;
+  if (!command_line.empty()) {
+    // The config's spelling with '-' for '_', in its case only (the config's ignores case).
+    std::string spelling = command_line;
+    std::replace(spelling.begin(), spelling.end(), '-', '_');
+    const std::optional<GlobalSearchMethod> flag = ParseGlobalSearchMethod(spelling);
+    if (!flag || ToString(*flag) != spelling) {
+      throw ConfigError("--global-search " + command_line +
+                        ": must be one of auto, off, multi-start, cmaes");
+    }
+    global.method = *flag;
+    global.method_reason = "--global-search " + command_line;
+  } else if (global.method_from_config && global.method != GlobalSearchMethod::kAuto) {
+    global.method_reason =
+        "optimization.nlsq.global_search.method = " + std::string(ToString(global.method));
+  } else if (nlsq.cmaes.enable) {
+    global.method = GlobalSearchMethod::kCmaes;
+    global.method_reason = "optimization.nlsq.cmaes.enable = true";
+  } else if (nlsq.multi_start.enable) {
+    global.method = GlobalSearchMethod::kMultiStart;
+    global.method_reason = "optimization.nlsq.multi_start.enable = true";
+  } else {
+    global.method = GlobalSearchMethod::kAuto;
+    global.method_reason = "default (optimization.nlsq.global_search.method = auto)";
+  }
 }
 
 }  // namespace
@@ -178,6 +216,7 @@ Config ResolveConfig(const ConfigSource& source, const ConfigOverrides& override
       config_internal::ParseConfigText(source.yaml_text, source.name, overrides.analysis_mode);
   config.source_path = source.path;
   ApplyOverrides(overrides, config);
+  SettleGlobalSearchMethod(overrides.global_search.value_or(""), config.nlsq);
   return config;
 }
 

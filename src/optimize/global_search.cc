@@ -604,39 +604,6 @@ std::string GlobalSearchSummary::BriefReport() const {
   return line;
 }
 
-GlobalSearchMethod ResolveGlobalSearchMethod(const NlsqOptions& nlsq,
-                                             const std::string& command_line, std::string* reason) {
-  GlobalSearchMethod method = GlobalSearchMethod::kAuto;
-  std::string why;
-  if (!command_line.empty()) {
-    // The config's spelling with '-' for '_', in its case only (the config's ignores case).
-    std::string spelling = command_line;
-    std::replace(spelling.begin(), spelling.end(), '-', '_');
-    const std::optional<GlobalSearchMethod> flag = ParseGlobalSearchMethod(spelling);
-    if (!flag || ToString(*flag) != spelling) {
-      throw ConfigError("--global-search " + command_line +
-                        ": must be one of auto, off, multi-start, cmaes");
-    }
-    method = *flag;
-    why = "--global-search " + command_line;
-  } else if (nlsq.global_search.method_from_config &&
-             nlsq.global_search.method != GlobalSearchMethod::kAuto) {
-    method = nlsq.global_search.method;
-    why = "optimization.nlsq.global_search.method = " + std::string(ToString(method));
-  } else if (nlsq.cmaes.enable) {
-    method = GlobalSearchMethod::kCmaes;
-    why = "optimization.nlsq.cmaes.enable = true";
-  } else if (nlsq.multi_start.enable) {
-    method = GlobalSearchMethod::kMultiStart;
-    why = "optimization.nlsq.multi_start.enable = true";
-  } else {
-    method = GlobalSearchMethod::kAuto;
-    why = "default (optimization.nlsq.global_search.method = auto)";
-  }
-  if (reason != nullptr) *reason = why;
-  return method;
-}
-
 GlobalSearchSummary RunGlobalSearch(GlobalSearchMethod method, const NlsqOptions& nlsq,
                                     const GlobalSearchInputs& inputs) {
   const Clock::time_point begin = Clock::now();

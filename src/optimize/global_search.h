@@ -94,14 +94,6 @@ struct GlobalSearchInputs {
   std::function<bool(const GlobalSearchProgress&)> on_progress;
 };
 
-// The method a fit runs (GlobalSearchOptions, config.h), and why (`reason`, when not null).
-// command_line: --global-search (or the Python module's global_search=) as the user wrote it,
-// empty when not given; it wins over the config. Its spellings, case as written: auto, off,
-// multi-start (or multi_start), cmaes; any other throws ConfigError "--global-search <text>: must
-// be one of auto, off, multi-start, cmaes".
-GlobalSearchMethod ResolveGlobalSearchMethod(const NlsqOptions& nlsq,
-                                             const std::string& command_line, std::string* reason);
-
 // Runs the method (not kOff: std::invalid_argument) and returns the summary;
 // summary.minima[summary.chosen].reduced is where the final fit starts. Throws ConfigError for a
 // search box with an infinite or inverted physical bound, and for invalid method options (naming

@@ -54,15 +54,14 @@ std::string FormatStartValues(const Config& config) {
 
 }  // namespace
 
-void DescribeFitPlan(const Config& config, BatchSource& source, const FitOptions& options,
-                     std::ostream& out) {
+void DescribeFitPlan(const Config& config, BatchSource& source, std::ostream& out) {
   const DatasetInfo& info = source.info();
   for (const std::string& warning : info.warnings) spdlog::warn("{}", warning);
 
   std::vector<double> kept;
   for (const AngleInfo& angle : info.angles) kept.push_back(angle.phi_degrees);
   const int n_times = info.num_times();
-  const FitPlan plan = PlanFit(config, info, options.memory_limit_gb);
+  const FitPlan plan = PlanFit(config, info);
   if (!plan.scaling_warning.empty()) spdlog::warn("{}", plan.scaling_warning);
   const ProblemSize& size = plan.size;
 

@@ -1,4 +1,6 @@
-// Fit (include/homodyne/fit.h): the whole fit, from a config and a data source to a result.
+// Fit (include/homodyne/fit.h): the whole fit, from a config and a data source to a result, as a
+// list of steps in the order the data flows (docs/design.md section 9): config -> plan -> source
+// -> strategy -> global phase -> final fit -> result.
 #include "homodyne/fit.h"
 
 #include "fit_checkpoints.h"
@@ -14,21 +16,22 @@
 #include <Eigen/Dense>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <system_error>
+#include <vector>
 
-#include "objective/backend_selection.h"
 #include "checkpoint/checkpoint_store.h"
+#include "config/config_for_data.h"
 #include "homodyne/dataset.h"
 #include "homodyne/errors.h"
+#include "homodyne/results.h"
+#include "objective/backend_selection.h"
+#include "objective/batched_objective.h"
 #include "optimize/global_search.h"
 #include "optimize/levenberg_marquardt.h"
-#include "objective/batched_objective.h"
-#include "homodyne/results.h"
 #include "optimize/per_angle_mode.h"
 
 namespace homodyne {
@@ -38,25 +41,6 @@ using Clock = std::chrono::steady_clock;
 
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-void ReportPhase(const FitObserver& observer, const std::string& phase, double seconds) {
-  if (observer.on_phase) observer.on_phase(FitPhaseReport{phase, seconds});
-}
-
-// Peak resident memory of this process (VmHWM), MB; 0 if unknown.
-double PeakResidentMb() {
-  std::ifstream status("/proc/self/status");
-  std::string key;
-  while (status >> key) {
-    if (key == "VmHWM:") {
-      double kb = 0;
-      status >> kb;
-      return kb / 1024.0;
-    }
-    status.ignore(1 << 12, '\n');
-  }
-  return 0.0;
 }
 
 // SelectBackend (backend.h) for the config's performance.backend; its ConfigError names the
@@ -69,145 +53,126 @@ BackendChoice SelectBackendFor(const Config& config) {
   }
 }
 
-}  // namespace
+// One fit, step by step. Each step reads what the steps before it resolved (the members they
+// filled) and only the config fields that no step resolved; Run calls them in order, once.
+// Members are destroyed in reverse order: the global phase's data and the strategy go before the
+// checkpoints, the model and the angles (a streaming objective gives the source back).
+class FitRun {
+ public:
+  FitRun(const Config& config, BatchSource& source, const FitObserver& observer)
+      : config_(config), source_(source), observer_(observer) {}
 
-FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& options,
-               const FitObserver& observer) {
-  const Clock::time_point start = Clock::now();
-  FitOutcome outcome;
-  FitResult& result = outcome.result;
-  result.analysis_mode = config.analysis_mode;
+  FitOutcome Run() {
+    SelectBackendStep();
+    PlanStep();
+    SetUpStrategyStep();
+    BuildParametersStep();
+    OpenCheckpointsStep();
+    GlobalPhaseStep();
+    FinalFitStep();
+    return ResultStep();
+  }
+
+ private:
+  void ReportPhase(const std::string& phase, double seconds) const {
+    if (observer_.on_phase) observer_.on_phase(FitPhaseReport{phase, seconds});
+  }
+
   // docs/design.md section 5: a backend this build or machine lacks is an error, not a silent
   // CPU run.
-  const BackendChoice backend = SelectBackendFor(config);
-  if (config.performance.backend == BackendKind::kAuto) spdlog::info("{}", backend.reason);
+  void SelectBackendStep() {
+    result_.analysis_mode = config_.analysis_mode;
+    backend_ = SelectBackendFor(config_);
+    if (config_.performance.backend == BackendKind::kAuto) spdlog::info("{}", backend_.reason);
+  }
 
-  const DatasetInfo& info = source.info();
-  for (const std::string& warning : info.warnings) spdlog::warn("{}", warning);
-  const int n_angles = info.num_angles();
-  const int n_times = info.num_times();
-  // initial_parameters.per_angle_scaling lists must have one value per kept angle.
-  const std::pair<const std::optional<std::vector<double>>*, const char*> per_angle_lists[] = {
-      {&config.initial.per_angle_contrast, "contrast"},
-      {&config.initial.per_angle_offset, "offset"}};
-  for (const auto& [list, name] : per_angle_lists) {
-    if (*list && static_cast<int>((*list)->size()) != n_angles) {
-      throw ConfigError(config.source_path + ": initial_parameters.per_angle_scaling." + name +
-                        " has " + std::to_string((*list)->size()) + " values but the data has " +
-                        std::to_string(n_angles) + " angles");
+  // The plan (memory, batch size, threads, strategy) for the data's shape, and the config checked
+  // against that shape.
+  void PlanStep() {
+    const DatasetInfo& info = source_.info();
+    for (const std::string& warning : info.warnings) spdlog::warn("{}", warning);
+    plan_ = PlanFit(config_, info);
+    ValidateConfigForData(config_, {info.num_angles(), plan_.strategy.kind});
+    if (!plan_.scaling_warning.empty()) {
+      spdlog::warn("{}", plan_.scaling_warning);
+      result_.warnings.push_back(plan_.scaling_warning);
     }
+    omp_set_num_threads(plan_.size.threads);
+    result_.strategy_reason = plan_.strategy.reason;
+    spdlog::info("strategy {} ({})", ToString(plan_.strategy.kind), plan_.strategy.reason);
   }
 
-  const FitPlan plan = PlanFit(config, info, options.memory_limit_gb);
-  if (!plan.scaling_warning.empty()) {
-    spdlog::warn("{}", plan.scaling_warning);
-    result.warnings.push_back(plan.scaling_warning);
+  // The model of the data, the chosen strategy (on an allocation failure, the next leaner one:
+  // docs/design.md section 3) and, with a global phase, its subsample of the data.
+  void SetUpStrategyStep() {
+    const DatasetInfo& info = source_.info();
+    model_.emplace(
+        config_.analysis_mode,
+        ScatteringGeometry{info.q_inv_angstrom, config_.geometry.gap_angstrom, info.dt_seconds},
+        info.FittedTimes());
+    for (const AngleInfo& angle : info.angles) phi_.push_back(angle.phi_degrees);
+    on_chunk_ = [this](const PassProgress& progress) {
+      if (observer_.on_pass_chunk) observer_.on_pass_chunk(progress);
+      if (checkpoints_) checkpoints_->OnChunk(progress);
+    };
+    const StrategyInputs inputs{config_,    source_,   *model_,         phi_,
+                                plan_.size, on_chunk_, backend_.backend};
+    strategy_ = SetUpStrategy(plan_.strategy.kind, inputs, result_.recovery_actions);
+    search_row_stride_ = SearchRowStride(UpperTriangleSize(info.num_times()) * info.num_angles(),
+                                         config_.nlsq.global_search.max_points);
+    if (config_.nlsq.global_search.method != GlobalSearchMethod::kOff) {
+      search_data_ = strategy_->SearchData(search_row_stride_);
+    }
+    result_.strategy = std::string(ToString(strategy_->kind()));
+    result_.load_seconds = SecondsSince(start_);
+    ReportPhase("load", result_.load_seconds);
   }
-  const ProblemSize& size = plan.size;
-  omp_set_num_threads(size.threads);
-  const StrategyChoice& choice = plan.strategy;
-  result.strategy_reason = choice.reason;
-  std::string global_reason;
-  const GlobalSearchMethod global_method =
-      ResolveGlobalSearchMethod(config.nlsq, options.global_search, &global_reason);
-  if (config.nlsq.solver == LmSolver::kCeres && choice.kind != StrategyKind::kStandard) {
-    throw ConfigError(config.source_path +
-                      ": optimization.nlsq.solver = ceres needs the standard "
-                      "strategy (this fit uses " +
-                      std::string(ToString(choice.kind)) +
-                      "): use --strategy standard, or solver lm");
+
+  // The parameters (start, bounds and names, full and reduced: fit_parameters.h) and the final
+  // fit's options, whose callback logs, observes and checkpoints every iteration.
+  void BuildParametersStep() {
+    parameters_.emplace(BuildFitParameters(config_, plan_.scaling, strategy_->objective(), phi_,
+                                           strategy_->scaling_from_data()));
+    spdlog::info("per-angle scaling {} ({}); {} parameters fitted", ToString(plan_.scaling.mode),
+                 plan_.scaling.reason, parameters_->map.num_reduced());
+    lm_ = FinalFitOptions(config_, *parameters_);
+    lm_.callback = [this](const LevenbergMarquardtIteration& iteration) {
+      spdlog::info("iteration {:3d}  chi2 {:.8e}  damping {:.2e}  step {:.3e}  {}  {:.2f} s",
+                   iteration.iteration, iteration.chi2, iteration.damping, iteration.step_norm,
+                   iteration.iteration == 0  ? "start"
+                   : iteration.step_accepted ? "accepted"
+                                             : "rejected",
+                   iteration.seconds);
+      if (observer_.on_iteration) observer_.on_iteration(iteration);
+      return checkpoints_->OnIteration(iteration);
+    };
   }
-  spdlog::info("strategy {} ({})", ToString(choice.kind), choice.reason);
-
-  const HomodyneModel model(
-      config.analysis_mode,
-      ScatteringGeometry{info.q_inv_angstrom, config.geometry.gap_angstrom, info.dt_seconds},
-      info.FittedTimes());
-  std::vector<double> phi;
-  for (const AngleInfo& angle : info.angles) phi.push_back(angle.phi_degrees);
-
-  // Set up the chosen strategy; on an allocation failure, the next leaner one
-  // (docs/design.md section 3).
-  std::unique_ptr<FitCheckpoints> checkpoints;  // created once the strategy is set up
-  auto on_chunk = [&observer, &checkpoints](const PassProgress& progress) {
-    if (observer.on_pass_chunk) observer.on_pass_chunk(progress);
-    if (checkpoints) checkpoints->OnChunk(progress);
-  };
-  const StrategyInputs strategy_inputs{config, source, model, phi, size, on_chunk, backend.backend};
-  const std::unique_ptr<FitStrategy> strategy =
-      SetUpStrategy(choice.kind, strategy_inputs, result.recovery_actions);
-  BatchedObjective& objective = strategy->objective();
-  // The global phase's data: every s-th row (all rows up to max_points).
-  const int search_row_stride =
-      SearchRowStride(UpperTriangleSize(n_times) * n_angles, config.nlsq.global_search.max_points);
-  std::unique_ptr<BatchedObjective> search_data;
-  if (global_method != GlobalSearchMethod::kOff) {
-    search_data = strategy->SearchData(search_row_stride);
-  }
-  result.strategy = std::string(ToString(strategy->kind()));
-  result.load_seconds = SecondsSince(start);
-  ReportPhase(observer, "load", result.load_seconds);
-
-  // The parameters: start, bounds and names, full and reduced (fit_parameters.h).
-  const int n_full = objective.num_parameters();
-  const FitParameters parameters =
-      BuildFitParameters(config, plan.scaling, objective, phi, strategy->scaling_from_data());
-  const ScalingMap& map = parameters.map;
-  const BoundBox& reduced_bounds = parameters.reduced_bounds;
-  const Eigen::VectorXd& reduced0 = parameters.reduced_start;
-  const std::vector<std::string>& names = PhysicalParameterNames(config.analysis_mode);
-  spdlog::info("per-angle scaling {} ({}); {} parameters fitted", ToString(plan.scaling.mode),
-               plan.scaling.reason, map.num_reduced());
-  LevenbergMarquardtOptions lm;
-  lm.lower_bounds = reduced_bounds.lower;
-  lm.upper_bounds = reduced_bounds.upper;
-  lm.parameter_names = map.reduced_names;
-  lm.max_iterations = config.nlsq.max_iterations;
-  lm.ftol = config.nlsq.tolerance;
-  lm.xtol = config.nlsq.xtol;
-  lm.gtol = config.nlsq.gtol;
-  lm.statistical_tolerance = config.nlsq.statistical_tolerance;
-  lm.validate_numerics = !config.performance.fast_mode;
-  lm.callback = [&checkpoints, &observer](const LevenbergMarquardtIteration& iteration) {
-    spdlog::info("iteration {:3d}  chi2 {:.8e}  damping {:.2e}  step {:.3e}  {}  {:.2f} s",
-                 iteration.iteration, iteration.chi2, iteration.damping, iteration.step_norm,
-                 iteration.iteration == 0  ? "start"
-                 : iteration.step_accepted ? "accepted"
-                                           : "rejected",
-                 iteration.seconds);
-    if (observer.on_iteration) observer.on_iteration(iteration);
-    return checkpoints->OnIteration(iteration);
-  };
 
   // Checkpoints of this config and data set; resume from the newest valid one
   // (docs/design.md section 6).
-  const int64_t batch_points_per_angle = objective.batch_points();
-  checkpoints = std::make_unique<FitCheckpoints>(
-      config, strategy->checkpoint_policy(),
-      Sha256Hex(FitIdentityText(config, batch_points_per_angle, global_method)),
-      DataFingerprint(source), objective.num_batches(), observer.on_checkpoint_saved);
-  if (const std::optional<Checkpoint> checkpoint = checkpoints->LoadForResume()) {
-    CheckCheckpointFits(*checkpoint, {map.num_reduced(), n_full, objective.num_batches()},
-                        config.streaming.checkpoint_dir);
-    // Ceres and the LM core keep different states: a state of the other cannot be continued.
-    if (checkpoint->lm.theta.size() > 0 && checkpoint->lm.solver != strategy->solver()) {
-      const bool ceres_state = checkpoint->lm.solver == StateSolver::kCeres;
-      throw InputError("the checkpoint at batch " + std::to_string(checkpoint->global_batch) +
-                       " in " + config.streaming.checkpoint_dir + " was written by the " +
-                       (ceres_state ? "Ceres solver" : "LM core") + " and this run uses the " +
-                       (ceres_state ? "LM core" : "Ceres solver") + ": resume it with " +
-                       (ceres_state ? "--strategy standard --solver ceres" : "--solver lm") +
-                       ", or start afresh with --no-resume");
-    }
-    checkpoints->ContinueFrom(*checkpoint);
-    if (checkpoint->lm.theta.size() > 0) lm.resume_state = checkpoint->lm;
+  void OpenCheckpointsStep() {
+    BatchedObjective& objective = strategy_->objective();
+    checkpoints_ = std::make_unique<FitCheckpoints>(
+        config_, strategy_->checkpoint_policy(),
+        Sha256Hex(
+            FitIdentityText(config_, objective.batch_points(), config_.nlsq.global_search.method)),
+        DataFingerprint(source_), objective.num_batches(), observer_.on_checkpoint_saved);
+    const std::optional<Checkpoint> checkpoint = checkpoints_->LoadForResume();
+    if (!checkpoint) return;
+    CheckCheckpointFits(
+        *checkpoint,
+        {parameters_->map.num_reduced(), objective.num_parameters(), objective.num_batches()},
+        config_.streaming.checkpoint_dir);
+    CheckCheckpointSolver(*checkpoint, strategy_->solver(), config_.streaming.checkpoint_dir);
+    checkpoints_->ContinueFrom(*checkpoint);
+    if (checkpoint->lm.theta.size() > 0) lm_.resume_state = checkpoint->lm;
     if (checkpoint->pass) objective.ResumePass(*checkpoint->pass);
     const std::string action = "resumed from the checkpoint at batch " +
                                std::to_string(checkpoint->global_batch) + " (iteration " +
                                std::to_string(checkpoint->lm.iterations) + ", written " +
                                checkpoint->timestamp_utc + ")";
     spdlog::info("{}", action);
-    result.recovery_actions.push_back(action);
+    result_.recovery_actions.push_back(action);
   }
 
   // The global phase (docs/design.md section 4b), or a projected local fit when it is off; the
@@ -215,86 +180,113 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitOptions& opti
   // checkpoint and computes only what the interrupted run had not (a SLURM job whose time slot is
   // shorter than the phase still progresses); after a final-fit checkpoint the whole phase is
   // replayed (no passes) and the fit continues from its state.
-  Eigen::VectorXd fit_start = reduced0;
-  result.global_search.reason = global_reason;
-  const Clock::time_point global_start = Clock::now();
-  if (global_method != GlobalSearchMethod::kOff) {
-    const GlobalSearchSummary global =
-        RunGlobalPhase(config, global_method, *search_data, search_row_stride, map, reduced_bounds,
-                       reduced0, lm, *checkpoints, observer);
-    result.global_search = GlobalSearchRecordOf(global, global_reason, map, names);
-    for (const std::string& warning : global.warnings) {
-      spdlog::warn("{}", warning);
-      result.warnings.push_back(warning);
+  void GlobalPhaseStep() {
+    const GlobalSearchOptions& global_search = config_.nlsq.global_search;
+    const FitParameters& parameters = *parameters_;
+    fit_start_ = parameters.reduced_start;
+    result_.global_search.reason = global_search.method_reason;
+    const Clock::time_point phase_start = Clock::now();
+    if (global_search.method != GlobalSearchMethod::kOff) {
+      const GlobalSearchSummary global =
+          RunGlobalPhase({config_.nlsq, *search_data_, search_row_stride_, parameters, lm_,
+                          *checkpoints_, observer_});
+      result_.global_search =
+          GlobalSearchRecordOf(global, global_search.method_reason, parameters.map,
+                               PhysicalParameterNames(config_.analysis_mode));
+      for (const std::string& warning : global.warnings) {
+        spdlog::warn("{}", warning);
+        result_.warnings.push_back(warning);
+      }
+      if (global.chosen >= 0)
+        fit_start_ = global.minima[static_cast<size_t>(global.chosen)].reduced;
+      ReportPhase("global search", SecondsSince(phase_start));
+    } else if (config_.nlsq.variable_projection && !lm_.resume_state) {
+      fit_start_ = ProjectedLocalFit(strategy_->objective(), parameters.map,
+                                     parameters.reduced_bounds, parameters.reduced_start, lm_);
+      checkpoints_->StopIfInterrupted();
+      ReportPhase("projected local fit", SecondsSince(phase_start));
     }
-    if (global.chosen >= 0) fit_start = global.minima[static_cast<size_t>(global.chosen)].reduced;
-    ReportPhase(observer, "global search", SecondsSince(global_start));
-  } else if (config.nlsq.variable_projection && !lm.resume_state) {
-    fit_start = ProjectedLocalFit(objective, map, reduced_bounds, reduced0, lm);
-    checkpoints->StopIfInterrupted();
-    ReportPhase(observer, "projected local fit", SecondsSince(global_start));
+    search_data_.reset();
   }
-  search_data.reset();
 
-  LevenbergMarquardtSummary summary;
-  try {
-    // A strategy that gives way mid-fit (Ceres' Jacobian did not fit: the LM core goes on as
-    // large) is recorded, and its checkpoints follow the new strategy.
-    auto on_fallback = [&](const StrategyFallback& fallback) {
+  // The final fit from the global phase's minimum. A strategy that gives way mid-fit (Ceres'
+  // Jacobian did not fit: the LM core goes on as large) is recorded, and its checkpoints follow
+  // the new strategy. A signal stops it with a checkpoint (FitInterrupted); a batch that cannot
+  // be read even after retries keeps what was computed (docs/design.md section 7).
+  void FinalFitStep() {
+    auto on_fallback = [this](const StrategyFallback& fallback) {
       spdlog::warn("{}", fallback.action);
-      result.recovery_actions.push_back(fallback.action);
-      result.strategy = std::string(ToString(fallback.kind));
-      checkpoints->FollowPolicy(fallback.checkpoint_policy);
+      result_.recovery_actions.push_back(fallback.action);
+      result_.strategy = std::string(ToString(fallback.kind));
+      checkpoints_->FollowPolicy(fallback.checkpoint_policy);
     };
-    summary = strategy->MinimizeFinal(lm, map, fit_start, on_fallback);
-    // Stopped by a signal (FitCheckpoints::OnIteration): save and exit 3.
-    if (summary.status == LevenbergMarquardtStatus::kStoppedByCallback) {
-      checkpoints->StopIfInterrupted();
+    try {
+      summary_ = strategy_->MinimizeFinal(lm_, parameters_->map, fit_start_, on_fallback);
+      // Stopped by a signal (FitCheckpoints::OnIteration): save and exit 3.
+      if (summary_.status == LevenbergMarquardtStatus::kStoppedByCallback) {
+        checkpoints_->StopIfInterrupted();
+      }
+    } catch (const DataError& error) {
+      const bool saved = checkpoints_->SaveAfterFailure();
+      throw DataError(std::string(error.what()) +
+                      (saved ? "; progress saved in " + config_.streaming.checkpoint_dir +
+                                   ": run the same command again to resume once the file is "
+                                   "readable"
+                             : ""));
     }
-  } catch (const DataError& error) {
-    // A batch that could not be read even after retries: keep what was computed
-    // (docs/design.md section 7).
-    const bool saved = checkpoints->SaveAfterFailure();
-    throw DataError(std::string(error.what()) +
-                    (saved ? "; progress saved in " + config.streaming.checkpoint_dir +
-                                 ": run the same command again to resume once the file is readable"
-                           : ""));
+    ReportPhase("final fit", summary_.seconds);
   }
-  ReportPhase(observer, "final fit", summary.seconds);
-  for (const std::string& warning : checkpoints->warnings()) result.warnings.push_back(warning);
-  const BatchStatistics& statistics = checkpoints->statistics();
-  result.batch_statistics = {statistics.batches, statistics.retries + objective.read_retries(),
-                             statistics.read_failures, statistics.checkpoint_failures,
-                             checkpoints->saves()};
-  if (objective.num_nonfinite_points() > 0) {
-    const std::string warning = std::to_string(objective.num_nonfinite_points()) +
-                                " non-finite data points excluded from the fit";
-    spdlog::warn("{}", warning);
-    result.warnings.push_back(warning);
-  }
-  result.optimization_seconds = summary.seconds;
-  const std::vector<double> physical = RecordSolution(
-      summary, lm, parameters, plan.scaling, objective, phi, !config.performance.fast_mode, result);
-  result.termination_reason = summary.reason;
-  result.n_points = info.num_fit_points();
-  result.n_angles = n_angles;
-  result.n_times = n_times;
-  result.q_inv_angstrom = info.q_inv_angstrom;
-  result.iterations = summary.iterations;
-  result.passes = summary.passes + summary.cost_passes;
-  result.point_evaluations = result.passes * objective.num_points();
-  result.backend = std::string(ToString(backend.backend->kind()));
-  result.threads = size.threads;
-  result.total_seconds = SecondsSince(start);
-  result.memory_peak_mb = PeakResidentMb();
 
-  outcome.final_fit_report = summary.BriefReport();
-  outcome.physical = physical;
-  outcome.model = model;
-  outcome.checkpoints = checkpoints->store_options();
-  outcome.checkpoints_enabled = checkpoints->enabled();
-  outcome.exit_code = result.convergence_status == "failed" ? kExitFailure : kExitSuccess;
-  return outcome;  // the strategy goes first: a streaming objective gives the source back
+  // The result: warnings, the solution (fit_solution.h) and the totals; what a caller needs
+  // beside it.
+  FitOutcome ResultStep() {
+    const BatchedObjective& objective = strategy_->objective();
+    for (const std::string& warning : checkpoints_->warnings()) result_.warnings.push_back(warning);
+    if (objective.num_nonfinite_points() > 0) {
+      const std::string warning = std::to_string(objective.num_nonfinite_points()) +
+                                  " non-finite data points excluded from the fit";
+      spdlog::warn("{}", warning);
+      result_.warnings.push_back(warning);
+    }
+    outcome_.physical = RecordSolution(summary_, lm_, *parameters_, plan_.scaling, objective, phi_,
+                                       !config_.performance.fast_mode, result_);
+    RecordTotals(
+        {summary_, source_.info(), objective, checkpoints_->statistics(), checkpoints_->saves(),
+         *backend_.backend, plan_.size.threads, SecondsSince(start_)},
+        result_);
+    outcome_.final_fit_report = summary_.BriefReport();
+    outcome_.model = *model_;
+    outcome_.checkpoints = checkpoints_->store_options();
+    outcome_.checkpoints_enabled = checkpoints_->enabled();
+    outcome_.exit_code = result_.convergence_status == "failed" ? kExitFailure : kExitSuccess;
+    return std::move(outcome_);
+  }
+
+  const Config& config_;
+  BatchSource& source_;
+  const FitObserver& observer_;
+  const Clock::time_point start_ = Clock::now();
+  FitOutcome outcome_;
+  FitResult& result_ = outcome_.result;
+  BackendChoice backend_;                              // SelectBackendStep
+  FitPlan plan_;                                       // PlanStep
+  std::optional<HomodyneModel> model_;                 // SetUpStrategyStep
+  std::vector<double> phi_;                            // the data's angles [deg]
+  std::function<void(const PassProgress&)> on_chunk_;  // every chunk of every pass
+  std::unique_ptr<FitCheckpoints> checkpoints_;        // OpenCheckpointsStep
+  std::unique_ptr<FitStrategy> strategy_;              // SetUpStrategyStep
+  int search_row_stride_ = 1;                          // the global phase's rows
+  std::unique_ptr<BatchedObjective> search_data_;      // until GlobalPhaseStep ends
+  std::optional<FitParameters> parameters_;            // BuildParametersStep
+  LevenbergMarquardtOptions lm_;                       // the final fit's options
+  Eigen::VectorXd fit_start_;                          // GlobalPhaseStep
+  LevenbergMarquardtSummary summary_;                  // FinalFitStep
+};
+
+}  // namespace
+
+FitOutcome Fit(const Config& config, BatchSource& source, const FitObserver& observer) {
+  return FitRun(config, source, observer).Run();
 }
 
 void WriteFitResults(const FitOutcome& outcome, BatchSource& source, const std::string& output_dir) {

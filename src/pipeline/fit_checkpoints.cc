@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <ctime>
@@ -16,30 +15,11 @@
 
 #include "fit_identity.h"
 #include "homodyne/errors.h"
+#include "interrupts.h"
 #include "objective/c2_rows.h"
 
 namespace homodyne {
 namespace {
-
-std::atomic<int> g_interrupt_signal{0};
-
-extern "C" void HandleInterrupt(int signal_number) {
-  // A second SIGINT (Ctrl-C twice) ends the process at once; async-signal-safe calls only.
-  if (signal_number == SIGINT && g_interrupt_signal.load() == SIGINT) _exit(130);
-  g_interrupt_signal.store(signal_number);
-}
-
-std::string SignalName(int signal_number) {
-  switch (signal_number) {
-    case SIGTERM:
-      return "SIGTERM";
-    case SIGINT:
-      return "SIGINT";
-    case SIGUSR1:
-      return "SIGUSR1";
-  }
-  return "signal " + std::to_string(signal_number);
-}
 
 std::string UtcTimestamp() {
   const std::time_t now = std::time(nullptr);
@@ -124,20 +104,6 @@ class IdentityWriter {
 
 }  // namespace
 
-void InstallInterruptHandlers() {
-  struct sigaction action {};
-  action.sa_handler = HandleInterrupt;
-  sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_RESTART;
-  for (int signal_number : {SIGTERM, SIGINT, SIGUSR1}) sigaction(signal_number, &action, nullptr);
-}
-
-int InterruptSignal() { return g_interrupt_signal.load(); }
-
-void RequestInterrupt(int signal_number) { g_interrupt_signal.store(signal_number); }
-
-void ClearInterrupt() { g_interrupt_signal.store(0); }
-
 std::string FitIdentityText(const Config& config, int64_t batch_points,
                             GlobalSearchMethod global_search_method) {
   std::ostringstream out;
@@ -149,6 +115,18 @@ std::string FitIdentityText(const Config& config, int64_t batch_points,
       << "global_search_method=" << std::quoted(std::string(ToString(global_search_method)))
       << "\n";
   return out.str();
+}
+
+void CheckCheckpointSolver(const Checkpoint& checkpoint, StateSolver solver,
+                           const std::string& directory) {
+  if (checkpoint.lm.theta.size() == 0 || checkpoint.lm.solver == solver) return;
+  const bool ceres_state = checkpoint.lm.solver == StateSolver::kCeres;
+  throw InputError("the checkpoint at batch " + std::to_string(checkpoint.global_batch) + " in " +
+                   directory + " was written by the " + (ceres_state ? "Ceres solver" : "LM core") +
+                   " and this run uses the " + (ceres_state ? "LM core" : "Ceres solver") +
+                   ": resume it with " +
+                   (ceres_state ? "--strategy standard --solver ceres" : "--solver lm") +
+                   ", or start afresh with --no-resume");
 }
 
 void CheckCheckpointFits(const Checkpoint& checkpoint, const CheckpointLayout& layout,
@@ -300,9 +278,8 @@ void FitCheckpoints::StopIfInterrupted() {
   }
 }
 
-void FitCheckpoints::OnGlobalSearchProgress(int64_t passes, int64_t batches_per_pass,
-                                            const GlobalSearchTrail& trail) {
-  AdvanceBatches(passes * batches_per_pass);
+void FitCheckpoints::OnGlobalSearchProgress(int64_t batches, const GlobalSearchTrail& trail) {
+  AdvanceBatches(batches);
   // A resumed final-fit state keeps its pass in progress (last_pass_) in these saves.
   const PassState* pass = last_pass_ ? &*last_pass_ : nullptr;
   live_trail_ = &trail;
@@ -310,7 +287,7 @@ void FitCheckpoints::OnGlobalSearchProgress(int64_t passes, int64_t batches_per_
     if (const int signal_number = InterruptSignal(); signal_number != 0) {
       SaveAndStop(pass, signal_number);
     }
-    if (enabled_ && passes > 0 && PeriodicSaveDue()) Save(pass);
+    if (enabled_ && batches > 0 && PeriodicSaveDue()) Save(pass);
   } catch (...) {
     live_trail_ = nullptr;  // FitInterrupted from SaveAndStop
     throw;
@@ -318,10 +295,9 @@ void FitCheckpoints::OnGlobalSearchProgress(int64_t passes, int64_t batches_per_
   live_trail_ = nullptr;
 }
 
-void FitCheckpoints::OnGlobalSearchFinished(int64_t passes, int64_t batches_per_pass,
-                                            const GlobalSearchTrail& trail) {
+void FitCheckpoints::OnGlobalSearchFinished(int64_t batches, const GlobalSearchTrail& trail) {
   global_search_trail_ = trail;
-  OnGlobalSearchProgress(passes, batches_per_pass, global_search_trail_);
+  OnGlobalSearchProgress(batches, global_search_trail_);
 }
 
 void FitCheckpoints::AdvanceBatches(int64_t batches) {

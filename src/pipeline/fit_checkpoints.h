@@ -1,6 +1,6 @@
 // Checkpoints, resume and interruption of one fit (docs/design.md sections 6 and 7): when to save,
-// what goes in, what a signal does (the interrupt flag and FitInterrupted are in fit.h). The file
-// format and the folder live in checkpoint.h.
+// what goes in, what a signal does (the flag it sets is in interrupts.h, FitInterrupted in fit.h).
+// The file format and the folder live in checkpoint.h.
 #pragma once
 
 #include <chrono>
@@ -24,8 +24,9 @@ namespace homodyne {
 
 // The resolved settings that determine a fit's numbers, as text; its SHA-256 identifies the
 // config in checkpoints. Every Config field whose role in fit_identity.h is kNumbers or
-// kInputFile (threads, output paths and checkpoint settings are not), plus what the fit resolved:
-// batch_points (points per angle in a batch) and global_search_method (ResolveGlobalSearchMethod).
+// kInputFile (threads, output paths and checkpoint settings are not), plus what was resolved:
+// batch_points (points per angle in a batch) and global_search_method (the method ResolveConfig
+// settled, GlobalSearchOptions::method).
 std::string FitIdentityText(const Config& config, int64_t batch_points,
                             GlobalSearchMethod global_search_method);
 
@@ -40,6 +41,11 @@ struct CheckpointLayout {
 // even if the identity missed what made it different.
 void CheckCheckpointFits(const Checkpoint& checkpoint, const CheckpointLayout& layout,
                          const std::string& directory);
+// Throws InputError (naming the checkpoint, both optimisers and the flags that resume it) when
+// `checkpoint` holds a fit state of the other optimiser than `solver`: Ceres and the LM core keep
+// different states, and one cannot continue the other's.
+void CheckCheckpointSolver(const Checkpoint& checkpoint, StateSolver solver,
+                           const std::string& directory);
 
 // Path, size, modification time, shape and a SHA-256 of sampled rows (first, middle and last row
 // of every angle) of the input: a checkpoint of another data set is refused.
@@ -89,18 +95,17 @@ class FitCheckpoints {
   // After a fit stopped by OnIteration: on a signal, saves the last state and throws
   // FitInterrupted (as OnChunk does inside passes); else returns.
   void StopIfInterrupted();
-  // Progress of the global phase (global_search.h): `passes` new passes count as batches
-  // (statistics, the test signal hook); `trail` (what the phase computed so far) goes into every
-  // checkpoint from now on, so that a resumed run replays it (GlobalSearchInputs::replay) and
-  // ends bitwise where an uninterrupted one does. Saves when a periodic save is due (its work is
-  // not lost to kill -9); on a signal, saves and throws FitInterrupted. The trail is read only
-  // during the call (no copy per progress: the phase's trail grows with it); after the phase,
-  // OnGlobalSearchFinished keeps its final trail for the saves of the final fit.
-  void OnGlobalSearchProgress(int64_t passes, int64_t batches_per_pass,
-                              const GlobalSearchTrail& trail);
+  // Progress of the global phase (global_search.h): `batches` newly computed (its new passes
+  // times the batches of one of its passes) are counted (statistics, the test signal hook); `trail`
+  // (what the phase computed so far) goes into every checkpoint from now on, so that a resumed run
+  // replays it (GlobalSearchInputs::replay) and ends bitwise where an uninterrupted one does. Saves
+  // when a periodic save is due (its work is not lost to kill -9); on a signal, saves and throws
+  // FitInterrupted. The trail is read only during the call (no copy per progress: the phase's trail
+  // grows with it); after the phase, OnGlobalSearchFinished keeps its final trail for the saves of
+  // the final fit.
+  void OnGlobalSearchProgress(int64_t batches, const GlobalSearchTrail& trail);
   // The phase's last progress: as OnGlobalSearchProgress, and keeps a copy of `trail`.
-  void OnGlobalSearchFinished(int64_t passes, int64_t batches_per_pass,
-                              const GlobalSearchTrail& trail);
+  void OnGlobalSearchFinished(int64_t batches, const GlobalSearchTrail& trail);
   // The trail of a checkpoint this run resumed from (empty when none).
   const GlobalSearchTrail& global_search_trail() const { return global_search_trail_; }
   // The chunk callback of a pass: counts batches, saves every checkpoint_frequency batches

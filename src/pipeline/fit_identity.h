@@ -66,11 +66,12 @@ void VisitInitial(Struct& initial, Visitor& visit) {
 
 template <typename Struct, typename Visitor>
 void VisitGlobalSearch(Struct& global, Visitor& visit) {
-  auto& [method, method_from_config, max_points] = global;
+  auto& [method, method_from_config, method_reason, max_points] = global;
   // The method enters resolved, with the --global-search flag and the multi_start and cmaes
   // enables (FitIdentityText's global_search_method).
   visit("optimization.nlsq.global_search.method", kNotNumbersField, method);
   visit("optimization.nlsq.global_search.method_from_config", kNotNumbersField, method_from_config);
+  visit("optimization.nlsq.global_search.method_reason", kNotNumbersField, method_reason);
   visit("optimization.nlsq.global_search.max_points", kNumbersField, max_points);
 }
 
@@ -163,13 +164,15 @@ void VisitStreaming(Struct& streaming, Visitor& visit) {
 
 template <typename Struct, typename Visitor>
 void VisitPerformance(Struct& performance, Visitor& visit) {
-  auto& [strategy_override, memory_limit_gb, fast_mode, backend, cpu_threads, enable_progress] =
-      performance;
+  auto& [strategy_override, memory_limit_gb, memory_limit_from_command_line, fast_mode, backend,
+         cpu_threads, enable_progress] = performance;
   // The strategies compute bitwise the same passes (objective.h), and a fit may fall back to a
   // leaner one after an allocation failure: a checkpoint of one resumes in another.
   visit("performance.strategy_override", kNotNumbersField, strategy_override);
   // Enters through the batch size it resolves to.
   visit("performance.memory_limit_gb", kNotNumbersField, memory_limit_gb);
+  visit("performance.memory_limit_from_command_line", kNotNumbersField,
+        memory_limit_from_command_line);
   // Numerical validation: a fit stops (failed) where a fast-mode fit goes on.
   visit("performance.fast_mode", kNumbersField, fast_mode);
   // Only the CPU computes passes in this version (SelectBackend refuses cuda; auto means cpu).

@@ -22,7 +22,7 @@ FitOutcome RunFitJob(const Config& config, BatchSource& source, const FitJobOpti
   PerformanceLog performance_log(log_options, options.output_dir.value_or(""));
   const FitOutcome outcome = [&] {
     try {
-      return Fit(config, source, options.fit, performance_log.Observe(observer));
+      return Fit(config, source, performance_log.Observe(observer));
     } catch (const std::exception& error) {
       performance_log.LogFailure(error.what());
       throw;

@@ -101,4 +101,18 @@ FitParameters BuildFitParameters(const Config& config, const ResolvedScaling& sc
   return parameters;
 }
 
+LevenbergMarquardtOptions FinalFitOptions(const Config& config, const FitParameters& parameters) {
+  LevenbergMarquardtOptions lm;
+  lm.lower_bounds = parameters.reduced_bounds.lower;
+  lm.upper_bounds = parameters.reduced_bounds.upper;
+  lm.parameter_names = parameters.map.reduced_names;
+  lm.max_iterations = config.nlsq.max_iterations;
+  lm.ftol = config.nlsq.tolerance;
+  lm.xtol = config.nlsq.xtol;
+  lm.gtol = config.nlsq.gtol;
+  lm.statistical_tolerance = config.nlsq.statistical_tolerance;
+  lm.validate_numerics = !config.performance.fast_mode;
+  return lm;
+}
+
 }  // namespace homodyne

@@ -10,8 +10,9 @@
 #include <Eigen/Dense>
 
 #include "homodyne/config.h"
-#include "optimize/initial_values.h"
 #include "objective/batched_objective.h"
+#include "optimize/initial_values.h"
+#include "optimize/levenberg_marquardt.h"
 #include "optimize/per_angle_mode.h"
 
 namespace homodyne {
@@ -35,5 +36,10 @@ FitParameters BuildFitParameters(const Config& config, const ResolvedScaling& sc
                                  const BatchedObjective& objective,
                                  const std::vector<double>& phi_degrees,
                                  const std::vector<ScalingEstimate>& scaling_from_data);
+
+// The final fit's options from the config: the reduced bounds and names of `parameters`,
+// optimization.nlsq's max_iterations, tolerance (ftol), xtol, gtol and statistical_tolerance, and
+// numerical validation unless performance.fast_mode. No callback and no resume state.
+LevenbergMarquardtOptions FinalFitOptions(const Config& config, const FitParameters& parameters);
 
 }  // namespace homodyne

@@ -4,8 +4,7 @@
 
 namespace homodyne {
 
-FitPlan PlanFit(const Config& config, const DatasetInfo& info,
-                std::optional<double> command_line_memory_limit_gb) {
+FitPlan PlanFit(const Config& config, const DatasetInfo& info) {
   FitPlan plan;
   const int n_angles = info.num_angles();
   plan.requested_scaling = ResolvePerAngleMode(config.nlsq, n_angles);
@@ -25,8 +24,11 @@ FitPlan PlanFit(const Config& config, const DatasetInfo& info,
   plan.num_physical = NumPhysicalParameters(config.analysis_mode);
   plan.num_parameters = plan.num_physical + plan.scaling.num_scaling_parameters;
 
-  plan.available =
-      DetectAvailableMemory(command_line_memory_limit_gb, config.performance.memory_limit_gb);
+  const PerformanceOptions& performance = config.performance;
+  const std::optional<double> no_limit;
+  plan.available = performance.memory_limit_from_command_line
+                       ? DetectAvailableMemory(performance.memory_limit_gb, no_limit)
+                       : DetectAvailableMemory(no_limit, performance.memory_limit_gb);
   ProblemSize& size = plan.size;
   size.fit_points = n_angles * UpperTriangleSize(info.num_times());
   size.num_parameters = plan.num_parameters;

@@ -25,7 +25,6 @@ struct FitPlan {
 
 // Throws ConfigError (bad per-angle mode), InputError (bad HOMODYNE_MEMORY_LIMIT, or a forced
 // strategy that cannot fit in memory).
-FitPlan PlanFit(const Config& config, const DatasetInfo& info,
-                std::optional<double> command_line_memory_limit_gb);
+FitPlan PlanFit(const Config& config, const DatasetInfo& info);
 
 }  // namespace homodyne

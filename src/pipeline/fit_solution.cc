@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <sstream>
 #include <string>
 
@@ -12,6 +13,21 @@
 
 namespace homodyne {
 namespace {
+
+// Peak resident memory of this process (VmHWM), MB; 0 if unknown.
+double PeakResidentMb() {
+  std::ifstream status("/proc/self/status");
+  std::string key;
+  while (status >> key) {
+    if (key == "VmHWM:") {
+      double kb = 0;
+      status >> kb;
+      return kb / 1024.0;
+    }
+    status.ignore(1 << 12, '\n');
+  }
+  return 0.0;
+}
 
 // Full validation's bounds warnings (docs/design.md section 7; fast mode skips them): a fitted
 // parameter held on a bound with its gradient pointing out (summary.parameters_at_bound, from
@@ -144,6 +160,27 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
                                   ? "max_iterations"
                                   : "failed";
   return std::vector<double>(full.theta.data(), full.theta.data() + n_physical);
+}
+
+void RecordTotals(const FitTotals& totals, FitResult& result) {
+  const LevenbergMarquardtSummary& summary = totals.summary;
+  const BatchStatistics& statistics = totals.checkpoint_statistics;
+  result.batch_statistics = {
+      statistics.batches, statistics.retries + totals.objective.read_retries(),
+      statistics.read_failures, statistics.checkpoint_failures, totals.checkpoint_saves};
+  result.optimization_seconds = summary.seconds;
+  result.termination_reason = summary.reason;
+  result.n_points = totals.info.num_fit_points();
+  result.n_angles = totals.info.num_angles();
+  result.n_times = totals.info.num_times();
+  result.q_inv_angstrom = totals.info.q_inv_angstrom;
+  result.iterations = summary.iterations;
+  result.passes = summary.passes + summary.cost_passes;
+  result.point_evaluations = result.passes * totals.objective.num_points();
+  result.backend = std::string(ToString(totals.backend.kind()));
+  result.threads = totals.threads;
+  result.total_seconds = totals.total_seconds;
+  result.memory_peak_mb = PeakResidentMb();
 }
 
 }  // namespace homodyne

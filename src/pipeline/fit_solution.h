@@ -6,10 +6,13 @@
 
 #include <vector>
 
+#include "checkpoint/checkpoint_store.h"
 #include "fit_parameters.h"
-#include "optimize/levenberg_marquardt.h"
-#include "objective/batched_objective.h"
+#include "homodyne/dataset.h"
 #include "homodyne/results.h"
+#include "objective/batched_objective.h"
+#include "objective/pass_backend.h"
+#include "optimize/levenberg_marquardt.h"
 #include "optimize/per_angle_mode.h"
 
 namespace homodyne {
@@ -28,5 +31,22 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
                                    const BatchedObjective& objective,
                                    const std::vector<double>& phi_degrees, bool full_validation,
                                    FitResult& result);
+
+// What the result's totals are counted from, at the end of a fit.
+struct FitTotals {
+  const LevenbergMarquardtSummary& summary;      // the final fit
+  const DatasetInfo& info;                       // the data (points, angles, times, q)
+  const BatchedObjective& objective;             // its read retries and points per pass
+  const BatchStatistics& checkpoint_statistics;  // batches counted by the checkpoints
+  int64_t checkpoint_saves = 0;
+  const PassBackend& backend;  // that computed the passes
+  int threads = 1;
+  double total_seconds = 0.0;  // wall time of the whole fit [s]
+};
+// Fills result.termination_reason, optimization_seconds, batch_statistics, n_points, n_angles,
+// n_times, q_inv_angstrom, iterations, passes (full and cost), point_evaluations, backend,
+// threads, total_seconds and memory_peak_mb (this process's peak resident memory, VmHWM; 0 when
+// unknown).
+void RecordTotals(const FitTotals& totals, FitResult& result);
 
 }  // namespace homodyne

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <string>
 
+#include "interrupts.h"
 #include "optimize/variable_projection.h"
 
 namespace homodyne {
@@ -14,19 +15,19 @@ int SearchRowStride(int64_t points, int64_t max_points) {
   return static_cast<int>(std::max<int64_t>(1, (points + max_points - 1) / max_points));
 }
 
-GlobalSearchSummary RunGlobalPhase(const Config& config, GlobalSearchMethod method,
-                                   BatchedObjective& data, int row_stride, const ScalingMap& map,
-                                   const BoundBox& bounds, const Eigen::VectorXd& start,
-                                   const LevenbergMarquardtOptions& lm,
-                                   FitCheckpoints& checkpoints, const FitObserver& observer) {
+GlobalSearchSummary RunGlobalPhase(const GlobalPhaseContext& context) {
+  const GlobalSearchMethod method = context.nlsq.global_search.method;
+  BatchedObjective& data = context.data;
+  const int row_stride = context.row_stride;
+  FitCheckpoints& checkpoints = context.checkpoints;
   spdlog::info("global search {}: {} points{}", ToString(method), data.num_points(),
                row_stride > 1 ? " (every " + std::to_string(row_stride) + " rows)" : "");
   GlobalSearchInputs inputs;
   inputs.data = &data;
-  inputs.map = map;
-  inputs.bounds = bounds;
-  inputs.start = start;
-  inputs.local = lm;
+  inputs.map = context.parameters.map;
+  inputs.bounds = context.parameters.reduced_bounds;
+  inputs.start = context.parameters.reduced_start;
+  inputs.local = context.lm;
   inputs.local.resume_state.reset();
   inputs.local.callback = [](const LevenbergMarquardtIteration&) { return InterruptSignal() == 0; };
   inputs.replay = checkpoints.global_search_trail();
@@ -52,16 +53,16 @@ GlobalSearchSummary RunGlobalPhase(const Config& config, GlobalSearchMethod meth
       spdlog::info("global search {} {}  best chi2 {:.8e}  {} passes", progress.stage, counter,
                    progress.best_chi2, progress.passes);
     }
-    if (observer.on_global_search) observer.on_global_search(progress);
-    checkpoints.OnGlobalSearchProgress(progress.passes - passes_seen, data.num_batches(),
+    if (context.observer.on_global_search) context.observer.on_global_search(progress);
+    checkpoints.OnGlobalSearchProgress((progress.passes - passes_seen) * data.num_batches(),
                                        *progress.trail);
     passes_seen = progress.passes;
     return true;
   };
-  GlobalSearchSummary summary = RunGlobalSearch(method, config.nlsq, inputs);
+  GlobalSearchSummary summary = RunGlobalSearch(method, context.nlsq, inputs);
   summary.row_stride = row_stride;
-  checkpoints.OnGlobalSearchFinished(summary.passes - summary.replayed_passes - passes_seen,
-                                     data.num_batches(), summary.trail);
+  checkpoints.OnGlobalSearchFinished(
+      (summary.passes - summary.replayed_passes - passes_seen) * data.num_batches(), summary.trail);
   spdlog::info("{}", summary.BriefReport());
   return summary;
 }

@@ -10,12 +10,13 @@
 #include <Eigen/Dense>
 
 #include "fit_checkpoints.h"
+#include "fit_parameters.h"
 #include "homodyne/config.h"
 #include "homodyne/fit.h"
+#include "homodyne/results.h"
+#include "objective/batched_objective.h"
 #include "optimize/global_search.h"
 #include "optimize/levenberg_marquardt.h"
-#include "objective/batched_objective.h"
-#include "homodyne/results.h"
 #include "optimize/per_angle_mode.h"
 
 namespace homodyne {
@@ -24,17 +25,26 @@ namespace homodyne {
 // search sees at most max_points of `points` (1 = all of them).
 int SearchRowStride(int64_t points, int64_t max_points);
 
-// The global search `method` (RunGlobalSearch, global_search.h) on `data` (FitStrategy::
-// SearchData, every row_stride-th row), in the reduced layout of `map` within `bounds`, from
-// `start`; its local fits use lm's tolerances. Logs progress lines, counts its passes as batches
-// in `checkpoints`, puts its trail in every checkpoint and sees signals between candidates and
-// local fits (checkpoints.OnGlobalSearchProgress throws FitInterrupted after saving). A resumed
-// run replays the trail of its checkpoint first. Returns its summary.
-GlobalSearchSummary RunGlobalPhase(const Config& config, GlobalSearchMethod method,
-                                   BatchedObjective& data, int row_stride, const ScalingMap& map,
-                                   const BoundBox& bounds, const Eigen::VectorXd& start,
-                                   const LevenbergMarquardtOptions& lm,
-                                   FitCheckpoints& checkpoints, const FitObserver& observer);
+// What the global phase reads and reports to; every reference outlives the phase.
+struct GlobalPhaseContext {
+  // The settled method (GlobalSearchOptions::method, not kOff) and its options.
+  const NlsqOptions& nlsq;
+  BatchedObjective& data;  // FitStrategy::SearchData: every row_stride-th row
+  int row_stride = 1;
+  // The reduced layout (map), its bounds and the start; lm: the final fit's tolerances, which
+  // the phase's local fits use.
+  const FitParameters& parameters;
+  const LevenbergMarquardtOptions& lm;
+  FitCheckpoints& checkpoints;  // counts the phase's passes, holds its trail, sees signals
+  const FitObserver& observer;  // on_global_search
+};
+
+// The global search (RunGlobalSearch, global_search.h) of context.nlsq.global_search.method.
+// Logs progress lines, counts its passes as batches in the checkpoints, puts its trail in every
+// checkpoint and sees signals between candidates and local fits (FitCheckpoints::
+// OnGlobalSearchProgress throws FitInterrupted after saving). A resumed run replays the trail of
+// its checkpoint first. Returns its summary.
+GlobalSearchSummary RunGlobalPhase(const GlobalPhaseContext& context);
 
 // A projected local fit of `objective` from `start` (global phase off, variable projection on):
 // the reduced point the final fit starts from (`start` itself when nothing is linear).

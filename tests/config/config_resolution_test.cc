@@ -4,7 +4,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "config_test_util.h"
@@ -225,6 +228,78 @@ TEST(ResolveConfigTest, ModeOverrideSilencesTheMissingModeWarning) {
   const Config config = ResolveConfig(source, ModeOverride(AnalysisMode::kStatic));
   EXPECT_EQ(config.analysis_mode, AnalysisMode::kStatic);
   EXPECT_TRUE(config.warnings.empty()) << JoinWarnings(config);
+}
+
+// The global-search method a fit runs and why (GlobalSearchOptions::method, method_reason):
+// --global-search, then the config's method, then cmaes.enable, then multi_start.enable.
+Config WithGlobalSearch(const std::string& yaml, std::optional<std::string> command_line) {
+  ConfigOverrides overrides;
+  overrides.global_search = std::move(command_line);
+  return ResolveConfig(ConfigSource{"analysis_mode: static\n" + yaml, "gs.yaml", ""}, overrides);
+}
+
+TEST(ResolveConfigTest, GlobalSearchCommandLineThenConfigThenEnableKeys) {
+  const std::string nlsq = "optimization:\n  nlsq:\n";
+  const std::string multi = nlsq + "    multi_start: {enable: true}\n";
+  const std::string both = multi + "    cmaes: {enable: true}\n";
+  const std::string off = both + "    global_search: {method: 'off'}\n";
+  const std::vector<
+      std::tuple<std::string, std::optional<std::string>, GlobalSearchMethod, std::string>>
+      cases = {
+          {"", std::nullopt, GlobalSearchMethod::kAuto,
+           "default (optimization.nlsq.global_search.method = auto)"},
+          {"", std::string(""), GlobalSearchMethod::kAuto,
+           "default (optimization.nlsq.global_search.method = auto)"},
+          {multi, std::nullopt, GlobalSearchMethod::kMultiStart,
+           "optimization.nlsq.multi_start.enable = true"},
+          // CMA-ES first, as the reference.
+          {both, std::nullopt, GlobalSearchMethod::kCmaes, "optimization.nlsq.cmaes.enable = true"},
+          {off, std::nullopt, GlobalSearchMethod::kOff,
+           "optimization.nlsq.global_search.method = off"},
+          {off, std::string("multi-start"), GlobalSearchMethod::kMultiStart,
+           "--global-search multi-start"},
+          {off, std::string("multi_start"), GlobalSearchMethod::kMultiStart,
+           "--global-search multi_start"},
+          {off, std::string("auto"), GlobalSearchMethod::kAuto, "--global-search auto"},
+          {nlsq + "    global_search: {method: cmaes}\n", std::nullopt, GlobalSearchMethod::kCmaes,
+           "optimization.nlsq.global_search.method = cmaes"},
+      };
+  for (const auto& [yaml, command_line, method, reason] : cases) {
+    SCOPED_TRACE(yaml + " / " + command_line.value_or("(none)"));
+    const Config config = WithGlobalSearch(yaml, command_line);
+    EXPECT_EQ(config.nlsq.global_search.method, method);
+    EXPECT_EQ(config.nlsq.global_search.method_reason, reason);
+  }
+}
+
+// --global-search (and Python's global_search=) as before: case as written; any other spelling
+// is a ConfigError naming the flag and its choices.
+TEST(ResolveConfigTest, GlobalSearchCommandLineSpellingIsCheckedWithItsMessage) {
+  for (const char* text : {"simplex", "AUTO", "Off", "multi start", "cma-es"}) {
+    try {
+      WithGlobalSearch("", std::string(text));
+      ADD_FAILURE() << "no ConfigError for " << text;
+    } catch (const ConfigError& error) {
+      EXPECT_EQ(std::string(error.what()), std::string("--global-search ") + text +
+                                               ": must be one of auto, off, multi-start, cmaes");
+    }
+  }
+}
+
+// --memory-limit-gb (Python's memory_limit_gb=) replaces the config's limit and is reported as
+// the command line's; without it the config's limit is the config's.
+TEST(ResolveConfigTest, MemoryLimitOverrideWinsAndIsTheCommandLines) {
+  const ConfigSource source{"analysis_mode: static\nperformance: {memory_limit_gb: 3}\n", "m.yaml",
+                            ""};
+  const Config from_file = ResolveConfig(source);
+  EXPECT_EQ(*from_file.performance.memory_limit_gb, 3.0);
+  EXPECT_FALSE(from_file.performance.memory_limit_from_command_line);
+
+  ConfigOverrides overrides;
+  overrides.memory_limit_gb = 2.0;
+  const Config overridden = ResolveConfig(source, overrides);
+  EXPECT_EQ(*overridden.performance.memory_limit_gb, 2.0);
+  EXPECT_TRUE(overridden.performance.memory_limit_from_command_line);
 }
 
 TEST(ReadConfigFileTest, MissingFileIsInputError) {

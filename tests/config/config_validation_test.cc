@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "config/config_for_data.h"
 #include "config_test_util.h"
 
 namespace homodyne {
@@ -210,6 +211,40 @@ TEST(ConfigModeTest, AutoAveragedSpellingIsExplained) {
 TEST(ConfigModeTest, NonMappingDocumentIsAnError) {
   const std::string message = ConfigErrorOf("- just\n- a list\n");
   EXPECT_THAT(message, HasSubstr("must be a mapping"));
+}
+
+// ValidateConfigForData: the checks that need the data set's shape and the planned strategy.
+std::string ConfigForDataErrorOf(const std::string& yaml, const FitShape& shape) {
+  Config config = ParseConfig(yaml, "test.yaml");
+  config.source_path = "fit.yaml";
+  try {
+    ValidateConfigForData(config, shape);
+  } catch (const ConfigError& error) {
+    return error.what();
+  }
+  return "";
+}
+
+TEST(ConfigForDataTest, PerAngleListsNeedOneValuePerAngle) {
+  const std::string yaml = "analysis_mode: laminar_flow\ninitial_parameters:\n";
+  const std::string contrast = yaml + "  per_angle_scaling: {contrast: [0.3, 0.3, 0.3]}\n";
+  const std::string offset = yaml + "  per_angle_scaling: {offset: [1.0, 1.0]}\n";
+  EXPECT_EQ(ConfigForDataErrorOf(contrast, {2, StrategyKind::kStandard}),
+            "fit.yaml: initial_parameters.per_angle_scaling.contrast has 3 values but the data "
+            "has 2 angles");
+  EXPECT_EQ(ConfigForDataErrorOf(contrast, {3, StrategyKind::kStandard}), "");
+  EXPECT_EQ(ConfigForDataErrorOf(offset, {3, StrategyKind::kStandard}),
+            "fit.yaml: initial_parameters.per_angle_scaling.offset has 2 values but the data has "
+            "3 angles");
+  EXPECT_EQ(ConfigForDataErrorOf("analysis_mode: static\n", {5, StrategyKind::kLarge}), "");
+}
+
+TEST(ConfigForDataTest, CeresNeedsTheStandardStrategy) {
+  const std::string yaml = "analysis_mode: static\noptimization: {nlsq: {solver: ceres}}\n";
+  EXPECT_EQ(ConfigForDataErrorOf(yaml, {3, StrategyKind::kStandard}), "");
+  EXPECT_EQ(ConfigForDataErrorOf(yaml, {3, StrategyKind::kChunked}),
+            "fit.yaml: optimization.nlsq.solver = ceres needs the standard strategy (this fit "
+            "uses chunked): use --strategy standard, or solver lm");
 }
 
 }  // namespace

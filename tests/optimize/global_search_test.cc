@@ -233,44 +233,5 @@ TEST_F(GlobalSearchTest, ResumedCmaesSearchIsBitwise) {
   ExpectResumedSearchIsBitwise(GlobalSearchMethod::kCmaes, nlsq, Inputs(), 5, "cmaes");
 }
 
-TEST(GlobalSearchMethodTest, CommandLineThenConfigThenEnableKeys) {
-  NlsqOptions nlsq;
-  std::string reason;
-  EXPECT_EQ(ResolveGlobalSearchMethod(nlsq, "", &reason), GlobalSearchMethod::kAuto);
-  nlsq.multi_start.enable = true;
-  EXPECT_EQ(ResolveGlobalSearchMethod(nlsq, "", &reason), GlobalSearchMethod::kMultiStart);
-  EXPECT_EQ(reason, "optimization.nlsq.multi_start.enable = true");
-  nlsq.cmaes.enable = true;  // CMA-ES first, as the reference
-  EXPECT_EQ(ResolveGlobalSearchMethod(nlsq, "", &reason), GlobalSearchMethod::kCmaes);
-  nlsq.global_search.method = GlobalSearchMethod::kOff;
-  nlsq.global_search.method_from_config = true;
-  EXPECT_EQ(ResolveGlobalSearchMethod(nlsq, "", &reason), GlobalSearchMethod::kOff);
-  EXPECT_EQ(ResolveGlobalSearchMethod(nlsq, "multi-start", &reason),
-            GlobalSearchMethod::kMultiStart);
-  EXPECT_EQ(reason, "--global-search multi-start");
-  EXPECT_EQ(ResolveGlobalSearchMethod(nlsq, "multi_start", &reason),
-            GlobalSearchMethod::kMultiStart);
-  EXPECT_EQ(ResolveGlobalSearchMethod(nlsq, "auto", &reason), GlobalSearchMethod::kAuto);
-  EXPECT_EQ(reason, "--global-search auto");
-  nlsq.global_search.method = GlobalSearchMethod::kCmaes;
-  nlsq.cmaes.enable = false;
-  EXPECT_EQ(ResolveGlobalSearchMethod(nlsq, "", &reason), GlobalSearchMethod::kCmaes);
-  EXPECT_EQ(reason, "optimization.nlsq.global_search.method = cmaes");
-}
-
-// --global-search (and Python's global_search=) as today: case as written; any other spelling is
-// a ConfigError naming the flag and its choices.
-TEST(GlobalSearchMethodTest, CommandLineSpellingIsCheckedWithItsMessage) {
-  for (const char* text : {"simplex", "AUTO", "Off", "multi start", "cma-es"}) {
-    try {
-      ResolveGlobalSearchMethod(NlsqOptions{}, text, nullptr);
-      ADD_FAILURE() << "no ConfigError for " << text;
-    } catch (const ConfigError& error) {
-      EXPECT_EQ(std::string(error.what()), std::string("--global-search ") + text +
-                                               ": must be one of auto, off, multi-start, cmaes");
-    }
-  }
-}
-
 }  // namespace
 }  // namespace homodyne

@@ -372,6 +372,34 @@ TEST(CheckCheckpointFitsTest, RefusesOtherParameterCountsWithInputError) {
               HasSubstr("holds a global-search minimum of 5 parameters"));
 }
 
+// CheckCheckpointSolver: a state of one optimiser is not continued by the other; a checkpoint
+// without a state (inside the global phase) resumes with either.
+std::string SolverErrorOf(const Checkpoint& checkpoint, StateSolver solver) {
+  try {
+    CheckCheckpointSolver(checkpoint, solver, "ck");
+  } catch (const InputError& error) {
+    return error.what();
+  }
+  return "";
+}
+
+TEST(CheckCheckpointSolverTest, RefusesAStateOfTheOtherOptimiserNamingTheWayOut) {
+  Checkpoint core = CoreState(9);
+  core.lm.solver = StateSolver::kLmCore;
+  Checkpoint ceres = CoreState(9);
+  ceres.lm.solver = StateSolver::kCeres;
+  EXPECT_EQ(SolverErrorOf(core, StateSolver::kLmCore), "");
+  EXPECT_EQ(SolverErrorOf(ceres, StateSolver::kCeres), "");
+  EXPECT_EQ(SolverErrorOf(Checkpoint{}, StateSolver::kCeres), "");
+  EXPECT_EQ(SolverErrorOf(ceres, StateSolver::kLmCore),
+            "the checkpoint at batch 40 in ck was written by the Ceres solver and this run uses "
+            "the LM core: resume it with --strategy standard --solver ceres, or start afresh with "
+            "--no-resume");
+  EXPECT_EQ(SolverErrorOf(core, StateSolver::kCeres),
+            "the checkpoint at batch 40 in ck was written by the LM core and this run uses the "
+            "Ceres solver: resume it with --solver lm, or start afresh with --no-resume");
+}
+
 // --- Resume through Fit ----------------------------------------------------------------------
 
 class FitResumeTest : public ::testing::Test {
@@ -420,8 +448,7 @@ TEST_F(FitResumeTest, CheckpointOfAnotherParameterCountIsInputErrorNotAnAbort) {
   config.streaming.checkpoint_dir = directory_.string();
   config.streaming.batch_size = 300;  // 100 points per angle in a batch
   config.performance.cpu_threads = 1;
-  FitOptions options;
-  options.global_search = "off";
+  config.nlsq.global_search.method = GlobalSearchMethod::kOff;  // as --global-search off
   std::unique_ptr<BatchSource> source = Source();
   // A checkpoint that passes the identity and data checks (as one would that the identity had
   // missed a field for) but holds a state of 4 parameters; this fit has 3 + 6.
@@ -432,7 +459,7 @@ TEST_F(FitResumeTest, CheckpointOfAnotherParameterCountIsInputErrorNotAnAbort) {
   CheckpointStore({directory_.string(), 3, true}).Save(foreign);
 
   try {
-    Fit(config, *source, options);
+    Fit(config, *source);
     FAIL() << "no InputError";
   } catch (const InputError& error) {
     EXPECT_THAT(error.what(), HasSubstr("holds a fit state of 4 parameters (J^T J 4 x 4) and "

@@ -31,9 +31,8 @@ FitResult FitWithSolver(LmSolver solver) {
   Config config = ParseConfig(test::kLaminarConfig, "fit_fallback_test");
   config.initial.values = std::vector<double>{1000.0, -0.5, 0.0, 1e-4, 0.0, 0.0, 0.0};
   config.nlsq.solver = solver;
-  FitOptions options;
-  options.global_search = "off";
-  return Fit(config, *source, options).result;
+  config.nlsq.global_search.method = GlobalSearchMethod::kOff;  // as --global-search off
+  return Fit(config, *source).result;
 }
 
 TEST(FitFallbackTest, CeresJacobianFallbackIsTheLmCoreFit) {

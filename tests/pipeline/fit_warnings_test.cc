@@ -42,9 +42,8 @@ FitResult FitWithBetaHeld(const std::vector<double>& truth) {
                                   "initial_parameters: {fixed_parameters: [beta]}\n",
                               "fit_warnings_test");
   config.initial.values = truth;
-  FitOptions options;
-  options.global_search = "off";
-  return Fit(config, *source, options).result;
+  config.nlsq.global_search.method = GlobalSearchMethod::kOff;  // as --global-search off
+  return Fit(config, *source).result;
 }
 
 TEST(FitWarningsTest, SingularShearPairIsReportedWithLowerBoundUncertainties) {

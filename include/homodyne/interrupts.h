@@ -1,0 +1,18 @@
+// Interruption of a running fit (docs/design.md section 6): one process-wide flag, set by a
+// signal or by RequestInterrupt, and checked by the fit between chunks, candidates and
+// iterations; the fit then saves a checkpoint and throws FitInterrupted (fit.h).
+#pragma once
+
+namespace homodyne {
+
+// SIGTERM, SIGINT and SIGUSR1 (what SLURM sends before a time limit) set the flag; a second
+// SIGINT exits at once (status 130). For programs; idempotent.
+void InstallInterruptHandlers();
+// Sets the flag as if `signal_number` had arrived (Python's KeyboardInterrupt, tests).
+void RequestInterrupt(int signal_number);
+// The signal received, or 0.
+int InterruptSignal();
+// Clears the flag (before a new fit in the same process).
+void ClearInterrupt();
+
+}  // namespace homodyne
