@@ -63,9 +63,9 @@ optimization:
     anti_degeneracy:
       enable: @AD_ENABLE@          # per-angle scaling modes below. Default true
       # individual: contrast and offset per angle; constant: per-angle values estimated from
-      # the data and held fixed; auto: constant-averaged when angles >=
-      # constant_scaling_threshold, else individual; fourier: contrast(phi), offset(phi) as
-      # Fourier series of fourier_order. Default individual.
+      # the data and held fixed; auto: with >= constant_scaling_threshold angles one contrast
+      # and one offset shared by all angles, else individual; fourier: contrast(phi),
+      # offset(phi) as Fourier series of fourier_order. Without this key: individual.
       per_angle_mode: auto
       constant_scaling_threshold: 3   # >= 1. Default 3
       fourier_order: 2                # >= 1. Default 2
