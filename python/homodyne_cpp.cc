@@ -470,6 +470,10 @@ PYBIND11_MODULE(homodyne_cpp, m) {
       .def_property_readonly("strategy_reason",
                              [](const NlsqResult& r) { return r.outcome.result.strategy_reason; })
       .def_property_readonly("warnings", [](const NlsqResult& r) { return r.outcome.result.warnings; })
+      .def_property_readonly("quality_flag",
+                             [](const NlsqResult& r) { return r.outcome.result.quality_flag; })
+      .def_property_readonly("quality_reasons",
+                             [](const NlsqResult& r) { return r.outcome.result.quality_reasons; })
       .def_property_readonly("n_points", [](const NlsqResult& r) { return r.outcome.result.n_points; })
       .def_property_readonly("report", [](const NlsqResult& r) { return r.outcome.final_fit_report; })
       .def("fitted_c2", &NlsqResult::FittedC2,

@@ -73,6 +73,10 @@ struct FitResult {
   int64_t degrees_of_freedom = 0;
   std::string convergence_status = "not_run";  // "converged", "max_iterations", "failed", ...
   std::string termination_reason = "not run";  // one sentence: why the fit stopped
+  // good | marginal | poor: the reduced chi2's level, lowered by what the fit knows about its
+  // solution (docs/results.md, Quality flag); "not_run" until a fit records its solution.
+  std::string quality_flag = "not_run";
+  std::vector<std::string> quality_reasons;  // one sentence per problem that set or lowered it
 
   int64_t n_points = 0;  // points fitted (both triangles, diagonal excluded)
   int n_angles = 0;
@@ -95,8 +99,9 @@ struct FitResult {
   std::vector<std::string> warnings;
 };
 
-// "good" (reduced chi2 < 1.5), "marginal" (< 3.0) or "poor" (docs/results.md, Fields shared with
-// the reference).
+// The reduced chi2's level, where the quality flag starts (docs/results.md, Quality flag): "good"
+// for 0.5 <= reduced chi2 < 1.5, "marginal" below 0.5 or from 1.5 to below 3.0, "poor" from 3.0
+// on and when it is not finite. The fit's quality_flag may be lower (FitResult).
 std::string QualityFlag(double reduced_chi_squared);
 
 // Writes nlsq/parameters.json, nlsq/analysis_results_nlsq.json and nlsq/convergence_metrics.json

@@ -16,7 +16,10 @@ def cli_fit(bin_dir, folder, config, output):
     subprocess.run([os.path.join(bin_dir, "homodyne"), "--config", str(config), "--quiet",
                     "--output-dir", str(output)], cwd=folder, check=True, capture_output=True)
     with open(os.path.join(output, "nlsq", "parameters.json")) as handle:
-        return json.load(handle)
+        parameters = json.load(handle)
+    with open(os.path.join(output, "nlsq", "analysis_results_nlsq.json")) as handle:
+        parameters["fit_quality"] = json.load(handle)["fit_quality"]
+    return parameters
 
 
 def assert_same_as_cli(result, cli):
@@ -28,6 +31,8 @@ def assert_same_as_cli(result, cli):
     assert list(result.uncertainties) == errors
     assert result.chi_squared == cli["chi_squared"]
     assert result.reduced_chi_squared == cli["reduced_chi_squared"]
+    assert result.quality_flag == cli["fit_quality"]["quality_flag"]
+    assert result.quality_reasons == cli["fit_quality"]["quality_reasons"]
 
 
 def test_fit_equals_the_cli_bitwise(laminar_set, bin_dir, monkeypatch):

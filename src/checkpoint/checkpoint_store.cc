@@ -139,6 +139,10 @@ CheckpointStore::CheckpointStore(CheckpointOptions options) : options_(std::move
   }
 }
 
+std::string CheckpointStore::PathOf(int64_t global_batch) const {
+  return (fs::path(options_.directory) / CheckpointFileName(global_batch)).string();
+}
+
 CheckpointSaveReport CheckpointStore::Save(const Checkpoint& checkpoint) {
   HOMODYNE_CHECK(checkpoint.global_batch >= 0);
   const auto start = std::chrono::steady_clock::now();

@@ -64,6 +64,10 @@ class CheckpointStore {
                                             const std::string& expected_data_fingerprint,
                                             std::vector<std::string>* warnings) const;
 
+  // The file a checkpoint of global_batch is saved as: the folder / homodyne_state_batch_
+  // {global_batch:06d}.h5 (whether or not it exists).
+  std::string PathOf(int64_t global_batch) const;
+
   // Checkpoint files in the folder, oldest first (by global batch in the name).
   std::vector<std::string> List() const;
 

@@ -42,7 +42,8 @@ class PassProgressBar {
 };
 
 // The result as the CLI prints it: the global phase's minima, the final fit's line, the
-// parameters with their uncertainties, per-angle scaling and the totals.
+// parameters with their uncertainties, per-angle scaling, the totals and, when the quality flag
+// is not good, the flag with its reasons (docs/results.md, Quality flag).
 void PrintResult(const FitOutcome& outcome, std::ostream& out) {
   const FitResult& result = outcome.result;
   char line[160];
@@ -86,6 +87,13 @@ void PrintResult(const FitOutcome& outcome, std::ostream& out) {
                 static_cast<long long>(result.n_points), result.iterations,
                 static_cast<long long>(result.passes), result.total_seconds, result.load_seconds);
   out << line;
+  if (result.quality_flag != "good") {
+    std::string reasons;
+    for (const std::string& reason : result.quality_reasons) {
+      reasons += (reasons.empty() ? "" : "; ") + reason;
+    }
+    out << "  quality " << result.quality_flag << (reasons.empty() ? "" : ": ") << reasons << "\n";
+  }
 }
 
 }  // namespace

@@ -175,7 +175,8 @@ ordered_json AnalysisResultsJson(const FitResult& result, const std::string& tim
        {{"chi_squared", Number(result.chi_squared)},
         {"reduced_chi_squared", Number(result.reduced_chi_squared)},
         {"degrees_of_freedom", result.degrees_of_freedom},
-        {"quality_flag", QualityFlag(result.reduced_chi_squared)}}},
+        {"quality_flag", result.quality_flag},
+        {"quality_reasons", result.quality_reasons}}},
       {"dataset_info",
        {{"n_angles", result.n_angles},
         {"n_time_points", static_cast<int64_t>(result.n_times) * result.n_times},
@@ -201,7 +202,8 @@ ordered_json ConvergenceMetricsJson(const FitResult& result) {
         {"final_chi_squared", Number(result.chi_squared)},
         {"chi_squared_reduction", Number(reduced < 1.0 ? 1.0 - reduced : 0.0)}}},
       {"recovery_actions", result.recovery_actions},
-      {"quality_flag", QualityFlag(reduced)},
+      {"quality_flag", result.quality_flag},
+      {"quality_reasons", result.quality_reasons},
       {"device_info", {{"backend", result.backend}, {"threads", result.threads}}},
       {"quality_validation_passed", result.warnings.empty()},
       {"quality_warnings", result.warnings},
@@ -225,6 +227,8 @@ void WriteJsonDurably(const ordered_json& json, const std::filesystem::path& pat
 }  // namespace
 
 std::string QualityFlag(double reduced_chi_squared) {
+  if (!std::isfinite(reduced_chi_squared)) return "poor";
+  if (reduced_chi_squared < 0.5) return "marginal";
   if (reduced_chi_squared < 1.5) return "good";
   if (reduced_chi_squared < 3.0) return "marginal";
   return "poor";

@@ -202,6 +202,30 @@ std::string DataFingerprint(BatchSource& source) {
   return out.str();
 }
 
+std::string ResumeAnnouncement(const Checkpoint& checkpoint, const std::string& path,
+                               std::chrono::system_clock::time_point now) {
+  std::tm written{};
+  std::istringstream timestamp(checkpoint.timestamp_utc);
+  timestamp >> std::get_time(&written, "%Y-%m-%dT%H:%M:%SZ");
+  std::string age = "at " + checkpoint.timestamp_utc;
+  if (!timestamp.fail()) {
+    const int64_t seconds = static_cast<int64_t>(std::chrono::system_clock::to_time_t(now)) -
+                            static_cast<int64_t>(timegm(&written));
+    if (seconds >= 0) {
+      const int64_t minutes = seconds / 60;
+      const int64_t hours = seconds / 3600;
+      const int64_t days = seconds / 86400;
+      age = seconds < 120   ? std::to_string(seconds) + " s ago"
+            : minutes < 120 ? std::to_string(minutes) + " min ago"
+            : hours < 48    ? std::to_string(hours) + " h ago"
+                            : std::to_string(days) + " days ago";
+    }
+  }
+  return "resuming from " + path + " (batch " + std::to_string(checkpoint.global_batch) +
+         ", written " + age + " by homodyne-cpp " + checkpoint.engine_version +
+         "); --no-resume starts afresh";
+}
+
 FitCheckpoints::FitCheckpoints(const Config& config, CheckpointPolicy policy,
                                std::string config_sha256, std::string data_fingerprint,
                                int64_t batches_per_pass,
@@ -250,6 +274,8 @@ std::optional<Checkpoint> FitCheckpoints::LoadForResume() {
 }
 
 void FitCheckpoints::ContinueFrom(const Checkpoint& checkpoint) {
+  spdlog::warn("{}", ResumeAnnouncement(checkpoint, store_.PathOf(checkpoint.global_batch),
+                                        std::chrono::system_clock::now()));
   global_batch_ = checkpoint.global_batch;
   batches_at_last_save_ = checkpoint.global_batch;
   statistics_ = checkpoint.statistics;

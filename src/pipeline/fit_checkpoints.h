@@ -47,6 +47,16 @@ void CheckCheckpointFits(const Checkpoint& checkpoint, const CheckpointLayout& l
 void CheckCheckpointSolver(const Checkpoint& checkpoint, StateSolver solver,
                            const std::string& directory);
 
+// The line that announces a resume, at a level --quiet still shows (docs/checkpoints.md, How
+// resume picks a file): "resuming from PATH (batch B, written AGE ago by homodyne-cpp
+// VERSION); --no-resume starts afresh". AGE is now minus checkpoint.timestamp_utc (ISO 8601,
+// UTC) in whole seconds ("42 s"), minutes below 2 hours ("3 min"), hours below 2 days ("5 h") or
+// days ("3 days"); a timestamp that does not parse or lies ahead of now is quoted instead
+// ("written at TIMESTAMP").
+// path: the checkpoint's file.
+std::string ResumeAnnouncement(const Checkpoint& checkpoint, const std::string& path,
+                               std::chrono::system_clock::time_point now);
+
 // Path, size, modification time, shape and a SHA-256 of sampled rows (first, middle and last row
 // of every angle) of the input: a checkpoint of another data set is refused.
 std::string DataFingerprint(BatchSource& source);
@@ -80,7 +90,8 @@ class FitCheckpoints {
   // skipped with a warning (appended to warnings()). Throws InputError for a checkpoint of
   // another config or data set.
   std::optional<Checkpoint> LoadForResume();
-  // Continues the counters of a loaded checkpoint (global batch, statistics).
+  // Continues the counters of a loaded checkpoint (global batch, statistics), and announces the
+  // resume (ResumeAnnouncement) as a warning, so that --quiet shows it too.
   void ContinueFrom(const Checkpoint& checkpoint);
 
   // After a fallback to another strategy in the middle of the fit (StrategyFallback: the Ceres

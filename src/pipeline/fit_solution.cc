@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include "homodyne/model.h"
 
@@ -92,7 +93,90 @@ std::vector<std::string> CorrelationWarnings(const FitResult& result, int n_phys
   return warnings;
 }
 
+// A number in a quality reason, e.g. "2.137".
+std::string ReasonNumber(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.4g", value);
+  return text;
+}
+
+// The quality inputs of a solution: the physical parameters (the reduced layout starts with
+// them, per_angle_mode.h) that ended on a bound of a range wider than a point, and the
+// undetermined parameters. lm: the reduced bounds and names the final fit ran with.
+FitQualityInputs QualityInputs(const LevenbergMarquardtSummary& summary,
+                               const LevenbergMarquardtOptions& lm, int n_physical,
+                               const FitResult& result) {
+  FitQualityInputs inputs;
+  inputs.reduced_chi_squared = result.reduced_chi_squared;
+  inputs.degrees_of_freedom = result.degrees_of_freedom;
+  inputs.convergence_status = result.convergence_status;
+  for (const int i : summary.parameters_at_bound) {
+    if (i >= n_physical || lm.lower_bounds[i] == lm.upper_bounds[i]) continue;
+    const std::string& name = lm.parameter_names[static_cast<size_t>(i)];
+    (summary.theta[i] <= lm.lower_bounds[i] ? inputs.at_lower_bound : inputs.at_upper_bound)
+        .push_back(name);
+  }
+  for (const int i : summary.undetermined_parameters) {
+    inputs.undetermined.push_back(lm.parameter_names[static_cast<size_t>(i)]);
+  }
+  return inputs;
+}
+
 }  // namespace
+
+FitQuality AssessFitQuality(const FitQualityInputs& inputs) {
+  static const char* const kLevels[] = {"good", "marginal", "poor"};
+  constexpr int kPoor = 2;
+  FitQuality quality;
+  int level = 0;
+  const double reduced = inputs.reduced_chi_squared;
+  if (inputs.degrees_of_freedom <= 0) {
+    level = kPoor;
+    quality.reasons.push_back(
+        "no degrees of freedom (dof = " + std::to_string(inputs.degrees_of_freedom) +
+        "): the reduced chi2 measures nothing");
+  } else {
+    const std::string chi2_level = QualityFlag(reduced);
+    level = chi2_level == "good" ? 0 : chi2_level == "marginal" ? 1 : kPoor;
+    if (!std::isfinite(reduced)) {
+      quality.reasons.push_back("the reduced chi2 is not finite");
+    } else if (reduced >= 1.5) {
+      quality.reasons.push_back("reduced chi2 " + ReasonNumber(reduced) + " is at least " +
+                                (reduced >= 3.0 ? "3.0" : "1.5") +
+                                ": the model or sigma does not describe the data");
+    } else if (reduced < 0.5) {
+      quality.reasons.push_back("reduced chi2 " + ReasonNumber(reduced) +
+                                " is below 0.5: sigma overestimates the noise (the uncertainties "
+                                "are too large) or the model fits the noise");
+    }
+  }
+  // Each kind of problem lowers the level once, however many parameters it concerns.
+  const auto lower_once = [&level] { level = level < kPoor ? level + 1 : kPoor; };
+  if (!inputs.at_lower_bound.empty() || !inputs.at_upper_bound.empty()) {
+    lower_once();
+    for (const std::string& name : inputs.at_lower_bound) {
+      quality.reasons.push_back(name + " ended on its lower bound");
+    }
+    for (const std::string& name : inputs.at_upper_bound) {
+      quality.reasons.push_back(name + " ended on its upper bound");
+    }
+  }
+  if (!inputs.undetermined.empty()) {
+    lower_once();
+    std::string names;
+    for (const std::string& name : inputs.undetermined) names += (names.empty() ? "" : ", ") + name;
+    quality.reasons.push_back("the data do not determine " + names);
+  }
+  if (inputs.convergence_status == "max_iterations") {
+    lower_once();
+    quality.reasons.push_back("stopped at max_iterations before converging");
+  } else if (inputs.convergence_status != "converged") {
+    level = kPoor;
+    quality.reasons.push_back("the optimiser did not converge (" + inputs.convergence_status + ")");
+  }
+  quality.flag = kLevels[level];
+  return quality;
+}
 
 std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
                                    const LevenbergMarquardtOptions& lm,
@@ -159,6 +243,9 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
                               : summary.status == LevenbergMarquardtStatus::kMaxIterations
                                   ? "max_iterations"
                                   : "failed";
+  FitQuality quality = AssessFitQuality(QualityInputs(summary, lm, n_physical, result));
+  result.quality_flag = std::move(quality.flag);
+  result.quality_reasons = std::move(quality.reasons);
   return std::vector<double>(full.theta.data(), full.theta.data() + n_physical);
 }
 

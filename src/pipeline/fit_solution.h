@@ -4,6 +4,8 @@
 // status, and the warnings on how far to trust them (docs/design.md section 7).
 #pragma once
 
+#include <cstdint>
+#include <string>
 #include <vector>
 
 #include "checkpoint/checkpoint_store.h"
@@ -17,8 +19,30 @@
 
 namespace homodyne {
 
+// What the quality flag is judged from (docs/results.md, Quality flag).
+struct FitQualityInputs {
+  double reduced_chi_squared = 0.0;
+  int64_t degrees_of_freedom = 0;           // with the reference's effective parameter count
+  std::string convergence_status;           // converged | max_iterations | failed
+  std::vector<std::string> at_lower_bound;  // physical parameters held on their lower bound
+  std::vector<std::string> at_upper_bound;  // ... on their upper bound
+  std::vector<std::string> undetermined;    // parameters the data do not determine
+};
+
+struct FitQuality {
+  std::string flag;                  // good | marginal | poor
+  std::vector<std::string> reasons;  // empty exactly when flag is good
+};
+
+// The quality flag (docs/results.md, Quality flag): the reduced chi2's level (QualityFlag;
+// poor when dof <= 0), then one level lower (poor at most) for each kind of problem the solution
+// has: physical parameters on a bound, undetermined parameters, a stop at max_iterations; a
+// failed fit is poor. Every problem that set or lowered the level adds a reason.
+FitQuality AssessFitQuality(const FitQualityInputs& inputs);
+
 // Fills result.physical, per_angle, covariance_names, covariance, per_angle_mode, chi_squared,
-// reduced_chi_squared, degrees_of_freedom and convergence_status, and appends to
+// reduced_chi_squared, degrees_of_freedom, convergence_status, quality_flag and quality_reasons
+// (AssessFitQuality, in fast mode too), and appends to
 // result.warnings (each also logged): the optimiser's own, undetermined parameters (always) and,
 // with full_validation (not fast mode), parameters ended on a bound and pairs of physical
 // parameters correlated beyond 0.99. lm: the reduced bounds and names the final fit ran with;

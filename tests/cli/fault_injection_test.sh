@@ -180,7 +180,14 @@ PY
     ;;
   kill9)
     killed_run
-    expect_exit 0 "resumed from the checkpoint" fit --output-dir resumed
+    # The resume is announced under --quiet too: the file (the newest), its batch, its age and
+    # the version that wrote it (docs/checkpoints.md, How resume picks a file).
+    newest=$(basename "$(newest_checkpoint)")
+    batch=$((10#$(sed -E 's/.*_([0-9]+)\.h5$/\1/' <<<"$newest")))
+    expect_exit 0 "resuming from \./checkpoints/$newest \(batch $batch, written [0-9]+ (s|min|h|days) ago by homodyne-cpp [0-9][0-9.]*\); --no-resume starts afresh" \
+      fit --quiet --output-dir resumed
+    ! grep -q "\[info\]" <<<"$last_output" ||
+      { echo "FAIL: --quiet printed info lines"; failures=$((failures + 1)); }
     same_results reference resumed
     ;;
   crash_in_checkpoint_write)

@@ -41,6 +41,8 @@ class ResultsJsonTest : public ::testing::Test {
     result.reduced_chi_squared = 1.6;
     result.degrees_of_freedom = 1250;
     result.convergence_status = "converged";
+    result.quality_flag = "marginal";
+    result.quality_reasons = {"reduced chi2 1.6 is at least 1.5"};
     result.termination_reason = "ftol";
     result.n_angles = 2;
     result.n_times = 25;
@@ -60,6 +62,8 @@ class ResultsJsonTest : public ::testing::Test {
 };
 
 TEST(QualityFlagTest, ReferenceBoundaries) {
+  EXPECT_EQ(QualityFlag(0.49), "marginal");  // below the reference's range: sigma overestimated
+  EXPECT_EQ(QualityFlag(0.5), "good");
   EXPECT_EQ(QualityFlag(1.49), "good");
   EXPECT_EQ(QualityFlag(1.5), "marginal");
   EXPECT_EQ(QualityFlag(3.0), "poor");
@@ -91,6 +95,8 @@ TEST_F(ResultsJsonTest, AnalysisAndConvergenceFilesCarryRunDetails) {
   const nlohmann::json analysis = Read("analysis_results_nlsq.json");
   EXPECT_EQ(analysis["method"], "nlsq");
   EXPECT_EQ(analysis["fit_quality"]["quality_flag"], "marginal");
+  EXPECT_EQ(analysis["fit_quality"]["quality_reasons"],
+            nlohmann::json::array({"reduced chi2 1.6 is at least 1.5"}));
   EXPECT_EQ(analysis["fit_quality"]["degrees_of_freedom"], 1250);
   EXPECT_EQ(analysis["dataset_info"]["n_time_points"], 625);
   EXPECT_EQ(analysis["dataset_info"]["total_data_points"], 1250);
@@ -103,6 +109,8 @@ TEST_F(ResultsJsonTest, AnalysisAndConvergenceFilesCarryRunDetails) {
   EXPECT_EQ(convergence["convergence"]["iterations"], 7);
   EXPECT_DOUBLE_EQ(convergence["convergence"]["chi_squared_reduction"].get<double>(), 0.0);
   EXPECT_EQ(convergence["termination_reason"], "ftol");
+  EXPECT_EQ(convergence["quality_flag"], "marginal");
+  EXPECT_EQ(convergence["quality_reasons"].size(), 1u);
   EXPECT_EQ(convergence["device_info"]["threads"], 2);
 }
 

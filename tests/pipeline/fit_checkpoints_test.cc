@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
+#include <ctime>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -398,6 +400,53 @@ TEST(CheckCheckpointSolverTest, RefusesAStateOfTheOtherOptimiserNamingTheWayOut)
   EXPECT_EQ(SolverErrorOf(core, StateSolver::kCeres),
             "the checkpoint at batch 40 in ck was written by the LM core and this run uses the "
             "Ceres solver: resume it with --solver lm, or start afresh with --no-resume");
+}
+
+// --- The resume announcement ----------------------------------------------------------------
+
+// A checkpoint written at 2026-11-24T06:00:00Z by version 0.1.0, at batch 40.
+Checkpoint WrittenAtSix() {
+  Checkpoint checkpoint;
+  checkpoint.global_batch = 40;
+  checkpoint.engine_version = "0.1.0";
+  checkpoint.timestamp_utc = "2026-11-24T06:00:00Z";
+  return checkpoint;
+}
+
+// `seconds` after WrittenAtSix's timestamp (1795500000 s since the epoch).
+std::chrono::system_clock::time_point AfterSix(int64_t seconds) {
+  return std::chrono::system_clock::from_time_t(static_cast<std::time_t>(1795500000 + seconds));
+}
+
+TEST(ResumeAnnouncementTest, NamesTheFileBatchAgeAndVersion) {
+  EXPECT_EQ(ResumeAnnouncement(WrittenAtSix(), "checkpoints/homodyne_state_batch_000040.h5",
+                               AfterSix(3 * 60 + 20)),
+            "resuming from checkpoints/homodyne_state_batch_000040.h5 (batch 40, written 3 min "
+            "ago by homodyne-cpp 0.1.0); --no-resume starts afresh");
+}
+
+TEST(ResumeAnnouncementTest, AgeInSecondsMinutesHoursOrDays) {
+  const auto age = [](int64_t seconds) {
+    const std::string line = ResumeAnnouncement(WrittenAtSix(), "f.h5", AfterSix(seconds));
+    const size_t start = line.find("written ") + 8;
+    return line.substr(start, line.find(" by ") - start);
+  };
+  EXPECT_EQ(age(0), "0 s ago");
+  EXPECT_EQ(age(119), "119 s ago");
+  EXPECT_EQ(age(120), "2 min ago");
+  EXPECT_EQ(age(2 * 3600 - 1), "119 min ago");
+  EXPECT_EQ(age(2 * 3600), "2 h ago");
+  EXPECT_EQ(age(48 * 3600), "2 days ago");
+  // Ahead of now (a clock set back), or not a timestamp: quoted as written.
+  EXPECT_EQ(age(-5), "at 2026-11-24T06:00:00Z");
+  Checkpoint garbled = WrittenAtSix();
+  garbled.timestamp_utc = "yesterday";
+  EXPECT_THAT(ResumeAnnouncement(garbled, "f.h5", AfterSix(10)), HasSubstr("written at yesterday"));
+}
+
+TEST(ResumeAnnouncementTest, PathIsTheStoresFileOfTheBatch) {
+  EXPECT_EQ(CheckpointStore({"./checkpoints", 3, true}).PathOf(40),
+            "./checkpoints/homodyne_state_batch_000040.h5");
 }
 
 // --- Resume through Fit ----------------------------------------------------------------------

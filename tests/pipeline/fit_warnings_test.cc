@@ -3,7 +3,8 @@
 // and J^T J is singular. The fit must say so and give both parameters uncertainties that are
 // lower bounds (large), not the small pseudo-inverse values of a determined fit, while every
 // other parameter keeps its ordinary estimate. With beta held away from 0 the two are separated
-// and no such warning appears.
+// and no such warning appears. The quality flag (docs/results.md, Quality flag) says the same, and
+// also marks a fit stopped at max_iterations or with a physical parameter held on a bound.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -54,6 +55,9 @@ TEST(FitWarningsTest, SingularShearPairIsReportedWithLowerBoundUncertainties) {
   EXPECT_THAT(result.warnings,
               Contains(HasSubstr("the data do not determine gamma_dot_t0, gamma_dot_t_offset "
                                  "(J^T J is singular along a combination of them")));
+  EXPECT_NE(result.quality_flag, "good");
+  EXPECT_THAT(result.quality_reasons,
+              Contains("the data do not determine gamma_dot_t0, gamma_dot_t_offset"));
   // Their sum is the shear rate the data see; each alone is undetermined: the lower-bound
   // uncertainty dwarfs the sum itself (a pseudo-inverse without the bound gave about 1e-6).
   const double shear = Physical(result, "gamma_dot_t0").value +
@@ -77,6 +81,53 @@ TEST(FitWarningsTest, SeparatedShearPairHasNoUndeterminedWarning) {
   EXPECT_THAT(result.warnings, Not(Contains(HasSubstr("the data do not determine"))));
   const ParameterEstimate& rate = Physical(result, "gamma_dot_t0");
   EXPECT_LT(rate.uncertainty, rate.value);
+}
+
+// The separated fit above, from the truth, is clean: noise of sigma gives a reduced chi2 near 1,
+// it converges, and nothing is on a bound.
+TEST(FitQualityFlagTest, CleanFitIsGood) {
+  const std::vector<double> truth = {1500.0, -0.6, 5.0, 2e-4, 0.5, 1e-4, 4.0};
+  const FitResult result = FitWithBetaHeld(truth);
+  EXPECT_EQ(result.convergence_status, "converged");
+  EXPECT_EQ(result.quality_flag, "good");
+  EXPECT_THAT(result.quality_reasons, ::testing::IsEmpty());
+}
+
+// Laminar-flow data for `truth` at two angles, fitted from `start` with the global phase and
+// variable projection off, beta held; extra_yaml is appended to the config.
+FitResult FitFrom(const std::vector<double>& truth, const std::vector<double>& start,
+                  const std::string& extra_yaml, int max_iterations) {
+  const std::vector<double> phi = {0.0, 60.0};
+  const std::vector<double> c2 = test::LaminarC2(truth, phi);
+  const auto source = MakeInMemoryBatchSource(test::LaminarData(c2, phi));
+  Config config = ParseConfig(std::string(test::kLaminarConfig) + extra_yaml +
+                                  "initial_parameters: {fixed_parameters: [beta]}\n",
+                              "fit_warnings_test");
+  config.initial.values = start;
+  config.nlsq.global_search.method = GlobalSearchMethod::kOff;
+  config.nlsq.variable_projection = false;
+  config.nlsq.max_iterations = max_iterations;
+  return Fit(config, *source).result;
+}
+
+// gamma_dot_t0's upper bound lies below the truth: the fit ends on it, and the flag says so
+// although the fit finished.
+TEST(FitQualityFlagTest, PhysicalParameterOnBoundIsNotGood) {
+  const std::vector<double> truth = {1500.0, -0.6, 5.0, 2e-4, 0.5, 1e-4, 4.0};
+  const FitResult result = FitFrom(
+      truth, {1500.0, -0.6, 5.0, 4e-5, 0.5, 1e-4, 4.0},
+      "parameter_space:\n  bounds: [{name: gamma_dot_t0, min: 1.0e-6, max: 5.0e-5}]\n", 100);
+  EXPECT_NE(result.quality_flag, "good");
+  EXPECT_THAT(result.quality_reasons, Contains("gamma_dot_t0 ended on its upper bound"));
+}
+
+// A fit stopped at max_iterations far from the optimum is not good, with the reason given.
+TEST(FitQualityFlagTest, StopAtMaxIterationsIsNotGood) {
+  const std::vector<double> truth = {1500.0, -0.6, 5.0, 2e-4, 0.5, 1e-4, 4.0};
+  const FitResult result = FitFrom(truth, {800.0, -0.2, 5.0, 2e-4, 0.5, 1e-4, 4.0}, "", 2);
+  EXPECT_EQ(result.convergence_status, "max_iterations");
+  EXPECT_NE(result.quality_flag, "good");
+  EXPECT_THAT(result.quality_reasons, Contains("stopped at max_iterations before converging"));
 }
 
 }  // namespace

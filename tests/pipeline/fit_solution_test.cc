@@ -1,0 +1,117 @@
+// The quality flag of a fit's solution (src/pipeline/fit_solution.h; docs/results.md, Quality
+// flag): the reduced chi2's level, lowered once per kind of problem, each with its reason.
+#include "pipeline/fit_solution.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+namespace homodyne {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+// A converged fit with a reduced chi2 of 1 and no problem: good.
+FitQualityInputs Clean() {
+  FitQualityInputs inputs;
+  inputs.reduced_chi_squared = 1.0;
+  inputs.degrees_of_freedom = 1000;
+  inputs.convergence_status = "converged";
+  return inputs;
+}
+
+TEST(FitQualityTest, CleanFitIsGoodWithoutReasons) {
+  const FitQuality quality = AssessFitQuality(Clean());
+  EXPECT_EQ(quality.flag, "good");
+  EXPECT_THAT(quality.reasons, IsEmpty());
+}
+
+TEST(FitQualityTest, ReducedChiSquaredSetsTheStartingLevel) {
+  FitQualityInputs inputs = Clean();
+  inputs.reduced_chi_squared = 2.0;
+  FitQuality quality = AssessFitQuality(inputs);
+  EXPECT_EQ(quality.flag, "marginal");
+  EXPECT_THAT(quality.reasons, ElementsAre(HasSubstr("reduced chi2 2 is at least 1.5")));
+
+  inputs.reduced_chi_squared = 3.0;
+  quality = AssessFitQuality(inputs);
+  EXPECT_EQ(quality.flag, "poor");
+  EXPECT_THAT(quality.reasons, ElementsAre(HasSubstr("reduced chi2 3 is at least 3.0")));
+
+  inputs.reduced_chi_squared = 0.3;  // the lower side: sigma overestimated
+  quality = AssessFitQuality(inputs);
+  EXPECT_EQ(quality.flag, "marginal");
+  EXPECT_THAT(quality.reasons, ElementsAre(HasSubstr("reduced chi2 0.3 is below 0.5")));
+
+  inputs.reduced_chi_squared = std::nan("");
+  quality = AssessFitQuality(inputs);
+  EXPECT_EQ(quality.flag, "poor");
+  EXPECT_THAT(quality.reasons, ElementsAre("the reduced chi2 is not finite"));
+}
+
+TEST(FitQualityTest, NoDegreesOfFreedomIsPoor) {
+  FitQualityInputs inputs = Clean();
+  inputs.degrees_of_freedom = 0;
+  const FitQuality quality = AssessFitQuality(inputs);
+  EXPECT_EQ(quality.flag, "poor");
+  EXPECT_THAT(quality.reasons, ElementsAre(HasSubstr("no degrees of freedom (dof = 0)")));
+}
+
+TEST(FitQualityTest, ParametersOnBoundsLowerOneLevelAndEachIsNamed) {
+  FitQualityInputs inputs = Clean();
+  inputs.at_lower_bound = {"gamma_dot_t0", "D0"};
+  inputs.at_upper_bound = {"beta"};
+  const FitQuality quality = AssessFitQuality(inputs);
+  EXPECT_EQ(quality.flag, "marginal");  // one level for the kind, not one per parameter
+  EXPECT_THAT(quality.reasons,
+              ElementsAre("gamma_dot_t0 ended on its lower bound", "D0 ended on its lower bound",
+                          "beta ended on its upper bound"));
+}
+
+TEST(FitQualityTest, UndeterminedParametersLowerOneLevel) {
+  FitQualityInputs inputs = Clean();
+  inputs.undetermined = {"gamma_dot_t0", "gamma_dot_t_offset"};
+  const FitQuality quality = AssessFitQuality(inputs);
+  EXPECT_EQ(quality.flag, "marginal");
+  EXPECT_THAT(quality.reasons,
+              ElementsAre("the data do not determine gamma_dot_t0, gamma_dot_t_offset"));
+}
+
+TEST(FitQualityTest, StopAtMaxIterationsLowersOneLevel) {
+  FitQualityInputs inputs = Clean();
+  inputs.convergence_status = "max_iterations";
+  const FitQuality quality = AssessFitQuality(inputs);
+  EXPECT_EQ(quality.flag, "marginal");
+  EXPECT_THAT(quality.reasons, ElementsAre("stopped at max_iterations before converging"));
+}
+
+TEST(FitQualityTest, FailedFitIsPoor) {
+  FitQualityInputs inputs = Clean();
+  inputs.convergence_status = "failed";
+  const FitQuality quality = AssessFitQuality(inputs);
+  EXPECT_EQ(quality.flag, "poor");
+  EXPECT_THAT(quality.reasons, ElementsAre(HasSubstr("did not converge (failed)")));
+}
+
+TEST(FitQualityTest, ProblemsAccumulateDownToPoor) {
+  // A good chi2 with a bound and a stop at max_iterations: two levels down.
+  FitQualityInputs inputs = Clean();
+  inputs.at_lower_bound = {"gamma_dot_t0"};
+  inputs.convergence_status = "max_iterations";
+  FitQuality quality = AssessFitQuality(inputs);
+  EXPECT_EQ(quality.flag, "poor");
+  EXPECT_EQ(quality.reasons.size(), 2u);
+  // A marginal chi2 with every problem: poor, the lowest level, with every reason.
+  inputs.reduced_chi_squared = 2.0;
+  inputs.undetermined = {"beta"};
+  quality = AssessFitQuality(inputs);
+  EXPECT_EQ(quality.flag, "poor");
+  EXPECT_EQ(quality.reasons.size(), 4u);
+}
+
+}  // namespace
+}  // namespace homodyne
