@@ -140,8 +140,9 @@ struct InMemoryData {
   double dt_seconds = 0.0;
   std::string name = "<in-memory data>";  // DatasetInfo::file_path: names the data in messages
 };
-// A BatchSource over `data`. Throws InputError naming what is inconsistent (sizes, N < 2,
-// dt or q not positive and finite, a phi that is not finite).
+// A BatchSource over `data`. Throws InputError naming what is inconsistent (sizes, N < 2), and
+// DataError (an InputError) from the checks every data source passes: dt or q not positive and
+// finite, a phi that is not finite, an angle given twice.
 std::unique_ptr<BatchSource> MakeInMemoryBatchSource(InMemoryData data);
 
 // Counts of non-finite values in the fitted points (strict upper triangle) of a data set.

@@ -119,18 +119,7 @@ std::unique_ptr<BatchSource> MakeInMemoryBatchSource(InMemoryData data) {
     throw InputError(name + ": " + std::to_string(data.phi_degrees.size()) +
                      " phi angles for " + std::to_string(data.num_angles) + " matrices");
   }
-  if (std::any_of(data.phi_degrees.begin(), data.phi_degrees.end(),
-                  [](double phi) { return !std::isfinite(phi); })) {
-    throw InputError(name + ": a phi angle is not finite");
-  }
-  if (!(std::isfinite(data.dt_seconds) && data.dt_seconds > 0.0)) {
-    throw InputError(name + ": dt = " + std::to_string(data.dt_seconds) +
-                     " s must be positive and finite");
-  }
-  if (!(std::isfinite(data.q_inv_angstrom) && data.q_inv_angstrom > 0.0)) {
-    throw InputError(name + ": q = " + std::to_string(data.q_inv_angstrom) +
-                     " 1/A must be positive and finite");
-  }
+  // phi finite, dt and q finite and > 0, no angle twice: the checks every source passes.
   auto source = std::make_unique<InMemoryBatchSource>(std::move(data));
   io_internal::ValidateDatasetInfo(source->mutable_info());
   return source;
