@@ -13,7 +13,11 @@ namespace homodyne {
 struct ParameterEstimate {
   std::string name;
   double value = 0.0;
-  double uncertainty = 0.0;  // one standard error; 0 for a parameter held fixed or at a bound
+  double uncertainty = 0.0;  // one standard error; 0 for a parameter held fixed
+  // "lower" or "upper" when the fit ended with the parameter held by that bound; its uncertainty
+  // is then the data's with the bound released (docs/results.md, Parameters at a bound). "" when
+  // the data, not a bound, placed it.
+  std::string at_bound{};
 };
 
 // Contrast and offset of one angle (always one pair per angle, whatever the per-angle mode).

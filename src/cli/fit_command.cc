@@ -68,17 +68,23 @@ void PrintResult(const FitOutcome& outcome, std::ostream& out) {
     }
   }
   out << outcome.final_fit_report << "\n";
+  // " (at lower bound)" after a value the bound, not the data, holds (docs/results.md, Parameters
+  // at a bound).
+  const auto bound_mark = [](const ParameterEstimate& estimate) {
+    return estimate.at_bound.empty() ? std::string() : " (at " + estimate.at_bound + " bound)";
+  };
   for (const ParameterEstimate& estimate : result.physical) {
-    std::snprintf(line, sizeof(line), "  %-20s %14.6g +- %.3g\n", estimate.name.c_str(),
+    std::snprintf(line, sizeof(line), "  %-20s %14.6g +- %.3g", estimate.name.c_str(),
                   estimate.value, estimate.uncertainty);
-    out << line;
+    out << line << bound_mark(estimate) << "\n";
   }
   for (const AngleScaling& angle : result.per_angle) {
-    std::snprintf(line, sizeof(line),
-                  "  phi %8.2f deg      contrast %.6f +- %.2g   offset %.6f +- %.2g\n",
-                  angle.phi_degrees, angle.contrast.value, angle.contrast.uncertainty,
-                  angle.offset.value, angle.offset.uncertainty);
-    out << line;
+    std::snprintf(line, sizeof(line), "  phi %8.2f deg      contrast %.6f +- %.2g",
+                  angle.phi_degrees, angle.contrast.value, angle.contrast.uncertainty);
+    out << line << bound_mark(angle.contrast);
+    std::snprintf(line, sizeof(line), "   offset %.6f +- %.2g", angle.offset.value,
+                  angle.offset.uncertainty);
+    out << line << bound_mark(angle.offset) << "\n";
   }
   std::snprintf(line, sizeof(line),
                 "  chi2 %.6g, reduced chi2 %.6f, %lld points, %d iterations, %lld passes, "

@@ -48,6 +48,23 @@ constexpr DefaultBound kDefaultBounds[] = {
     {"offset", 0.5, 1.5},
 };
 
+// The physical domains a bound may not leave (docs/configuration.md, Model and data): a fit
+// outside them returns numbers that mean nothing (a negative D0 is floored to no diffusion at
+// all). Parameters not listed may take any finite value.
+struct PhysicalDomain {
+  const char* name;
+  double min;
+  double max;
+  const char* meaning;
+};
+constexpr double kUnbounded = std::numeric_limits<double>::infinity();
+constexpr PhysicalDomain kPhysicalDomains[] = {
+    {"D0", 0.0, kUnbounded, "a diffusion coefficient"},
+    {"gamma_dot_t0", 0.0, kUnbounded, "a shear-rate amplitude"},
+    {"contrast", 0.0, 1.0, "a speckle contrast"},
+    {"offset", 0.0, kUnbounded, "the baseline of c2"},
+};
+
 // The reference's registry defaults: the truth simulation uses when `parameters` omits a name
 // (docs/configuration.md, Simulation).
 const std::map<std::string, double> kRegistryDefaults = {
@@ -430,6 +447,19 @@ void ParseBounds(const ConfigReader& reader, Config& config) {
     const std::string path = source_path[i].empty() ? "parameter_space.bounds" : source_path[i];
     reader.FailText(path + ".min = " + FormatNumber(bound.min) + ": must be finite and < max (" +
                     FormatNumber(bound.max) + ") for " + bound.name);
+  }
+  for (size_t i = 0; i < config.bounds.size(); ++i) {
+    const ParameterBound& bound = config.bounds[i];
+    for (const PhysicalDomain& domain : kPhysicalDomains) {
+      if (bound.name != domain.name) continue;
+      const bool low = bound.min < domain.min;
+      if (!low && bound.max <= domain.max) continue;
+      const std::string limit =
+          low ? ">= " + FormatNumber(domain.min) : "<= " + FormatNumber(domain.max);
+      reader.FailText(source_path[i] + (low ? ".min = " : ".max = ") +
+                      FormatNumber(low ? bound.min : bound.max) + ": " + bound.name + " must be " +
+                      limit + " (" + domain.meaning + "; docs/configuration.md, Model and data)");
+    }
   }
 }
 

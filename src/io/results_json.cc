@@ -24,8 +24,13 @@ ordered_json Number(double value) {
   return value;
 }
 
+// {"value", "uncertainty"} as the reference writes them, and "at_bound" ("lower"/"upper") only for
+// a parameter that ended held by a bound (docs/results.md, Parameters at a bound).
 ordered_json Estimate(const ParameterEstimate& estimate) {
-  return {{"value", Number(estimate.value)}, {"uncertainty", Number(estimate.uncertainty)}};
+  ordered_json json = {{"value", Number(estimate.value)},
+                       {"uncertainty", Number(estimate.uncertainty)}};
+  if (!estimate.at_bound.empty()) json["at_bound"] = estimate.at_bound;
+  return json;
 }
 
 // ISO 8601 local time, seconds precision.

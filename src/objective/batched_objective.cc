@@ -91,6 +91,25 @@ BatchedObjective::BatchedObjective(HomodyneModel model, std::vector<double> phi_
   num_finite_points_ = num_points_;  // until a pass or the data say otherwise
 }
 
+void BatchedObjective::ObserveRange(int first, int last,
+                                    const std::vector<const float*>& pointers) {
+  if (range_.complete || first > range_next_batch_ || last <= range_next_batch_) return;
+  const int n_angles = num_angles();
+  for (int b = range_next_batch_; b < last; ++b) {
+    const int64_t points = batches_[static_cast<size_t>(b)].points;
+    for (int k = 0; k < n_angles; ++k) {
+      const float* values = pointers[static_cast<size_t>((b - first) * n_angles + k)];
+      for (int64_t i = 0; i < points; ++i) {
+        if (!std::isfinite(values[i])) continue;
+        range_.min = std::min(range_.min, values[i]);
+        range_.max = std::max(range_.max, values[i]);
+      }
+    }
+  }
+  range_next_batch_ = last;
+  range_.complete = range_next_batch_ == static_cast<int>(batches_.size());
+}
+
 void BatchedObjective::CheckTheta(const Eigen::VectorXd& theta) const {
   if (theta.size() != num_parameters()) {
     throw std::invalid_argument("objective: theta has " + std::to_string(theta.size()) +
@@ -157,6 +176,7 @@ void BatchedObjective::ComputeChunkGrams(PreparedPass& pass, int first, int last
                                          ChunkGrams& chunk) {
   const int n_angles = num_angles();
   data_->Fetch(batches_, first, last, n_angles, pointers_);
+  if (!range_.complete) ObserveRange(first, last, pointers_);
   // The last chunk of a pass may hold fewer batches than the buffers.
   const size_t entries = static_cast<size_t>(last - first) * n_angles;
   pass.ComputeGrams(std::span<const RowBatch>(batches_).subspan(static_cast<size_t>(first),
@@ -269,6 +289,7 @@ double BatchedObjective::Cost(const Eigen::VectorXd& theta) {
     const int first = pass_.next_batch;
     const int last = std::min(first + chunk, num_batches);
     data_->Fetch(batches_, first, last, n_angles, pointers_);
+    if (!range_.complete) ObserveRange(first, last, pointers_);
     at.pass->ComputeSquaredResiduals(
         std::span<const RowBatch>(batches_).subspan(static_cast<size_t>(first),
                                                     static_cast<size_t>(last - first)),
@@ -304,6 +325,7 @@ PackedDataObjective::PackedDataObjective(HomodyneModel model, std::vector<double
   const int n = this->model().num_times();
   const int64_t per_angle = UpperTriangleSize(n);
   int64_t finite_points = 0;
+  FiniteValueRange range;
   for (size_t k = 0; k < values.size(); ++k) {
     if (static_cast<int64_t>(values[k].size()) != per_angle) {
       throw std::invalid_argument("objective: angle " + std::to_string(k) + " has " +
@@ -311,10 +333,15 @@ PackedDataObjective::PackedDataObjective(HomodyneModel model, std::vector<double
                                   std::to_string(per_angle) + " (N = " + std::to_string(n) + ")");
     }
     for (float value : values[k]) {
-      if (std::isfinite(value)) ++finite_points;
+      if (!std::isfinite(value)) continue;
+      ++finite_points;
+      range.min = std::min(range.min, value);
+      range.max = std::max(range.max, value);
     }
   }
   set_num_finite_points(finite_points);
+  range.complete = true;
+  set_finite_value_range(range);
 }
 
 PackedDataObjective::PackedData PackedDataObjective::LoadPackedData(BatchSource& source,

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
@@ -124,6 +125,17 @@ struct AngleGrams {
   int64_t finite_points = 0;  // finite upper-triangle points of all angles
 };
 
+// The range of an objective's finite data values (BatchedObjective::finite_value_range), for the
+// checks a fit makes before trusting itself (src/pipeline/fit_data_check.h). complete: every
+// batch has been seen (data in memory: from construction; streamed data: once passes have
+// fetched every batch); before that the range covers the batches seen. Empty (min > max) when no
+// finite value has been seen.
+struct FiniteValueRange {
+  float min = std::numeric_limits<float>::infinity();
+  float max = -std::numeric_limits<float>::infinity();
+  bool complete = false;
+};
+
 class BatchedObjective : public LeastSquaresProblem {
  public:
   // model: the fitted grid (N = model.num_times()). phi_degrees: one angle per data angle.
@@ -166,6 +178,7 @@ class BatchedObjective : public LeastSquaresProblem {
   int64_t num_points() const { return num_points_; }
   // Upper-triangle data points skipped because they are NaN or +-inf.
   int64_t num_nonfinite_points() const { return num_points_ - num_finite_points_; }
+  const FiniteValueRange& finite_value_range() const { return range_; }
   int num_batches() const { return static_cast<int>(batches_.size()); }
   int64_t batch_points() const { return options_.batch_points; }  // per angle per batch
   int64_t read_retries() const { return data_->read_retries(); }
@@ -174,6 +187,12 @@ class BatchedObjective : public LeastSquaresProblem {
 
  protected:
   void set_num_finite_points(int64_t count) { num_finite_points_ = count; }
+  // Widens the range by the finite values of batches [first, last) as fetched in `pointers`
+  // (Fetch's layout) and marks it complete once batches [0, num_batches) have all been seen.
+  // Batches already seen are skipped, so each pass costs nothing once the range is complete.
+  void ObserveRange(int first, int last, const std::vector<const float*>& pointers);
+  // For data known up front (PackedDataObjective): the range over every point, complete.
+  void set_finite_value_range(FiniteValueRange range) { range_ = range; }
   PassData& pass_data() { return *data_; }
 
  private:
@@ -196,6 +215,8 @@ class BatchedObjective : public LeastSquaresProblem {
   int num_physical_;
   int64_t num_points_ = 0;
   int64_t num_finite_points_ = 0;
+  FiniteValueRange range_;
+  int range_next_batch_ = 0;  // batches [0, range_next_batch_) are in range_
   int64_t passes_ = 0;
   std::vector<RowBatch> batches_;
   PassState pass_;  // the pass in progress: its point and partial sums

@@ -639,35 +639,51 @@ void ComputeCovarianceAtSolution(const NormalEquations& equations, const Eigen::
                                  double s2, LevenbergMarquardtSummary& summary) {
   const int p = static_cast<int>(theta.size());
   const std::vector<int> free = FreeParameters(equations.jtr, theta, lower, upper);
+  // The covariance releases the bounds (as the reference reports it): every parameter whose
+  // range is wider than a point, including those frozen at a bound, so a parameter held by its
+  // bound gets the uncertainty the data give it, not 0.
+  std::vector<int> released;
   for (int i = 0, a = 0; i < p; ++i) {
-    if (a < static_cast<int>(free.size()) && free[a] == i) {
+    const bool is_free = a < static_cast<int>(free.size()) && free[a] == i;
+    if (is_free) {
       ++a;
     } else {
       summary.parameters_at_bound.push_back(i);
     }
+    if (is_free || lower[i] < upper[i]) released.push_back(i);
   }
-  const int num_free = static_cast<int>(free.size());
+  const int num_released = static_cast<int>(released.size());
   summary.covariance = Eigen::MatrixXd::Zero(p, p);
   summary.uncertainties = Eigen::VectorXd::Zero(p);
   summary.final_step_standard_errors = 0.0;
-  if (num_free == 0) return;
+  if (num_released == 0) return;
 
   ScaledPseudoInverse inverse;
-  const bool inverted = InvertScaledBlock(equations.jtj, free, inverse);
+  const bool inverted = InvertScaledBlock(equations.jtj, released, inverse);
   HOMODYNE_CHECK(inverted);
   if (inverse.pseudo_inverse) summary.covariance_pseudo_inverse = true;
-  for (int a = 0; a < num_free; ++a) {
-    for (int b = 0; b < num_free; ++b) {
+  for (int a = 0; a < num_released; ++a) {
+    for (int b = 0; b < num_released; ++b) {
       const double scaled = inverse.scaled_inverse(a, b) + inverse.undetermined_floor(a, b);
-      summary.covariance(free[a], free[b]) = s2 * inverse.scale[a] * scaled * inverse.scale[b];
+      summary.covariance(released[a], released[b]) =
+          s2 * inverse.scale[a] * scaled * inverse.scale[b];
     }
     if (inverse.scale[a] == 0.0 ||
         inverse.undetermined_floor(a, a) > inverse.scaled_inverse(a, a)) {
-      summary.undetermined_parameters.push_back(free[a]);
+      summary.undetermined_parameters.push_back(released[a]);
     }
   }
   summary.uncertainties = summary.covariance.diagonal().cwiseMax(0.0).cwiseSqrt();
-  summary.final_step_standard_errors = StepInStandardErrors(inverse, equations.jtr, free, s2);
+  // The step test moves only the free parameters (a frozen one cannot move past its bound).
+  if (released.size() == free.size()) {
+    summary.final_step_standard_errors = StepInStandardErrors(inverse, equations.jtr, free, s2);
+  } else if (!free.empty()) {
+    ScaledPseudoInverse free_inverse;
+    const bool free_inverted = InvertScaledBlock(equations.jtj, free, free_inverse);
+    HOMODYNE_CHECK(free_inverted);
+    summary.final_step_standard_errors =
+        StepInStandardErrors(free_inverse, equations.jtr, free, s2);
+  }
 }
 
 LevenbergMarquardtSummary Minimize(const LevenbergMarquardtOptions& options,

@@ -181,7 +181,9 @@ struct LevenbergMarquardtSummary {
   // its pseudo-inverse is used and covariance_pseudo_inverse is set, and each dropped direction
   // gets the smallest variance it can have, 1 / cutoff (scaled_pseudo_inverse.h), instead of 0:
   // the uncertainties of undetermined_parameters are then lower bounds, not estimates. Parameters
-  // frozen at a bound at the end have zero rows and columns: the bound, not the data, fixes them.
+  // frozen at a bound at the end (parameters_at_bound) are released for it, as the reference
+  // reports them: their uncertainty is what the data give them, never 0; only parameters with
+  // equal bounds have zero rows and columns.
   Eigen::MatrixXd covariance;
   Eigen::VectorXd uncertainties;  // sqrt(diag(covariance))
   bool covariance_pseudo_inverse = false;
@@ -232,12 +234,13 @@ class NielsenDamping {
 };
 
 // Covariance at a solution (docs/design.md section 4), shared by the LM core and the Ceres
-// standard strategy: parameters at a bound whose gradient points out are frozen (listed in
-// summary.parameters_at_bound, zero rows and columns); the free block of J^T J is Jacobi-scaled
+// standard strategy: parameters at a bound whose gradient points out are listed in
+// summary.parameters_at_bound and released for the covariance (only equal bounds give zero rows
+// and columns); that block of J^T J is Jacobi-scaled
 // and inverted through its eigen-decomposition, eigenvalues below 1e-12 times the largest
 // dropped (summary.covariance_pseudo_inverse) and given their lower-bound variance
 // (summary.undetermined_parameters). Fills summary.covariance, uncertainties and
-// final_step_standard_errors (from the same pseudo-inverse); s2 = chi2 / dof. Requires finite
+// final_step_standard_errors (over the free parameters only); s2 = chi2 / dof. Requires finite
 // equations.
 void ComputeCovarianceAtSolution(const NormalEquations& equations, const Eigen::VectorXd& theta,
                                  const Eigen::VectorXd& lower, const Eigen::VectorXd& upper,

@@ -4,6 +4,7 @@
 #include "homodyne/fit.h"
 
 #include "fit_checkpoints.h"
+#include "fit_data_check.h"
 #include "fit_parameters.h"
 #include "fit_plan.h"
 #include "fit_solution.h"
@@ -135,6 +136,12 @@ class FitRun {
                                            strategy_->scaling_from_data()));
     spdlog::info("per-angle scaling {} ({}); {} parameters fitted", ToString(plan_.scaling.mode),
                  plan_.scaling.reason, parameters_->map.num_reduced());
+    for (const std::string& warning : parameters_->start_warnings) {
+      spdlog::warn("{}", warning);
+      result_.warnings.push_back(warning);
+    }
+    CheckDataCanBeFitted(strategy_->objective(), source_.info().file_path, plan_.scaling.mode,
+                         parameters_->map.num_reduced());
     lm_ = FinalFitOptions(config_, *parameters_);
     lm_.callback = [this](const LevenbergMarquardtIteration& iteration) {
       spdlog::info("iteration {:3d}  chi2 {:.8e}  damping {:.2e}  step {:.3e}  {}  {:.2f} s",
@@ -241,6 +248,9 @@ class FitRun {
   // beside it.
   FitOutcome ResultStep() {
     const BatchedObjective& objective = strategy_->objective();
+    // Streamed data are counted by the passes: the check before the fit could not see them.
+    CheckDataCanBeFitted(objective, source_.info().file_path, plan_.scaling.mode,
+                         parameters_->map.num_reduced());
     for (const std::string& warning : checkpoints_->warnings()) result_.warnings.push_back(warning);
     if (objective.num_nonfinite_points() > 0) {
       const std::string warning = std::to_string(objective.num_nonfinite_points()) +

@@ -4,6 +4,7 @@
 
 #include "homodyne/errors.h"
 #include "homodyne/model.h"
+#include "optimize/bounds.h"
 
 namespace homodyne {
 namespace {
@@ -76,6 +77,10 @@ FitParameters BuildFitParameters(const Config& config, const ResolvedScaling& sc
     upper[c] = config.BoundOf("contrast").max;
     lower[o] = config.BoundOf("offset").min;
     upper[o] = config.BoundOf("offset").max;
+  }
+  if (const std::optional<std::string> non_finite =
+          ClipStartIntoBounds(start, lower, upper, names, parameters.start_warnings)) {
+    throw ConfigError(config.source_path + ": " + *non_finite);
   }
   // The parameters the fit optimises: the per-angle mode's map (docs/model.md, Per-angle scaling),
   // with initial_parameters.fixed_parameters held at their start values.

@@ -25,13 +25,18 @@ struct FitParameters {
   ScalingMap map;
   Eigen::VectorXd reduced_start;
   BoundBox reduced_bounds;
+  // One per start value outside its bounds, clipped into them before anything runs (the same
+  // text as ClipStartIntoBounds, src/optimize/bounds.h); the fit logs them and adds them to the
+  // result's warnings, whatever path (global phase, variable projection, solver) follows.
+  std::vector<std::string> start_warnings;
 };
 
 // The start of the physical parameters comes from initial_parameters (InitialPhysicalParameters);
 // the per-angle contrast and offset from initial_parameters.per_angle_scaling, else its scalar
 // contrast/offset replicated, else `scaling_from_data` (the data's quantile estimate, one per
-// angle). scaling: the resolved per-angle mode; phi_degrees: the data's angles. Throws
-// ConfigError (naming config.source_path) when fixed_parameters fixes every parameter.
+// angle). Every start, fixed ones included, is clipped into its bounds with a start_warning.
+// scaling: the resolved per-angle mode; phi_degrees: the data's angles. Throws ConfigError
+// (naming config.source_path) when fixed_parameters fixes every parameter.
 FitParameters BuildFitParameters(const Config& config, const ResolvedScaling& scaling,
                                  const BatchedObjective& objective,
                                  const std::vector<double>& phi_degrees,

@@ -126,6 +126,25 @@ FitQualityInputs QualityInputs(const LevenbergMarquardtSummary& summary,
   return inputs;
 }
 
+// The side of the bound each full-layout parameter ended held by ("lower", "upper" or ""): a
+// reduced parameter frozen on a bound of a range wider than a point marks the full parameters
+// that equal it (a unit row of the map: a physical parameter, an individual or averaged contrast
+// or offset; a Fourier coefficient moves no single angle's value onto a bound).
+std::vector<std::string> FullLayoutBoundMarks(const LevenbergMarquardtSummary& summary,
+                                              const LevenbergMarquardtOptions& lm,
+                                              const ScalingMap& map) {
+  std::vector<std::string> marks(static_cast<size_t>(map.num_full()));
+  for (const int r : summary.parameters_at_bound) {
+    if (lm.lower_bounds[r] == lm.upper_bounds[r]) continue;
+    const char* side = summary.theta[r] <= lm.lower_bounds[r] ? "lower" : "upper";
+    for (int f = 0; f < map.num_full(); ++f) {
+      const bool unit_row = map.matrix(f, r) == 1.0 && map.matrix.row(f).cwiseAbs().sum() == 1.0;
+      if (unit_row) marks[static_cast<size_t>(f)] = side;
+    }
+  }
+  return marks;
+}
+
 }  // namespace
 
 FitQuality AssessFitQuality(const FitQualityInputs& inputs) {
@@ -215,17 +234,18 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
   const ExpandedSolution full =
       ExpandSolution(map, summary.theta, summary.covariance, covariance_scale);
   const bool has_uncertainties = full.uncertainties.size() > 0;
+  const std::vector<std::string> bound_marks = FullLayoutBoundMarks(summary, lm, map);
+  const auto estimate = [&](const std::string& name, int f) {
+    return ParameterEstimate{name, full.theta[f], has_uncertainties ? full.uncertainties[f] : 0.0,
+                             bound_marks[static_cast<size_t>(f)]};
+  };
   for (int p = 0; p < n_physical; ++p) {
-    result.physical.push_back({names[static_cast<size_t>(p)], full.theta[p],
-                               has_uncertainties ? full.uncertainties[p] : 0.0});
+    result.physical.push_back(estimate(names[static_cast<size_t>(p)], p));
   }
   for (int k = 0; k < n_angles; ++k) {
-    const int c = objective.ContrastIndex(k);
-    const int o = objective.OffsetIndex(k);
-    result.per_angle.push_back(
-        {phi_degrees[static_cast<size_t>(k)],
-         {"contrast", full.theta[c], has_uncertainties ? full.uncertainties[c] : 0.0},
-         {"offset", full.theta[o], has_uncertainties ? full.uncertainties[o] : 0.0}});
+    result.per_angle.push_back({phi_degrees[static_cast<size_t>(k)],
+                                estimate("contrast", objective.ContrastIndex(k)),
+                                estimate("offset", objective.OffsetIndex(k))});
   }
   result.covariance_names = parameters.full_names;
   for (int i = 0; i < full.covariance.rows(); ++i) {

@@ -57,6 +57,16 @@ const RuleCase kRules[] = {
      "parameter_space.bounds[0].min = 500: must be finite and < max (100) for D0"},
     {"BoundsMinAboveDefaultMax", "parameter_space: {bounds: [{name: D0}, {name: beta, min: 3}]}",
      "parameter_space.bounds[1].min = 3: must be finite and < max (2) for beta"},
+    // Bounds outside a parameter's physical domain fitted nonsense with success.
+    {"BoundsD0Negative", "parameter_space: {bounds: [{name: D0, min: -100, max: -10}]}",
+     "parameter_space.bounds[0].min = -100: D0 must be >= 0 (a diffusion coefficient"},
+    {"BoundsContrastAboveOne", "parameter_space: {bounds: [{name: contrast, min: 0.1, max: 1.5}]}",
+     "parameter_space.bounds[0].max = 1.5: contrast must be <= 1 (a speckle contrast"},
+    {"BoundsOffsetNegative", "parameter_space: {bounds: [{name: offset, min: -1, max: 2}]}",
+     "parameter_space.bounds[0].min = -1: offset must be >= 0"},
+    {"BoundsShearNegative",
+     "parameter_space: {bounds: [{name: gamma_dot_t0, min: -1}]}",
+     "parameter_space.bounds[0].min = -1: gamma_dot_t0 must be >= 0"},
     {"BoundsNameMissing", "parameter_space: {bounds: [{min: 0, max: 1}]}",
      "parameter_space.bounds[0].name = null: is required"},
     // A huge Fourier order overflowed the coefficient count (1 + 2 order) in the fit.

@@ -90,6 +90,20 @@ TEST_F(ResultsJsonTest, ParametersJsonHasReferenceFieldsAndPerAngleValues) {
   EXPECT_TRUE(json.contains("timestamp"));
 }
 
+// A parameter that ended held by a bound says which ("at_bound"); the others keep the reference's
+// two fields only (docs/results.md, Parameters at a bound).
+TEST_F(ResultsJsonTest, ParameterHeldByABoundIsMarked) {
+  FitResult result = StaticResult();
+  result.physical[0].at_bound = "lower";
+  result.per_angle[1].contrast.at_bound = "upper";
+  WriteResultFiles(result, directory_.string());
+  const nlohmann::json json = Read("parameters.json");
+  EXPECT_EQ(json["parameters"]["D0"]["at_bound"], "lower");
+  EXPECT_FALSE(json["parameters"]["alpha"].contains("at_bound"));
+  EXPECT_EQ(json["per_angle"][1]["contrast"]["at_bound"], "upper");
+  EXPECT_FALSE(json["per_angle"][0]["contrast"].contains("at_bound"));
+}
+
 TEST_F(ResultsJsonTest, AnalysisAndConvergenceFilesCarryRunDetails) {
   WriteResultFiles(StaticResult(), directory_.string());
   const nlohmann::json analysis = Read("analysis_results_nlsq.json");

@@ -353,12 +353,19 @@ TEST(LevenbergMarquardtTest, OptimumOutsideBoundEndsOnBoundWithParameterFrozen) 
   // Gradient g = J^T r at the result: descent direction -g_0 > 0 points above the upper bound.
   const NormalEquations at_result = problem.Accumulate(summary.theta);
   EXPECT_LT(at_result.jtr[0], 0.0);
-  // The frozen parameter's covariance rows are zero; the free one's comes from the free block.
-  EXPECT_EQ(summary.covariance(0, 0), 0.0);
-  EXPECT_EQ(summary.covariance(0, 1), 0.0);
-  EXPECT_EQ(summary.uncertainties[0], 0.0);
+  // The covariance releases the bound, as the reference reports it: s^2 (J^T J)^-1 over both
+  // parameters, so the parameter held by its bound gets the data's uncertainty, not 0.
   const double s2 = summary.final_chi2 / 1.0;  // dof = 3 - 2
-  EXPECT_NEAR(summary.covariance(1, 1), s2 / at_result.jtj(1, 1), 1e-12);
+  const Eigen::MatrixXd released = s2 * at_result.jtj.inverse();
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < 2; ++j) {
+      EXPECT_NEAR(summary.covariance(i, j), released(i, j), 1e-9 * std::abs(released(i, j)))
+          << i << "," << j;
+    }
+  }
+  EXPECT_GT(summary.uncertainties[0], 0.0);
+  EXPECT_NEAR(summary.uncertainties[0], std::sqrt(released(0, 0)), 1e-9 * summary.uncertainties[0]);
+  EXPECT_TRUE(summary.undetermined_parameters.empty());
   EXPECT_THAT(summary.BriefReport(), HasSubstr("1 at bound"));
 }
 

@@ -119,6 +119,43 @@ TEST(FitQualityFlagTest, PhysicalParameterOnBoundIsNotGood) {
       "parameter_space:\n  bounds: [{name: gamma_dot_t0, min: 1.0e-6, max: 5.0e-5}]\n", 100);
   EXPECT_NE(result.quality_flag, "good");
   EXPECT_THAT(result.quality_reasons, Contains("gamma_dot_t0 ended on its upper bound"));
+  // Marked, and with the uncertainty the data give it with the bound released (the reference's
+  // covariance), never 0. Every mark matches a quality reason (D0 may follow it onto its own
+  // bound), and no per-angle value is marked.
+  const ParameterEstimate& rate = Physical(result, "gamma_dot_t0");
+  EXPECT_EQ(rate.value, 5.0e-5);
+  EXPECT_EQ(rate.at_bound, "upper");
+  EXPECT_GT(rate.uncertainty, 0.0);
+  EXPECT_TRUE(std::isfinite(rate.uncertainty));
+  for (const ParameterEstimate& p : result.physical) {
+    if (p.at_bound.empty()) continue;
+    EXPECT_THAT(result.quality_reasons, Contains(p.name + " ended on its " + p.at_bound + " bound"));
+    EXPECT_GT(p.uncertainty, 0.0) << p.name;
+  }
+  for (const AngleScaling& angle : result.per_angle) {
+    EXPECT_EQ(angle.contrast.at_bound, "");
+    EXPECT_EQ(angle.offset.at_bound, "");
+  }
+}
+
+// A start outside its bounds is clipped with a warning that names it and its value, whatever
+// path the fit takes (global phase, variable projection): not only in the LM core's own clip.
+TEST(FitWarningsTest, StartOutsideBoundsIsAWarningOnEveryPath) {
+  const std::vector<double> truth = {1500.0, -0.6, 5.0, 2e-4, 0.5, 1e-4, 4.0};
+  const std::vector<double> phi = {0.0, 60.0};
+  const std::vector<double> c2 = test::LaminarC2(truth, phi);
+  const auto source = MakeInMemoryBatchSource(test::LaminarData(c2, phi));
+  for (const GlobalSearchMethod method : {GlobalSearchMethod::kOff, GlobalSearchMethod::kAuto}) {
+    Config config = ParseConfig(std::string(test::kLaminarConfig) +
+                                    "initial_parameters: {fixed_parameters: [beta]}\n",
+                                "fit_warnings_test");
+    config.initial.values = {200000.0, -0.6, 5.0, 2e-4, 0.5, 1e-4, 4.0};
+    config.nlsq.global_search.method = method;
+    const FitResult result = Fit(config, *source).result;
+    EXPECT_THAT(result.warnings,
+                Contains("initial value of D0 = 200000 is above its upper bound 100000: clipped "
+                         "to 100000"));
+  }
 }
 
 // A fit stopped at max_iterations far from the optimum is not good, with the reason given.
