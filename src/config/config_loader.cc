@@ -65,6 +65,13 @@ constexpr PhysicalDomain kPhysicalDomains[] = {
     {"offset", 0.0, kUnbounded, "the baseline of c2"},
 };
 
+// The largest counts the global phase accepts (docs/configuration.md, Global phase): starts,
+// refined minima and CMA-ES population (1e5 local fits or evaluations per generation is already
+// days of passes on large data), CMA-ES generations and restarts.
+constexpr int kMaxSearchCount = 100000;
+constexpr int kMaxSearchGenerations = 10000000;
+constexpr int kMaxSearchRestarts = 1000;
+
 // The reference's registry defaults: the truth simulation uses when `parameters` omits a name
 // (docs/configuration.md, Simulation).
 const std::map<std::string, double> kRegistryDefaults = {
@@ -631,11 +638,22 @@ void ParseGlobalSearch(const ConfigReader& reader, Config& config) {
     for (Enum name : allowed) list += (list.empty() ? "" : ", ") + std::string(ToString(name));
     reader.Fail(path, reader.Find(path), "must be one of " + list);
   };
-  auto integer_at_least = [&](const std::string& path, int minimum, int& field) {
+  // An integer key in [minimum, maximum]; the default maximum only keeps it an int. The global
+  // phase's counts have a real maximum: beyond it a run would exhaust memory or never end.
+  auto integer_at_least = [&](const std::string& path, int minimum, int& field,
+                              int maximum = std::numeric_limits<int>::max()) {
     if (const auto value = reader.Integer(path)) {
-      reader.Require(*value >= minimum && *value <= std::numeric_limits<int>::max(), path,
-                     "must be >= " + std::to_string(minimum));
+      reader.Require(*value >= minimum, path, "must be >= " + std::to_string(minimum));
+      reader.Require(*value <= maximum, path, "must be <= " + std::to_string(maximum));
       field = static_cast<int>(*value);
+    }
+  };
+  // A step in the unit coordinates of the search box (width 1): in (0, 1].
+  auto unit_step = [&](const std::string& path, double& field) {
+    if (const auto value = reader.Number(path)) {
+      reader.Require(std::isfinite(*value) && *value > 0.0 && *value <= 1.0, path,
+                     "must be in (0, 1] (unit coordinates: the search box has width 1)");
+      field = *value;
     }
   };
   auto positive_number = [&](const std::string& path, double& field) {
@@ -660,7 +678,7 @@ void ParseGlobalSearch(const ConfigReader& reader, Config& config) {
   const std::string ms = base + "multi_start.";
   MultiStartOptions& multi = nlsq.multi_start;
   multi.enable = reader.Bool(ms + "enable").value_or(multi.enable);
-  integer_at_least(ms + "n_starts", 1, multi.n_starts);
+  integer_at_least(ms + "n_starts", 1, multi.n_starts, kMaxSearchCount);
   if (const auto seed = reader.Integer(ms + "seed")) {
     reader.Require(*seed >= 0, ms + "seed", "must be >= 0");
     multi.seed = static_cast<uint64_t>(*seed);
@@ -678,7 +696,7 @@ void ParseGlobalSearch(const ConfigReader& reader, Config& config) {
                    "must be in (0, 1]");
     multi.screen_keep_fraction = *fraction;
   }
-  integer_at_least(ms + "refine_top_k", 1, multi.refine_top_k);
+  integer_at_least(ms + "refine_top_k", 1, multi.refine_top_k, kMaxSearchCount);
   positive_number(ms + "refinement_ftol", multi.refinement_ftol);
   if (const auto threshold = reader.Number(ms + "degeneracy_threshold")) {
     reader.Require(std::isfinite(*threshold) && *threshold >= 0.0, ms + "degeneracy_threshold",
@@ -724,21 +742,21 @@ void ParseGlobalSearch(const ConfigReader& reader, Config& config) {
           CmaesPreset::kCmaesHpc});
   if (Present(reader.Find(cm + "max_generations"))) {
     int generations = 1;
-    integer_at_least(cm + "max_generations", 1, generations);
+    integer_at_least(cm + "max_generations", 1, generations, kMaxSearchGenerations);
     cmaes.max_generations = generations;
   }
   if (Present(reader.Find(cm + "popsize"))) {
     int popsize = 2;
-    integer_at_least(cm + "popsize", 2, popsize);
+    integer_at_least(cm + "popsize", 2, popsize, kMaxSearchCount);
     cmaes.popsize = popsize;
   }
   if (Present(reader.Find(cm + "max_restarts"))) {
     int restarts = 0;
-    integer_at_least(cm + "max_restarts", 0, restarts);
+    integer_at_least(cm + "max_restarts", 0, restarts, kMaxSearchRestarts);
     cmaes.max_restarts = restarts;
   }
-  positive_number(cm + "sigma", cmaes.sigma);
-  positive_number(cm + "sigma_warmstart", cmaes.sigma_warmstart);
+  unit_step(cm + "sigma", cmaes.sigma);
+  unit_step(cm + "sigma_warmstart", cmaes.sigma_warmstart);
   positive_number(cm + "tol_fun", cmaes.tol_fun);
   positive_number(cm + "tol_x", cmaes.tol_x);
   one_of(cm + "restart_strategy", cmaes.restart_strategy, ParseCmaesRestartStrategy,

@@ -67,6 +67,20 @@ const RuleCase kRules[] = {
     {"BoundsShearNegative",
      "parameter_space: {bounds: [{name: gamma_dot_t0, min: -1}]}",
      "parameter_space.bounds[0].min = -1: gamma_dot_t0 must be >= 0"},
+    // Global-phase counts beyond any real run exhausted memory or never ended; a CMA-ES step
+    // beyond the unit box was accepted and used.
+    {"NStartsHuge", "optimization: {nlsq: {multi_start: {n_starts: 1000000000}}}",
+     "optimization.nlsq.multi_start.n_starts = 1000000000: must be <= 100000"},
+    {"PopsizeHuge", "optimization: {nlsq: {cmaes: {popsize: 1e9}}}",
+     "optimization.nlsq.cmaes.popsize = 1e9: must be <= 100000"},
+    {"GenerationsHuge", "optimization: {nlsq: {cmaes: {max_generations: 1e12}}}",
+     "optimization.nlsq.cmaes.max_generations = 1e12: must be <= 10000000"},
+    {"RestartsHuge", "optimization: {nlsq: {cmaes: {max_restarts: 5000}}}",
+     "optimization.nlsq.cmaes.max_restarts = 5000: must be <= 1000"},
+    {"CmaesSigmaBeyondBox", "optimization: {nlsq: {cmaes: {sigma: 1e308}}}",
+     "optimization.nlsq.cmaes.sigma = 1e308: must be in (0, 1]"},
+    {"CmaesWarmSigmaZero", "optimization: {nlsq: {cmaes: {sigma_warmstart: 0}}}",
+     "optimization.nlsq.cmaes.sigma_warmstart = 0: must be in (0, 1]"},
     {"BoundsNameMissing", "parameter_space: {bounds: [{min: 0, max: 1}]}",
      "parameter_space.bounds[0].name = null: is required"},
     // A huge Fourier order overflowed the coefficient count (1 + 2 order) in the fit.
