@@ -25,8 +25,8 @@ import numpy as np
 import homodyne_cpp as hc
 
 # The config beside this script (configs/ of the repository), the simulator on PATH.
-config_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "configs",
-                           "simulate_laminar_flow.yaml")
+config_path = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
+                                            "configs", "simulate_laminar_flow.yaml"))
 simulate = shutil.which("homodyne-simulate")
 if simulate is None:
     sys.exit("python_fit.py: homodyne-simulate is not on PATH: install homodyne-cpp "

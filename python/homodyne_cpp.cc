@@ -848,7 +848,8 @@ PYBIND11_MODULE(_core, m) {
            "offset (a new, writable array).")
       .def("to_dict", &NlsqResult::ToDictionary,
            "Every field of the result as plain Python (dicts, lists, str, int, float: "
-           "JSON-serialisable), with the names of nlsq/*.json (docs/results.md).")
+           "JSON-serialisable), named as FitResult's fields (docs/results.md), with report and "
+           "phi_angles.")
       .def(
           "write",
           [](const NlsqResult& r, const std::string& output_dir) {
