@@ -2,13 +2,19 @@
 # load it, fit it, print the table and plot data, fit and residuals. Each "# %%" starts a cell
 # (VS Code, Jupyter's "open as notebook", or plain `python3 examples/python_fit.py`).
 #
-# From the repository root, after scripts/build.sh:
-#   PYTHONPATH=build/python /usr/bin/python3 examples/python_fit.py
-# writes examples_output/python_fit.png.
+# With homodyne-cpp installed (`cmake --install build`: the package on python3's path, the
+# programs on PATH), from any folder:
+#   python3 path/to/examples/python_fit.py
+# From a build tree, without installing (from the repository root, after scripts/build.sh):
+#   PATH=$PWD/build/src/cli:$PATH PYTHONPATH=build/python /usr/bin/python3 examples/python_fit.py
+# Writes examples_output/python_fit.png under the working folder; when it fails, it leaves no
+# empty folder behind. ctest runs it the installed way (tests/install/python_example_test.sh).
 
 # %% Simulate the built-in example data set (the same one scripts/demo.sh fits).
 import os
+import shutil
 import subprocess
+import sys
 
 import matplotlib
 
@@ -18,12 +24,33 @@ import numpy as np
 
 import homodyne_cpp as hc
 
-work = "examples_output"
+# The config beside this script (configs/ of the repository), the simulator on PATH.
+config_path = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
+                                            "configs", "simulate_laminar_flow.yaml"))
+simulate = shutil.which("homodyne-simulate")
+if simulate is None:
+    sys.exit("python_fit.py: homodyne-simulate is not on PATH: install homodyne-cpp "
+             "(cmake --install build) or put build/src/cli on PATH")
+work = os.path.abspath("examples_output")
+created = not os.path.exists(work)
 os.makedirs(work, exist_ok=True)
-config_path = os.path.abspath("configs/simulate_laminar_flow.yaml")
-simulate = os.path.abspath("build/src/cli/homodyne-simulate")
-os.chdir(work)  # the config's relative paths (./data/) now point into examples_output/
-subprocess.run([simulate, "--config", config_path], check=True, stdout=subprocess.DEVNULL)
+
+
+def remove_empty_folders(top):
+    """Removes top and the folders below it that hold no file (this run made them)."""
+    for folder, _, _ in sorted(os.walk(top), key=lambda entry: -len(entry[0])):
+        if not os.listdir(folder):
+            os.rmdir(folder)
+
+
+try:
+    os.chdir(work)  # the config's relative paths (./data/) now point into examples_output/
+    subprocess.run([simulate, "--config", config_path], check=True, stdout=subprocess.DEVNULL)
+except BaseException:
+    if created:
+        os.chdir(os.path.dirname(work))
+        remove_empty_folders(work)
+    raise
 
 # %% Load the config and the data as the fit sees them.
 config = hc.load_config(config_path)

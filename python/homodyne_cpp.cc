@@ -1,8 +1,11 @@
-// homodyne_cpp: the Python module (docs/python.md). A thin shell over the library's Fit
-// (include/homodyne/fit.h), shaped after the reference package's notebook API: load_config,
-// load_xpcs_data, fit_nlsq, compute_c2. Errors of the C++ side arrive as Python exceptions with
-// the same message; the GIL is released while fitting; Ctrl-C stops a fit cleanly
-// (KeyboardInterrupt, after a checkpoint when checkpoints are on).
+// homodyne_cpp._core: the compiled part of the Python package homodyne_cpp (docs/python.md). A
+// thin shell over the library's Fit (include/homodyne/fit.h); python/homodyne_cpp/__init__.py
+// gives it the reference package's notebook API (load_config, load_xpcs_data, fit_nlsq,
+// compute_c2) and checks the Python types of the arguments, so the functions here take them
+// converted. Errors of the C++ side arrive as Python exceptions with the same message; the GIL is
+// released while fitting; Ctrl-C stops a fit cleanly (KeyboardInterrupt, after a checkpoint when
+// checkpoints are on). A fit leaves no process state behind (the OpenMP thread count included).
+#include <omp.h>
 #include <pybind11/functional.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -10,16 +13,19 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <chrono>
+#include <cmath>
 #include <csignal>
 #include <exception>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "homodyne/checkpoint_errors.h"
 #include "homodyne/config.h"
 #include "homodyne/dataset.h"
 #include "homodyne/errors.h"
@@ -35,31 +41,198 @@ namespace {
 
 using DoubleArray = py::array_t<double, py::array::c_style>;
 
+// Python's way to start afresh where the CLI says --no-resume (CheckpointMismatchError).
+constexpr const char* kPythonFreshStart = "resume=False";
+
+// `array` made read-only: results hand out copies that cannot be changed by mistake.
+DoubleArray ReadOnly(DoubleArray array) {
+  array.attr("setflags")(py::arg("write") = false);
+  return array;
+}
+
 // The model c2 on evaluation's whole grid for each angle: (n_phi, n_t, n_t), angle k with
 // contrasts[k] and offsets[k] (no diagonal correction).
 DoubleArray ModelMatrices(const ModelEvaluation& evaluation, const std::vector<double>& phi,
-                          const std::vector<double>& contrasts, const std::vector<double>& offsets) {
+                          const std::vector<double>& contrasts,
+                          const std::vector<double>& offsets) {
   const auto n = static_cast<py::ssize_t>(evaluation.model().num_times());
   DoubleArray c2({static_cast<py::ssize_t>(phi.size()), n, n});
   for (size_t k = 0; k < phi.size(); ++k) {
-    evaluation.ComputeC2Matrix(
-        phi[k], contrasts[k], offsets[k],
-        std::span<double>(c2.mutable_data(static_cast<py::ssize_t>(k)), static_cast<size_t>(n * n)));
+    evaluation.ComputeC2Matrix(phi[k], contrasts[k], offsets[k],
+                               std::span<double>(c2.mutable_data(static_cast<py::ssize_t>(k)),
+                                                 static_cast<size_t>(n * n)));
   }
   return c2;
 }
 
+// ---------------------------------------------------------------------------------------------
+// The fields of the result structs, each once with its name (results.h): NlsqResult.to_dict()
+// and pickling both go through this list, so a field added here is in both.
+
+template <typename V>
+void Fields(ParameterEstimate& estimate, V& visit) {
+  visit("name", estimate.name);
+  visit("value", estimate.value);
+  visit("uncertainty", estimate.uncertainty);
+}
+template <typename V>
+void Fields(AngleScaling& angle, V& visit) {
+  visit("phi_degrees", angle.phi_degrees);
+  visit("contrast", angle.contrast);
+  visit("offset", angle.offset);
+}
+template <typename V>
+void Fields(BatchStatisticsSummary& statistics, V& visit) {
+  visit("batches", statistics.batches);
+  visit("retries", statistics.retries);
+  visit("read_failures", statistics.read_failures);
+  visit("checkpoint_failures", statistics.checkpoint_failures);
+  visit("checkpoints_saved", statistics.checkpoints_saved);
+}
+template <typename V>
+void Fields(GlobalSearchRecord::Minimum& minimum, V& visit) {
+  visit("chi2", minimum.chi2);
+  visit("names", minimum.names);
+  visit("values", minimum.values);
+  visit("start", minimum.start);
+  visit("status", minimum.status);
+}
+template <typename V>
+void Fields(GlobalSearchRecord& search, V& visit) {
+  visit("method", search.method);
+  visit("reason", search.reason);
+  visit("candidates", search.candidates);
+  visit("local_fits", search.local_fits);
+  visit("generations", search.generations);
+  visit("cmaes_runs", search.cmaes_runs);
+  visit("passes", search.passes);
+  visit("replayed_passes", search.replayed_passes);
+  visit("point_evaluations", search.point_evaluations);
+  visit("search_points", search.search_points);
+  visit("row_stride", search.row_stride);
+  visit("seconds", search.seconds);
+  visit("minima", search.minima);
+  visit("chosen", search.chosen);
+}
+template <typename V>
+void Fields(FitResult& result, V& visit) {
+  visit("analysis_mode", result.analysis_mode);
+  visit("physical", result.physical);
+  visit("per_angle", result.per_angle);
+  visit("covariance_names", result.covariance_names);
+  visit("covariance", result.covariance);
+  visit("per_angle_mode", result.per_angle_mode);
+  visit("chi_squared", result.chi_squared);
+  visit("reduced_chi_squared", result.reduced_chi_squared);
+  visit("degrees_of_freedom", result.degrees_of_freedom);
+  visit("convergence_status", result.convergence_status);
+  visit("termination_reason", result.termination_reason);
+  visit("quality_flag", result.quality_flag);
+  visit("quality_reasons", result.quality_reasons);
+  visit("n_points", result.n_points);
+  visit("n_angles", result.n_angles);
+  visit("n_times", result.n_times);
+  visit("q_inv_angstrom", result.q_inv_angstrom);
+  visit("iterations", result.iterations);
+  visit("passes", result.passes);
+  visit("point_evaluations", result.point_evaluations);
+  visit("strategy", result.strategy);
+  visit("strategy_reason", result.strategy_reason);
+  visit("backend", result.backend);
+  visit("threads", result.threads);
+  visit("load_seconds", result.load_seconds);
+  visit("optimization_seconds", result.optimization_seconds);
+  visit("total_seconds", result.total_seconds);
+  visit("memory_peak_mb", result.memory_peak_mb);
+  visit("batch_statistics", result.batch_statistics);
+  visit("global_search", result.global_search);
+  visit("recovery_actions", result.recovery_actions);
+  visit("warnings", result.warnings);
+}
+
+struct IgnoreField {
+  template <typename T>
+  void operator()(const char*, T&) {}
+};
+template <typename T, typename = void>
+struct HasFields : std::false_type {};
+template <typename T>
+struct HasFields<T, std::void_t<decltype(Fields(std::declval<T&>(), std::declval<IgnoreField&>()))>>
+    : std::true_type {};
+template <typename T>
+struct IsVector : std::false_type {};
+template <typename T>
+struct IsVector<std::vector<T>> : std::true_type {};
+
+// A field as plain Python: a struct as a dict, a vector as a list, the mode as its name.
+template <typename T>
+py::object ToPython(T& value);
+struct ToDict {
+  py::dict dict;
+  template <typename T>
+  void operator()(const char* name, T& value) {
+    dict[name] = ToPython(value);
+  }
+};
+template <typename T>
+py::object ToPython(T& value) {
+  if constexpr (HasFields<T>::value) {
+    ToDict visitor;
+    Fields(value, visitor);
+    return std::move(visitor.dict);
+  } else if constexpr (IsVector<T>::value) {
+    py::list list;
+    for (auto& each : value) list.append(ToPython(each));
+    return list;
+  } else if constexpr (std::is_same_v<T, AnalysisMode>) {
+    return py::str(std::string(ToString(value)));
+  } else {
+    return py::cast(value);
+  }
+}
+
+// The inverse of ToPython (for unpickling: the dict is one ToPython made).
+template <typename T>
+void FromPython(const py::handle& source, T& value);
+struct FromDict {
+  py::dict dict;
+  template <typename T>
+  void operator()(const char* name, T& value) {
+    FromPython(dict[name], value);
+  }
+};
+template <typename T>
+void FromPython(const py::handle& source, T& value) {
+  if constexpr (HasFields<T>::value) {
+    FromDict visitor{py::reinterpret_borrow<py::dict>(source)};
+    Fields(value, visitor);
+  } else if constexpr (IsVector<T>::value) {
+    value.clear();
+    for (const py::handle item : source) {
+      typename T::value_type each{};
+      FromPython(item, each);
+      value.push_back(std::move(each));
+    }
+  } else if constexpr (std::is_same_v<T, AnalysisMode>) {
+    value = ParseAnalysisMode(py::cast<std::string>(source));
+  } else {
+    value = py::cast<T>(source);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
 // A fit's outcome with the data it needs to evaluate the fitted model.
 struct NlsqResult {
   FitOutcome outcome;
-  std::vector<double> phi_degrees;
+  std::vector<double> phi_degrees;  // the data's angles, in data order
 
   DoubleArray Physical(bool uncertainties) const {
     std::vector<double> values;
     for (const ParameterEstimate& p : outcome.result.physical) {
       values.push_back(uncertainties ? p.uncertainty : p.value);
     }
-    return DoubleArray(static_cast<py::ssize_t>(values.size()), values.data());
+    return ReadOnly(DoubleArray(static_cast<py::ssize_t>(values.size()), values.data()));
   }
   DoubleArray PerAngle(bool contrast, bool uncertainties) const {
     std::vector<double> values;
@@ -67,14 +240,14 @@ struct NlsqResult {
       const ParameterEstimate& p = contrast ? angle.contrast : angle.offset;
       values.push_back(uncertainties ? p.uncertainty : p.value);
     }
-    return DoubleArray(static_cast<py::ssize_t>(values.size()), values.data());
+    return ReadOnly(DoubleArray(static_cast<py::ssize_t>(values.size()), values.data()));
   }
   DoubleArray Covariance() const {
     const auto n = static_cast<py::ssize_t>(outcome.result.covariance_names.size());
     DoubleArray matrix({n, n});
     std::copy(outcome.result.covariance.begin(), outcome.result.covariance.end(),
               matrix.mutable_data());
-    return matrix;
+    return ReadOnly(std::move(matrix));
   }
   // c2 of the fitted model on the fitted grid, every angle: (n_phi, n_t, n_t).
   DoubleArray FittedC2() const {
@@ -87,7 +260,63 @@ struct NlsqResult {
     return ModelMatrices(ModelEvaluation(*outcome.model, outcome.physical), phi, contrasts,
                          offsets);
   }
+
+  // Every field of the result as plain Python (Fields), plus the one-line report and the angles.
+  py::dict ToDictionary() const {
+    FitResult result = outcome.result;
+    py::dict dict = py::reinterpret_borrow<py::dict>(ToPython(result));
+    dict["report"] = outcome.final_fit_report;
+    dict["phi_angles"] = phi_degrees;
+    return dict;
+  }
+  // What pickling keeps: to_dict() and what fitted_c2() needs (the fitted physical parameters and
+  // the model's mode, q, L, dt and times), as plain Python.
+  py::tuple State() const {
+    const HomodyneModel& model = *outcome.model;
+    py::dict model_state;
+    model_state["mode"] = std::string(ToString(model.mode()));
+    model_state["q"] = model.geometry().q_inv_angstrom;
+    model_state["L"] = model.geometry().gap_angstrom;
+    model_state["dt"] = model.geometry().dt_seconds;
+    model_state["times"] = model.times_seconds();
+    return py::make_tuple(ToDictionary(), outcome.physical, model_state, outcome.exit_code);
+  }
+  static NlsqResult FromState(const py::tuple& state) {
+    if (state.size() != 4) throw py::value_error("NlsqResult: not a pickled NlsqResult");
+    NlsqResult restored;
+    const auto dict = py::cast<py::dict>(state[0]);
+    FromPython(dict, restored.outcome.result);
+    restored.outcome.final_fit_report = py::cast<std::string>(dict["report"]);
+    restored.phi_degrees = py::cast<std::vector<double>>(dict["phi_angles"]);
+    restored.outcome.physical = py::cast<std::vector<double>>(state[1]);
+    const auto model = py::cast<py::dict>(state[2]);
+    restored.outcome.model.emplace(
+        ParseAnalysisMode(py::cast<std::string>(model["mode"])),
+        ScatteringGeometry{py::cast<double>(model["q"]), py::cast<double>(model["L"]),
+                           py::cast<double>(model["dt"])},
+        py::cast<std::vector<double>>(model["times"]));
+    restored.outcome.exit_code = py::cast<int>(state[3]);
+    return restored;
+  }
 };
+
+// The name of value's type, for messages that must not print the value (an array, the data).
+std::string TypeName(const py::handle& value) { return Py_TYPE(value.ptr())->tp_name; }
+
+// data[key] as doubles; TypeError naming data[key] (never printing it) when it is not numbers.
+std::vector<double> DoublesOf(const py::dict& data, const char* key) {
+  const py::object values = data[key];
+  try {
+    if (py::isinstance<py::str>(values) || py::isinstance<py::bytes>(values)) {
+      throw py::cast_error("text");
+    }
+    if (!py::isinstance<py::iterable>(values)) return {py::cast<double>(values)};
+    return py::cast<std::vector<double>>(values);
+  } catch (const py::cast_error&) {
+    throw py::type_error(std::string("data['") + key +
+                         "'] must be a number or a sequence of numbers, not " + TypeName(values));
+  }
+}
 
 // The c2_exp array of a data dict as an in-memory source, without a copy. Raises TypeError /
 // ValueError naming what is wrong.
@@ -98,11 +327,13 @@ struct ArrayInput {
 
 ArrayInput SourceFromDict(const py::dict& data, const Config& config) {
   if (!data.contains("c2_exp")) {
-    throw py::value_error("data has no 'c2_exp': give a dict as load_xpcs_data returns "
-                          "(c2_exp, t1, phi_angles_list, wavevector_q_list)");
+    throw py::value_error(
+        "data has no 'c2_exp': give a dict as load_xpcs_data returns "
+        "(c2_exp, t1, phi_angles_list, wavevector_q_list)");
   }
-  py::array c2 = py::reinterpret_borrow<py::array>(py::array::ensure(data["c2_exp"]));
-  if (!c2) throw py::type_error("data['c2_exp'] is not an array");
+  const py::object given = data["c2_exp"];
+  py::array c2 = py::array::ensure(given);  // an array as it is, else numpy's conversion
+  if (!c2) throw py::type_error("data['c2_exp'] must be an array, not " + TypeName(given));
   const bool float32 = py::isinstance<py::array_t<float>>(c2);
   const bool float64 = py::isinstance<py::array_t<double>>(c2);
   if (!float32 && !float64) {
@@ -132,19 +363,21 @@ ArrayInput SourceFromDict(const py::dict& data, const Config& config) {
   if (!data.contains("phi_angles_list")) {
     throw py::value_error("data has no 'phi_angles_list' (one angle in degrees per matrix)");
   }
-  input.phi_degrees = py::cast<std::vector<double>>(data["phi_angles_list"]);
+  input.phi_degrees = DoublesOf(data, "phi_angles_list");
   // q: the first of wavevector_q_list, as the reference; dt: data['dt'], else the spacing of t1,
   // else the config's analyzer_parameters.dt.
   input.q_inv_angstrom = config.geometry.q_inv_angstrom;
   if (data.contains("wavevector_q_list")) {
-    const auto q = py::cast<std::vector<double>>(data["wavevector_q_list"]);
+    const std::vector<double> q = DoublesOf(data, "wavevector_q_list");
     if (!q.empty()) input.q_inv_angstrom = q.front();
   }
   input.dt_seconds = config.data.dt_seconds;
   if (data.contains("dt")) {
-    input.dt_seconds = py::cast<double>(data["dt"]);
+    const std::vector<double> dt = DoublesOf(data, "dt");
+    if (dt.size() != 1) throw py::value_error("data['dt'] must be one number (seconds)");
+    input.dt_seconds = dt.front();
   } else if (data.contains("t1")) {
-    const auto t1 = py::cast<std::vector<double>>(data["t1"]);
+    const std::vector<double> t1 = DoublesOf(data, "t1");
     if (t1.size() >= 2) input.dt_seconds = t1[1] - t1[0];
   }
   input.name = "data['c2_exp']";
@@ -154,20 +387,21 @@ ArrayInput SourceFromDict(const py::dict& data, const Config& config) {
   return result;
 }
 
-// What load_config returns: the file as read, resolved without overrides (for the properties and
-// load_xpcs_data); fit_nlsq resolves the file again with its keyword options.
+// What load_config returns: the config as read, resolved without overrides (for the properties
+// and load_xpcs_data); fit_nlsq resolves it again with its keyword options.
 struct LoadedConfig {
   ConfigSource source;
   Config config;
 };
 
-LoadedConfig LoadConfigFile(const std::string& path) {
-  LoadedConfig loaded{ReadConfigFile(path), {}};
+LoadedConfig LoadConfigSource(ConfigSource source) {
+  LoadedConfig loaded{std::move(source), {}};
   loaded.config = ResolveConfig(loaded.source);
   return loaded;
 }
 
-// fit_nlsq's keyword options that set config values, as the CLI's flags do.
+// fit_nlsq's keyword options that set config values, as the CLI's flags do; the package checked
+// their Python types, ResolveConfig checks their values (CheckOverrides, as the CLI's flags).
 struct PythonFitOptions {
   std::optional<int> threads;
   std::optional<std::string> strategy;
@@ -180,11 +414,12 @@ struct PythonFitOptions {
   std::optional<bool> resume;
 };
 
-// The overrides of fit_nlsq's options; initial_params: a dict {name: value} or one value per
-// physical parameter of the config's mode, in model order. ResolveConfig checks them (UsageError,
-// raised as ValueError).
-ConfigOverrides OverridesFromKeywords(const LoadedConfig& loaded, const PythonFitOptions& options,
-                                      const std::optional<py::object>& initial_params) {
+// One initial value as the package passes it: (parameter name, value, origin for messages, e.g.
+// "initial_params['D0']").
+using InitialValue = std::tuple<std::string, double, std::string>;
+
+ConfigOverrides OverridesFromKeywords(const PythonFitOptions& options,
+                                      const std::vector<InitialValue>& initial_values) {
   ConfigOverrides overrides;
   overrides.cpu_threads = options.threads;
   overrides.strategy = options.strategy;
@@ -195,27 +430,8 @@ ConfigOverrides OverridesFromKeywords(const LoadedConfig& loaded, const PythonFi
   overrides.resume_from_checkpoint = options.resume;
   overrides.memory_limit_gb = options.memory_limit_gb;
   overrides.global_search = options.global_search;
-  if (initial_params && !initial_params->is_none()) {
-    if (py::isinstance<py::dict>(*initial_params)) {
-      for (const auto& [key, value] : py::cast<py::dict>(*initial_params)) {
-        const auto name = py::cast<std::string>(key);
-        overrides.initial_values.push_back(
-            {name, py::cast<double>(value), "initial_params['" + name + "']"});
-      }
-    } else {
-      const AnalysisMode mode = loaded.config.analysis_mode;
-      const std::vector<std::string>& names = PhysicalParameterNames(mode);
-      const auto values = py::cast<std::vector<double>>(*initial_params);
-      if (values.size() != names.size()) {
-        throw py::value_error("initial_params has " + std::to_string(values.size()) +
-                              " values; " + std::string(ToString(mode)) + " has " +
-                              std::to_string(names.size()) + " physical parameters");
-      }
-      for (size_t i = 0; i < values.size(); ++i) {
-        overrides.initial_values.push_back(
-            {names[i], values[i], "initial_params[" + std::to_string(i) + "]"});
-      }
-    }
+  for (const auto& [name, value, origin] : initial_values) {
+    overrides.initial_values.push_back({name, value, origin});
   }
   return overrides;
 }
@@ -260,6 +476,7 @@ class PythonObserver {
       }
     } catch (py::error_already_set& error) {
       error_.emplace(std::move(error));
+      // The engine knows stops by signal only; what the user sees is error_, raised by FitNlsq.
       RequestInterrupt(SIGINT);
     }
   }
@@ -268,40 +485,65 @@ class PythonObserver {
   std::optional<py::error_already_set> error_;
 };
 
-NlsqResult FitNlsq(const py::object& data, const LoadedConfig& loaded,
-                   const std::optional<py::object>& initial_params,
-                   const PythonFitOptions& options, const py::object& progress,
-                   const std::optional<std::string>& output_dir) {
+// Puts the OpenMP thread count back when a fit ends (the fit sets it from its config): options
+// hold for one call only.
+class OpenMpThreadsRestorer {
+ public:
+  OpenMpThreadsRestorer() : threads_(omp_get_max_threads()) {}
+  ~OpenMpThreadsRestorer() { omp_set_num_threads(threads_); }
+  OpenMpThreadsRestorer(const OpenMpThreadsRestorer&) = delete;
+  OpenMpThreadsRestorer& operator=(const OpenMpThreadsRestorer&) = delete;
+
+ private:
+  int threads_;
+};
+
+NlsqResult FitNlsq(const std::optional<py::dict>& data, const LoadedConfig& loaded,
+                   const std::vector<InitialValue>& initial_values, const PythonFitOptions& options,
+                   const py::object& progress, const std::optional<std::string>& output_dir) {
   const Config config =
-      ResolveConfig(loaded.source, OverridesFromKeywords(loaded, options, initial_params));
+      ResolveConfig(loaded.source, OverridesFromKeywords(options, initial_values));
   ArrayInput input;
-  if (data.is_none()) {
+  if (!data) {
     input.source = OpenBatchSource(config.data);
-  } else if (py::isinstance<py::dict>(data)) {
-    input = SourceFromDict(py::cast<py::dict>(data), config);
   } else {
-    throw py::type_error("data must be None (read the config's file) or a dict as "
-                         "load_xpcs_data returns");
+    input = SourceFromDict(*data, config);
   }
   PythonObserver observer(progress);
   FitJobOptions job;
   job.output_dir = output_dir;
   ClearInterrupt();
   NlsqResult result;
-  try {
+  std::optional<FitInterrupted> stopped;
+  {
+    const OpenMpThreadsRestorer restore_threads;
     py::gil_scoped_release release;
-    result.outcome = RunFitJob(config, *input.source, job, observer.Make());
-  } catch (const FitInterrupted& interrupted) {
-    ClearInterrupt();
-    if (observer.error()) {
-      // KeyboardInterrupt (or the callback's own error), after saying what became of the fit.
-      PySys_WriteStderr("homodyne_cpp: %s\n", interrupted.what());
-      py::error_already_set error = std::move(*observer.error());
-      throw error;
+    try {
+      result.outcome = RunFitJob(config, *input.source, job, observer.Make());
+    } catch (const FitInterrupted& interrupted) {
+      stopped.emplace(interrupted);
     }
-    throw;
   }
   ClearInterrupt();
+  if (observer.error()) {
+    // KeyboardInterrupt or the callback's own error, raised as it is, after saying what became of
+    // the fit (the engine's message names a signal: not what happened here).
+    py::error_already_set error = std::move(*observer.error());
+    const std::string raised = py::str(error.type().attr("__name__")).cast<std::string>();
+    if (stopped) {
+      const std::string what = error.matches(PyExc_KeyboardInterrupt)
+                                   ? "fit interrupted (KeyboardInterrupt)"
+                                   : "fit stopped: the progress callback raised " + raised;
+      const std::string checkpoint =
+          stopped->checkpoint_saved()
+              ? "checkpoint saved; the next fit_nlsq call with the same config and data resumes "
+                "from it"
+              : "no checkpoint saved (checkpoints disabled or failed)";
+      PySys_WriteStderr("homodyne_cpp: %s; %s\n", what.c_str(), checkpoint.c_str());
+    }
+    throw error;
+  }
+  if (stopped) throw *stopped;  // a stop with no Python error behind it
   for (const AngleInfo& angle : input.source->info().angles) {
     result.phi_degrees.push_back(angle.phi_degrees);
   }
@@ -317,8 +559,8 @@ py::dict LoadXpcsData(const LoadedConfig& loaded) {
   {
     py::gil_scoped_release release;
     for (py::ssize_t k = 0; k < n_phi; ++k) {
-      source->ReadCorrectedMatrix(static_cast<int>(k),
-                                  std::span<double>(c2.mutable_data(k), static_cast<size_t>(n * n)));
+      source->ReadCorrectedMatrix(
+          static_cast<int>(k), std::span<double>(c2.mutable_data(k), static_cast<size_t>(n * n)));
     }
   }
   std::vector<double> phi, q;
@@ -338,20 +580,52 @@ py::dict LoadXpcsData(const LoadedConfig& loaded) {
   return data;
 }
 
+// ValueError "<name>: <rule>" unless every value is finite.
+void RequireFinite(const std::vector<double>& values, const std::string& name) {
+  for (size_t k = 0; k < values.size(); ++k) {
+    if (!std::isfinite(values[k])) {
+      throw py::value_error(name + "[" + std::to_string(k) + "] = " + std::to_string(values[k]) +
+                            ": must be finite");
+    }
+  }
+}
+
+// The model on grid t for each angle. The package made phi, contrast and offset 1-D (a scalar is
+// one angle). The angles, q and the grid step pass the checks every data set passes
+// (MakeInMemoryBatchSource: q and dt finite and > 0, phi finite, each angle once), the rest is
+// checked here; ValueError / DataError name the argument.
 DoubleArray ComputeC2(const std::vector<double>& params, const std::vector<double>& t,
                       const std::vector<double>& phi, double q, double gap_angstrom,
                       const std::vector<double>& contrast, const std::vector<double>& offset,
                       const std::string& mode_name, double dt) {
   const AnalysisMode mode = ParseAnalysisMode(mode_name);
   if (params.size() != static_cast<size_t>(NumPhysicalParameters(mode))) {
-    throw py::value_error("params has " + std::to_string(params.size()) + " values; " +
-                          mode_name + " has " + std::to_string(NumPhysicalParameters(mode)));
+    throw py::value_error("params has " + std::to_string(params.size()) + " values; " + mode_name +
+                          " has " + std::to_string(NumPhysicalParameters(mode)));
   }
+  RequireFinite(params, "params");
   if (t.size() < 2) throw py::value_error("t needs at least 2 times");
+  RequireFinite(t, "t");
+  for (size_t i = 1; i < t.size(); ++i) {
+    if (!(t[i] > t[i - 1])) {
+      throw py::value_error("t[" + std::to_string(i) + "] <= t[" + std::to_string(i - 1) +
+                            "]: t must increase");
+    }
+  }
+  if (phi.empty()) throw py::value_error("phi needs at least one angle");
+  if (!(std::isfinite(gap_angstrom) && gap_angstrom > 0.0)) {
+    throw py::value_error("L = " + std::to_string(gap_angstrom) + ": must be finite and > 0");
+  }
+  if (!(std::isfinite(dt) && dt >= 0.0)) {
+    throw py::value_error("dt = " + std::to_string(dt) + ": must be finite and >= 0");
+  }
   const auto expand = [&phi](const std::vector<double>& values, const char* name) {
+    RequireFinite(values, name);
     if (values.size() == 1) return std::vector<double>(phi.size(), values.front());
     if (values.size() != phi.size()) {
-      throw py::value_error(std::string(name) + " needs 1 value or one per angle");
+      throw py::value_error(std::string(name) + " has " + std::to_string(values.size()) +
+                            " values: give 1 or one per angle (" + std::to_string(phi.size()) +
+                            ")");
     }
     return values;
   };
@@ -359,24 +633,61 @@ DoubleArray ComputeC2(const std::vector<double>& params, const std::vector<doubl
   const std::vector<double> offsets = expand(offset, "offset");
   // dt: the model's prefactors use the grid step (docs/model.md); t1 - t0 unless given.
   const double step = dt > 0.0 ? dt : t[1] - t[0];
+  const auto n = static_cast<py::ssize_t>(t.size());
+  DoubleArray c2({static_cast<py::ssize_t>(phi.size()), n, n});
+  {
+    // The data-set checks, over the output buffer (only its size is looked at).
+    InMemoryData described;
+    described.float64_values = std::span<const double>(c2.data(), static_cast<size_t>(c2.size()));
+    described.num_angles = static_cast<int>(phi.size());
+    described.num_times = static_cast<int>(t.size());
+    described.phi_degrees = phi;
+    described.q_inv_angstrom = q;
+    described.dt_seconds = step;
+    described.name = "compute_c2";
+    const std::unique_ptr<BatchSource> checked = MakeInMemoryBatchSource(std::move(described));
+    for (const std::string& warning : checked->info().warnings) {
+      if (PyErr_WarnEx(PyExc_UserWarning, warning.c_str(), 1) != 0) throw py::error_already_set();
+    }
+  }
   const HomodyneModel model(mode, ScatteringGeometry{q, gap_angstrom, step}, t);
-  return ModelMatrices(ModelEvaluation(model, params), phi, contrasts, offsets);
+  const ModelEvaluation evaluation(model, params);
+  for (size_t k = 0; k < phi.size(); ++k) {
+    evaluation.ComputeC2Matrix(phi[k], contrasts[k], offsets[k],
+                               std::span<double>(c2.mutable_data(static_cast<py::ssize_t>(k)),
+                                                 static_cast<size_t>(n * n)));
+  }
+  return c2;
 }
 
 }  // namespace
 }  // namespace homodyne::python
 
-PYBIND11_MODULE(homodyne_cpp, m) {
+PYBIND11_MODULE(_core, m) {
   using namespace homodyne;
   using namespace homodyne::python;
-  m.doc() = "homodyne-cpp: fits of the homodyne XPCS model (docs/python.md)";
+  m.doc() = "The compiled part of homodyne_cpp (docs/python.md); import homodyne_cpp instead.";
   m.attr("__version__") = HOMODYNE_VERSION;
 
   static py::exception<Error> error(m, "HomodyneError", PyExc_RuntimeError);
   static py::exception<InputError> input_error(m, "InputError", error.ptr());
   static py::exception<ConfigError> config_error(m, "ConfigError", input_error.ptr());
   static py::exception<DataError> data_error(m, "DataError", input_error.ptr());
+  static py::exception<CheckpointMismatchError> checkpoint_mismatch(m, "CheckpointMismatchError",
+                                                                    input_error.ptr());
   static py::exception<FitInterrupted> interrupted(m, "FitInterrupted", error.ptr());
+  error.attr("__doc__") =
+      "Base of the engine's errors (a RuntimeError); the message names what and where.";
+  input_error.attr("__doc__") =
+      "Bad input: a file, a config value, data (ConfigError, DataError, ...).";
+  config_error.attr("__doc__") =
+      "A config value that breaks a rule: names the file, YAML path and rule.";
+  data_error.attr("__doc__") =
+      "Data that cannot be used: names the file or array and the rule broken.";
+  checkpoint_mismatch.attr("__doc__") =
+      "A checkpoint in checkpoint_dir written for another config or data set: remove it, or "
+      "pass resume=False to start afresh.";
+  interrupted.attr("__doc__") = "A fit stopped by a signal with no Python error behind it.";
   py::register_exception_translator([](std::exception_ptr thrown) {
     try {
       if (thrown) std::rethrow_exception(thrown);
@@ -384,6 +695,8 @@ PYBIND11_MODULE(homodyne_cpp, m) {
       config_error(e.what());
     } catch (const DataError& e) {
       data_error(e.what());
+    } catch (const CheckpointMismatchError& e) {
+      checkpoint_mismatch(e.Message(kPythonFreshStart).c_str());
     } catch (const InputError& e) {
       input_error(e.what());
     } catch (const UsageError& e) {
@@ -396,17 +709,24 @@ PYBIND11_MODULE(homodyne_cpp, m) {
     }
   });
 
-  py::class_<LoadedConfig>(m, "Config", "A validated config (load_config)")
-      .def_property_readonly("path", [](const LoadedConfig& c) { return c.config.source_path; })
+  py::class_<LoadedConfig>(m, "Config", "A validated config: what load_config returns.")
+      .def_property_readonly(
+          "path", [](const LoadedConfig& c) { return c.config.source_path; },
+          "The file the config was read from ('' for a dict).")
       .def_property_readonly(
           "analysis_mode",
-          [](const LoadedConfig& c) { return std::string(ToString(c.config.analysis_mode)); })
-      .def_property_readonly("data_file",
-                             [](const LoadedConfig& c) { return c.config.data.file_path; })
-      .def_property_readonly("warnings", [](const LoadedConfig& c) { return c.config.warnings; })
+          [](const LoadedConfig& c) { return std::string(ToString(c.config.analysis_mode)); },
+          "'static' or 'laminar_flow'.")
+      .def_property_readonly(
+          "data_file", [](const LoadedConfig& c) { return c.config.data.file_path; },
+          "The data file the config names.")
+      .def_property_readonly(
+          "warnings", [](const LoadedConfig& c) { return c.config.warnings; },
+          "Unknown keys (with the closest known key) and deprecated keys.")
       .def_property_readonly(
           "param_names",
-          [](const LoadedConfig& c) { return PhysicalParameterNames(c.config.analysis_mode); })
+          [](const LoadedConfig& c) { return PhysicalParameterNames(c.config.analysis_mode); },
+          "The physical parameters of the mode, in model order.")
       .def("__repr__", [](const LoadedConfig& c) { return BriefReport(c.config); });
 
   m.def(
@@ -423,96 +743,153 @@ PYBIND11_MODULE(homodyne_cpp, m) {
       "The engine's log lines (stderr): 'info' (default: progress and iterations), 'warning' "
       "(warnings only), 'off', ...");
 
-  m.def("load_config", &LoadConfigFile, py::arg("path"),
-        "Reads and validates a YAML config (the reference's keys); raises ConfigError naming the "
-        "file, YAML path, value and rule.");
+  m.def(
+      "_load_config_file",
+      [](const std::string& path) { return LoadConfigSource(ReadConfigFile(path)); },
+      py::arg("path"), "load_config of a file path.");
+  m.def(
+      "_load_config_text",
+      [](const std::string& text, const std::string& name) {
+        return LoadConfigSource(ConfigSource{text, name, ""});
+      },
+      py::arg("text"), py::arg("name"), "load_config of YAML text; name names it in messages.");
+  m.def("_load_xpcs_data", &LoadXpcsData, py::arg("config"), "load_xpcs_data of a Config.");
 
-  m.def("load_xpcs_data", &LoadXpcsData, py::arg("config"),
-        "The config's data set as the fit sees it: dict of c2_exp (n_phi, n_t, n_t) float64 on the "
-        "fitted grid (frame 0 dropped, diagonal corrected), t1, t2 (t_i = (i + 1) dt), "
-        "phi_angles_list, wavevector_q_list, dt, file_path.");
-
-  py::class_<NlsqResult>(m, "NlsqResult", "What fit_nlsq returns")
-      .def_property_readonly("parameters", [](const NlsqResult& r) { return r.Physical(false); })
-      .def_property_readonly("uncertainties", [](const NlsqResult& r) { return r.Physical(true); })
-      .def_property_readonly("param_names",
-                             [](const NlsqResult& r) {
-                               std::vector<std::string> names;
-                               for (const auto& p : r.outcome.result.physical) names.push_back(p.name);
-                               return names;
-                             })
-      .def_property_readonly("covariance", &NlsqResult::Covariance)
-      .def_property_readonly("covariance_names",
-                             [](const NlsqResult& r) { return r.outcome.result.covariance_names; })
-      .def_property_readonly("contrast",
-                             [](const NlsqResult& r) { return r.PerAngle(true, false); })
-      .def_property_readonly("contrast_uncertainties",
-                             [](const NlsqResult& r) { return r.PerAngle(true, true); })
-      .def_property_readonly("offset", [](const NlsqResult& r) { return r.PerAngle(false, false); })
-      .def_property_readonly("offset_uncertainties",
-                             [](const NlsqResult& r) { return r.PerAngle(false, true); })
-      .def_property_readonly("phi_angles", [](const NlsqResult& r) { return r.phi_degrees; })
-      .def_property_readonly("chi_squared",
-                             [](const NlsqResult& r) { return r.outcome.result.chi_squared; })
+  py::class_<NlsqResult>(m, "NlsqResult",
+                         "What fit_nlsq returns. Array properties are read-only copies.")
       .def_property_readonly(
-          "reduced_chi_squared", [](const NlsqResult& r) { return r.outcome.result.reduced_chi_squared; })
-      .def_property_readonly("convergence_status",
-                             [](const NlsqResult& r) { return r.outcome.result.convergence_status; })
+          "parameters", [](const NlsqResult& r) { return r.Physical(false); },
+          "Fitted physical parameters (model order, param_names).")
       .def_property_readonly(
-          "success", [](const NlsqResult& r) { return r.outcome.result.convergence_status == "converged"; })
-      .def_property_readonly("message",
-                             [](const NlsqResult& r) { return r.outcome.result.termination_reason; })
-      .def_property_readonly("iterations",
-                             [](const NlsqResult& r) { return r.outcome.result.iterations; })
-      .def_property_readonly("execution_time",
-                             [](const NlsqResult& r) { return r.outcome.result.total_seconds; })
-      .def_property_readonly("strategy", [](const NlsqResult& r) { return r.outcome.result.strategy; })
-      .def_property_readonly("strategy_reason",
-                             [](const NlsqResult& r) { return r.outcome.result.strategy_reason; })
-      .def_property_readonly("warnings", [](const NlsqResult& r) { return r.outcome.result.warnings; })
-      .def_property_readonly("quality_flag",
-                             [](const NlsqResult& r) { return r.outcome.result.quality_flag; })
-      .def_property_readonly("quality_reasons",
-                             [](const NlsqResult& r) { return r.outcome.result.quality_reasons; })
-      .def_property_readonly("n_points", [](const NlsqResult& r) { return r.outcome.result.n_points; })
-      .def_property_readonly("report", [](const NlsqResult& r) { return r.outcome.final_fit_report; })
+          "uncertainties", [](const NlsqResult& r) { return r.Physical(true); },
+          "One standard error per physical parameter (0: held fixed or at a bound).")
+      .def_property_readonly(
+          "param_names",
+          [](const NlsqResult& r) {
+            std::vector<std::string> names;
+            for (const auto& p : r.outcome.result.physical) names.push_back(p.name);
+            return names;
+          },
+          "Names of the physical parameters, model order.")
+      .def_property_readonly("covariance", &NlsqResult::Covariance,
+                             "(P, P) covariance of every parameter (covariance_names).")
+      .def_property_readonly(
+          "covariance_names", [](const NlsqResult& r) { return r.outcome.result.covariance_names; },
+          "Rows and columns of covariance: physical, then contrast and offset per angle.")
+      .def_property_readonly(
+          "contrast", [](const NlsqResult& r) { return r.PerAngle(true, false); },
+          "Contrast per angle (phi_angles order).")
+      .def_property_readonly(
+          "contrast_uncertainties", [](const NlsqResult& r) { return r.PerAngle(true, true); },
+          "Standard error of the contrast per angle.")
+      .def_property_readonly(
+          "offset", [](const NlsqResult& r) { return r.PerAngle(false, false); },
+          "Offset per angle (phi_angles order).")
+      .def_property_readonly(
+          "offset_uncertainties", [](const NlsqResult& r) { return r.PerAngle(false, true); },
+          "Standard error of the offset per angle.")
+      .def_property_readonly(
+          "phi_angles",
+          [](const NlsqResult& r) {
+            return ReadOnly(
+                DoubleArray(static_cast<py::ssize_t>(r.phi_degrees.size()), r.phi_degrees.data()));
+          },
+          "The data's angles in degrees, data order.")
+      .def_property_readonly(
+          "chi_squared", [](const NlsqResult& r) { return r.outcome.result.chi_squared; },
+          "chi2 of the final fit.")
+      .def_property_readonly(
+          "reduced_chi_squared",
+          [](const NlsqResult& r) { return r.outcome.result.reduced_chi_squared; },
+          "chi2 per degree of freedom.")
+      .def_property_readonly(
+          "convergence_status",
+          [](const NlsqResult& r) { return r.outcome.result.convergence_status; },
+          "'converged', 'max_iterations', 'failed', ...")
+      .def_property_readonly(
+          "success",
+          [](const NlsqResult& r) { return r.outcome.result.convergence_status == "converged"; },
+          "convergence_status == 'converged'.")
+      .def_property_readonly(
+          "message", [](const NlsqResult& r) { return r.outcome.result.termination_reason; },
+          "Why the fit stopped, one sentence.")
+      .def_property_readonly(
+          "iterations", [](const NlsqResult& r) { return r.outcome.result.iterations; },
+          "Iterations of the final fit.")
+      .def_property_readonly(
+          "execution_time", [](const NlsqResult& r) { return r.outcome.result.total_seconds; },
+          "Wall seconds of the whole fit.")
+      .def_property_readonly(
+          "strategy", [](const NlsqResult& r) { return r.outcome.result.strategy; },
+          "The strategy that ran: standard, large, chunked or streaming.")
+      .def_property_readonly(
+          "strategy_reason", [](const NlsqResult& r) { return r.outcome.result.strategy_reason; },
+          "Why that strategy ran.")
+      .def_property_readonly(
+          "threads", [](const NlsqResult& r) { return r.outcome.result.threads; },
+          "CPU threads the fit used.")
+      .def_property_readonly(
+          "warnings", [](const NlsqResult& r) { return r.outcome.result.warnings; },
+          "Warnings of the fit.")
+      .def_property_readonly(
+          "quality_flag", [](const NlsqResult& r) { return r.outcome.result.quality_flag; },
+          "'good', 'marginal' or 'poor' (docs/results.md, Quality flag).")
+      .def_property_readonly(
+          "quality_reasons", [](const NlsqResult& r) { return r.outcome.result.quality_reasons; },
+          "Why quality_flag is not 'good', one sentence each.")
+      .def_property_readonly(
+          "n_points", [](const NlsqResult& r) { return r.outcome.result.n_points; },
+          "Points fitted.")
+      .def_property_readonly(
+          "report", [](const NlsqResult& r) { return r.outcome.final_fit_report; },
+          "One-line summary: status, iterations, passes, chi2, time.")
       .def("fitted_c2", &NlsqResult::FittedC2,
-           "The fitted model on the fitted grid: (n_phi, n_t, n_t), per-angle contrast and offset")
-      .def("write", [](const NlsqResult& r, const std::string& output_dir) {
-        WriteResultFiles(r.outcome.result, output_dir);
-      }, py::arg("output_dir"), "Writes nlsq/*.json as the CLI does (not fitted_data.h5)")
-      .def("__repr__", [](const NlsqResult& r) { return "<NlsqResult " + r.outcome.final_fit_report + ">"; });
+           "The fitted model on the fitted grid: (n_phi, n_t, n_t), per-angle contrast and "
+           "offset (a new, writable array).")
+      .def("to_dict", &NlsqResult::ToDictionary,
+           "Every field of the result as plain Python (dicts, lists, str, int, float: "
+           "JSON-serialisable), named as FitResult's fields (docs/results.md), with report and "
+           "phi_angles.")
+      .def(
+          "write",
+          [](const NlsqResult& r, const std::string& output_dir) {
+            WriteResultFiles(r.outcome.result, output_dir);
+          },
+          py::arg("output_dir"), "Writes nlsq/*.json as the CLI does (not fitted_data.h5).")
+      .def(
+          "__eq__",
+          [](const NlsqResult& a, const py::object& b) -> py::object {
+            if (!py::isinstance<NlsqResult>(b))
+              return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+            return py::bool_(a.State().equal(py::cast<const NlsqResult&>(b).State()));
+          },
+          py::arg("other"), "Equal when every field and the fitted model are equal.")
+      .def("__repr__",
+           [](const NlsqResult& r) { return "<NlsqResult " + r.outcome.final_fit_report + ">"; })
+      .def(py::pickle([](const NlsqResult& r) { return r.State(); },
+                      [](const py::tuple& state) { return NlsqResult::FromState(state); }));
 
   m.def(
-      "fit_nlsq",
-      [](const py::object& data, const LoadedConfig& config,
-         const std::optional<py::object>& initial_params,
-         std::optional<int> threads, std::optional<std::string> strategy,
-         std::optional<double> memory_limit_gb, std::optional<std::string> global_search,
-         std::optional<bool> fast_mode, std::optional<int> max_iterations,
-         std::optional<std::string> checkpoint_dir, std::optional<bool> checkpoints,
-         std::optional<bool> resume, const py::object& progress,
+      "_fit_nlsq",
+      [](const std::optional<py::dict>& data, const LoadedConfig& config,
+         const std::vector<InitialValue>& initial_values, std::optional<int> threads,
+         std::optional<std::string> strategy, std::optional<double> memory_limit_gb,
+         std::optional<std::string> global_search, std::optional<bool> fast_mode,
+         std::optional<int> max_iterations, std::optional<std::string> checkpoint_dir,
+         std::optional<bool> checkpoints, std::optional<bool> resume, const py::object& progress,
          std::optional<std::string> output_dir) {
-        PythonFitOptions options{threads,        strategy,       memory_limit_gb,
-                                 global_search,  fast_mode,      max_iterations,
-                                 checkpoint_dir, checkpoints,    resume};
-        return FitNlsq(data, config, initial_params, options, progress, output_dir);
+        const PythonFitOptions options{threads,        strategy,    memory_limit_gb,
+                                       global_search,  fast_mode,   max_iterations,
+                                       checkpoint_dir, checkpoints, resume};
+        return FitNlsq(data, config, initial_values, options, progress, output_dir);
       },
-      py::arg("data"), py::arg("config"), py::arg("initial_params") = py::none(), py::kw_only(),
-      py::arg("threads") = py::none(), py::arg("strategy") = py::none(),
-      py::arg("memory_limit_gb") = py::none(), py::arg("global_search") = py::none(),
-      py::arg("fast_mode") = py::none(), py::arg("max_iterations") = py::none(),
-      py::arg("checkpoint_dir") = py::none(), py::arg("checkpoints") = py::none(),
-      py::arg("resume") = py::none(), py::arg("progress") = py::none(),
-      py::arg("output_dir") = py::none(),
-      "Fits data (None: the config's file; or a dict as load_xpcs_data returns, float32/float64 "
-      "C-contiguous c2_exp used without a copy) with the config's settings. Returns NlsqResult.");
+      py::arg("data"), py::arg("config"), py::arg("initial_values"), py::arg("threads"),
+      py::arg("strategy"), py::arg("memory_limit_gb"), py::arg("global_search"),
+      py::arg("fast_mode"), py::arg("max_iterations"), py::arg("checkpoint_dir"),
+      py::arg("checkpoints"), py::arg("resume"), py::arg("progress"), py::arg("output_dir"),
+      "fit_nlsq with its arguments converted (homodyne_cpp.fit_nlsq).");
 
-  m.def("compute_c2", &ComputeC2, py::arg("params"), py::arg("t"), py::arg("phi"), py::arg("q"),
-        py::arg("L"), py::arg("contrast") = std::vector<double>{0.5},
-        py::arg("offset") = std::vector<double>{1.0}, py::arg("mode") = "laminar_flow",
-        py::arg("dt") = 0.0,
-        "The model c2 on the grid t (1-D, seconds) for each angle phi (degrees): array "
-        "(n_phi, n_t, n_t). params: the mode's physical parameters (docs/model.md); q in 1/A, L "
-        "(stator_rotor_gap) in A; contrast and offset: one value or one per angle.");
+  m.def("_compute_c2", &ComputeC2, py::arg("params"), py::arg("t"), py::arg("phi"), py::arg("q"),
+        py::arg("L"), py::arg("contrast"), py::arg("offset"), py::arg("mode"), py::arg("dt"),
+        "compute_c2 with its arguments converted (homodyne_cpp.compute_c2).");
 }

@@ -331,11 +331,11 @@ struct ConfigOverrides {
   std::optional<double> checkpoint_min_interval_seconds;  // --checkpoint-min-interval; >= 0
   std::optional<bool> resume_from_checkpoint;             // --resume / --no-resume, resume=
   // --memory-limit-gb, memory_limit_gb=: replaces performance.memory_limit_gb and is reported as
-  // "--memory-limit-gb" (the CLI checks > 0 when it parses the flag).
+  // "--memory-limit-gb"; > 0 (the rules of every field here: CheckOverrides, override_checks.h).
   std::optional<double> memory_limit_gb;
   // --global-search, global_search=: auto, off, multi-start (or multi_start), cmaes, case as
-  // written; empty = not given. Wins over the config's method; any other text is a ConfigError
-  // "--global-search <text>: must be one of auto, off, multi-start, cmaes".
+  // written; empty = not given. Wins over the config's method; any other text is a UsageError
+  // (CheckOverrides) naming the override: "must be one of auto, off, multi-start, cmaes".
   std::optional<std::string> global_search;
 };
 

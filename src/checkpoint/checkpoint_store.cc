@@ -33,6 +33,7 @@
 
 #include "checkpoint_file.h"
 #include "checkpoint/checkpoint_store.h"
+#include "homodyne/checkpoint_errors.h"
 #include "homodyne/errors.h"
 #include "io/durable_file.h"
 #include "io/hdf5_util.h"
@@ -220,16 +221,17 @@ std::optional<Checkpoint> CheckpointStore::LoadNewestValid(
       continue;
     }
     if (checkpoint.config_sha256 != expected_config_sha256) {
-      throw InputError(*path + ": checkpoint was written for a different config (config SHA-256 " +
-                       Abbreviate(checkpoint.config_sha256) + ", this run " +
-                       Abbreviate(expected_config_sha256) + "); remove it or use --no-resume");
+      throw CheckpointMismatchError(
+          *path + ": checkpoint was written for a different config (config SHA-256 " +
+          Abbreviate(checkpoint.config_sha256) + ", this run " +
+          Abbreviate(expected_config_sha256) + "); remove it or use ");
     }
     if (checkpoint.data_fingerprint != expected_data_fingerprint) {
       const auto [stored_line, expected_line] =
           FirstDifference(checkpoint.data_fingerprint, expected_data_fingerprint);
-      throw InputError(*path + ": checkpoint was written for a different data set (checkpoint '" +
-                       stored_line + "', this run '" + expected_line +
-                       "'); remove it or use --no-resume");
+      throw CheckpointMismatchError(
+          *path + ": checkpoint was written for a different data set (checkpoint '" + stored_line +
+          "', this run '" + expected_line + "'); remove it or use ");
     }
     return std::move(stored.checkpoint);
   }

@@ -58,7 +58,7 @@ class CheckpointStore {
   // The newest checkpoint in the folder that validates (readable HDF5, all fields present, the
   // SHA-256 over its content matches). Corrupt files are skipped and each adds a warning naming
   // the file and what is wrong. A valid checkpoint whose config_sha256 or data_fingerprint differs
-  // from the expected ones throws InputError saying which differs and naming the file.
+  // from the expected ones throws CheckpointMismatchError (an InputError) saying which differs.
   // std::nullopt when the folder is absent or holds no valid checkpoint.
   std::optional<Checkpoint> LoadNewestValid(const std::string& expected_config_sha256,
                                             const std::string& expected_data_fingerprint,

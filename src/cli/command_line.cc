@@ -2,14 +2,13 @@
 
 #include <CLI/CLI.hpp>
 
-#include <cmath>
 #include <iostream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "homodyne/backend.h"
 #include "homodyne/errors.h"
+#include "homodyne/override_checks.h"
 
 namespace homodyne::cli {
 namespace {
@@ -31,39 +30,6 @@ CLI::Option* AddOptional(CLI::App& app, const std::string& name, std::optional<T
       ->type_name(std::is_same_v<T, std::string> ? "TEXT"
                   : std::is_integral_v<T>        ? "INT"
                                                  : "FLOAT");
-}
-
-// Checks flag values that need no config; throws UsageError naming the flag and the rule.
-void ValidateFlagValues(const CommandLineOptions& options) {
-  auto require_positive = [](const char* flag, auto value) {
-    if (!(value > 0) || !std::isfinite(static_cast<double>(value))) {
-      std::ostringstream message;
-      message << flag << " " << value << ": must be > 0";
-      throw UsageError(message.str());
-    }
-  };
-  if (options.max_iterations) require_positive("--max-iterations", *options.max_iterations);
-  if (options.tolerance) require_positive("--tolerance", *options.tolerance);
-  if (options.initial_d0) require_positive("--initial-d0", *options.initial_d0);
-  if (options.threads) require_positive("--threads", *options.threads);
-  if (options.memory_limit_gb) require_positive("--memory-limit-gb", *options.memory_limit_gb);
-  if (options.checkpoint_frequency) {
-    require_positive("--checkpoint-frequency", *options.checkpoint_frequency);
-  }
-  if (options.checkpoint_min_interval && !(*options.checkpoint_min_interval >= 0.0 &&
-                                           std::isfinite(*options.checkpoint_min_interval))) {
-    std::ostringstream message;
-    message << "--checkpoint-min-interval " << *options.checkpoint_min_interval
-            << ": must be >= 0 (seconds)";
-    throw UsageError(message.str());
-  }
-  if (options.strategy && !ParseStrategyKind(*options.strategy)) {
-    throw UsageError("--strategy " + *options.strategy +
-                     ": must be one of standard, large, chunked, streaming");
-  }
-  if (options.backend && !ParseBackendKind(*options.backend)) {
-    throw UsageError("--backend " + *options.backend + ": must be one of cpu, cuda, auto");
-  }
 }
 
 }  // namespace
@@ -151,7 +117,9 @@ std::optional<CommandLineOptions> ParseCommandLine(int argc, char** argv) {
   }
   if (resume_flag) options.resume = true;
   if (no_resume_flag) options.resume = false;
-  ValidateFlagValues(options);
+  // Flag values that need no config, before anything is read (exit code 2): the library's check,
+  // which ResolveConfig also runs on the Python module's options.
+  CheckOverrides(OverridesFromCommandLine(options), OverrideSpelling::kCommandLine);
   return options;
 }
 

@@ -1,7 +1,8 @@
 // ResolveConfig (include/homodyne/config.h): a config file plus a shell's overrides -> the Config
 // a fit runs with. The analysis mode is settled first and the file parsed for it, so nothing that
 // depends on the mode (bounds, default initial values, custom starts) is built for a mode the
-// command line then replaces; the other overrides follow, checked as the loader checks the file.
+// command line then replaces; the other overrides follow, checked by CheckOverrides
+// (include/homodyne/override_checks.h), the CLI's check of its flags.
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -10,11 +11,13 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "config/config_parse.h"
 #include "homodyne/config.h"
 #include "homodyne/errors.h"
+#include "homodyne/override_checks.h"
 #include "pipeline/memory_budget.h"
 
 namespace homodyne {
@@ -39,21 +42,50 @@ std::string Show(const T& value) {
   return out.str();
 }
 
-// UsageError "<name> = <value>: <rule>" unless ok.
-template <typename T>
-void Require(bool ok, const std::string& name, const T& value, const std::string& rule) {
-  if (!ok) throw UsageError(name + " = " + Show(value) + ": " + rule);
-}
+// An override's name as each shell spells it (OverrideSpelling).
+struct OverrideName {
+  const char* flag;     // the CLI's: "--memory-limit-gb"
+  const char* keyword;  // Python's: "memory_limit_gb"
+};
 
-// `text` (any case) when it is one of `allowed`, else UsageError naming the override.
-std::string OneOf(const std::string& name, const std::string& text,
-                  const std::vector<std::string>& allowed) {
-  const std::string lower = Lower(text);
-  if (std::find(allowed.begin(), allowed.end(), lower) == allowed.end()) {
-    throw UsageError(name + " = '" + text + "': must be one of " + JoinNames(allowed));
+// UsageError "<override> <value>: <rule>" (command line) or "<override> = <value>: <rule>"
+// (keyword) unless ok; text values are quoted in the keyword spelling, and when empty.
+class OverrideChecker {
+ public:
+  explicit OverrideChecker(OverrideSpelling spelling) : spelling_(spelling) {}
+
+  template <typename T>
+  void Require(bool ok, const OverrideName& name, const T& value, const std::string& rule) const {
+    RequireNamed(ok, Spelled(name), value, rule);
   }
-  return lower;
-}
+  // The same with the override's name as the user wrote it (an initial value's origin).
+  template <typename T>
+  void RequireNamed(bool ok, const std::string& name, const T& value,
+                    const std::string& rule) const {
+    if (ok) return;
+    std::string shown;
+    if constexpr (std::is_convertible_v<T, std::string>) {
+      const std::string text(value);
+      shown = spelling_ == OverrideSpelling::kKeyword || text.empty() ? "'" + text + "'" : text;
+    } else {
+      shown = Show(value);
+    }
+    throw UsageError(name + (spelling_ == OverrideSpelling::kKeyword ? " = " : " ") + shown + ": " +
+                     rule);
+  }
+  // `text` one of `allowed` (any case: the parsers ignore it).
+  void RequireOneOf(const OverrideName& name, const std::string& text,
+                    const std::vector<std::string>& allowed) const {
+    const bool known = std::find(allowed.begin(), allowed.end(), Lower(text)) != allowed.end();
+    Require(known, name, text, "must be one of " + JoinNames(allowed));
+  }
+
+ private:
+  const char* Spelled(const OverrideName& name) const {
+    return spelling_ == OverrideSpelling::kKeyword ? name.keyword : name.flag;
+  }
+  OverrideSpelling spelling_;
+};
 
 // Sets the start value of physical parameter `name` (canonical, of the config's mode) in
 // initial_parameters, keeping the others; without values in the config, every physical
@@ -81,7 +113,8 @@ void SetInitialValue(Config& config, const std::string& name, double value) {
   initial.values->push_back(value);
 }
 
-// One --initial-* flag or initial_params entry: a physical parameter of the final mode.
+// One --initial-* flag or initial_params entry (checked by CheckOverrides): a physical
+// parameter of the final mode.
 void ApplyInitialValue(const ConfigOverrides::InitialValue& given, Config& config) {
   const std::string name = CanonicalParameterName(given.name);
   const std::vector<std::string>& names = PhysicalParameterNames(config.analysis_mode);
@@ -95,62 +128,36 @@ void ApplyInitialValue(const ConfigOverrides::InitialValue& given, Config& confi
     throw UsageError(given.origin + ": '" + given.name + "' is not a parameter of " + mode +
                      " (expected " + JoinNames(names) + ")");
   }
-  Require(std::isfinite(given.value), given.origin, given.value, "must be finite");
   SetInitialValue(config, name, given.value);
 }
 
+// The overrides, checked by CheckOverrides, into config.
 void ApplyOverrides(const ConfigOverrides& overrides, Config& config) {
   if (overrides.data_file) config.data.file_path = *overrides.data_file;
-  if (const auto& iterations = overrides.max_iterations) {
-    Require(*iterations > 0, "max_iterations", *iterations, "must be > 0");
-    config.nlsq.max_iterations = *iterations;
-  }
-  if (const auto& tolerance = overrides.tolerance) {
-    Require(std::isfinite(*tolerance) && *tolerance > 0.0, "tolerance", *tolerance, "must be > 0");
-    config.nlsq.tolerance = *tolerance;
-  }
+  if (overrides.max_iterations) config.nlsq.max_iterations = *overrides.max_iterations;
+  if (overrides.tolerance) config.nlsq.tolerance = *overrides.tolerance;
   for (const ConfigOverrides::InitialValue& given : overrides.initial_values) {
     ApplyInitialValue(given, config);
   }
 
   PerformanceOptions& performance = config.performance;
-  if (const auto& threads = overrides.cpu_threads) {
-    Require(*threads >= 1, "threads", *threads, "must be >= 1");
-    performance.cpu_threads = *threads;
-  }
-  if (const auto& strategy = overrides.strategy) {
-    performance.strategy_override = ParseStrategyKind(*strategy);
-    if (!performance.strategy_override) {
-      throw UsageError("strategy = '" + *strategy +
-                       "': must be one of standard, large, chunked, streaming");
-    }
-  }
-  if (overrides.backend) {
-    performance.backend =
-        *ParseBackendKind(OneOf("backend", *overrides.backend, {"cpu", "cuda", "auto"}));
-  }
+  if (overrides.cpu_threads) performance.cpu_threads = *overrides.cpu_threads;
+  if (overrides.strategy) performance.strategy_override = ParseStrategyKind(*overrides.strategy);
+  if (overrides.backend) performance.backend = *ParseBackendKind(*overrides.backend);
   if (overrides.fast_mode) performance.fast_mode = *overrides.fast_mode;
-  if (overrides.solver) {
-    config.nlsq.solver = *ParseLmSolver(OneOf("solver", *overrides.solver, {"lm", "ceres"}));
-  }
+  if (overrides.solver) config.nlsq.solver = *ParseLmSolver(*overrides.solver);
   if (overrides.variable_projection) {
     config.nlsq.variable_projection = *overrides.variable_projection;
   }
 
   StreamingOptions& streaming = config.streaming;
-  if (const auto& directory = overrides.checkpoint_dir) {
-    Require(!directory->empty(), "checkpoint_dir", "''", "must be a non-empty folder path");
-    streaming.checkpoint_dir = *directory;
-  }
+  if (overrides.checkpoint_dir) streaming.checkpoint_dir = *overrides.checkpoint_dir;
   if (overrides.enable_checkpoints) streaming.enable_checkpoints = *overrides.enable_checkpoints;
-  if (const auto& frequency = overrides.checkpoint_frequency) {
-    Require(*frequency > 0, "checkpoint_frequency", *frequency, "must be > 0");
-    streaming.checkpoint_frequency = *frequency;
+  if (overrides.checkpoint_frequency) {
+    streaming.checkpoint_frequency = *overrides.checkpoint_frequency;
   }
-  if (const auto& seconds = overrides.checkpoint_min_interval_seconds) {
-    Require(std::isfinite(*seconds) && *seconds >= 0.0, "checkpoint_min_interval", *seconds,
-            "must be >= 0 (seconds)");
-    streaming.checkpoint_min_interval_seconds = *seconds;
+  if (overrides.checkpoint_min_interval_seconds) {
+    streaming.checkpoint_min_interval_seconds = *overrides.checkpoint_min_interval_seconds;
   }
   if (overrides.resume_from_checkpoint) {
     streaming.resume_from_checkpoint = *overrides.resume_from_checkpoint;
@@ -161,23 +168,24 @@ void ApplyOverrides(const ConfigOverrides& overrides, Config& config) {
   }
 }
 
+// --global-search's spelling (ConfigOverrides::global_search) as the config's ('-' for '_'),
+// kept only in the case the config's spelling has; std::nullopt for any other text.
+std::optional<GlobalSearchMethod> ParseGlobalSearchOverride(const std::string& text) {
+  std::string spelling = text;
+  std::replace(spelling.begin(), spelling.end(), '-', '_');
+  const std::optional<GlobalSearchMethod> method = ParseGlobalSearchMethod(spelling);
+  if (!method || ToString(*method) != spelling) return std::nullopt;
+  return method;
+}
+
 // The method the global phase runs and why (GlobalSearchOptions::method, method_reason): the
 // command line's (`command_line` as the user wrote it; "" = not given), else the config's method
 // when it set one other than auto, else cmaes.enable (first, as the reference), else
-// multi_start.enable, else auto. The command line's spellings, case as written: auto, off,
-// multi-start (or multi_start), cmaes; any other throws ConfigError naming the flag.
+// multi_start.enable, else auto. The command line's spelling is checked by CheckOverrides.
 void SettleGlobalSearchMethod(const std::string& command_line, NlsqOptions& nlsq) {
   GlobalSearchOptions& global = nlsq.global_search;
   if (!command_line.empty()) {
-    // The config's spelling with '-' for '_', in its case only (the config's ignores case).
-    std::string spelling = command_line;
-    std::replace(spelling.begin(), spelling.end(), '-', '_');
-    const std::optional<GlobalSearchMethod> flag = ParseGlobalSearchMethod(spelling);
-    if (!flag || ToString(*flag) != spelling) {
-      throw ConfigError("--global-search " + command_line +
-                        ": must be one of auto, off, multi-start, cmaes");
-    }
-    global.method = *flag;
+    global.method = *ParseGlobalSearchOverride(command_line);  // CheckOverrides checked it
     global.method_reason = "--global-search " + command_line;
   } else if (global.method_from_config && global.method != GlobalSearchMethod::kAuto) {
     global.method_reason =
@@ -195,6 +203,59 @@ void SettleGlobalSearchMethod(const std::string& command_line, NlsqOptions& nlsq
 }
 
 }  // namespace
+
+void CheckOverrides(const ConfigOverrides& overrides, OverrideSpelling spelling) {
+  const OverrideChecker check(spelling);
+  if (const auto& iterations = overrides.max_iterations) {
+    check.Require(*iterations > 0, {"--max-iterations", "max_iterations"}, *iterations,
+                  "must be > 0");
+  }
+  if (const auto& tolerance = overrides.tolerance) {
+    check.Require(std::isfinite(*tolerance) && *tolerance > 0.0, {"--tolerance", "tolerance"},
+                  *tolerance, "must be > 0");
+  }
+  for (const ConfigOverrides::InitialValue& given : overrides.initial_values) {
+    check.RequireNamed(std::isfinite(given.value), given.origin, given.value, "must be finite");
+    if (CanonicalParameterName(given.name) == "D0") {
+      check.RequireNamed(given.value > 0.0, given.origin, given.value, "must be > 0");
+    }
+  }
+  if (const auto& threads = overrides.cpu_threads) {
+    check.Require(*threads >= 1, {"--threads", "threads"}, *threads, "must be >= 1");
+  }
+  if (const auto& strategy = overrides.strategy) {
+    check.RequireOneOf({"--strategy", "strategy"}, *strategy,
+                       {"standard", "large", "chunked", "streaming"});
+  }
+  if (const auto& backend = overrides.backend) {
+    check.RequireOneOf({"--backend", "backend"}, *backend, {"cpu", "cuda", "auto"});
+  }
+  if (const auto& solver = overrides.solver) {
+    check.RequireOneOf({"--solver", "solver"}, *solver, {"lm", "ceres"});
+  }
+  if (const auto& directory = overrides.checkpoint_dir) {
+    check.Require(!directory->empty(), {"--checkpoint-dir", "checkpoint_dir"}, *directory,
+                  "must be a non-empty folder path");
+  }
+  if (const auto& frequency = overrides.checkpoint_frequency) {
+    check.Require(*frequency > 0, {"--checkpoint-frequency", "checkpoint_frequency"}, *frequency,
+                  "must be > 0");
+  }
+  if (const auto& seconds = overrides.checkpoint_min_interval_seconds) {
+    check.Require(std::isfinite(*seconds) && *seconds >= 0.0,
+                  {"--checkpoint-min-interval", "checkpoint_min_interval"}, *seconds,
+                  "must be >= 0 (seconds)");
+  }
+  if (const auto& gigabytes = overrides.memory_limit_gb) {
+    check.Require(std::isfinite(*gigabytes) && *gigabytes > 0.0,
+                  {"--memory-limit-gb", "memory_limit_gb"}, *gigabytes, "must be > 0");
+  }
+  if (const auto& method = overrides.global_search; method && !method->empty()) {
+    check.Require(ParseGlobalSearchOverride(*method).has_value(),
+                  {"--global-search", "global_search"}, *method,
+                  "must be one of auto, off, multi-start, cmaes");
+  }
+}
 
 ConfigSource ReadConfigFile(const std::string& path) {
   std::error_code error;
@@ -215,6 +276,7 @@ Config ResolveConfig(const ConfigSource& source, const ConfigOverrides& override
   Config config =
       config_internal::ParseConfigText(source.yaml_text, source.name, overrides.analysis_mode);
   config.source_path = source.path;
+  CheckOverrides(overrides, OverrideSpelling::kKeyword);
   ApplyOverrides(overrides, config);
   SettleGlobalSearchMethod(overrides.global_search.value_or(""), config.nlsq);
   return config;

@@ -14,6 +14,7 @@
 #include <system_error>
 
 #include "fit_identity.h"
+#include "homodyne/checkpoint_errors.h"
 #include "homodyne/errors.h"
 #include "interrupts.h"
 #include "objective/c2_rows.h"
@@ -132,10 +133,11 @@ void CheckCheckpointSolver(const Checkpoint& checkpoint, StateSolver solver,
 void CheckCheckpointFits(const Checkpoint& checkpoint, const CheckpointLayout& layout,
                          const std::string& directory) {
   auto fail = [&](const std::string& what) {
-    throw InputError("the checkpoint at batch " + std::to_string(checkpoint.global_batch) + " in " +
-                     directory + " " + what +
-                     ": it was written for another config or data set; remove it or start "
-                     "afresh with --no-resume");
+    throw CheckpointMismatchError("the checkpoint at batch " +
+                                  std::to_string(checkpoint.global_batch) + " in " + directory +
+                                  " " + what +
+                                  ": it was written for another config or data set; remove it or "
+                                  "start afresh with ");
   };
   auto count = [](Eigen::Index n) { return std::to_string(n); };
   const Eigen::Index p = layout.num_reduced;

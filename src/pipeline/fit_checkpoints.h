@@ -36,9 +36,9 @@ struct CheckpointLayout {
   int num_full = 0;     // parameters of the objective (a pass's point and sums)
   int num_batches = 0;  // batches of one pass
 };
-// Throws InputError (naming the checkpoint, the sizes and the way out) when `checkpoint` does not
-// fit `layout`: a checkpoint of another config must never reach the optimisers' invariant checks,
-// even if the identity missed what made it different.
+// Throws CheckpointMismatchError (naming the checkpoint, the sizes and the way out) when it does
+// not fit `layout`: a checkpoint of another config must never reach the optimisers' invariant
+// checks, even if the identity missed what made it different.
 void CheckCheckpointFits(const Checkpoint& checkpoint, const CheckpointLayout& layout,
                          const std::string& directory);
 // Throws InputError (naming the checkpoint, both optimisers and the flags that resume it) when

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint_store.h"
+#include "homodyne/checkpoint_errors.h"
 #include "homodyne/errors.h"
 #include "io/hdf5_util.h"
 #include "pipeline/fault_injection.h"
@@ -38,6 +39,7 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::AllOf;
 using ::testing::ElementsAre;
+using ::testing::EndsWith;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
@@ -696,11 +698,14 @@ TEST_F(CheckpointStoreTest, OtherDataSetIsRefusedNamingWhatDiffers) {
 
   try {
     store.LoadNewestValid(kConfigSha, other_data, nullptr);
-    FAIL() << "expected InputError";
-  } catch (const InputError& error) {
-    EXPECT_THAT(error.what(),
-                AllOf(HasSubstr(PathOf(10)), HasSubstr("different data set"),
-                      HasSubstr("size=1000"), HasSubstr("size=2000"), HasSubstr("--no-resume")));
+    FAIL() << "expected CheckpointMismatchError";
+  } catch (const CheckpointMismatchError& error) {
+    EXPECT_THAT(error.what(), AllOf(HasSubstr(PathOf(10)), HasSubstr("different data set"),
+                                    HasSubstr("size=1000"), HasSubstr("size=2000"),
+                                    EndsWith("remove it or use --no-resume")));
+    // Another shell words the way to start afresh its own way (Python: resume=False).
+    EXPECT_THAT(error.Message("resume=False"),
+                AllOf(HasSubstr("different data set"), EndsWith("remove it or use resume=False")));
   }
 }
 

@@ -13,6 +13,7 @@
 #include "config_test_util.h"
 #include "homodyne/config.h"
 #include "homodyne/errors.h"
+#include "homodyne/override_checks.h"
 #include "pipeline/memory_budget.h"
 
 namespace homodyne {
@@ -272,18 +273,68 @@ TEST(ResolveConfigTest, GlobalSearchCommandLineThenConfigThenEnableKeys) {
   }
 }
 
-// --global-search (and Python's global_search=) as before: case as written; any other spelling
-// is a ConfigError naming the flag and its choices.
+// --global-search (and Python's global_search=): case as written; any other spelling is a
+// UsageError naming the override and its choices (CheckOverrides, as the keyword in ResolveConfig).
 TEST(ResolveConfigTest, GlobalSearchCommandLineSpellingIsCheckedWithItsMessage) {
   for (const char* text : {"simplex", "AUTO", "Off", "multi start", "cma-es"}) {
     try {
       WithGlobalSearch("", std::string(text));
-      ADD_FAILURE() << "no ConfigError for " << text;
-    } catch (const ConfigError& error) {
-      EXPECT_EQ(std::string(error.what()), std::string("--global-search ") + text +
-                                               ": must be one of auto, off, multi-start, cmaes");
+      ADD_FAILURE() << "no UsageError for " << text;
+    } catch (const UsageError& error) {
+      EXPECT_EQ(std::string(error.what()), std::string("global_search = '") + text +
+                                               "': must be one of auto, off, multi-start, cmaes");
     }
   }
+}
+
+// One check for both shells: the CLI's flags and Python's keywords break the same rules, each
+// message naming the override as its shell spells it.
+TEST(CheckOverridesTest, SpellsTheOverrideAsItsShell) {
+  struct Case {
+    void (*set)(ConfigOverrides&);
+    std::string command_line;
+    std::string keyword;
+  };
+  const std::vector<Case> cases = {
+      {[](ConfigOverrides& o) { o.memory_limit_gb = -1.0; }, "--memory-limit-gb -1: must be > 0",
+       "memory_limit_gb = -1: must be > 0"},
+      {[](ConfigOverrides& o) { o.cpu_threads = 0; }, "--threads 0: must be >= 1",
+       "threads = 0: must be >= 1"},
+      {[](ConfigOverrides& o) { o.strategy = "fastest"; },
+       "--strategy fastest: must be one of standard, large, chunked, streaming",
+       "strategy = 'fastest': must be one of standard, large, chunked, streaming"},
+      {[](ConfigOverrides& o) { o.checkpoint_dir = ""; },
+       "--checkpoint-dir '': must be a non-empty folder path",
+       "checkpoint_dir = '': must be a non-empty folder path"},
+      {[](ConfigOverrides& o) {
+         o.initial_values.push_back({"D0", -5.0, "--initial-d0"});
+       },
+       "--initial-d0 -5: must be > 0", "--initial-d0 = -5: must be > 0"},
+      {[](ConfigOverrides& o) { o.global_search = "simplex"; },
+       "--global-search simplex: must be one of auto, off, multi-start, cmaes",
+       "global_search = 'simplex': must be one of auto, off, multi-start, cmaes"},
+  };
+  for (const Case& each : cases) {
+    ConfigOverrides overrides;
+    each.set(overrides);
+    for (const auto& [spelling, message] :
+         {std::pair{OverrideSpelling::kCommandLine, each.command_line},
+          std::pair{OverrideSpelling::kKeyword, each.keyword}}) {
+      try {
+        CheckOverrides(overrides, spelling);
+        ADD_FAILURE() << "no UsageError for " << message;
+      } catch (const UsageError& error) {
+        EXPECT_EQ(std::string(error.what()), message);
+      }
+    }
+    // ResolveConfig runs the same check, spelled as keywords.
+    EXPECT_THROW(ResolveConfig(kStaticSource, overrides), UsageError) << each.keyword;
+  }
+  ConfigOverrides fine;
+  fine.memory_limit_gb = 2.5;
+  fine.global_search = "multi_start";
+  fine.initial_values.push_back({"alpha", -1.0, "--initial-alpha"});
+  EXPECT_NO_THROW(CheckOverrides(fine, OverrideSpelling::kCommandLine));
 }
 
 // --memory-limit-gb (Python's memory_limit_gb=) replaces the config's limit and is reported as

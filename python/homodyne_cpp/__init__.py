@@ -1,0 +1,271 @@
+"""homodyne-cpp from Python: fits of the homodyne XPCS model (docs/python.md).
+
+The engine is the compiled extension ``homodyne_cpp._core``; this package gives it the notebook
+API of the reference package (``load_config``, ``load_xpcs_data``, ``fit_nlsq``, ``compute_c2``)
+and checks the Python types of the arguments first, so that a wrong argument raises a short
+``TypeError`` or ``ValueError`` naming it, never printing arrays or the data dict. Values are then
+checked by the engine itself, with the rules and messages of the CLI's flags.
+"""
+import numbers
+import os
+
+import numpy as _np
+
+from ._core import (
+    CheckpointMismatchError,
+    Config,
+    ConfigError,
+    DataError,
+    FitInterrupted,
+    HomodyneError,
+    InputError,
+    NlsqResult,
+    __version__,
+    set_log_level,
+)
+from . import _core
+
+__all__ = [
+    "CheckpointMismatchError",
+    "Config",
+    "ConfigError",
+    "DataError",
+    "FitInterrupted",
+    "HomodyneError",
+    "InputError",
+    "NlsqResult",
+    "__version__",
+    "compute_c2",
+    "fit_nlsq",
+    "load_config",
+    "load_xpcs_data",
+    "set_log_level",
+]
+
+
+def _type_name(value):
+    return type(value).__name__
+
+
+def _integer(value, name):
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, not {_type_name(value)}")
+    return int(value)
+
+
+def _real(value, name):
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number, not {_type_name(value)}")
+    return float(value)
+
+
+def _flag(value, name):
+    if value is None:
+        return None
+    if not isinstance(value, (bool, _np.bool_)):
+        raise TypeError(f"{name} must be True or False, not {_type_name(value)}")
+    return bool(value)
+
+
+def _text(value, name):
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, not {_type_name(value)}")
+    return value
+
+
+def _path(value, name):
+    if value is None:
+        return None
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a path (str or os.PathLike), not {_type_name(value)}")
+    return os.fsdecode(os.fspath(value))
+
+
+def _numbers(value, name):
+    """value as a 1-D list of floats (a number is one value); TypeError naming it otherwise."""
+    if isinstance(value, (str, bytes, dict)) or value is None:
+        raise TypeError(f"{name} must be a number or a sequence of numbers, not "
+                        f"{_type_name(value)}")
+    try:
+        array = _np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a number or a sequence of numbers, not "
+                        f"{_type_name(value)}") from None
+    if array.ndim > 1:
+        raise ValueError(f"{name} must be a number or 1-D, not of shape {array.shape}")
+    return [float(each) for each in array.reshape(-1)]
+
+
+# ----------------------------------------------------------------------------------------------
+# Configs
+
+
+def _yaml_flow(value, where):
+    """value (the YAML structure as Python objects) as YAML flow text, the same node a file with
+    that structure gives the loader. TypeError naming the place of anything else."""
+    if value is None:
+        return "null"
+    if isinstance(value, (bool, _np.bool_)):
+        return "true" if value else "false"
+    if isinstance(value, numbers.Integral):
+        return str(int(value))
+    if isinstance(value, numbers.Real):
+        number = float(value)
+        if number != number:
+            return ".nan"
+        if number in (float("inf"), float("-inf")):
+            return ".inf" if number > 0 else "-.inf"
+        return repr(number)
+    if isinstance(value, str):
+        # A JSON string is a YAML double-quoted scalar with the same escapes.
+        import json
+        return json.dumps(value)
+    if isinstance(value, dict):
+        items = []
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise TypeError(f"config{where}: keys must be str, not {_type_name(key)}")
+            items.append(f"{_yaml_flow(key, where)}: {_yaml_flow(item, f'{where}[{key!r}]')}")
+        return "{" + ", ".join(items) + "}"
+    if isinstance(value, _np.ndarray):
+        value = value.tolist()
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_yaml_flow(item, f"{where}[{k}]")
+                               for k, item in enumerate(value)) + "]"
+    raise TypeError(f"config{where} is a {_type_name(value)}: a config dict holds dicts, lists, "
+                    "str, numbers, bools and None")
+
+
+def load_config(config):
+    """Reads and validates a config: a path (str or os.PathLike) of a YAML file, or a dict holding
+    the YAML structure as Python objects (validated exactly as a file with that content, unknown
+    keys included; relative paths in it are relative to the working directory). A Config is
+    returned as it is. Raises ConfigError naming the file (or "config dict"), the YAML path, the
+    value and the rule; InputError for a missing file."""
+    if isinstance(config, Config):
+        return config
+    if isinstance(config, dict):
+        return _core._load_config_text(_yaml_flow(config, "") + "\n", "config dict")
+    if isinstance(config, (str, os.PathLike)):
+        return _core._load_config_file(os.fsdecode(os.fspath(config)))
+    raise TypeError("config must be a path (str or os.PathLike), a dict or a Config, not "
+                    f"{_type_name(config)}")
+
+
+def load_xpcs_data(config):
+    """The config's data set as the fit sees it: a dict of c2_exp (n_phi, n_t, n_t) float64 on the
+    fitted grid (frame 0 dropped, diagonal corrected), t1, t2 (t_i = (i + 1) dt), phi_angles_list,
+    wavevector_q_list, dt and file_path. config: anything load_config takes."""
+    return _core._load_xpcs_data(load_config(config))
+
+
+# ----------------------------------------------------------------------------------------------
+# Fits
+
+
+def _initial_values(initial_params, config):
+    """initial_params as (name, value, origin) triples for the engine."""
+    if initial_params is None:
+        return []
+    if isinstance(initial_params, dict):
+        values = []
+        for name, value in initial_params.items():
+            if not isinstance(name, str):
+                raise TypeError(f"initial_params keys must be parameter names (str), not "
+                                f"{_type_name(name)}")
+            origin = f"initial_params[{name!r}]"
+            values.append((name, _real(value, origin), origin))
+        return values
+    if isinstance(initial_params, (str, bytes)) or not hasattr(initial_params, "__len__"):
+        raise TypeError("initial_params must be a dict {name: value} or a sequence of numbers "
+                        f"(config.param_names order), not {_type_name(initial_params)}")
+    names = config.param_names
+    given = list(initial_params)
+    if len(given) != len(names):
+        raise ValueError(f"initial_params has {len(given)} values; {config.analysis_mode} has "
+                         f"{len(names)} physical parameters")
+    return [(name, _real(value, f"initial_params[{k}]"), f"initial_params[{k}]")
+            for k, (name, value) in enumerate(zip(names, given))]
+
+
+def fit_nlsq(data, config, initial_params=None, *, threads=None, strategy=None,
+             memory_limit_gb=None, global_search=None, fast_mode=None, max_iterations=None,
+             checkpoint_dir=None, checkpoints=None, resume=None, progress=None,
+             output_dir=None):
+    """Fits data with the config's settings and returns an NlsqResult.
+
+    data: None (read the config's file, as the CLI does) or a dict as load_xpcs_data returns
+    (float32/float64 C-contiguous c2_exp, used without a copy). config: anything load_config
+    takes. initial_params: a dict {name: value} or one value per physical parameter
+    (config.param_names order). The keyword options override the config for this call only, as
+    the CLI flags of the same name do, and are checked as those flags are: threads,
+    strategy, memory_limit_gb, global_search, fast_mode, max_iterations, checkpoint_dir,
+    checkpoints (False: none), resume (False: start afresh), output_dir (also write the CLI's
+    result files there). progress: a callable given a dict per event (stage, index, total,
+    value); an exception it raises stops the fit and is raised as it is.
+    """
+    if data is not None and not isinstance(data, dict):
+        raise TypeError("data must be None (read the config's file) or a dict as load_xpcs_data "
+                        f"returns, not {_type_name(data)}")
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be a callable taking one dict, or None, not "
+                        f"{_type_name(progress)}")
+    options = dict(
+        threads=_integer(threads, "threads"),
+        strategy=_text(strategy, "strategy"),
+        memory_limit_gb=_real(memory_limit_gb, "memory_limit_gb"),
+        global_search=_text(global_search, "global_search"),
+        fast_mode=_flag(fast_mode, "fast_mode"),
+        max_iterations=_integer(max_iterations, "max_iterations"),
+        checkpoint_dir=_path(checkpoint_dir, "checkpoint_dir"),
+        checkpoints=_flag(checkpoints, "checkpoints"),
+        resume=_flag(resume, "resume"),
+        output_dir=_path(output_dir, "output_dir"),
+    )
+    config = load_config(config)
+    initial_values = _initial_values(initial_params, config)
+    return _core._fit_nlsq(data, config, initial_values, progress=progress, **options)
+
+
+def compute_c2(params, t, phi, q, L, contrast=0.5, offset=1.0, mode="laminar_flow", dt=0.0):
+    """The model c2 (docs/model.md) on the 1-D grid t (seconds) for each angle of phi (degrees;
+    a number is one angle): array (n_phi, n_t, n_t). params: the mode's physical parameters in
+    order; q in 1/A (> 0); L the stator-rotor gap in A (> 0); contrast and offset: one value or
+    one per angle; dt: the grid step (0: t[1] - t[0]). No diagonal correction. The angles, q and
+    the step pass the checks of a fit's data (DataError); other bad values raise ValueError,
+    wrong types TypeError, each naming the argument."""
+    return _core._compute_c2(
+        _numbers(params, "params"), _numbers(t, "t"), _numbers(phi, "phi"), _real(q, "q"),
+        _real(L, "L"), _numbers(contrast, "contrast"), _numbers(offset, "offset"),
+        _text(mode, "mode"), _real(dt, "dt"))
+
+
+# ----------------------------------------------------------------------------------------------
+# NlsqResult in a notebook
+
+
+def _repr_html_(self):
+    """An HTML table for notebooks: parameter, value, uncertainty (a mark where it is 0: held
+    fixed or at a bound), then chi2, reduced chi2 and the quality flag."""
+    import html
+    rows = []
+    for name, value, error in zip(self.param_names, self.parameters, self.uncertainties):
+        mark = "fixed or at a bound" if error == 0 else ""
+        rows.append(f"<tr><td>{html.escape(name)}</td><td>{value:.6g}</td><td>{error:.3g}</td>"
+                    f"<td>{mark}</td></tr>")
+    quality = html.escape(self.quality_flag)
+    if self.quality_reasons:
+        quality += ": " + html.escape("; ".join(self.quality_reasons))
+    return ("<table><thead><tr><th>parameter</th><th>value</th><th>uncertainty</th><th></th>"
+            "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
+            f"<p>chi2 {self.chi_squared:.6g}, reduced chi2 {self.reduced_chi_squared:.4g}, "
+            f"quality {quality}, {html.escape(self.convergence_status)}</p>")
+
+
+NlsqResult._repr_html_ = _repr_html_

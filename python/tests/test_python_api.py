@@ -1,0 +1,270 @@
+"""homodyne_cpp as a Python API: options per call, argument errors, configs of every kind,
+results as Python objects, compute_c2's inputs, checkpoint advice in Python's words."""
+import json
+import os
+import pathlib
+import pickle
+import subprocess
+
+import numpy as np
+import pytest
+
+import homodyne_cpp as hc
+
+# The laminar set's config (conftest.LAMINAR_CONFIG) as the dict a YAML loader makes of it.
+LAMINAR_DICT = {
+    "analysis_mode": "laminar_flow",
+    "analyzer_parameters": {"dt": 0.1, "start_frame": 1, "end_frame": -1,
+                            "scattering": {"wavevector_q": 0.0054},
+                            "geometry": {"stator_rotor_gap": 2000000}},
+    "experimental_data": {"data_folder_path": "./", "data_file_name": "sim.h5"},
+    "initial_parameters": {
+        "parameter_names": ["D0", "alpha", "D_offset", "gamma_dot_t0", "beta",
+                            "gamma_dot_t_offset", "phi0"],
+        "values": [1300, -0.4, 12, 0.00025, 0.1, 0, 1]},
+    "optimization": {"streaming": {"checkpoint_dir": "./checkpoints"}},
+}
+
+
+@pytest.fixture
+def in_set(laminar_set, monkeypatch):
+    """(folder, config path), with the folder as working directory."""
+    monkeypatch.chdir(laminar_set[0])
+    return laminar_set
+
+
+# 1. Options are per call, checked by the CLI's checker.
+
+def test_threads_option_holds_for_one_call(in_set):
+    config = hc.load_config(in_set[1])
+    default = hc.fit_nlsq(None, config, checkpoints=False).threads
+    other = 1 if default > 1 else 2
+    assert hc.fit_nlsq(None, config, checkpoints=False, threads=other).threads == other
+    assert hc.fit_nlsq(None, config, checkpoints=False).threads == default
+
+
+@pytest.mark.parametrize("options, flags, keyword_message, flag_message", [
+    ({"memory_limit_gb": -1}, ["--memory-limit-gb=-1"], "memory_limit_gb = -1: must be > 0",
+     "--memory-limit-gb -1: must be > 0"),
+    ({"threads": 0}, ["--threads=0"], "threads = 0: must be >= 1",
+     "--threads 0: must be >= 1"),
+    ({"initial_params": {"D0": -5.0}}, ["--initial-d0=-5"],
+     r"initial_params\['D0'\] = -5: must be > 0", "--initial-d0 -5: must be > 0"),
+])
+def test_options_are_refused_as_the_cli_refuses_the_flag(in_set, bin_dir, options, flags,
+                                                         keyword_message, flag_message):
+    folder, config_path = in_set
+    with pytest.raises(ValueError, match=keyword_message):
+        hc.fit_nlsq(None, config_path, checkpoints=False, **options)
+    cli = subprocess.run([os.path.join(bin_dir, "homodyne"), "--config", str(config_path),
+                          "--dry-run", *flags], cwd=folder, capture_output=True, text=True)
+    assert cli.returncode == 2
+    assert flag_message in cli.stderr
+
+
+# 2. progress is checked first; its exceptions come back as they are.
+
+def test_progress_must_be_callable(in_set):
+    with pytest.raises(TypeError, match="progress must be a callable"):
+        hc.fit_nlsq(None, in_set[1], progress=5)
+    # Checked before anything is read: a missing config is not even looked at.
+    with pytest.raises(TypeError, match="progress must be a callable"):
+        hc.fit_nlsq(None, in_set[0] / "missing.yaml", progress=5)
+
+
+def test_progress_exception_is_raised_as_itself_not_as_a_signal(in_set, capfd):
+    class Stop(Exception):
+        pass
+
+    calls = []
+
+    def progress(event):
+        calls.append(event)
+        if len(calls) == 30:
+            raise Stop("enough")
+
+    checkpoints = in_set[0] / "callback_checkpoints"
+    with pytest.raises(Stop, match="enough"):
+        hc.fit_nlsq(None, in_set[1], progress=progress, checkpoint_dir=checkpoints)
+    err = capfd.readouterr().err
+    assert "SIGINT" not in err
+    assert "the progress callback raised Stop; checkpoint saved" in err
+
+
+# 3. Short errors naming the argument, never the data.
+
+@pytest.mark.parametrize("arguments, error, text", [
+    ({"thread": 2}, TypeError, "unexpected keyword argument 'thread'"),
+    ({"threads": "x"}, TypeError, "threads must be an int, not str"),
+    ({"threads": 2.5}, TypeError, "threads must be an int, not float"),
+    ({"initial_params": "abc"}, TypeError, "initial_params must be a dict"),
+    ({"initial_params": {"D0": "big"}}, TypeError, r"initial_params\['D0'\] must be a number"),
+    ({"checkpoints": "no"}, TypeError, "checkpoints must be True or False, not str"),
+    ({"strategy": 3}, TypeError, "strategy must be a str, not int"),
+    ({"output_dir": 3}, TypeError, "output_dir must be a path"),
+])
+def test_bad_arguments_give_short_errors_naming_them(in_set, arguments, error, text):
+    config = hc.load_config(in_set[1])
+    data = hc.load_xpcs_data(config)
+    with pytest.raises(error, match=text) as raised:
+        hc.fit_nlsq(data, config, **arguments)
+    message = str(raised.value)
+    assert len(message) < 200 and "array(" not in message and "c2_exp" not in message
+
+
+@pytest.mark.parametrize("change, text", [
+    ({"phi_angles_list": "abc"}, r"data\['phi_angles_list'\] must be a number or a sequence"),
+    ({"dt": None}, r"data\['dt'\] must be a number"),
+    ({"c2_exp": None}, r"data\['c2_exp'\] has dtype object"),
+])
+def test_bad_data_entries_give_short_type_errors(in_set, change, text):
+    config = hc.load_config(in_set[1])
+    data = dict(hc.load_xpcs_data(config), **change)
+    with pytest.raises(TypeError, match=text) as raised:
+        hc.fit_nlsq(data, config, checkpoints=False)
+    assert len(str(raised.value)) < 200
+    with pytest.raises(TypeError, match="data must be None .* not list"):
+        hc.fit_nlsq([data["c2_exp"]], config)
+
+
+# 4. Configs: a str, a path, a dict.
+
+def test_config_from_path_or_dict_fits_as_the_file(in_set):
+    folder, config_path = in_set
+    from_text = hc.fit_nlsq(None, str(config_path), checkpoints=False)
+    from_path = hc.fit_nlsq(None, pathlib.Path(config_path), checkpoints=False)
+    from_dict = hc.fit_nlsq(None, LAMINAR_DICT, checkpoints=False)
+    assert list(from_path.parameters) == list(from_text.parameters)
+    assert list(from_dict.parameters) == list(from_text.parameters)
+    assert hc.load_config(LAMINAR_DICT).param_names == hc.load_config(config_path).param_names
+
+
+def test_config_dict_is_validated_as_a_file():
+    unknown = dict(LAMINAR_DICT, optimisation={"nlsq": {}})
+    assert any("optimisation" in warning and "optimization" in warning
+               for warning in hc.load_config(unknown).warnings)
+    bad = dict(LAMINAR_DICT, optimization={"nlsq": {"max_iterations": -3}})
+    with pytest.raises(hc.ConfigError,
+                       match="config dict.*optimization.nlsq.max_iterations = -3: must be > 0"):
+        hc.load_config(bad)
+    with pytest.raises(TypeError, match=r"config\['optimization'\] is a set"):
+        hc.load_config(dict(LAMINAR_DICT, optimization={1, 2}))
+    with pytest.raises(TypeError, match="config must be a path .* not int"):
+        hc.load_config(3)
+
+
+# 5. Results: read-only arrays, to_dict, HTML, pickling, docstrings.
+
+@pytest.fixture(scope="module")
+def fitted(laminar_set):
+    folder, config_path = laminar_set
+    previous = os.getcwd()
+    os.chdir(folder)
+    try:
+        return hc.fit_nlsq(None, config_path, checkpoints=False)
+    finally:
+        os.chdir(previous)
+
+
+def test_result_arrays_cannot_be_changed(fitted):
+    for name in ("parameters", "uncertainties", "covariance", "contrast", "offset",
+                 "contrast_uncertainties", "offset_uncertainties", "phi_angles"):
+        with pytest.raises(ValueError, match="read-only"):
+            getattr(fitted, name)[0] = 1.0
+    assert fitted.parameters[0] != 1.0
+
+
+def test_to_dict_is_plain_and_json_serialisable(fitted):
+    as_dict = fitted.to_dict()
+    again = json.loads(json.dumps(as_dict))
+    assert again == as_dict
+    assert [p["name"] for p in as_dict["physical"]] == fitted.param_names
+    assert [p["value"] for p in as_dict["physical"]] == list(fitted.parameters)
+    assert as_dict["chi_squared"] == fitted.chi_squared
+    assert as_dict["quality_flag"] == fitted.quality_flag
+    assert as_dict["report"] == fitted.report
+
+
+def test_pickle_round_trip_is_equal(fitted):
+    restored = pickle.loads(pickle.dumps(fitted))
+    assert restored == fitted
+    assert restored.to_dict() == fitted.to_dict()
+    np.testing.assert_array_equal(restored.fitted_c2(), fitted.fitted_c2())
+    np.testing.assert_array_equal(restored.covariance, fitted.covariance)
+
+
+def test_html_table_lists_parameters_and_quality(fitted):
+    html = fitted._repr_html_()
+    assert html.startswith("<table>")
+    for name in fitted.param_names:
+        assert f"<td>{name}</td>" in html
+    assert "reduced chi2" in html and f"quality {fitted.quality_flag}" in html
+
+
+def test_every_public_function_and_property_has_a_docstring():
+    for owner in (hc, hc.NlsqResult, hc.Config):
+        for name in dir(owner):
+            if name.startswith("_") and name != "_repr_html_":
+                continue
+            member = getattr(owner, name)
+            if isinstance(member, (str, type(hc))) or isinstance(member, type):
+                continue
+            assert (member.__doc__ or "").strip(), f"{owner.__name__}.{name}"
+
+
+# 6. compute_c2: scalars for one angle, inputs checked as a fit's data.
+
+T = 0.1 * np.arange(1, 21)
+TRUTH = [1500.0, -0.6, 5.0, 3e-4, -0.3, 0.0, 10.0]
+
+
+def test_compute_c2_takes_scalars_for_one_angle():
+    one = hc.compute_c2(TRUTH, T, 30.0, 0.0054, 2e6, contrast=0.3, offset=1.0)
+    listed = hc.compute_c2(TRUTH, T, [30.0], 0.0054, 2e6, contrast=[0.3], offset=[1.0])
+    assert one.shape == (1, 20, 20)
+    np.testing.assert_array_equal(one, listed)
+
+
+@pytest.mark.parametrize("change, error, text", [
+    ({"q": -1.0}, hc.DataError, "q = -1 1/A; q must be finite and > 0"),
+    ({"q": float("nan")}, hc.DataError, "q must be finite and > 0"),
+    ({"phi": [0.0, float("nan")]}, hc.DataError, "phi must be a finite angle"),
+    ({"phi": [10.0, 10.0]}, hc.DataError, "each angle once"),
+    ({"t": [0.2, 0.1, 0.3]}, ValueError, r"t\[1\] <= t\[0\]: t must increase"),
+    ({"t": [0.1, float("inf")]}, ValueError, r"t\[1\] = inf: must be finite"),
+    ({"params": TRUTH[:3]}, ValueError, "params has 3 values; laminar_flow has 7"),
+    ({"params": "abc"}, TypeError, "params must be a number or a sequence of numbers, not str"),
+    ({"contrast": [0.3, 0.2, 0.1]}, ValueError, "contrast has 3 values: give 1 or one per angle"),
+    ({"L": 0.0}, ValueError, "L = 0"),
+    ({"phi": np.zeros((2, 2))}, ValueError, r"phi must be a number or 1-D"),
+])
+def test_compute_c2_checks_its_inputs(change, error, text):
+    arguments = dict(params=TRUTH, t=T, phi=[0.0, 45.0], q=0.0054, L=2e6)
+    arguments.update(change)
+    with pytest.raises(error, match=text):
+        hc.compute_c2(**arguments)
+
+
+# 7. A checkpoint of other data: advice in Python's words.
+
+def test_stale_checkpoint_advice_names_resume_false(in_set):
+    config = hc.load_config(in_set[1])
+    data = hc.load_xpcs_data(config)
+    checkpoints = in_set[0] / "stale_checkpoints"
+    calls = []
+
+    def stop_early(event):
+        calls.append(event)
+        if len(calls) == 30:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        hc.fit_nlsq(data, config, progress=stop_early, checkpoint_dir=checkpoints)
+    assert any(name.endswith(".h5") for name in os.listdir(checkpoints))
+    other = dict(data, c2_exp=data["c2_exp"] * 1.001)
+    with pytest.raises(hc.CheckpointMismatchError, match="different data set") as raised:
+        hc.fit_nlsq(other, config, checkpoint_dir=checkpoints)
+    assert str(raised.value).endswith("remove it or use resume=False")
+    assert "--no-resume" not in str(raised.value)
+    assert isinstance(raised.value, hc.InputError)
+    assert hc.fit_nlsq(other, config, checkpoint_dir=checkpoints, resume=False).success
