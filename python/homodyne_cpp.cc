@@ -74,6 +74,7 @@ void Fields(ParameterEstimate& estimate, V& visit) {
   visit("name", estimate.name);
   visit("value", estimate.value);
   visit("uncertainty", estimate.uncertainty);
+  visit("at_bound", estimate.at_bound);
 }
 template <typename V>
 void Fields(AngleScaling& angle, V& visit) {
@@ -268,6 +269,21 @@ struct NlsqResult {
     dict["report"] = outcome.final_fit_report;
     dict["phi_angles"] = phi_degrees;
     return dict;
+  }
+  // {name: "lower" | "upper"} of the parameters held by a bound (ParameterEstimate::at_bound),
+  // per-angle ones named "contrast[k]" / "offset[k]".
+  py::dict AtBound() const {
+    py::dict held;
+    const FitResult& result = outcome.result;
+    for (const ParameterEstimate& p : result.physical) {
+      if (!p.at_bound.empty()) held[py::str(p.name)] = p.at_bound;
+    }
+    for (size_t k = 0; k < result.per_angle.size(); ++k) {
+      for (const ParameterEstimate* p : {&result.per_angle[k].contrast, &result.per_angle[k].offset}) {
+        if (!p->at_bound.empty()) held[py::str(p->name + "[" + std::to_string(k) + "]")] = p->at_bound;
+      }
+    }
+    return held;
   }
   // What pickling keeps: to_dict() and what fitted_c2() needs (the fitted physical parameters and
   // the model's mode, q, L, dt and times), as plain Python.
@@ -831,6 +847,11 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly(
           "warnings", [](const NlsqResult& r) { return r.outcome.result.warnings; },
           "Warnings of the fit.")
+      .def_property_readonly("at_bound", &NlsqResult::AtBound,
+                             "The parameters the fit ended with held by a bound, by name (as in "
+                             "covariance_names: 'D0', 'contrast[0]'), each 'lower' or 'upper'; "
+                             "their uncertainties are the data's with the bound released "
+                             "(docs/results.md, Parameters at a bound).")
       .def_property_readonly(
           "quality_flag", [](const NlsqResult& r) { return r.outcome.result.quality_flag; },
           "'good', 'marginal' or 'poor' (docs/results.md, Quality flag).")

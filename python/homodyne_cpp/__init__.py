@@ -251,12 +251,14 @@ def compute_c2(params, t, phi, q, L, contrast=0.5, offset=1.0, mode="laminar_flo
 
 
 def _repr_html_(self):
-    """An HTML table for notebooks: parameter, value, uncertainty (a mark where it is 0: held
-    fixed or at a bound), then chi2, reduced chi2 and the quality flag."""
+    """An HTML table for notebooks: parameter, value, uncertainty and a mark ("at lower bound",
+    "at upper bound", or "fixed" where the uncertainty is 0), then chi2, reduced chi2 and the
+    quality flag."""
     import html
     rows = []
+    held = self.at_bound
     for name, value, error in zip(self.param_names, self.parameters, self.uncertainties):
-        mark = "fixed or at a bound" if error == 0 else ""
+        mark = f"at {held[name]} bound" if name in held else "fixed" if error == 0 else ""
         rows.append(f"<tr><td>{html.escape(name)}</td><td>{value:.6g}</td><td>{error:.3g}</td>"
                     f"<td>{mark}</td></tr>")
     quality = html.escape(self.quality_flag)

@@ -201,6 +201,22 @@ def test_html_table_lists_parameters_and_quality(fitted):
     assert "reduced chi2" in html and f"quality {fitted.quality_flag}" in html
 
 
+def test_parameter_held_by_a_bound_is_marked_with_an_honest_uncertainty(in_set):
+    """D0's lower bound lies above the truth (1000): the fit ends on it, says so, and reports
+    the data's uncertainty with the bound released, not 0 (docs/results.md, Parameters at a
+    bound)."""
+    config = dict(LAMINAR_DICT, parameter_space={
+        "bounds": [{"name": "D0", "min": 2000, "max": 100000}]})
+    result = hc.fit_nlsq(None, config, checkpoints=False, global_search="off")
+    d0 = result.param_names.index("D0")
+    assert result.parameters[d0] == 2000.0
+    assert result.at_bound["D0"] == "lower"
+    assert result.uncertainties[d0] > 0.0
+    assert result.to_dict()["physical"][d0]["at_bound"] == "lower"
+    assert "at lower bound" in result._repr_html_()
+    assert result.quality_flag != "good"
+
+
 def test_every_public_function_and_property_has_a_docstring():
     for owner in (hc, hc.NlsqResult, hc.Config):
         for name in dir(owner):
