@@ -398,6 +398,18 @@ YAML
         "$bin_dir/homodyne" --config fitin.yaml --backend cuda
     fi
     ;;
+  short_flags)
+    # -v is --verbose in homodyne; homodyne-config has no -v (the reference's short --validate)
+    # and says so; its long --validate works.
+    write_config sim.yaml laminar_flow sim.h5 ""
+    "$bin_dir/homodyne-simulate" --config sim.yaml > /dev/null || failures=$((failures + 1))
+    expect_exit 0 "sim.yaml: valid" "$bin_dir/homodyne-config" --validate sim.yaml
+    expect_exit 2 "-v is not a flag of homodyne-config: use --validate FILE" \
+      "$bin_dir/homodyne-config" -v sim.yaml
+    expect_exit 2 "use --validate FILE" "$bin_dir/homodyne-config" --force -v sim.yaml
+    expect_exit 0 "homodyne dry run" "$bin_dir/homodyne" --config sim.yaml --dry-run -v
+    expect_exit 0 "homodyne dry run" "$bin_dir/homodyne" --config sim.yaml --dry-run --verbose
+    ;;
   fault_variables_ignored)
     # The production homodyne reads none of the test fault variables (faults are injected only by
     # tests, through src/pipeline/fault_injection.h): with all of them set, a streaming fit with
