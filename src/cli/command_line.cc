@@ -10,6 +10,7 @@
 
 #include "homodyne/backend.h"
 #include "homodyne/errors.h"
+#include "legacy_summary.h"
 
 namespace homodyne::cli {
 namespace {
@@ -61,6 +62,13 @@ void ValidateFlagValues(const CommandLineOptions& options) {
     throw UsageError("--strategy " + *options.strategy +
                      ": must be one of standard, large, chunked, streaming");
   }
+  if (options.output_format && !ParseLegacySummaryFormat(*options.output_format)) {
+    throw UsageError("--output-format " + *options.output_format +
+                     (*options.output_format == "npz"
+                          ? ": this engine writes no NumPy files; use yaml or json (the results "
+                            "are in OUTPUT_DIR/nlsq/)"
+                          : ": must be one of yaml, json"));
+  }
   if (options.backend && !ParseBackendKind(*options.backend)) {
     throw UsageError("--backend " + *options.backend + ": must be one of cpu, cuda, auto");
   }
@@ -103,9 +111,9 @@ std::optional<CommandLineOptions> ParseCommandLine(int argc, char** argv) {
   AddOptional(app, "--initial-phi0", options.initial_phi0, "Initial phi0 [degrees]");
   app.add_flag("--save-plots", options.save_plots,
                "Save one PNG per angle (data | fit | residual)");
-  app.add_option("--output-format", options.output_format, "Legacy summary format")
-      ->check(CLI::IsMember({"yaml", "json"}))
-      ->capture_default_str();
+  AddOptional(app, "--output-format", options.output_format,
+              "Also write the reference's legacy summary OUTPUT_DIR/homodyne_results.yaml | "
+              ".json (default: none; the results are in OUTPUT_DIR/nlsq/)");
   auto* verbose = app.add_flag("-v,--verbose", options.verbosity, "More log output (repeatable)");
   app.add_flag("--quiet", options.quiet, "Only warnings and errors")->excludes(verbose);
   AddOptional(app, "--threads", options.threads, "CPU threads (default: all cores)");
