@@ -366,7 +366,7 @@ MESSAGE_RECIPES = {
 NOT_REPRODUCED = {
     "FILE: DATASET uses HDF5 filter": "needs a file written with another compression filter",
     "out of memory": "needs an allocation to fail after the fallbacks",
-    "ck1/homodyne_state_batch_006300.h5: checkpoint was written for a different config":
+    "ck2/homodyne_state_batch_003060.h5: checkpoint was written for a different config":
         "needs an interrupted fit (tests/cli/fault_injection_test.sh, foreign_checkpoint)",
     "./data/simulated_laminar_flow.h5: dataset /xpcs/twotime/correlation_map/c2_00001: batch 3":
         "needs the test build homodyne_with_faults (tests/cli/fault_injection_test.sh)",
