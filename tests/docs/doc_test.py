@@ -175,7 +175,8 @@ FENCE = re.compile(r"^(\s*)```(\w*)\s*$")
 
 
 def parse_blocks(doc):
-    """Yields (marker options or None, marker line, language, first line number, lines)."""
+    """Yields ((marker options, marker line) or None, language, fence line, [(number, text)])
+    for every fenced block of doc; a marker that no block follows is a failure."""
     lines = read_lines(doc)
     i = 0
     pending = None
@@ -196,12 +197,13 @@ def parse_blocks(doc):
                 i += 1
             yield pending, language, start, body
             pending = None
-        elif lines[i].strip():
-            pending = None if not MARKER.match(lines[i]) else pending
+        elif lines[i].strip() and pending is not None:
+            fail(f"{doc}:{pending[1]}", "a doc-test marker must be the line before a ``` fence")
+            pending = None
         i += 1
 
 
-def split_console(body):
+def split_console(doc, body):
     """[(command, command line number, [(number, expected output line)])]."""
     steps = []
     continuing = False
@@ -215,7 +217,7 @@ def split_console(body):
         elif steps:
             steps[-1][2].append((number, text))
         else:
-            fail(f"?:{number}", "output before the first command")
+            fail(f"{doc}:{number}", "output before the first `$ ` command")
     return steps
 
 
@@ -272,7 +274,7 @@ def check_blocks():
             if language not in ("console", "bash"):
                 fail(where, f"doc-test on a `{language}` block (console or bash only)")
                 continue
-            steps = (split_console(body) if language == "console" else
+            steps = (split_console(doc, body) if language == "console" else
                      [[text.split(" #")[0].strip(), number, []] for number, text in body
                       if text.strip() and not text.lstrip().startswith("#")])
             for command, number, expected in steps:
