@@ -712,6 +712,12 @@ def check_slurm():
 
 CHECKS = [("blocks", check_blocks), ("messages", check_messages), ("results", check_results),
           ("flags", check_flags), ("config", check_config), ("slurm", check_slurm)]
+unknown_checks = only - {name for name, _ in CHECKS}
+if unknown_checks:
+    print(f"unknown checks {sorted(unknown_checks)}; the checks: "
+          f"{', '.join(name for name, _ in CHECKS)}")
+    shutil.rmtree(work_root, ignore_errors=True)
+    sys.exit(2)
 try:
     for name, check in CHECKS:
         # messages, results and slurm use what the guide's blocks leave in build/demo.
