@@ -9,6 +9,7 @@
 #include "homodyne/backend.h"
 #include "homodyne/errors.h"
 #include "homodyne/override_checks.h"
+#include "legacy_summary.h"
 
 namespace homodyne::cli {
 namespace {
@@ -30,6 +31,18 @@ CLI::Option* AddOptional(CLI::App& app, const std::string& name, std::optional<T
       ->type_name(std::is_same_v<T, std::string> ? "TEXT"
                   : std::is_integral_v<T>        ? "INT"
                                                  : "FLOAT");
+}
+
+// The flags only the program has (the fit's own options go through CheckOverrides, shared with
+// the Python module); throws UsageError naming the flag and the rule.
+void ValidateProgramFlags(const CommandLineOptions& options) {
+  if (options.output_format && !ParseLegacySummaryFormat(*options.output_format)) {
+    throw UsageError("--output-format " + *options.output_format +
+                     (*options.output_format == "npz"
+                          ? ": this engine writes no NumPy files; use yaml or json (the results "
+                            "are in OUTPUT_DIR/nlsq/)"
+                          : ": must be one of yaml, json"));
+  }
 }
 
 }  // namespace
@@ -69,9 +82,9 @@ std::optional<CommandLineOptions> ParseCommandLine(int argc, char** argv) {
   AddOptional(app, "--initial-phi0", options.initial_phi0, "Initial phi0 [degrees]");
   app.add_flag("--save-plots", options.save_plots,
                "Save one PNG per angle (data | fit | residual)");
-  app.add_option("--output-format", options.output_format, "Legacy summary format")
-      ->check(CLI::IsMember({"yaml", "json"}))
-      ->capture_default_str();
+  AddOptional(app, "--output-format", options.output_format,
+              "Also write the reference's legacy summary OUTPUT_DIR/homodyne_results.yaml | "
+              ".json (default: none; the results are in OUTPUT_DIR/nlsq/)");
   auto* verbose = app.add_flag("-v,--verbose", options.verbosity, "More log output (repeatable)");
   app.add_flag("--quiet", options.quiet, "Only warnings and errors")->excludes(verbose);
   AddOptional(app, "--threads", options.threads, "CPU threads (default: all cores)");
@@ -120,6 +133,7 @@ std::optional<CommandLineOptions> ParseCommandLine(int argc, char** argv) {
   // Flag values that need no config, before anything is read (exit code 2): the library's check,
   // which ResolveConfig also runs on the Python module's options.
   CheckOverrides(OverridesFromCommandLine(options), OverrideSpelling::kCommandLine);
+  ValidateProgramFlags(options);
   return options;
 }
 

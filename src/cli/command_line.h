@@ -22,7 +22,7 @@ struct CommandLineOptions {
   std::optional<double> initial_d0, initial_alpha, initial_d_offset, initial_gamma_dot_t0,
       initial_beta, initial_gamma_dot_offset, initial_phi0;  // --initial-*
   bool save_plots = false;                                   // --save-plots
-  std::string output_format = "yaml";                        // --output-format yaml|json
+  std::optional<std::string> output_format;                  // --output-format yaml|json
   int verbosity = 0;                                         // -v (count)
   bool quiet = false;                                        // --quiet
   std::optional<int> threads;                                // --threads

@@ -1,6 +1,7 @@
 // `homodyne --config FILE` (fit_command.h): a shell over the library's Fit (homodyne/fit.h).
 #include "fit_command.h"
 
+#include "legacy_summary.h"
 #include "plots.h"
 
 #include <unistd.h>
@@ -120,6 +121,12 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
   const FitOutcome outcome = RunFitJob(config, *source, job, observer);
   if (options.save_plots) SavePlots(options.output_dir);  // a failure only warns
   out << "  results in " << options.output_dir << "/nlsq/\n";
+  if (options.output_format) {
+    out << "  legacy summary in "
+        << WriteLegacySummary(outcome.result, *ParseLegacySummaryFormat(*options.output_format),
+                              options.output_dir)
+        << "\n";
+  }
   return outcome.exit_code;
 }
 

@@ -1,7 +1,7 @@
 // homodyne-config: writes a documented config template or validates a config file.
 //
 //   homodyne-config --mode static|laminar_flow --output FILE [--force]
-//   homodyne-config --validate FILE
+//   homodyne-config --validate FILE     (no -v: that is --verbose in homodyne)
 //
 // Exit codes (docs/design.md section 7): 0 done / valid; 1 invalid config, unwritable output or an
 // existing output without --force; 2 bad usage (no action, unknown flag, bad value).
@@ -42,6 +42,22 @@ int Validate(const std::string& path) {
   return homodyne::kExitSuccess;
 }
 
+// `-v` (alone or first in a group such as -vf) was --validate in the reference's homodyne-config;
+// here it means nothing, and in homodyne it means --verbose. Returns kExitUsage after a message
+// that names the long form, 0 when argv has no -v.
+int RefuseShortValidate(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string argument = argv[i];
+    if (argument == "--") break;
+    if (argument.size() >= 2 && argument[0] == '-' && argument[1] == 'v') {
+      std::cerr << "homodyne-config: -v is not a flag of homodyne-config: use --validate FILE "
+                   "(-v means --verbose in homodyne)\n";
+      return homodyne::kExitUsage;
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -55,9 +71,12 @@ int main(int argc, char** argv) {
   auto* output_option =
       app.add_option("-o,--output", output, "file to write (default homodyne_{mode}_config.yaml)");
   app.add_flag("-f,--force", force, "overwrite an existing output file");
+  // No short form: -v is --verbose in homodyne, so it is not --validate here (the reference's
+  // homodyne-config had -v for --validate; RefuseShortValidate says so).
   auto* validate_option =
-      app.add_option("-v,--validate", validate_path, "config file to load and check");
+      app.add_option("--validate", validate_path, "config file to load and check");
   validate_option->excludes(mode_option)->excludes(output_option);
+  if (const int code = RefuseShortValidate(argc, argv); code != 0) return code;
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

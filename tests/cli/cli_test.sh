@@ -398,6 +398,67 @@ YAML
         "$bin_dir/homodyne" --config fitin.yaml --backend cuda
     fi
     ;;
+  output_format)
+    # --output-format yaml|json adds the legacy summary OUTPUT_DIR/homodyne_results.FORMAT (the
+    # reference's fields, its parameter order) and changes nothing else; npz and others are refused.
+    write_config sim.yaml laminar_flow sim.h5 ""
+    "$bin_dir/homodyne-simulate" --config sim.yaml > /dev/null || failures=$((failures + 1))
+    flags=(--config sim.yaml --global-search off)
+    expect_exit 0 "LM converged" "$bin_dir/homodyne" "${flags[@]}" --output-dir plain
+    [ ! -e plain/homodyne_results.yaml ] && [ ! -e plain/homodyne_results.json ] ||
+      { echo "FAIL: a legacy summary without --output-format"; failures=$((failures + 1)); }
+    expect_exit 0 "legacy summary in as_json/homodyne_results.json" "$bin_dir/homodyne" \
+      "${flags[@]}" --output-dir as_json --output-format json
+    same_results plain as_json
+    python3 - as_json/homodyne_results.json as_json/nlsq/parameters.json <<'PY' ||
+import json, sys
+summary, fit = (json.load(open(path)) for path in sys.argv[1:])
+want = ([a["contrast"]["value"] for a in fit["per_angle"]] +
+        [a["offset"]["value"] for a in fit["per_angle"]] +
+        [fit["parameters"][name]["value"] for name in
+         ["D0", "alpha", "D_offset", "gamma_dot_t0", "beta", "gamma_dot_t_offset", "phi0"]])
+checks = {
+    "keys": list(summary) == ["method", "analysis_mode", "success", "optimization_time",
+                              "device_config", "parameter_names", "parameters", "diagnostics"],
+    "method": summary["method"] == "nlsq" and summary["analysis_mode"] == "laminar_flow",
+    "success": summary["success"] == (fit["convergence_status"] == "converged"),
+    "names": summary["parameter_names"][:2] == ["contrast_0", "contrast_1"] and
+             summary["parameter_names"][6:8] == ["D0", "alpha"] and len(summary["parameters"]) == 13,
+    "parameters": summary["parameters"] == want,
+    "chi2": summary["diagnostics"]["chi_squared"] == fit["chi_squared"],
+}
+bad = [name for name, ok in checks.items() if not ok]
+print("homodyne_results.json:", "ok" if not bad else "wrong " + ", ".join(bad))
+sys.exit(1 if bad else 0)
+PY
+      failures=$((failures + 1))
+    expect_exit 0 "legacy summary in as_yaml/homodyne_results.yaml" "$bin_dir/homodyne" \
+      "${flags[@]}" --output-dir as_yaml --output-format yaml
+    same_results plain as_yaml
+    chi2=$(python3 -c 'import json, sys; print(repr(json.load(open(sys.argv[1]))["chi_squared"]))' \
+      plain/nlsq/parameters.json)
+    for line in "method: nlsq" "analysis_mode: laminar_flow" "  - contrast_0" "  - D0" \
+                "  chi_squared: $chi2"; do
+      grep -qxF -- "$line" as_yaml/homodyne_results.yaml ||
+        { echo "FAIL: homodyne_results.yaml lacks '$line'"; failures=$((failures + 1)); }
+    done
+    expect_exit 2 "--output-format npz: this engine writes no NumPy files; use yaml or json" \
+      "$bin_dir/homodyne" "${flags[@]}" --output-format npz
+    expect_exit 2 "--output-format xml: must be one of yaml, json" \
+      "$bin_dir/homodyne" "${flags[@]}" --output-format xml
+    ;;
+  short_flags)
+    # -v is --verbose in homodyne; homodyne-config has no -v (the reference's short --validate)
+    # and says so; its long --validate works.
+    write_config sim.yaml laminar_flow sim.h5 ""
+    "$bin_dir/homodyne-simulate" --config sim.yaml > /dev/null || failures=$((failures + 1))
+    expect_exit 0 "sim.yaml: valid" "$bin_dir/homodyne-config" --validate sim.yaml
+    expect_exit 2 "-v is not a flag of homodyne-config: use --validate FILE" \
+      "$bin_dir/homodyne-config" -v sim.yaml
+    expect_exit 2 "use --validate FILE" "$bin_dir/homodyne-config" --force -v sim.yaml
+    expect_exit 0 "homodyne dry run" "$bin_dir/homodyne" --config sim.yaml --dry-run -v
+    expect_exit 0 "homodyne dry run" "$bin_dir/homodyne" --config sim.yaml --dry-run --verbose
+    ;;
   fault_variables_ignored)
     # The production homodyne reads none of the test fault variables (faults are injected only by
     # tests, through src/pipeline/fault_injection.h): with all of them set, a streaming fit with
