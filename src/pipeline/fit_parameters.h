@@ -31,7 +31,8 @@ struct FitParameters {
 // the per-angle contrast and offset from initial_parameters.per_angle_scaling, else its scalar
 // contrast/offset replicated, else `scaling_from_data` (the data's quantile estimate, one per
 // angle). scaling: the resolved per-angle mode; phi_degrees: the data's angles. Throws
-// ConfigError (naming config.source_path) when fixed_parameters fixes every parameter.
+// ConfigError (naming config.source_path) when fixed_parameters fixes every parameter, or every
+// physical parameter while the global phase or variable projection (which search them) is on.
 FitParameters BuildFitParameters(const Config& config, const ResolvedScaling& scaling,
                                  const BatchedObjective& objective,
                                  const std::vector<double>& phi_degrees,
