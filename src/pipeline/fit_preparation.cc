@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <Eigen/Dense>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -49,8 +50,8 @@ void PlanStep(PreparedFit& fit) {
 }
 
 // Step 3. The model of the data and the chosen strategy (on an allocation failure, the next
-// leaner one: docs/design.md section 3).
-void SetUpStrategyStep(PreparedFit& fit) {
+// leaner one: docs/design.md section 3). result.load_seconds: from `start` to the strategy set up.
+void SetUpStrategyStep(PreparedFit& fit, std::chrono::steady_clock::time_point start) {
   const DatasetInfo& info = fit.source.info();
   fit.model.emplace(
       fit.config.analysis_mode,
@@ -66,6 +67,8 @@ void SetUpStrategyStep(PreparedFit& fit) {
                               fit.plan.size, fit.on_chunk, fit.backend.backend};
   fit.strategy = SetUpStrategy(fit.plan.strategy.kind, inputs, fit.result.recovery_actions);
   fit.result.strategy = std::string(ToString(fit.strategy->kind()));
+  fit.result.load_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 // Step 4. The parameters (start, bounds and names, full and reduced: fit_parameters.h), and the
@@ -110,10 +113,11 @@ void LookUpCheckpointStep(PreparedFit& fit) {
 
 std::unique_ptr<PreparedFit> PrepareFit(const Config& config, BatchSource& source,
                                         const FitObserver& observer) {
+  const auto start = std::chrono::steady_clock::now();
   auto fit = std::make_unique<PreparedFit>(config, source, observer);
   SelectBackendStep(*fit);
   PlanStep(*fit);
-  SetUpStrategyStep(*fit);
+  SetUpStrategyStep(*fit, start);
   BuildParametersStep(*fit);
   LookUpCheckpointStep(*fit);
   return fit;

@@ -47,7 +47,8 @@ struct PreparedFit {
   BatchSource& source;
   const FitObserver& observer;
   // The result so far: analysis mode, strategy and its reason, the scaling warning, recovery
-  // actions of a strategy fallback. Fit completes it.
+  // actions of a strategy fallback, load_seconds (from PrepareFit's start to the strategy set
+  // up). Fit completes it.
   FitResult result;
   BackendChoice backend;                              // step 1
   FitPlan plan;                                       // step 2
