@@ -82,10 +82,15 @@ struct FitJobOptions {
 FitOutcome RunFitJob(const Config& config, BatchSource& source, const FitJobOptions& options,
                      const FitObserver& observer = {});
 
-// `homodyne --dry-run`: what a fit of `source` with this config would do, without fitting:
-// the data, the parameters, the start values with their bounds, the memory available and per
-// strategy, the batch size, the threads and the strategy, as Fit plans them (the same planning
-// code). Writes the report to `out`; throws what the planning throws (ConfigError ...).
+// `homodyne --dry-run`: what a fit of `source` with this config would do, without fitting. It
+// runs the fit's own steps before the first pass (the backend, the plan checked against the data,
+// the strategy set up with its data, the parameters with fixed_parameters and the per-angle mode,
+// the checkpoint lookup) and describes them: the data, the backend, the fitted parameters by
+// name, those held fixed, the start values with their bounds and each start the fit will clip
+// into them, the memory available and per strategy, the batch size, the threads, the strategy,
+// and the checkpoint a fit would resume from (or none, or --no-resume). Writes the report to
+// `out`; throws what Fit throws before its first pass, with the same message (ConfigError,
+// InputError, DataError). Writes and removes nothing.
 void DescribeFitPlan(const Config& config, BatchSource& source, std::ostream& out);
 
 // ---------------------------------------------------------------------------------------------

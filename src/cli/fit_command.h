@@ -17,7 +17,8 @@ namespace homodyne::cli {
 int RunFit(const Config& config, const CommandLineOptions& options, std::ostream& out);
 
 // `homodyne --dry-run`: prints DescribeFitPlan (homodyne/fit.h) for the config's data to `out`
-// and returns 0. Throws what the fit's planning throws (InputError, DataError, ConfigError).
+// and returns 0. Throws what the fit throws before its first pass, with the same message
+// (InputError, DataError, ConfigError): a config the fit refuses is refused here too.
 int RunDryRun(const Config& config, std::ostream& out);
 
 }  // namespace homodyne::cli

@@ -1,20 +1,25 @@
-// DescribeFitPlan (include/homodyne/fit.h): `homodyne --dry-run`, planned by the fit's own
-// planning code (fit_plan.h).
+// DescribeFitPlan (include/homodyne/fit.h): `homodyne --dry-run`, the fit prepared by the fit's
+// own steps (PrepareFit, fit_preparation.h) and described, without a pass.
 #include "homodyne/fit.h"
 
-#include "fit_plan.h"
+#include "fit_checkpoints.h"
+#include "fit_preparation.h"
 
-#include <spdlog/spdlog.h>
+#include <Eigen/Dense>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <iomanip>
+#include <memory>
 #include <ostream>
 #include <sstream>
 #include <string>
+#include <vector>
 
+#include "checkpoint/checkpoint_store.h"
 #include "homodyne/dataset.h"
 #include "homodyne/errors.h"
-#include "optimize/initial_values.h"
 #include "pipeline/memory_budget.h"
 
 namespace homodyne {
@@ -39,30 +44,122 @@ std::string FormatAngles(const std::vector<double>& angles) {
   return text.str();
 }
 
-// The physical parameters' start values and bounds, as the fit will use them.
-std::string FormatStartValues(const Config& config) {
-  const std::vector<double> start = InitialPhysicalParameters(config);
-  const std::vector<std::string>& names = PhysicalParameterNames(config.analysis_mode);
+// Names with runs of consecutive indices collapsed: contrast[0], contrast[1], contrast[2] ->
+// contrast[0..2]; other names as they are.
+std::string FormatNames(const std::vector<std::string>& names) {
+  auto split = [](const std::string& name, std::string& base, int& index) {
+    const size_t open = name.find('[');
+    if (open == std::string::npos || name.back() != ']') return false;
+    base = name.substr(0, open);
+    index = std::atoi(name.c_str() + open + 1);
+    return true;
+  };
   std::ostringstream text;
-  for (size_t p = 0; p < names.size(); ++p) {
-    const ParameterBound& bound = config.BoundOf(names[p]);
-    text << (p ? ", " : "") << names[p] << " " << start[p] << " in [" << bound.min << ", "
-         << bound.max << "]";
+  for (size_t i = 0; i < names.size();) {
+    std::string base, next_base;
+    int first = 0, next = 0;
+    size_t end = i + 1;
+    if (split(names[i], base, first)) {
+      while (end < names.size() && split(names[end], next_base, next) && next_base == base &&
+             next == first + static_cast<int>(end - i)) {
+        ++end;
+      }
+    }
+    text << (i ? ", " : "");
+    if (end - i > 1) {
+      text << base << "[" << first << ".." << first + static_cast<int>(end - i) - 1 << "]";
+    } else {
+      text << names[i];
+    }
+    i = end;
   }
   return text.str();
+}
+
+// The fitted parameters (the reduced layout), physical and scaling, as the fit counts them.
+void DescribeParameters(const PreparedFit& fit, std::ostream& out) {
+  const FitParameters& parameters = *fit.parameters;
+  const std::vector<std::string>& physical = PhysicalParameterNames(fit.config.analysis_mode);
+  const std::vector<std::string>& fitted = parameters.map.reduced_names;
+  const int n_physical =
+      static_cast<int>(std::count_if(fitted.begin(), fitted.end(), [&](const std::string& name) {
+        return std::find(physical.begin(), physical.end(), name) != physical.end();
+      }));
+  out << "  parameters        " << parameters.map.num_reduced() << " fitted: " << n_physical
+      << " physical + " << parameters.map.num_reduced() - n_physical << " scaling (per-angle mode "
+      << ToString(fit.plan.scaling.mode) << ": " << fit.plan.scaling.reason << ")\n";
+  out << "  fitted            " << FormatNames(fitted) << "\n";
+  // Held: full-layout parameters no fitted parameter moves (fixed_parameters; constant mode's
+  // contrast and offset), at the value the fit holds them.
+  const Eigen::VectorXd full_start = parameters.map.Expand(parameters.reduced_start);
+  std::vector<std::string> held;
+  for (int i = 0; i < parameters.map.num_full(); ++i) {
+    if (parameters.map.matrix.row(i).isZero(0.0)) {
+      held.push_back(parameters.full_names[static_cast<size_t>(i)]);
+    }
+  }
+  if (!held.empty()) {
+    out << "  held fixed        " << FormatNames(held) << " (at their start values)\n";
+  }
+  out << "  start values      ";
+  for (size_t p = 0; p < physical.size(); ++p) {
+    const ParameterBound& bound = fit.config.BoundOf(physical[p]);
+    out << (p ? ", " : "") << physical[p] << " " << full_start[static_cast<Eigen::Index>(p)]
+        << " in [" << bound.min << ", " << bound.max << "]";
+  }
+  out << "\n";
+  for (const std::string& kind : {std::string("contrast"), std::string("offset")}) {
+    std::vector<double> values;
+    for (int i = 0; i < parameters.map.num_full(); ++i) {
+      if (parameters.full_names[static_cast<size_t>(i)].rfind(kind + "[", 0) == 0) {
+        values.push_back(full_start[i]);
+      }
+    }
+    const ParameterBound& bound = fit.config.BoundOf(kind);
+    out << "  " << std::left << std::setw(18) << (kind + " start") << std::right;
+    if (values.size() <= 6) {
+      for (size_t k = 0; k < values.size(); ++k) out << (k ? ", " : "") << values[k];
+    } else {
+      const auto [low, high] = std::minmax_element(values.begin(), values.end());
+      out << *low << " .. " << *high << " over " << values.size() << " angles";
+    }
+    out << " in [" << bound.min << ", " << bound.max << "]\n";
+  }
+  for (const std::string& remark : fit.start_remarks) {
+    out << "  start clipped     " << remark << "\n";
+  }
+}
+
+// The checkpoint a fit would resume from (the announcement it logs then), or why none.
+void DescribeCheckpoints(const PreparedFit& fit, std::ostream& out) {
+  const FitCheckpoints& checkpoints = *fit.checkpoints;
+  const std::string& directory = checkpoints.store_options().directory;
+  out << "  checkpoints       ";
+  if (!checkpoints.enabled()) {
+    out << "off (optimization.streaming.enable_checkpoints: false)\n";
+  } else if (!fit.config.streaming.resume_from_checkpoint) {
+    const size_t earlier = CheckpointStore(checkpoints.store_options()).List().size();
+    out << "--no-resume: the fit starts afresh";
+    if (earlier > 0)
+      out << " and removes the " << earlier << " earlier checkpoint(s) in " << directory;
+    out << "\n";
+  } else if (fit.resume_point) {
+    out << ResumeAnnouncement(fit.resume_point->checkpoint, fit.resume_point->path,
+                              std::chrono::system_clock::now())
+        << "\n";
+  } else {
+    out << "none to resume in " << directory << "\n";
+  }
 }
 
 }  // namespace
 
 void DescribeFitPlan(const Config& config, BatchSource& source, std::ostream& out) {
+  const FitObserver no_observer;
+  const std::unique_ptr<PreparedFit> fit = PrepareFit(config, source, no_observer);
   const DatasetInfo& info = source.info();
-  for (const std::string& warning : info.warnings) spdlog::warn("{}", warning);
-
-  std::vector<double> kept;
-  for (const AngleInfo& angle : info.angles) kept.push_back(angle.phi_degrees);
   const int n_times = info.num_times();
-  const FitPlan plan = PlanFit(config, info);
-  if (!plan.scaling_warning.empty()) spdlog::warn("{}", plan.scaling_warning);
+  const FitPlan& plan = fit->plan;
   const ProblemSize& size = plan.size;
 
   out << "homodyne dry run (no fit)\n";
@@ -77,7 +174,8 @@ void DescribeFitPlan(const Config& config, BatchSource& source, std::ostream& ou
   out << "  frames            " << info.frames_in_file << " in file; window starts at frame "
       << info.first_frame + 1 << ", " << info.num_raw_frames << " frames; " << n_times
       << " fitted times (frame 0 dropped)\n";
-  out << "  angles kept       " << info.num_angles() << ": " << FormatAngles(kept) << " deg\n";
+  out << "  angles kept       " << info.num_angles() << ": " << FormatAngles(fit->phi_degrees)
+      << " deg\n";
   if (!info.phi_filtered_out.empty()) {
     out << "  angles filtered   " << info.phi_filtered_out.size() << ": "
         << FormatAngles(info.phi_filtered_out) << " deg\n";
@@ -91,15 +189,15 @@ void DescribeFitPlan(const Config& config, BatchSource& source, std::ostream& ou
     const NonFiniteCount count = CountNonFinite(source);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    char scan_seconds[32];
+    std::snprintf(scan_seconds, sizeof(scan_seconds), "%.1f", seconds);
     out << "  non-finite values " << count.nan << " NaN, " << count.inf << " Inf in "
-        << count.points_scanned << " points scanned (" << std::fixed << std::setprecision(1)
-        << seconds << " s); they are excluded from the fit\n"
-        << std::defaultfloat;
+        << count.points_scanned << " points scanned (" << scan_seconds
+        << " s); they are excluded from the fit\n";
   }
-  out << "  parameters        " << plan.num_parameters << " fitted: " << plan.num_physical
-      << " physical + " << plan.scaling.num_scaling_parameters << " scaling (per-angle mode "
-      << ToString(plan.scaling.mode) << ": " << plan.scaling.reason << ")\n";
-  out << "  start values      " << FormatStartValues(config) << "\n";
+  out << "  backend           " << ToString(fit->backend.backend->kind()) << " ("
+      << fit->backend.reason << ")\n";
+  DescribeParameters(*fit, out);
   out << "  sigma             " << config.nlsq.sigma << "\n";
   out << "  memory available  " << FormatBytes(plan.available.bytes) << " ("
       << plan.available.source << ")\n";
@@ -121,6 +219,10 @@ void DescribeFitPlan(const Config& config, BatchSource& source, std::ostream& ou
   }
   out << "  strategy          " << ToString(plan.strategy.kind) << " (" << plan.strategy.reason
       << ")\n";
+  for (const std::string& action : fit->result.recovery_actions) {
+    out << "  fallback          " << action << "\n";
+  }
+  DescribeCheckpoints(*fit, out);
 }
 
 }  // namespace homodyne

@@ -1,5 +1,6 @@
 #include "fit_parameters.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "homodyne/errors.h"
@@ -100,6 +101,23 @@ FitParameters BuildFitParameters(const Config& config, const ResolvedScaling& sc
     throw ConfigError(config.source_path +
                       ": initial_parameters.fixed_parameters fixes every parameter: nothing to "
                       "fit");
+  }
+  // The global phase and the projected local fit search the physical parameters, with contrast
+  // and offset solved for each point (variable projection): with none of them free they would
+  // search a space of no dimension.
+  const bool searches_physical = config.nlsq.global_search.method != GlobalSearchMethod::kOff ||
+                                 config.nlsq.variable_projection;
+  int free_physical = 0;
+  for (const std::string& name : parameters.map.reduced_names) {
+    free_physical += static_cast<int>(
+        std::find(physical_names.begin(), physical_names.end(), name) != physical_names.end());
+  }
+  if (free_physical == 0 && searches_physical) {
+    throw ConfigError(config.source_path +
+                      ": initial_parameters.fixed_parameters fixes every physical parameter: "
+                      "nothing left to fit (the global search and the variable projection search "
+                      "the physical parameters; contrast and offset alone are fitted with "
+                      "--global-search off --no-variable-projection)");
   }
   parameters.reduced_start = ReduceStartingPoint(parameters.map, start);
   parameters.reduced_bounds = ReduceBounds(parameters.map, lower, upper);

@@ -36,7 +36,8 @@ struct FitParameters {
 // contrast/offset replicated, else `scaling_from_data` (the data's quantile estimate, one per
 // angle). Every start, fixed ones included, is clipped into its bounds with a start_warning.
 // scaling: the resolved per-angle mode; phi_degrees: the data's angles. Throws ConfigError
-// (naming config.source_path) when fixed_parameters fixes every parameter.
+// (naming config.source_path) when fixed_parameters fixes every parameter, or every physical
+// parameter while the global phase or variable projection (which search them) is on.
 FitParameters BuildFitParameters(const Config& config, const ResolvedScaling& scaling,
                                  const BatchedObjective& objective,
                                  const std::vector<double>& phi_degrees,

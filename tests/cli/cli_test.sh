@@ -459,6 +459,94 @@ PY
     expect_exit 0 "homodyne dry run" "$bin_dir/homodyne" --config sim.yaml --dry-run -v
     expect_exit 0 "homodyne dry run" "$bin_dir/homodyne" --config sim.yaml --dry-run --verbose
     ;;
+  dry_run_agrees)
+    # The dry run runs the fit's own steps before its first pass (src/pipeline/fit_preparation.h):
+    # a config the fit refuses, the dry run refuses with the same first error line and exit code;
+    # a start outside its bounds is a remark in both, not an error.
+    write_config sim.yaml laminar_flow sim.h5 ""
+    "$bin_dir/homodyne-simulate" --config sim.yaml > /dev/null || failures=$((failures + 1))
+    physical="D0, alpha, D_offset, gamma_dot_t0, beta, gamma_dot_t_offset, phi0"
+    # case|YAML appended to sim.yaml|flags|exit code|pattern (of the first error line; with exit
+    # 0, of a line both outputs hold)
+    cases=(
+      "two_contrasts|initial_parameters: {per_angle_scaling: {contrast: [0.3, 0.3]}}||1|per_angle_scaling.contrast has 2 values but the data has 3 angles"
+      "four_per_angle|initial_parameters: {per_angle_scaling: {contrast: [0.3, 0.3, 0.3, 0.3], offset: [1, 1, 1, 1]}}||1|per_angle_scaling.contrast has 4 values but the data has 3 angles"
+      "all_fixed_off|initial_parameters: {fixed_parameters: [$physical, contrast, offset]}|--global-search off|1|initial_parameters.fixed_parameters fixes every parameter: nothing to fit"
+      "all_fixed_on|initial_parameters: {fixed_parameters: [$physical, contrast, offset]}|--global-search auto|1|initial_parameters.fixed_parameters fixes every parameter: nothing to fit"
+      "physical_fixed_off|initial_parameters: {fixed_parameters: [$physical]}|--global-search off|1|initial_parameters.fixed_parameters fixes every physical parameter: nothing left to fit"
+      "physical_fixed_on|initial_parameters: {fixed_parameters: [$physical]}|--global-search auto|1|initial_parameters.fixed_parameters fixes every physical parameter: nothing left to fit"
+      "physical_fixed_cmaes|initial_parameters: {fixed_parameters: [$physical]}|--global-search cmaes|1|initial_parameters.fixed_parameters fixes every physical parameter: nothing left to fit"
+      "cuda||--backend cuda|1|backend cuda: .*use --backend cpu or auto"
+      "ceres_large|optimization: {nlsq: {solver: ceres}}|--strategy large|1|solver = ceres needs the standard strategy \(this fit uses large\)"
+      "start_outside|initial_parameters: {parameter_names: [D0, alpha, D_offset], values: [200000, -0.5, 10]}|--global-search off|0|initial value of D0 = 200000 is above its upper bound 100000: clipped to 100000"
+    )
+    for row in "${cases[@]}"; do
+      IFS='|' read -r name yaml flags want pattern <<<"$row"
+      cp sim.yaml "$name.yaml"
+      [ -z "$yaml" ] || echo "$yaml" >> "$name.yaml"
+      # shellcheck disable=SC2086  # flags: zero or more words
+      dry_output=$("$bin_dir/homodyne" --config "$name.yaml" $flags --dry-run 2>&1)
+      dry_code=$?
+      # shellcheck disable=SC2086
+      fit_output=$("$bin_dir/homodyne" --config "$name.yaml" $flags --output-dir "out_$name" 2>&1)
+      fit_code=$?
+      dry_error=$(grep -m1 '^homodyne: ' <<<"$dry_output")
+      fit_error=$(grep -m1 '^homodyne: ' <<<"$fit_output")
+      if [ "$dry_code" -ne "$want" ] || [ "$fit_code" -ne "$want" ]; then
+        echo "FAIL: $name: dry run exited $dry_code, fit $fit_code, expected $want"
+        echo "$dry_output" | tail -5; echo "$fit_output" | tail -5; failures=$((failures + 1))
+      elif [ "$dry_error" != "$fit_error" ]; then
+        echo "FAIL: $name: different first error lines: dry run '$dry_error', fit '$fit_error'"
+        failures=$((failures + 1))
+      elif [ "$want" -ne 0 ] && ! grep -Eq -- "$pattern" <<<"$fit_error"; then
+        echo "FAIL: $name: '$fit_error' does not match /$pattern/"; failures=$((failures + 1))
+      elif [ "$want" -eq 0 ] && ! { grep -Eq -- "$pattern" <<<"$dry_output" &&
+                                     grep -Eq -- "$pattern" <<<"$fit_output"; }; then
+        echo "FAIL: $name: /$pattern/ missing from the dry run or the fit"
+        echo "$dry_output"; echo "$fit_output" | head -20; failures=$((failures + 1))
+      else
+        echo "ok: $name: dry run and fit exit $want${dry_error:+ with '$dry_error'}"
+      fi
+    done
+    # The remark names the start and the bound the fit clips it to; the dry run says so.
+    expect_exit 0 "start clipped +initial value of D0 = 200000 is above its upper bound 100000: clipped to 100000" \
+      "$bin_dir/homodyne" --config start_outside.yaml --dry-run
+    # fixed_parameters: the dry run counts and names what the fit fits (11 on laminar flow with
+    # two of the 7 physical parameters fixed: 5 + 3 contrasts + 3 offsets).
+    cp sim.yaml fixed_two.yaml
+    echo "initial_parameters: {fixed_parameters: [phi0, gamma_dot_t_offset]}" >> fixed_two.yaml
+    expect_exit 0 "parameters +11 fitted: 5 physical \+ 6 scaling" "$bin_dir/homodyne" \
+      --config fixed_two.yaml --dry-run
+    expect_exit 0 "fitted +D0, alpha, D_offset, gamma_dot_t0, beta, contrast\[0\.\.2\], offset\[0\.\.2\]" \
+      "$bin_dir/homodyne" --config fixed_two.yaml --dry-run
+    expect_exit 0 "held fixed +gamma_dot_t_offset, phi0 \(at their start values\)" \
+      "$bin_dir/homodyne" --config fixed_two.yaml --dry-run
+    expect_exit 0 "individual \(one contrast and offset per angle\); 11 parameters fitted" \
+      "$bin_dir/homodyne" --config fixed_two.yaml --global-search off --output-dir out_fixed_two
+    # The backend the fit selects, and why.
+    expect_exit 0 "backend +cpu \(backend cpu\)" "$bin_dir/homodyne" --config sim.yaml --dry-run
+    expect_exit 0 "backend +cpu \(backend auto: cpu \((built without CUDA|no CUDA device|this version has no CUDA kernels)" \
+      "$bin_dir/homodyne" --config sim.yaml --dry-run --backend auto
+    # The checkpoint a fit would resume from: none, then the one an interrupted fit left (the
+    # announcement the fit logs when it resumes), and with --no-resume a fresh start that the dry
+    # run announces but does not make (the checkpoints stay).
+    cp sim.yaml ck.yaml
+    echo "optimization:
+  streaming: {batch_size: 500, checkpoint_dir: ./ck, checkpoint_frequency: 2,
+              checkpoint_min_interval_seconds: 0}" >> ck.yaml
+    flags=(--config ck.yaml --strategy streaming --global-search off)
+    expect_exit 0 "checkpoints +none to resume in \./ck" "$bin_dir/homodyne" "${flags[@]}" --dry-run
+    HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=7:15 expect_exit 3 "interrupted by SIGTERM; checkpoint saved" \
+      "$faults_program" "${flags[@]}" --output-dir out_ck
+    resume_line="resuming from \./ck/homodyne_state_batch_[0-9]{6}\.h5 \(batch [0-9]+, written [0-9]+ s ago by homodyne-cpp [^)]+\); --no-resume starts afresh"
+    expect_exit 0 "checkpoints +$resume_line" "$bin_dir/homodyne" "${flags[@]}" --dry-run
+    expect_exit 0 "--no-resume: the fit starts afresh and removes the [0-9]+ earlier checkpoint\(s\) in \./ck" \
+      "$bin_dir/homodyne" "${flags[@]}" --dry-run --no-resume
+    if ! ls ck/homodyne_state_batch_*.h5 > /dev/null 2>&1; then
+      echo "FAIL: the dry run with --no-resume removed the checkpoints"; failures=$((failures + 1))
+    fi
+    expect_exit 0 "\[warning\] $resume_line" "$bin_dir/homodyne" "${flags[@]}" --output-dir out_ck
+    ;;
   fault_variables_ignored)
     # The production homodyne reads none of the test fault variables (faults are injected only by
     # tests, through src/pipeline/fault_injection.h): with all of them set, a streaming fit with

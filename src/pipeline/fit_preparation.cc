@@ -1,0 +1,128 @@
+// PrepareFit (fit_preparation.h): the fit's steps before its first pass, for Fit and the dry run.
+#include "fit_preparation.h"
+
+#include "fit_data_check.h"
+
+#include <omp.h>
+#include <spdlog/spdlog.h>
+
+#include <Eigen/Dense>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/config_for_data.h"
+#include "homodyne/errors.h"
+#include "objective/batched_objective.h"
+#include "optimize/bounds.h"
+#include "optimize/per_angle_mode.h"
+
+namespace homodyne {
+namespace {
+
+// Step 1. SelectBackend (backend_selection.h) for the config's performance.backend; its
+// ConfigError names the config, as the fit's other config errors do.
+void SelectBackendStep(PreparedFit& fit) {
+  fit.result.analysis_mode = fit.config.analysis_mode;
+  try {
+    fit.backend = SelectBackend(fit.config.performance.backend);
+  } catch (const ConfigError& error) {
+    throw ConfigError(fit.config.source_path + ": " + error.what());
+  }
+  if (fit.config.performance.backend == BackendKind::kAuto) {
+    spdlog::info("{}", fit.backend.reason);
+  }
+}
+
+// Step 2. The plan for the data's shape, and the config checked against that shape.
+void PlanStep(PreparedFit& fit) {
+  const DatasetInfo& info = fit.source.info();
+  for (const std::string& warning : info.warnings) spdlog::warn("{}", warning);
+  fit.plan = PlanFit(fit.config, info);
+  ValidateConfigForData(fit.config, {info.num_angles(), fit.plan.strategy.kind});
+  if (!fit.plan.scaling_warning.empty()) {
+    spdlog::warn("{}", fit.plan.scaling_warning);
+    fit.result.warnings.push_back(fit.plan.scaling_warning);
+  }
+  omp_set_num_threads(fit.plan.size.threads);
+  fit.result.strategy_reason = fit.plan.strategy.reason;
+  spdlog::info("strategy {} ({})", ToString(fit.plan.strategy.kind), fit.plan.strategy.reason);
+}
+
+// Step 3. The model of the data and the chosen strategy (on an allocation failure, the next
+// leaner one: docs/design.md section 3). result.load_seconds: from `start` to the strategy set up.
+void SetUpStrategyStep(PreparedFit& fit, std::chrono::steady_clock::time_point start) {
+  const DatasetInfo& info = fit.source.info();
+  fit.model.emplace(
+      fit.config.analysis_mode,
+      ScatteringGeometry{info.q_inv_angstrom, fit.config.geometry.gap_angstrom, info.dt_seconds},
+      info.FittedTimes());
+  for (const AngleInfo& angle : info.angles) fit.phi_degrees.push_back(angle.phi_degrees);
+  PreparedFit* prepared = &fit;  // not moved (PreparedFit): the pointer stays valid
+  fit.on_chunk = [prepared](const PassProgress& progress) {
+    if (prepared->observer.on_pass_chunk) prepared->observer.on_pass_chunk(progress);
+    if (prepared->checkpoints) prepared->checkpoints->OnChunk(progress);
+  };
+  const StrategyInputs inputs{fit.config,    fit.source,   *fit.model,         fit.phi_degrees,
+                              fit.plan.size, fit.on_chunk, fit.backend.backend};
+  fit.strategy = SetUpStrategy(fit.plan.strategy.kind, inputs, fit.result.recovery_actions);
+  fit.result.strategy = std::string(ToString(fit.strategy->kind()));
+  fit.result.load_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Step 4. The parameters (start, bounds and names, full and reduced: fit_parameters.h), the
+// start values clipped into their bounds, and the data checked against them (fit_data_check.h).
+void BuildParametersStep(PreparedFit& fit) {
+  fit.parameters.emplace(BuildFitParameters(fit.config, fit.plan.scaling, fit.strategy->objective(),
+                                            fit.phi_degrees, fit.strategy->scaling_from_data()));
+  const FitParameters& parameters = *fit.parameters;
+  spdlog::info("per-angle scaling {} ({}); {} parameters fitted", ToString(fit.plan.scaling.mode),
+               fit.plan.scaling.reason, parameters.map.num_reduced());
+  fit.start_remarks = parameters.start_warnings;
+  // Data in memory are counted now; streamed data again after the final fit (fit.cc).
+  CheckDataCanBeFitted(fit.strategy->objective(), fit.source.info().file_path,
+                       fit.plan.scaling.mode, parameters.map.num_reduced());
+}
+
+// Step 5. Checkpoints of this config and data set, and the one to resume from (docs/design.md
+// section 6), checked against this fit before anything uses it.
+void LookUpCheckpointStep(PreparedFit& fit) {
+  const Config& config = fit.config;
+  const BatchedObjective& objective = fit.strategy->objective();
+  fit.checkpoints = std::make_unique<FitCheckpoints>(
+      config, fit.strategy->checkpoint_policy(),
+      Sha256Hex(
+          FitIdentityText(config, objective.batch_points(), config.nlsq.global_search.method)),
+      DataFingerprint(fit.source), objective.num_batches(), fit.observer.on_checkpoint_saved);
+  // With --no-resume, LoadForResume removes the folder's checkpoints: Fit calls it, not this.
+  if (!config.streaming.resume_from_checkpoint) return;
+  std::optional<Checkpoint> checkpoint = fit.checkpoints->LoadForResume();
+  if (!checkpoint) return;
+  CheckCheckpointFits(
+      *checkpoint,
+      {fit.parameters->map.num_reduced(), objective.num_parameters(), objective.num_batches()},
+      config.streaming.checkpoint_dir);
+  CheckCheckpointSolver(*checkpoint, fit.strategy->solver(), config.streaming.checkpoint_dir);
+  const std::string path =
+      CheckpointStore(fit.checkpoints->store_options()).PathOf(checkpoint->global_batch);
+  fit.resume_point = ResumePoint{std::move(*checkpoint), path};
+}
+
+}  // namespace
+
+std::unique_ptr<PreparedFit> PrepareFit(const Config& config, BatchSource& source,
+                                        const FitObserver& observer) {
+  const auto start = std::chrono::steady_clock::now();
+  auto fit = std::make_unique<PreparedFit>(config, source, observer);
+  SelectBackendStep(*fit);
+  PlanStep(*fit);
+  SetUpStrategyStep(*fit, start);
+  BuildParametersStep(*fit);
+  LookUpCheckpointStep(*fit);
+  return fit;
+}
+
+}  // namespace homodyne
