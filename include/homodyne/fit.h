@@ -57,6 +57,7 @@ struct FitOutcome {
 // ConfigError / InputError / DataError for bad input (the message names what and where),
 // FitInterrupted after a signal or RequestInterrupt (with a checkpoint saved when enabled).
 // Checkpoints of the same config and data are resumed from when optimization.streaming says so.
+// Runs on the plan's threads (OpenMP) and gives the caller's thread count back on every exit.
 FitOutcome Fit(const Config& config, BatchSource& source, const FitObserver& observer = {});
 
 // The result files of a finished fit under output_dir/nlsq/: the JSON files (results.h

@@ -12,6 +12,7 @@
 #include "fit_strategy.h"
 #include "global_phase.h"
 
+#include <omp.h>
 #include <spdlog/spdlog.h>
 
 #include <Eigen/Dense>
@@ -234,6 +235,12 @@ class FitRun {
 }  // namespace
 
 FitOutcome Fit(const Config& config, BatchSource& source, const FitObserver& observer) {
+  // The plan sets OpenMP's thread count for the fit (PrepareFit); the caller's comes back on
+  // every exit, so a fit's threads never carry over to the caller's next parallel region or fit.
+  struct RestoreThreads {
+    int threads = omp_get_max_threads();
+    ~RestoreThreads() { omp_set_num_threads(threads); }
+  } restore_threads;
   return FitRun(config, source, observer).Run();
 }
 

@@ -395,7 +395,8 @@ def check_messages():
     if not os.path.isfile(os.path.join(demo, DEMO_CONFIG)):
         fail("docs/user-guide.md", "the messages need build/demo from the guide's blocks")
         return
-    cuda_build = "without CUDA" not in " ".join(run("homodyne --version", demo)[1])
+    # "backend cpu; built without CUDA", or with the runtime "CUDA runtime linked, ..."
+    cuda_build = "CUDA runtime linked" in " ".join(run("homodyne --version", demo)[1])
     rows = message_rows()
     if not rows:
         fail("docs/user-guide.md", "section 9 has no table of messages")
@@ -520,6 +521,7 @@ OTHER_TOOLS_FLAGS = {
                               "--output", "--job-name"},
     "scancel": {"--signal", "--batch"},
     "bench/ programs": {"--benchmark", "--methods", "--repeats", "--float32"},
+    "pip, python3 -m venv": {"--no-build-isolation", "--system-site-packages"},
 }
 FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*[a-z0-9]|-[a-zA-Z])(?![\w*-])")
 

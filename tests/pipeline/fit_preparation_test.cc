@@ -4,6 +4,7 @@
 // refuse both refuse with the same message.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <memory>
 #include <sstream>
@@ -141,7 +142,30 @@ TEST(FitPreparationTest, StartOutsideItsBoundsIsARemarkWithTheValueItIsClippedTo
                   "initial value of alpha = -3 is below its lower bound -2: clipped to -2"));
   EXPECT_THAT(report.str(), HasSubstr("  start clipped     initial value of D0 = 200000 is above "
                                       "its upper bound 100000: clipped to 100000\n"));
-  EXPECT_THAT(report.str(), HasSubstr("D0 200000 in [100, 100000]"));
+  // The start values shown are the ones the fit starts from: clipped, next to the remark.
+  EXPECT_THAT(report.str(), HasSubstr("D0 100000 in [100, 100000]"));
+}
+
+// The plan sets OpenMP's thread count for the fit; the caller's comes back afterwards, also when
+// the fit throws, so a fit's threads never carry over to the caller's next fit (the Python
+// module's threads= holds for one call on this).
+TEST(FitPreparationTest, FitGivesTheCallersThreadCountBack) {
+  const std::vector<double> c2 = test::LaminarC2(kTruth, kPhi);
+  const auto source = MakeInMemoryBatchSource(test::LaminarData(c2, kPhi));
+  Config config = LaminarConfig("");
+  config.performance.cpu_threads = 1;
+  config.initial.values = kTruth;
+  config.nlsq.global_search.method = GlobalSearchMethod::kOff;
+  omp_set_num_threads(3);
+  const FitOutcome outcome = Fit(config, *source);
+  EXPECT_EQ(outcome.result.threads, 1);
+  EXPECT_EQ(omp_get_max_threads(), 3);
+
+  Config refused = LaminarConfig("initial_parameters: {fixed_parameters: " +
+                                 std::string(kAllPhysical) + "}\n");
+  refused.performance.cpu_threads = 1;
+  EXPECT_THROW(Fit(refused, *source), ConfigError);
+  EXPECT_EQ(omp_get_max_threads(), 3);
 }
 
 }  // namespace
