@@ -25,6 +25,7 @@
 
 #include "checkpoint/checkpoint_store.h"
 #include "config/config_for_data.h"
+#include "homodyne/backend.h"
 #include "homodyne/dataset.h"
 #include "homodyne/errors.h"
 #include "homodyne/results.h"
@@ -84,6 +85,8 @@ class FitRun {
     result_.analysis_mode = config_.analysis_mode;
     backend_ = SelectBackendFor(config_);
     if (config_.performance.backend == BackendKind::kAuto) spdlog::info("{}", backend_.reason);
+    // docs/design.md section 2b: an invalid HOMODYNE_ISA stops here.
+    spdlog::info("{}", CpuKernelDescription());
   }
 
   // The plan (memory, batch size, threads, strategy) for the data's shape, and the config checked
