@@ -4,9 +4,13 @@
 # the one HOMODYNE_ISA names); a level the CPU lacks and an unknown name are errors (exit 1) that
 # say what is allowed. At every level this CPU runs, a fit logs its level and returns bitwise the
 # same results on 1 and 2 threads, and the levels' results agree far within the statistical errors.
-# Usage: isa_dispatch_test.sh BIN_DIR
+# A checkpoint written at one level is accepted at another, and that resumed fit agrees with the
+# uninterrupted ones.
+# Usage: isa_dispatch_test.sh BIN_DIR FAULTS_PROGRAM   (FAULTS_PROGRAM: homodyne_with_faults,
+# tests/cli/homodyne_with_faults.cc, for the interruption)
 set -u
 bin_dir=$(cd "$1" && pwd)
+faults_program=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -99,6 +103,20 @@ for level in "${runnable[@]}"; do
   done
   same_results "out_${level}_1" "out_${level}_2"
 done
+# A fit interrupted (SIGTERM, checkpoint saved) at the best level and resumed at the lowest one:
+# the checkpoint is accepted (docs/design.md section 2b, Checkpoints).
+if [ "${#runnable[@]}" -gt 1 ]; then
+  total=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['batch_statistics']['batches'])" \
+    "out_${best}_1/nlsq/convergence_metrics.json")
+  HOMODYNE_ISA=$best HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=$((total * 2 / 3)):15 expect_exit 3 \
+    "interrupted by SIGTERM; checkpoint saved" "$faults_program" --config sim.yaml \
+    --checkpoint-dir ck --output-dir out_resumed_1
+  HOMODYNE_ISA=${runnable[0]} expect_exit 0 "resumed from the checkpoint" \
+    "$bin_dir/homodyne" --config sim.yaml --checkpoint-dir ck --output-dir out_resumed_1
+  grep -q "pass kernel ${runnable[0]}: " <<<"$last_output" ||
+    { echo "FAIL: the resumed fit did not run at ${runnable[0]}"; failures=$((failures + 1)); }
+  runnable+=(resumed)
+fi
 # The levels differ at most in the last bits of each pass; after the fit, by far less than the
 # uncertainties.
 for level in "${runnable[@]}"; do
