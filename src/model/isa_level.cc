@@ -50,13 +50,13 @@ bool Contains(std::span<const IsaLevel> levels, IsaLevel level) {
 }
 
 // The x86-64 levels as the CPU reports them (cpuid, and xgetbv for the operating system's support
-// of the wide registers, which the compiler's run-time library checks). GCC knows the level names;
-// Clang (before 17) only the features, of which these are the ones that tell the levels apart
-// (every CPU with AVX2 and BMI2 also has x86-64-v3's F16C, LZCNT and MOVBE).
+// of the wide registers, which the compiler's run-time library checks). GCC 12 knows the level
+// names; Clang (before 17) and GCC 11 only the features, of which these are the ones that tell the
+// levels apart (every CPU with AVX2 and BMI2 also has x86-64-v3's F16C, LZCNT and MOVBE).
 bool CpuHasX86Level(int version) {
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
   __builtin_cpu_init();
-#if defined(__clang__)
+#if defined(__clang__) || __GNUC__ < 12
   const bool v3 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
                   __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2");
   const bool v4 = v3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
