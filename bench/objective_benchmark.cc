@@ -3,17 +3,34 @@
 // strategy).
 // Accumulate = residuals + Jacobian + normal equations; Cost = residuals and chi2 only.
 // items_per_second = upper-triangle points per second. Threads: arg (1, 2).
+// The context lines name the pass kernel's instruction-set level (pass_kernel: ..., chosen as in
+// a fit: HOMODYNE_ISA or the best for this CPU); bench/isa_dispatch.sh compares levels and builds.
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
 #include <Eigen/Dense>
+#include <cstdlib>
+#include <iostream>
 #include <vector>
 
+#include "homodyne/backend.h"
 #include "homodyne/dataset.h"
+#include "homodyne/errors.h"
 #include "homodyne/model.h"
 #include "objective/batched_objective.h"
 
 namespace {
+
+// Before main (benchmark_main): an invalid HOMODYNE_ISA ends the program with its message.
+const bool kPassKernelContext = [] {
+  try {
+    benchmark::AddCustomContext("pass_kernel", homodyne::CpuKernelDescription());
+  } catch (const homodyne::InputError& error) {
+    std::cerr << "objective_benchmark: " << error.what() << "\n";
+    std::exit(1);
+  }
+  return true;
+}();
 
 using homodyne::PackedDataObjective;
 

@@ -53,9 +53,12 @@ std::optional<CommandLineOptions> ParseCommandLine(int argc, char** argv) {
       "homodyne: fit the homodyne XPCS model to two-time correlation data (NLSQ).\n"
       "Reads the homodyne YAML config and beamline HDF5 files (APS-U, APS-old)."};
   app.footer(kExitCodesHelp);
-  // "without CUDA" until CUDA kernels exist: slurm/homodyne_gpu.sbatch reads it.
-  app.set_version_flag("--version", std::string("homodyne-cpp ") + HOMODYNE_VERSION + " (" +
-                                        BackendBuildDescription() + ")");
+  // "without CUDA" until CUDA kernels exist: slurm/homodyne_gpu.sbatch reads it. Computed only
+  // for --version: an invalid HOMODYNE_ISA is then an error (exit 1), and --help still works.
+  app.set_version_flag("--version", [] {
+    return std::string("homodyne-cpp ") + HOMODYNE_VERSION + " (" + BackendBuildDescription() +
+           "; " + CpuKernelDescription() + ")";
+  });
 
   app.add_option("--config", options.config_path, "YAML config file")
       ->capture_default_str()

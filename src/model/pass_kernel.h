@@ -7,13 +7,15 @@
 // How it is made cheap (docs/design.md section 2): the angle-independent factors (M_D,
 // g1_diffusion and its derivatives, M_G and its derivatives) are computed once per point and
 // reused for every angle; points are processed in tiles of one row segment, each tile's loops
-// vectorised with the branch-free exp / sin / cos of vector_math.h; the Gram update is a dense
-// Eigen product per tile. Values agree with ModelEvaluation (the libm reference) to a few ulp;
-// tests/model/pass_kernel_test.cc checks c2, the Jacobian and chi2 against it, large phases
-// included.
+// vectorised with the branch-free exp / sin / cos of vector_math.h; the Gram update is a set of
+// 4 x 4 register-blocked products per tile. Values agree with ModelEvaluation (the libm reference)
+// to a few ulp; tests/model/pass_kernel_test.cc checks c2, the Jacobian and chi2 against it, large
+// phases included.
 //
-// Deterministic: the same theta, rows and data give bitwise the same output (the tile split
-// depends only on the rows).
+// Deterministic: the same theta, rows, data and instruction-set level give bitwise the same
+// output (the tile split depends only on the rows). The body is compiled once per instruction-set
+// level of the build (pass_kernel_variant.{h,cc}); a kernel runs one level, by default the
+// process's (isa_level.h). Levels may differ in the last bits (FMA contraction, vector width).
 #pragma once
 
 #include <cstdint>
@@ -23,13 +25,15 @@
 #include <Eigen/Dense>
 
 #include "homodyne/model.h"
+#include "model/isa_level.h"
+#include "model/pass_kernel_variant.h"
 
 namespace homodyne {
 
 class PassKernel {
  public:
   // Points per tile (one row segment); the vector loops run over a tile.
-  static constexpr int kTilePoints = 256;
+  static constexpr int kTilePoints = pass_kernel::kTilePoints;
 
   // Per-thread scratch for tiles; create one per thread and reuse it across batches.
   class Workspace {
@@ -38,6 +42,8 @@ class PassKernel {
 
    private:
     friend class PassKernel;
+    // The buffers below, as the kernel's body takes them.
+    pass_kernel::Scratch Pointers();
     // Angle-independent per-point factors of one tile (column t of each block).
     std::vector<double> g1_diffusion_;  // kTilePoints
     std::vector<double> dlog_g1d_;      // 3 kTilePoints: d log g1d / d(D0, alpha, D_off)
@@ -50,13 +56,17 @@ class PassKernel {
   };
 
   // evaluation: the model at the physical parameters (outlives the kernel). phi_degrees,
-  // contrast, offset: one value per angle.
+  // contrast, offset: one value per angle. level: the instruction-set level that computes (one
+  // of BuiltIsaLevels() that the CPU supports; by default the process's, which throws InputError
+  // when HOMODYNE_ISA is invalid: isa_level.h).
   PassKernel(const ModelEvaluation& evaluation, std::span<const double> phi_degrees,
-             std::span<const double> contrast, std::span<const double> offset);
+             std::span<const double> contrast, std::span<const double> offset,
+             IsaLevel level = ActiveIsaLevel());
 
   int num_angles() const { return static_cast<int>(angles_.size()); }
   // M + 1: the side of each angle's Gram matrix ([J | e]).
   int gram_size() const { return gram_size_; }
+  IsaLevel isa_level() const { return level_; }
 
   // Adds, for every angle k, [J | e]^T [J | e] over rows [row_begin, row_end) to grams[k] (lower
   // triangle and diagonal updated; the upper triangle is left as is) and the number of finite
@@ -71,30 +81,15 @@ class PassKernel {
                              Workspace& workspace) const;
 
  private:
-  struct Angle {
-    double contrast = 0.0;
-    double offset = 0.0;
-    double phase_per_step = 0.0;         // s cos(phi0 - phi): Phi = phase_per_step * M_G
-    double dphase_dphi0_per_step = 0.0;  // d(phase_per_step) / d phi0, phi0 in degrees
-  };
-
-  // Angle-independent factors of row i, columns [j_begin, j_begin + count), into the workspace.
-  template <bool kLaminar, bool kWithDerivatives>
-  void SharedFactors(int i, int j_begin, int count, Workspace& workspace) const;
-  // True when a laminar tile's phases exceed vector_math::kSinCosMaxArgument.
-  bool NeedsLibm(const Angle& angle, int count, const Workspace& workspace) const;
-  template <bool kLaminar, bool kLibm>
-  void AccumulateTile(const Angle& angle, const float* data, int count, Workspace& workspace,
-                      Eigen::MatrixXd& gram, int64_t& finite_points) const;
-  template <bool kLaminar, bool kLibm>
-  double TileSquaredResiduals(const Angle& angle, const float* data, int count,
-                              const Workspace& workspace) const;
+  pass_kernel::Inputs KernelInputs() const;
 
   const ModelEvaluation& evaluation_;
   bool laminar_;
   int num_times_;
   int gram_size_;
-  std::vector<Angle> angles_;
+  IsaLevel level_;
+  const pass_kernel::Functions* functions_;  // the level's variant
+  std::vector<pass_kernel::AngleCoefficients> angles_;
 };
 
 }  // namespace homodyne

@@ -4,12 +4,30 @@
 //
 // Accuracy: a few units in the last place on the documented domains (tested in
 // tests/model/pass_kernel_test.cc against std::exp, std::sin, std::cos).
+//
+// Internal linkage (static), at every optimisation level: the pass kernel is compiled once per
+// instruction-set level (pass_kernel_variant.h), and a translation unit must never hand its copy
+// of these functions to the linker, which would keep one copy for the whole program (an AVX-512
+// one in baseline code stops the program with SIGILL on an older CPU). For the same reason the
+// bit casts are memcpy, not the std::bit_cast template.
 #pragma once
 
-#include <bit>
 #include <cstdint>
+#include <cstring>
 
 namespace homodyne::vector_math {
+
+static inline uint64_t BitsOf(double x) {
+  uint64_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  return bits;
+}
+
+static inline double DoubleWithBits(uint64_t bits) {
+  double x;
+  std::memcpy(&x, &bits, sizeof x);
+  return x;
+}
 
 // 1.5 * 2^52: adding it to |x| < 2^51 rounds x to an integer held in the low mantissa bits.
 inline constexpr double kRoundingShifter = 0x1.8p52;
@@ -17,7 +35,7 @@ inline constexpr double kRoundingShifter = 0x1.8p52;
 // exp(x) for x in [-708, 708] (callers clip; log g1 is clipped at -700 by the model).
 // Cody-Waite reduction x = k ln2 + r, |r| <= ln2 / 2, Taylor polynomial of degree 13
 // (truncation error < 1e-17 relative), scaled by 2^k built in the exponent bits.
-inline double Exp(double x) {
+static inline double Exp(double x) {
   constexpr double kLog2E = 1.4426950408889634;
   constexpr double kLn2Hi = 0x1.62e42fefa3800p-1;   // ln 2, upper bits (k * kLn2Hi is exact)
   constexpr double kLn2Lo = 0x1.ef35793c76730p-45;  // ln 2 - kLn2Hi
@@ -39,8 +57,8 @@ inline double Exp(double x) {
   p = p * r + 1.0;
   p = p * r + 1.0;
   // The low bits of `shifted` hold k (two's complement); (k + 1023) << 52 is 2^k.
-  const uint64_t exponent_bits = (std::bit_cast<uint64_t>(shifted) + 1023u) << 52;
-  return p * std::bit_cast<double>(exponent_bits);
+  const uint64_t exponent_bits = (BitsOf(shifted) + 1023u) << 52;
+  return p * DoubleWithBits(exponent_bits);
 }
 
 // Largest |x| for which SinCos is accurate to a few ulp (three-part Cody-Waite reduction by pi/2
@@ -49,7 +67,7 @@ inline constexpr double kSinCosMaxArgument = 1.0e5;
 
 // sin(x) and cos(x) for |x| <= kSinCosMaxArgument: reduction x = q pi/2 + r, |r| <= pi/4, then
 // the fdlibm kernel polynomials (__kernel_sin, __kernel_cos) and the quadrant of q.
-inline void SinCos(double x, double* sin_out, double* cos_out) {
+static inline void SinCos(double x, double* sin_out, double* cos_out) {
   constexpr double kTwoOverPi = 0.63661977236758134308;
   constexpr double kPiOver2Part1 = 0x1.921fb544p+0;  // pi/2 = part1 + part2 + part3
   constexpr double kPiOver2Part2 = 0x1.0b4611a6p-34;
@@ -76,7 +94,7 @@ inline void SinCos(double x, double* sin_out, double* cos_out) {
   const double cos_poly = kC1 + z * (kC2 + z * (kC3 + z * (kC4 + z * (kC5 + z * kC6))));
   const double cos_r = 1.0 - 0.5 * z + z * z * cos_poly;
   // Quadrant from the low bits of q: 0: (s, c), 1: (c, -s), 2: (-s, -c), 3: (-c, s).
-  const uint64_t quadrant = std::bit_cast<uint64_t>(shifted) & 3u;
+  const uint64_t quadrant = BitsOf(shifted) & 3u;
   const bool swap = (quadrant & 1u) != 0;
   const double sin_base = swap ? cos_r : sin_r;
   const double cos_base = swap ? sin_r : cos_r;

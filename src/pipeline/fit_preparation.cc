@@ -2,6 +2,7 @@
 #include "fit_preparation.h"
 
 #include "fit_data_check.h"
+#include "homodyne/backend.h"
 
 #include <omp.h>
 #include <spdlog/spdlog.h>
@@ -34,6 +35,9 @@ void SelectBackendStep(PreparedFit& fit) {
   if (fit.config.performance.backend == BackendKind::kAuto) {
     spdlog::info("{}", fit.backend.reason);
   }
+  // docs/design.md section 2b: the pass kernel's instruction-set level; an invalid HOMODYNE_ISA
+  // stops the fit (and the dry run) here.
+  spdlog::info("{}", CpuKernelDescription());
 }
 
 // Step 2. The plan for the data's shape, and the config checked against that shape.

@@ -1,16 +1,21 @@
-// Tests of the vectorised pass kernel (src/model/pass_kernel.h) and its math (src/model/vector_math.h)
-// against the libm reference model (ModelEvaluation), including the guarded branches: NaN/inf
-// data, the log g1 clip, the g1 floor, the sinc Taylor branch and phases beyond the vector
-// sin/cos range.
+// Tests of the vectorised pass kernel (src/model/pass_kernel.h) and its math
+// (src/model/vector_math.h) against the libm reference model (ModelEvaluation), including the
+// guarded branches: NaN/inf data, the log g1 clip, the g1 floor, the sinc Taylor branch and phases
+// beyond the vector sin/cos range. The kernel is checked at every instruction-set level of the
+// build that this CPU supports (src/model/isa_level.h); the levels it lacks are named in the
+// output.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <iostream>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <Eigen/Dense>
 
+#include "model/isa_level.h"
 #include "model/pass_kernel.h"
 #include "model/vector_math.h"
 #include "homodyne/dataset.h"
@@ -108,9 +113,25 @@ std::vector<Eigen::MatrixXd> ReferenceGrams(const ModelEvaluation& evaluation, c
   return grams;
 }
 
-// Runs the kernel over all rows in two batches and compares with the reference, entry by entry,
-// relative to the diagonal scales (|G_ac| <= sqrt(G_aa G_cc)).
-void ExpectKernelMatchesReference(const KernelCase& c, double tolerance) {
+// The levels of this build that this CPU runs (never empty: the lowest always runs); the others
+// are printed, so that a run on an older CPU says what it did not check.
+std::vector<IsaLevel> LevelsToTest() {
+  std::vector<IsaLevel> levels;
+  for (IsaLevel level : BuiltIsaLevels()) {
+    if (CpuSupportsIsaLevel(level)) {
+      levels.push_back(level);
+    } else {
+      std::cout << "not checked: pass kernel level " << ToString(level)
+                << " (this CPU lacks it)\n";
+    }
+  }
+  return levels;
+}
+
+// Runs the kernel at `level` over all rows in two batches and compares with the reference, entry
+// by entry, relative to the diagonal scales (|G_ac| <= sqrt(G_aa G_cc)).
+void ExpectKernelMatchesReference(const KernelCase& c, IsaLevel level, double tolerance) {
+  SCOPED_TRACE("instruction-set level " + std::string(ToString(level)));
   const HomodyneModel model(c.mode, c.geometry, Times(c.n, c.geometry.dt_seconds));
   const std::vector<std::vector<float>> data = MakeData(model, c, c.physical);
   std::vector<double> start = c.physical;
@@ -120,7 +141,8 @@ void ExpectKernelMatchesReference(const KernelCase& c, double tolerance) {
   const std::vector<Eigen::MatrixXd> reference =
       ReferenceGrams(evaluation, c, data, &reference_finite);
 
-  const PassKernel kernel(evaluation, c.phi, c.contrast, c.offset);
+  const PassKernel kernel(evaluation, c.phi, c.contrast, c.offset, level);
+  ASSERT_EQ(kernel.isa_level(), level);
   const int g = kernel.gram_size();
   ASSERT_EQ(g, model.num_point_derivatives() + 1);
   std::vector<Eigen::MatrixXd> grams(c.phi.size(), Eigen::MatrixXd::Zero(g, g));
@@ -151,17 +173,21 @@ void ExpectKernelMatchesReference(const KernelCase& c, double tolerance) {
   EXPECT_NEAR(sum_squares / reference_sum_squares, 1.0, tolerance);
 }
 
+void ExpectKernelMatchesReferenceAtEveryLevel(const KernelCase& c, double tolerance) {
+  for (IsaLevel level : LevelsToTest()) ExpectKernelMatchesReference(c, level, tolerance);
+}
+
 TEST(PassKernelTest, LaminarMatchesReferenceModel) {
   KernelCase c;
   c.physical = {3000.0, -0.5, 10.0, 2.0e-3, 0.3, 1.0e-4, 5.0};
-  ExpectKernelMatchesReference(c, 1e-12);
+  ExpectKernelMatchesReferenceAtEveryLevel(c, 1e-12);
 }
 
 TEST(PassKernelTest, StaticMatchesReferenceModel) {
   KernelCase c;
   c.mode = AnalysisMode::kStatic;
   c.physical = {3000.0, -0.5, 10.0};
-  ExpectKernelMatchesReference(c, 1e-12);
+  ExpectKernelMatchesReferenceAtEveryLevel(c, 1e-12);
 }
 
 TEST(PassKernelTest, LaminarWithPhasesBeyondTheVectorRangeMatches) {
@@ -169,7 +195,7 @@ TEST(PassKernelTest, LaminarWithPhasesBeyondTheVectorRangeMatches) {
   KernelCase c;
   c.geometry.gap_angstrom = 2.0e11;
   c.physical = {3000.0, -0.5, 10.0, 2.0e-3, 0.3, 1.0e-4, 5.0};
-  ExpectKernelMatchesReference(c, 1e-10);
+  ExpectKernelMatchesReferenceAtEveryLevel(c, 1e-10);
 }
 
 TEST(PassKernelTest, ClippedAndFlooredPointsMatch) {
@@ -180,7 +206,7 @@ TEST(PassKernelTest, ClippedAndFlooredPointsMatch) {
   // 1e-10: for the perpendicular angle the shear columns come from sinc' = (x cos x - sin x) / x^2
   // just above the Taylor radius, where the reference formula itself cancels digits and so
   // magnifies the last-ulp differences between libm and the vector sin/cos.
-  ExpectKernelMatchesReference(c, 1e-10);
+  ExpectKernelMatchesReferenceAtEveryLevel(c, 1e-10);
 }
 
 }  // namespace

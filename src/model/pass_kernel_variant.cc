@@ -1,0 +1,305 @@
+// The pass kernel's body for one instruction-set level (pass_kernel_variant.h): compiled once per
+// level with that level's -march and HOMODYNE_PASS_KERNEL_LEVEL set to its name
+// (src/model/CMakeLists.txt). Formulas and guards are those of ModelEvaluation::EvaluateSegment
+// (src/model/model.cc; docs/model.md), rearranged so the angle-independent factors are shared by
+// angles.
+//
+// Only plain C++ here: no Eigen, no standard-library templates, and the helpers in an unnamed
+// namespace, so that this object defines nothing outside homodyne::pass_kernel::<level>
+// (pass_kernel_variant.h; tests/model/pass_kernel_symbols_test.sh). std::sqrt, std::fabs,
+// std::sin and std::cos are the C library's functions (built in at -O2).
+#include "model/pass_kernel_variant.h"
+
+#include <cmath>
+#include <numbers>
+
+#include "homodyne/model.h"
+#include "model/vector_math.h"
+
+#ifndef HOMODYNE_PASS_KERNEL_LEVEL
+#error "HOMODYNE_PASS_KERNEL_LEVEL (baseline, avx2, avx512 or native) must name the level"
+#endif
+
+namespace homodyne::pass_kernel::HOMODYNE_PASS_KERNEL_LEVEL {
+namespace {
+
+using model_limits::kG1Floor;
+using model_limits::kLogG1DiffusionMin;
+using model_limits::kSincTaylorRadius;
+using model_limits::kSmoothAbsEpsilon;
+constexpr int kTile = kTilePoints;
+constexpr int kPhi0Column = kPhi0;  // the tile column of d c2 / d phi0
+
+// sinc(x) = sin(x)/x and its derivative (docs/model.md, Shear factor, Jacobian) from sin x and cos
+// x, with the reference's Taylor branch for |x| < 1e-4. Branch-free (both sides computed, one
+// selected).
+inline void SincFromSinCos(double x, double sin_x, double cos_x, double* sinc, double* dsinc) {
+  const double x2 = x * x;
+  const bool taylor = std::fabs(x) < kSincTaylorRadius;
+  const double sinc_taylor = 1.0 - x2 / 6.0 + x2 * x2 / 120.0;
+  const double dsinc_taylor = -x / 3.0 + x * x2 / 30.0;
+  *sinc = taylor ? sinc_taylor : sin_x / x;
+  *dsinc = taylor ? dsinc_taylor : (x * cos_x - sin_x) / x2;
+}
+
+// kLibm: libm for phases beyond vector_math::kSinCosMaxArgument (rare; the loop stays scalar).
+template <bool kLibm>
+inline void SinCosVectorOrLibm(double x, double* sin_x, double* cos_x) {
+  if constexpr (kLibm) {
+    *sin_x = std::sin(x);
+    *cos_x = std::cos(x);
+  } else {
+    vector_math::SinCos(x, sin_x, cos_x);
+  }
+}
+
+// gram(a0 + a, c0 + c) += sum_t x_{a0+a}[t] x_{c0+c}[t] for a, c < 4 (lower triangle only, padding
+// skipped); gram is column major with side g. Sixteen named accumulators: the compiler keeps them
+// in vector registers, which makes this about four times faster than Eigen's general product for
+// these thin matrices.
+void AddGramBlock(const double* tile, int count, int a0, int c0, int g, double* gram) {
+  const double* a_0 = tile + (a0 + 0) * kTile;
+  const double* a_1 = tile + (a0 + 1) * kTile;
+  const double* a_2 = tile + (a0 + 2) * kTile;
+  const double* a_3 = tile + (a0 + 3) * kTile;
+  const double* c_0 = tile + (c0 + 0) * kTile;
+  const double* c_1 = tile + (c0 + 1) * kTile;
+  const double* c_2 = tile + (c0 + 2) * kTile;
+  const double* c_3 = tile + (c0 + 3) * kTile;
+  double s00 = 0, s01 = 0, s02 = 0, s03 = 0, s10 = 0, s11 = 0, s12 = 0, s13 = 0;
+  double s20 = 0, s21 = 0, s22 = 0, s23 = 0, s30 = 0, s31 = 0, s32 = 0, s33 = 0;
+#pragma omp simd reduction(+ : s00, s01, s02, s03, s10, s11, s12, s13, s20, s21, s22, s23, s30, \
+                               s31, s32, s33)
+  for (int t = 0; t < count; ++t) {
+    const double x0 = a_0[t], x1 = a_1[t], x2 = a_2[t], x3 = a_3[t];
+    const double y0 = c_0[t], y1 = c_1[t], y2 = c_2[t], y3 = c_3[t];
+    s00 += x0 * y0, s01 += x0 * y1, s02 += x0 * y2, s03 += x0 * y3;
+    s10 += x1 * y0, s11 += x1 * y1, s12 += x1 * y2, s13 += x1 * y3;
+    s20 += x2 * y0, s21 += x2 * y1, s22 += x2 * y2, s23 += x2 * y3;
+    s30 += x3 * y0, s31 += x3 * y1, s32 += x3 * y2, s33 += x3 * y3;
+  }
+  const double sums[4][4] = {
+      {s00, s01, s02, s03}, {s10, s11, s12, s13}, {s20, s21, s22, s23}, {s30, s31, s32, s33}};
+  for (int a = 0; a < 4 && a0 + a < g; ++a) {
+    for (int c = 0; c < 4 && c0 + c <= a0 + a; ++c) gram[(a0 + a) + (c0 + c) * g] += sums[a][c];
+  }
+}
+
+// Angle-independent factors of row i, columns [j_begin, j_begin + count), into the scratch. Per
+// point of the tile (t = j - j_begin):
+//   g1d = exp(clip(-w M_D, -700, 0)), d log g1d / d theta_D = -w (diff_D / M_D) (dC_D[i] - dC_D[j])
+//   (zero where the clip binds); laminar: M_G, d M_G / d theta_G = (diff_G / M_G) (dC_G[i] -
+//   dC_G[j]).
+template <bool kLaminar, bool kWithDerivatives>
+void SharedFactors(const Inputs& in, int i, int j_begin, int count, const Scratch& scratch) {
+  const int n = in.num_times;
+  const double w = in.diffusion_prefactor;
+  const double* c_d = in.cumulative_diffusion + j_begin;
+  const double* dc_d = in.cumulative_diffusion_derivatives + j_begin;
+  const double c_d_i = in.cumulative_diffusion[i];
+  const double* dc_d_all = in.cumulative_diffusion_derivatives;
+  const double dc_d_i0 = dc_d_all[i], dc_d_i1 = dc_d_all[n + i], dc_d_i2 = dc_d_all[2 * n + i];
+  double* g1d = scratch.g1_diffusion;
+  double* dlog0 = scratch.dlog_g1d;
+  double* dlog1 = dlog0 + kTile;
+  double* dlog2 = dlog1 + kTile;
+#pragma omp simd
+  for (int t = 0; t < count; ++t) {
+    const double diff = c_d_i - c_d[t];
+    const double m_d = std::sqrt(diff * diff + kSmoothAbsEpsilon);
+    const double log_g1d_raw = -w * m_d;
+    const bool clipped = log_g1d_raw < kLogG1DiffusionMin;
+    g1d[t] = vector_math::Exp(clipped ? kLogG1DiffusionMin : log_g1d_raw);
+    if constexpr (kWithDerivatives) {
+      const double factor = clipped ? 0.0 : -w * (diff / m_d);
+      dlog0[t] = factor * (dc_d_i0 - dc_d[t]);
+      dlog1[t] = factor * (dc_d_i1 - dc_d[n + t]);
+      dlog2[t] = factor * (dc_d_i2 - dc_d[2 * n + t]);
+    }
+  }
+  if constexpr (kLaminar) {
+    const double* c_g = in.cumulative_shear + j_begin;
+    const double* dc_g = in.cumulative_shear_derivatives + j_begin;
+    const double c_g_i = in.cumulative_shear[i];
+    const double* dc_g_all = in.cumulative_shear_derivatives;
+    const double dc_g_i0 = dc_g_all[i], dc_g_i1 = dc_g_all[n + i], dc_g_i2 = dc_g_all[2 * n + i];
+    double* m_g = scratch.m_shear;
+    double* dm0 = scratch.dm_shear;
+    double* dm1 = dm0 + kTile;
+    double* dm2 = dm1 + kTile;
+#pragma omp simd
+    for (int t = 0; t < count; ++t) {
+      const double diff = c_g_i - c_g[t];
+      const double m = std::sqrt(diff * diff + kSmoothAbsEpsilon);
+      m_g[t] = m;
+      if constexpr (kWithDerivatives) {
+        const double unit = diff / m;
+        dm0[t] = unit * (dc_g_i0 - dc_g[t]);
+        dm1[t] = unit * (dc_g_i1 - dc_g[n + t]);
+        dm2[t] = unit * (dc_g_i2 - dc_g[2 * n + t]);
+      }
+    }
+  }
+}
+
+// One angle of one tile: the rows of [J | e] (docs/model.md, Jacobian; as ModelEvaluation), zero
+// rows for non-finite data, then gram += tile^T tile (lower triangle).
+template <bool kLaminar, bool kLibm>
+void AccumulateTile(const AngleCoefficients& angle, const float* data, int count, int gram_size,
+                    const Scratch& scratch, double* gram, int64_t& finite_points) {
+  constexpr int kPhysical = kLaminar ? 7 : 3;
+  // Column c of the tile at tile + c kTile (written with constant offsets: vectorises).
+  double* const tile = scratch.tile;
+  const double* g1d = scratch.g1_diffusion;
+  const double* dlog = scratch.dlog_g1d;
+  const double* m_g = scratch.m_shear;
+  const double* dm = scratch.dm_shear;
+  const double contrast = angle.contrast;
+  const double offset = angle.offset;
+  const double s = angle.phase_per_step;
+  const double ds = angle.dphase_dphi0_per_step;
+  int64_t finite = 0;
+#pragma omp simd reduction(+ : finite)
+  for (int t = 0; t < count; ++t) {
+    const double d = static_cast<double>(data[t]);
+    const double weight = (d - d) == 0.0 ? 1.0 : 0.0;  // 0 for NaN and +-inf
+    double g1 = g1d[t];
+    double dg1_dphase = 0.0;
+    if constexpr (kLaminar) {
+      const double phase = s * m_g[t];
+      double sin_x, cos_x, sinc, dsinc;
+      SinCosVectorOrLibm<kLibm>(phase, &sin_x, &cos_x);
+      SincFromSinCos(phase, sin_x, cos_x, &sinc, &dsinc);
+      g1 = g1d[t] * (sinc * sinc);
+      dg1_dphase = g1d[t] * 2.0 * sinc * dsinc;
+    }
+    const double g1_floored = g1 > kG1Floor ? g1 : kG1Floor;
+    const double g1_squared = g1_floored * g1_floored;
+    const double c2 = offset + contrast * g1_squared;
+    // Zero where the floor binds (as the reference's autodiff) or the data point is not finite.
+    const double dc2_dg1 = g1 > kG1Floor ? 2.0 * contrast * g1 * weight : 0.0;
+    const double dc2_dlog = dc2_dg1 * g1;
+    tile[0 * kTile + t] = dc2_dlog * dlog[0 * kTile + t];
+    tile[1 * kTile + t] = dc2_dlog * dlog[1 * kTile + t];
+    tile[2 * kTile + t] = dc2_dlog * dlog[2 * kTile + t];
+    if constexpr (kLaminar) {
+      const double dc2_dphase = dc2_dg1 * dg1_dphase;
+      const double dc2_dm = dc2_dphase * s;
+      tile[3 * kTile + t] = dc2_dm * dm[0 * kTile + t];
+      tile[4 * kTile + t] = dc2_dm * dm[1 * kTile + t];
+      tile[5 * kTile + t] = dc2_dm * dm[2 * kTile + t];
+      tile[kPhi0Column * kTile + t] = dc2_dphase * ds * m_g[t];
+    }
+    tile[kPhysical * kTile + t] = weight * g1_squared;  // d c2 / d contrast
+    tile[(kPhysical + 1) * kTile + t] = weight;         // d c2 / d offset
+    // weight * (d - c2) would be NaN for non-finite d.
+    tile[(kPhysical + 2) * kTile + t] = weight > 0.0 ? d - c2 : 0.0;
+    finite += weight > 0.0 ? 1 : 0;
+  }
+  finite_points += finite;
+  const int padded = PaddedTileColumns(gram_size);
+  for (int a0 = 0; a0 < padded; a0 += 4) {
+    for (int c0 = 0; c0 <= a0; c0 += 4) AddGramBlock(tile, count, a0, c0, gram_size, gram);
+  }
+}
+
+template <bool kLaminar, bool kLibm>
+double TileSquaredResiduals(const AngleCoefficients& angle, const float* data, int count,
+                            const Scratch& scratch) {
+  const double* g1d = scratch.g1_diffusion;
+  const double* m_g = scratch.m_shear;
+  const double contrast = angle.contrast;
+  const double offset = angle.offset;
+  const double s = angle.phase_per_step;
+  double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+  for (int t = 0; t < count; ++t) {
+    const double d = static_cast<double>(data[t]);
+    const bool is_finite = (d - d) == 0.0;
+    double g1 = g1d[t];
+    if constexpr (kLaminar) {
+      const double phase = s * m_g[t];
+      double sin_x, cos_x, sinc, dsinc;
+      SinCosVectorOrLibm<kLibm>(phase, &sin_x, &cos_x);
+      SincFromSinCos(phase, sin_x, cos_x, &sinc, &dsinc);
+      g1 = g1d[t] * (sinc * sinc);
+    }
+    const double g1_floored = g1 > kG1Floor ? g1 : kG1Floor;
+    const double e = d - (offset + contrast * (g1_floored * g1_floored));
+    sum += is_finite ? e * e : 0.0;
+  }
+  return sum;
+}
+
+// True when a laminar tile's phases exceed vector_math::kSinCosMaxArgument. M_G grows along a row
+// (C_G is strictly increasing), so the tile's last point has the largest phase.
+bool NeedsLibm(const AngleCoefficients& angle, int count, const Scratch& scratch) {
+  return std::fabs(angle.phase_per_step) * scratch.m_shear[count - 1] >
+         vector_math::kSinCosMaxArgument;
+}
+
+void AccumulateRows(const Inputs& in, int row_begin, int row_end, const float* const* data,
+                    double* const* grams, int64_t* finite_points, const Scratch& scratch) {
+  const int n = in.num_times;
+  int64_t point = 0;  // position in the batch's packed data
+  for (int i = row_begin; i < row_end; ++i) {
+    for (int j = i + 1; j < n; j += kTile) {
+      const int count = n - j < kTile ? n - j : kTile;
+      if (in.laminar) {
+        SharedFactors<true, true>(in, i, j, count, scratch);
+      } else {
+        SharedFactors<false, true>(in, i, j, count, scratch);
+      }
+      for (int k = 0; k < in.num_angles; ++k) {
+        const AngleCoefficients& angle = in.angles[k];
+        const float* values = data[k] + point;
+        if (!in.laminar) {
+          AccumulateTile<false, false>(angle, values, count, in.gram_size, scratch, grams[k],
+                                       finite_points[k]);
+        } else if (NeedsLibm(angle, count, scratch)) {
+          AccumulateTile<true, true>(angle, values, count, in.gram_size, scratch, grams[k],
+                                     finite_points[k]);
+        } else {
+          AccumulateTile<true, false>(angle, values, count, in.gram_size, scratch, grams[k],
+                                      finite_points[k]);
+        }
+      }
+      point += count;
+    }
+  }
+}
+
+void SumSquaredResiduals(const Inputs& in, int row_begin, int row_end, const float* const* data,
+                         double* squared_residuals, const Scratch& scratch) {
+  const int n = in.num_times;
+  int64_t point = 0;
+  for (int i = row_begin; i < row_end; ++i) {
+    for (int j = i + 1; j < n; j += kTile) {
+      const int count = n - j < kTile ? n - j : kTile;
+      if (in.laminar) {
+        SharedFactors<true, false>(in, i, j, count, scratch);
+      } else {
+        SharedFactors<false, false>(in, i, j, count, scratch);
+      }
+      for (int k = 0; k < in.num_angles; ++k) {
+        const AngleCoefficients& angle = in.angles[k];
+        const float* values = data[k] + point;
+        if (!in.laminar) {
+          squared_residuals[k] += TileSquaredResiduals<false, false>(angle, values, count, scratch);
+        } else if (NeedsLibm(angle, count, scratch)) {
+          squared_residuals[k] += TileSquaredResiduals<true, true>(angle, values, count, scratch);
+        } else {
+          squared_residuals[k] += TileSquaredResiduals<true, false>(angle, values, count, scratch);
+        }
+      }
+      point += count;
+    }
+  }
+}
+
+}  // namespace
+
+// External linkage from the declaration in pass_kernel_variant.h.
+const Functions kFunctions = {&AccumulateRows, &SumSquaredResiduals};
+
+}  // namespace homodyne::pass_kernel::HOMODYNE_PASS_KERNEL_LEVEL

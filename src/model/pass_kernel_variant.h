@@ -1,0 +1,86 @@
+// The pass kernel's body (PassKernel, pass_kernel.h) as two plain functions over plain arrays. Its
+// source, pass_kernel_variant.cc, is compiled once per instruction-set level of the build (each
+// time in its own namespace homodyne::pass_kernel::<level>), and PassKernel calls the level chosen
+// for the process (isa_level.h; docs/design.md section 2b).
+//
+// Contract of the variants' objects: they define no symbol outside their own namespace, so that
+// the linker never merges code compiled for one level with another's (an AVX-512 copy of an
+// inline function picked for the baseline code would stop the program on an older CPU with
+// SIGILL). Hence no Eigen and no standard-library template crosses this interface or is
+// instantiated behind it; tests/model/pass_kernel_symbols_test.sh checks the objects.
+#pragma once
+
+#include <cstdint>
+
+namespace homodyne::pass_kernel {
+
+// Points per tile (one row segment); the vector loops run over a tile.
+inline constexpr int kTilePoints = 256;
+
+// One angle's coefficients: Phi = phase_per_step * M_G (laminar_flow).
+struct AngleCoefficients {
+  double contrast = 0.0;
+  double offset = 0.0;
+  double phase_per_step = 0.0;         // s cos(phi0 - phi)
+  double dphase_dphi0_per_step = 0.0;  // d(phase_per_step) / d phi0, phi0 in degrees
+};
+
+// What a pass reads: the model's tables at the physical parameters (ModelEvaluation, valid for
+// the call) and the angles' coefficients.
+struct Inputs {
+  bool laminar = false;
+  int num_times = 0;  // N
+  int gram_size = 0;  // M + 1: the side of each angle's Gram matrix ([J | e])
+  double diffusion_prefactor = 0.0;
+  const double* cumulative_diffusion = nullptr;              // C_D, N values
+  const double* cumulative_diffusion_derivatives = nullptr;  // 3 N: d C_D / d(D0, alpha, D_off)
+  const double* cumulative_shear = nullptr;                  // C_G, N values (laminar_flow)
+  const double* cumulative_shear_derivatives = nullptr;      // 3 N (laminar_flow)
+  const AngleCoefficients* angles = nullptr;
+  int num_angles = 0;
+};
+
+// Per-thread scratch (PassKernel::Workspace owns it): the angle-independent factors of one tile
+// and one angle's tile of [J | e] (column c at c kTilePoints, columns padded with zeros to a
+// multiple of 4: PaddedTileColumns).
+struct Scratch {
+  double* g1_diffusion = nullptr;  // kTilePoints
+  double* dlog_g1d = nullptr;      // 3 kTilePoints: d log g1d / d(D0, alpha, D_off)
+  double* m_shear = nullptr;       // kTilePoints: M_G
+  double* dm_shear = nullptr;      // 3 kTilePoints: d M_G / d(g0, beta, g_off)
+  double* tile = nullptr;          // kTilePoints PaddedTileColumns(gram_size), zero-initialised
+};
+
+// Internal linkage: no copy of it leaves a variant's object (see above).
+static constexpr int PaddedTileColumns(int gram_size) { return (gram_size + 3) / 4 * 4; }
+
+// The two entry points of one level (their contracts are PassKernel's, pass_kernel.h).
+struct Functions {
+  // For every angle k, adds [J | e]^T [J | e] over rows [row_begin, row_end) to grams[k] (column
+  // major, gram_size x gram_size as Eigen stores it; lower triangle and diagonal) and the number
+  // of finite data points to finite_points[k].
+  void (*accumulate_rows)(const Inputs& inputs, int row_begin, int row_end,
+                          const float* const* data, double* const* grams, int64_t* finite_points,
+                          const Scratch& scratch);
+  // For every angle k, adds the sum of e^2 over rows [row_begin, row_end) (finite data points
+  // only) to squared_residuals[k].
+  void (*sum_squared_residuals)(const Inputs& inputs, int row_begin, int row_end,
+                                const float* const* data, double* squared_residuals,
+                                const Scratch& scratch);
+};
+
+// One definition per level the build compiles (src/model/CMakeLists.txt); only those are linked.
+namespace baseline {
+extern const Functions kFunctions;  // x86-64, or the compiler's default target elsewhere
+}
+namespace avx2 {
+extern const Functions kFunctions;  // x86-64-v3
+}
+namespace avx512 {
+extern const Functions kFunctions;  // x86-64-v4
+}
+namespace native {
+extern const Functions kFunctions;  // -march=native (HOMODYNE_NATIVE_ARCH=ON)
+}
+
+}  // namespace homodyne::pass_kernel
