@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "config/config_parse.h"
+#include "config/path_checks.h"
 #include "homodyne/config.h"
 #include "homodyne/errors.h"
 #include "pipeline/memory_budget.h"
@@ -140,6 +141,7 @@ void ApplyOverrides(const ConfigOverrides& overrides, Config& config) {
   StreamingOptions& streaming = config.streaming;
   if (const auto& directory = overrides.checkpoint_dir) {
     Require(!directory->empty(), "checkpoint_dir", "''", "must be a non-empty folder path");
+    if (HasNul(*directory)) throw UsageError(NulInPathMessage("checkpoint_dir", *directory));
     streaming.checkpoint_dir = *directory;
   }
   if (overrides.enable_checkpoints) streaming.enable_checkpoints = *overrides.enable_checkpoints;

@@ -258,6 +258,7 @@ class FitRun {
     outcome_.model = *model_;
     outcome_.checkpoints = checkpoints_->store_options();
     outcome_.checkpoints_enabled = checkpoints_->enabled();
+    outcome_.checkpoint_lock = checkpoints_->folder_lock();
     outcome_.exit_code = result_.convergence_status == "failed" ? kExitFailure : kExitSuccess;
     return std::move(outcome_);
   }
@@ -290,9 +291,8 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitObserver& obs
 }
 
 void WriteFitResults(const FitOutcome& outcome, BatchSource& source, const std::string& output_dir) {
-  WriteResultFiles(outcome.result, output_dir);
   const ModelEvaluation evaluation(*outcome.model, outcome.physical);
-  WriteFittedData(source, evaluation, outcome.result.per_angle, output_dir);
+  WriteAllResultFiles(outcome.result, source, evaluation, output_dir);
 }
 
 void RemoveCheckpoints(const FitOutcome& outcome) {
