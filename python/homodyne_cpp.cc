@@ -480,7 +480,8 @@ PYBIND11_MODULE(homodyne_cpp, m) {
            "The fitted model on the fitted grid: (n_phi, n_t, n_t), per-angle contrast and offset")
       .def("write", [](const NlsqResult& r, const std::string& output_dir) {
         WriteResultFiles(r.outcome.result, output_dir);
-      }, py::arg("output_dir"), "Writes nlsq/*.json as the CLI does (not fitted_data.h5)")
+      }, py::arg("output_dir"),
+      "Writes nlsq/*.json as the CLI does, as one set (an earlier fitted_data.h5 there is removed)")
       .def("__repr__", [](const NlsqResult& r) { return "<NlsqResult " + r.outcome.final_fit_report + ">"; });
 
   m.def(

@@ -86,8 +86,8 @@ void RemoveCheckpoints(const FitOutcome& outcome);
 //      checkpoint folder's lock released. A failure or a kill before this step leaves the
 //      checkpoints, so that a rerun resumes and writes bitwise the same results
 //      (docs/checkpoints.md, Result files and checkpoints).
-// Throws what Fit and WriteFitResults throw (the lock released, the checkpoints kept); a failure
-// of the fit is logged first.
+// Throws ConfigError naming the key for a path of step 0, and what Fit and WriteFitResults throw
+// (the lock released, the checkpoints kept); a failure of the fit is logged first.
 struct FitJobOptions {
   std::optional<std::string> output_dir;             // result files and the performance log
   std::function<void(const FitOutcome&)> on_fitted;  // between the fit and the files; optional
