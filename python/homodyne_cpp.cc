@@ -876,7 +876,9 @@ PYBIND11_MODULE(_core, m) {
           [](const NlsqResult& r, const std::string& output_dir) {
             WriteResultFiles(r.outcome.result, output_dir);
           },
-          py::arg("output_dir"), "Writes nlsq/*.json as the CLI does (not fitted_data.h5).")
+          py::arg("output_dir"),
+          "Writes nlsq/*.json as the CLI does, as one set (an earlier fitted_data.h5 there is "
+          "removed with the earlier JSON files; docs/results.md, How the files are written).")
       .def(
           "__eq__",
           [](const NlsqResult& a, const py::object& b) -> py::object {

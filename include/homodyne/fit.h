@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <iosfwd>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -48,6 +49,10 @@ struct FitOutcome {
   std::optional<HomodyneModel> model;   // the model the fit used (times, q, L, mode)
   CheckpointOptions checkpoints;        // where this fit kept its checkpoints
   bool checkpoints_enabled = false;
+  // The lock of the checkpoint folder (docs/checkpoints.md, The folder lock), taken when the fit
+  // opened its checkpoints and held while this pointer or a copy lives: RunFitJob releases it once
+  // the results are durable and the checkpoints removed. Null without checkpoints.
+  std::shared_ptr<void> checkpoint_lock;
   int exit_code = 0;                    // 0 converged or max_iterations, 1 the optimiser failed
 };
 
@@ -60,22 +65,30 @@ struct FitOutcome {
 // Runs on the plan's threads (OpenMP) and gives the caller's thread count back on every exit.
 FitOutcome Fit(const Config& config, BatchSource& source, const FitObserver& observer = {});
 
-// The result files of a finished fit under output_dir/nlsq/: the JSON files (results.h
-// WriteResultFiles) and fitted_data.h5 (data, fit and residuals per angle, streamed by row blocks
-// from `source`, the data the fit read). Throws InputError naming the path on a write failure.
+// The result files of a finished fit under output_dir/nlsq/, as one set, all or nothing
+// (results.h WriteAllResultFiles): the JSON files and fitted_data.h5 (data, fit and residuals per
+// angle, streamed by row blocks from `source`, the data the fit read). Throws InputError naming
+// the file on a write failure.
 void WriteFitResults(const FitOutcome& outcome, BatchSource& source, const std::string& output_dir);
 
-// Deletes the checkpoints of a finished fit (call once its results are written).
+// Deletes the checkpoints of a finished fit (call once its results are durable); the folder's
+// lock stays with outcome.checkpoint_lock.
 void RemoveCheckpoints(const FitOutcome& outcome);
 
 // The job both shells run (the CLI's `homodyne` and the Python module's fit_nlsq), in order:
+//   0. the paths checked (CheckJobPaths, src/config/path_checks.h: no NUL in checkpoint_dir,
+//      output_dir or logging.performance.filename, no performance log on a result file);
 //   1. Fit, with the config's performance log (logging.performance) attached to the observer,
 //      the log written under output_dir (no output_dir: no log, with a warning when enabled);
 //   2. on_fitted(outcome), when set (the CLI prints the result here, so that a failed write
 //      loses no computed number);
 //   3. when output_dir is set, the result files (WriteFitResults), logged;
-//   4. the checkpoints removed (the result files, or the caller, now hold everything).
-// Throws what Fit and WriteFitResults throw; a failure of the fit is logged first.
+//   4. the checkpoints removed (the result files, or the caller, now hold everything), then the
+//      checkpoint folder's lock released. A failure or a kill before this step leaves the
+//      checkpoints, so that a rerun resumes and writes bitwise the same results
+//      (docs/checkpoints.md, Result files and checkpoints).
+// Throws ConfigError naming the key for a path of step 0, and what Fit and WriteFitResults throw
+// (the lock released, the checkpoints kept); a failure of the fit is logged first.
 struct FitJobOptions {
   std::optional<std::string> output_dir;             // result files and the performance log
   std::function<void(const FitOutcome&)> on_fitted;  // between the fit and the files; optional

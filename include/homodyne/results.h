@@ -2,8 +2,10 @@
 // docs/design.md section 8).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "homodyne/model.h"
@@ -108,10 +110,24 @@ struct FitResult {
 // on and when it is not finite. The fit's quality_flag may be lower (FitResult).
 std::string QualityFlag(double reduced_chi_squared);
 
+// The result files of a fit, in output_dir/nlsq/, in the order they are published: parameters.json
+// last, so that it is there only when the whole set is (docs/results.md, How the files are
+// written).
+inline constexpr std::string_view kResultsFolderName = "nlsq";
+inline constexpr std::string_view kFittedDataFileName = "fitted_data.h5";
+inline constexpr std::string_view kConvergenceMetricsFileName = "convergence_metrics.json";
+inline constexpr std::string_view kAnalysisResultsFileName = "analysis_results_nlsq.json";
+inline constexpr std::string_view kParametersFileName = "parameters.json";
+inline constexpr std::array<std::string_view, 4> kResultFileNames = {
+    kFittedDataFileName, kConvergenceMetricsFileName, kAnalysisResultsFileName,
+    kParametersFileName};
+
 // Writes nlsq/parameters.json, nlsq/analysis_results_nlsq.json and nlsq/convergence_metrics.json
-// under output_dir (created if absent) with the reference's fields plus ours. Each file is written
-// to a temporary name and renamed, so a failure never leaves a truncated file. NaN is written as
-// null, +-Inf as "Infinity"/"-Infinity" (as the reference). Throws InputError naming the path.
+// under output_dir (created if absent) with the reference's fields plus ours, as one set, all or
+// nothing (docs/results.md, How the files are written): a previous nlsq/fitted_data.h5 is removed
+// with the previous JSON files, so that the folder never mixes two fits. NaN is written as null,
+// +-Inf as "Infinity"/"-Infinity" (as the reference). Throws InputError naming the file, the
+// reason and what the folder holds after the failure.
 void WriteResultFiles(const FitResult& result, const std::string& output_dir);
 
 // The correlation matrix of a row-major n x n covariance: C_ij / sqrt(C_ii C_jj), 0 where a
@@ -129,5 +145,13 @@ class BatchSource;
 // angle of the source, in data order. Throws InputError naming the path.
 void WriteFittedData(BatchSource& source, const ModelEvaluation& evaluation,
                      const std::vector<AngleScaling>& per_angle, const std::string& output_dir);
+
+// Every result file of a fit (kResultFileNames: the JSON files of WriteResultFiles and
+// fitted_data.h5 of WriteFittedData) as one set, all or nothing: each is written to its temporary
+// file and fsynced, and only then are they renamed together (docs/results.md, How the files are
+// written). A failure leaves no temporary file and either the previous set untouched or no result
+// file at all, never a mix; it throws InputError naming the file, the reason and which of the two.
+void WriteAllResultFiles(const FitResult& result, BatchSource& source,
+                         const ModelEvaluation& evaluation, const std::string& output_dir);
 
 }  // namespace homodyne

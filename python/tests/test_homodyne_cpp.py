@@ -214,3 +214,19 @@ def test_performance_log_is_written_to_the_output_dir(laminar_set, monkeypatch):
     again = hc.fit_nlsq(None, config)
     assert list(again.parameters) == list(result.parameters)
     assert not (folder / "perf").exists()
+
+
+def test_paths_with_a_nul_are_refused_before_the_fit(laminar_set, monkeypatch):
+    # Data from a dict (load_xpcs_data -> in-memory source) go through the CLI's path checks
+    # (RunFitJob): a Python str can hold a NUL, which the system would read as the path's end.
+    folder, config_path = laminar_set
+    monkeypatch.chdir(folder)
+    config = hc.load_config(str(config_path))
+    data = hc.load_xpcs_data(config)
+    calls = []
+    with pytest.raises(hc.ConfigError, match=r"output_dir = 'nul\\0out': contains a NUL"):
+        hc.fit_nlsq(data, config, progress=calls.append, output_dir="nul\0out")
+    with pytest.raises(ValueError, match=r"checkpoint_dir = 'nul\\0ckpt': contains a NUL"):
+        hc.fit_nlsq(data, config, progress=calls.append, checkpoint_dir="nul\0ckpt")
+    assert calls == []  # nothing fitted
+    assert not (folder / "nul").exists()

@@ -20,6 +20,7 @@
 
 #include "config/config_parse.h"
 #include "config/config_schema.h"
+#include "config/path_checks.h"
 #include "homodyne/config.h"
 #include "homodyne/errors.h"
 
@@ -797,6 +798,7 @@ void ParseStreaming(const ConfigReader& reader, Config& config) {
   if (const std::string path = pick("checkpoint_dir"); !path.empty()) {
     s.checkpoint_dir = *reader.String(path);
     reader.Require(!s.checkpoint_dir.empty(), path, "must be a non-empty folder path");
+    if (HasNul(s.checkpoint_dir)) reader.FailText(NulInPathMessage(path, s.checkpoint_dir));
   }
   integer("checkpoint_frequency", s.checkpoint_frequency, 1, "must be > 0");
   if (const std::string path = pick("checkpoint_min_interval_seconds"); !path.empty()) {
@@ -896,6 +898,8 @@ void ParseLogging(const ConfigReader& reader, Config& config) {
   }
   const std::string filename_path = "logging.performance.filename";
   if (const auto filename = reader.String(filename_path)) {
+    if (HasNul(*filename)) reader.FailText(NulInPathMessage(filename_path, *filename));
+    if (const auto clash = PerformanceLogOnResultsMessage(*filename)) reader.FailText(*clash);
     reader.Require(IsRelativeFilePath(*filename), filename_path,
                    "must be a file name or a relative path inside the output folder (not empty, "
                    "not absolute, no '..', not ending in '/')");

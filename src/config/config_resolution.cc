@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "config/config_parse.h"
+#include "config/path_checks.h"
 #include "homodyne/config.h"
 #include "homodyne/errors.h"
 #include "homodyne/override_checks.h"
@@ -236,6 +237,11 @@ void CheckOverrides(const ConfigOverrides& overrides, OverrideSpelling spelling)
   if (const auto& directory = overrides.checkpoint_dir) {
     check.Require(!directory->empty(), {"--checkpoint-dir", "checkpoint_dir"}, *directory,
                   "must be a non-empty folder path");
+    if (HasNul(*directory)) {
+      throw UsageError(NulInPathMessage(
+          spelling == OverrideSpelling::kKeyword ? "checkpoint_dir" : "--checkpoint-dir",
+          *directory));
+    }
   }
   if (const auto& frequency = overrides.checkpoint_frequency) {
     check.Require(*frequency > 0, {"--checkpoint-frequency", "checkpoint_frequency"}, *frequency,

@@ -14,7 +14,10 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace homodyne::io_internal {
 
@@ -46,11 +49,72 @@ class DurableFile {
   // the rename succeeded (then only the folder sync failed and final_path holds the new file).
   int64_t Commit();
 
+  // Commit's two halves, for DurableFileSet. Sync: fsync and close of the temporary file, which
+  // is then durable under its temporary name; returns its size in bytes. Rename: the synced
+  // temporary file over final_path, without the folder's fsync. Each throws std::runtime_error
+  // naming the path and the OS reason; the temporary file is removed unless renamed.
+  int64_t Sync();
+  void Rename();
+
  private:
   std::filesystem::path final_path_;
   std::filesystem::path folder_;
   std::filesystem::path temporary_path_;
   int fd_ = -1;
+  bool committed_ = false;
+};
+
+// fsync of a folder, so that the renames and removals in it survive a crash (file systems that
+// cannot sync folders are accepted). Throws std::runtime_error naming the folder and the reason.
+void SyncFolder(const std::filesystem::path& folder);
+
+// Files of one folder published together, all or nothing: the result files of a fit
+// (docs/results.md, How the files are written). Add creates each file's temporary file, the
+// caller writes it; Commit then
+//   1. closes and fsyncs every temporary file (the fault points "written:NAME");
+//   2. removes the previous files of the set's names (`previous_names` and every added name),
+//      fsyncs the folder ("before_renames" comes before this step);
+//   3. renames the temporary files in the order they were added ("renamed:NAME" after each),
+//      fsyncs the folder ("after_renames"), and removes the temporary files of the set's names
+//      that a killed writer left behind (a second writer of the same folder at the same time is
+//      not supported: its set would replace this one anyway).
+// A failure in step 1 (or before Commit) removes every temporary file and leaves the previous
+// files untouched. A failure in steps 2 or 3 removes every file of the set's names, new or
+// previous, and the temporary files: the folder never holds a mix of two sets. A kill in steps
+// 2 or 3 leaves a prefix of the new set and no previous file (the caller orders the files so
+// that the last one marks a complete set). Every error is std::runtime_error: "FINAL: cannot write
+// the file (REASON)" + NothingPublished(), or "FINAL: cannot publish the file (REASON); the files
+// of the set were removed from FOLDER, none is left half updated".
+class DurableFileSet {
+ public:
+  // folder: where the files go (it must exist). previous_names: files a previous set may have
+  // left that this set replaces even when it has no file of that name.
+  DurableFileSet(std::filesystem::path folder, std::vector<std::string> previous_names);
+  DurableFileSet(const DurableFileSet&) = delete;
+  DurableFileSet& operator=(const DurableFileSet&) = delete;
+  // Removes the temporary files that Commit did not rename (DurableFile's destructor).
+  ~DurableFileSet();
+
+  // Creates the temporary file of folder/name (DurableFile). Throws std::runtime_error naming the
+  // final path and the OS reason.
+  DurableFile& Add(const std::string& name, mode_t mode = 0666);
+  // Steps 1 to 3 above; once per set.
+  void Commit();
+  // What a failure before step 2 leaves, for the writers' messages: "; nothing published, FOLDER
+  // keeps its previous files".
+  std::string NothingPublished() const;
+
+ private:
+  // Removes every file of the set's names and of previous_names_ (best effort).
+  void RemoveFinalFiles() const;
+  // Removes temporary files of the set's names and of previous_names_ that a killed writer left
+  // (best effort); after a successful Commit only, whose own files are renamed by then.
+  void RemoveLeftoverTemporaries() const;
+
+  std::filesystem::path folder_;
+  std::vector<std::string> previous_names_;
+  std::vector<std::string> names_;                   // in the order added
+  std::vector<std::unique_ptr<DurableFile>> files_;  // one per name
   bool committed_ = false;
 };
 

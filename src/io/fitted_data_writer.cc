@@ -2,8 +2,9 @@
 // (docs/design.md section 8).
 //
 // Streams blocks of rows (BatchSource::ReadCorrectedRows and ModelEvaluation::ComputeC2RowSegment)
-// so memory stays bounded by the block, not N^2. HDF5 writes a temporary file, which is then
-// fsynced and renamed (io/durable_file.h).
+// so memory stays bounded by the block, not N^2. HDF5 writes the temporary file of a
+// DurableFileSet (io/durable_file.h), which publishes it, alone (WriteFittedData) or with the JSON
+// files (WriteAllResultFiles, results_json.cc).
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -18,6 +19,7 @@
 #include "homodyne/results.h"
 #include "io/durable_file.h"
 #include "io/hdf5_util.h"
+#include "io/result_files.h"
 
 namespace homodyne {
 namespace {
@@ -149,36 +151,45 @@ void WriteContents(hid_t file, BatchSource& source, const ModelEvaluation& evalu
 
 }  // namespace
 
-void WriteFittedData(BatchSource& source, const ModelEvaluation& evaluation,
-                     const std::vector<AngleScaling>& per_angle, const std::string& output_dir) {
+namespace io_internal {
+
+void WriteFittedDataInto(const DurableFile& file, BatchSource& source,
+                         const ModelEvaluation& evaluation,
+                         const std::vector<AngleScaling>& per_angle) {
   HOMODYNE_CHECK(static_cast<int>(per_angle.size()) == source.info().num_angles());
   HOMODYNE_CHECK(evaluation.model().num_times() == source.info().num_times());
-  const std::filesystem::path folder = std::filesystem::path(output_dir) / "nlsq";
-  std::error_code error;
-  std::filesystem::create_directories(folder, error);
-  if (!std::filesystem::is_directory(folder, error)) {
-    throw InputError(folder.string() + ": cannot create the results folder" +
-                     (error ? ": " + error.message() : std::string()));
+  InitializeHdf5();
+  const std::string temporary = file.temporary_path().string();
+  Hid hdf5_file = FileHid(H5Fcreate(temporary.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+  if (!hdf5_file.valid()) {
+    throw std::runtime_error("cannot create " + temporary + ": " + Hdf5ErrorText());
   }
-  const std::filesystem::path path = folder / "fitted_data.h5";
-  io_internal::InitializeHdf5();
+  WriteContents(hdf5_file.get(), source, evaluation, per_angle);
+  if (H5Fflush(hdf5_file.get(), H5F_SCOPE_LOCAL) < 0 || hdf5_file.Close() < 0) {
+    throw std::runtime_error("cannot close " + temporary + ": " + Hdf5ErrorText());
+  }
+}
+
+}  // namespace io_internal
+
+void WriteFittedData(BatchSource& source, const ModelEvaluation& evaluation,
+                     const std::vector<AngleScaling>& per_angle, const std::string& output_dir) {
+  const std::filesystem::path folder = io_internal::CreateResultsFolder(output_dir);
+  const std::string name(kFittedDataFileName);
   try {
-    io_internal::DurableFile durable(path);
-    const std::string temporary = durable.temporary_path().string();
-    Hid file =
-        io_internal::FileHid(H5Fcreate(temporary.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
-    if (!file.valid()) {
-      throw std::runtime_error("cannot create " + temporary + ": " + io_internal::Hdf5ErrorText());
+    io_internal::DurableFileSet set(folder, {});
+    const io_internal::DurableFile& file = set.Add(name);
+    try {
+      io_internal::WriteFittedDataInto(file, source, evaluation, per_angle);
+    } catch (const std::runtime_error& failure) {
+      throw std::runtime_error(file.final_path().string() + ": cannot write the fitted data (" +
+                               failure.what() + ")" + set.NothingPublished());
     }
-    WriteContents(file.get(), source, evaluation, per_angle);
-    if (H5Fflush(file.get(), H5F_SCOPE_LOCAL) < 0 || file.Close() < 0) {
-      throw std::runtime_error("cannot close " + temporary + ": " + io_internal::Hdf5ErrorText());
-    }
-    durable.Commit();
+    set.Commit();
   } catch (const InputError&) {
     throw;
   } catch (const std::runtime_error& failure) {
-    throw InputError(path.string() + ": cannot write the fitted data: " + failure.what());
+    throw InputError(failure.what());
   }
 }
 

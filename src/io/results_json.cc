@@ -1,5 +1,7 @@
 // The reference's JSON result files (docs/results.md, Fields shared with the reference):
-// parameters.json, analysis_results_nlsq.json, convergence_metrics.json, with our additions.
+// parameters.json, analysis_results_nlsq.json, convergence_metrics.json, with our additions; and
+// the set that publishes them with fitted_data.h5, all or nothing (docs/results.md, How the files
+// are written).
 #include <chrono>
 #include <cmath>
 #include <ctime>
@@ -7,10 +9,15 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
 
 #include "homodyne/errors.h"
 #include "homodyne/results.h"
 #include "io/durable_file.h"
+#include "io/result_files.h"
 
 namespace homodyne {
 namespace {
@@ -220,12 +227,50 @@ ordered_json ConvergenceMetricsJson(const FitResult& result) {
   return json;
 }
 
-// Writes `json` as the file `path`, durably and atomically (io/durable_file.h).
-void WriteJsonDurably(const ordered_json& json, const std::filesystem::path& path) {
+// Writes `json` into the temporary file of the set's file `name`.
+void AddJson(io_internal::DurableFileSet& set, std::string_view name, const ordered_json& json) {
+  io_internal::DurableFile& file = set.Add(std::string(name));
   try {
-    io_internal::WriteFileDurably(path, json.dump(2) + "\n");
+    file.Write(json.dump(2) + "\n");
   } catch (const std::runtime_error& failure) {
-    throw InputError(path.string() + ": cannot write the result file (" + failure.what() + ")");
+    throw std::runtime_error(file.final_path().string() + ": cannot write the file (" +
+                             failure.what() + ")" + set.NothingPublished());
+  }
+}
+
+// The result files as one set (io/durable_file.h, DurableFileSet), in kResultFileNames' order:
+// fitted_data.h5 when `fitted_data` is set, then the JSON files, parameters.json last. Every
+// previous result file is replaced, fitted_data.h5 included when this set has none.
+struct FittedDataInputs {
+  BatchSource& source;
+  const ModelEvaluation& evaluation;
+};
+void WriteResultSet(const FitResult& result, const FittedDataInputs* fitted_data,
+                    const std::string& output_dir) {
+  const std::filesystem::path folder = io_internal::CreateResultsFolder(output_dir);
+  std::vector<std::string> previous_names;
+  for (const std::string_view name : kResultFileNames) previous_names.emplace_back(name);
+  try {
+    io_internal::DurableFileSet set(folder, std::move(previous_names));
+    if (fitted_data != nullptr) {
+      const io_internal::DurableFile& file = set.Add(std::string(kFittedDataFileName));
+      try {
+        io_internal::WriteFittedDataInto(file, fitted_data->source, fitted_data->evaluation,
+                                         result.per_angle);
+      } catch (const std::runtime_error& failure) {
+        throw std::runtime_error(file.final_path().string() + ": cannot write the fitted data (" +
+                                 failure.what() + ")" + set.NothingPublished());
+      }
+    }
+    const std::string timestamp = Timestamp();
+    AddJson(set, kConvergenceMetricsFileName, ConvergenceMetricsJson(result));
+    AddJson(set, kAnalysisResultsFileName, AnalysisResultsJson(result, timestamp));
+    AddJson(set, kParametersFileName, ParametersJson(result, timestamp));
+    set.Commit();
+  } catch (const InputError&) {
+    throw;
+  } catch (const std::runtime_error& failure) {
+    throw InputError(failure.what());
   }
 }
 
@@ -252,17 +297,28 @@ std::vector<double> CorrelationMatrix(const std::vector<double>& covariance, siz
 }
 
 void WriteResultFiles(const FitResult& result, const std::string& output_dir) {
-  const std::filesystem::path folder = std::filesystem::path(output_dir) / "nlsq";
+  WriteResultSet(result, nullptr, output_dir);
+}
+
+void WriteAllResultFiles(const FitResult& result, BatchSource& source,
+                         const ModelEvaluation& evaluation, const std::string& output_dir) {
+  const FittedDataInputs fitted_data{source, evaluation};
+  WriteResultSet(result, &fitted_data, output_dir);
+}
+
+namespace io_internal {
+
+std::filesystem::path CreateResultsFolder(const std::string& output_dir) {
+  const std::filesystem::path folder =
+      std::filesystem::path(output_dir) / std::string(kResultsFolderName);
   std::error_code error;
   std::filesystem::create_directories(folder, error);
   if (!std::filesystem::is_directory(folder)) {
     throw InputError(folder.string() + ": cannot create the results folder" +
                      (error ? ": " + error.message() : std::string()));
   }
-  const std::string timestamp = Timestamp();
-  WriteJsonDurably(ParametersJson(result, timestamp), folder / "parameters.json");
-  WriteJsonDurably(AnalysisResultsJson(result, timestamp), folder / "analysis_results_nlsq.json");
-  WriteJsonDurably(ConvergenceMetricsJson(result), folder / "convergence_metrics.json");
+  return folder;
 }
 
+}  // namespace io_internal
 }  // namespace homodyne

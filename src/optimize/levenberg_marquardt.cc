@@ -444,6 +444,7 @@ class LevenbergMarquardtMinimizer {
     report.cost_passes = summary_.cost_passes;
     report.theta = theta_;
     report.state = State();
+    report.ended_fit = Finished();
     if (!options_.callback(report) && !Finished()) {
       Stop(LevenbergMarquardtStatus::kStoppedByCallback,
            "the iteration callback asked to stop after iteration " +

@@ -101,6 +101,11 @@ struct LevenbergMarquardtIteration : IterationProgress {
   // The core's full state after this iteration: what a checkpoint saves so that Minimize can
   // continue from here (LevenbergMarquardtOptions::resume_state) exactly as if never stopped.
   LevenbergMarquardtState state;
+  // True when this iteration ended the fit (a convergence test or a failure stopped it). `state`
+  // then cannot continue it as if never stopped: the tests that stopped it (ftol, xtol) compare
+  // with the step just taken, which the state does not hold, so a run resumed from it would take
+  // another step. Checkpoints skip such a state (src/pipeline/fit_checkpoints.cc).
+  bool ended_fit = false;
 };
 
 // Defaults follow optimization.nlsq (config.h NlsqOptions) and docs/design.md section 4.

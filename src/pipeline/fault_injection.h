@@ -11,11 +11,12 @@
 // Nothing is installed by default, and every fault point then costs one atomic load and a
 // branch.
 //
-// Header-only on purpose: src/objective and src/checkpoint ask it too, and they are linked
+// Header-only on purpose: src/objective, src/io and src/checkpoint ask it too, and they are linked
 // below homodyne_pipeline (src/pipeline/CMakeLists.txt).
 #pragma once
 
 #include <atomic>
+#include <csignal>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -57,6 +58,24 @@ class FaultInjector {
   // writes the first half of the file to its temporary file, fsyncs it and calls std::abort()
   // before the rest, the rename and the pruning: what kill -9 during a save leaves behind.
   virtual bool CrashDuringCheckpointWrite() const { return false; }
+
+  // Asked at each stage of publishing a fit's result files (src/io/durable_file.cc,
+  // DurableFileSet::Commit; src/pipeline/fit_job.cc; docs/results.md, How the files are
+  // written), `stage` one of
+  //   "written:NAME"               the temporary file of NAME (e.g. parameters.json) is complete
+  //                                and fsynced;
+  //   "before_renames"             every temporary file is durable, nothing is renamed yet;
+  //   "renamed:NAME"               NAME has its new contents (the previous files are removed);
+  //   "after_renames"              every file is renamed and the folder fsynced;
+  //   "before_checkpoint_removal"  the results are durable, the checkpoints still there.
+  // True: the process raises SIGKILL there (KillIfInjectedAt), what a kill -9 or a node failure
+  // at that moment leaves behind.
+  virtual bool KillAtResultStage(std::string_view /*stage*/) const { return false; }
+
+  // Asked for each result file (`name`, e.g. fitted_data.h5) once its temporary file is written,
+  // before its fsync (DurableFileSet::Commit). True: the write fails as on a full disk (the OS
+  // reason ENOSPC, "No space left on device"), after its bytes went to the temporary file.
+  virtual bool FailResultWrite(std::string_view /*name*/) const { return false; }
 };
 
 namespace fault_injection_internal {
@@ -75,6 +94,13 @@ inline void InstallFaultInjector(const FaultInjector* injector) {
 // The installed injector, or nullptr (the default): callers skip the fault point then.
 inline const FaultInjector* InstalledFaultInjector() {
   return fault_injection_internal::installed.load(std::memory_order_acquire);
+}
+
+// The fault point of a result-writing stage (FaultInjector::KillAtResultStage): raises SIGKILL when
+// the installed injector asks for it at `stage`; without an injector, one atomic load.
+inline void KillIfInjectedAt(std::string_view stage) {
+  const FaultInjector* faults = InstalledFaultInjector();
+  if (faults != nullptr && faults->KillAtResultStage(stage)) std::raise(SIGKILL);
 }
 
 // Installs an injector for a scope (a test), then restores the one installed before.

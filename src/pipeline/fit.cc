@@ -214,6 +214,7 @@ class FitRun {
     outcome_.model = *fit_->model;
     outcome_.checkpoints = checkpoints.store_options();
     outcome_.checkpoints_enabled = checkpoints.enabled();
+    outcome_.checkpoint_lock = checkpoints.folder_lock();
     outcome_.exit_code = recorded.convergence_status == "failed" ? kExitFailure : kExitSuccess;
     outcome_.result = std::move(recorded);
     return std::move(outcome_);
@@ -244,11 +245,9 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitObserver& obs
   return FitRun(config, source, observer).Run();
 }
 
-void WriteFitResults(const FitOutcome& outcome, BatchSource& source,
-                     const std::string& output_dir) {
-  WriteResultFiles(outcome.result, output_dir);
+void WriteFitResults(const FitOutcome& outcome, BatchSource& source, const std::string& output_dir) {
   const ModelEvaluation evaluation(*outcome.model, outcome.physical);
-  WriteFittedData(source, evaluation, outcome.result.per_angle, output_dir);
+  WriteAllResultFiles(outcome.result, source, evaluation, output_dir);
 }
 
 void RemoveCheckpoints(const FitOutcome& outcome) {

@@ -245,6 +245,11 @@ FitCheckpoints::FitCheckpoints(const Config& config, CheckpointPolicy policy,
                                config.streaming.enable_compression}),
       batches_per_pass_(batches_per_pass),
       on_saved_(std::move(on_saved)) {
+  if (enabled_) {
+    std::string note;
+    folder_lock_ = CheckpointFolderLock::Acquire(store_.options().directory, note);
+    if (!note.empty()) spdlog::warn("{}", note);
+  }
   if (const FaultInjector* faults = InstalledFaultInjector(); faults != nullptr) {
     test_signal_ = faults->SignalAfterBatches();
   }
@@ -296,7 +301,12 @@ bool FitCheckpoints::OnIteration(const LevenbergMarquardtIteration& iteration) {
     passes_seen_ = passes;
     if (InterruptSignal() != 0) return false;
   }
-  if (enabled_ && policy_.save_at_iterations && PeriodicSaveDue()) Save(nullptr);
+  // Not the state of the iteration that ended the fit: a resume from it would take one more step
+  // (LevenbergMarquardtIteration::ended_fit). The newest checkpoint stays an earlier iteration's,
+  // from which a run killed now (its result files included) repeats the last steps bit for bit.
+  if (enabled_ && policy_.save_at_iterations && !iteration.ended_fit && PeriodicSaveDue()) {
+    Save(nullptr);
+  }
   return true;
 }
 

@@ -6,12 +6,14 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "checkpoint/checkpoint_lock.h"
 #include "checkpoint/checkpoint_store.h"
 #include "homodyne/config.h"
 #include "homodyne/dataset.h"
@@ -84,6 +86,10 @@ class FitCheckpoints {
                  std::function<void(const CheckpointSaveReport&)> on_saved = {});
 
   bool enabled() const { return enabled_; }
+  // The checkpoint folder's lock, held until the last owner drops it (FitOutcome keeps it until
+  // the result files are durable and the checkpoints removed); null when checkpoints are disabled
+  // or the folder could not be locked.
+  const std::shared_ptr<CheckpointFolderLock>& folder_lock() const { return folder_lock_; }
   const CheckpointOptions& store_options() const { return store_.options(); }
   // With resuming off (--no-resume), deletes the folder's checkpoints and returns nothing.
   // The newest valid checkpoint of this config and data when resuming is on; corrupt files are
@@ -150,6 +156,7 @@ class FitCheckpoints {
   std::string config_sha256_;
   std::string data_fingerprint_;
   CheckpointStore store_;
+  std::shared_ptr<CheckpointFolderLock> folder_lock_;  // from the constructor on
   std::optional<LevenbergMarquardtState> last_state_;
   std::optional<PassState> last_pass_;     // after the last finished chunk, or the resumed one
   GlobalSearchTrail global_search_trail_;  // the resumed or finished global phase's work

@@ -5,13 +5,16 @@
 #include <exception>
 #include <string>
 
+#include "config/path_checks.h"
 #include "homodyne/fit.h"
 #include "performance_log.h"
+#include "pipeline/fault_injection.h"
 
 namespace homodyne {
 
 FitOutcome RunFitJob(const Config& config, BatchSource& source, const FitJobOptions& options,
                      const FitObserver& observer) {
+  CheckJobPaths(config, options.output_dir);
   // logging.performance: <output_dir>/<filename>, only when there is an output_dir to put it in;
   // a log that cannot be written only warns.
   PerformanceLogOptions log_options = config.logging.performance;
@@ -20,7 +23,7 @@ FitOutcome RunFitJob(const Config& config, BatchSource& source, const FitJobOpti
     log_options.enabled = false;
   }
   PerformanceLog performance_log(log_options, options.output_dir.value_or(""));
-  const FitOutcome outcome = [&] {
+  FitOutcome outcome = [&] {
     try {
       return Fit(config, source, performance_log.Observe(observer));
     } catch (const std::exception& error) {
@@ -37,7 +40,11 @@ FitOutcome RunFitJob(const Config& config, BatchSource& source, const FitJobOpti
         "results written to " + *options.output_dir + "/nlsq",
         std::chrono::duration<double>(std::chrono::steady_clock::now() - write_start).count());
   }
+  // The results are durable: only now may the checkpoints go (a kill up to here resumes and
+  // writes the same results again), and then the folder's lock.
+  KillIfInjectedAt("before_checkpoint_removal");
   RemoveCheckpoints(outcome);
+  outcome.checkpoint_lock.reset();
   return outcome;
 }
 

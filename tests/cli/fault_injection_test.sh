@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Fault injection (issue 4): real fits of the streaming, chunked and standard strategies, interrupted,
 # killed, crashed while checkpointing, fed corrupt or foreign checkpoints, an unreadable batch,
-# an unwritable checkpoint folder, and NaN/Inf data; each asserts the outcome, and every resumed
-# fit must return bitwise the parameters of the uninterrupted one.
+# an unwritable checkpoint folder, and NaN/Inf data; killed at each stage of the result writing,
+# a result file that cannot be written, two fits on one checkpoint folder and a stale lock; each
+# asserts the outcome, and every resumed fit must return bitwise the parameters of the
+# uninterrupted one.
 # Usage: fault_injection_test.sh BIN_DIR STRATEGY CASE FAULTS_PROGRAM
 # STRATEGY: streaming, chunked, standard (the LM core) or ceres (standard with --solver ceres).
 # Every case but global_sigterm runs with the global phase and variable projection off, so that
@@ -12,7 +14,9 @@
 # (tests/cli/homodyne_with_faults.cc), through its variables
 # HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=N:SIGNAL (raise SIGNAL after N batches),
 # HOMODYNE_TEST_CRASH_DURING_CHECKPOINT_WRITE=1 (abort inside a checkpoint write) and
-# HOMODYNE_TEST_FAIL_READ_AT_BATCH=B (every read of batch B fails; streaming). The production
+# HOMODYNE_TEST_FAIL_READ_AT_BATCH=B (every read of batch B fails; streaming),
+# HOMODYNE_TEST_KILL_AT_RESULT_STAGE=STAGE (SIGKILL at a stage of the result writing) and
+# HOMODYNE_TEST_FAIL_RESULT_WRITE=NAME (result file NAME fails as on a full disk). The production
 # homodyne (BIN_DIR) ignores them; it runs every other fit, the resumed ones included.
 set -u
 bin_dir=$(cd "$1" && pwd)
@@ -87,6 +91,70 @@ esac
 
 # The uninterrupted reference (its own checkpoint folder, removed on success).
 expect_exit 0 "LM converged" fit --output-dir reference --checkpoint-dir ./reference_checkpoints
+# The result files of a fit (include/homodyne/results.h, kResultFileNames), in publishing order.
+result_files=(fitted_data.h5 convergence_metrics.json analysis_results_nlsq.json parameters.json)
+# earlier/: the result files of another fit (2 iterations), which a later write must not mix with.
+earlier_results() {
+  expect_exit 0 "" fit --output-dir earlier --checkpoint-dir ./earlier_checkpoints --max-iterations 2
+}
+# expect_set DIR earlier|new LABEL: DIR/nlsq holds the earlier set whole (every file identical to
+# earlier/'s), or files of the new set only (none identical to earlier/'s, parameters.json only
+# with all the others): never a mix.
+expect_set() {
+  local dir=$1 want=$2 label=$3 name same=0 present=0
+  for name in "${result_files[@]}"; do
+    [ -e "$dir/nlsq/$name" ] || continue
+    present=$((present + 1))
+    cmp -s "$dir/nlsq/$name" "earlier/nlsq/$name" && same=$((same + 1))
+  done
+  if [ "$want" = earlier ]; then
+    [ "$same" -eq 4 ] || { echo "FAIL ($label): the earlier results are not whole ($same of 4 kept, $(ls -A "$dir/nlsq"))"; failures=$((failures + 1)); }
+  else
+    [ "$same" -eq 0 ] || { echo "FAIL ($label): $same earlier file(s) mixed with the new ones ($(ls -A "$dir/nlsq"))"; failures=$((failures + 1)); }
+    if [ -e "$dir/nlsq/parameters.json" ] && [ "$present" -ne 4 ]; then
+      echo "FAIL ($label): parameters.json without the whole set ($(ls -A "$dir/nlsq"))"; failures=$((failures + 1))
+    fi
+  fi
+}
+no_temporary_files() {
+  if ls -A "$1/nlsq" | grep -q '\.tmp$'; then
+    echo "FAIL ($2): temporary files left: $(ls -A "$1/nlsq")"; failures=$((failures + 1))
+  fi
+}
+# same_result_files A B LABEL: every result file bitwise the same, the JSON files less the fields
+# a resumed run cannot share with an uninterrupted one: the timings and timestamps, and the run's
+# history (recovery_actions and strategy.fallbacks, which name the resume; batch_statistics,
+# passes and point_evaluations, which count the batches of both runs); fitted_data.h5 by value
+# (h5diff: HDF5 keeps object times).
+same_result_files() {
+  if python3 - "$1/nlsq" "$2/nlsq" <<'PY'; then
+import json, sys
+history = {"timestamp", "timings_s", "execution_time", "seconds", "memory_peak_mb",
+           "recovery_actions", "fallbacks", "batch_statistics", "passes", "point_evaluations",
+           "replayed_passes"}
+def strip(node):
+    if isinstance(node, dict):
+        return {k: strip(v) for k, v in node.items() if k not in history}
+    if isinstance(node, list):
+        return [strip(v) for v in node]
+    return node
+bad = []
+for name in ["parameters.json", "analysis_results_nlsq.json", "convergence_metrics.json"]:
+    a, b = (strip(json.load(open(folder + "/" + name))) for folder in sys.argv[1:])
+    if a != b:
+        bad.append(name)
+        for k in sorted(set(a) | set(b)):
+            if a.get(k) != b.get(k):
+                print(" ", name, k, json.dumps(a.get(k))[:300], "|", json.dumps(b.get(k))[:300])
+sys.exit(1 if bad else 0)
+PY
+    if h5diff -q "$1/nlsq/fitted_data.h5" "$2/nlsq/fitted_data.h5"; then
+      echo "ok: $1 and $2 hold bitwise the same result files ($3)"
+      return
+    fi
+  fi
+  echo "FAIL: $1 and $2 result files differ ($3)"; failures=$((failures + 1))
+}
 checkpoint_count() { find checkpoints -name 'homodyne_state_batch_*.h5' 2>/dev/null | wc -l; }
 newest_checkpoint() { find checkpoints -name 'homodyne_state_batch_*.h5' | sort | tail -1; }
 
@@ -309,6 +377,117 @@ PY
     HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=$term_at:15 expect_exit 3 "checkpoint saved" \
       fit_with_faults --output-dir interrupted --checkpoint-min-interval 3600
     [ "$(checkpoint_count)" -eq 1 ] || { echo "FAIL: $(checkpoint_count) checkpoints after SIGTERM, expected 1"; failures=$((failures + 1)); }
+    ;;
+  result_stages)
+    # SIGKILL at every stage of the result writing (FaultInjector::KillAtResultStage), over the
+    # result files of an earlier fit: the folder holds the earlier set whole, or a prefix of the
+    # new one (never a mix, docs/results.md, How the files are written); the checkpoints are
+    # still there, and the rerun resumes and writes bitwise the uninterrupted run's results.
+    earlier_results
+    stages=()
+    for name in "${result_files[@]}"; do stages+=("written:$name"); done
+    stages+=(before_renames)
+    for name in "${result_files[@]}"; do stages+=("renamed:$name"); done
+    stages+=(after_renames before_checkpoint_removal)
+    for stage in "${stages[@]}"; do
+      out=out_${stage//[:.]/_}
+      rm -rf checkpoints "$out"
+      cp -r earlier "$out"
+      HOMODYNE_TEST_KILL_AT_RESULT_STAGE=$stage fit_with_faults --output-dir "$out" > killed.log 2>&1
+      code=$?
+      [ "$code" -eq 137 ] || { echo "FAIL ($stage): exited $code, expected 137"; cat killed.log; failures=$((failures + 1)); }
+      [ "$(checkpoint_count)" -ge 1 ] ||
+        { echo "FAIL ($stage): the checkpoints went before the results were durable"; failures=$((failures + 1)); }
+      case $stage in
+        written:*|before_renames) expect_set "$out" earlier "$stage" ;;
+        *) expect_set "$out" new "$stage" ;;
+      esac
+      expect_exit 0 "resumed from the checkpoint" fit --output-dir "$out"
+      same_result_files reference "$out" "kill at $stage + rerun"
+      no_temporary_files "$out" "$stage rerun"
+      [ "$(checkpoint_count)" -eq 0 ] || { echo "FAIL ($stage): checkpoints left after the rerun"; failures=$((failures + 1)); }
+    done
+    ;;
+  result_write_failure)
+    # A result file that cannot be written (a full disk, injected: ENOSPC; a read-only nlsq/):
+    # exit 1 naming the file, the earlier results untouched, no temporary file, the checkpoints
+    # kept, the lock released; the rerun resumes and writes bitwise the reference's results.
+    earlier_results
+    for name in "${result_files[@]}"; do
+      rm -rf checkpoints full
+      cp -r earlier full
+      HOMODYNE_TEST_FAIL_RESULT_WRITE=$name expect_exit 1 \
+        "full/nlsq/$name: cannot write the file \(cannot write .*No space left on device\); nothing published, full/nlsq keeps its previous files" \
+        fit_with_faults --output-dir full
+      grep -q "iteration\|LM converged" <<<"$last_output" ||
+        { echo "FAIL ($name): the fit did not run before the write"; failures=$((failures + 1)); }
+      expect_set full earlier "full disk at $name"
+      no_temporary_files full "full disk at $name"
+      [ "$(checkpoint_count)" -ge 1 ] || { echo "FAIL ($name): checkpoints removed after a failed write"; failures=$((failures + 1)); }
+      [ ! -e checkpoints/.homodyne.lock ] || { echo "FAIL ($name): lock file left"; failures=$((failures + 1)); }
+      expect_exit 0 "resumed from the checkpoint" fit --output-dir full
+      same_result_files reference full "full disk at $name + rerun"
+    done
+    # No earlier results: a failed write leaves no result file at all.
+    rm -rf checkpoints fresh
+    HOMODYNE_TEST_FAIL_RESULT_WRITE=parameters.json expect_exit 1 "No space left on device" \
+      fit_with_faults --output-dir fresh
+    [ -z "$(ls -A fresh/nlsq)" ] || { echo "FAIL: a failed first write left $(ls -A fresh/nlsq)"; failures=$((failures + 1)); }
+    # A read-only nlsq/ (root ignores permission bits: the fit runs as nobody then).
+    rm -rf checkpoints readonly
+    cp -r earlier readonly
+    chmod 555 readonly/nlsq
+    as_user=()
+    if [ "$(id -u)" -eq 0 ]; then
+      chmod 755 "$work"
+      mkdir -m 777 checkpoints
+      as_user=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+    fi
+    expect_exit 1 "readonly/nlsq/fitted_data.h5: cannot write the file \(cannot create a temporary file in readonly/nlsq: Permission denied\)" \
+      "${as_user[@]}" "$bin_dir/homodyne" --config fit.yaml "${strategy_flags[@]}" "${local_only[@]}" \
+      --output-dir readonly
+    expect_set readonly earlier "read-only nlsq/"
+    no_temporary_files readonly "read-only nlsq/"
+    [ "$(checkpoint_count)" -ge 1 ] || { echo "FAIL: checkpoints removed after a read-only nlsq/"; failures=$((failures + 1)); }
+    chmod 755 readonly/nlsq
+    expect_exit 0 "resumed from the checkpoint" fit --output-dir readonly
+    same_result_files reference readonly "read-only nlsq/ + rerun"
+    ;;
+  checkpoint_lock)
+    # One live process per checkpoint folder: a fit paused (SIGSTOP) holds the lock; a second fit
+    # on the folder stops before fitting, naming the holder's host and PID and the folder.
+    rm -rf checkpoints
+    # (Not through fit_with_faults: $! must be the program's PID, not a subshell's.)
+    HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=$term_at:19 "$faults_program" --config fit.yaml \
+      "${strategy_flags[@]}" "${local_only[@]}" --output-dir first > first.log 2>&1 &
+    pid=$!
+    for _ in $(seq 1 600); do
+      [[ "$(ps -o stat= -p "$pid" 2>/dev/null)" == T* ]] && break
+      sleep 0.05
+    done
+    [[ "$(ps -o stat= -p "$pid" 2>/dev/null)" == T* ]] || { echo "FAIL: the first fit did not pause"; failures=$((failures + 1)); }
+    expect_exit 1 "checkpoint folder \./checkpoints is in use by PID $pid on host $(uname -n) \(lock file \./checkpoints/\.homodyne\.lock\)" \
+      fit --output-dir second
+    grep -q "iteration" <<<"$last_output" && { echo "FAIL: the second fit fitted"; failures=$((failures + 1)); }
+    [ ! -e second/nlsq ] || { echo "FAIL: the second fit wrote results"; failures=$((failures + 1)); }
+    kill -CONT "$pid"
+    wait "$pid"
+    code=$?
+    [ "$code" -eq 0 ] || { echo "FAIL: the paused fit exited $code"; cat first.log; failures=$((failures + 1)); }
+    same_results reference first
+    [ ! -e checkpoints/.homodyne.lock ] || { echo "FAIL: lock file left after success"; failures=$((failures + 1)); }
+    # Interrupted (exit 3): the lock is released with the checkpoints kept.
+    HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=$term_at:15 expect_exit 3 "checkpoint saved" \
+      fit_with_faults --output-dir interrupted
+    [ ! -e checkpoints/.homodyne.lock ] || { echo "FAIL: lock file left after exit 3"; failures=$((failures + 1)); }
+    # A stale lock of a killed process is taken over, with a note naming it.
+    killed_run
+    holder=$(cat checkpoints/.homodyne.lock 2>/dev/null)
+    [[ "$holder" == "PID "*" on host $(uname -n)" ]] || { echo "FAIL: lock file after kill -9 holds '$holder'"; failures=$((failures + 1)); }
+    expect_exit 0 "took over the stale lock of $holder on the checkpoint folder \./checkpoints" \
+      fit --output-dir resumed
+    same_results reference resumed
+    [ ! -e checkpoints/.homodyne.lock ] || { echo "FAIL: lock file left after the resumed fit"; failures=$((failures + 1)); }
     ;;
   *) echo "unknown case $case_name"; exit 2 ;;
 esac

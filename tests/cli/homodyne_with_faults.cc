@@ -9,8 +9,15 @@
 //       (ceres_jacobian);
 //   HOMODYNE_TEST_FAIL_READ_AT_BATCH=B            every streamed read of batch B fails;
 //   HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=N:SIGNAL   SIGNAL is raised once N batches are done;
-//   HOMODYNE_TEST_CRASH_DURING_CHECKPOINT_WRITE=1 every checkpoint save aborts half way.
+//   HOMODYNE_TEST_CRASH_DURING_CHECKPOINT_WRITE=1 every checkpoint save aborts half way;
+//   HOMODYNE_TEST_KILL_AT_RESULT_STAGE=STAGE      SIGKILL at a stage of the result writing:
+//       written:NAME, before_renames, renamed:NAME, after_renames or before_checkpoint_removal,
+//       NAME a result file (fitted_data.h5, convergence_metrics.json, analysis_results_nlsq.json,
+//       parameters.json; FaultInjector::KillAtResultStage);
+//   HOMODYNE_TEST_FAIL_RESULT_WRITE=NAME          the write of result file NAME fails as on a full
+//       disk (ENOSPC).
 // A malformed value exits 2 before the fit, so that a test cannot pass without its fault.
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <exception>
@@ -18,7 +25,10 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
+#include <vector>
 
+#include "homodyne/results.h"
 #include "pipeline/fault_injection.h"
 #include "support/listed_faults.h"
 
@@ -51,6 +61,24 @@ std::optional<int64_t> ParseInteger(const std::string& text) {
   }
 }
 
+// The result-writing stages FaultInjector::KillAtResultStage is asked at.
+std::vector<std::string> ResultStages() {
+  std::vector<std::string> stages = {"before_renames", "after_renames",
+                                     "before_checkpoint_removal"};
+  for (const std::string_view name : kResultFileNames) {
+    stages.push_back("written:" + std::string(name));
+    stages.push_back("renamed:" + std::string(name));
+  }
+  return stages;
+}
+
+bool IsResultFileName(const std::string& text) {
+  for (const std::string_view name : kResultFileNames) {
+    if (text == name) return true;
+  }
+  return false;
+}
+
 // The faults the variables ask for; exits 2 on a malformed value.
 test::ListedFaults* FaultsFromEnvironment() {
   auto* faults = new test::ListedFaults();
@@ -79,6 +107,22 @@ test::ListedFaults* FaultsFromEnvironment() {
   }
   faults->crash_in_checkpoint_write =
       Variable("HOMODYNE_TEST_CRASH_DURING_CHECKPOINT_WRITE").has_value();
+  if (const auto stage = Variable("HOMODYNE_TEST_KILL_AT_RESULT_STAGE")) {
+    const std::vector<std::string> stages = ResultStages();
+    if (std::find(stages.begin(), stages.end(), *stage) == stages.end()) {
+      Malformed("HOMODYNE_TEST_KILL_AT_RESULT_STAGE", *stage,
+                "written:NAME, before_renames, renamed:NAME, after_renames or "
+                "before_checkpoint_removal (NAME a result file)");
+    }
+    faults->kill_at_result_stage = *stage;
+  }
+  if (const auto name = Variable("HOMODYNE_TEST_FAIL_RESULT_WRITE")) {
+    if (!IsResultFileName(*name)) {
+      Malformed("HOMODYNE_TEST_FAIL_RESULT_WRITE", *name,
+                "a result file name, e.g. fitted_data.h5");
+    }
+    faults->failing_result_write = *name;
+  }
   return faults;
 }
 

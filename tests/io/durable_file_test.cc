@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -17,7 +18,10 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "pipeline/fault_injection.h"
 
 namespace homodyne::io_internal {
 namespace {
@@ -208,6 +212,157 @@ TEST_F(DurableFileTest, RelativePathUsesTheCurrentFolder) {
   EXPECT_EQ(ReadText(folder_ / "relative.json"), "x");
   EXPECT_THAT(FolderEntries(folder_), ElementsAre("relative.json"));
 }
+
+// ---------------------------------------------------------------------------------------------
+// DurableFileSet: files published together, all or nothing.
+
+// Faults of the result writing (FaultInjector::FailResultWrite, KillAtResultStage).
+struct ResultWriteFaults final : FaultInjector {
+  std::string failing_write;  // this file's write fails as on a full disk
+  std::string kill_stage;     // SIGKILL at this stage
+  bool FailResultWrite(std::string_view name) const override { return name == failing_write; }
+  bool KillAtResultStage(std::string_view stage) const override { return stage == kill_stage; }
+};
+
+class DurableFileSetTest : public DurableFileTest {
+ protected:
+  // A previous set: a.json, b.json and c.h5 hold "old".
+  void WritePreviousSet() const {
+    for (const char* name : {"a.json", "b.json", "c.h5"}) WriteText(folder_ / name, "old");
+  }
+  // A set of a.json and b.json holding "new" (c.h5 replaced by none), committed.
+  void CommitNewSet() const {
+    DurableFileSet set(folder_, {"a.json", "b.json", "c.h5"});
+    set.Add("a.json").Write("new");
+    set.Add("b.json").Write("new");
+    set.Commit();
+  }
+};
+
+TEST_F(DurableFileSetTest, CommitReplacesThePreviousSetWhole) {
+  WritePreviousSet();
+  WriteText(folder_ / "unrelated.txt", "kept");
+
+  CommitNewSet();
+
+  EXPECT_EQ(ReadText(folder_ / "a.json"), "new");
+  EXPECT_EQ(ReadText(folder_ / "b.json"), "new");
+  // c.h5 belonged to the previous set only: removed, so that no file of it is mixed in.
+  EXPECT_THAT(FolderEntries(folder_), ElementsAre("a.json", "b.json", "unrelated.txt"));
+}
+
+TEST_F(DurableFileSetTest, NothingIsPublishedBeforeCommit) {
+  WritePreviousSet();
+  {
+    DurableFileSet set(folder_, {"a.json", "b.json", "c.h5"});
+    set.Add("a.json").Write("new");
+    EXPECT_EQ(ReadText(folder_ / "a.json"), "old");
+  }  // e.g. an exception while the second file was written
+
+  EXPECT_THAT(FolderEntries(folder_), ElementsAre("a.json", "b.json", "c.h5"));
+  EXPECT_EQ(ReadText(folder_ / "a.json"), "old");
+}
+
+TEST_F(DurableFileSetTest, AFullDiskKeepsThePreviousSetAndLeavesNoTemporaryFile) {
+  WritePreviousSet();
+  ResultWriteFaults faults;
+  faults.failing_write = "b.json";
+  const ScopedFaultInjector installed(faults);
+
+  try {
+    CommitNewSet();
+    FAIL() << "expected std::runtime_error";
+  } catch (const std::runtime_error& error) {
+    EXPECT_THAT(
+        error.what(),
+        AllOf(StartsWith((folder_ / "b.json").string() + ": cannot write the file"),
+              HasSubstr("No space left on device"),
+              HasSubstr("nothing published, " + folder_.string() + " keeps its previous files")));
+  }
+
+  EXPECT_THAT(FolderEntries(folder_), ElementsAre("a.json", "b.json", "c.h5"));
+  for (const char* name : {"a.json", "b.json", "c.h5"}) EXPECT_EQ(ReadText(folder_ / name), "old");
+}
+
+TEST_F(DurableFileSetTest, AFailedRenameRemovesTheWholeSetNotHalfOfIt) {
+  WritePreviousSet();
+  // A folder in place of b.json: its rename fails (Is a directory) after a.json's succeeded.
+  fs::remove(folder_ / "b.json");
+  fs::create_directories(folder_ / "b.json" / "inside");
+
+  try {
+    CommitNewSet();
+    FAIL() << "expected std::runtime_error";
+  } catch (const std::runtime_error& error) {
+    EXPECT_THAT(error.what(),
+                AllOf(StartsWith((folder_ / "b.json").string() + ": cannot publish the file"),
+                      HasSubstr("the files of the set were removed from " + folder_.string())));
+  }
+
+  // Neither the new a.json nor the previous c.h5: no mix of two sets, no temporary file.
+  EXPECT_THAT(FolderEntries(folder_), ElementsAre("b.json"));
+  EXPECT_TRUE(fs::is_directory(folder_ / "b.json"));
+}
+
+TEST_F(DurableFileSetTest, AnUnwritableFolderFailsAtAddNamingTheFile) {
+  const fs::path folder = folder_ / "no_such_folder";
+  DurableFileSet set(folder, {});
+  try {
+    set.Add("a.json");
+    FAIL() << "expected std::runtime_error";
+  } catch (const std::runtime_error& error) {
+    EXPECT_THAT(error.what(),
+                AllOf(StartsWith((folder / "a.json").string()),
+                      HasSubstr("No such file or directory"), HasSubstr("nothing published")));
+  }
+}
+
+// Each stage of a commit killed with SIGKILL (in a child process): before the removals the
+// previous set is whole, after them a prefix of the new set and nothing of the previous one.
+struct KilledCommit {
+  const char* stage;
+  std::vector<std::string> entries;  // the folder afterwards, temporary files left out
+  const char* a_json;                // a.json's contents ("" when absent)
+};
+
+class DurableFileSetKillTest : public DurableFileSetTest,
+                               public ::testing::WithParamInterface<KilledCommit> {};
+
+TEST_P(DurableFileSetKillTest, AKillLeavesOneSetOrAPrefixOfTheNewOne) {
+  WritePreviousSet();
+  ResultWriteFaults faults;
+  faults.kill_stage = GetParam().stage;
+
+  EXPECT_EXIT(
+      {
+        const ScopedFaultInjector installed(faults);
+        CommitNewSet();
+        std::exit(0);
+      },
+      ::testing::KilledBySignal(SIGKILL), "");
+
+  std::vector<std::string> entries = FolderEntries(folder_);
+  std::erase_if(entries, [](const std::string& name) { return name.ends_with(".tmp"); });
+  EXPECT_EQ(entries, GetParam().entries);
+  EXPECT_EQ(fs::exists(folder_ / "a.json") ? ReadText(folder_ / "a.json") : "", GetParam().a_json);
+  // A later commit of the same names publishes the whole set and removes the leftovers.
+  CommitNewSet();
+  EXPECT_THAT(FolderEntries(folder_), ElementsAre("a.json", "b.json"));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Stages, DurableFileSetKillTest,
+    ::testing::Values(KilledCommit{"written:a.json", {"a.json", "b.json", "c.h5"}, "old"},
+                      KilledCommit{"before_renames", {"a.json", "b.json", "c.h5"}, "old"},
+                      KilledCommit{"renamed:a.json", {"a.json"}, "new"},
+                      KilledCommit{"after_renames", {"a.json", "b.json"}, "new"}),
+    [](const ::testing::TestParamInfo<KilledCommit>& stage_info) {
+      std::string name = stage_info.param.stage;
+      for (char& c : name) {
+        if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+      }
+      return name;
+    });
 
 }  // namespace
 }  // namespace homodyne::io_internal

@@ -1,5 +1,6 @@
 // Tests of the Levenberg-Marquardt core (docs/design.md section 4) on small problems with
 // known answers.
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -850,6 +851,26 @@ TEST(LevenbergMarquardtResumeTest, ResumingAfterAnyIterationIsBitwiseIdentical) 
     EXPECT_TRUE(resumed.chi2_history == uninterrupted.chi2_history) << stop;
     EXPECT_EQ(resumed.final_step_standard_errors, uninterrupted.final_step_standard_errors) << stop;
   }
+}
+
+// The iteration that ended the fit is flagged (ended_fit), and only it: its state is the one that
+// a resume cannot continue bitwise (the loop above stops before it), so checkpoints skip it
+// (src/pipeline/fit_checkpoints.cc).
+TEST(LevenbergMarquardtResumeTest, OnlyTheIterationThatEndedTheFitIsFlagged) {
+  FunctionProblem problem = Rosenbrock();
+  std::vector<bool> ended;
+  LevenbergMarquardtOptions options;
+  options.callback = [&ended](const LevenbergMarquardtIteration& iteration) {
+    ended.push_back(iteration.ended_fit);
+    return true;
+  };
+
+  const LevenbergMarquardtSummary summary = Minimize(options, problem, Vector({-1.2, 1.0}));
+
+  ASSERT_TRUE(summary.IsConverged());
+  ASSERT_GE(ended.size(), 2u);
+  EXPECT_TRUE(ended.back());
+  EXPECT_EQ(std::count(ended.begin(), ended.end(), true), 1);
 }
 
 // The statistical test needs no state of its own: d is recomputed from the saved point, so a

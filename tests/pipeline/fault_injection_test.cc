@@ -42,6 +42,8 @@ TEST(FaultInjectionTest, AnInjectorAsksForNoFaultWhereItDoesNotOverride) {
   EXPECT_FALSE(injector.FailAllocation("ceres_jacobian"));
   EXPECT_FALSE(injector.FailBatchRead(0));
   EXPECT_FALSE(injector.SignalAfterBatches().has_value());
+  EXPECT_FALSE(injector.KillAtResultStage("before_renames"));
+  EXPECT_FALSE(injector.FailResultWrite("parameters.json"));
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
@@ -18,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint_lock.h"
 #include "checkpoint/checkpoint_store.h"
 #include "homodyne/config.h"
 #include "homodyne/dataset.h"
@@ -514,6 +516,86 @@ TEST_F(FitResumeTest, CheckpointOfAnotherParameterCountIsInputErrorNotAnAbort) {
     EXPECT_THAT(error.what(), HasSubstr("holds a fit state of 4 parameters (J^T J 4 x 4) and "
                                         "this fit has 9"));
   }
+}
+
+// A fit job (RunFitJob) that saves a checkpoint at every iteration into checkpoints().
+class FitJobTest : public FitResumeTest {
+ protected:
+  Config JobConfig() const {
+    Config config = ParseConfig("analysis_mode: static\n", "static.yaml");
+    config.streaming.checkpoint_dir = checkpoints().string();
+    config.streaming.checkpoint_frequency = 1;
+    config.streaming.checkpoint_min_interval_seconds = 0.0;
+    config.performance.strategy_override = StrategyKind::kLarge;  // saves at iteration ends
+    config.performance.cpu_threads = 1;
+    config.nlsq.global_search.method = GlobalSearchMethod::kOff;
+    return config;
+  }
+  std::filesystem::path lock_file() const {
+    return checkpoints() / CheckpointFolderLock::kLockFileName;
+  }
+  std::filesystem::path checkpoints() const { return directory_ / "checkpoints"; }
+};
+
+TEST_F(FitJobTest, AResultWriteFailureKeepsTheCheckpointsAndReleasesTheLock) {
+  std::filesystem::create_directories(directory_);
+  const std::string blocker = (directory_ / "plain_file").string();  // no nlsq/ can go under it
+  std::ofstream(blocker) << "x";
+  bool fitted = false;
+  FitJobOptions job;
+  job.on_fitted = [&fitted](const FitOutcome&) { fitted = true; };
+  job.output_dir = blocker;
+  std::unique_ptr<BatchSource> source = Source();
+
+  EXPECT_THROW(RunFitJob(JobConfig(), *source, job), InputError);
+
+  EXPECT_TRUE(fitted);
+  EXPECT_FALSE(CheckpointStore({checkpoints().string(), 3, true}).List().empty());
+  EXPECT_FALSE(std::filesystem::exists(lock_file()));
+  // The rerun resumes from them, writes the results and only then removes them.
+  job.output_dir = (directory_ / "out").string();
+  const FitOutcome outcome = RunFitJob(JobConfig(), *Source(), job);
+  EXPECT_THAT(outcome.result.recovery_actions.front(), HasSubstr("resumed from the checkpoint"));
+  EXPECT_TRUE(std::filesystem::exists(directory_ / "out" / "nlsq" / "parameters.json"));
+  EXPECT_TRUE(CheckpointStore({checkpoints().string(), 3, true}).List().empty());
+  EXPECT_EQ(outcome.checkpoint_lock, nullptr);
+  EXPECT_FALSE(std::filesystem::exists(lock_file()));
+}
+
+TEST_F(FitJobTest, ALockedCheckpointFolderStopsTheJobBeforeItFits) {
+  std::string note;
+  const std::unique_ptr<CheckpointFolderLock> held =
+      CheckpointFolderLock::Acquire(checkpoints().string(), note);
+  ASSERT_NE(held, nullptr);
+  int iterations = 0;
+  FitObserver observer;
+  observer.on_iteration = [&iterations](const IterationProgress&) { ++iterations; };
+  FitJobOptions job;
+  job.output_dir = (directory_ / "out").string();
+  std::unique_ptr<BatchSource> source = Source();
+
+  try {
+    RunFitJob(JobConfig(), *source, job, observer);
+    FAIL() << "expected InputError";
+  } catch (const InputError& error) {
+    EXPECT_THAT(error.what(), HasSubstr("checkpoint folder " + checkpoints().string() +
+                                        " is in use by PID " + std::to_string(::getpid())));
+  }
+  EXPECT_EQ(iterations, 0);
+  EXPECT_FALSE(std::filesystem::exists(directory_ / "out" / "nlsq"));
+}
+
+TEST_F(FitJobTest, ANulInTheOutputFolderStopsTheJobNamingIt) {
+  FitJobOptions job;
+  job.output_dir = std::string("out\0put", 7);
+  std::unique_ptr<BatchSource> source = Source();
+  try {
+    RunFitJob(JobConfig(), *source, job);
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& error) {
+    EXPECT_THAT(error.what(), HasSubstr("output_dir = 'out\\0put': contains a NUL"));
+  }
+  EXPECT_FALSE(std::filesystem::exists(checkpoints()));
 }
 
 }  // namespace

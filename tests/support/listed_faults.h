@@ -19,6 +19,8 @@ struct ListedFaults final : FaultInjector {
   std::optional<int> failing_batch_read;         // every streamed read of this batch fails
   std::optional<SignalFault> signal;             // raised once after its batch count
   bool crash_in_checkpoint_write = false;        // every CheckpointStore::Save aborts half way
+  std::string kill_at_result_stage;              // SIGKILL at this result-writing stage
+  std::string failing_result_write;              // this result file's write fails (ENOSPC)
 
   bool FailAllocation(std::string_view site) const override {
     for (const std::string& name : failing_allocations) {
@@ -31,6 +33,12 @@ struct ListedFaults final : FaultInjector {
   }
   std::optional<SignalFault> SignalAfterBatches() const override { return signal; }
   bool CrashDuringCheckpointWrite() const override { return crash_in_checkpoint_write; }
+  bool KillAtResultStage(std::string_view stage) const override {
+    return !kill_at_result_stage.empty() && stage == kill_at_result_stage;
+  }
+  bool FailResultWrite(std::string_view name) const override {
+    return !failing_result_write.empty() && name == failing_result_write;
+  }
 };
 
 }  // namespace homodyne::test
