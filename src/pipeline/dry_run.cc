@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint_store.h"
+#include "config/path_checks.h"
 #include "homodyne/dataset.h"
 #include "homodyne/errors.h"
 #include "pipeline/memory_budget.h"
@@ -155,6 +156,9 @@ void DescribeCheckpoints(const PreparedFit& fit, std::ostream& out) {
 }  // namespace
 
 void DescribeFitPlan(const Config& config, BatchSource& source, std::ostream& out) {
+  // The paths the job would write (RunFitJob checks them before fitting; the output folder is the
+  // shell's and is not known here).
+  CheckJobPaths(config, std::nullopt);
   const FitObserver no_observer;
   const std::unique_ptr<PreparedFit> fit = PrepareFit(config, source, no_observer);
   const DatasetInfo& info = source.info();
