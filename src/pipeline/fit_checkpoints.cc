@@ -122,12 +122,16 @@ void CheckCheckpointSolver(const Checkpoint& checkpoint, StateSolver solver,
                            const std::string& directory) {
   if (checkpoint.lm.theta.size() == 0 || checkpoint.lm.solver == solver) return;
   const bool ceres_state = checkpoint.lm.solver == StateSolver::kCeres;
-  throw InputError("the checkpoint at batch " + std::to_string(checkpoint.global_batch) + " in " +
-                   directory + " was written by the " + (ceres_state ? "Ceres solver" : "LM core") +
-                   " and this run uses the " + (ceres_state ? "LM core" : "Ceres solver") +
-                   ": resume it with " +
-                   (ceres_state ? "--strategy standard --solver ceres" : "--solver lm") +
-                   ", or start afresh with --no-resume");
+  // The solver named in both shells' words (a flag; the config key, which the Python module
+  // takes); the way to start afresh is the shell's (CheckpointMismatchError).
+  throw CheckpointMismatchError(
+      "the checkpoint at batch " + std::to_string(checkpoint.global_batch) + " in " + directory +
+      " was written by the " + (ceres_state ? "Ceres solver" : "LM core") +
+      " and this run uses the " + (ceres_state ? "LM core" : "Ceres solver") + ": resume it with " +
+      (ceres_state ? "--strategy standard --solver ceres (optimization.nlsq.solver: ceres, "
+                     "strategy standard)"
+                   : "--solver lm (optimization.nlsq.solver: lm)") +
+      ", or start afresh with ");
 }
 
 void CheckCheckpointFits(const Checkpoint& checkpoint, const CheckpointLayout& layout,

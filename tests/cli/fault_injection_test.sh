@@ -299,9 +299,11 @@ open(path, 'wb').write(data)" "$newest" "$size" ;;
     # The other optimiser's state: Ceres (--solver ceres) or the LM core (every other strategy,
     # which share their batches and resume each other's checkpoints).
     if [ "$strategy" = ceres ]; then
-      other=(--strategy large); writer="Ceres solver"; advice="--strategy standard --solver ceres"
+      other=(--strategy large); writer="Ceres solver"
+      advice="--strategy standard --solver ceres \(optimization.nlsq.solver: ceres"
     else
-      other=(--strategy standard --solver ceres); writer="LM core"; advice="--solver lm"
+      other=(--strategy standard --solver ceres); writer="LM core"
+      advice="--solver lm \(optimization.nlsq.solver: lm\)"
     fi
     expect_exit 1 "written by the $writer.*resume it with $advice" "$bin_dir/homodyne" \
       --config fit.yaml "${other[@]}" "${local_only[@]}" --output-dir other_strategy

@@ -21,6 +21,7 @@
 
 #include "checkpoint/checkpoint_lock.h"
 #include "checkpoint/checkpoint_store.h"
+#include "homodyne/checkpoint_errors.h"
 #include "homodyne/config.h"
 #include "homodyne/dataset.h"
 #include "homodyne/errors.h"
@@ -397,11 +398,21 @@ TEST(CheckCheckpointSolverTest, RefusesAStateOfTheOtherOptimiserNamingTheWayOut)
   EXPECT_EQ(SolverErrorOf(Checkpoint{}, StateSolver::kCeres), "");
   EXPECT_EQ(SolverErrorOf(ceres, StateSolver::kLmCore),
             "the checkpoint at batch 40 in ck was written by the Ceres solver and this run uses "
-            "the LM core: resume it with --strategy standard --solver ceres, or start afresh with "
+            "the LM core: resume it with --strategy standard --solver ceres "
+            "(optimization.nlsq.solver: ceres, strategy standard), or start afresh with "
             "--no-resume");
   EXPECT_EQ(SolverErrorOf(core, StateSolver::kCeres),
             "the checkpoint at batch 40 in ck was written by the LM core and this run uses the "
-            "Ceres solver: resume it with --solver lm, or start afresh with --no-resume");
+            "Ceres solver: resume it with --solver lm (optimization.nlsq.solver: lm), or start "
+            "afresh with --no-resume");
+  // A typed error, so that the Python module words the fresh start its own way.
+  try {
+    CheckCheckpointSolver(core, StateSolver::kCeres, "ck");
+    ADD_FAILURE() << "no error";
+  } catch (const CheckpointMismatchError& error) {
+    EXPECT_THAT(error.Message("resume=False"),
+                EndsWith("or start afresh with resume=False"));
+  }
 }
 
 // --- The resume announcement ----------------------------------------------------------------
