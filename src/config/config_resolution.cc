@@ -74,6 +74,10 @@ class OverrideChecker {
     throw UsageError(name + (spelling_ == OverrideSpelling::kKeyword ? " = " : " ") + shown + ": " +
                      rule);
   }
+  // A path with no NUL character (path_checks.h), else UsageError naming the override.
+  void RequireNoNul(const OverrideName& name, const std::string& path) const {
+    if (HasNul(path)) throw UsageError(NulInPathMessage(Spelled(name), path));
+  }
   // `text` one of `allowed` (any case: the parsers ignore it).
   void RequireOneOf(const OverrideName& name, const std::string& text,
                     const std::vector<std::string>& allowed) const {
@@ -237,11 +241,7 @@ void CheckOverrides(const ConfigOverrides& overrides, OverrideSpelling spelling)
   if (const auto& directory = overrides.checkpoint_dir) {
     check.Require(!directory->empty(), {"--checkpoint-dir", "checkpoint_dir"}, *directory,
                   "must be a non-empty folder path");
-    if (HasNul(*directory)) {
-      throw UsageError(NulInPathMessage(
-          spelling == OverrideSpelling::kKeyword ? "checkpoint_dir" : "--checkpoint-dir",
-          *directory));
-    }
+    check.RequireNoNul({"--checkpoint-dir", "checkpoint_dir"}, *directory);
   }
   if (const auto& frequency = overrides.checkpoint_frequency) {
     check.Require(*frequency > 0, {"--checkpoint-frequency", "checkpoint_frequency"}, *frequency,
