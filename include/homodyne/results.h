@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -153,5 +154,21 @@ void WriteFittedData(BatchSource& source, const ModelEvaluation& evaluation,
 // file at all, never a mix; it throws InputError naming the file, the reason and which of the two.
 void WriteAllResultFiles(const FitResult& result, BatchSource& source,
                          const ModelEvaluation& evaluation, const std::string& output_dir);
+
+// `homodyne --output-format yaml|json`: the reference package's legacy summary file,
+// OUTPUT_DIR/homodyne_results.{yaml,json} (docs/results.md, Legacy summary). Its format from the
+// value of --output-format; nullopt for any other value ("npz" is not among them: this engine
+// writes no NumPy archives).
+enum class LegacySummaryFormat { kYaml, kJson };
+std::optional<LegacySummaryFormat> ParseLegacySummaryFormat(const std::string& text);
+
+// Writes output_dir/homodyne_results.yaml or .json (output_dir created if absent), durably and
+// atomically as every result file, with the reference's fields: method "nlsq", analysis_mode,
+// success (convergence_status == "converged"), optimization_time [s], device_config (backend,
+// threads), parameters (the reference's vector order: contrasts, offsets, then the physical
+// parameters) beside parameter_names, and diagnostics.chi_squared. Returns the path written.
+// Throws InputError naming the path when it cannot be written.
+std::string WriteLegacySummary(const FitResult& result, LegacySummaryFormat format,
+                               const std::string& output_dir);
 
 }  // namespace homodyne

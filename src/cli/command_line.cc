@@ -9,7 +9,7 @@
 #include "homodyne/backend.h"
 #include "homodyne/errors.h"
 #include "homodyne/override_checks.h"
-#include "legacy_summary.h"
+#include "homodyne/results.h"
 
 namespace homodyne::cli {
 namespace {

@@ -1,7 +1,6 @@
 // `homodyne --config FILE` (fit_command.h): a shell over the library's Fit (homodyne/fit.h).
 #include "fit_command.h"
 
-#include "legacy_summary.h"
 #include "plots.h"
 
 #include <unistd.h>

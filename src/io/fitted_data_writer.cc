@@ -153,20 +153,26 @@ void WriteContents(hid_t file, BatchSource& source, const ModelEvaluation& evalu
 
 namespace io_internal {
 
-void WriteFittedDataInto(const DurableFile& file, BatchSource& source,
-                         const ModelEvaluation& evaluation,
-                         const std::vector<AngleScaling>& per_angle) {
+void AddFittedData(DurableFileSet& set, BatchSource& source, const ModelEvaluation& evaluation,
+                   const std::vector<AngleScaling>& per_angle) {
   HOMODYNE_CHECK(static_cast<int>(per_angle.size()) == source.info().num_angles());
   HOMODYNE_CHECK(evaluation.model().num_times() == source.info().num_times());
-  InitializeHdf5();
-  const std::string temporary = file.temporary_path().string();
-  Hid hdf5_file = FileHid(H5Fcreate(temporary.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
-  if (!hdf5_file.valid()) {
-    throw std::runtime_error("cannot create " + temporary + ": " + Hdf5ErrorText());
-  }
-  WriteContents(hdf5_file.get(), source, evaluation, per_angle);
-  if (H5Fflush(hdf5_file.get(), H5F_SCOPE_LOCAL) < 0 || hdf5_file.Close() < 0) {
-    throw std::runtime_error("cannot close " + temporary + ": " + Hdf5ErrorText());
+  const DurableFile& file = set.Add(std::string(kFittedDataFileName));
+  try {
+    InitializeHdf5();
+    const std::string temporary = file.temporary_path().string();
+    Hid hdf5_file =
+        FileHid(H5Fcreate(temporary.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+    if (!hdf5_file.valid()) {
+      throw std::runtime_error("cannot create " + temporary + ": " + Hdf5ErrorText());
+    }
+    WriteContents(hdf5_file.get(), source, evaluation, per_angle);
+    if (H5Fflush(hdf5_file.get(), H5F_SCOPE_LOCAL) < 0 || hdf5_file.Close() < 0) {
+      throw std::runtime_error("cannot close " + temporary + ": " + Hdf5ErrorText());
+    }
+  } catch (const std::runtime_error& failure) {
+    throw std::runtime_error(file.final_path().string() + ": cannot write the fitted data (" +
+                             failure.what() + ")" + set.NothingPublished());
   }
 }
 
@@ -175,16 +181,9 @@ void WriteFittedDataInto(const DurableFile& file, BatchSource& source,
 void WriteFittedData(BatchSource& source, const ModelEvaluation& evaluation,
                      const std::vector<AngleScaling>& per_angle, const std::string& output_dir) {
   const std::filesystem::path folder = io_internal::CreateResultsFolder(output_dir);
-  const std::string name(kFittedDataFileName);
   try {
     io_internal::DurableFileSet set(folder, {});
-    const io_internal::DurableFile& file = set.Add(name);
-    try {
-      io_internal::WriteFittedDataInto(file, source, evaluation, per_angle);
-    } catch (const std::runtime_error& failure) {
-      throw std::runtime_error(file.final_path().string() + ": cannot write the fitted data (" +
-                               failure.what() + ")" + set.NothingPublished());
-    }
+    io_internal::AddFittedData(set, source, evaluation, per_angle);
     set.Commit();
   } catch (const InputError&) {
     throw;

@@ -15,11 +15,11 @@ namespace homodyne::io_internal {
 // output_dir/nlsq, created (with parents) if absent. Throws InputError naming it and the reason.
 std::filesystem::path CreateResultsFolder(const std::string& output_dir);
 
-// Writes fitted_data.h5's contents (results.h, WriteFittedData) with HDF5 into the temporary file
-// of `file` and closes it there, ready for DurableFileSet::Commit. Throws std::runtime_error
-// naming what failed (a dataset, rows) and HDF5's reason.
-void WriteFittedDataInto(const DurableFile& file, BatchSource& source,
-                         const ModelEvaluation& evaluation,
-                         const std::vector<AngleScaling>& per_angle);
+// Adds fitted_data.h5 (kFittedDataFileName) to `set` and writes its contents (results.h,
+// WriteFittedData) with HDF5 into its temporary file, closed there, ready for
+// DurableFileSet::Commit. Throws std::runtime_error naming the file, what failed (a dataset,
+// rows) and HDF5's reason, and that nothing was published.
+void AddFittedData(DurableFileSet& set, BatchSource& source, const ModelEvaluation& evaluation,
+                   const std::vector<AngleScaling>& per_angle);
 
 }  // namespace homodyne::io_internal

@@ -253,14 +253,8 @@ void WriteResultSet(const FitResult& result, const FittedDataInputs* fitted_data
   try {
     io_internal::DurableFileSet set(folder, std::move(previous_names));
     if (fitted_data != nullptr) {
-      const io_internal::DurableFile& file = set.Add(std::string(kFittedDataFileName));
-      try {
-        io_internal::WriteFittedDataInto(file, fitted_data->source, fitted_data->evaluation,
-                                         result.per_angle);
-      } catch (const std::runtime_error& failure) {
-        throw std::runtime_error(file.final_path().string() + ": cannot write the fitted data (" +
-                                 failure.what() + ")" + set.NothingPublished());
-      }
+      io_internal::AddFittedData(set, fitted_data->source, fitted_data->evaluation,
+                                 result.per_angle);
     }
     const std::string timestamp = Timestamp();
     AddJson(set, kConvergenceMetricsFileName, ConvergenceMetricsJson(result));

@@ -1,20 +1,20 @@
-// The legacy summary of --output-format (legacy_summary.h).
-#include "legacy_summary.h"
-
+// The legacy summary of --output-format (WriteLegacySummary, include/homodyne/results.h).
 #include <nlohmann/json.hpp>
 
 #include <charconv>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "homodyne/errors.h"
 #include "homodyne/model.h"
+#include "homodyne/results.h"
+#include "io/durable_file.h"
 
-namespace homodyne::cli {
+namespace homodyne {
 namespace {
 
 struct NamedVector {
@@ -101,22 +101,13 @@ std::string WriteLegacySummary(const FitResult& result, LegacySummaryFormat form
   const std::string text = yaml ? YamlText(result, vector) : JsonText(result, vector);
   std::error_code error;
   std::filesystem::create_directories(output_dir, error);
-  const std::filesystem::path temporary = path.string() + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.close();
-    if (!out) {
-      std::filesystem::remove(temporary, error);
-      throw InputError(path.string() + ": cannot write the legacy summary (--output-format)");
-    }
-  }
-  std::filesystem::rename(temporary, path, error);
-  if (error) {
-    std::filesystem::remove(temporary, error);
-    throw InputError(path.string() + ": cannot write the legacy summary (--output-format)");
+  try {
+    io_internal::WriteFileDurably(path, text);
+  } catch (const std::runtime_error& failure) {
+    throw InputError(path.string() + ": cannot write the legacy summary (--output-format; " +
+                     failure.what() + ")");
   }
   return path.string();
 }
 
-}  // namespace homodyne::cli
+}  // namespace homodyne
