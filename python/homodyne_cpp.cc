@@ -5,7 +5,6 @@
 // converted. Errors of the C++ side arrive as Python exceptions with the same message; the GIL is
 // released while fitting; Ctrl-C stops a fit cleanly (KeyboardInterrupt, after a checkpoint when
 // checkpoints are on). A fit leaves no process state behind (the OpenMP thread count included).
-#include <omp.h>
 #include <pybind11/functional.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -501,19 +500,6 @@ class PythonObserver {
   std::optional<py::error_already_set> error_;
 };
 
-// Puts the OpenMP thread count back when a fit ends (the fit sets it from its config): options
-// hold for one call only.
-class OpenMpThreadsRestorer {
- public:
-  OpenMpThreadsRestorer() : threads_(omp_get_max_threads()) {}
-  ~OpenMpThreadsRestorer() { omp_set_num_threads(threads_); }
-  OpenMpThreadsRestorer(const OpenMpThreadsRestorer&) = delete;
-  OpenMpThreadsRestorer& operator=(const OpenMpThreadsRestorer&) = delete;
-
- private:
-  int threads_;
-};
-
 NlsqResult FitNlsq(const std::optional<py::dict>& data, const LoadedConfig& loaded,
                    const std::vector<InitialValue>& initial_values, const PythonFitOptions& options,
                    const py::object& progress, const std::optional<std::string>& output_dir) {
@@ -532,7 +518,8 @@ NlsqResult FitNlsq(const std::optional<py::dict>& data, const LoadedConfig& load
   NlsqResult result;
   std::optional<FitInterrupted> stopped;
   {
-    const OpenMpThreadsRestorer restore_threads;
+    // Options hold for this call only: the fit gives the caller's thread count back (Fit,
+    // include/homodyne/fit.h).
     py::gil_scoped_release release;
     try {
       result.outcome = RunFitJob(config, *input.source, job, observer.Make());

@@ -104,7 +104,7 @@ FitOutcome RunFitJob(const Config& config, BatchSource& source, const FitJobOpti
 // into them, the memory available and per strategy, the batch size, the threads, the strategy,
 // and the checkpoint a fit would resume from (or none, or --no-resume). Writes the report to
 // `out`; throws what Fit throws before its first pass, with the same message (ConfigError,
-// InputError, DataError). Writes and removes nothing.
+// InputError, DataError). Writes and removes nothing, and gives the caller's thread count back.
 void DescribeFitPlan(const Config& config, BatchSource& source, std::ostream& out);
 
 // ---------------------------------------------------------------------------------------------

@@ -84,7 +84,7 @@ void DescribeParameters(const PreparedFit& fit, std::ostream& out) {
   const std::vector<std::string>& fitted = parameters.map.reduced_names;
   const int n_physical =
       static_cast<int>(std::count_if(fitted.begin(), fitted.end(), [&](const std::string& name) {
-        return std::find(physical.begin(), physical.end(), name) != physical.end();
+        return IsPhysicalParameter(fit.config.analysis_mode, name);
       }));
   out << "  parameters        " << parameters.map.num_reduced() << " fitted: " << n_physical
       << " physical + " << parameters.map.num_reduced() - n_physical << " scaling (per-angle mode "
@@ -126,7 +126,7 @@ void DescribeParameters(const PreparedFit& fit, std::ostream& out) {
     }
     out << " in [" << bound.min << ", " << bound.max << "]\n";
   }
-  for (const std::string& remark : fit.start_remarks) {
+  for (const std::string& remark : parameters.start_warnings) {
     out << "  start clipped     " << remark << "\n";
   }
 }

@@ -12,7 +12,6 @@
 #include "fit_strategy.h"
 #include "global_phase.h"
 
-#include <omp.h>
 #include <spdlog/spdlog.h>
 
 #include <Eigen/Dense>
@@ -87,9 +86,9 @@ class FitRun {
   // The final fit's options, whose callback logs, observes and checkpoints every iteration; the
   // start values outside their bounds, as warnings of the result.
   void FinalFitOptionsStep() {
-    for (const std::string& remark : fit_->start_remarks) {
-      spdlog::warn("{}", remark);
-      result().warnings.push_back(remark);
+    for (const std::string& warning : fit_->parameters->start_warnings) {
+      spdlog::warn("{}", warning);
+      result().warnings.push_back(warning);
     }
     lm_ = FinalFitOptions(config_, *fit_->parameters);
     lm_.callback = [this](const LevenbergMarquardtIteration& iteration) {
@@ -236,12 +235,6 @@ class FitRun {
 }  // namespace
 
 FitOutcome Fit(const Config& config, BatchSource& source, const FitObserver& observer) {
-  // The plan sets OpenMP's thread count for the fit (PrepareFit); the caller's comes back on
-  // every exit, so a fit's threads never carry over to the caller's next parallel region or fit.
-  struct RestoreThreads {
-    int threads = omp_get_max_threads();
-    ~RestoreThreads() { omp_set_num_threads(threads); }
-  } restore_threads;
   return FitRun(config, source, observer).Run();
 }
 

@@ -43,9 +43,9 @@ struct CheckpointLayout {
 // checks, even if the identity missed what made it different.
 void CheckCheckpointFits(const Checkpoint& checkpoint, const CheckpointLayout& layout,
                          const std::string& directory);
-// Throws InputError (naming the checkpoint, both optimisers and the flags that resume it) when
-// `checkpoint` holds a fit state of the other optimiser than `solver`: Ceres and the LM core keep
-// different states, and one cannot continue the other's.
+// Throws CheckpointMismatchError (naming the checkpoint, both optimisers and the flags and config
+// key that resume it) when `checkpoint` holds a fit state of the other optimiser than `solver`:
+// Ceres and the LM core keep different states, and one cannot continue the other's.
 void CheckCheckpointSolver(const Checkpoint& checkpoint, StateSolver solver,
                            const std::string& directory);
 

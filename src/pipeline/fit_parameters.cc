@@ -107,12 +107,11 @@ FitParameters BuildFitParameters(const Config& config, const ResolvedScaling& sc
   // search a space of no dimension.
   const bool searches_physical = config.nlsq.global_search.method != GlobalSearchMethod::kOff ||
                                  config.nlsq.variable_projection;
-  int free_physical = 0;
-  for (const std::string& name : parameters.map.reduced_names) {
-    free_physical += static_cast<int>(
-        std::find(physical_names.begin(), physical_names.end(), name) != physical_names.end());
-  }
-  if (free_physical == 0 && searches_physical) {
+  const std::vector<std::string>& fitted = parameters.map.reduced_names;
+  const bool none_physical = std::none_of(fitted.begin(), fitted.end(), [&](const std::string& name) {
+    return IsPhysicalParameter(config.analysis_mode, name);
+  });
+  if (none_physical && searches_physical) {
     throw ConfigError(config.source_path +
                       ": initial_parameters.fixed_parameters fixes every physical parameter: "
                       "nothing left to fit (the global search and the variable projection search "
@@ -122,6 +121,11 @@ FitParameters BuildFitParameters(const Config& config, const ResolvedScaling& sc
   parameters.reduced_start = ReduceStartingPoint(parameters.map, start);
   parameters.reduced_bounds = ReduceBounds(parameters.map, lower, upper);
   return parameters;
+}
+
+bool IsPhysicalParameter(AnalysisMode mode, const std::string& name) {
+  const std::vector<std::string>& physical = PhysicalParameterNames(mode);
+  return std::find(physical.begin(), physical.end(), name) != physical.end();
 }
 
 LevenbergMarquardtOptions FinalFitOptions(const Config& config, const FitParameters& parameters) {

@@ -43,6 +43,10 @@ FitParameters BuildFitParameters(const Config& config, const ResolvedScaling& sc
                                  const std::vector<double>& phi_degrees,
                                  const std::vector<ScalingEstimate>& scaling_from_data);
 
+// True when `name` (of the full or the reduced layout) is one of the mode's physical parameters,
+// not a contrast or an offset (per angle, shared, or a Fourier coefficient of them).
+bool IsPhysicalParameter(AnalysisMode mode, const std::string& name);
+
 // The final fit's options from the config: the reduced bounds and names of `parameters`,
 // optimization.nlsq's max_iterations, tolerance (ftol), xtol, gtol and statistical_tolerance, and
 // numerical validation unless performance.fast_mode. No callback and no resume state.

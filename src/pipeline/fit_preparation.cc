@@ -85,7 +85,6 @@ void BuildParametersStep(PreparedFit& fit) {
   const FitParameters& parameters = *fit.parameters;
   spdlog::info("per-angle scaling {} ({}); {} parameters fitted", ToString(fit.plan.scaling.mode),
                fit.plan.scaling.reason, parameters.map.num_reduced());
-  fit.start_remarks = parameters.start_warnings;
   // Data in memory are counted now; streamed data again after the final fit (fit.cc).
   CheckDataCanBeFitted(fit.strategy->objective(), fit.source.info().file_path,
                        fit.plan.scaling.mode, parameters.map.num_reduced());
@@ -116,6 +115,9 @@ void LookUpCheckpointStep(PreparedFit& fit) {
 }
 
 }  // namespace
+
+CallersThreadCount::CallersThreadCount() : threads_(omp_get_max_threads()) {}
+CallersThreadCount::~CallersThreadCount() { omp_set_num_threads(threads_); }
 
 std::unique_ptr<PreparedFit> PrepareFit(const Config& config, BatchSource& source,
                                         const FitObserver& observer) {

@@ -33,6 +33,19 @@ struct ResumePoint {
   std::string path;  // its file (CheckpointStore::PathOf)
 };
 
+// OpenMP's thread count when constructed, set again when destroyed: the plan sets the fit's own
+// (PrepareFit, step 2), and the caller gets its count back however the fit or the dry run ends.
+class CallersThreadCount {
+ public:
+  CallersThreadCount();
+  ~CallersThreadCount();
+  CallersThreadCount(const CallersThreadCount&) = delete;
+  CallersThreadCount& operator=(const CallersThreadCount&) = delete;
+
+ private:
+  int threads_;
+};
+
 // Everything the steps before the first pass resolved. Neither copied nor moved: the strategy's
 // chunk callback (on_chunk) points into it. Members are destroyed in reverse order: the strategy
 // goes before the checkpoints, the model and the angles (a streaming objective gives the source
@@ -43,6 +56,7 @@ struct PreparedFit {
   PreparedFit(const PreparedFit&) = delete;
   PreparedFit& operator=(const PreparedFit&) = delete;
 
+  const CallersThreadCount callers_threads;  // given back when the prepared fit ends
   const Config& config;  // a config from ResolveConfig (the shells' overrides are in it)
   BatchSource& source;
   const FitObserver& observer;
@@ -57,12 +71,9 @@ struct PreparedFit {
   std::function<void(const PassProgress&)> on_chunk;  // every chunk of every pass
   std::unique_ptr<FitCheckpoints> checkpoints;        // step 5
   std::unique_ptr<FitStrategy> strategy;              // step 3 (after a fallback: the leaner one)
-  std::optional<FitParameters> parameters;            // step 4
-  // Step 4: one remark per start value outside its bounds, in the full layout's order, as
-  // BuildFitParameters clipped it: "initial value of NAME = V is above its upper bound B: clipped
-  // to B" (ClipStartIntoBounds, src/optimize/bounds.h). Not an error; Fit logs each as a warning
-  // and adds it to the result's warnings.
-  std::vector<std::string> start_remarks;
+  // Step 4; its start_warnings (a start clipped into its bounds) Fit logs and adds to the
+  // result's warnings, and the dry run lists.
+  std::optional<FitParameters> parameters;
   std::optional<ResumePoint> resume_point;  // step 5; none with --no-resume
 };
 
@@ -77,8 +88,8 @@ struct PreparedFit {
 //      (SetUpStrategy: the data read into memory, or a sample of them for streaming; the next
 //      leaner strategy after an allocation failure, in result.recovery_actions);
 //   4. parameters: start, bounds and the reduced layout with the per-angle map and
-//      fixed_parameters (BuildFitParameters: ConfigError when nothing is left to fit), the
-//      start values outside their bounds (start_remarks), and the data checked against the
+//      fixed_parameters (BuildFitParameters: ConfigError when nothing is left to fit; the start
+//      values clipped into their bounds, with a warning each), and the data checked against the
 //      fitted parameters (CheckDataCanBeFitted: DataError for data that cannot be fitted);
 //   5. checkpoints: the fit's FitCheckpoints and, when resuming, the checkpoint it resumes from,
 //      checked (InputError for one of another config, data set or optimiser).

@@ -100,23 +100,22 @@ std::string ReasonNumber(double value) {
   return text;
 }
 
-// The quality inputs of a solution: the physical parameters (named in `physical_names`; the
-// reduced layout may hold fewer of them, with fixed_parameters) that ended on a bound of a range
-// wider than a point, and the undetermined parameters. lm: the reduced bounds and names the final
-// fit ran with.
+// The quality inputs of a solution: the physical parameters (IsPhysicalParameter; the reduced
+// layout may hold fewer of them, with fixed_parameters) that ended on a bound of a range wider
+// than a point, and the undetermined parameters. lm: the reduced bounds and names the final fit
+// ran with.
 FitQualityInputs QualityInputs(const LevenbergMarquardtSummary& summary,
-                               const LevenbergMarquardtOptions& lm,
-                               const std::vector<std::string>& physical_names,
-                               const FitResult& result) {
+                               const LevenbergMarquardtOptions& lm, const FitResult& result) {
   FitQualityInputs inputs;
   inputs.reduced_chi_squared = result.reduced_chi_squared;
   inputs.degrees_of_freedom = result.degrees_of_freedom;
   inputs.convergence_status = result.convergence_status;
   for (const int i : summary.parameters_at_bound) {
     const std::string& name = lm.parameter_names[static_cast<size_t>(i)];
-    const bool physical =
-        std::find(physical_names.begin(), physical_names.end(), name) != physical_names.end();
-    if (!physical || lm.lower_bounds[i] == lm.upper_bounds[i]) continue;
+    if (!IsPhysicalParameter(result.analysis_mode, name) ||
+        lm.lower_bounds[i] == lm.upper_bounds[i]) {
+      continue;
+    }
     (summary.theta[i] <= lm.lower_bounds[i] ? inputs.at_lower_bound : inputs.at_upper_bound)
         .push_back(name);
   }
@@ -267,7 +266,7 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
                               : summary.status == LevenbergMarquardtStatus::kMaxIterations
                                   ? "max_iterations"
                                   : "failed";
-  FitQuality quality = AssessFitQuality(QualityInputs(summary, lm, names, result));
+  FitQuality quality = AssessFitQuality(QualityInputs(summary, lm, result));
   result.quality_flag = std::move(quality.flag);
   result.quality_reasons = std::move(quality.reasons);
   return std::vector<double>(full.theta.data(), full.theta.data() + n_physical);

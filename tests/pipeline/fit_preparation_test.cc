@@ -136,7 +136,7 @@ TEST(FitPreparationTest, StartOutsideItsBoundsIsARemarkWithTheValueItIsClippedTo
   DescribeFitPlan(config, *source, report);
 
   EXPECT_THAT(
-      fit->start_remarks,
+      fit->parameters->start_warnings,
       ElementsAre("initial value of D0 = 200000 is above its upper bound 100000: clipped "
                   "to 100000",
                   "initial value of alpha = -3 is below its lower bound -2: clipped to -2"));
