@@ -1,6 +1,9 @@
-// The homodyne model of two-time correlations (He et al., PNAS 2024) exactly as the reference
-// package computes it (docs/model.md), with its analytic Jacobian (docs/model.md, Jacobian).
+// The models of two-time correlations exactly as the reference packages compute them
+// (docs/model.md), with their analytic Jacobians (docs/model.md, Jacobian): the homodyne modes
+// static and laminar_flow (He et al., PNAS 2024), below, and the two-component (heterodyne) mode
+// of the successor package (He et al., PNAS 2024 and 2025; docs/model.md, Two-component mode).
 //
+// Homodyne modes:
 //   c2_k(i, j) = offset_k + contrast_k * g1(i, j)^2
 //   g1 = max(g1_diffusion * sinc(Phi_k)^2, 1e-10)
 //   g1_diffusion = exp(clip(-0.5 q^2 dt * M_D(i, j), -700, 0))
@@ -11,6 +14,7 @@
 //   sinc(x) = sin(x)/x (unnormalised), 1 - x^2/6 + x^4/120 for |x| < 1e-4
 #pragma once
 
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -18,7 +22,7 @@
 
 namespace homodyne {
 
-enum class AnalysisMode { kStatic, kLaminarFlow };
+enum class AnalysisMode { kStatic, kLaminarFlow, kTwoComponent };
 
 // Safeguards of the reference kernel, shared by every evaluation of the model (docs/model.md:
 // Rates, The time integrals, Diffusion factor, Shear factor, g1 floor and c2).
@@ -31,19 +35,23 @@ inline constexpr double kSincTaylorRadius = 1e-4;     // Taylor branch of sinc
 inline constexpr double kG1Floor = 1e-10;             // floor of g1
 }  // namespace model_limits
 
-// "static" or "laminar_flow".
+// "static", "laminar_flow" or "two_component".
 std::string_view ToString(AnalysisMode mode);
-// Accepts the reference's names and aliases (case-insensitive): static, static_isotropic,
-// static_anisotropic, laminar_flow. Throws ConfigError for anything else.
+// Accepts the reference packages' names and aliases (case-insensitive): static, static_isotropic,
+// static_anisotropic, laminar_flow, two_component, heterodyne. Throws ConfigError for anything
+// else.
 AnalysisMode ParseAnalysisMode(std::string_view text);
+// Every accepted name, for messages: "static, static_isotropic, ..., heterodyne".
+std::string AnalysisModeNames();
 
-// 3 (static: D0, alpha, D_offset) or 7 (laminar_flow adds gamma_dot_t0, beta,
-// gamma_dot_t_offset, phi0).
+// 3 (static: D0, alpha, D_offset), 7 (laminar_flow adds gamma_dot_t0, beta, gamma_dot_t_offset,
+// phi0) or 14 (two_component: D0_ref, alpha_ref, D_offset_ref, D0_sample, alpha_sample,
+// D_offset_sample, v0, v_beta, v_offset, f0, f1, f2, f3, phi0_het).
 int NumPhysicalParameters(AnalysisMode mode);
 // Canonical physical parameter names in model order.
 const std::vector<std::string>& PhysicalParameterNames(AnalysisMode mode);
 
-// Index of each physical parameter in the model's parameter vector.
+// Index of each physical parameter in the model's parameter vector (homodyne modes).
 enum PhysicalIndex : int {
   kD0 = 0,
   kAlpha = 1,
@@ -57,8 +65,8 @@ enum PhysicalIndex : int {
 // Experiment constants entering the model's prefactors.
 struct ScatteringGeometry {
   double q_inv_angstrom = 0.0054;  // scattering wavevector q [1/Angstrom]
-  double gap_angstrom = 2.0e6;     // stator-rotor gap L [Angstrom]
-  double dt_seconds = 0.001;       // frame time dt [s]
+  double gap_angstrom = 2.0e6;     // stator-rotor gap L [Angstrom] (laminar_flow only)
+  double dt_seconds = 0.001;       // frame time dt [s], the step of the time integrals
 
   // 0.5 q^2 dt ("wavevector_q_squared_half_dt" of the reference).
   double DiffusionPrefactor() const;
@@ -87,31 +95,27 @@ class HomodyneModel {
   std::vector<double> times_seconds_;
 };
 
+class ModePoint;  // src/model/mode_point.h: a mode's model at one parameter vector
+
 // The model at one physical parameter vector. Construction does all the work that depends only
 // on the parameters and the time grid (rates, cumulative integrals and their parameter
 // derivatives): O(N). Evaluation per point is then O(1). Immutable after construction; safe to
 // share between threads. Holds a reference to the model, which must outlive it.
 class ModelEvaluation {
  public:
-  // physical_parameters: num_physical() values in PhysicalParameterNames order (phi0 in degrees).
+  // physical_parameters: num_physical() values in PhysicalParameterNames order (phi0 and phi0_het
+  // in degrees).
   ModelEvaluation(const HomodyneModel& model, std::span<const double> physical_parameters);
+  ~ModelEvaluation();
+  ModelEvaluation(ModelEvaluation&&) noexcept;
+  ModelEvaluation(const ModelEvaluation&) = delete;
+  ModelEvaluation& operator=(const ModelEvaluation&) = delete;
+  ModelEvaluation& operator=(ModelEvaluation&&) = delete;
 
   const HomodyneModel& model() const { return model_; }
-  // The O(N) intermediates, for kernels that evaluate many points at once (the fitting pass):
-  // C_D and C_G (N values each; C_G empty in static mode) and their derivatives with respect to
-  // (D0, alpha, D_offset) and (gamma_dot_t0, beta, gamma_dot_t_offset): column p of the
-  // derivatives at [p N, (p + 1) N).
-  std::span<const double> cumulative_diffusion() const { return cumulative_diffusion_; }
-  std::span<const double> cumulative_diffusion_derivatives() const {
-    return cumulative_diffusion_derivatives_;
-  }
-  std::span<const double> cumulative_shear() const { return cumulative_shear_; }
-  std::span<const double> cumulative_shear_derivatives() const {
-    return cumulative_shear_derivatives_;
-  }
   std::span<const double> physical_parameters() const { return parameters_; }
-  double diffusion_prefactor() const { return diffusion_prefactor_; }  // 0.5 q^2 dt
-  double sinc_prefactor() const { return sinc_prefactor_; }            // q L dt / (2 pi)
+  // The mode's model (src/model/mode_point.h), for the pass kernel.
+  const ModePoint& point() const { return *point_; }
 
   // c2 at (i, j) for j in [j_begin, j_end) of one angle (any j, diagonal included).
   void ComputeC2RowSegment(double phi_degrees, double contrast, double offset, int i, int j_begin,
@@ -134,20 +138,7 @@ class ModelEvaluation {
  private:
   const HomodyneModel& model_;
   std::vector<double> parameters_;
-  // Cumulative trapezoid integrals (in steps) of D(t) and gamma_dot(t), and their derivatives with
-  // respect to the 3 parameters of each rate: column-major blocks of N values.
-  std::vector<double> cumulative_diffusion_;
-  std::vector<double> cumulative_diffusion_derivatives_;  // 3 * N
-  std::vector<double> cumulative_shear_;
-  std::vector<double> cumulative_shear_derivatives_;  // 3 * N
-  double diffusion_prefactor_;                        // 0.5 q^2 dt (docs/model.md)
-  double sinc_prefactor_;                             // q L dt / (2 pi) (docs/model.md)
-
-  // c2 (and, with kWithJacobian, num_point_derivatives() values per point) at (i, j) for j in
-  // [j_begin, j_end). The one per-point kernel behind every public evaluation.
-  template <bool kLaminar, bool kWithJacobian>
-  void EvaluateSegment(double phi_degrees, double contrast, double offset, int i, int j_begin,
-                       int j_end, double* c2_out, double* jacobian_out) const;
+  std::unique_ptr<const ModePoint> point_;
 };
 
 // Diagonal correction "basic" of the reference (docs/model.md, Diagonal correction), in place on a

@@ -1,48 +1,58 @@
 // Analysis modes and their physical parameter names (docs/model.md, Modes;
-// docs/configuration.md, Parameters).
+// docs/configuration.md, Parameters), read from the mode catalog (mode_catalog.h).
 #include <algorithm>
 #include <cctype>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "homodyne/errors.h"
 #include "homodyne/model.h"
+#include "model/mode_catalog.h"
 
 namespace homodyne {
 
-std::string_view ToString(AnalysisMode mode) {
-  switch (mode) {
-    case AnalysisMode::kStatic:
-      return "static";
-    case AnalysisMode::kLaminarFlow:
-      return "laminar_flow";
+std::string_view ToString(AnalysisMode mode) { return DefinitionOf(mode).name; }
+
+std::string AnalysisModeNames() {
+  std::string names;
+  for (const ModeDefinition& mode : AllModeDefinitions()) {
+    names += (names.empty() ? "" : ", ") + std::string(mode.name);
+    for (std::string_view alias : mode.aliases) names += ", " + std::string(alias);
   }
-  HOMODYNE_CHECK(false && "unknown AnalysisMode");
-  return {};
+  return names;
 }
 
 AnalysisMode ParseAnalysisMode(std::string_view text) {
   std::string lower(text);
   std::transform(lower.begin(), lower.end(), lower.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  // As the reference: "static" with its two aliases, and "laminar_flow" (docs/model.md, Modes).
-  if (lower == "static" || lower == "static_isotropic" || lower == "static_anisotropic") {
-    return AnalysisMode::kStatic;
+  for (const ModeDefinition& mode : AllModeDefinitions()) {
+    if (lower == mode.name) return mode.mode;
+    for (std::string_view alias : mode.aliases) {
+      if (lower == alias) return mode.mode;
+    }
   }
-  if (lower == "laminar_flow") return AnalysisMode::kLaminarFlow;
-  throw ConfigError("analysis_mode = \"" + std::string(text) +
-                    "\": must be one of static, static_isotropic, static_anisotropic, "
-                    "laminar_flow");
+  throw ConfigError("analysis_mode = \"" + std::string(text) + "\": must be one of " +
+                    AnalysisModeNames());
 }
 
-int NumPhysicalParameters(AnalysisMode mode) { return mode == AnalysisMode::kLaminarFlow ? 7 : 3; }
+int NumPhysicalParameters(AnalysisMode mode) {
+  return static_cast<int>(DefinitionOf(mode).physical.size());
+}
 
 const std::vector<std::string>& PhysicalParameterNames(AnalysisMode mode) {
-  static const std::vector<std::string> kStaticNames = {"D0", "alpha", "D_offset"};
-  static const std::vector<std::string> kLaminarNames = {
-      "D0", "alpha", "D_offset", "gamma_dot_t0", "beta", "gamma_dot_t_offset", "phi0"};
-  return mode == AnalysisMode::kLaminarFlow ? kLaminarNames : kStaticNames;
+  static const std::map<AnalysisMode, std::vector<std::string>> kNames = [] {
+    std::map<AnalysisMode, std::vector<std::string>> names;
+    for (const ModeDefinition& definition : AllModeDefinitions()) {
+      for (const ParameterDefinition& parameter : definition.physical) {
+        names[definition.mode].emplace_back(parameter.name);
+      }
+    }
+    return names;
+  }();
+  return kNames.at(mode);
 }
 
 }  // namespace homodyne

@@ -4,21 +4,24 @@
 //   e = data - c2                                      (0 where the data point is not finite)
 // so that J^T J, J^T e and e^T e of the angle come out of one symmetric rank update.
 //
-// How it is made cheap (docs/design.md section 2): the angle-independent factors (M_D,
-// g1_diffusion and its derivatives, M_G and its derivatives) are computed once per point and
-// reused for every angle; points are processed in tiles of one row segment, each tile's loops
-// vectorised with the branch-free exp / sin / cos of vector_math.h; the Gram update is a set of
-// 4 x 4 register-blocked products per tile. Values agree with ModelEvaluation (the libm reference)
-// to a few ulp; tests/model/pass_kernel_test.cc checks c2, the Jacobian and chi2 against it, large
-// phases included.
+// A thin wrapper around the mode's pass body (ModePass, mode_point.h): the homodyne modes'
+// (homodyne/homodyne_pass_variant.cc) and the two-component mode's
+// (two_component/two_component_pass_variant.cc). How they are made cheap (docs/design.md section
+// 2): the angle-independent factors are computed once per point and reused for every angle;
+// points are processed in tiles of one row segment, each tile's loops vectorised with the
+// branch-free exp / sin / cos of vector_math.h; the Gram update is a set of 4 x 4
+// register-blocked products per tile (gram_block.h). Values agree with ModelEvaluation (the libm
+// reference) to a few ulp; tests/model/pass_kernel_test.cc and two_component_test.cc check c2,
+// the Jacobian and chi2 against it.
 //
 // Deterministic: the same theta, rows, data and instruction-set level give bitwise the same
-// output (the tile split depends only on the rows). The body is compiled once per instruction-set
-// level of the build (pass_kernel_variant.{h,cc}); a kernel runs one level, by default the
-// process's (isa_level.h). Levels may differ in the last bits (FMA contraction, vector width).
+// output (the tile split depends only on the rows). The bodies are compiled once per
+// instruction-set level of the build; a kernel runs one level, by default the process's
+// (isa_level.h). Levels may differ in the last bits (FMA contraction, vector width).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -26,7 +29,8 @@
 
 #include "homodyne/model.h"
 #include "model/isa_level.h"
-#include "model/pass_kernel_variant.h"
+#include "model/gram_block.h"
+#include "model/mode_point.h"
 
 namespace homodyne {
 
@@ -38,21 +42,11 @@ class PassKernel {
   // Per-thread scratch for tiles; create one per thread and reuse it across batches.
   class Workspace {
    public:
-    explicit Workspace(int gram_size);
+    explicit Workspace(int gram_size) : scratch_(gram_size) {}
 
    private:
     friend class PassKernel;
-    // The buffers below, as the kernel's body takes them.
-    pass_kernel::Scratch Pointers();
-    // Angle-independent per-point factors of one tile (column t of each block).
-    std::vector<double> g1_diffusion_;  // kTilePoints
-    std::vector<double> dlog_g1d_;      // 3 kTilePoints: d log g1d / d(D0, alpha, D_off)
-    std::vector<double> m_shear_;       // kTilePoints: M_G
-    std::vector<double> dm_shear_;      // 3 kTilePoints: d M_G / d(g0, beta, g_off)
-    // [J | e] of one angle: column c at [c kTilePoints, (c + 1) kTilePoints), columns padded with
-    // zeros to a multiple of 4.
-    std::vector<double> tile_;
-    int gram_size_;
+    PassScratch scratch_;
   };
 
   // evaluation: the model at the physical parameters (outlives the kernel). phi_degrees,
@@ -63,7 +57,7 @@ class PassKernel {
              std::span<const double> contrast, std::span<const double> offset,
              IsaLevel level = ActiveIsaLevel());
 
-  int num_angles() const { return static_cast<int>(angles_.size()); }
+  int num_angles() const { return num_angles_; }
   // M + 1: the side of each angle's Gram matrix ([J | e]).
   int gram_size() const { return gram_size_; }
   IsaLevel isa_level() const { return level_; }
@@ -81,15 +75,11 @@ class PassKernel {
                              Workspace& workspace) const;
 
  private:
-  pass_kernel::Inputs KernelInputs() const;
-
-  const ModelEvaluation& evaluation_;
-  bool laminar_;
   int num_times_;
   int gram_size_;
   IsaLevel level_;
-  const pass_kernel::Functions* functions_;  // the level's variant
-  std::vector<pass_kernel::AngleCoefficients> angles_;
+  std::unique_ptr<const ModePass> pass_;  // the mode's body at the point, for these angles
+  int num_angles_;
 };
 
 }  // namespace homodyne

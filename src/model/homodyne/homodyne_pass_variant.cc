@@ -1,14 +1,14 @@
-// The pass kernel's body for one instruction-set level (pass_kernel_variant.h): compiled once per
+// The homodyne pass kernel's body for one instruction-set level (homodyne_pass_variant.h): compiled once per
 // level with that level's -march and HOMODYNE_PASS_KERNEL_LEVEL set to its name
 // (src/model/CMakeLists.txt). Formulas and guards are those of ModelEvaluation::EvaluateSegment
-// (src/model/model.cc; docs/model.md), rearranged so the angle-independent factors are shared by
+// (homodyne_point.cc; docs/model.md), rearranged so the angle-independent factors are shared by
 // angles.
 //
 // Only plain C++ here: no Eigen, no standard-library templates, and the helpers in an unnamed
 // namespace, so that this object defines nothing outside homodyne::pass_kernel::<level>
-// (pass_kernel_variant.h; tests/model/pass_kernel_symbols_test.sh). std::sqrt, std::fabs,
+// (homodyne_pass_variant.h; tests/model/pass_kernel_symbols_test.sh). std::sqrt, std::fabs,
 // std::sin and std::cos are the C library's functions (built in at -O2).
-#include "model/pass_kernel_variant.h"
+#include "model/homodyne/homodyne_pass_variant.h"
 
 #include <cmath>
 #include <numbers>
@@ -50,38 +50,6 @@ inline void SinCosVectorOrLibm(double x, double* sin_x, double* cos_x) {
     *cos_x = std::cos(x);
   } else {
     vector_math::SinCos(x, sin_x, cos_x);
-  }
-}
-
-// gram(a0 + a, c0 + c) += sum_t x_{a0+a}[t] x_{c0+c}[t] for a, c < 4 (lower triangle only, padding
-// skipped); gram is column major with side g. Sixteen named accumulators: the compiler keeps them
-// in vector registers, which makes this about four times faster than Eigen's general product for
-// these thin matrices.
-void AddGramBlock(const double* tile, int count, int a0, int c0, int g, double* gram) {
-  const double* a_0 = tile + (a0 + 0) * kTile;
-  const double* a_1 = tile + (a0 + 1) * kTile;
-  const double* a_2 = tile + (a0 + 2) * kTile;
-  const double* a_3 = tile + (a0 + 3) * kTile;
-  const double* c_0 = tile + (c0 + 0) * kTile;
-  const double* c_1 = tile + (c0 + 1) * kTile;
-  const double* c_2 = tile + (c0 + 2) * kTile;
-  const double* c_3 = tile + (c0 + 3) * kTile;
-  double s00 = 0, s01 = 0, s02 = 0, s03 = 0, s10 = 0, s11 = 0, s12 = 0, s13 = 0;
-  double s20 = 0, s21 = 0, s22 = 0, s23 = 0, s30 = 0, s31 = 0, s32 = 0, s33 = 0;
-#pragma omp simd reduction(+ : s00, s01, s02, s03, s10, s11, s12, s13, s20, s21, s22, s23, s30, \
-                               s31, s32, s33)
-  for (int t = 0; t < count; ++t) {
-    const double x0 = a_0[t], x1 = a_1[t], x2 = a_2[t], x3 = a_3[t];
-    const double y0 = c_0[t], y1 = c_1[t], y2 = c_2[t], y3 = c_3[t];
-    s00 += x0 * y0, s01 += x0 * y1, s02 += x0 * y2, s03 += x0 * y3;
-    s10 += x1 * y0, s11 += x1 * y1, s12 += x1 * y2, s13 += x1 * y3;
-    s20 += x2 * y0, s21 += x2 * y1, s22 += x2 * y2, s23 += x2 * y3;
-    s30 += x3 * y0, s31 += x3 * y1, s32 += x3 * y2, s33 += x3 * y3;
-  }
-  const double sums[4][4] = {
-      {s00, s01, s02, s03}, {s10, s11, s12, s13}, {s20, s21, s22, s23}, {s30, s31, s32, s33}};
-  for (int a = 0; a < 4 && a0 + a < g; ++a) {
-    for (int c = 0; c < 4 && c0 + c <= a0 + a; ++c) gram[(a0 + a) + (c0 + c) * g] += sums[a][c];
   }
 }
 
@@ -197,10 +165,7 @@ void AccumulateTile(const AngleCoefficients& angle, const float* data, int count
     finite += weight > 0.0 ? 1 : 0;
   }
   finite_points += finite;
-  const int padded = PaddedTileColumns(gram_size);
-  for (int a0 = 0; a0 < padded; a0 += 4) {
-    for (int c0 = 0; c0 <= a0; c0 += 4) AddGramBlock(tile, count, a0, c0, gram_size, gram);
-  }
+  AddTileGram(tile, count, gram_size, gram);
 }
 
 template <bool kLaminar, bool kLibm>

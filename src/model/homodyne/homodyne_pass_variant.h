@@ -1,7 +1,8 @@
-// The pass kernel's body (PassKernel, pass_kernel.h) as two plain functions over plain arrays. Its
-// source, pass_kernel_variant.cc, is compiled once per instruction-set level of the build (each
-// time in its own namespace homodyne::pass_kernel::<level>), and PassKernel calls the level chosen
-// for the process (isa_level.h; docs/design.md section 2b).
+// The homodyne modes' pass kernel body (static and laminar_flow; ModePass, mode_point.h) as two
+// plain functions over plain arrays. Its source, homodyne_pass_variant.cc, is compiled once per
+// instruction-set level of the build (each time in its own namespace
+// homodyne::pass_kernel::<level>), and HomodynePass calls the level chosen for the process
+// (isa_level.h; docs/design.md section 2b).
 //
 // Contract of the variants' objects: they define no symbol outside their own namespace, so that
 // the linker never merges code compiled for one level with another's (an AVX-512 copy of an
@@ -12,10 +13,9 @@
 
 #include <cstdint>
 
-namespace homodyne::pass_kernel {
+#include "model/gram_block.h"
 
-// Points per tile (one row segment); the vector loops run over a tile.
-inline constexpr int kTilePoints = 256;
+namespace homodyne::pass_kernel {
 
 // One angle's coefficients: Phi = phase_per_step * M_G (laminar_flow).
 struct AngleCoefficients {
@@ -40,7 +40,7 @@ struct Inputs {
   int num_angles = 0;
 };
 
-// Per-thread scratch (PassKernel::Workspace owns it): the angle-independent factors of one tile
+// Per-thread scratch (carved from PassScratch, mode_point.h): the angle-independent factors of one tile
 // and one angle's tile of [J | e] (column c at c kTilePoints, columns padded with zeros to a
 // multiple of 4: PaddedTileColumns).
 struct Scratch {
@@ -50,9 +50,6 @@ struct Scratch {
   double* dm_shear = nullptr;      // 3 kTilePoints: d M_G / d(g0, beta, g_off)
   double* tile = nullptr;          // kTilePoints PaddedTileColumns(gram_size), zero-initialised
 };
-
-// Internal linkage: no copy of it leaves a variant's object (see above).
-static constexpr int PaddedTileColumns(int gram_size) { return (gram_size + 3) / 4 * 4; }
 
 // The two entry points of one level (their contracts are PassKernel's, pass_kernel.h).
 struct Functions {
@@ -70,6 +67,8 @@ struct Functions {
 };
 
 // One definition per level the build compiles (src/model/CMakeLists.txt); only those are linked.
+// The two-component body (two_component/two_component_pass_variant.h) lives beside each of them
+// in namespace homodyne::pass_kernel::<level>::two_component.
 namespace baseline {
 extern const Functions kFunctions;  // x86-64, or the compiler's default target elsewhere
 }

@@ -1,0 +1,369 @@
+// The homodyne modes (static, laminar_flow) at one parameter vector: the tables, the scalar c2 and
+// analytic Jacobian exactly as the reference computes them (docs/model.md; derivatives:
+// docs/model.md, Jacobian), and the pass kernel's body (homodyne_pass_variant.{h,cc}).
+//
+// Split of the work: the HomodynePoint constructor does everything that depends only on the
+// parameters and the time grid (rates, cumulative integrals and their parameter derivatives) in
+// O(N); EvaluateSegmentOf is the O(1)-per-point kernel. It evaluates each point directly (one exp,
+// one sin per point; sin and cos with the Jacobian) from the same double-precision intermediates
+// as the reference, so it agrees with it to rounding at any phase size.
+#include "model/homodyne/homodyne_point.h"
+
+#include <cmath>
+#include <cstddef>
+#include <memory>
+#include <numbers>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "homodyne/errors.h"
+#include "homodyne/model.h"
+#include "model/homodyne/homodyne_pass_variant.h"
+#include "model/mode_point.h"
+
+namespace homodyne {
+namespace {
+
+using model_limits::kG1Floor;
+using model_limits::kLogG1DiffusionMin;
+using model_limits::kMinTimeGuardSeconds;
+using model_limits::kRateFloor;
+using model_limits::kSincTaylorRadius;
+using model_limits::kSmoothAbsEpsilon;
+constexpr double kRadiansPerDegree = std::numbers::pi / 180.0;
+
+// Unnormalised sinc(x) = sin(x)/x and its derivative (docs/model.md, Shear factor, Jacobian), with
+// the reference's Taylor branch for |x| < 1e-4.
+inline double Sinc(double x) {
+  if (std::abs(x) < kSincTaylorRadius) {
+    const double x2 = x * x;
+    return 1.0 - x2 / 6.0 + x2 * x2 / 120.0;
+  }
+  return std::sin(x) / x;
+}
+
+inline void SincAndDerivative(double x, double* sinc, double* derivative) {
+  if (std::abs(x) < kSincTaylorRadius) {
+    const double x2 = x * x;
+    *sinc = 1.0 - x2 / 6.0 + x2 * x2 / 120.0;
+    *derivative = -x / 3.0 + x * x2 / 30.0;
+    return;
+  }
+  const double sin_x = std::sin(x);
+  const double cos_x = std::cos(x);
+  *sinc = sin_x / x;
+  *derivative = (x * cos_x - sin_x) / (x * x);
+}
+
+// One rate r(t) = max(amplitude * ts^exponent + rate_offset, 1e-10) (docs/model.md, Rates)
+// integrated by the cumulative trapezoid in steps (docs/model.md, The time integrals), with the
+// derivatives of the integral with respect to (amplitude, exponent, rate_offset): columns of n
+// values in `derivatives` (3 n). Where the floor is active the rate's derivatives are zero (as
+// JAX's autodiff of the floor).
+void IntegrateRate(const std::vector<double>& guarded_times, double amplitude, double exponent,
+                   double rate_offset, std::vector<double>* cumulative,
+                   std::vector<double>* derivatives) {
+  const std::size_t n = guarded_times.size();
+  cumulative->assign(n, 0.0);
+  derivatives->assign(3 * n, 0.0);
+  double* d_amplitude = derivatives->data();
+  double* d_exponent = d_amplitude + n;
+  double* d_offset = d_exponent + n;
+
+  double previous_rate = 0.0;
+  double previous_partials[3] = {0.0, 0.0, 0.0};
+  for (std::size_t k = 0; k < n; ++k) {
+    const double ts = guarded_times[k];
+    const double power = std::pow(ts, exponent);
+    const double raw_rate = amplitude * power + rate_offset;
+    const bool active = raw_rate > kRateFloor;
+    const double rate = active ? raw_rate : kRateFloor;
+    const double partials[3] = {
+        active ? power : 0.0, active ? amplitude * power * std::log(ts) : 0.0, active ? 1.0 : 0.0};
+    if (k > 0) {
+      (*cumulative)[k] = (*cumulative)[k - 1] + 0.5 * (previous_rate + rate);
+      d_amplitude[k] = d_amplitude[k - 1] + 0.5 * (previous_partials[0] + partials[0]);
+      d_exponent[k] = d_exponent[k - 1] + 0.5 * (previous_partials[1] + partials[1]);
+      d_offset[k] = d_offset[k - 1] + 0.5 * (previous_partials[2] + partials[2]);
+    }
+    previous_rate = rate;
+    for (int p = 0; p < 3; ++p) previous_partials[p] = partials[p];
+  }
+}
+
+
+// The body compiled for `level`, or nullptr when this build lacks the level (BuiltIsaLevels()).
+const pass_kernel::Functions* FunctionsOf(IsaLevel level) {
+  switch (level) {
+#ifdef HOMODYNE_PASS_KERNEL_HAS_BASELINE
+    case IsaLevel::kBaseline:
+      return &pass_kernel::baseline::kFunctions;
+#endif
+#ifdef HOMODYNE_PASS_KERNEL_HAS_AVX2
+    case IsaLevel::kAvx2:
+      return &pass_kernel::avx2::kFunctions;
+#endif
+#ifdef HOMODYNE_PASS_KERNEL_HAS_AVX512
+    case IsaLevel::kAvx512:
+      return &pass_kernel::avx512::kFunctions;
+#endif
+#ifdef HOMODYNE_PASS_KERNEL_HAS_NATIVE
+    case IsaLevel::kNative:
+      return &pass_kernel::native::kFunctions;
+#endif
+    default:
+      return nullptr;
+  }
+}
+
+class HomodynePoint final : public ModePoint {
+ public:
+  HomodynePoint(const HomodyneModel& model, std::span<const double> physical_parameters);
+
+  void EvaluateSegment(double phi_degrees, double contrast, double offset, int i, int j_begin,
+                       int j_end, double* c2_out, double* jacobian_out) const override {
+    const bool laminar = laminar_;
+    if (laminar && jacobian_out != nullptr) {
+      EvaluateSegmentOf<true, true>(phi_degrees, contrast, offset, i, j_begin, j_end, c2_out,
+                                    jacobian_out);
+    } else if (laminar) {
+      EvaluateSegmentOf<true, false>(phi_degrees, contrast, offset, i, j_begin, j_end, c2_out,
+                                     nullptr);
+    } else if (jacobian_out != nullptr) {
+      EvaluateSegmentOf<false, true>(phi_degrees, contrast, offset, i, j_begin, j_end, c2_out,
+                                     jacobian_out);
+    } else {
+      EvaluateSegmentOf<false, false>(phi_degrees, contrast, offset, i, j_begin, j_end, c2_out,
+                                      nullptr);
+    }
+  }
+
+  std::unique_ptr<const ModePass> PreparePass(std::span<const double> phi_degrees,
+                                              std::span<const double> contrast,
+                                              std::span<const double> offset,
+                                              IsaLevel level) const override;
+
+ private:
+  friend class HomodynePass;
+
+  // c2 (and, with kWithJacobian, num_point_derivatives() values per point) at (i, j) for j in
+  // [j_begin, j_end).
+  template <bool kLaminar, bool kWithJacobian>
+  void EvaluateSegmentOf(double phi_degrees, double contrast, double offset, int i, int j_begin,
+                         int j_end, double* c2_out, double* jacobian_out) const;
+
+  bool laminar_;
+  std::vector<double> parameters_;
+  // Cumulative trapezoid integrals (in steps) of D(t) and gamma_dot(t), and their derivatives with
+  // respect to the 3 parameters of each rate: column-major blocks of N values.
+  std::vector<double> cumulative_diffusion_;
+  std::vector<double> cumulative_diffusion_derivatives_;  // 3 * N
+  std::vector<double> cumulative_shear_;                  // laminar_flow
+  std::vector<double> cumulative_shear_derivatives_;      // 3 * N, laminar_flow
+  double diffusion_prefactor_;                            // 0.5 q^2 dt (docs/model.md)
+  double sinc_prefactor_;                                 // q L dt / (2 pi) (docs/model.md)
+};
+
+// The pass kernel's body at one point (ModePass): the angles' coefficients and the chosen level's
+// functions (homodyne_pass_variant.h).
+class HomodynePass final : public ModePass {
+ public:
+  HomodynePass(const HomodynePoint& point, std::span<const double> phi_degrees,
+               std::span<const double> contrast, std::span<const double> offset, IsaLevel level)
+      : point_(point), functions_(FunctionsOf(level)) {
+    HOMODYNE_CHECK(functions_ != nullptr);
+    for (size_t k = 0; k < phi_degrees.size(); ++k) {
+      pass_kernel::AngleCoefficients angle;
+      angle.contrast = contrast[k];
+      angle.offset = offset[k];
+      if (point.laminar_) {
+        const double phi0 = point.parameters_[kPhi0];
+        const double psi = (phi0 - phi_degrees[k]) * kRadiansPerDegree;
+        angle.phase_per_step = point.sinc_prefactor_ * std::cos(psi);
+        angle.dphase_dphi0_per_step = -point.sinc_prefactor_ * std::sin(psi) * kRadiansPerDegree;
+      }
+      angles_.push_back(angle);
+    }
+  }
+
+  void AccumulateRows(int row_begin, int row_end, const float* const* data, double* const* grams,
+                      int64_t* finite_points, PassScratch& scratch) const override {
+    functions_->accumulate_rows(Inputs(scratch.gram_size), row_begin, row_end, data, grams,
+                                finite_points, ScratchOf(scratch));
+  }
+
+  void SumSquaredResiduals(int row_begin, int row_end, const float* const* data,
+                           double* squared_residuals, PassScratch& scratch) const override {
+    functions_->sum_squared_residuals(Inputs(scratch.gram_size), row_begin, row_end, data,
+                                      squared_residuals, ScratchOf(scratch));
+  }
+
+ private:
+  pass_kernel::Inputs Inputs(int gram_size) const {
+    pass_kernel::Inputs inputs;
+    inputs.laminar = point_.laminar_;
+    inputs.num_times = static_cast<int>(point_.cumulative_diffusion_.size());
+    inputs.gram_size = gram_size;
+    inputs.diffusion_prefactor = point_.diffusion_prefactor_;
+    inputs.cumulative_diffusion = point_.cumulative_diffusion_.data();
+    inputs.cumulative_diffusion_derivatives = point_.cumulative_diffusion_derivatives_.data();
+    if (point_.laminar_) {
+      inputs.cumulative_shear = point_.cumulative_shear_.data();
+      inputs.cumulative_shear_derivatives = point_.cumulative_shear_derivatives_.data();
+    }
+    inputs.angles = angles_.data();
+    inputs.num_angles = static_cast<int>(angles_.size());
+    return inputs;
+  }
+
+  // The factor columns of the scratch, as the body names them.
+  static pass_kernel::Scratch ScratchOf(PassScratch& scratch) {
+    constexpr int kTile = pass_kernel::kTilePoints;
+    double* factors = scratch.factors.data();
+    return {factors, factors + kTile, factors + 4 * kTile, factors + 5 * kTile,
+            scratch.tile.data()};
+  }
+
+  const HomodynePoint& point_;
+  const pass_kernel::Functions* functions_;
+  std::vector<pass_kernel::AngleCoefficients> angles_;
+};
+
+HomodynePoint::HomodynePoint(const HomodyneModel& model, std::span<const double> physical_parameters)
+    : laminar_(model.mode() == AnalysisMode::kLaminarFlow),
+      parameters_(physical_parameters.begin(), physical_parameters.end()),
+      diffusion_prefactor_(model.geometry().DiffusionPrefactor()),
+      sinc_prefactor_(model.geometry().SincPrefactor()) {
+  const std::vector<double>& t = model.times_seconds();
+  const std::size_t n = t.size();
+
+  // The t -> 0 guard (docs/model.md, Rates):
+  //   ts = max(t, eps_t), eps_t = max(|t[1] - t[0]| / 2, 1e-8).
+  const double spacing = std::abs(t[n > 1 ? 1 : 0] - t[0]);
+  const double half_spacing = 0.5 * spacing;
+  const double eps_t = half_spacing > kMinTimeGuardSeconds ? half_spacing : kMinTimeGuardSeconds;
+  std::vector<double> guarded_times(n);
+  for (std::size_t k = 0; k < n; ++k) guarded_times[k] = t[k] > eps_t ? t[k] : eps_t;
+
+  IntegrateRate(guarded_times, parameters_[kD0], parameters_[kAlpha], parameters_[kDOffset],
+                &cumulative_diffusion_, &cumulative_diffusion_derivatives_);
+  if (model.mode() == AnalysisMode::kLaminarFlow) {
+    IntegrateRate(guarded_times, parameters_[kGammaDot0], parameters_[kBeta],
+                  parameters_[kGammaDotOffset], &cumulative_shear_, &cumulative_shear_derivatives_);
+  }
+}
+
+std::unique_ptr<const ModePass> HomodynePoint::PreparePass(std::span<const double> phi_degrees,
+                                                           std::span<const double> contrast,
+                                                           std::span<const double> offset,
+                                                           IsaLevel level) const {
+  return std::make_unique<HomodynePass>(*this, phi_degrees, contrast, offset, level);
+}
+
+// Per point (docs/model.md: The time integrals, Diffusion factor, Shear factor, g1 floor and c2):
+//   M_D = sqrt((C_D[i] - C_D[j])^2 + 1e-12), g1d = exp(clip(-wq_dt M_D, -700, 0))
+//   laminar: M_G likewise, Phi = (s cos psi) M_G, g1 = g1d sinc(Phi)^2;  static: g1 = g1d
+//   g1 <- max(g1, 1e-10) (floor active when g1 <= 1e-10), c2 = offset + contrast g1^2
+// Jacobian (docs/model.md, Jacobian), zero where the clip or the g1 floor is active:
+//   d c2/d theta = 2 contrast g1 d g1/d theta,  d M/d theta = (E / M) (dC[i] - dC[j])
+//   d g1/d M_D = -wq_dt g1,  d g1/d Phi = g1d 2 sinc sinc',  d Phi/d M_G = s cos psi,
+//   d Phi/d phi0 = -s sin(psi) M_G pi/180 (phi0 in degrees);  contrast: g1^2, offset: 1.
+// The upper clip at 0 never binds (M >= 1e-6 > 0), so only the lower one is tracked.
+template <bool kLaminar, bool kWithJacobian>
+void HomodynePoint::EvaluateSegmentOf(double phi_degrees, double contrast, double offset, int i,
+                                      int j_begin, int j_end, double* c2_out,
+                                      double* jacobian_out) const {
+  const std::size_t n = cumulative_diffusion_.size();
+  const std::size_t row = static_cast<std::size_t>(i);
+  const double wq_dt = diffusion_prefactor_;
+  const double* c_d = cumulative_diffusion_.data();
+  const double* dc_d = cumulative_diffusion_derivatives_.data();
+  const double c_d_i = c_d[row];
+  const double dc_d_i[3] = {dc_d[row], dc_d[n + row], dc_d[2 * n + row]};
+
+  const double* c_g = nullptr;
+  const double* dc_g = nullptr;
+  double c_g_i = 0.0;
+  double dc_g_i[3] = {0.0, 0.0, 0.0};
+  double phase_per_step = 0.0;         // s cos(psi): Phi = phase_per_step * M_G
+  double dphase_dphi0_per_step = 0.0;  // d(s cos psi)/d phi0 with phi0 in degrees
+  if constexpr (kLaminar) {
+    c_g = cumulative_shear_.data();
+    dc_g = cumulative_shear_derivatives_.data();
+    c_g_i = c_g[row];
+    for (std::size_t p = 0; p < 3; ++p) dc_g_i[p] = dc_g[p * n + row];
+    const double psi = (parameters_[kPhi0] - phi_degrees) * kRadiansPerDegree;  // deg2rad
+    phase_per_step = sinc_prefactor_ * std::cos(psi);
+    dphase_dphi0_per_step = -sinc_prefactor_ * std::sin(psi) * kRadiansPerDegree;
+  }
+  constexpr int kNumPhysical = kLaminar ? 7 : 3;
+  constexpr int kStride = kNumPhysical + 2;
+
+  for (int j = j_begin; j < j_end; ++j) {
+    const std::size_t col = static_cast<std::size_t>(j);
+    const std::size_t k = static_cast<std::size_t>(j - j_begin);
+
+    const double diff_d = c_d_i - c_d[col];
+    const double m_d = std::sqrt(diff_d * diff_d + kSmoothAbsEpsilon);
+    double log_g1d = -wq_dt * m_d;
+    const bool clipped = log_g1d < kLogG1DiffusionMin;
+    if (clipped) log_g1d = kLogG1DiffusionMin;
+    const double g1d = std::exp(log_g1d);
+
+    double g1 = g1d;
+    [[maybe_unused]] double diff_g = 0.0;
+    [[maybe_unused]] double m_g = 0.0;
+    [[maybe_unused]] double sinc = 1.0;
+    [[maybe_unused]] double dsinc = 0.0;
+    if constexpr (kLaminar) {
+      diff_g = c_g_i - c_g[col];
+      m_g = std::sqrt(diff_g * diff_g + kSmoothAbsEpsilon);
+      const double phase = phase_per_step * m_g;
+      if constexpr (kWithJacobian) {
+        SincAndDerivative(phase, &sinc, &dsinc);
+      } else {
+        sinc = Sinc(phase);
+      }
+      g1 = g1d * (sinc * sinc);
+    }
+    const bool floored = !(g1 > kG1Floor);
+    const double g1_floored = floored ? kG1Floor : g1;
+    const double g1_squared = g1_floored * g1_floored;
+    c2_out[k] = offset + contrast * g1_squared;
+
+    if constexpr (kWithJacobian) {
+      double* jac = jacobian_out + k * kStride;
+      const double dc2_dg1 = floored ? 0.0 : 2.0 * contrast * g1;
+      const double dc2_dc_d = clipped ? 0.0 : dc2_dg1 * (-wq_dt * g1) * (diff_d / m_d);
+      for (std::size_t p = 0; p < 3; ++p) jac[p] = dc2_dc_d * (dc_d_i[p] - dc_d[p * n + col]);
+      if constexpr (kLaminar) {
+        const double dc2_dphase = dc2_dg1 * g1d * 2.0 * sinc * dsinc;
+        const double dc2_dc_g = dc2_dphase * phase_per_step * (diff_g / m_g);
+        for (std::size_t p = 0; p < 3; ++p) {
+          jac[3 + p] = dc2_dc_g * (dc_g_i[p] - dc_g[p * n + col]);
+        }
+        jac[kPhi0] = dc2_dphase * dphase_dphi0_per_step * m_g;
+      }
+      jac[kNumPhysical] = g1_squared;  // d c2 / d contrast
+      jac[kNumPhysical + 1] = 1.0;     // d c2 / d offset
+    }
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<const ModePoint> MakeHomodynePoint(const HomodyneModel& model,
+                                                   std::span<const double> physical_parameters) {
+  return std::make_unique<HomodynePoint>(model, physical_parameters);
+}
+
+double ScatteringGeometry::DiffusionPrefactor() const {
+  return 0.5 * (q_inv_angstrom * q_inv_angstrom) * dt_seconds;  // docs/model.md
+}
+
+double ScatteringGeometry::SincPrefactor() const {
+  return 0.5 / std::numbers::pi * q_inv_angstrom * gap_angstrom * dt_seconds;  // docs/model.md
+}
+
+}  // namespace homodyne

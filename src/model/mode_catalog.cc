@@ -1,0 +1,120 @@
+// The mode catalog (mode_catalog.h): one entry per analysis mode. Default bounds are the reference
+// packages' code defaults (docs/model.md, Bounds and start values); simulation defaults are their
+// parameter registries' defaults (docs/configuration.md, Simulation).
+#include "model/mode_catalog.h"
+
+#include <array>
+
+#include "homodyne/errors.h"
+#include "model/homodyne/homodyne_point.h"
+#include "model/two_component/two_component_point.h"
+
+namespace homodyne {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// A parameter that may take any finite value.
+ParameterDefinition Free(std::string_view name, std::string_view unit, double default_min,
+                         double default_max, double simulation_default) {
+  return {name, unit, default_min, default_max, simulation_default, -kInf, kInf, ""};
+}
+// A parameter whose bounds must stay within [domain_min, domain_max].
+ParameterDefinition Bounded(std::string_view name, std::string_view unit, double default_min,
+                            double default_max, double simulation_default, double domain_min,
+                            double domain_max, std::string_view meaning) {
+  return {name, unit, default_min, default_max, simulation_default, domain_min, domain_max,
+          meaning};
+}
+
+// The homodyne transport parameters, shared by static and laminar_flow.
+const ParameterDefinition kD0 =
+    Bounded("D0", "Å²/s^(1+α)", 1e2, 1e5, 1000.0, 0.0, kInf, "a diffusion coefficient");
+const ParameterDefinition kAlpha = Free("alpha", "", -2.0, 2.0, 0.5);
+const ParameterDefinition kDOffset = Free("D_offset", "Å²/s", -1e5, 1e5, 10.0);
+// laminar_flow's shear parameters.
+const ParameterDefinition kGammaDotT0 =
+    Bounded("gamma_dot_t0", "1/s^(1+β)", 1e-6, 0.5, 0.01, 0.0, kInf, "a shear-rate amplitude");
+const ParameterDefinition kBeta = Free("beta", "", -2.0, 2.0, 0.5);
+const ParameterDefinition kGammaDotTOffset = Free("gamma_dot_t_offset", "1/s", -0.1, 0.1, 0.0);
+const ParameterDefinition kPhi0Definition = Free("phi0", "deg", -10.0, 10.0, 0.0);
+
+// two_component (the successor's parameter registry).
+std::vector<ParameterDefinition> TwoComponentParameters() {
+  return {
+      Bounded("D0_ref", "Å²/s^(1+α)", 0.0, 1e6, 1e4, 0.0, kInf, "a transport coefficient"),
+      Free("alpha_ref", "", -2.0, 2.0, 0.0),
+      Free("D_offset_ref", "Å²/s", -1e4, 1e4, 0.0),
+      Bounded("D0_sample", "Å²/s^(1+α)", 0.0, 1e6, 1e4, 0.0, kInf, "a transport coefficient"),
+      Free("alpha_sample", "", -2.0, 2.0, 0.0),
+      Free("D_offset_sample", "Å²/s", -1e4, 1e4, 0.0),
+      Free("v0", "Å/s^(1+β)", 0.0, 1e6, 1e3),
+      Free("v_beta", "", 0.0, 2.0, 1.0),
+      Free("v_offset", "Å/s", -100.0, 100.0, 0.0),
+      Free("f0", "", 0.0, 1.0, 0.5),
+      Free("f1", "1/s", -1.0, 1.0, 0.0),
+      Free("f2", "s", -1.0, 1.0, 0.0),
+      Free("f3", "", -1.0, 1.0, 0.0),
+      Free("phi0_het", "deg", -10.0, 10.0, 0.0),
+  };
+}
+
+const std::array<ModeDefinition, 3>& Catalog() {
+  static const std::array<ModeDefinition, 3> kCatalog = {
+      ModeDefinition{AnalysisMode::kStatic,
+                     "static",
+                     {"static_isotropic", "static_anisotropic"},
+                     "equilibrium diffusion: D(t) = D0 t^alpha + D_offset",
+                     {kD0, kAlpha, kDOffset},
+                     /*angle_dependent=*/false,
+                     &MakeHomodynePoint},
+      ModeDefinition{AnalysisMode::kLaminarFlow,
+                     "laminar_flow",
+                     {},
+                     "diffusion and laminar shear flow (adds gamma_dot(t) and the flow angle phi0)",
+                     {kD0, kAlpha, kDOffset, kGammaDotT0, kBeta, kGammaDotTOffset, kPhi0Definition},
+                     /*angle_dependent=*/true,
+                     &MakeHomodynePoint},
+      ModeDefinition{AnalysisMode::kTwoComponent,
+                     "two_component",
+                     {"heterodyne"},
+                     "reference and sample components, flow velocity v(t), sample fraction f(t)",
+                     TwoComponentParameters(),
+                     /*angle_dependent=*/true,
+                     &MakeTwoComponentPoint},
+  };
+  return kCatalog;
+}
+
+const std::array<ParameterDefinition, 2> kScaling = {
+    Bounded("contrast", "", 0.0, 1.0, 0.5, 0.0, 1.0, "a speckle contrast"),
+    Bounded("offset", "", 0.5, 1.5, 1.0, 0.0, kInf, "the baseline of c2"),
+};
+
+}  // namespace
+
+const ModeDefinition& DefinitionOf(AnalysisMode mode) {
+  for (const ModeDefinition& definition : Catalog()) {
+    if (definition.mode == mode) return definition;
+  }
+  HOMODYNE_CHECK(false && "AnalysisMode missing from the mode catalog");
+  return Catalog()[0];
+}
+
+std::span<const ModeDefinition> AllModeDefinitions() { return Catalog(); }
+
+std::span<const ParameterDefinition> ScalingParameterDefinitions() { return kScaling; }
+
+const ParameterDefinition* FindParameterDefinition(std::string_view name) {
+  for (const ModeDefinition& mode : Catalog()) {
+    for (const ParameterDefinition& parameter : mode.physical) {
+      if (parameter.name == name) return &parameter;
+    }
+  }
+  for (const ParameterDefinition& parameter : kScaling) {
+    if (parameter.name == name) return &parameter;
+  }
+  return nullptr;
+}
+
+}  // namespace homodyne

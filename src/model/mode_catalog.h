@@ -1,0 +1,64 @@
+// What the engine knows about each analysis mode, in one table (docs/design.md section 2c): its
+// names, its physical parameters with their default bounds, simulation defaults and physical
+// domains, and the builder of its model at a parameter vector (mode_point.h). Code outside
+// src/model asks this table (and model.h, which reads it); nothing outside src/model computes a
+// mode-specific formula. A new mode is a folder under src/model/ with its ModePoint and one entry
+// in mode_catalog.cc.
+#pragma once
+
+#include <limits>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "homodyne/model.h"
+
+namespace homodyne {
+
+class ModePoint;  // model/mode_point.h
+
+// One fitted parameter of a mode (or one of the per-angle scaling parameters).
+struct ParameterDefinition {
+  std::string_view name;  // canonical name, as in configs and result files
+  std::string_view unit;  // for tables and plot labels ("" dimensionless)
+  // Bounds when parameter_space.bounds does not name it (the reference's code defaults; the
+  // successor's registry for two_component; docs/model.md, Bounds and start values).
+  double default_min = 0.0;
+  double default_max = 0.0;
+  // The truth of homodyne-simulate when simulation.parameters omits it (the registry default).
+  double simulation_default = 0.0;
+  // The physical domain a bound may not leave (docs/configuration.md, Model and data), and what
+  // the parameter is, for the message; unrestricted when domain_meaning is empty.
+  double domain_min = -std::numeric_limits<double>::infinity();
+  double domain_max = std::numeric_limits<double>::infinity();
+  std::string_view domain_meaning;
+};
+
+// The model of a mode at one physical parameter vector (ModelEvaluation's body).
+using ModePointBuilder = std::unique_ptr<const ModePoint> (*)(const HomodyneModel& model,
+                                                              std::span<const double> physical);
+
+struct ModeDefinition {
+  AnalysisMode mode;
+  std::string_view name;                  // canonical (ToString)
+  std::vector<std::string_view> aliases;  // lower case; ParseAnalysisMode accepts name and these
+  std::string_view description;           // one line for help texts and templates
+  std::vector<ParameterDefinition> physical;  // model order
+  // True when c2 depends on the angle phi through the physics (flow): the per-angle scaling modes
+  // apply (docs/model.md, Per-angle scaling). static: false.
+  bool angle_dependent = false;
+  ModePointBuilder evaluate = nullptr;
+};
+
+// The definition of `mode`.
+const ModeDefinition& DefinitionOf(AnalysisMode mode);
+// Every mode, in AnalysisMode order.
+std::span<const ModeDefinition> AllModeDefinitions();
+// contrast and offset, the per-angle scaling parameters every mode shares.
+std::span<const ParameterDefinition> ScalingParameterDefinitions();
+// The parameter of that canonical name in any mode, or contrast / offset; nullptr when no mode has
+// it. Modes that share a name (static and laminar_flow) share its definition.
+const ParameterDefinition* FindParameterDefinition(std::string_view name);
+
+}  // namespace homodyne

@@ -1,0 +1,70 @@
+// The interface every analysis mode implements (docs/design.md section 2c): its model at one
+// physical parameter vector. ModelEvaluation (model.h) and PassKernel (pass_kernel.h) are thin
+// wrappers around it; mode_catalog.cc holds the builder of each mode's ModePoint.
+//
+// A mode's folder (src/model/homodyne/, src/model/two_component/) holds:
+//   - its ModePoint: the O(N) tables built from the parameters and the time grid, and the scalar
+//     per-point c2 and Jacobian with libm (the readable reference every faster form is tested
+//     against);
+//   - its ModePass: the vectorised pass kernel's body, compiled once per instruction-set level
+//     (isa_level.h), which fills one angle's tile of [J | e] and adds its Gram matrix with the
+//     shared register-blocked product (gram_block.h).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "model/isa_level.h"
+
+namespace homodyne {
+
+// Per-thread scratch of a pass (PassKernel::Workspace owns one per thread): one angle's tile of
+// [J | e] (column c at c kTilePoints, columns padded with zeros to a multiple of 4) and the
+// angle-independent per-point factors of one tile, kFactorColumns columns of kTilePoints.
+struct PassScratch {
+  static constexpr int kFactorColumns = 32;
+  explicit PassScratch(int gram_size);
+  int gram_size;
+  std::vector<double> tile;
+  std::vector<double> factors;
+};
+
+// The pass kernel's body at one point for one set of angles (contracts: PassKernel).
+class ModePass {
+ public:
+  virtual ~ModePass() = default;
+  // For every angle k, adds [J | e]^T [J | e] over rows [row_begin, row_end) of the strict upper
+  // triangle to grams[k] (column major, gram_size square; lower triangle and diagonal) and the
+  // number of finite data points to finite_points[k]. data[k]: angle k's packed values of the rows.
+  virtual void AccumulateRows(int row_begin, int row_end, const float* const* data,
+                              double* const* grams, int64_t* finite_points,
+                              PassScratch& scratch) const = 0;
+  // For every angle k, adds the sum of e^2 over the rows' finite data points to
+  // squared_residuals[k].
+  virtual void SumSquaredResiduals(int row_begin, int row_end, const float* const* data,
+                                   double* squared_residuals, PassScratch& scratch) const = 0;
+};
+
+// One mode's model at one physical parameter vector. Immutable; safe to share between threads.
+// Holds a reference to the HomodyneModel it was built from, which must outlive it.
+class ModePoint {
+ public:
+  virtual ~ModePoint() = default;
+  // c2 at (i, j) for j in [j_begin, j_end) of one angle (any i, j of the grid, diagonal included)
+  // and, when jacobian_out is not null, num_point_derivatives() values per point (point-major):
+  // d c2 / d(physical parameters..., contrast, offset), zero where a floor or clip of the reference
+  // binds (as its autodiff).
+  virtual void EvaluateSegment(double phi_degrees, double contrast, double offset, int i,
+                               int j_begin, int j_end, double* c2_out,
+                               double* jacobian_out) const = 0;
+  // The pass kernel's body at this point for these angles (one value each), computed at `level`
+  // (one the build has and the CPU supports).
+  virtual std::unique_ptr<const ModePass> PreparePass(std::span<const double> phi_degrees,
+                                                      std::span<const double> contrast,
+                                                      std::span<const double> offset,
+                                                      IsaLevel level) const = 0;
+};
+
+}  // namespace homodyne

@@ -1,0 +1,293 @@
+// The two-component pass body for one instruction-set level (two_component_pass_variant.h),
+// compiled once per level like homodyne/homodyne_pass_variant.cc. Formulas and guards are those
+// of TwoComponentPoint::EvaluateSegment (two_component_point.cc; docs/model.md, Two-component
+// mode), rearranged so that the angle-independent factors (H_r, H_s, C[v] differences, fractions
+// and their derivatives) are computed once per point and shared by the angles.
+//
+// Only plain C++ here, helpers in an unnamed namespace (homodyne/homodyne_pass_variant.h).
+#include "model/two_component/two_component_pass_variant.h"
+
+#include <cmath>
+
+#include "model/two_component/two_component_point.h"
+#include "model/vector_math.h"
+
+#ifndef HOMODYNE_PASS_KERNEL_LEVEL
+#error "HOMODYNE_PASS_KERNEL_LEVEL (baseline, avx2, avx512 or native) must name the level"
+#endif
+
+namespace homodyne::pass_kernel::HOMODYNE_PASS_KERNEL_LEVEL {
+namespace {
+
+namespace tc = ::homodyne::two_component;
+constexpr int kTile = kTilePoints;
+
+// Factor columns of one tile (column c at factors + c kTile).
+enum FactorColumn : int {
+  kHr = 0,         // H_ref
+  kHs = 1,         // H_sample
+  kDHr = 2,        // 3 columns: d H_ref / d(D0_ref, alpha_ref, D_offset_ref)
+  kDHs = 5,        // 3 columns: d H_sample / d(sample parameters)
+  kDv = 8,         // C[v]_j - C[v]_i
+  kDDv = 9,        // 3 columns: d (C[v]_j - C[v]_i) / d(v0, v_beta, v_offset)
+  kA = 12,         // x_r,i x_r,j
+  kB = 13,         // x_s,i x_s,j
+  kDen = 14,       // max(N_i N_j, 1e-10)
+  kDDenDu = 15,    // d den / d x_s,i (0 where the floor binds)
+  kDDenDw = 16,    // d den / d x_s,j
+  kW = 17,         // x_s,j
+  kNumFactors = 18,
+};
+static_assert(kNumFactors <= 32, "PassScratch::kFactorColumns");
+
+// The angle-independent factors of row i, columns [j_begin, j_begin + count). Returns the largest
+// |C[v]_j - C[v]_i| of the tile (for the libm fallback of large phases).
+template <bool kWithDerivatives>
+double SharedFactors(const TwoComponentInputs& in, int i, int j_begin, int count,
+                     double* factors) {
+  const int n = in.num_times;
+  const double w_q = in.transport_prefactor;
+  double max_abs_dv = 0.0;
+  for (int c = 0; c < 2; ++c) {
+    const double* cum = c == 0 ? in.cumulative_reference : in.cumulative_sample;
+    const double* dcum = c == 0 ? in.cumulative_reference_derivatives
+                                : in.cumulative_sample_derivatives;
+    const double* cj = cum + j_begin;
+    const double ci = cum[i];
+    const double di0 = dcum[i], di1 = dcum[n + i], di2 = dcum[2 * n + i];
+    const double* dj = dcum + j_begin;
+    double* h = factors + (c == 0 ? kHr : kHs) * kTile;
+    double* dh0 = factors + (c == 0 ? kDHr : kDHs) * kTile;
+    double* dh1 = dh0 + kTile;
+    double* dh2 = dh1 + kTile;
+#pragma omp simd
+    for (int t = 0; t < count; ++t) {
+      const double diff = cj[t] - ci;
+      const double m = std::sqrt(diff * diff + tc::kSmoothAbsEpsilon);
+      const double log_h = -w_q * m;
+      const bool clipped = log_h < tc::kLogTransportMin;
+      const double value = vector_math::Exp(clipped ? tc::kLogTransportMin : log_h);
+      h[t] = value;
+      if constexpr (kWithDerivatives) {
+        const double factor = clipped ? 0.0 : value * (-w_q) * (diff / m);
+        dh0[t] = factor * (dj[t] - di0);
+        dh1[t] = factor * (dj[n + t] - di1);
+        dh2[t] = factor * (dj[2 * n + t] - di2);
+      }
+    }
+  }
+  {
+    const double* vj = in.cumulative_velocity + j_begin;
+    const double vi = in.cumulative_velocity[i];
+    const double* dvj = in.cumulative_velocity_derivatives + j_begin;
+    const double* dv_all = in.cumulative_velocity_derivatives;
+    const double dvi0 = dv_all[i], dvi1 = dv_all[n + i], dvi2 = dv_all[2 * n + i];
+    double* dv = factors + kDv * kTile;
+    double* ddv0 = factors + kDDv * kTile;
+    double* ddv1 = ddv0 + kTile;
+    double* ddv2 = ddv1 + kTile;
+#pragma omp simd reduction(max : max_abs_dv)
+    for (int t = 0; t < count; ++t) {
+      const double diff = vj[t] - vi;
+      dv[t] = diff;
+      const double magnitude = std::fabs(diff);
+      max_abs_dv = magnitude > max_abs_dv ? magnitude : max_abs_dv;
+      if constexpr (kWithDerivatives) {
+        ddv0[t] = dvj[t] - dvi0;
+        ddv1[t] = dvj[n + t] - dvi1;
+        ddv2[t] = dvj[2 * n + t] - dvi2;
+      }
+    }
+  }
+  {
+    const double u = in.fraction[i], ur = 1.0 - u;
+    const double norm_i = u * u + ur * ur;
+    const double* xj = in.fraction + j_begin;
+    double* a = factors + kA * kTile;
+    double* b = factors + kB * kTile;
+    double* den = factors + kDen * kTile;
+    double* dden_du = factors + kDDenDu * kTile;
+    double* dden_dw = factors + kDDenDw * kTile;
+    double* w_out = factors + kW * kTile;
+#pragma omp simd
+    for (int t = 0; t < count; ++t) {
+      const double w = xj[t], wr = 1.0 - w;
+      a[t] = ur * wr;
+      b[t] = u * w;
+      const double norm_j = w * w + wr * wr;
+      const double den_raw = norm_i * norm_j;
+      const bool floored = !(den_raw > tc::kNormalizationFloor);
+      den[t] = floored ? tc::kNormalizationFloor : den_raw;
+      if constexpr (kWithDerivatives) {
+        dden_du[t] = floored ? 0.0 : (4.0 * u - 2.0) * norm_j;
+        dden_dw[t] = floored ? 0.0 : (4.0 * w - 2.0) * norm_i;
+        w_out[t] = w;
+      }
+    }
+  }
+  return max_abs_dv;
+}
+
+template <bool kLibm>
+inline void SinCosVectorOrLibm(double x, double* sin_x, double* cos_x) {
+  if constexpr (kLibm) {
+    *sin_x = std::sin(x);
+    *cos_x = std::cos(x);
+  } else {
+    vector_math::SinCos(x, sin_x, cos_x);
+  }
+}
+
+// One angle of one tile: [J | e] (as TwoComponentPoint::EvaluateSegment), zero rows for non-finite
+// data, then gram += tile^T tile.
+template <bool kLibm>
+void AccumulateTile(const TwoComponentInputs& in, const TwoComponentAngle& angle, int i,
+                    int j_begin, const float* data, int count, const double* factors,
+                    double* tile, double* gram, int64_t& finite_points) {
+  const int n = in.num_times;
+  const double* hr_col = factors + kHr * kTile;
+  const double* hs_col = factors + kHs * kTile;
+  const double* dhr = factors + kDHr * kTile;
+  const double* dhs = factors + kDHs * kTile;
+  const double* dv_col = factors + kDv * kTile;
+  const double* ddv = factors + kDDv * kTile;
+  const double* a_col = factors + kA * kTile;
+  const double* b_col = factors + kB * kTile;
+  const double* den_col = factors + kDen * kTile;
+  const double* dden_du_col = factors + kDDenDu * kTile;
+  const double* dden_dw_col = factors + kDDenDw * kTile;
+  const double* w_col = factors + kW * kTile;
+  const double* dx = in.fraction_derivatives;
+  const double dxi0 = dx[i], dxi1 = dx[n + i], dxi2 = dx[2 * n + i], dxi3 = dx[3 * n + i];
+  const double* dxj = dx + j_begin;
+  const double u = in.fraction[i], ur = 1.0 - u;
+  const double contrast = angle.contrast;
+  const double offset = angle.offset;
+  const double s = angle.phase_per_unit;
+  const double ds = angle.dphase_dphi0_per_unit;
+  int64_t finite = 0;
+#pragma omp simd reduction(+ : finite)
+  for (int t = 0; t < count; ++t) {
+    const double d = static_cast<double>(data[t]);
+    const double weight = (d - d) == 0.0 ? 1.0 : 0.0;  // 0 for NaN and +-inf
+    const double dv = dv_col[t];
+    double sin_phase, cos_phase;
+    SinCosVectorOrLibm<kLibm>(s * dv, &sin_phase, &cos_phase);
+    const double hr = hr_col[t], hs = hs_col[t], a = a_col[t], b = b_col[t], den = den_col[t];
+    const double w = w_col[t], wr = 1.0 - w;
+    const double num = a * a * hr * hr + b * b * hs * hs + 2.0 * (a * b) * hr * hs * cos_phase;
+    const double g = num / den;
+    const double c2 = offset + contrast * g;
+    const double cw = contrast * weight;
+    const double dg_dhr = 2.0 * (a * a * hr + a * b * hs * cos_phase) / den;
+    const double dg_dhs = 2.0 * (b * b * hs + a * b * hr * cos_phase) / den;
+    const double dg_dphase = -2.0 * a * b * hr * hs * sin_phase / den;
+    const double n_a = 2.0 * a * hr * hr + 2.0 * b * hr * hs * cos_phase;
+    const double n_b = 2.0 * b * hs * hs + 2.0 * a * hr * hs * cos_phase;
+    const double dg_du = (n_a * (-wr) + n_b * w) / den - g * dden_du_col[t] / den;
+    const double dg_dw = (n_a * (-ur) + n_b * u) / den - g * dden_dw_col[t] / den;
+    const double c_hr = cw * dg_dhr, c_hs = cw * dg_dhs, c_phase = cw * dg_dphase;
+    tile[(tc::kD0Ref + 0) * kTile + t] = c_hr * dhr[0 * kTile + t];
+    tile[(tc::kD0Ref + 1) * kTile + t] = c_hr * dhr[1 * kTile + t];
+    tile[(tc::kD0Ref + 2) * kTile + t] = c_hr * dhr[2 * kTile + t];
+    tile[(tc::kD0Sample + 0) * kTile + t] = c_hs * dhs[0 * kTile + t];
+    tile[(tc::kD0Sample + 1) * kTile + t] = c_hs * dhs[1 * kTile + t];
+    tile[(tc::kD0Sample + 2) * kTile + t] = c_hs * dhs[2 * kTile + t];
+    tile[(tc::kV0 + 0) * kTile + t] = c_phase * s * ddv[0 * kTile + t];
+    tile[(tc::kV0 + 1) * kTile + t] = c_phase * s * ddv[1 * kTile + t];
+    tile[(tc::kV0 + 2) * kTile + t] = c_phase * s * ddv[2 * kTile + t];
+    const double c_du = cw * dg_du, c_dw = cw * dg_dw;
+    tile[(tc::kF0 + 0) * kTile + t] = c_du * dxi0 + c_dw * dxj[t];
+    tile[(tc::kF0 + 1) * kTile + t] = c_du * dxi1 + c_dw * dxj[n + t];
+    tile[(tc::kF0 + 2) * kTile + t] = c_du * dxi2 + c_dw * dxj[2 * n + t];
+    tile[(tc::kF0 + 3) * kTile + t] = c_du * dxi3 + c_dw * dxj[3 * n + t];
+    tile[tc::kPhi0Het * kTile + t] = c_phase * ds * dv;
+    tile[tc::kNumPhysical * kTile + t] = weight * g;         // d c2 / d contrast
+    tile[(tc::kNumPhysical + 1) * kTile + t] = weight;       // d c2 / d offset
+    tile[(tc::kNumPhysical + 2) * kTile + t] = weight > 0.0 ? d - c2 : 0.0;
+    finite += weight > 0.0 ? 1 : 0;
+  }
+  finite_points += finite;
+  AddTileGram(tile, count, in.gram_size, gram);
+}
+
+template <bool kLibm>
+double TileSquaredResiduals(const TwoComponentAngle& angle, const float* data, int count,
+                            const double* factors) {
+  const double* hr_col = factors + kHr * kTile;
+  const double* hs_col = factors + kHs * kTile;
+  const double* dv_col = factors + kDv * kTile;
+  const double* a_col = factors + kA * kTile;
+  const double* b_col = factors + kB * kTile;
+  const double* den_col = factors + kDen * kTile;
+  const double contrast = angle.contrast;
+  const double offset = angle.offset;
+  const double s = angle.phase_per_unit;
+  double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+  for (int t = 0; t < count; ++t) {
+    const double d = static_cast<double>(data[t]);
+    const bool is_finite = (d - d) == 0.0;
+    double sin_phase, cos_phase;
+    SinCosVectorOrLibm<kLibm>(s * dv_col[t], &sin_phase, &cos_phase);
+    const double hr = hr_col[t], hs = hs_col[t], a = a_col[t], b = b_col[t];
+    const double num = a * a * hr * hr + b * b * hs * hs + 2.0 * (a * b) * hr * hs * cos_phase;
+    const double e = d - (offset + contrast * (num / den_col[t]));
+    sum += is_finite ? e * e : 0.0;
+  }
+  return sum;
+}
+
+void AccumulateRows(const TwoComponentInputs& in, int row_begin, int row_end,
+                    const float* const* data, double* const* grams, int64_t* finite_points,
+                    double* factors, double* tile) {
+  const int n = in.num_times;
+  int64_t point = 0;  // position in the batch's packed data
+  for (int i = row_begin; i < row_end; ++i) {
+    for (int j = i + 1; j < n; j += kTile) {
+      const int count = n - j < kTile ? n - j : kTile;
+      const double max_abs_dv = SharedFactors<true>(in, i, j, count, factors);
+      for (int k = 0; k < in.num_angles; ++k) {
+        const TwoComponentAngle& angle = in.angles[k];
+        const float* values = data[k] + point;
+        if (std::fabs(angle.phase_per_unit) * max_abs_dv > vector_math::kSinCosMaxArgument) {
+          AccumulateTile<true>(in, angle, i, j, values, count, factors, tile, grams[k],
+                               finite_points[k]);
+        } else {
+          AccumulateTile<false>(in, angle, i, j, values, count, factors, tile, grams[k],
+                                finite_points[k]);
+        }
+      }
+      point += count;
+    }
+  }
+}
+
+void SumSquaredResiduals(const TwoComponentInputs& in, int row_begin, int row_end,
+                         const float* const* data, double* squared_residuals, double* factors) {
+  const int n = in.num_times;
+  int64_t point = 0;
+  for (int i = row_begin; i < row_end; ++i) {
+    for (int j = i + 1; j < n; j += kTile) {
+      const int count = n - j < kTile ? n - j : kTile;
+      const double max_abs_dv = SharedFactors<false>(in, i, j, count, factors);
+      for (int k = 0; k < in.num_angles; ++k) {
+        const TwoComponentAngle& angle = in.angles[k];
+        const float* values = data[k] + point;
+        if (std::fabs(angle.phase_per_unit) * max_abs_dv > vector_math::kSinCosMaxArgument) {
+          squared_residuals[k] += TileSquaredResiduals<true>(angle, values, count, factors);
+        } else {
+          squared_residuals[k] += TileSquaredResiduals<false>(angle, values, count, factors);
+        }
+      }
+      point += count;
+    }
+  }
+}
+
+}  // namespace
+
+// External linkage from the declaration in two_component_pass_variant.h.
+const TwoComponentFunctions kTwoComponentFunctions = {&AccumulateRows, &SumSquaredResiduals};
+
+}  // namespace homodyne::pass_kernel::HOMODYNE_PASS_KERNEL_LEVEL

@@ -1,0 +1,68 @@
+// The two-component mode's pass kernel body (ModePass, mode_point.h) as two plain functions over
+// plain arrays, compiled once per instruction-set level like the homodyne body and under the same
+// contract (homodyne/homodyne_pass_variant.h): no symbol outside homodyne::pass_kernel::<level>,
+// no Eigen or standard-library template across this interface.
+#pragma once
+
+#include <cstdint>
+
+#include "model/gram_block.h"
+#include "model/isa_level.h"
+
+namespace homodyne::pass_kernel {
+
+// One angle's coefficients: Phi = phase_per_unit (C[v]_j - C[v]_i) (two_component_point.h).
+struct TwoComponentAngle {
+  double contrast = 0.0;
+  double offset = 0.0;
+  double phase_per_unit = 0.0;         // q cos((phi + phi0_het) pi/180)
+  double dphase_dphi0_per_unit = 0.0;  // d(phase_per_unit) / d phi0_het, phi0_het in degrees
+};
+
+// What a pass reads: the mode's tables at the point (valid for the call) and the angles.
+struct TwoComponentInputs {
+  int num_times = 0;  // N
+  int gram_size = 0;  // 17: 14 physical, contrast, offset, e
+  double transport_prefactor = 0.0;  // q^2 / 2
+  const double* cumulative_reference = nullptr;              // C[J_ref], N
+  const double* cumulative_reference_derivatives = nullptr;  // 3 N
+  const double* cumulative_sample = nullptr;                 // C[J_sample], N
+  const double* cumulative_sample_derivatives = nullptr;     // 3 N
+  const double* cumulative_velocity = nullptr;               // C[v], N
+  const double* cumulative_velocity_derivatives = nullptr;   // 3 N
+  const double* fraction = nullptr;                          // x_s, N
+  const double* fraction_derivatives = nullptr;              // 4 N: d x_s / d(f0..f3)
+  const TwoComponentAngle* angles = nullptr;
+  int num_angles = 0;
+};
+
+// The entry points of one level; contracts as ModePass (mode_point.h). factors: the scratch's
+// factor columns (PassScratch::kFactorColumns of kTilePoints); tile: one angle's tile of [J | e]
+// (PaddedTileColumns(gram_size) zero-initialised columns of kTilePoints).
+struct TwoComponentFunctions {
+  void (*accumulate_rows)(const TwoComponentInputs& inputs, int row_begin, int row_end,
+                          const float* const* data, double* const* grams, int64_t* finite_points,
+                          double* factors, double* tile);
+  void (*sum_squared_residuals)(const TwoComponentInputs& inputs, int row_begin, int row_end,
+                                const float* const* data, double* squared_residuals,
+                                double* factors);
+};
+
+// The body of `level`, or nullptr when this build lacks it.
+const TwoComponentFunctions* TwoComponentFunctionsOf(IsaLevel level);
+
+// One definition per level the build compiles (src/model/CMakeLists.txt).
+namespace baseline {
+extern const TwoComponentFunctions kTwoComponentFunctions;
+}
+namespace avx2 {
+extern const TwoComponentFunctions kTwoComponentFunctions;
+}
+namespace avx512 {
+extern const TwoComponentFunctions kTwoComponentFunctions;
+}
+namespace native {
+extern const TwoComponentFunctions kTwoComponentFunctions;
+}
+
+}  // namespace homodyne::pass_kernel

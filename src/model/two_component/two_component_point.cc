@@ -1,0 +1,314 @@
+// The two-component model at one parameter vector (two_component_point.h): the O(N) tables, the
+// scalar c2 and analytic Jacobian with libm (the reference the pass body is tested against), and
+// the pass body at the chosen level (two_component_pass_variant.h).
+//
+// Derivatives follow the successor's JAX autodiff: zero where a clip or floor binds (the transport
+// exponent's clip at -700, J_c's floor at 0, the fraction exponent's clip, the normalisation
+// floor); the soft clip and the smooth |x| are differentiated as they are.
+#include "model/two_component/two_component_point.h"
+
+#include <cmath>
+#include <cstddef>
+#include <memory>
+#include <numbers>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "homodyne/errors.h"
+#include "model/two_component/two_component_pass_variant.h"
+
+namespace homodyne {
+namespace {
+
+using namespace two_component;  // NOLINT: the mode's own constants and indices
+constexpr double kRadiansPerDegree = std::numbers::pi / 180.0;
+
+// pw(t, e) and d pw / d e (two_component_point.h).
+void PowerAndDerivative(double t, double exponent, double* power, double* derivative) {
+  if (!(t > 0.0)) {
+    *power = 0.0;
+    *derivative = 0.0;
+    return;
+  }
+  const double ts = t > kPowerTimeFloor ? t : kPowerTimeFloor;
+  *power = std::pow(ts, exponent);
+  *derivative = *power * std::log(ts);
+}
+
+// log(1 + e^x) without overflow (jax.nn.softplus = logaddexp(x, 0)).
+double Softplus(double x) { return (x > 0.0 ? x : 0.0) + std::log1p(std::exp(-std::fabs(x))); }
+// 1 / (1 + e^-x), the derivative of Softplus.
+double Logistic(double x) {
+  if (x >= 0.0) return 1.0 / (1.0 + std::exp(-x));
+  const double e = std::exp(x);
+  return e / (1.0 + e);
+}
+
+// Cumulative trapezoid with dt of the rate `values` (N), and of its 3 parameter partials
+// (`partials`, 3 N column-major), into `cumulative` (N) and `derivatives` (3 N): C_0 = 0,
+// C_k = dt * sum_{m<k} (y_m + y_{m+1}) / 2, as the successor (the sum first, then times dt).
+void CumulativeTrapezoid(const std::vector<double>& values, const std::vector<double>& partials,
+                         double dt, std::vector<double>* cumulative,
+                         std::vector<double>* derivatives) {
+  const std::size_t n = values.size();
+  cumulative->assign(n, 0.0);
+  derivatives->assign(3 * n, 0.0);
+  double sums[4] = {0.0, 0.0, 0.0, 0.0};
+  for (std::size_t k = 1; k < n; ++k) {
+    sums[0] += 0.5 * (values[k - 1] + values[k]);
+    (*cumulative)[k] = sums[0] * dt;
+    for (std::size_t p = 0; p < 3; ++p) {
+      sums[p + 1] += 0.5 * (partials[p * n + k - 1] + partials[p * n + k]);
+      (*derivatives)[p * n + k] = sums[p + 1] * dt;
+    }
+  }
+}
+
+class TwoComponentPoint final : public ModePoint {
+ public:
+  TwoComponentPoint(const HomodyneModel& model, std::span<const double> p) : q_(model.geometry().q_inv_angstrom) {
+    HOMODYNE_CHECK(p.size() == static_cast<std::size_t>(kNumPhysical));
+    parameters_.assign(p.begin(), p.end());
+    const std::vector<double>& t = model.times_seconds();
+    const std::size_t n = t.size();
+    const double dt = model.geometry().dt_seconds;
+    std::vector<double> rate(n), partials(3 * n);
+    // The two transports J_c(t) and the velocity v(t).
+    for (int c = 0; c < 3; ++c) {
+      const int first = c == 0 ? kD0Ref : c == 1 ? kD0Sample : kV0;
+      const bool floored = c < 2;
+      const double amplitude = p[first], exponent = p[first + 1], rate_offset = p[first + 2];
+      for (std::size_t k = 0; k < n; ++k) {
+        double power = 0.0, dpower = 0.0;
+        PowerAndDerivative(t[k], exponent, &power, &dpower);
+        const double raw = amplitude * power + rate_offset;
+        const bool active = !floored || raw > 0.0;
+        rate[k] = active ? raw : 0.0;
+        partials[k] = active ? power : 0.0;
+        partials[n + k] = active ? amplitude * dpower : 0.0;
+        partials[2 * n + k] = active ? 1.0 : 0.0;
+      }
+      TransportTable& table = c == 0 ? reference_ : c == 1 ? sample_ : velocity_;
+      CumulativeTrapezoid(rate, partials, dt, &table.cumulative, &table.derivatives);
+    }
+    // The sample fraction x_s(t) and its derivatives with respect to f0..f3.
+    fraction_.assign(n, 0.0);
+    fraction_derivatives_.assign(4 * n, 0.0);
+    const double f0 = p[kF0], f1 = p[kF1], f2 = p[kF2], f3 = p[kF3];
+    const double k50 = kSoftClipSharpness;
+    for (std::size_t k = 0; k < n; ++k) {
+      const double argument = f1 * (t[k] - f2);
+      const bool clipped = argument > kExpArgumentLimit || argument < -kExpArgumentLimit;
+      const double e = std::exp(clipped ? std::copysign(kExpArgumentLimit, argument) : argument);
+      const double z = f0 * e + f3;
+      const double x_low = Softplus(k50 * z) / k50;
+      fraction_[k] = 1.0 - Softplus(k50 * (1.0 - x_low)) / k50;
+      const double dx_dz = Logistic(k50 * (1.0 - x_low)) * Logistic(k50 * z);
+      fraction_derivatives_[k] = dx_dz * e;
+      fraction_derivatives_[n + k] = clipped ? 0.0 : dx_dz * f0 * e * (t[k] - f2);
+      fraction_derivatives_[2 * n + k] = clipped ? 0.0 : dx_dz * (-f0 * e * f1);
+      fraction_derivatives_[3 * n + k] = dx_dz;
+    }
+  }
+
+  void EvaluateSegment(double phi_degrees, double contrast, double offset, int i, int j_begin,
+                       int j_end, double* c2_out, double* jacobian_out) const override;
+
+  std::unique_ptr<const ModePass> PreparePass(std::span<const double> phi_degrees,
+                                              std::span<const double> contrast,
+                                              std::span<const double> offset,
+                                              IsaLevel level) const override;
+
+ private:
+  struct TransportTable {
+    std::vector<double> cumulative;   // C[y], N values
+    std::vector<double> derivatives;  // 3 N: d C[y] / d(amplitude, exponent, offset)
+  };
+  pass_kernel::TwoComponentInputs Inputs() const;
+
+  double q_;
+  std::vector<double> parameters_;
+  TransportTable reference_, sample_, velocity_;
+  std::vector<double> fraction_;              // x_s(t), N values
+  std::vector<double> fraction_derivatives_;  // 4 N: d x_s / d(f0, f1, f2, f3)
+};
+
+// The pass body at one point (two_component_pass_variant.h) for one set of angles.
+class TwoComponentPass final : public ModePass {
+ public:
+  TwoComponentPass(pass_kernel::TwoComponentInputs inputs,
+                   std::vector<pass_kernel::TwoComponentAngle> angles,
+                   const pass_kernel::TwoComponentFunctions* functions)
+      : inputs_(inputs), angles_(std::move(angles)), functions_(functions) {
+    HOMODYNE_CHECK(functions_ != nullptr);
+    inputs_.angles = angles_.data();
+    inputs_.num_angles = static_cast<int>(angles_.size());
+  }
+  void AccumulateRows(int row_begin, int row_end, const float* const* data, double* const* grams,
+                      int64_t* finite_points, PassScratch& scratch) const override {
+    pass_kernel::TwoComponentInputs inputs = inputs_;
+    inputs.gram_size = scratch.gram_size;
+    functions_->accumulate_rows(inputs, row_begin, row_end, data, grams, finite_points,
+                                scratch.factors.data(), scratch.tile.data());
+  }
+  void SumSquaredResiduals(int row_begin, int row_end, const float* const* data,
+                           double* squared_residuals, PassScratch& scratch) const override {
+    functions_->sum_squared_residuals(inputs_, row_begin, row_end, data, squared_residuals,
+                                      scratch.factors.data());
+  }
+
+ private:
+  pass_kernel::TwoComponentInputs inputs_;
+  std::vector<pass_kernel::TwoComponentAngle> angles_;
+  const pass_kernel::TwoComponentFunctions* functions_;
+};
+
+pass_kernel::TwoComponentInputs TwoComponentPoint::Inputs() const {
+  pass_kernel::TwoComponentInputs in;
+  in.num_times = static_cast<int>(fraction_.size());
+  in.transport_prefactor = 0.5 * q_ * q_;
+  in.cumulative_reference = reference_.cumulative.data();
+  in.cumulative_reference_derivatives = reference_.derivatives.data();
+  in.cumulative_sample = sample_.cumulative.data();
+  in.cumulative_sample_derivatives = sample_.derivatives.data();
+  in.cumulative_velocity = velocity_.cumulative.data();
+  in.cumulative_velocity_derivatives = velocity_.derivatives.data();
+  in.fraction = fraction_.data();
+  in.fraction_derivatives = fraction_derivatives_.data();
+  return in;
+}
+
+// The angle's coefficients: Phi = phase_per_unit (C[v]_j - C[v]_i) and d/d phi0_het of the factor.
+pass_kernel::TwoComponentAngle AngleOf(double q, double phi0_het, double phi_degrees,
+                                       double contrast, double offset) {
+  const double psi = (phi_degrees + phi0_het) * kRadiansPerDegree;
+  pass_kernel::TwoComponentAngle angle;
+  angle.contrast = contrast;
+  angle.offset = offset;
+  angle.phase_per_unit = q * std::cos(psi);
+  angle.dphase_dphi0_per_unit = -q * std::sin(psi) * kRadiansPerDegree;
+  return angle;
+}
+
+std::unique_ptr<const ModePass> TwoComponentPoint::PreparePass(std::span<const double> phi_degrees,
+                                                               std::span<const double> contrast,
+                                                               std::span<const double> offset,
+                                                               IsaLevel level) const {
+  std::vector<pass_kernel::TwoComponentAngle> angles;
+  for (std::size_t k = 0; k < phi_degrees.size(); ++k) {
+    angles.push_back(AngleOf(q_, parameters_[kPhi0Het], phi_degrees[k], contrast[k], offset[k]));
+  }
+  return std::make_unique<TwoComponentPass>(Inputs(), std::move(angles),
+                                            pass_kernel::TwoComponentFunctionsOf(level));
+}
+
+// Per point (two_component_point.h), with libm; the Jacobian by the chain rule through H_r, H_s,
+// Phi and the fractions x_s,i = u, x_s,j = w:
+//   dg/dH_r = 2 (A^2 H_r + A B H_s cos Phi) / den,  dg/dH_s = 2 (B^2 H_s + A B H_r cos Phi) / den
+//   dg/dPhi = -2 A B H_r H_s sin Phi / den
+//   dg/du = (n_A dA/du + n_B dB/du) / den - g dden/du / den, n_A = dnum/dA, n_B = dnum/dB,
+//   dA/du = -(1 - w), dB/du = w, dden/du = (4u - 2) N_j (0 where the floor binds); w likewise.
+void TwoComponentPoint::EvaluateSegment(double phi_degrees, double contrast, double offset, int i,
+                                        int j_begin, int j_end, double* c2_out,
+                                        double* jacobian_out) const {
+  const std::size_t n = fraction_.size();
+  const std::size_t row = static_cast<std::size_t>(i);
+  const double w_q = 0.5 * q_ * q_;
+  const pass_kernel::TwoComponentAngle angle =
+      AngleOf(q_, parameters_[kPhi0Het], phi_degrees, contrast, offset);
+  const double u = fraction_[row], ur = 1.0 - u;
+  const double norm_i = u * u + ur * ur;
+  constexpr int kStride = kNumPhysical + 2;
+  for (int j = j_begin; j < j_end; ++j) {
+    const std::size_t col = static_cast<std::size_t>(j);
+    // Transport factors and their derivatives with respect to the component's 3 parameters.
+    double h[2], dh[2][3];
+    for (int c = 0; c < 2; ++c) {
+      const TransportTable& table = c == 0 ? reference_ : sample_;
+      const double diff = table.cumulative[col] - table.cumulative[row];
+      const double m = std::sqrt(diff * diff + kSmoothAbsEpsilon);
+      const double log_h = -w_q * m;
+      const bool clipped = log_h < kLogTransportMin;
+      h[c] = std::exp(clipped ? kLogTransportMin : log_h);
+      const double factor = clipped ? 0.0 : h[c] * (-w_q) * (diff / m);
+      for (std::size_t p = 0; p < 3; ++p) {
+        dh[c][p] = factor * (table.derivatives[p * n + col] - table.derivatives[p * n + row]);
+      }
+    }
+    const double dv = velocity_.cumulative[col] - velocity_.cumulative[row];
+    const double phase = angle.phase_per_unit * dv;
+    const double cos_phase = std::cos(phase), sin_phase = std::sin(phase);
+    const double w = fraction_[col], wr = 1.0 - w;
+    const double a = ur * wr, b = u * w;
+    const double hr = h[0], hs = h[1];
+    const double num = a * a * hr * hr + b * b * hs * hs + 2.0 * (a * b) * hr * hs * cos_phase;
+    const double norm_j = w * w + wr * wr;
+    const double den_raw = norm_i * norm_j;
+    const bool floored = !(den_raw > kNormalizationFloor);
+    const double den = floored ? kNormalizationFloor : den_raw;
+    const double g = num / den;
+    c2_out[j - j_begin] = offset + contrast * g;
+    if (jacobian_out == nullptr) continue;
+
+    double* jac = jacobian_out + static_cast<std::size_t>(j - j_begin) * kStride;
+    const double dg_dhr = 2.0 * (a * a * hr + a * b * hs * cos_phase) / den;
+    const double dg_dhs = 2.0 * (b * b * hs + a * b * hr * cos_phase) / den;
+    const double dg_dphase = -2.0 * a * b * hr * hs * sin_phase / den;
+    const double n_a = 2.0 * a * hr * hr + 2.0 * b * hr * hs * cos_phase;
+    const double n_b = 2.0 * b * hs * hs + 2.0 * a * hr * hs * cos_phase;
+    const double dden_du = floored ? 0.0 : (4.0 * u - 2.0) * norm_j;
+    const double dden_dw = floored ? 0.0 : (4.0 * w - 2.0) * norm_i;
+    const double dg_du = (n_a * (-wr) + n_b * w) / den - g * dden_du / den;
+    const double dg_dw = (n_a * (-ur) + n_b * u) / den - g * dden_dw / den;
+    for (std::size_t p = 0; p < 3; ++p) {
+      jac[kD0Ref + p] = contrast * dg_dhr * dh[0][p];
+      jac[kD0Sample + p] = contrast * dg_dhs * dh[1][p];
+      const double ddv = velocity_.derivatives[p * n + col] - velocity_.derivatives[p * n + row];
+      jac[kV0 + p] = contrast * dg_dphase * angle.phase_per_unit * ddv;
+    }
+    for (std::size_t m = 0; m < 4; ++m) {
+      jac[kF0 + m] = contrast * (dg_du * fraction_derivatives_[m * n + row] +
+                                 dg_dw * fraction_derivatives_[m * n + col]);
+    }
+    jac[kPhi0Het] = contrast * dg_dphase * angle.dphase_dphi0_per_unit * dv;
+    jac[kNumPhysical] = g;          // d c2 / d contrast
+    jac[kNumPhysical + 1] = 1.0;    // d c2 / d offset
+  }
+}
+
+}  // namespace
+
+namespace pass_kernel {
+
+const TwoComponentFunctions* TwoComponentFunctionsOf(IsaLevel level) {
+  switch (level) {
+#ifdef HOMODYNE_PASS_KERNEL_HAS_BASELINE
+    case IsaLevel::kBaseline:
+      return &baseline::kTwoComponentFunctions;
+#endif
+#ifdef HOMODYNE_PASS_KERNEL_HAS_AVX2
+    case IsaLevel::kAvx2:
+      return &avx2::kTwoComponentFunctions;
+#endif
+#ifdef HOMODYNE_PASS_KERNEL_HAS_AVX512
+    case IsaLevel::kAvx512:
+      return &avx512::kTwoComponentFunctions;
+#endif
+#ifdef HOMODYNE_PASS_KERNEL_HAS_NATIVE
+    case IsaLevel::kNative:
+      return &native::kTwoComponentFunctions;
+#endif
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace pass_kernel
+
+std::unique_ptr<const ModePoint> MakeTwoComponentPoint(const HomodyneModel& model,
+                                                       std::span<const double> physical_parameters) {
+  return std::make_unique<TwoComponentPoint>(model, physical_parameters);
+}
+
+}  // namespace homodyne
