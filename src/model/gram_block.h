@@ -2,20 +2,15 @@
 // register-blocked Gram update of one angle's tile of [J | e].
 //
 // Included only by the per-level kernel sources (homodyne/homodyne_pass_variant.cc,
-// two_component/two_component_pass_variant.cc) and pass_kernel.{h,cc}. The functions have internal
+// two_component/two_component_pass_variant.cc), through their headers. The functions have internal
 // linkage (unnamed namespace), so each level's object keeps its own copy compiled for its own
 // -march and no copy crosses levels (homodyne/homodyne_pass_variant.h).
 #pragma once
 
+#include "model/tile.h"
+
 namespace homodyne::pass_kernel {
-
-// Points per tile (one row segment); the vector loops run over a tile.
-inline constexpr int kTilePoints = 256;
-
 namespace {
-
-// Columns of a tile: the Gram side padded with zero columns to a multiple of 4.
-constexpr int PaddedTileColumns(int gram_size) { return (gram_size + 3) / 4 * 4; }
 
 // gram(a0 + a, c0 + c) += sum_t x_{a0+a}[t] x_{c0+c}[t] for a, c < 4 (lower triangle only, padding
 // skipped); gram is column major with side g; column c of the tile at tile + c kTilePoints. Sixteen

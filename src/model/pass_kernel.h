@@ -29,8 +29,8 @@
 
 #include "homodyne/model.h"
 #include "model/isa_level.h"
-#include "model/gram_block.h"
 #include "model/mode_point.h"
+#include "model/tile.h"
 
 namespace homodyne {
 
