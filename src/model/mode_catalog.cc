@@ -39,19 +39,43 @@ const ParameterDefinition kBeta = Free("beta", "", -2.0, 2.0, 0.5);
 const ParameterDefinition kGammaDotTOffset = Free("gamma_dot_t_offset", "1/s", -0.1, 0.1, 0.0);
 const ParameterDefinition kPhi0Definition = Free("phi0", "deg", -10.0, 10.0, 0.0);
 
-// two_component (the successor's parameter registry).
+// A decade-spanning parameter of two_component: searched by asinh(x / width)
+// (ParameterDefinition::search_width), and, for the amplitudes, by decades in the staged grid.
+ParameterDefinition Decades(ParameterDefinition parameter, double width) {
+  parameter.search_width = width;
+  return parameter;
+}
+ParameterDefinition StagedDecades(ParameterDefinition parameter, double width) {
+  parameter.search_width = width;
+  parameter.staged_decades = true;
+  return parameter;
+}
+ParameterDefinition Staged(ParameterDefinition parameter, double value) {
+  parameter.staged_value = value;
+  return parameter;
+}
+
+// two_component (the successor's parameter registry). Search widths: with q ~ 5e-3 1/Å, a
+// transport of D ~ 1e2 Å²/s decorrelates over ~1e3 s and one of 1e6 Å²/s in ~0.1 s, so the
+// relevant D0 span the decades from 1e2; a velocity of 1 Å/s turns the phase by q v t ~ 0.5 rad in
+// 100 s. The offsets' widths are a tenth of those. f0 = 0 (no sample at all) would make the
+// sample's parameters irrelevant in every staged candidate: f0 is staged at 0.5.
 std::vector<ParameterDefinition> TwoComponentParameters() {
   return {
-      Bounded("D0_ref", "Å²/s^(1+α)", 0.0, 1e6, 1e4, 0.0, kInf, "a transport coefficient"),
+      StagedDecades(
+          Bounded("D0_ref", "Å²/s^(1+α)", 0.0, 1e6, 1e4, 0.0, kInf, "a transport coefficient"),
+          100.0),
       Free("alpha_ref", "", -2.0, 2.0, 0.0),
-      Free("D_offset_ref", "Å²/s", -1e4, 1e4, 0.0),
-      Bounded("D0_sample", "Å²/s^(1+α)", 0.0, 1e6, 1e4, 0.0, kInf, "a transport coefficient"),
+      Decades(Free("D_offset_ref", "Å²/s", -1e4, 1e4, 0.0), 10.0),
+      StagedDecades(
+          Bounded("D0_sample", "Å²/s^(1+α)", 0.0, 1e6, 1e4, 0.0, kInf, "a transport coefficient"),
+          100.0),
       Free("alpha_sample", "", -2.0, 2.0, 0.0),
-      Free("D_offset_sample", "Å²/s", -1e4, 1e4, 0.0),
-      Free("v0", "Å/s^(1+β)", 0.0, 1e6, 1e3),
+      Decades(Free("D_offset_sample", "Å²/s", -1e4, 1e4, 0.0), 10.0),
+      StagedDecades(Free("v0", "Å/s^(1+β)", 0.0, 1e6, 1e3), 1.0),
       Free("v_beta", "", 0.0, 2.0, 1.0),
-      Free("v_offset", "Å/s", -100.0, 100.0, 0.0),
-      Free("f0", "", 0.0, 1.0, 0.5),
+      Decades(Free("v_offset", "Å/s", -100.0, 100.0, 0.0), 0.1),
+      Staged(Free("f0", "", 0.0, 1.0, 0.5), 0.5),
       Free("f1", "1/s", -1.0, 1.0, 0.0),
       Free("f2", "s", -1.0, 1.0, 0.0),
       Free("f3", "", -1.0, 1.0, 0.0),

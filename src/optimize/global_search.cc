@@ -15,6 +15,7 @@
 
 #include "optimize/cmaes_search.h"
 #include "homodyne/errors.h"
+#include "model/mode_catalog.h"
 #include "optimize/variable_projection.h"
 #include "optimize/start_sampling.h"
 
@@ -238,6 +239,15 @@ class Search {
       }
       space_.UseSymmetricLog(i, width);
     }
+    // The other modes' decade-spanning parameters, as their catalog entries say
+    // (ParameterDefinition::search_width).
+    for (size_t i = 0; i < names_.size(); ++i) {
+      const ParameterDefinition* definition = FindParameterDefinition(names_[i]);
+      if (definition == nullptr || !(definition->search_width > 0.0)) continue;
+      const int index = static_cast<int>(i);
+      if (!(space_.upper[index] > space_.lower[index])) continue;
+      space_.UseSymmetricLog(index, definition->search_width);
+    }
   }
 
   const GlobalSearchInputs& inputs_;
@@ -305,6 +315,21 @@ std::vector<Eigen::VectorXd> StagedGrid(const Search& search) {
     } else if (search.names()[static_cast<size_t>(i)] == "phi0" && lower < upper) {
       for (int j = 0; j < kPhi0Values; ++j) {
         values.push_back(lower + (j + 0.5) / kPhi0Values * (upper - lower));
+      }
+    } else if (const ParameterDefinition* definition =
+                   FindParameterDefinition(search.names()[static_cast<size_t>(i)]);
+               definition != nullptr) {
+      // Catalog hints of the other modes (ParameterDefinition): decades of an amplitude from
+      // its search width up to the upper bound, or its staged value.
+      if (definition->staged_decades && definition->search_width > 0.0) {
+        const double first = std::max(definition->search_width, lower);
+        for (double value = first; value <= upper * (1.0 + 1e-12) && static_cast<int>(values.size()) < kMaxDecades;
+             value *= 10.0) {
+          values.push_back(std::min(value, upper));
+        }
+      } else if (std::isfinite(definition->staged_value) && lower <= definition->staged_value &&
+                 definition->staged_value <= upper) {
+        values.push_back(definition->staged_value);
       }
     }
     // The rest at a neutral value (the staged start: "the rest 0"), 0 where the bounds
