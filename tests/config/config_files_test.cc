@@ -59,8 +59,9 @@ TEST(SuccessorTemplateTest, XpcsjaxTwoComponentTemplateLoads) {
   EXPECT_TRUE(config.warnings.empty()) << JoinWarnings(config);
   EXPECT_EQ(config.analysis_mode, AnalysisMode::kTwoComponent);
   const std::vector<std::string> names = {
-      "D0_ref", "alpha_ref", "D_offset_ref", "D0_sample", "alpha_sample", "D_offset_sample", "v0",
-      "v_beta", "v_offset",  "f0",           "f1",        "f2",           "f3",              "phi0_het"};
+      "D0_ref", "alpha_ref", "D_offset_ref", "D0_sample", "alpha_sample", "D_offset_sample",
+      "v0",     "v_beta",    "v_offset",     "f0",        "f1",           "f2",
+      "f3",     "phi0_het"};
   EXPECT_EQ(PhysicalParameterNames(config.analysis_mode), names);
   EXPECT_EQ(config.initial.parameter_names, names);
   EXPECT_FALSE(config.initial.values.has_value());  // null: midpoints of the bounds
@@ -72,11 +73,11 @@ TEST(SuccessorTemplateTest, XpcsjaxTwoComponentTemplateLoads) {
     double max;
   };
   const ExpectedBound expected[] = {
-      {"D0_ref", 0.0, 1e6},     {"alpha_ref", -2.0, 2.0},     {"D_offset_ref", -1e4, 1e4},
-      {"D0_sample", 0.0, 1e6},  {"alpha_sample", -2.0, 2.0},  {"D_offset_sample", -1e4, 1e4},
-      {"v0", 0.0, 1e6},         {"v_beta", 0.0, 2.0},         {"v_offset", -100.0, 100.0},
-      {"f0", 0.0, 1.0},         {"f1", -1.0, 1.0},            {"f2", -1.0, 1.0},
-      {"f3", -1.0, 1.0},        {"phi0_het", -10.0, 10.0},    {"contrast", 0.0, 1.0},
+      {"D0_ref", 0.0, 1e6},    {"alpha_ref", -2.0, 2.0},    {"D_offset_ref", -1e4, 1e4},
+      {"D0_sample", 0.0, 1e6}, {"alpha_sample", -2.0, 2.0}, {"D_offset_sample", -1e4, 1e4},
+      {"v0", 0.0, 1e6},        {"v_beta", 0.0, 2.0},        {"v_offset", -100.0, 100.0},
+      {"f0", 0.0, 1.0},        {"f1", -1.0, 1.0},           {"f2", -1.0, 1.0},
+      {"f3", -1.0, 1.0},       {"phi0_het", -10.0, 10.0},   {"contrast", 0.0, 1.0},
       {"offset", 0.5, 1.5}};
   ASSERT_EQ(config.bounds.size(), std::size(expected));
   for (size_t i = 0; i < std::size(expected); ++i) {

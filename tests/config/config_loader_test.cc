@@ -13,8 +13,8 @@ namespace homodyne {
 namespace {
 
 using ::testing::HasSubstr;
-using ::testing::Not;
 using testing::JoinWarnings;
+using ::testing::Not;
 
 TEST(ConfigDefaultsTest, MinimalLaminarConfigGetsDocumentedDefaults) {
   const Config config = ParseConfig("analysis_mode: laminar_flow\n", "min.yaml");
