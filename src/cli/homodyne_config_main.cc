@@ -1,6 +1,7 @@
 // homodyne-config: writes a documented config template or validates a config file.
 //
-//   homodyne-config --mode static|laminar_flow --output FILE [--force]
+//   homodyne-config --mode static|laminar_flow|two_component --output FILE [--force]
+//     (any name of homodyne::AnalysisModeNames(): heterodyne is two_component)
 //   homodyne-config --validate FILE     (no -v: that is --verbose in homodyne)
 //
 // Exit codes (docs/design.md section 7): 0 done / valid; 1 invalid config, unwritable output or an
@@ -66,8 +67,22 @@ int main(int argc, char** argv) {
   std::string output;
   std::string validate_path;
   bool force = false;
-  auto* mode_option = app.add_option("-m,--mode", mode, "static or laminar_flow")
-                          ->check(CLI::IsMember({"static", "laminar_flow"}));
+  // Any analysis mode name or alias of the mode catalog; a bad one is a usage error (exit 2).
+  const CLI::Validator known_mode(
+      [](std::string& text) -> std::string {
+        try {
+          homodyne::ParseAnalysisMode(text);
+        } catch (const homodyne::Error&) {
+          return "'" + text + "' is not an analysis mode (one of " + homodyne::AnalysisModeNames() +
+                 ")";
+        }
+        return "";
+      },
+      "MODE");
+  auto* mode_option =
+      app.add_option("-m,--mode", mode,
+                     "analysis mode of the template: one of " + homodyne::AnalysisModeNames())
+          ->check(known_mode);
   auto* output_option =
       app.add_option("-o,--output", output, "file to write (default homodyne_{mode}_config.yaml)");
   app.add_flag("-f,--force", force, "overwrite an existing output file");
@@ -89,7 +104,10 @@ int main(int argc, char** argv) {
   try {
     if (!validate_path.empty()) return Validate(validate_path);
     if (!mode.empty()) {
-      if (output.empty()) output = "homodyne_" + mode + "_config.yaml";
+      if (output.empty()) {
+        output = "homodyne_" + std::string(homodyne::ToString(homodyne::ParseAnalysisMode(mode))) +
+                 "_config.yaml";
+      }
       return WriteTemplate(mode, output, force);
     }
     if (!output.empty()) {

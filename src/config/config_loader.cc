@@ -23,6 +23,7 @@
 #include "config/path_checks.h"
 #include "homodyne/config.h"
 #include "homodyne/errors.h"
+#include "model/mode_catalog.h"
 
 namespace homodyne {
 namespace {
@@ -34,52 +35,12 @@ using config_internal::ClassifyKey;
 using config_internal::ClosestKnownKey;
 using config_internal::KeyKind;
 
-// Default bounds of the parameters of a mode, the reference's code defaults (docs/model.md, Bounds
-// and start values).
-struct DefaultBound {
-  const char* name;
-  double min;
-  double max;
-};
-constexpr DefaultBound kDefaultBounds[] = {
-    {"D0", 1e2, 1e5},        {"alpha", -2.0, 2.0},
-    {"D_offset", -1e5, 1e5}, {"gamma_dot_t0", 1e-6, 0.5},
-    {"beta", -2.0, 2.0},     {"gamma_dot_t_offset", -0.1, 0.1},
-    {"phi0", -10.0, 10.0},   {"contrast", 0.0, 1.0},
-    {"offset", 0.5, 1.5},
-};
-
-// The physical domains a bound may not leave (docs/configuration.md, Model and data): a fit
-// outside them returns numbers that mean nothing (a negative D0 is floored to no diffusion at
-// all). Parameters not listed may take any finite value.
-struct PhysicalDomain {
-  const char* name;
-  double min;
-  double max;
-  const char* meaning;
-};
-constexpr double kUnbounded = std::numeric_limits<double>::infinity();
-constexpr PhysicalDomain kPhysicalDomains[] = {
-    {"D0", 0.0, kUnbounded, "a diffusion coefficient"},
-    {"gamma_dot_t0", 0.0, kUnbounded, "a shear-rate amplitude"},
-    {"contrast", 0.0, 1.0, "a speckle contrast"},
-    {"offset", 0.0, kUnbounded, "the baseline of c2"},
-};
-
 // The largest counts the global phase accepts (docs/configuration.md, Global phase): starts,
 // refined minima and CMA-ES population (1e5 local fits or evaluations per generation is already
 // days of passes on large data), CMA-ES generations and restarts.
 constexpr int kMaxSearchCount = 100000;
 constexpr int kMaxSearchGenerations = 10000000;
 constexpr int kMaxSearchRestarts = 1000;
-
-// The reference's registry defaults: the truth simulation uses when `parameters` omits a name
-// (docs/configuration.md, Simulation).
-const std::map<std::string, double> kRegistryDefaults = {
-    {"D0", 1000.0},         {"alpha", 0.5}, {"D_offset", 10.0},
-    {"gamma_dot_t0", 0.01}, {"beta", 0.5},  {"gamma_dot_t_offset", 0.0},
-    {"phi0", 0.0},
-};
 
 std::string Lower(std::string text) {
   std::transform(text.begin(), text.end(), text.begin(),
@@ -270,15 +231,44 @@ bool IsPhysicalName(const std::string& name, AnalysisMode mode) {
   const auto& names = PhysicalParameterNames(mode);
   return std::find(names.begin(), names.end(), name) != names.end();
 }
-// Physical parameters of either mode, plus the per-angle scaling names.
+// A physical parameter of any mode of the mode catalog, or a per-angle scaling name.
 bool IsKnownParameterName(const std::string& name) {
-  return IsPhysicalName(name, AnalysisMode::kLaminarFlow) || name == "contrast" || name == "offset";
+  return FindParameterDefinition(name) != nullptr;
 }
+// A physical parameter of some mode other than `mode` (laminar_flow's shear terms in a static
+// config, two_component's names in a laminar_flow one): accepted where names are read, and
+// dropped.
+bool IsOtherModesParameter(const std::string& name, AnalysisMode mode) {
+  return !IsPhysicalName(name, mode) && name != "contrast" && name != "offset" &&
+         IsKnownParameterName(name);
+}
+// Every known parameter name: each mode's physical names in catalog order (a name shared by modes
+// once), then contrast and offset.
 std::string AllParameterNames() {
-  std::vector<std::string> names = PhysicalParameterNames(AnalysisMode::kLaminarFlow);
-  names.push_back("contrast");
-  names.push_back("offset");
+  std::vector<std::string> names;
+  for (const ModeDefinition& mode : AllModeDefinitions()) {
+    for (const ParameterDefinition& parameter : mode.physical) {
+      if (std::find(names.begin(), names.end(), parameter.name) == names.end()) {
+        names.emplace_back(parameter.name);
+      }
+    }
+  }
+  for (const ParameterDefinition& parameter : ScalingParameterDefinitions()) {
+    names.emplace_back(parameter.name);
+  }
   return JoinNames(names);
+}
+// The definitions of the parameters fitted in `mode`: its physical ones in model order, then
+// contrast and offset.
+std::vector<const ParameterDefinition*> FittedParameterDefinitions(AnalysisMode mode) {
+  std::vector<const ParameterDefinition*> definitions;
+  for (const ParameterDefinition& parameter : DefinitionOf(mode).physical) {
+    definitions.push_back(&parameter);
+  }
+  for (const ParameterDefinition& parameter : ScalingParameterDefinitions()) {
+    definitions.push_back(&parameter);
+  }
+  return definitions;
 }
 
 // The file's analysis_mode (checked even when `mode` overrides it), or `mode` when given.
@@ -293,8 +283,7 @@ void ParseMode(const ConfigReader& reader, std::optional<AnalysisMode> mode, Con
   try {
     config.analysis_mode = ParseAnalysisMode(text);
   } catch (const Error&) {
-    reader.Fail("analysis_mode", node,
-                "must be static or laminar_flow (aliases: static_isotropic, static_anisotropic)");
+    reader.Fail("analysis_mode", node, "must be one of " + AnalysisModeNames());
   }
   if (mode) config.analysis_mode = *mode;
 }
@@ -412,15 +401,16 @@ void ParseDataAndGeometry(const ConfigReader& reader, Config& config) {
 }
 
 void ParseBounds(const ConfigReader& reader, Config& config) {
-  std::vector<std::string> names = PhysicalParameterNames(config.analysis_mode);
-  names.push_back("contrast");
-  names.push_back("offset");
-  std::vector<std::string> source_path(names.size());  // bounds entry that set it ("" default)
-  for (const std::string& name : names) {
-    for (const DefaultBound& bound : kDefaultBounds) {
-      if (name == bound.name) config.bounds.push_back({name, bound.min, bound.max});
-    }
+  // Defaults from the mode catalog (docs/model.md, Bounds and start values).
+  const std::vector<const ParameterDefinition*> definitions =
+      FittedParameterDefinitions(config.analysis_mode);
+  std::vector<std::string> names;
+  for (const ParameterDefinition* definition : definitions) {
+    names.emplace_back(definition->name);
+    config.bounds.push_back(
+        {std::string(definition->name), definition->default_min, definition->default_max});
   }
+  std::vector<std::string> source_path(names.size());  // bounds entry that set it ("" default)
 
   const YAML::Node entries = reader.Find("parameter_space.bounds");
   if (Present(entries)) {
@@ -440,7 +430,7 @@ void ParseBounds(const ConfigReader& reader, Config& config) {
           reader.Warn(path + ".name = '" + given + "': not a parameter (" + AllParameterNames() +
                       "); ignored");
         }
-        continue;  // a parameter of the other mode: accepted, unused
+        continue;  // a parameter of another mode: accepted, unused
       }
       const size_t index = static_cast<size_t>(it - names.begin());
       ParameterBound& bound = config.bounds[index];
@@ -456,18 +446,20 @@ void ParseBounds(const ConfigReader& reader, Config& config) {
     reader.FailText(path + ".min = " + FormatNumber(bound.min) + ": must be finite and < max (" +
                     FormatNumber(bound.max) + ") for " + bound.name);
   }
+  // The physical domains a bound may not leave (docs/configuration.md, Parameters): a fit outside
+  // them returns numbers that mean nothing (a negative D0 is floored to no diffusion at all).
   for (size_t i = 0; i < config.bounds.size(); ++i) {
     const ParameterBound& bound = config.bounds[i];
-    for (const PhysicalDomain& domain : kPhysicalDomains) {
-      if (bound.name != domain.name) continue;
-      const bool low = bound.min < domain.min;
-      if (!low && bound.max <= domain.max) continue;
-      const std::string limit =
-          low ? ">= " + FormatNumber(domain.min) : "<= " + FormatNumber(domain.max);
-      reader.FailText(source_path[i] + (low ? ".min = " : ".max = ") +
-                      FormatNumber(low ? bound.min : bound.max) + ": " + bound.name + " must be " +
-                      limit + " (" + domain.meaning + "; docs/configuration.md, Model and data)");
-    }
+    const ParameterDefinition& domain = *definitions[i];
+    if (domain.domain_meaning.empty()) continue;
+    const bool low = bound.min < domain.domain_min;
+    if (!low && bound.max <= domain.domain_max) continue;
+    const std::string limit =
+        low ? ">= " + FormatNumber(domain.domain_min) : "<= " + FormatNumber(domain.domain_max);
+    reader.FailText(source_path[i] + (low ? ".min = " : ".max = ") +
+                    FormatNumber(low ? bound.min : bound.max) + ": " + bound.name + " must be " +
+                    limit + " (" + std::string(domain.domain_meaning) +
+                    "; docs/configuration.md, Model and data)");
   }
 }
 
@@ -512,7 +504,7 @@ void ParseInitialParameters(const ConfigReader& reader, Config& config) {
     initial.values = std::move(values);
   }
 
-  // Names of the other mode (laminar names in a static config) are dropped with their values.
+  // Names of another mode (laminar names in a static config) are dropped with their values.
   for (size_t i = initial.parameter_names.size(); i-- > 0;) {
     const std::string& name = initial.parameter_names[i];
     if (name == "contrast" || name == "offset" || IsPhysicalName(name, config.analysis_mode)) {
@@ -946,8 +938,9 @@ void ParseSimulation(const ConfigReader& reader, Config& config) {
 
   const std::vector<std::string>& names = PhysicalParameterNames(config.analysis_mode);
   sim.physical_parameters.clear();
-  for (const std::string& name : names)
-    sim.physical_parameters.push_back(kRegistryDefaults.at(name));
+  for (const ParameterDefinition& parameter : DefinitionOf(config.analysis_mode).physical) {
+    sim.physical_parameters.push_back(parameter.simulation_default);
+  }
   const YAML::Node parameters = reader.Find("simulation.parameters");
   if (Present(parameters)) {
     if (!parameters.IsMap()) {
@@ -958,8 +951,8 @@ void ParseSimulation(const ConfigReader& reader, Config& config) {
       const std::string path = "simulation.parameters." + given;
       const std::string name = CanonicalParameterName(given);
       const auto it = std::find(names.begin(), names.end(), name);
-      if (it == names.end() && IsPhysicalName(name, AnalysisMode::kLaminarFlow)) {
-        // A parameter of the other mode (a laminar_flow config run with --static-mode).
+      if (IsOtherModesParameter(name, config.analysis_mode)) {
+        // A parameter of another mode (a laminar_flow config run with --static-mode).
         reader.Warn(path + ": not a parameter of " + std::string(ToString(config.analysis_mode)) +
                     " mode; ignored");
         continue;

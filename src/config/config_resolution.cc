@@ -19,6 +19,7 @@
 #include "homodyne/config.h"
 #include "homodyne/errors.h"
 #include "homodyne/override_checks.h"
+#include "model/mode_catalog.h"
 #include "pipeline/memory_budget.h"
 
 namespace homodyne {
@@ -125,9 +126,20 @@ void ApplyInitialValue(const ConfigOverrides::InitialValue& given, Config& confi
   const std::vector<std::string>& names = PhysicalParameterNames(config.analysis_mode);
   const std::string mode(ToString(config.analysis_mode));
   if (std::find(names.begin(), names.end(), name) == names.end()) {
-    const std::vector<std::string>& laminar = PhysicalParameterNames(AnalysisMode::kLaminarFlow);
-    if (std::find(laminar.begin(), laminar.end(), name) != laminar.end()) {
-      throw UsageError(given.origin + " applies to laminar_flow only; the analysis mode is " +
+    // A parameter of other modes of the catalog: name them ("applies to laminar_flow only").
+    std::vector<std::string> modes_with_it;
+    for (const ModeDefinition& other : AllModeDefinitions()) {
+      const std::vector<std::string>& other_names = PhysicalParameterNames(other.mode);
+      if (std::find(other_names.begin(), other_names.end(), name) != other_names.end()) {
+        modes_with_it.emplace_back(other.name);
+      }
+    }
+    if (!modes_with_it.empty()) {
+      std::string listed;
+      for (size_t k = 0; k < modes_with_it.size(); ++k) {
+        listed += (k == 0 ? "" : k + 1 == modes_with_it.size() ? " and " : ", ") + modes_with_it[k];
+      }
+      throw UsageError(given.origin + " applies to " + listed + " only; the analysis mode is " +
                        mode);
     }
     throw UsageError(given.origin + ": '" + given.name + "' is not a parameter of " + mode +

@@ -1,6 +1,10 @@
 // Every YAML key path of the reference templates (configs/homodyne_static.yaml,
 // configs/homodyne_laminar_flow.yaml; docs/configuration.md) and the keys the reference's code and
-// documentation use, plus the additions of homodyne-cpp (performance.{strategy_override,
+// documentation use, the keys of the successor xpcsjax's templates (its two_component template is
+// tests/data/xpcsjax_two_component.yaml; analyzer_parameters.{frame_step, time_unit},
+// experimental_data.{cache_directory, use_caching}, anti_degeneracy.execute_layers,
+// optimization.angle_filtering, output.formats.{yaml, npz}, output.include_diagnostics), plus the
+// additions of homodyne-cpp (performance.{strategy_override,
 // memory_limit_gb, fast_mode, backend, computation.cpu_threads},
 // optimization.streaming.{batch_size, enable_compression, ...} also under
 // optimization.nlsq.streaming, top-level fast_mode, simulation.*). Which of them the engine reads
@@ -37,14 +41,14 @@ const SchemaRow kSchema[] = {
      // warnings).
      "data_file dt start_frame end_frame"},
     {"metadata", "*"},
-    {"analyzer_parameters", "dt start_frame end_frame"},
+    {"analyzer_parameters", "dt start_frame end_frame frame_step time_unit"},
     {"analyzer_parameters.scattering", "wavevector_q"},
     {"analyzer_parameters.geometry", "stator_rotor_gap"},
     {"analysis_settings", "*"},
     {"experimental_data",
      "file_path data_folder_path data_file_name phi_angles_path phi_angles_file cache_file_path "
      "cache_filename_template cache_compression data_type file_format exchange_key dt "
-     "sample_detector_distance"},
+     "sample_detector_distance cache_directory use_caching"},
     {"experimental_data.geometry", "stator_rotor_gap"},
     {"phi_filtering", "enabled fallback_to_all_angles algorithm tolerance"},
     {"phi_filtering.target_ranges[]", "min_angle max_angle description"},
@@ -76,7 +80,8 @@ const SchemaRow kSchema[] = {
      "use_learning_rate_schedule lr_schedule_end_value enable_group_variance_regularization "
      "group_variance_lambda"},
     {"optimization.nlsq.anti_degeneracy",
-     "enable per_angle_mode constant_scaling_threshold fourier_order fourier_auto_threshold"},
+     "enable per_angle_mode constant_scaling_threshold fourier_order fourier_auto_threshold "
+     "execute_layers"},
     {"optimization.nlsq.anti_degeneracy.hierarchical",
      "enable max_outer_iterations outer_tolerance physical_max_iterations "
      "per_angle_max_iterations"},
@@ -107,6 +112,7 @@ const SchemaRow kSchema[] = {
      "check_memory_safety use_index_based collect_diagnostics log_diagnostics"},
     {"optimization.sequential", "min_success_rate weighting"},
     {"optimization.recovery", kRecoveryKeys},
+    {"optimization.angle_filtering", "enabled target_angle_ranges"},
     {"optimization.mcmc", "*"},
     {"optimization.cmc", "*"},
     {"optimization.lsq", "*"},
@@ -124,8 +130,9 @@ const SchemaRow kSchema[] = {
     {"quality_control", "*"},
     {"plotting", "*"},
     {"output",
-     "directory base_directory create_subdirs timestamp_dirs compress_hdf5 compression_level"},
-    {"output.formats", "hdf5 json csv"},
+     "directory base_directory create_subdirs timestamp_dirs compress_hdf5 compression_level "
+     "include_diagnostics"},
+    {"output.formats", "hdf5 json csv yaml npz"},
     {"output.plots", "*"},
     {"validation", "*"},
     {"v2_features", "*"},

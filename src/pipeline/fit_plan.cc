@@ -2,6 +2,8 @@
 
 #include <omp.h>
 
+#include "model/mode_catalog.h"
+
 namespace homodyne {
 
 FitPlan PlanFit(const Config& config, const DatasetInfo& info) {
@@ -9,17 +11,24 @@ FitPlan PlanFit(const Config& config, const DatasetInfo& info) {
   const int n_angles = info.num_angles();
   plan.requested_scaling = ResolvePerAngleMode(config.nlsq, n_angles);
   plan.scaling = plan.requested_scaling;
-  // As the reference (docs/model.md, Per-angle scaling): the per-angle modes apply to laminar_flow
-  // with anti_degeneracy.enable; otherwise every angle has its own contrast and offset.
+  // As the reference (docs/model.md, Per-angle scaling): the per-angle modes apply to the modes
+  // whose c2 depends on the angle through the physics (laminar_flow, two_component; the mode
+  // catalog's angle_dependent) with anti_degeneracy.enable; otherwise every angle has its own
+  // contrast and offset.
   if (plan.requested_scaling.mode != PerAngleMode::kIndividual &&
-      (config.analysis_mode != AnalysisMode::kLaminarFlow ||
+      (!DefinitionOf(config.analysis_mode).angle_dependent ||
        !config.nlsq.anti_degeneracy_enabled)) {
     plan.scaling = {PerAngleMode::kIndividual, 2 * n_angles, "one contrast and offset per angle"};
-    plan.scaling_warning =
-        "per-angle mode " + std::string(ToString(plan.requested_scaling.mode)) +
-        " applies to laminar_flow with anti_degeneracy.enable (docs/model.md, Per-angle scaling): "
-        "fitting "
-        "individual";
+    std::string angle_dependent_modes;  // "laminar_flow and two_component"
+    for (const ModeDefinition& mode : AllModeDefinitions()) {
+      if (!mode.angle_dependent) continue;
+      angle_dependent_modes +=
+          (angle_dependent_modes.empty() ? "" : " and ") + std::string(mode.name);
+    }
+    plan.scaling_warning = "per-angle mode " + std::string(ToString(plan.requested_scaling.mode)) +
+                           " applies to " + angle_dependent_modes +
+                           " with anti_degeneracy.enable (docs/model.md, Per-angle scaling): "
+                           "fitting individual";
   }
   plan.num_physical = NumPhysicalParameters(config.analysis_mode);
   plan.num_parameters = plan.num_physical + plan.scaling.num_scaling_parameters;

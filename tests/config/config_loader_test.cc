@@ -14,6 +14,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing::JoinWarnings;
+using ::testing::Not;
 
 TEST(ConfigDefaultsTest, MinimalLaminarConfigGetsDocumentedDefaults) {
   const Config config = ParseConfig("analysis_mode: laminar_flow\n", "min.yaml");
@@ -140,6 +141,76 @@ parameter_space:
   EXPECT_EQ(config.initial.values->size(), 3u);
   EXPECT_THAT(JoinWarnings(config), HasSubstr("'phi0', not a parameter of static"));
   EXPECT_EQ(config.bounds.size(), 5u);
+}
+
+// "A parameter of another mode" holds between all three modes of the catalog: two_component's
+// names in a static config and laminar_flow's in a two_component config are accepted and dropped.
+TEST(ConfigAliasTest, OtherModesNamesAreDroppedWithWarningInEveryMode) {
+  const Config stat = ParseConfig(R"(
+analysis_mode: static
+initial_parameters:
+  parameter_names: [D0, v0, alpha, D_offset, phi0_het]
+  values: [1000, 5, -0.5, 10, 1]
+parameter_space:
+  bounds:
+    - {name: D0_ref, min: 0, max: 10}
+simulation:
+  parameters: {f1: 0.2, D0: 200}
+)",
+                                  "s.yaml");
+  EXPECT_EQ(stat.initial.parameter_names, (std::vector<std::string>{"D0", "alpha", "D_offset"}));
+  EXPECT_EQ(*stat.initial.values, (std::vector<double>{1000, -0.5, 10}));
+  EXPECT_EQ(stat.bounds.size(), 5u);
+  EXPECT_EQ(stat.simulation.physical_parameters, (std::vector<double>{200.0, 0.5, 10.0}));
+  const std::string stat_warnings = JoinWarnings(stat);
+  EXPECT_THAT(stat_warnings, HasSubstr("'v0', not a parameter of static mode; ignored"));
+  EXPECT_THAT(stat_warnings, HasSubstr("'phi0_het', not a parameter of static mode; ignored"));
+  EXPECT_THAT(stat_warnings, HasSubstr("simulation.parameters.f1: not a parameter of static mode"));
+  EXPECT_THAT(stat_warnings, Not(HasSubstr("D0_ref")));  // a bounds entry of another mode: silent
+
+  const Config two = ParseConfig(R"(
+analysis_mode: heterodyne
+initial_parameters:
+  parameter_names: [gamma_dot_t0, D0_ref, phi0, f0]
+  values: [0.01, 300, 1, 0.25]
+parameter_space:
+  bounds:
+    - {name: phi0, min: -5, max: 5}
+    - {name: D0, min: 1, max: 2}
+    - {name: f0, min: 0.1, max: 0.9}
+    - {name: bogus, min: 0, max: 1}
+)",
+                                 "t.yaml");
+  EXPECT_EQ(two.analysis_mode, AnalysisMode::kTwoComponent);
+  EXPECT_EQ(two.initial.parameter_names, (std::vector<std::string>{"D0_ref", "f0"}));
+  EXPECT_EQ(*two.initial.values, (std::vector<double>{300, 0.25}));
+  ASSERT_EQ(two.bounds.size(), 16u);
+  EXPECT_DOUBLE_EQ(two.BoundOf("f0").min, 0.1);
+  EXPECT_DOUBLE_EQ(two.BoundOf("f0").max, 0.9);
+  const std::string two_warnings = JoinWarnings(two);
+  EXPECT_THAT(two_warnings, HasSubstr("'gamma_dot_t0', not a parameter of two_component mode"));
+  EXPECT_THAT(two_warnings, HasSubstr("'phi0', not a parameter of two_component mode"));
+  EXPECT_THAT(two_warnings, HasSubstr("parameter_space.bounds[3].name = 'bogus': not a parameter"));
+  EXPECT_EQ(two.warnings.size(), 3u) << two_warnings;
+}
+
+// Without a config entry, two_component's bounds and simulation truth are the mode catalog's
+// (the successor's registry).
+TEST(ConfigDefaultsTest, TwoComponentDefaultsComeFromTheModeCatalog) {
+  const Config config = ParseConfig("analysis_mode: two_component\nsimulation: {}\n", "t.yaml");
+  ASSERT_EQ(config.bounds.size(), 16u);
+  EXPECT_EQ(config.bounds[0].name, "D0_ref");
+  EXPECT_DOUBLE_EQ(config.bounds[0].min, 0.0);
+  EXPECT_DOUBLE_EQ(config.bounds[0].max, 1e6);
+  EXPECT_EQ(config.bounds[8].name, "v_offset");
+  EXPECT_DOUBLE_EQ(config.bounds[8].min, -100.0);
+  EXPECT_EQ(config.bounds[15].name, "offset");
+  EXPECT_DOUBLE_EQ(config.bounds[15].min, 0.5);
+  EXPECT_EQ(config.initial.parameter_names, PhysicalParameterNames(AnalysisMode::kTwoComponent));
+  EXPECT_FALSE(config.initial.values.has_value());
+  EXPECT_EQ(config.simulation.physical_parameters,
+            (std::vector<double>{1e4, 0, 0, 1e4, 0, 0, 1e3, 1, 0, 0.5, 0, 0, 0, 0}));
+  EXPECT_TRUE(config.warnings.empty()) << JoinWarnings(config);
 }
 
 TEST(ConfigDataTest, FolderPlusNameWinsOverFilePath) {

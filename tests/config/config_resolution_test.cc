@@ -131,6 +131,44 @@ TEST(ResolveConfigTest, LaminarInitialValueInStaticModeNamesTheFlag) {
   }
 }
 
+// A start value for a parameter of other modes names the modes that have it.
+TEST(ResolveConfigTest, OtherModesInitialValueNamesTheModesThatHaveIt) {
+  ConfigOverrides two_component_name = ModeOverride(AnalysisMode::kStatic);
+  two_component_name.initial_values.push_back({"v0", 10.0, "initial_params['v0']"});
+  try {
+    ResolveConfig(kLaminarSource, two_component_name);
+    FAIL() << "no UsageError";
+  } catch (const UsageError& error) {
+    EXPECT_THAT(error.what(), HasSubstr("initial_params['v0'] applies to two_component only; the "
+                                        "analysis mode is static"));
+  }
+
+  ConfigOverrides homodyne_name = ModeOverride(AnalysisMode::kTwoComponent);
+  homodyne_name.initial_values.push_back({"D0", 10.0, "--initial-d0"});
+  try {
+    ResolveConfig(kLaminarSource, homodyne_name);
+    FAIL() << "no UsageError";
+  } catch (const UsageError& error) {
+    EXPECT_THAT(error.what(), HasSubstr("--initial-d0 applies to static and laminar_flow only; "
+                                        "the analysis mode is two_component"));
+  }
+}
+
+TEST(ResolveConfigTest, TwoComponentInitialValueStartsOthersAtBoundMidpoints) {
+  ConfigOverrides overrides = ModeOverride(AnalysisMode::kTwoComponent);
+  overrides.initial_values.push_back({"f0", 0.25, "initial_params['f0']"});
+
+  const Config config =
+      ResolveConfig(ConfigSource{"analysis_mode: static\n", "s.yaml", ""}, overrides);
+
+  EXPECT_EQ(config.analysis_mode, AnalysisMode::kTwoComponent);
+  ASSERT_TRUE(config.initial.values.has_value());
+  ASSERT_EQ(config.initial.values->size(), 14u);
+  EXPECT_DOUBLE_EQ((*config.initial.values)[0], 5e5);   // D0_ref midpoint of [0, 1e6]
+  EXPECT_DOUBLE_EQ((*config.initial.values)[9], 0.25);  // f0
+  EXPECT_DOUBLE_EQ((*config.initial.values)[7], 1.0);   // v_beta midpoint of [0, 2]
+}
+
 TEST(ResolveConfigTest, UnknownInitialValueNameIsUsageError) {
   ConfigOverrides overrides;
   overrides.initial_values.push_back({"D1", 1.0, "initial_params['D1']"});

@@ -221,8 +221,50 @@ INSTANTIATE_TEST_SUITE_P(AllRules, ConfigRuleTest,
 
 TEST(ConfigModeTest, UnknownAnalysisModeNamesPathAndChoices) {
   const std::string message = ConfigErrorOf("analysis_mode: turbulent\n");
-  EXPECT_THAT(message, HasSubstr("test.yaml: analysis_mode = 'turbulent': must be static or "
-                                 "laminar_flow"));
+  EXPECT_THAT(message, HasSubstr("test.yaml: analysis_mode = 'turbulent': must be one of " +
+                                 AnalysisModeNames()));
+  // Every mode of the catalog and its aliases is named.
+  EXPECT_THAT(message, HasSubstr("static, static_isotropic, static_anisotropic, laminar_flow, "
+                                 "two_component, heterodyne"));
+}
+
+// The physical domains of the mode catalog hold for two_component's transport coefficients as
+// for D0; the message names the bounds entry, the value and the parameter.
+TEST(ConfigModeTest, TwoComponentBoundsStayInsideThePhysicalDomain) {
+  EXPECT_THAT(ConfigErrorOf("analysis_mode: two_component\n"
+                            "parameter_space: {bounds: [{name: v0, min: 0, max: 10}, "
+                            "{name: D0_ref, min: -1}]}\n"),
+              HasSubstr("test.yaml: parameter_space.bounds[1].min = -1: D0_ref must be >= 0 (a "
+                        "transport coefficient; docs/configuration.md, Model and data)"));
+  EXPECT_THAT(ConfigErrorOf("analysis_mode: heterodyne\n"
+                            "parameter_space: {bounds: [{name: D0_sample, min: -5, max: 10}]}\n"),
+              HasSubstr("parameter_space.bounds[0].min = -5: D0_sample must be >= 0"));
+  EXPECT_THAT(ConfigErrorOf("analysis_mode: two_component\n"
+                            "parameter_space: {bounds: [{name: contrast, min: 0, max: 2}]}\n"),
+              HasSubstr("parameter_space.bounds[0].max = 2: contrast must be <= 1"));
+}
+
+TEST(ConfigModeTest, TwoComponentBoundsMinBelowMaxNamesTheParameter) {
+  EXPECT_THAT(ConfigErrorOf("analysis_mode: two_component\n"
+                            "parameter_space: {bounds: [{name: f0, min: 0.9, max: 0.1}]}\n"),
+              HasSubstr("parameter_space.bounds[0].min = 0.9: must be finite and < max (0.1) for "
+                        "f0"));
+}
+
+// Two_component's values are counted against its 14 names; unknown names list every mode's.
+TEST(ConfigModeTest, TwoComponentInitialValuesAndUnknownNames) {
+  EXPECT_THAT(ConfigErrorOf("analysis_mode: two_component\n"
+                            "initial_parameters: {values: [1, 2, 3]}\n"),
+              HasSubstr("initial_parameters.values = [1, 2, 3]: must have 14 values"));
+  const std::string unknown = ConfigErrorOf(
+      "analysis_mode: two_component\ninitial_parameters: {parameter_names: [v0, beta_v]}\n");
+  EXPECT_THAT(unknown, HasSubstr("initial_parameters.parameter_names[1] = 'beta_v': unknown "
+                                 "parameter; expected one of D0, alpha, D_offset, gamma_dot_t0, "
+                                 "beta, gamma_dot_t_offset, phi0, D0_ref, alpha_ref"));
+  EXPECT_THAT(unknown, HasSubstr("phi0_het, contrast, offset"));
+  EXPECT_THAT(ConfigErrorOf("analysis_mode: two_component\nsimulation: {parameters: {D1: 3}}\n"),
+              HasSubstr("simulation.parameters.D1 = 3: not a parameter of two_component mode "
+                        "(expected D0_ref, alpha_ref, D_offset_ref, D0_sample"));
 }
 
 TEST(ConfigModeTest, AutoAveragedSpellingIsExplained) {
