@@ -1,5 +1,5 @@
 // Instruction-set levels of the pass kernel (docs/design.md section 2b).
-// The build compiles the kernel's body (pass_kernel_variant.cc) once per level; the process runs
+// The build compiles the modes' pass bodies (*_pass_variant.cc) once per level; the process runs
 // one of them, chosen once: the best level the build has and the CPU supports, or the one the
 // environment variable HOMODYNE_ISA names. The rest of the library is compiled for the baseline,
 // so one binary runs on any x86-64 CPU and still uses AVX2 or AVX-512 in the fitting pass.

@@ -24,14 +24,14 @@ if [ -n "$isa_flags" ]; then
   echo "FAIL: the installed CMake package passes instruction-set flags on:"; echo "$isa_flags"
   exit 1
 fi
-# A portable x86-64 build (HOMODYNE_NATIVE_ARCH=OFF): only the pass kernel's AVX2 and AVX-512
-# variants (objects pass_kernel_variant.cc.o, chosen at run time) use the 256- and 512-bit
+# A portable x86-64 build (HOMODYNE_NATIVE_ARCH=OFF): only the modes' pass bodies' AVX2 and AVX-512
+# variants (objects *_pass_variant.cc.o, chosen at run time) use the 256- and 512-bit
 # registers; every other object of the installed libraries is baseline x86-64.
 if [ "$(uname -m)" = x86_64 ] && grep -q '^HOMODYNE_NATIVE_ARCH:BOOL=OFF$' "$build_dir/CMakeCache.txt"; then
   wide=$(objdump -d --no-show-raw-insn "$work/prefix/lib/"libhomodyne_*.a | awk '
     /^In archive/ { next }
     /:[ \t]+file format/ { member = $1; next }
-    /%[yz]mm[0-9]/ && member != "pass_kernel_variant.cc.o:" { count[member]++ }
+    /%[yz]mm[0-9]/ && member !~ /_pass_variant\.cc\.o:$/ { count[member]++ }
     END { for (m in count) print m, count[m], "instructions on ymm/zmm registers" }')
   if [ -n "$wide" ]; then
     echo "FAIL: objects outside the pass kernel's variants use AVX registers:"; echo "$wide"

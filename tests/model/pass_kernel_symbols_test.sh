@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The pass kernel's variants keep to themselves (src/model/pass_kernel_variant.h): each object
+# The pass kernel's variants keep to themselves (src/model/homodyne/homodyne_pass_variant.h): each object
 # compiled for an instruction-set level defines global symbols only in its own namespace
 # homodyne::pass_kernel::LEVEL. A weak copy of an inline or template function (Eigen, the standard
 # library, vector_math.h) in an AVX-512 object could be the one the linker keeps for the whole

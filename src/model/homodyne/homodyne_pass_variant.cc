@@ -264,7 +264,7 @@ void SumSquaredResiduals(const Inputs& in, int row_begin, int row_end, const flo
 
 }  // namespace
 
-// External linkage from the declaration in pass_kernel_variant.h.
+// External linkage from the declaration in homodyne_pass_variant.h.
 const Functions kFunctions = {&AccumulateRows, &SumSquaredResiduals};
 
 }  // namespace homodyne::pass_kernel::HOMODYNE_PASS_KERNEL_LEVEL
