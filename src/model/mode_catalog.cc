@@ -91,6 +91,7 @@ const std::array<ModeDefinition, 3>& Catalog() {
                      "equilibrium diffusion: D(t) = D0 t^alpha + D_offset",
                      {kD0, kAlpha, kDOffset},
                      /*angle_dependent=*/false,
+                     /*exact_degeneracies=*/false,
                      &MakeHomodynePoint},
       ModeDefinition{AnalysisMode::kLaminarFlow,
                      "laminar_flow",
@@ -98,6 +99,7 @@ const std::array<ModeDefinition, 3>& Catalog() {
                      "diffusion and laminar shear flow (adds gamma_dot(t) and the flow angle phi0)",
                      {kD0, kAlpha, kDOffset, kGammaDotT0, kBeta, kGammaDotTOffset, kPhi0Definition},
                      /*angle_dependent=*/true,
+                     /*exact_degeneracies=*/false,
                      &MakeHomodynePoint},
       ModeDefinition{AnalysisMode::kTwoComponent,
                      "two_component",
@@ -105,6 +107,7 @@ const std::array<ModeDefinition, 3>& Catalog() {
                      "reference and sample components, flow velocity v(t), sample fraction f(t)",
                      TwoComponentParameters(),
                      /*angle_dependent=*/true,
+                     /*exact_degeneracies=*/true,
                      &MakeTwoComponentPoint},
   };
   return kCatalog;

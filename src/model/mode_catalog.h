@@ -57,6 +57,10 @@ struct ModeDefinition {
   // True when c2 depends on the angle phi through the physics (flow): the per-angle scaling modes
   // apply (docs/model.md, Per-angle scaling). static: false.
   bool angle_dependent = false;
+  // True when parameters of the model are exactly interchangeable (two_component: f0 and f2
+  // enter only as f0 exp(-f1 f2)): the LM core then holds such a parameter on its bound
+  // (LevenbergMarquardtOptions::hold_bound_parameters_on_undetermined_directions).
+  bool exact_degeneracies = false;
   ModePointBuilder evaluate = nullptr;
 };
 

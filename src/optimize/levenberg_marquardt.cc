@@ -50,6 +50,51 @@ std::vector<int> FreeParameters(const Eigen::VectorXd& jtr, const Eigen::VectorX
   return free;
 }
 
+// Removes from `free` each parameter that sits on a bound and takes part in a direction the
+// normal equations do not determine (an eigenvalue of the Jacobi-scaled H_FF below
+// kPseudoInverseRcond times the largest, with a component of at least a tenth of the
+// eigenvector's largest on it). Such a parameter is interchangeable with free ones: two_component's
+// f0 and f2 enter only as f0 exp(-f1 f2), so with f2 on its bound f0 alone can take every value
+// of the product. Left free, the bound parameter's gradient is zero up to rounding, its freezing
+// flips from one iteration to the next, and each flip changes the step: on
+// configs/simulate_two_component.yaml (f2 ends on its bound) the final fit crawled for 960
+// iterations, against 1 when f2 is held (docs/design.md section 4). No change where H_FF
+// determines every direction or no free parameter is on a bound. Applied when
+// LevenbergMarquardtOptions::hold_bound_parameters_on_undetermined_directions says so.
+void HoldBoundParametersOnUndeterminedDirections(const Eigen::MatrixXd& jtj,
+                                                 const Eigen::VectorXd& theta,
+                                                 const Eigen::VectorXd& lower,
+                                                 const Eigen::VectorXd& upper,
+                                                 std::vector<int>& free) {
+  const auto on_bound = [&](int i) { return theta[i] <= lower[i] || theta[i] >= upper[i]; };
+  if (std::none_of(free.begin(), free.end(), on_bound)) return;
+  const int n = static_cast<int>(free.size());
+  Eigen::VectorXd scale(n);
+  for (int a = 0; a < n; ++a) {
+    const double diagonal = jtj(free[a], free[a]);
+    scale[a] = diagonal > 0.0 ? 1.0 / std::sqrt(diagonal) : 0.0;
+  }
+  Eigen::MatrixXd scaled(n, n);
+  for (int a = 0; a < n; ++a) {
+    for (int b = 0; b < n; ++b) scaled(a, b) = scale[a] * jtj(free[a], free[b]) * scale[b];
+  }
+  const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eigen(scaled);
+  if (eigen.info() != Eigen::Success || !(eigen.eigenvalues()[n - 1] > 0.0)) return;
+  const double cutoff = kPseudoInverseRcond * eigen.eigenvalues()[n - 1];
+  std::vector<bool> hold(static_cast<size_t>(n), false);
+  for (int k = 0; k < n && eigen.eigenvalues()[k] < cutoff; ++k) {
+    const Eigen::VectorXd v = eigen.eigenvectors().col(k).cwiseAbs();
+    for (int a = 0; a < n; ++a) {
+      if (on_bound(free[a]) && v[a] >= 0.1 * v.maxCoeff()) hold[static_cast<size_t>(a)] = true;
+    }
+  }
+  std::vector<int> kept;
+  for (int a = 0; a < n; ++a) {
+    if (!hold[static_cast<size_t>(a)]) kept.push_back(free[a]);
+  }
+  if (!kept.empty()) free = std::move(kept);
+}
+
 // d = sqrt(g_F^T H_FF^-1 g_F / s2), the Gauss-Newton step in standard errors (lm.h,
 // LevenbergMarquardtSummary::final_step_standard_errors), as (D g_F)^T S^+ (D g_F) / s2. A
 // gradient component along a dropped eigenvector does not count: no step along it is
@@ -337,7 +382,12 @@ class LevenbergMarquardtMinimizer {
   }
 
   // Step 6: freeze a parameter at a bound whose descent direction -g_i points out of the box.
-  void ComputeActiveSet() { free_ = FreeParameters(current_.jtr, theta_, lower_, upper_); }
+  void ComputeActiveSet() {
+    free_ = FreeParameters(current_.jtr, theta_, lower_, upper_);
+    if (options_.hold_bound_parameters_on_undetermined_directions) {
+      HoldBoundParametersOnUndeterminedDirections(current_.jtj, theta_, lower_, upper_, free_);
+    }
+  }
 
   // d at the current point on the current free set (step_standard_errors_), with s^2 =
   // chi2 / max(dof, 1) as the covariance; -1 where chi2, J^T J or J^T r is not finite. A P x P

@@ -138,6 +138,11 @@ struct LevenbergMarquardtOptions {
   // Full validation (docs/design.md section 7): theta, J^T J and J^T r checked finite at every
   // accepted point and at the start. Fast mode turns it off; non-finite trial chi2 is rejected
   // either way.
+  // Hold a parameter on its bound when it takes part in a direction J^T J does not determine
+  // (HoldBoundParametersOnUndeterminedDirections, levenberg_marquardt.cc): for modes whose model
+  // has exact degeneracies (ModeDefinition::exact_degeneracies, src/model/mode_catalog.h). Off
+  // for the homodyne modes, whose fits stay bitwise what they were.
+  bool hold_bound_parameters_on_undetermined_directions = false;
   bool validate_numerics = true;
   // Called after iteration 0 and after every trial (progress lines, checkpoints). Return false to
   // stop the run (status kStoppedByCallback), e.g. on a signal (docs/design.md section 6); may

@@ -5,6 +5,7 @@
 
 #include "homodyne/errors.h"
 #include "homodyne/model.h"
+#include "model/mode_catalog.h"
 #include "optimize/bounds.h"
 
 namespace homodyne {
@@ -139,6 +140,8 @@ LevenbergMarquardtOptions FinalFitOptions(const Config& config, const FitParamet
   lm.gtol = config.nlsq.gtol;
   lm.statistical_tolerance = config.nlsq.statistical_tolerance;
   lm.validate_numerics = !config.performance.fast_mode;
+  lm.hold_bound_parameters_on_undetermined_directions =
+      DefinitionOf(config.analysis_mode).exact_degeneracies;
   return lm;
 }
 
