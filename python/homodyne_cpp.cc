@@ -596,9 +596,12 @@ void RequireFinite(const std::vector<double>& values, const std::string& name) {
 // The model on grid t for each angle. The package made phi, contrast and offset 1-D (a scalar is
 // one angle). The angles, q and the grid step pass the checks every data set passes
 // (MakeInMemoryBatchSource: q and dt finite and > 0, phi finite, each angle once), the rest is
-// checked here; ValueError / DataError name the argument.
+// checked here; ValueError / DataError name the argument. gap_angstrom (L) is required by
+// laminar_flow, the one mode whose model reads it (ScatteringGeometry); the others take it or not
+// and, when given, check it as laminar_flow does.
 DoubleArray ComputeC2(const std::vector<double>& params, const std::vector<double>& t,
-                      const std::vector<double>& phi, double q, double gap_angstrom,
+                      const std::vector<double>& phi, double q,
+                      const std::optional<double>& gap_angstrom,
                       const std::vector<double>& contrast, const std::vector<double>& offset,
                       const std::string& mode_name, double dt) {
   const AnalysisMode mode = ParseAnalysisMode(mode_name);
@@ -616,8 +619,11 @@ DoubleArray ComputeC2(const std::vector<double>& params, const std::vector<doubl
     }
   }
   if (phi.empty()) throw py::value_error("phi needs at least one angle");
-  if (!(std::isfinite(gap_angstrom) && gap_angstrom > 0.0)) {
-    throw py::value_error("L = " + std::to_string(gap_angstrom) + ": must be finite and > 0");
+  if (!gap_angstrom.has_value() && mode == AnalysisMode::kLaminarFlow) {
+    throw py::value_error("L (the stator-rotor gap in A) is required for laminar_flow");
+  }
+  if (gap_angstrom.has_value() && !(std::isfinite(*gap_angstrom) && *gap_angstrom > 0.0)) {
+    throw py::value_error("L = " + std::to_string(*gap_angstrom) + ": must be finite and > 0");
   }
   if (!(std::isfinite(dt) && dt >= 0.0)) {
     throw py::value_error("dt = " + std::to_string(dt) + ": must be finite and >= 0");
@@ -653,7 +659,9 @@ DoubleArray ComputeC2(const std::vector<double>& params, const std::vector<doubl
       if (PyErr_WarnEx(PyExc_UserWarning, warning.c_str(), 1) != 0) throw py::error_already_set();
     }
   }
-  const HomodyneModel model(mode, ScatteringGeometry{q, gap_angstrom, step}, t);
+  const HomodyneModel model(
+      mode, ScatteringGeometry{q, gap_angstrom.value_or(ScatteringGeometry{}.gap_angstrom), step},
+      t);
   const ModelEvaluation evaluation(model, params);
   for (size_t k = 0; k < phi.size(); ++k) {
     evaluation.ComputeC2Matrix(phi[k], contrasts[k], offsets[k],

@@ -115,7 +115,7 @@ def compute_c2(
     t: _Numbers,
     phi: _Numbers,
     q: float,
-    L: float,
+    L: Optional[float] = None,
     contrast: _Numbers = 0.5,
     offset: _Numbers = 1.0,
     mode: str = "laminar_flow",

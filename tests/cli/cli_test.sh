@@ -17,10 +17,14 @@ failures=0
 source "$repo/tests/cli/test_lib.sh"
 
 write_config() {  # write_config FILE MODE DATA_FILE [extra yaml]
-  local shear_parameters=""
-  if [ "$2" = laminar_flow ]; then
-    shear_parameters=", gamma_dot_t0: 0.01, beta: 0, gamma_dot_t_offset: 0, phi0: 0"
-  fi
+  local truth="D0: 1000, alpha: -0.5, D_offset: 10"
+  case "$2" in
+    laminar_flow) truth="$truth, gamma_dot_t0: 0.01, beta: 0, gamma_dot_t_offset: 0, phi0: 0" ;;
+    two_component)
+      truth="D0_ref: 1000, alpha_ref: -0.3, D_offset_ref: 10, D0_sample: 20000, alpha_sample: -0.5,
+               D_offset_sample: 0, v0: 20, v_beta: 0.5, v_offset: 1, f0: 0.3, f1: 0.01, f2: 0.5,
+               f3: 0.2, phi0_het: 2" ;;
+  esac
   cat > "$1" <<YAML
 analysis_mode: $2
 analyzer_parameters:
@@ -39,7 +43,7 @@ simulation:
   format: aps_u
   frames: 60
   phi_angles: [0, 45, 90]
-  parameters: {D0: 1000, alpha: -0.5, D_offset: 10$shear_parameters}
+  parameters: {$truth}
   contrast: [0.3, 0.28, 0.25]
   offset: 1.0
   noise_sigma: 0.01
@@ -48,6 +52,18 @@ simulation:
   compression: lzf
 $4
 YAML
+}
+
+# expect_strategies_bitwise CONFIG: the fit of CONFIG with each strategy forced (standard, large,
+# chunked, streaming) returns bitwise the same parameters, per-angle scaling, covariance and chi2
+# (they run the same passes in the same order: docs/design.md section 3). Leaves out_STRATEGY/.
+expect_strategies_bitwise() {
+  local strategy
+  for strategy in standard large chunked streaming; do
+    expect_exit 0 "strategy $strategy \\(forced" "$bin_dir/homodyne" --config "$1" \
+      --strategy $strategy --output-dir "out_$strategy"
+    [ "$strategy" = standard ] || same_results out_standard "out_$strategy"
+  done
 }
 
 # plot_python: prints a Python that has h5py and matplotlib (the system one first), or exits 77
@@ -152,22 +168,34 @@ parameter_space:
     expect_exit 1 "blocked/nlsq" "$bin_dir/homodyne" --config sim.yaml --output-dir blocked
     expect_exit 1 "phi +45.00 deg +contrast" "$bin_dir/homodyne" --config sim.yaml \
       --output-dir blocked
-    # Every strategy of the shared pass returns bitwise the same parameters as the default one.
-    for strategy in large chunked streaming; do
-      expect_exit 0 "strategy $strategy \\(forced" "$bin_dir/homodyne" --config sim.yaml \
-        --strategy $strategy --output-dir "out_$strategy"
-      python3 - "out_$strategy/nlsq/parameters.json" out_large/nlsq/parameters.json <<'PY' ||
-import json, sys
-a, b = (json.load(open(path)) for path in sys.argv[1:])
-sys.exit(0 if a["parameters"] == b["parameters"] and a["chi_squared"] == b["chi_squared"] else 1)
-PY
-        { echo "FAIL: $strategy parameters differ from large"; failures=$((failures + 1)); }
-    done
+    # Every strategy of the shared pass returns bitwise the same fit.
+    expect_strategies_bitwise sim.yaml
+    same_results out out_standard  # the default strategy is standard here
     # An allocation failure while setting up a strategy falls back to the next leaner one.
     HOMODYNE_TEST_FAIL_ALLOCATION=large expect_exit 0 "fell back to streaming" \
       "$faults_program" --config sim.yaml --strategy large --output-dir out_fallback
     grep -q "fell back to streaming" out_fallback/nlsq/analysis_results_nlsq.json ||
       { echo "FAIL: fallback not recorded in the results"; failures=$((failures + 1)); }
+    ;;
+  fit_two_component)
+    # A small two_component set (150 frames x 3 angles) fitted as the config stands (bound
+    # midpoints, global phase on): every strategy bitwise the same, the 14 physical parameters
+    # named in model order (docs/model.md, Two-component mode).
+    write_config sim.yaml two_component sim.h5 ""
+    sed -i 's/frames: 60/frames: 150/' sim.yaml
+    expect_exit 0 "wrote .*sim.h5" "$bin_dir/homodyne-simulate" --config sim.yaml
+    expect_strategies_bitwise sim.yaml
+    python3 - out_standard/nlsq/parameters.json <<'PY' ||
+import json, sys
+result = json.load(open(sys.argv[1]))
+names = [name for name in result["parameters"] if name not in ("contrast", "offset")]
+want = ["D0_ref", "alpha_ref", "D_offset_ref", "D0_sample", "alpha_sample", "D_offset_sample",
+        "v0", "v_beta", "v_offset", "f0", "f1", "f2", "f3", "phi0_het"]
+if result["analysis_mode"] != "two_component" or names != want:
+    print(result["analysis_mode"], names)
+    sys.exit(1)
+PY
+      { echo "FAIL: parameters.json is not a two_component fit in model order"; failures=$((failures + 1)); }
     ;;
   bounds_warning)
     # Full validation warns about a parameter that ended on a bound; fast mode skips that check.

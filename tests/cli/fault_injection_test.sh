@@ -5,8 +5,10 @@
 # a result file that cannot be written, two fits on one checkpoint folder and a stale lock; each
 # asserts the outcome, and every resumed fit must return bitwise the parameters of the
 # uninterrupted one.
-# Usage: fault_injection_test.sh BIN_DIR STRATEGY CASE FAULTS_PROGRAM
+# Usage: fault_injection_test.sh BIN_DIR STRATEGY CASE FAULTS_PROGRAM [MODE]
 # STRATEGY: streaming, chunked, standard (the LM core) or ceres (standard with --solver ceres).
+# MODE: the analysis mode of the fit, laminar_flow (default) or two_component; each mode's set is
+# sized so that a pass is ~40 batches, which the signal counts below assume.
 # Every case but global_sigterm runs with the global phase and variable projection off, so that
 # the final local fit (whose checkpoints they test) starts at the config's values;
 # global_sigterm interrupts the global phase itself.
@@ -23,6 +25,7 @@ bin_dir=$(cd "$1" && pwd)
 strategy=$2
 case_name=$3
 faults_program=$(cd "$(dirname "$4")" && pwd)/$(basename "$4")
+mode=${5:-laminar_flow}
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -31,8 +34,32 @@ failures=0
 # shellcheck source=test_lib.sh
 source "$here/test_lib.sh"
 
+# The mode's lines of fit.yaml: its start values (near the truth, so that the local fit converges
+# in a few dozen iterations), batch size, frame count and the simulated truth.
+case "$mode" in
+  laminar_flow)
+    mode_yaml="initial_parameters:
+  parameter_names: [D0, alpha, D_offset, gamma_dot_t0, beta, gamma_dot_t_offset, phi0]
+  values: [1300, -0.4, 12, 0.00025, 0.1, 0, 1]"
+    max_iterations=60; batch_size=3000; frames=300
+    truth="{D0: 1000, alpha: -0.5, D_offset: 10, gamma_dot_t0: 0.0002, beta: 0,
+               gamma_dot_t_offset: 0, phi0: 0}" ;;
+  two_component)
+    # f2 held: the model depends on f0 and f2 only through f0 exp(-f1 f2) (docs/model.md,
+    # Two-component mode), so a free f2 leaves the fit a valley to wander along.
+    mode_yaml="initial_parameters:
+  parameter_names: [D0_ref, alpha_ref, D_offset_ref, D0_sample, alpha_sample, D_offset_sample,
+                    v0, v_beta, v_offset, f0, f1, f2, f3, phi0_het]
+  values: [1050, -0.32, 11, 21000, -0.48, 0.5, 21, 0.52, 1.1, 0.31, 0.012, 0.5, 0.21, 2.2]
+  fixed_parameters: [f2]"
+    max_iterations=100; batch_size=1500; frames=200
+    truth="{D0_ref: 1000, alpha_ref: -0.3, D_offset_ref: 10, D0_sample: 20000,
+               alpha_sample: -0.5, D_offset_sample: 0, v0: 20, v_beta: 0.5, v_offset: 1,
+               f0: 0.3, f1: 0.01, f2: 0.5, f3: 0.2, phi0_het: 2}" ;;
+  *) echo "FAIL: unknown mode '$mode' (laminar_flow or two_component)"; exit 1 ;;
+esac
 cat > fit.yaml <<YAML
-analysis_mode: laminar_flow
+analysis_mode: $mode
 analyzer_parameters:
   dt: 0.1
   start_frame: 1
@@ -42,13 +69,11 @@ analyzer_parameters:
 experimental_data:
   data_folder_path: ./
   data_file_name: sim.h5
-initial_parameters:
-  parameter_names: [D0, alpha, D_offset, gamma_dot_t0, beta, gamma_dot_t_offset, phi0]
-  values: [1300, -0.4, 12, 0.00025, 0.1, 0, 1]
+$mode_yaml
 optimization:
-  nlsq: {max_iterations: 60}
+  nlsq: {max_iterations: $max_iterations}
   streaming:
-    batch_size: 3000
+    batch_size: $batch_size
     checkpoint_dir: ./checkpoints
     checkpoint_frequency: 4
     checkpoint_min_interval_seconds: 0  # every 4 batches, however fast
@@ -56,10 +81,9 @@ optimization:
 simulation:
   output: ./sim.h5
   format: aps_u
-  frames: 300
+  frames: $frames
   phi_angles: [0, 45, 90]
-  parameters: {D0: 1000, alpha: -0.5, D_offset: 10, gamma_dot_t0: 0.0002, beta: 0,
-               gamma_dot_t_offset: 0, phi0: 0}
+  parameters: $truth
   contrast: [0.3, 0.28, 0.25]
   offset: 1.0
   noise_sigma: 0.01
@@ -91,6 +115,8 @@ esac
 
 # The uninterrupted reference (its own checkpoint folder, removed on success).
 expect_exit 0 "LM converged" fit --output-dir reference --checkpoint-dir ./reference_checkpoints
+grep -q "\"analysis_mode\": \"$mode\"" reference/nlsq/parameters.json ||
+  { echo "FAIL: the reference fit is not a $mode fit"; failures=$((failures + 1)); }
 # The result files of a fit (include/homodyne/results.h, kResultFileNames), in publishing order.
 result_files=(fitted_data.h5 convergence_metrics.json analysis_results_nlsq.json parameters.json)
 # earlier/: the result files of another fit (2 iterations), which a later write must not mix with.

@@ -1,5 +1,6 @@
 // The large, chunked and streaming strategies (objective.h) on simulated files: bitwise the same
-// fit whatever the strategy, chunk size, prefetching or thread count; parameter recovery on >= 1e6
+// fit whatever the strategy, chunk size, prefetching or thread count, in laminar_flow and
+// two_component, and a pass interrupted and resumed bitwise in both; parameter recovery on >= 1e6
 // points; a fit started at the optimum stays there; a poor start reaches the same optimum; an
 // injected read fault is retried, then stops the pass naming the batch.
 #include <gmock/gmock.h>
@@ -10,16 +11,23 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <ostream>
+#include <string>
 #include <vector>
 
-#include "optimize/levenberg_marquardt.h"
-#include "objective/batched_objective.h"
 #include "homodyne/errors.h"
+#include "objective/batched_objective.h"
+#include "optimize/levenberg_marquardt.h"
 #include "pipeline/fault_injection.h"
 #include "support/listed_faults.h"
 #include "support/simulated_data_fixture.h"
 
 namespace homodyne {
+
+// The mode by name in the parametrised tests' listings (gtest's value printer, found by ADL).
+void PrintTo(AnalysisMode mode, std::ostream* out);
+void PrintTo(AnalysisMode mode, std::ostream* out) { *out << ToString(mode); }
+
 namespace {
 
 class StrategiesTest : public SimulatedDataTest {
@@ -32,6 +40,38 @@ class StrategiesTest : public SimulatedDataTest {
   }
 };
 
+// The bitwise tests, once per mode with its own pass body: laminar_flow (the homodyne body) and
+// two_component (docs/model.md, Two-component mode), each from a start off the truth that
+// converges in well under the iteration limit.
+class StrategiesByModeTest : public StrategiesTest,
+                             public ::testing::WithParamInterface<AnalysisMode> {
+ protected:
+  static Eigen::VectorXd StartOf(const Config& config) {
+    return ScaledStart(config, config.analysis_mode == AnalysisMode::kTwoComponent ? 1.05 : 1.2);
+  }
+
+  // The reference fit reached the optimum: it converged (laminar_flow), or (two_component, whose
+  // f0 and f2 the data cannot separate: docs/model.md, Two-component mode) it walked along that
+  // valley until the iteration limit with chi2 at the noise level.
+  static ::testing::AssertionResult ReachedTheOptimum(const LevenbergMarquardtSummary& fit) {
+    if (fit.IsConverged()) return ::testing::AssertionSuccess();
+    if (GetParam() == AnalysisMode::kTwoComponent &&
+        fit.status == LevenbergMarquardtStatus::kMaxIterations && fit.reduced_chi2 < 1.02) {
+      return ::testing::AssertionSuccess();
+    }
+    return ::testing::AssertionFailure()
+           << fit.reason << " (reduced chi2 " << fit.reduced_chi2 << ")";
+  }
+};
+
+std::string ModeName(const ::testing::TestParamInfo<AnalysisMode>& info) {
+  return std::string(ToString(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, StrategiesByModeTest,
+                         ::testing::Values(AnalysisMode::kLaminarFlow, AnalysisMode::kTwoComponent),
+                         ModeName);
+
 void ExpectBitwiseEqual(const LevenbergMarquardtSummary& a, const LevenbergMarquardtSummary& b,
                         const char* what) {
   EXPECT_EQ(a.status, b.status) << what;
@@ -41,8 +81,8 @@ void ExpectBitwiseEqual(const LevenbergMarquardtSummary& a, const LevenbergMarqu
   EXPECT_TRUE((a.uncertainties.array() == b.uncertainties.array()).all()) << what;
 }
 
-TEST_F(StrategiesTest, LargeChunkedAndStreamingGiveBitwiseTheSameFit) {
-  const Config config = SimulationConfig(AnalysisMode::kLaminarFlow, 150);
+TEST_P(StrategiesByModeTest, LargeChunkedAndStreamingGiveBitwiseTheSameFit) {
+  const Config config = SimulationConfig(GetParam(), 150);
   std::unique_ptr<BatchSource> source = SimulateAndOpen(config);
   const HomodyneModel model = ModelOf(config, *source);
   const std::vector<double> phi = AnglesOf(*source);
@@ -52,9 +92,9 @@ TEST_F(StrategiesTest, LargeChunkedAndStreamingGiveBitwiseTheSameFit) {
   PackedDataObjective large(model, phi, 0.01, data, kBatchPoints);
   ASSERT_GT(large.num_batches(), 20);
   const LevenbergMarquardtOptions options = BoundedOptions(large);
-  const Eigen::VectorXd start = ScaledStart(config, 1.2);
+  const Eigen::VectorXd start = StartOf(config);
   const LevenbergMarquardtSummary reference = Minimize(options, large, start);
-  ASSERT_TRUE(reference.IsConverged()) << reference.reason;
+  ASSERT_TRUE(ReachedTheOptimum(reference));
 
   int chunks_seen = 0;
   PassOptions chunked_options{kBatchPoints, 3, [&](const PassProgress& progress) {
@@ -166,14 +206,14 @@ TEST_F(StrategiesTest, AnInjectedReadFaultIsRetriedThenStopsThePassNamingTheBatc
   EXPECT_EQ(streaming.read_retries(), 2);
 }
 
-TEST_F(StrategiesTest, ResumingAnInterruptedPassIsBitwiseIdentical) {
-  const Config config = SimulationConfig(AnalysisMode::kLaminarFlow, 120);
+TEST_P(StrategiesByModeTest, ResumingAnInterruptedPassIsBitwiseIdentical) {
+  const Config config = SimulationConfig(GetParam(), 120);
   std::unique_ptr<BatchSource> source = SimulateAndOpen(config);
   const HomodyneModel model = ModelOf(config, *source);
   const std::vector<double> phi = AnglesOf(*source);
   constexpr int64_t kBatchPoints = 400;
   constexpr int kChunk = 2;
-  const Eigen::VectorXd start = ScaledStart(config, 1.2);
+  const Eigen::VectorXd start = StartOf(config);
 
   // Every objective on the source is destroyed before the next one reads: a streaming
   // objective's prefetch thread may still be reading (HDF5 is not thread-safe).
@@ -181,7 +221,7 @@ TEST_F(StrategiesTest, ResumingAnInterruptedPassIsBitwiseIdentical) {
       model, phi, 0.01, MakeStreamingPassData(*source), PassOptions{kBatchPoints, kChunk, {}});
   const LevenbergMarquardtOptions options = BoundedOptions(*uninterrupted);
   const LevenbergMarquardtSummary reference = Minimize(options, *uninterrupted, start);
-  ASSERT_TRUE(reference.IsConverged()) << reference.reason;
+  ASSERT_TRUE(ReachedTheOptimum(reference));
   const int chunks_per_pass = (uninterrupted->num_batches() + kChunk - 1) / kChunk;
   ASSERT_GT(chunks_per_pass, 3);
   uninterrupted.reset();

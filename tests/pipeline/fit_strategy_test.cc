@@ -1,7 +1,7 @@
 // The strategies as objects (src/pipeline/fit_strategy.h): each kind is set up with its own
 // checkpoint policy and optimiser; every strategy's global-phase data hold the same rows and
-// floats (so every strategy searches alike, bitwise); an allocation failure while setting up
-// falls back to the next leaner strategy and says so.
+// floats (so every strategy searches alike, bitwise), in laminar_flow and two_component; an
+// allocation failure while setting up falls back to the next leaner strategy and says so.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -24,13 +24,24 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
+// The truth of each mode's data (model order).
+std::vector<double> TruthOf(AnalysisMode mode) {
+  if (mode == AnalysisMode::kTwoComponent) {
+    return {1000.0, -0.3, 10.0, 20000.0, -0.5, 0.0, 20.0, 0.5, 1.0, 0.3, 0.01, 0.5, 0.2, 2.0};
+  }
+  return {1500.0, -0.6, 5.0, 2e-4, 0.3, 0.0, 4.0};
+}
+
 class FitStrategyTest : public ::testing::Test {
  protected:
-  FitStrategyTest()
-      : c2_(test::LaminarC2(truth_, phi_)),
+  explicit FitStrategyTest(AnalysisMode mode = AnalysisMode::kLaminarFlow)
+      : truth_(TruthOf(mode)),
+        c2_(test::SimulatedC2(mode, truth_, phi_)),
         source_(MakeInMemoryBatchSource(test::LaminarData(c2_, phi_))),
-        config_(ParseConfig(test::kLaminarConfig, "fit_strategy_test")),
-        model_(AnalysisMode::kLaminarFlow, ScatteringGeometry{test::kQ, test::kGap, test::kDt},
+        config_(ParseConfig(
+            mode == AnalysisMode::kTwoComponent ? test::kTwoComponentConfig : test::kLaminarConfig,
+            "fit_strategy_test")),
+        model_(mode, ScatteringGeometry{test::kQ, test::kGap, test::kDt},
                source_->info().FittedTimes()) {
     size_.batch_points = 2000;
     size_.threads = 2;
@@ -52,8 +63,9 @@ class FitStrategyTest : public ::testing::Test {
     return theta;
   }
 
-  const std::vector<double> truth_ = {1500.0, -0.6, 5.0, 2e-4, 0.3, 0.0, 4.0};
+  // phi_ and truth_ before c2_, source_ and model_, which the constructor makes from them.
   const std::vector<double> phi_ = {0.0, 60.0};
+  const std::vector<double> truth_;
   std::vector<double> c2_;
   std::unique_ptr<BatchSource> source_;
   Config config_;
@@ -96,10 +108,27 @@ TEST_F(FitStrategyTest, EachKindHasItsCheckpointPolicyAndSolver) {
   }
 }
 
-TEST_F(FitStrategyTest, EveryStrategySearchesTheSameRowsBitwise) {
+// The search-data test once per mode (each with its own pass body).
+class FitStrategyByModeTest : public FitStrategyTest,
+                              public ::testing::WithParamInterface<AnalysisMode> {
+ protected:
+  FitStrategyByModeTest() : FitStrategyTest(GetParam()) {}
+};
+
+std::string ModeName(const ::testing::TestParamInfo<AnalysisMode>& info) {
+  return std::string(ToString(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, FitStrategyByModeTest,
+                         ::testing::Values(AnalysisMode::kLaminarFlow, AnalysisMode::kTwoComponent),
+                         ModeName);
+
+TEST_P(FitStrategyByModeTest, EveryStrategySearchesTheSameRowsBitwise) {
   const Eigen::VectorXd theta = TruthPoint();
   std::vector<std::string> actions;
-  const double in_memory = SetUp(StrategyKind::kLarge, &actions)->SearchData(3)->Cost(theta);
+  const std::unique_ptr<FitStrategy> large = SetUp(StrategyKind::kLarge, &actions);
+  ASSERT_EQ(large->objective().num_physical(), NumPhysicalParameters(GetParam()));
+  const double in_memory = large->SearchData(3)->Cost(theta);
   for (StrategyKind kind :
        {StrategyKind::kStandard, StrategyKind::kChunked, StrategyKind::kStreaming}) {
     SCOPED_TRACE(ToString(kind));

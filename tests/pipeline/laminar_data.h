@@ -1,7 +1,7 @@
-// Simulated laminar-flow data in memory for the pipeline tests: the model at `truth` on a grid of
-// kTimes frames (dt kDt, q kQ, gap kGap) at the given angles, contrast 0.3 and offset 1, with
-// seeded Gaussian noise of sigma 0.01 (the config's sigma). InMemoryData does not own its values:
-// keep the LaminarC2 vector alive while the source made from it lives.
+// Simulated data in memory for the pipeline tests: the model of a mode (laminar_flow unless named)
+// at `truth` on a grid of kTimes frames (dt kDt, q kQ, gap kGap) at the given angles, contrast 0.3
+// and offset 1, with seeded Gaussian noise of sigma 0.01 (the config's sigma). InMemoryData does
+// not own its values: keep the c2 vector alive while the source made from it lives.
 #pragma once
 
 #include <random>
@@ -27,12 +27,22 @@ optimization:
   streaming: {enable_checkpoints: false}
 )";
 
-// The matrices, angle after angle (InMemoryData order).
-inline std::vector<double> LaminarC2(const std::vector<double>& truth,
-                                     const std::vector<double>& phi, unsigned seed = 7) {
+// The same lines for two_component (docs/model.md, Two-component mode; it reads no gap).
+inline constexpr const char* kTwoComponentConfig = R"(
+analysis_mode: two_component
+analyzer_parameters: {dt: 0.05, scattering: {wavevector_q: 0.02}}
+optimization:
+  nlsq: {sigma: 0.01}
+  streaming: {enable_checkpoints: false}
+)";
+
+// The matrices of `mode`'s model, angle after angle (InMemoryData order); `truth` holds the mode's
+// physical parameters in model order.
+inline std::vector<double> SimulatedC2(AnalysisMode mode, const std::vector<double>& truth,
+                                       const std::vector<double>& phi, unsigned seed = 7) {
   std::vector<double> times;
   for (int i = 0; i < kTimes; ++i) times.push_back(kDt * (i + 1));
-  const HomodyneModel model(AnalysisMode::kLaminarFlow, ScatteringGeometry{kQ, kGap, kDt}, times);
+  const HomodyneModel model(mode, ScatteringGeometry{kQ, kGap, kDt}, times);
   const ModelEvaluation evaluation(model, truth);
   std::vector<double> c2(phi.size() * kTimes * kTimes);
   std::mt19937_64 random(seed);
@@ -45,7 +55,13 @@ inline std::vector<double> LaminarC2(const std::vector<double>& truth,
   return c2;
 }
 
-// A view of LaminarC2's matrices at the angles `phi` it was made for.
+// SimulatedC2 of laminar_flow.
+inline std::vector<double> LaminarC2(const std::vector<double>& truth,
+                                     const std::vector<double>& phi, unsigned seed = 7) {
+  return SimulatedC2(AnalysisMode::kLaminarFlow, truth, phi, seed);
+}
+
+// A view of SimulatedC2's (or LaminarC2's) matrices at the angles `phi` it was made for.
 inline InMemoryData LaminarData(const std::vector<double>& c2, const std::vector<double>& phi) {
   InMemoryData data;
   data.float64_values = c2;

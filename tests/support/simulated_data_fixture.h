@@ -16,10 +16,11 @@
 
 #include "homodyne/config.h"
 #include "homodyne/dataset.h"
-#include "optimize/levenberg_marquardt.h"
 #include "homodyne/model.h"
-#include "objective/batched_objective.h"
 #include "homodyne/simulate.h"
+#include "model/mode_catalog.h"
+#include "objective/batched_objective.h"
+#include "optimize/levenberg_marquardt.h"
 
 namespace homodyne {
 
@@ -46,10 +47,19 @@ class SimulatedDataTest : public ::testing::Test {
     sim.output = (directory_ / "sim.h5").string();
     sim.frames = frames;
     sim.phi_angles_degrees = {0.0, 45.0, 90.0};
-    if (mode == AnalysisMode::kLaminarFlow) {
-      sim.physical_parameters = {3000.0, -0.5, 10.0, 2.0e-4, 0.3, 1.0e-5, 5.0};
-    } else {
-      sim.physical_parameters = {3000.0, -0.5, 10.0};
+    switch (mode) {
+      case AnalysisMode::kStatic:
+        sim.physical_parameters = {3000.0, -0.5, 10.0};
+        break;
+      case AnalysisMode::kLaminarFlow:
+        sim.physical_parameters = {3000.0, -0.5, 10.0, 2.0e-4, 0.3, 1.0e-5, 5.0};
+        break;
+      case AnalysisMode::kTwoComponent:
+        // Model order (docs/model.md, Two-component mode): a slow reference and a fast sample
+        // component, a flow velocity, a sample fraction rising from 0.5, a flow angle.
+        sim.physical_parameters = {1000.0, -0.3, 10.0, 20000.0, -0.5, 0.0, 20.0,
+                                   0.5,    1.0,  0.3,  0.01,    0.5,  0.2, 2.0};
+        break;
     }
     sim.contrast = {0.30, 0.25, 0.20};
     sim.offset = {1.00, 1.02, 0.98};
@@ -104,10 +114,18 @@ class SimulatedDataTest : public ::testing::Test {
   }
 
  public:
-  // LM options with the bounds of the fit tests, for an objective's parameter layout.
+  // LM options with the bounds of the fit tests, for an objective's parameter layout: the
+  // homodyne modes' own list; two_component's default bounds of the mode catalog.
   static LevenbergMarquardtOptions BoundedOptions(const BatchedObjective& objective) {
-    const std::vector<std::pair<double, double>> physical_bounds = {
+    std::vector<std::pair<double, double>> physical_bounds = {
         {1e2, 1e5}, {-2.0, 2.0}, {-1e5, 1e5}, {1e-6, 0.5}, {-2.0, 2.0}, {-0.1, 0.1}, {-10.0, 10.0}};
+    if (objective.model().mode() == AnalysisMode::kTwoComponent) {
+      physical_bounds.clear();
+      for (const ParameterDefinition& parameter :
+           DefinitionOf(AnalysisMode::kTwoComponent).physical) {
+        physical_bounds.emplace_back(parameter.default_min, parameter.default_max);
+      }
+    }
     const int p = objective.num_parameters();
     LevenbergMarquardtOptions options;
     options.lower_bounds.resize(p);
