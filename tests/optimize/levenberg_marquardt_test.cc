@@ -370,6 +370,70 @@ TEST(LevenbergMarquardtTest, OptimumOutsideBoundEndsOnBoundWithParameterFrozen) 
   EXPECT_THAT(summary.BriefReport(), HasSubstr("1 at bound"));
 }
 
+// y = f0 exp(k (t - f2)) + c with noise, as two_component's sample fraction: f0 and f2 enter only
+// as f0 exp(-k f2), an exact degeneracy of the model. The best fit needs f0 exp(-k f2) = 0.5
+// e^-0.4 with f0 <= 1, so f2 is pushed against its bound [-1, 1] from a start at its upper half.
+FunctionProblem ExactlyDegenerateExponential() {
+  constexpr int kPoints = 400;
+  constexpr double kSigma = 0.01;
+  auto model = [](const Eigen::VectorXd& p, double t) {
+    return p[0] * std::exp(p[1] * (t - p[2])) + p[3];
+  };
+  const Eigen::VectorXd truth = Vector({0.5, 0.8, 0.5, 0.2});
+  Eigen::VectorXd data(kPoints);
+  for (int i = 0; i < kPoints; ++i) {
+    data[i] = model(truth, 0.01 * i) + kSigma * std::sqrt(2.0) * std::sin(12.9898 * i + 0.3);
+  }
+  return FunctionProblem(
+      4, kPoints,
+      [=](const Eigen::VectorXd& p) {
+        Eigen::VectorXd r(kPoints);
+        for (int i = 0; i < kPoints; ++i) r[i] = (data[i] - model(p, 0.01 * i)) / kSigma;
+        return r;
+      },
+      [=](const Eigen::VectorXd& p) {
+        Eigen::MatrixXd j(kPoints, 4);
+        for (int i = 0; i < kPoints; ++i) {
+          const double t = 0.01 * i;
+          const double e = std::exp(p[1] * (t - p[2]));
+          j(i, 0) = -e / kSigma;
+          j(i, 1) = -p[0] * (t - p[2]) * e / kSigma;
+          j(i, 2) = p[0] * p[1] * e / kSigma;
+          j(i, 3) = -1.0 / kSigma;
+        }
+        return j;
+      });
+}
+
+// With hold_bound_parameters_on_undetermined_directions, f2 started on its upper bound stays
+// there (it is interchangeable with f0) and f0 alone carries the product; the fit reaches the same
+// chi2 as without the rule.
+TEST(LevenbergMarquardtTest, HoldsABoundParameterOfAnExactDegeneracy) {
+  LevenbergMarquardtOptions options;
+  options.lower_bounds = Vector({0.0, -5.0, -1.0, -1.0});
+  options.upper_bounds = Vector({1.0, 5.0, 1.0, 1.0});
+  options.max_iterations = 1000;
+  const Eigen::VectorXd start = Vector({0.9, 0.3, 1.0, 0.0});
+  options.hold_bound_parameters_on_undetermined_directions = true;
+  FunctionProblem held_problem = ExactlyDegenerateExponential();
+  const LevenbergMarquardtSummary held = Minimize(options, held_problem, start);
+  options.hold_bound_parameters_on_undetermined_directions = false;
+  FunctionProblem free_problem = ExactlyDegenerateExponential();
+  const LevenbergMarquardtSummary free = Minimize(options, free_problem, start);
+
+  ASSERT_TRUE(held.IsConverged()) << held.reason;
+  ASSERT_TRUE(free.IsConverged()) << free.reason;
+  EXPECT_EQ(held.theta[2], 1.0);  // held on its bound at every iteration
+  EXPECT_NE(free.theta[2], 1.0);  // without the rule the degenerate pair moves together
+  // The product the data determine, and the other parameters, at the optimum.
+  EXPECT_NEAR(held.theta[0] * std::exp(-held.theta[1] * held.theta[2]),
+              0.5 * std::exp(-0.4), 2e-3);
+  EXPECT_NEAR(held.theta[1], 0.8, 5e-3);
+  EXPECT_NEAR(held.theta[3], 0.2, 5e-3);
+  EXPECT_NEAR(held.final_chi2, free.final_chi2, 1e-9 * free.final_chi2);
+  EXPECT_THAT(held.undetermined_parameters, ::testing::Contains(2));
+}
+
 TEST(LevenbergMarquardtTest, StartOutsideBoundsIsClippedWithOneWarningEach) {
   FunctionProblem problem = CoupledLinear();
   LevenbergMarquardtOptions options;
