@@ -128,6 +128,8 @@ class SimulatedDataTest : public ::testing::Test {
     }
     const int p = objective.num_parameters();
     LevenbergMarquardtOptions options;
+    options.hold_bound_parameters_on_undetermined_directions =
+        DefinitionOf(objective.model().mode()).exact_degeneracies;  // as FinalFitOptions
     options.lower_bounds.resize(p);
     options.upper_bounds.resize(p);
     for (int a = 0; a < objective.num_physical(); ++a) {
