@@ -4,6 +4,7 @@
 #include "model/mode_catalog.h"
 
 #include <array>
+#include <utility>
 
 #include "homodyne/errors.h"
 #include "model/homodyne/homodyne_point.h"
@@ -17,14 +18,15 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // A parameter that may take any finite value.
 ParameterDefinition Free(std::string_view name, std::string_view unit, double default_min,
                          double default_max, double simulation_default) {
-  return {name, unit, default_min, default_max, simulation_default, -kInf, kInf, ""};
+  return {name, unit, default_min, default_max, simulation_default, -kInf, kInf, "", 0.0, false, {}};
 }
 // A parameter whose bounds must stay within [domain_min, domain_max].
 ParameterDefinition Bounded(std::string_view name, std::string_view unit, double default_min,
                             double default_max, double simulation_default, double domain_min,
                             double domain_max, std::string_view meaning) {
-  return {name, unit, default_min, default_max, simulation_default, domain_min, domain_max,
-          meaning};
+  return {name,       unit,       default_min, default_max, simulation_default,
+          domain_min, domain_max, meaning,     0.0,         false,
+          {}};
 }
 
 // The homodyne transport parameters, shared by static and laminar_flow.
@@ -50,8 +52,8 @@ ParameterDefinition StagedDecades(ParameterDefinition parameter, double width) {
   parameter.staged_decades = true;
   return parameter;
 }
-ParameterDefinition Staged(ParameterDefinition parameter, double value) {
-  parameter.staged_value = value;
+ParameterDefinition Staged(ParameterDefinition parameter, std::vector<double> values) {
+  parameter.staged_values = std::move(values);
   return parameter;
 }
 
@@ -59,7 +61,9 @@ ParameterDefinition Staged(ParameterDefinition parameter, double value) {
 // transport of D ~ 1e2 Å²/s decorrelates over ~1e3 s and one of 1e6 Å²/s in ~0.1 s, so the
 // relevant D0 span the decades from 1e2; a velocity of 1 Å/s turns the phase by q v t ~ 0.5 rad in
 // 100 s. The offsets' widths are a tenth of those. f0 = 0 (no sample at all) would make the
-// sample's parameters irrelevant in every staged candidate: f0 is staged at 0.5.
+// sample's parameters irrelevant in every staged candidate: f0 is staged at 0.5. v_beta is staged
+// at 0.5 and 1 (v_beta = 0, the bound rule's value, misses flow phases of tens of radians:
+// bench/two_component_success.sh, docs/performance.md, Two-component mode).
 std::vector<ParameterDefinition> TwoComponentParameters() {
   return {
       StagedDecades(
@@ -73,9 +77,9 @@ std::vector<ParameterDefinition> TwoComponentParameters() {
       Free("alpha_sample", "", -2.0, 2.0, 0.0),
       Decades(Free("D_offset_sample", "Å²/s", -1e4, 1e4, 0.0), 10.0),
       StagedDecades(Free("v0", "Å/s^(1+β)", 0.0, 1e6, 1e3), 1.0),
-      Free("v_beta", "", 0.0, 2.0, 1.0),
+      Staged(Free("v_beta", "", 0.0, 2.0, 1.0), {0.5, 1.0}),
       Decades(Free("v_offset", "Å/s", -100.0, 100.0, 0.0), 0.1),
-      Staged(Free("f0", "", 0.0, 1.0, 0.5), 0.5),
+      Staged(Free("f0", "", 0.0, 1.0, 0.5), {0.5}),
       Free("f1", "1/s", -1.0, 1.0, 0.0),
       Free("f2", "s", -1.0, 1.0, 0.0),
       Free("f3", "", -1.0, 1.0, 0.0),

@@ -36,12 +36,12 @@ struct ParameterDefinition {
   // How the global phase searches it (src/optimize/global_search.cc) when the homodyne rules
   // (log scale for bounds > 0 spanning two decades, symmetric log for D_offset and
   // gamma_dot_t_offset) do not name it. search_width > 0: sampled by asinh(x / search_width)
-  // (linear within +-search_width, logarithmic in magnitude beyond). staged_value: its value in the staged
-  // grid when not a decade axis (NaN: 0 where the bounds allow, else the start). staged_decades:
+  // (linear within +-search_width, logarithmic in magnitude beyond). staged_values: its values in the staged
+  // grid when not a decade axis (none: 0 where the bounds allow, else the start). staged_decades:
   // the staged grid tries the decades of search_width .. upper bound.
   double search_width = 0.0;
   bool staged_decades = false;
-  double staged_value = std::numeric_limits<double>::quiet_NaN();
+  std::vector<double> staged_values;
 };
 
 // The model of a mode at one physical parameter vector (ModelEvaluation's body).

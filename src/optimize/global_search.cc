@@ -37,6 +37,7 @@ constexpr int kPhi0Values = 5;
 // 120/120 runs of bench/global_success.sh, 8 in 114/120, 5 in 109/120 (docs/performance.md).
 constexpr int kAutoSobolPoints = 16;
 constexpr int kAutoLocalFits = 12;
+constexpr int kAutoDimensionsPerUnit = 7;
 // Screened candidates closer than this (max norm, unit coordinates) to one already chosen for a
 // local fit are passed over: the fits start in different places.
 constexpr double kMinStartSeparation = 0.1;
@@ -320,16 +321,17 @@ std::vector<Eigen::VectorXd> StagedGrid(const Search& search) {
                    FindParameterDefinition(search.names()[static_cast<size_t>(i)]);
                definition != nullptr) {
       // Catalog hints of the other modes (ParameterDefinition): decades of an amplitude from
-      // its search width up to the upper bound, or its staged value.
+      // its search width up to the upper bound, or its staged values.
       if (definition->staged_decades && definition->search_width > 0.0) {
         const double first = std::max(definition->search_width, lower);
         for (double value = first; value <= upper * (1.0 + 1e-12) && static_cast<int>(values.size()) < kMaxDecades;
              value *= 10.0) {
           values.push_back(std::min(value, upper));
         }
-      } else if (std::isfinite(definition->staged_value) && lower <= definition->staged_value &&
-                 definition->staged_value <= upper) {
-        values.push_back(definition->staged_value);
+      } else {
+        for (double value : definition->staged_values) {
+          if (lower <= value && value <= upper) values.push_back(value);
+        }
       }
     }
     // The rest at a neutral value (the staged start: "the rest 0"), 0 where the bounds
@@ -415,13 +417,16 @@ bool FitFrom(Search& search, const std::vector<Candidate>& starts, double ftol) 
 }
 
 void RunAuto(Search& search, const NlsqOptions& nlsq, GlobalSearchSummary& summary) {
+  // Per kAutoDimensionsPerUnit dimensions (rounded up) of the search, one unit of Sobol points and
+  // local fits: the homodyne modes (3 or 7 dimensions) get one, two_component's 14 two.
+  const int units = (search.dimensions() + kAutoDimensionsPerUnit - 1) / kAutoDimensionsPerUnit;
   std::vector<Candidate> candidates = StagedCandidates(search);
-  for (Eigen::VectorXd& n :
-       SampledPoints(search, SamplingStrategy::kSobol, kAutoSobolPoints, nlsq.multi_start.seed)) {
+  for (Eigen::VectorXd& n : SampledPoints(search, SamplingStrategy::kSobol,
+                                          units * kAutoSobolPoints, nlsq.multi_start.seed)) {
     candidates.push_back({std::move(n), kInf, static_cast<int>(candidates.size())});
   }
   if (!ScreenAll(search, candidates, summary)) return;
-  FitFrom(search, ChooseStarts(candidates, {0}, kAutoLocalFits, search), nlsq.tolerance);
+  FitFrom(search, ChooseStarts(candidates, {0}, units * kAutoLocalFits, search), nlsq.tolerance);
 }
 
 void RunMultiStart(Search& search, const NlsqOptions& nlsq, GlobalSearchSummary& summary) {
