@@ -7,6 +7,8 @@
 // -march and no copy crosses levels (homodyne/homodyne_pass_variant.h).
 #pragma once
 
+#include <cstdint>
+
 #include "model/tile.h"
 
 namespace homodyne::pass_kernel {
@@ -42,6 +44,22 @@ inline void AddGramBlock(const double* tile, int count, int a0, int c0, int g, d
       {s00, s01, s02, s03}, {s10, s11, s12, s13}, {s20, s21, s22, s23}, {s30, s31, s32, s33}};
   for (int a = 0; a < 4 && a0 + a < g; ++a) {
     for (int c = 0; c < 4 && c0 + c <= a0 + a; ++c) gram[(a0 + a) + (c0 + c) * g] += sums[a][c];
+  }
+}
+
+// The tiles of rows [row_begin, row_end) of the strict upper triangle of an n-point grid, in the
+// packed order of dataset.h: for each row i, the segments j = i+1.. of at most kTilePoints points.
+// Calls tile(i, j_begin, count, point) for each, point being the segment's offset in the rows'
+// packed data. The walk every mode's pass body makes.
+template <typename Tile>
+inline void ForEachTile(int n, int row_begin, int row_end, Tile tile) {
+  int64_t point = 0;
+  for (int i = row_begin; i < row_end; ++i) {
+    for (int j = i + 1; j < n; j += kTilePoints) {
+      const int count = n - j < kTilePoints ? n - j : kTilePoints;
+      tile(i, j, count, point);
+      point += count;
+    }
   }
 }
 

@@ -205,61 +205,49 @@ bool NeedsLibm(const AngleCoefficients& angle, int count, const Scratch& scratch
 
 void AccumulateRows(const Inputs& in, int row_begin, int row_end, const float* const* data,
                     double* const* grams, int64_t* finite_points, const Scratch& scratch) {
-  const int n = in.num_times;
-  int64_t point = 0;  // position in the batch's packed data
-  for (int i = row_begin; i < row_end; ++i) {
-    for (int j = i + 1; j < n; j += kTile) {
-      const int count = n - j < kTile ? n - j : kTile;
-      if (in.laminar) {
-        SharedFactors<true, true>(in, i, j, count, scratch);
-      } else {
-        SharedFactors<false, true>(in, i, j, count, scratch);
-      }
-      for (int k = 0; k < in.num_angles; ++k) {
-        const AngleCoefficients& angle = in.angles[k];
-        const float* values = data[k] + point;
-        if (!in.laminar) {
-          AccumulateTile<false, false>(angle, values, count, in.gram_size, scratch, grams[k],
-                                       finite_points[k]);
-        } else if (NeedsLibm(angle, count, scratch)) {
-          AccumulateTile<true, true>(angle, values, count, in.gram_size, scratch, grams[k],
-                                     finite_points[k]);
-        } else {
-          AccumulateTile<true, false>(angle, values, count, in.gram_size, scratch, grams[k],
-                                      finite_points[k]);
-        }
-      }
-      point += count;
+  ForEachTile(in.num_times, row_begin, row_end, [&](int i, int j, int count, int64_t point) {
+    if (in.laminar) {
+      SharedFactors<true, true>(in, i, j, count, scratch);
+    } else {
+      SharedFactors<false, true>(in, i, j, count, scratch);
     }
-  }
+    for (int k = 0; k < in.num_angles; ++k) {
+      const AngleCoefficients& angle = in.angles[k];
+      const float* values = data[k] + point;
+      if (!in.laminar) {
+        AccumulateTile<false, false>(angle, values, count, in.gram_size, scratch, grams[k],
+                                     finite_points[k]);
+      } else if (NeedsLibm(angle, count, scratch)) {
+        AccumulateTile<true, true>(angle, values, count, in.gram_size, scratch, grams[k],
+                                   finite_points[k]);
+      } else {
+        AccumulateTile<true, false>(angle, values, count, in.gram_size, scratch, grams[k],
+                                    finite_points[k]);
+      }
+    }
+  });
 }
 
 void SumSquaredResiduals(const Inputs& in, int row_begin, int row_end, const float* const* data,
                          double* squared_residuals, const Scratch& scratch) {
-  const int n = in.num_times;
-  int64_t point = 0;
-  for (int i = row_begin; i < row_end; ++i) {
-    for (int j = i + 1; j < n; j += kTile) {
-      const int count = n - j < kTile ? n - j : kTile;
-      if (in.laminar) {
-        SharedFactors<true, false>(in, i, j, count, scratch);
-      } else {
-        SharedFactors<false, false>(in, i, j, count, scratch);
-      }
-      for (int k = 0; k < in.num_angles; ++k) {
-        const AngleCoefficients& angle = in.angles[k];
-        const float* values = data[k] + point;
-        if (!in.laminar) {
-          squared_residuals[k] += TileSquaredResiduals<false, false>(angle, values, count, scratch);
-        } else if (NeedsLibm(angle, count, scratch)) {
-          squared_residuals[k] += TileSquaredResiduals<true, true>(angle, values, count, scratch);
-        } else {
-          squared_residuals[k] += TileSquaredResiduals<true, false>(angle, values, count, scratch);
-        }
-      }
-      point += count;
+  ForEachTile(in.num_times, row_begin, row_end, [&](int i, int j, int count, int64_t point) {
+    if (in.laminar) {
+      SharedFactors<true, false>(in, i, j, count, scratch);
+    } else {
+      SharedFactors<false, false>(in, i, j, count, scratch);
     }
-  }
+    for (int k = 0; k < in.num_angles; ++k) {
+      const AngleCoefficients& angle = in.angles[k];
+      const float* values = data[k] + point;
+      if (!in.laminar) {
+        squared_residuals[k] += TileSquaredResiduals<false, false>(angle, values, count, scratch);
+      } else if (NeedsLibm(angle, count, scratch)) {
+        squared_residuals[k] += TileSquaredResiduals<true, true>(angle, values, count, scratch);
+      } else {
+        squared_residuals[k] += TileSquaredResiduals<true, false>(angle, values, count, scratch);
+      }
+    }
+  });
 }
 
 }  // namespace

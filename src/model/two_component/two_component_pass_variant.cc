@@ -241,48 +241,36 @@ double TileSquaredResiduals(const TwoComponentAngle& angle, const float* data, i
 void AccumulateRows(const TwoComponentInputs& in, int row_begin, int row_end,
                     const float* const* data, double* const* grams, int64_t* finite_points,
                     double* factors, double* tile) {
-  const int n = in.num_times;
-  int64_t point = 0;  // position in the batch's packed data
-  for (int i = row_begin; i < row_end; ++i) {
-    for (int j = i + 1; j < n; j += kTile) {
-      const int count = n - j < kTile ? n - j : kTile;
-      const double max_abs_dv = SharedFactors<true>(in, i, j, count, factors);
-      for (int k = 0; k < in.num_angles; ++k) {
-        const TwoComponentAngle& angle = in.angles[k];
-        const float* values = data[k] + point;
-        if (std::fabs(angle.phase_per_unit) * max_abs_dv > vector_math::kSinCosMaxArgument) {
-          AccumulateTile<true>(in, angle, i, j, values, count, factors, tile, grams[k],
-                               finite_points[k]);
-        } else {
-          AccumulateTile<false>(in, angle, i, j, values, count, factors, tile, grams[k],
-                                finite_points[k]);
-        }
+  ForEachTile(in.num_times, row_begin, row_end, [&](int i, int j, int count, int64_t point) {
+    const double max_abs_dv = SharedFactors<true>(in, i, j, count, factors);
+    for (int k = 0; k < in.num_angles; ++k) {
+      const TwoComponentAngle& angle = in.angles[k];
+      const float* values = data[k] + point;
+      if (std::fabs(angle.phase_per_unit) * max_abs_dv > vector_math::kSinCosMaxArgument) {
+        AccumulateTile<true>(in, angle, i, j, values, count, factors, tile, grams[k],
+                             finite_points[k]);
+      } else {
+        AccumulateTile<false>(in, angle, i, j, values, count, factors, tile, grams[k],
+                              finite_points[k]);
       }
-      point += count;
     }
-  }
+  });
 }
 
 void SumSquaredResiduals(const TwoComponentInputs& in, int row_begin, int row_end,
                          const float* const* data, double* squared_residuals, double* factors) {
-  const int n = in.num_times;
-  int64_t point = 0;
-  for (int i = row_begin; i < row_end; ++i) {
-    for (int j = i + 1; j < n; j += kTile) {
-      const int count = n - j < kTile ? n - j : kTile;
-      const double max_abs_dv = SharedFactors<false>(in, i, j, count, factors);
-      for (int k = 0; k < in.num_angles; ++k) {
-        const TwoComponentAngle& angle = in.angles[k];
-        const float* values = data[k] + point;
-        if (std::fabs(angle.phase_per_unit) * max_abs_dv > vector_math::kSinCosMaxArgument) {
-          squared_residuals[k] += TileSquaredResiduals<true>(angle, values, count, factors);
-        } else {
-          squared_residuals[k] += TileSquaredResiduals<false>(angle, values, count, factors);
-        }
+  ForEachTile(in.num_times, row_begin, row_end, [&](int i, int j, int count, int64_t point) {
+    const double max_abs_dv = SharedFactors<false>(in, i, j, count, factors);
+    for (int k = 0; k < in.num_angles; ++k) {
+      const TwoComponentAngle& angle = in.angles[k];
+      const float* values = data[k] + point;
+      if (std::fabs(angle.phase_per_unit) * max_abs_dv > vector_math::kSinCosMaxArgument) {
+        squared_residuals[k] += TileSquaredResiduals<true>(angle, values, count, factors);
+      } else {
+        squared_residuals[k] += TileSquaredResiduals<false>(angle, values, count, factors);
       }
-      point += count;
     }
-  }
+  });
 }
 
 }  // namespace
