@@ -4,6 +4,7 @@
 #include "model/mode_catalog.h"
 
 #include <array>
+#include <tuple>
 #include <utility>
 
 #include "homodyne/errors.h"
@@ -87,6 +88,46 @@ std::vector<ParameterDefinition> TwoComponentParameters() {
   };
 }
 
+// The global phase's moves for two_component (docs/design.md section 4b), measured by
+// bench/two_component_success.sh (docs/performance.md, Two-component mode):
+// - Velocity restarts from the best minimum: v0 at each decade 1 .. 1e6 times v_beta 0.5 and 1,
+//   v_offset 0. The flow phase q cos(phi + phi0_het) C[v] reaches hundreds of radians, so the
+//   true basin is narrow in v0; at the staged grid's neutral transports a candidate of the wrong
+//   phase screens as well as one of the right phase, and local fits from the grid end with no flow
+//   (v0 on its lower bound). From the best minimum's transports a local fit finds the flow from
+//   v0 within about a decade.
+// - Transport restarts from the best minimum: each component's (D0, alpha, D_offset) set to
+//   (1e2 .. 1e5 by decades, 0, 0). A component whose D0 t^alpha + D_offset ends below 0 is
+//   floored (J = 0): its three parameters no longer change c2, and no local fit moves them back;
+//   the slow reference component's weak decay is easily lost that way while the flow is not
+//   yet found.
+// - Component exchange from the 3 best minima: the reference and sample transports swapped and the
+//   fraction reset to x_s = 1/2 (f0 0.5, f1 = f2 = f3 = 0). With f0 >= 0 the fraction
+//   f0 exp(f1 (t - f2)) + f3 follows 1 - x_s only approximately, so the exchanged labelling is a
+//   separate minimum that local fits do not leave.
+std::vector<SearchMoveStage> TwoComponentSearchMoves() {
+  SearchMoveStage velocity{1, {}};
+  for (double v0 = 1.0; v0 <= 1e6; v0 *= 10.0) {
+    for (double v_beta : {0.5, 1.0}) {
+      velocity.moves.push_back({{}, {{"v0", v0}, {"v_beta", v_beta}, {"v_offset", 0.0}}});
+    }
+  }
+  SearchMoveStage transport{1, {}};
+  for (const auto& [d0, alpha, offset] :
+       {std::tuple{"D0_ref", "alpha_ref", "D_offset_ref"},
+        std::tuple{"D0_sample", "alpha_sample", "D_offset_sample"}}) {
+    for (double value = 1e2; value <= 1e5; value *= 10.0) {
+      transport.moves.push_back({{}, {{d0, value}, {alpha, 0.0}, {offset, 0.0}}});
+    }
+  }
+  const SearchMoveStage exchange{3,
+                                 {{{{"D0_ref", "D0_sample"},
+                                    {"alpha_ref", "alpha_sample"},
+                                    {"D_offset_ref", "D_offset_sample"}},
+                                   {{"f0", 0.5}, {"f1", 0.0}, {"f2", 0.0}, {"f3", 0.0}}}}};
+  return {velocity, transport, exchange};
+}
+
 const std::array<ModeDefinition, 3>& Catalog() {
   static const std::array<ModeDefinition, 3> kCatalog = {
       ModeDefinition{AnalysisMode::kStatic,
@@ -96,7 +137,8 @@ const std::array<ModeDefinition, 3>& Catalog() {
                      {kD0, kAlpha, kDOffset},
                      /*angle_dependent=*/false,
                      /*exact_degeneracies=*/false,
-                     &MakeHomodynePoint},
+                     &MakeHomodynePoint,
+                     /*search_moves=*/{}},
       ModeDefinition{AnalysisMode::kLaminarFlow,
                      "laminar_flow",
                      {},
@@ -104,7 +146,8 @@ const std::array<ModeDefinition, 3>& Catalog() {
                      {kD0, kAlpha, kDOffset, kGammaDotT0, kBeta, kGammaDotTOffset, kPhi0Definition},
                      /*angle_dependent=*/true,
                      /*exact_degeneracies=*/false,
-                     &MakeHomodynePoint},
+                     &MakeHomodynePoint,
+                     /*search_moves=*/{}},
       ModeDefinition{AnalysisMode::kTwoComponent,
                      "two_component",
                      {"heterodyne"},
@@ -112,7 +155,8 @@ const std::array<ModeDefinition, 3>& Catalog() {
                      TwoComponentParameters(),
                      /*angle_dependent=*/true,
                      /*exact_degeneracies=*/true,
-                     &MakeTwoComponentPoint},
+                     &MakeTwoComponentPoint,
+                     TwoComponentSearchMoves()},
   };
   return kCatalog;
 }

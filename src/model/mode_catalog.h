@@ -10,6 +10,7 @@
 #include <memory>
 #include <span>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "homodyne/model.h"
@@ -44,6 +45,23 @@ struct ParameterDefinition {
   std::vector<double> staged_values;
 };
 
+// A new start for a local fit of the global phase (method auto), made from a minimum it found:
+// some parameters' values exchanged, some set.
+struct SearchMove {
+  std::vector<std::pair<std::string_view, std::string_view>> swapped;  // values exchanged
+  std::vector<std::pair<std::string_view, double>> reset;              // values set
+};
+// Moves the global phase makes, after its local fits, from the best `from_minima` distinct minima
+// found so far (docs/design.md section 4b): for minima that local fits do not leave because the
+// model has a near-symmetry or a narrow basin that the staged grid cannot resolve.
+struct SearchMoveStage {
+  int from_minima = 1;
+  std::vector<SearchMove> moves;
+  // Iterations of each moved local fit (a moved start that finds its basin converges in well
+  // under 100; one that does not would crawl to the search's max_iterations).
+  int max_iterations = 100;
+};
+
 // The model of a mode at one physical parameter vector (ModelEvaluation's body).
 using ModePointBuilder = std::unique_ptr<const ModePoint> (*)(const HomodyneModel& model,
                                                               std::span<const double> physical);
@@ -62,6 +80,7 @@ struct ModeDefinition {
   // (LevenbergMarquardtOptions::hold_bound_parameters_on_undetermined_directions).
   bool exact_degeneracies = false;
   ModePointBuilder evaluate = nullptr;
+  std::vector<SearchMoveStage> search_moves;  // in order; none for the homodyne modes
 };
 
 // The definition of `mode`.

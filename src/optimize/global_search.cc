@@ -106,13 +106,16 @@ class Search {
   }
 
   // A projected local fit from n with the given ftol (or the replayed one): its minimum.
-  GlobalMinimum LocalFit(const Eigen::VectorXd& n, int start_index, double ftol) {
+  // max_iterations > 0 caps the fit's iterations below the search's own.
+  GlobalMinimum LocalFit(const Eigen::VectorXd& n, int start_index, double ftol,
+                         int max_iterations = 0) {
     ++summary_.local_fits;
     if (std::optional<GlobalMinimum> replayed = ReplayedMinimum()) return *replayed;
     RestoreProjectionStateOnce();
     const int64_t passes_before = projected_.passes();
     LevenbergMarquardtOptions options = projected_.LocalFitOptions(inputs_.local);
     options.ftol = ftol;
+    if (max_iterations > 0) options.max_iterations = std::min(options.max_iterations, max_iterations);
     // The statistical hold (lm.h) only matters for the fit that is reported; in a false minimum
     // it would hold a search's local fit for dozens of iterations. The final fit applies it.
     options.statistical_tolerance = 0.0;
@@ -405,15 +408,51 @@ std::vector<Candidate> ChooseStarts(std::vector<Candidate> screened, const std::
   return chosen;
 }
 
-// Local fits from each start, in order; false when stopped.
-bool FitFrom(Search& search, const std::vector<Candidate>& starts, double ftol) {
+// Local fits from each start, in order (max_iterations as LocalFit), reported as `stage`;
+// false when stopped.
+bool FitFrom(Search& search, const std::vector<Candidate>& starts, double ftol,
+             int max_iterations = 0, const char* stage = "local fit") {
   for (size_t i = 0; i < starts.size(); ++i) {
-    search.Record(search.LocalFit(starts[i].n, starts[i].index, ftol));
-    if (!search.Report("local fit", static_cast<int>(i) + 1, static_cast<int>(starts.size()))) {
+    search.Record(search.LocalFit(starts[i].n, starts[i].index, ftol, max_iterations));
+    if (!search.Report(stage, static_cast<int>(i) + 1, static_cast<int>(starts.size()))) {
       return false;
     }
   }
   return true;
+}
+
+// The best stage.from_minima distinct minima found so far, each moved by each of the stage's
+// moves (a parameter the search does not hold, being fixed, is left as it is), in a fixed order:
+// best minimum first, moves in catalog order; a start equal to an earlier one is left out.
+std::vector<Candidate> MovedStarts(const Search& search, const GlobalSearchSummary& summary,
+                                   const SearchMoveStage& stage) {
+  std::vector<GlobalMinimum> best = summary.minima;
+  std::stable_sort(best.begin(), best.end(),
+                   [](const GlobalMinimum& a, const GlobalMinimum& b) { return a.chi2 < b.chi2; });
+  best.resize(std::min(best.size(), static_cast<size_t>(std::max(stage.from_minima, 0))));
+  const auto index_of = [&search](std::string_view name) -> int {
+    const auto at = std::find(search.names().begin(), search.names().end(), name);
+    return at == search.names().end() ? -1 : static_cast<int>(at - search.names().begin());
+  };
+  std::vector<Candidate> starts;
+  for (const GlobalMinimum& minimum : best) {
+    for (const SearchMove& move : stage.moves) {
+      Eigen::VectorXd n = search.Physical(minimum.reduced);
+      for (const auto& [first, second] : move.swapped) {
+        const int i = index_of(first);
+        const int j = index_of(second);
+        if (i >= 0 && j >= 0) std::swap(n[i], n[j]);
+      }
+      for (const auto& [name, value] : move.reset) {
+        if (const int i = index_of(name); i >= 0) n[i] = value;
+      }
+      n = search.ClipToBox(n);
+      const bool repeated = std::any_of(starts.begin(), starts.end(),
+                                        [&n](const Candidate& start) { return start.n == n; });
+      if (!repeated) starts.push_back({n, kInf, minimum.start});
+    }
+  }
+  return starts;
 }
 
 void RunAuto(Search& search, const NlsqOptions& nlsq, GlobalSearchSummary& summary) {
@@ -426,7 +465,16 @@ void RunAuto(Search& search, const NlsqOptions& nlsq, GlobalSearchSummary& summa
     candidates.push_back({std::move(n), kInf, static_cast<int>(candidates.size())});
   }
   if (!ScreenAll(search, candidates, summary)) return;
-  FitFrom(search, ChooseStarts(candidates, {0}, units * kAutoLocalFits, search), nlsq.tolerance);
+  if (!FitFrom(search, ChooseStarts(candidates, {0}, units * kAutoLocalFits, search),
+               nlsq.tolerance)) {
+    return;
+  }
+  for (const SearchMoveStage& stage : DefinitionOf(search.mode()).search_moves) {
+    if (!FitFrom(search, MovedStarts(search, summary, stage), nlsq.tolerance,
+                 stage.max_iterations, "moved fit")) {
+      return;
+    }
+  }
 }
 
 void RunMultiStart(Search& search, const NlsqOptions& nlsq, GlobalSearchSummary& summary) {

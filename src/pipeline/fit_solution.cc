@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -146,6 +147,57 @@ std::vector<std::string> FullLayoutBoundMarks(const LevenbergMarquardtSummary& s
 
 }  // namespace
 
+std::vector<std::string> OtherMinimumWarnings(const FitResult& result, int64_t num_points,
+                                              std::vector<std::string>& undetermined) {
+  const GlobalSearchRecord& search = result.global_search;
+  if (search.chosen < 0 || search.search_points <= 0 || result.physical.empty()) return {};
+  const double scale = static_cast<double>(num_points) / static_cast<double>(search.search_points);
+  const double reduced = std::max(result.reduced_chi_squared, 1.0);
+  const double chosen_chi2 = search.minima[static_cast<size_t>(search.chosen)].chi2;
+  std::vector<std::string> names;
+  std::string evidence;  // the lowest such minimum's differences
+  int minima = 0;        // such minima
+  for (size_t m = 0; m < search.minima.size(); ++m) {
+    const GlobalSearchRecord::Minimum& other = search.minima[m];
+    const double delta = (other.chi2 - chosen_chi2) * scale;
+    if (static_cast<int>(m) == search.chosen || !(delta <= 16.0 * reduced)) continue;
+    std::string differ;
+    for (const ParameterEstimate& estimate : result.physical) {
+      const auto at = std::find(other.names.begin(), other.names.end(), estimate.name);
+      if (at == other.names.end()) continue;
+      const double value = other.values[static_cast<size_t>(at - other.names.begin())];
+      const double distance = std::abs(value - estimate.value);
+      if (!(distance > 4.0 * estimate.uncertainty)) continue;
+      char text[160];
+      std::snprintf(text, sizeof(text), "%s %.4g (%.3g standard errors)", estimate.name.c_str(),
+                    value,
+                    estimate.uncertainty > 0.0 ? distance / estimate.uncertainty
+                                               : std::numeric_limits<double>::infinity());
+      differ += (differ.empty() ? "" : ", ") + std::string(text);
+      if (std::find(names.begin(), names.end(), estimate.name) == names.end()) {
+        names.push_back(estimate.name);
+      }
+    }
+    if (!differ.empty()) ++minima;
+    if (!differ.empty() && evidence.empty()) {
+      char text[96];
+      std::snprintf(text, sizeof(text), "a minimum of chi2 only %.3g higher has ", delta);
+      evidence = text + differ;
+    }
+  }
+  if (names.empty()) return {};
+  std::string list;
+  for (const std::string& name : names) {
+    list += (list.empty() ? "" : ", ") + name;
+    undetermined.push_back(name);
+  }
+  return {"the data do not determine " + list +
+          " (the global phase found other minima inside the 4-standard-error contour): " +
+          evidence + (minima > 1 ? " (and " + std::to_string(minima - 1) + " more such minima)" : "") +
+          "; the uncertainties understate how far the data let them move"};
+}
+
+
 FitQuality AssessFitQuality(const FitQualityInputs& inputs) {
   static const char* const kLevels[] = {"good", "marginal", "poor"};
   constexpr int kPoor = 2;
@@ -266,7 +318,22 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
                               : summary.status == LevenbergMarquardtStatus::kMaxIterations
                                   ? "max_iterations"
                                   : "failed";
-  FitQuality quality = AssessFitQuality(QualityInputs(summary, lm, result));
+  FitQualityInputs quality_inputs = QualityInputs(summary, lm, result);
+  if (full_validation) {
+    std::vector<std::string> loosely_determined;
+    for (const std::string& warning :
+         OtherMinimumWarnings(result, objective.num_points(), loosely_determined)) {
+      spdlog::warn("{}", warning);
+      result.warnings.push_back(warning);
+    }
+    for (const std::string& name : loosely_determined) {
+      if (std::find(quality_inputs.undetermined.begin(), quality_inputs.undetermined.end(),
+                    name) == quality_inputs.undetermined.end()) {
+        quality_inputs.undetermined.push_back(name);
+      }
+    }
+  }
+  FitQuality quality = AssessFitQuality(quality_inputs);
   result.quality_flag = std::move(quality.flag);
   result.quality_reasons = std::move(quality.reasons);
   return std::vector<double>(full.theta.data(), full.theta.data() + n_physical);

@@ -40,12 +40,24 @@ struct FitQuality {
 // failed fit is poor. Every problem that set or lowered the level adds a reason.
 FitQuality AssessFitQuality(const FitQualityInputs& inputs);
 
+// The check of the uncertainties against the global phase's other minima (docs/design.md
+// section 7), part of full validation: a minimum whose chi2, scaled from the search data to
+// all the data (num_points / result.global_search.search_points), is within 16 reduced chi2
+// (at least 16) of the chosen one lies inside the 4-standard-error contour, so a physical
+// parameter that differs there from result.physical by more than 4 of its standard errors is
+// determined less well than its uncertainty says (the chi2 surface is far from quadratic).
+// Returns the warning naming them (empty when none) and appends their names to `undetermined`.
+// Reads result.physical, reduced_chi_squared and global_search.
+std::vector<std::string> OtherMinimumWarnings(const FitResult& result, int64_t num_points,
+                                              std::vector<std::string>& undetermined);
+
 // Fills result.physical, per_angle, covariance_names, covariance, per_angle_mode, chi_squared,
 // reduced_chi_squared, degrees_of_freedom, convergence_status, quality_flag and quality_reasons
 // (AssessFitQuality, in fast mode too), and appends to
 // result.warnings (each also logged): the optimiser's own, undetermined parameters (always) and,
-// with full_validation (not fast mode), parameters ended on a bound and pairs of physical
-// parameters correlated beyond 0.99. lm: the reduced bounds and names the final fit ran with;
+// with full_validation (not fast mode), parameters ended on a bound, pairs of physical
+// parameters correlated beyond 0.99 and OtherMinimumWarnings (its parameters also count as
+// undetermined in the quality flag). lm: the reduced bounds and names the final fit ran with;
 // objective: the fit's (its residual count and full layout); phi_degrees: the data's angles;
 // result.analysis_mode names the physical parameters.
 // Returns the fitted physical parameters, in the model's order.

@@ -7,6 +7,8 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace homodyne {
 namespace {
@@ -111,6 +113,54 @@ TEST(FitQualityTest, ProblemsAccumulateDownToPoor) {
   quality = AssessFitQuality(inputs);
   EXPECT_EQ(quality.flag, "poor");
   EXPECT_EQ(quality.reasons.size(), 4u);
+}
+
+// A result with two physical parameters (a = 1 +- 0.1, b = 5 +- 1), reduced chi2 1, chosen
+// minimum chi2 100 on the search data of half the points.
+FitResult ResultWithMinima(std::vector<std::pair<double, std::vector<double>>> others) {
+  FitResult result;
+  result.physical = {{"a", 1.0, 0.1, ""}, {"b", 5.0, 1.0, ""}};
+  result.reduced_chi_squared = 1.0;
+  result.global_search.search_points = 500;
+  result.global_search.chosen = 0;
+  result.global_search.minima.push_back({100.0, {"a", "b"}, {1.0, 5.0}, 0, "converged"});
+  for (auto& [chi2, values] : others) {
+    result.global_search.minima.push_back({chi2, {"a", "b"}, values, 1, "converged"});
+  }
+  return result;
+}
+
+TEST(OtherMinimumWarningsTest, AMinimumInsideTheContourFarInOneParameterNamesIt) {
+  // Delta chi2 on all the data: (107 - 100) * 1000 / 500 = 14 <= 16; a is 20 SE away, b 0.5.
+  std::vector<std::string> undetermined;
+  const std::vector<std::string> warnings =
+      OtherMinimumWarnings(ResultWithMinima({{107.0, {3.0, 5.5}}}), 1000, undetermined);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], HasSubstr("the data do not determine a ("));
+  EXPECT_THAT(warnings[0], HasSubstr("20 standard errors"));
+  EXPECT_THAT(undetermined, ElementsAre("a"));
+}
+
+TEST(OtherMinimumWarningsTest, MinimaOutsideTheContourOrCloseByAreNotEvidence) {
+  std::vector<std::string> undetermined;
+  // 9 above on half the points is 18 above on all of them: outside; the other is within 4 SE.
+  EXPECT_THAT(OtherMinimumWarnings(ResultWithMinima({{109.0, {3.0, 9.0}}, {101.0, {1.3, 8.9}}}),
+                                   1000, undetermined),
+              IsEmpty());
+  EXPECT_THAT(undetermined, IsEmpty());
+  // No global phase: nothing to compare with.
+  FitResult no_search = ResultWithMinima({});
+  no_search.global_search.chosen = -1;
+  EXPECT_THAT(OtherMinimumWarnings(no_search, 1000, undetermined), IsEmpty());
+}
+
+TEST(OtherMinimumWarningsTest, AHigherReducedChiSquaredWidensTheContour) {
+  // Reduced chi2 2: the contour is 32; 14 above on half the points is 28 on all: inside.
+  FitResult result = ResultWithMinima({{114.0, {1.0, 12.0}}});
+  result.reduced_chi_squared = 2.0;
+  std::vector<std::string> undetermined;
+  EXPECT_EQ(OtherMinimumWarnings(result, 1000, undetermined).size(), 1u);
+  EXPECT_THAT(undetermined, ElementsAre("b"));
 }
 
 }  // namespace
