@@ -50,6 +50,8 @@ struct GlobalSearchRecord {
     std::vector<double> values;      // their values at the minimum
     int start = -1;                  // the candidate it came from; -1 = CMA-ES
     std::string status;              // the local fit's LM status
+    int iterations = 0;              // of that local fit
+    int64_t passes = 0;              // of that local fit, over the search data
   };
   std::string method = "off";  // off | auto | multi_start | cmaes
   std::string reason;          // the key or flag that chose it
@@ -57,7 +59,11 @@ struct GlobalSearchRecord {
   int local_fits = 0;
   int generations = 0;  // CMA-ES
   int cmaes_runs = 0;
+  int moved_fits = 0;             // of local_fits, those from the mode's search moves
   int64_t passes = 0;             // over the search data
+  int64_t screening_passes = 0;   // of passes: screening (or CMA-ES evaluations)
+  int64_t local_fit_passes = 0;   // ... local fits from screened candidates (or CMA-ES points)
+  int64_t moved_fit_passes = 0;   // ... moved fits
   int64_t replayed_passes = 0;    // of which replayed from the checkpoint a run resumed from
   int64_t point_evaluations = 0;  // passes x search points
   int64_t search_points = 0;      // upper-triangle points the search used

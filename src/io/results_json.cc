@@ -94,7 +94,9 @@ ordered_json GlobalSearchJson(const GlobalSearchRecord& global) {
     minima.push_back({{"chi2", Number(minimum.chi2)},
                       {"parameters", std::move(parameters)},
                       {"start", minimum.start},
-                      {"status", minimum.status}});
+                      {"status", minimum.status},
+                      {"iterations", minimum.iterations},
+                      {"passes", minimum.passes}});
   }
   return {{"method", global.method},
           {"reason", global.reason},
@@ -102,7 +104,12 @@ ordered_json GlobalSearchJson(const GlobalSearchRecord& global) {
           {"local_fits", global.local_fits},
           {"generations", global.generations},
           {"cmaes_runs", global.cmaes_runs},
+          {"moved_fits", global.moved_fits},
           {"passes", global.passes},
+          {"passes_by_stage",
+           {{"screening", global.screening_passes},
+            {"local_fits", global.local_fit_passes},
+            {"moved_fits", global.moved_fit_passes}}},
           {"replayed_passes", global.replayed_passes},
           {"point_evaluations", global.point_evaluations},
           {"search_points", global.search_points},

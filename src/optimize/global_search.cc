@@ -411,8 +411,10 @@ std::vector<Candidate> ChooseStarts(std::vector<Candidate> screened, const std::
 // Local fits from each start, in order (max_iterations as LocalFit), reported as `stage`;
 // false when stopped.
 bool FitFrom(Search& search, const std::vector<Candidate>& starts, double ftol,
-             int max_iterations = 0, const char* stage = "local fit") {
+             int max_iterations = 0, const char* stage = "local fit",
+             int* fits_counter = nullptr) {
   for (size_t i = 0; i < starts.size(); ++i) {
+    if (fits_counter != nullptr) ++*fits_counter;
     search.Record(search.LocalFit(starts[i].n, starts[i].index, ftol, max_iterations));
     if (!search.Report(stage, static_cast<int>(i) + 1, static_cast<int>(starts.size()))) {
       return false;
@@ -471,7 +473,7 @@ void RunAuto(Search& search, const NlsqOptions& nlsq, GlobalSearchSummary& summa
   }
   for (const SearchMoveStage& stage : DefinitionOf(search.mode()).search_moves) {
     if (!FitFrom(search, MovedStarts(search, summary, stage), nlsq.tolerance,
-                 stage.max_iterations, "moved fit")) {
+                 stage.max_iterations, "moved fit", &summary.moved_fits)) {
       return;
     }
   }
@@ -674,7 +676,12 @@ std::string GlobalSearchSummary::BriefReport() const {
   if (chosen >= 0) {
     line += ", chose chi2 " + Format("%.8g", minima[static_cast<size_t>(chosen)].chi2);
   }
-  line += ", " + std::to_string(passes) + " passes" +
+  line += ", " + std::to_string(passes) + " passes (screening " +
+          std::to_string(screening_passes) + ", local fits " + std::to_string(local_fit_passes) +
+          (moved_fits > 0 ? ", " + std::to_string(moved_fits) + " moved fits " +
+                                std::to_string(moved_fit_passes)
+                          : "") +
+          ")" +
           (replayed_passes > 0 ? " (" + std::to_string(replayed_passes) + " replayed)" : "") +
           " over " + std::to_string(search_points) +
           " points" + (row_stride > 1 ? " (every " + std::to_string(row_stride) + " rows)" : "") +
@@ -708,6 +715,15 @@ GlobalSearchSummary RunGlobalSearch(GlobalSearchMethod method, const NlsqOptions
   WarnAboutDegenerateMinima(search, nlsq.multi_start.degeneracy_threshold, summary);
   summary.replayed_passes = search.replayed_passes();
   summary.trail = search.trail();
+  // The trail holds every evaluation and every finished fit in order, the moved fits last.
+  summary.screening_passes = static_cast<int64_t>(summary.trail.evaluations.size());
+  const size_t moved_from =
+      summary.trail.minima.size() -
+      std::min(summary.trail.minima.size(), static_cast<size_t>(summary.moved_fits));
+  for (size_t i = 0; i < summary.trail.minima.size(); ++i) {
+    (i < moved_from ? summary.local_fit_passes : summary.moved_fit_passes) +=
+        summary.trail.minima[i].passes;
+  }
   summary.passes = search.passes() + summary.replayed_passes;
   summary.point_evaluations = summary.passes * inputs.data->num_points();
   summary.seconds = std::chrono::duration<double>(Clock::now() - begin).count();

@@ -63,7 +63,13 @@ struct GlobalSearchSummary {
   int local_fits = 0;              // projected local fits run
   int generations = 0;             // CMA-ES generations over all runs
   int cmaes_runs = 0;              // CMA-ES runs (1 + restarts)
+  int moved_fits = 0;              // of the local fits, those from the mode's search moves
   int64_t passes = 0;              // passes over the search data (replayed ones included)
+  // How the passes were spent (replayed ones included): one per screened candidate or CMA-ES
+  // evaluation, the local fits from screened candidates (or CMA-ES points), the moved fits.
+  int64_t screening_passes = 0;
+  int64_t local_fit_passes = 0;
+  int64_t moved_fit_passes = 0;
   int64_t replayed_passes = 0;     // of which replayed from GlobalSearchInputs::replay
   int64_t point_evaluations = 0;   // passes x points of the search data
   int64_t search_points = 0;       // upper-triangle points of the search data (all angles)

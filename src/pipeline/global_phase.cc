@@ -90,7 +90,11 @@ GlobalSearchRecord GlobalSearchRecordOf(const GlobalSearchSummary& summary,
   record.local_fits = summary.local_fits;
   record.generations = summary.generations;
   record.cmaes_runs = summary.cmaes_runs;
+  record.moved_fits = summary.moved_fits;
   record.passes = summary.passes;
+  record.screening_passes = summary.screening_passes;
+  record.local_fit_passes = summary.local_fit_passes;
+  record.moved_fit_passes = summary.moved_fit_passes;
   record.replayed_passes = summary.replayed_passes;
   record.point_evaluations = summary.point_evaluations;
   record.search_points = summary.search_points;
@@ -107,6 +111,8 @@ GlobalSearchRecord GlobalSearchRecordOf(const GlobalSearchSummary& summary,
     }
     entry.start = minimum.start;
     entry.status = minimum.status;
+    entry.iterations = minimum.iterations;
+    entry.passes = minimum.passes;
     record.minima.push_back(std::move(entry));
   }
   return record;

@@ -105,6 +105,11 @@ TEST_F(GlobalSearchTest, AutoFindsTheGlobalOptimumFromTheMidpoints) {
   EXPECT_GE(summary.local_fits, 2);
   EXPECT_GE(summary.minima.size(), 2u);  // the no-flow minimum is found too
   EXPECT_EQ(summary.point_evaluations, summary.passes * objective_->num_points());
+  // How the passes were spent: laminar_flow has no search moves.
+  EXPECT_EQ(summary.moved_fits, 0);
+  EXPECT_EQ(summary.moved_fit_passes, 0);
+  EXPECT_EQ(summary.screening_passes, summary.candidates);
+  EXPECT_EQ(summary.screening_passes + summary.local_fit_passes, summary.passes);
   for (size_t i = 1; i < summary.minima.size(); ++i) {
     EXPECT_LE(summary.minima[i - 1].chi2, summary.minima[i].chi2);
   }
@@ -135,6 +140,10 @@ TEST_F(GlobalSearchTest, AutoFindsTheTwoComponentOptimumFromTheMidpoints) {
   // The start, 24 ranked starts, and at most one fit per move (repeated starts are left out).
   EXPECT_GT(summary.local_fits, 25);
   EXPECT_LE(summary.local_fits, 25 + moves);
+  EXPECT_EQ(summary.moved_fits, summary.local_fits - 25);
+  EXPECT_GT(summary.moved_fit_passes, 0);
+  EXPECT_EQ(summary.screening_passes + summary.local_fit_passes + summary.moved_fit_passes,
+            summary.passes);
   // Over these 12 s a transport's D0, alpha and D_offset trade off within the noise (here the
   // search's minimum has alpha_sample -0.06, the truth-started fit's -0.51, chi2 within 2): the
   // chi2 and the flow decide.
@@ -226,6 +235,9 @@ void ExpectResumedSearchIsBitwise(GlobalSearchMethod method, const NlsqOptions& 
   }
   EXPECT_EQ(second.passes, whole.passes) << ToString(method);
   EXPECT_EQ(second.local_fits, whole.local_fits) << ToString(method);
+  EXPECT_EQ(second.moved_fits, whole.moved_fits) << ToString(method);
+  EXPECT_EQ(second.moved_fit_passes, whole.moved_fit_passes) << ToString(method);
+  EXPECT_EQ(second.local_fit_passes, whole.local_fit_passes) << ToString(method);
   EXPECT_GT(second.replayed_passes, 0) << ToString(method);
   EXPECT_LE(second.replayed_passes, passes_before_stop) << ToString(method);
   EXPECT_EQ(second.trail.evaluations, whole.trail.evaluations) << ToString(method);
