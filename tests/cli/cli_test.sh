@@ -308,6 +308,8 @@ PY
       env HOMODYNE_PYTHON="$PWD/bare_python" "$bin_dir/homodyne-plot" out
     [ "$(printf '%s\n' "$last_output" | wc -l)" -eq 1 ] ||
       { echo "FAIL: the missing-module message is not one line"; failures=$((failures + 1)); }
+    expect_exit 3 "HOMODYNE_PYTHON = /no/such/python cannot be run" \
+      env HOMODYNE_PYTHON=/no/such/python "$bin_dir/homodyne-plot" out
     # --save-plots on a two_component fit draws the same set (20 parameters in the matrix).
     write_config tc.yaml two_component tc.h5 ""
     "$bin_dir/homodyne-simulate" --config tc.yaml > /dev/null || failures=1
