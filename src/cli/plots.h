@@ -1,6 +1,7 @@
 // `homodyne --save-plots`: the figures of the fit (docs/results.md, Figures), drawn by
-// scripts/homodyne_plot.py with matplotlib (the program homodyne-plot runs the same script). Plotting stays outside the C++ program: it needs no
-// graphics library, and a missing Python only costs the plots, never the fit.
+// scripts/homodyne_plot.py with matplotlib (the program homodyne-plot runs the same script).
+// Plotting stays outside the C++ program: it needs no graphics library, and a missing Python only
+// costs the plots, never the fit.
 #pragma once
 
 #include <string>
