@@ -1,32 +1,63 @@
 #!/usr/bin/env python3
-"""Heat maps of a homodyne fit: one PNG per angle with data | fit | residual over (t1, t2).
+"""Figures of a finished homodyne fit, drawn from its result files (docs/results.md, Figures).
 
-Usage: homodyne_plot.py OUTPUT_DIR [--plot-dir DIR] [--dpi N] [--max-pixels N]
+Usage: homodyne-plot RESULTS_DIR [--plot-dir DIR] [--dpi N] [--max-pixels N] [--cuts N]
+       (homodyne_plot.py is the same program; `homodyne --save-plots` runs it after the fit)
 
-Reads OUTPUT_DIR/nlsq/fitted_data.h5 as `homodyne` writes it (docs/design.md section 8):
-  /t (N) fitted times [s], /phi, /contrast, /offset (n_angles), /q (scalar),
-  /angles/phi_KKK/{data, fit, residuals} (N x N, element [i, j] <-> (t1 = t_i, t2 = t_j)),
-  each group with attributes phi, contrast, offset.
-Writes OUTPUT_DIR/nlsq/c2_heatmaps_phi_{phi:.1f}deg.png, the reference's name and place
-(docs/results.md). Colour limits follow the reference: 1st/99th
-percentiles per panel (fallback 1.0-1.5); the residual panel is symmetric about 0. Matrices larger
-than --max-pixels per side are read with a stride, so memory and time stay small for any N.
+RESULTS_DIR is the --output-dir of `homodyne` (or of the Python module's fit_nlsq): the files
+read are in RESULTS_DIR/nlsq/ (docs/design.md section 8):
+  fitted_data.h5            /t (N) fitted times [s], /phi, /contrast, /offset (n_angles), /q,
+                            /angles/phi_KKK/{data, fit, residuals} (N x N, element [i, j] <->
+                            (t1 = t_i, t2 = t_j)), each group with attributes phi, contrast, offset
+  parameters.json           reduced chi2, the parameters, the correlation matrix
+  convergence_metrics.json  status, termination reason, the global phase's minima
+  convergence_history.json  the final fit's iterations, the sigma the fit assumed and the
+                            parameters' units (written by homodyne since the convergence plot;
+                            optional: without it the convergence plot says so and labels carry
+                            no units)
+Only fitted_data.h5 is required; a figure whose file is missing is drawn with what there is.
+
+Writes into RESULTS_DIR/nlsq (or --plot-dir):
+  c2_heatmaps_phi_{phi:.1f}deg.png  per angle: data | fit | residual over (t1, t2); data and fit
+                                    share one colour scale over all angles (1st/99th
+                                    percentiles), the residual panels one symmetric scale
+  c2_cuts_phi_{phi:.1f}deg.png      per angle: c2 against the lag t2 - t1 at --cuts values of
+                                    t1, data and fit, with the fit +- 1 and 2 noise sigma
+  residual_histogram.png            every residual (upper triangles, diagonal excluded) against
+                                    the Gaussians of the noise sigma
+  convergence.png                   chi2, damping and step per iteration of the final fit, and
+                                    the chi2 of the global phase's minima
+  parameter_correlations.png        the correlation matrix, pairs with |r| >= 0.99 (the data do
+                                    not separate them) and >= 0.9 outlined
+The noise sigma of the bands and the histogram is the one the fit's residuals show:
+sigma_fit = sigma * sqrt(reduced chi2), sigma being optimization.nlsq.sigma (what the fit
+assumed, from convergence_history.json); without that file, the RMS of the residuals.
+Matrices larger than --max-pixels per side are read with a stride (heat maps, histogram), so
+memory and time stay small for any N; the cuts read whole rows.
 
 Exit codes: 0 plots written, 1 bad input (missing or invalid file), 2 usage, 3 a Python module
 (h5py, numpy, matplotlib) is missing.
 """
 
 import argparse
+import json
 import math
+import re
 import os
 import sys
 
 EXIT_INPUT = 1
 EXIT_MISSING_MODULE = 3
+# |correlation| at or above which the fit warns that the data do not separate a pair
+# (docs/results.md, The global phase and correlations), and a lower mark for strong ones.
+DEGENERATE_CORRELATION = 0.99
+STRONG_CORRELATION = 0.9
+PROGRAM = "homodyne-plot"
+MaxNLocator = None  # matplotlib.ticker.MaxNLocator, set by import_modules
 
 
 def fail(message, code=EXIT_INPUT):
-    print(f"homodyne_plot.py: error: {message}", file=sys.stderr)
+    print(f"{PROGRAM}: error: {message}", file=sys.stderr)
     sys.exit(code)
 
 
@@ -38,108 +69,552 @@ def import_modules():
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as pyplot
+        from matplotlib import ticker
     except ImportError as error:
         fail(f"{error} (install the Python packages h5py, numpy and matplotlib, e.g. "
              f"apt-get install python3-h5py python3-matplotlib)", EXIT_MISSING_MODULE)
+    pyplot.rcParams.update({
+        "font.size": 11, "axes.titlesize": 12, "axes.labelsize": 12, "legend.fontsize": 10,
+        "xtick.labelsize": 10, "ytick.labelsize": 10, "figure.titlesize": 13,
+        "axes.grid": False, "savefig.facecolor": "white"})
+    global MaxNLocator
+    MaxNLocator = ticker.MaxNLocator
     return h5py, numpy, pyplot
 
 
 def parse_arguments(argv):
     parser = argparse.ArgumentParser(
-        description="Plot data, fit and residual heat maps of a homodyne fit (one PNG per angle).")
+        prog=PROGRAM,
+        description="Figures of a finished homodyne fit: heat maps, 1-D cuts, residual "
+                    "histogram, convergence and parameter correlations (PNG files).")
     parser.add_argument("output_dir",
                         help="the --output-dir of the fit (holds nlsq/fitted_data.h5)")
     parser.add_argument("--plot-dir", help="folder for the PNG files (default OUTPUT_DIR/nlsq)")
     parser.add_argument("--dpi", type=int, default=150, help="resolution (default 150)")
     parser.add_argument("--max-pixels", type=int, default=1000,
                         help="largest matrix side plotted; larger ones are strided (default 1000)")
+    parser.add_argument("--cuts", type=int, default=4,
+                        help="values of t1 in the 1-D cut figures (default 4, at most 9)")
     arguments = parser.parse_args(argv)
     if arguments.dpi <= 0:
         parser.error(f"--dpi {arguments.dpi}: must be > 0")
     if arguments.max_pixels < 2:
         parser.error(f"--max-pixels {arguments.max_pixels}: must be >= 2")
+    if not 1 <= arguments.cuts <= 9:
+        parser.error(f"--cuts {arguments.cuts}: must be 1 to 9")
     return arguments
 
 
-def read_angles(h5py, path, max_pixels):
-    """Returns (t, [angle dict]) read from fitted_data.h5, each matrix strided to <= max_pixels."""
-    if not os.path.isfile(path):
-        fail(f"{path}: not found (run homodyne --config ... --output-dir "
-             f"{os.path.dirname(os.path.dirname(path)) or '.'} first)")
+def number(value):
+    """A JSON number as homodyne writes it (NaN as null, +-Inf as strings) as a float."""
+    if value is None:
+        return math.nan
     try:
-        with h5py.File(path, "r") as file:
-            t = file["t"][()]
-            stride = max(1, math.ceil(len(t) / max_pixels))
-            angles = []
-            for name in sorted(file["angles"].keys()):
-                group = file["angles"][name]
-                angle = {key: float(group.attrs[key]) for key in ("phi", "contrast", "offset")}
-                for key in ("data", "fit", "residuals"):
-                    angle[key] = group[key][::stride, ::stride] if len(t) else None
-                angles.append(angle)
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def read_json(path, required_keys=()):
+    """The object in `path`, or None when the file is absent; exits 1 when it is not valid."""
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as file:
+            content = json.load(file)
+    except (OSError, ValueError) as error:
+        fail(f"{path}: cannot read it as JSON ({error})")
+    if not isinstance(content, dict) or any(key not in content for key in required_keys):
+        fail(f"{path}: not a homodyne result file (missing {', '.join(required_keys)})")
+    return content
+
+
+class Results:
+    """What the figures need from RESULTS_DIR/nlsq (fitted_data.h5 strided, the JSON files)."""
+
+    def __init__(self, h5py, numpy, folder, max_pixels):
+        self.folder = folder
+        self.fitted_data_path = os.path.join(folder, "fitted_data.h5")
+        self._h5py = h5py
+        self._read_fitted_data(h5py, numpy, max_pixels)
+        self.parameters = read_json(os.path.join(folder, "parameters.json"))
+        self.metrics = read_json(os.path.join(folder, "convergence_metrics.json"))
+        self.history = read_json(os.path.join(folder, "convergence_history.json"),
+                                 ("history", "sigma"))
+        if self.history is not None and self.metrics is not None and not self._history_matches():
+            print(f"{PROGRAM}: warning: {folder}/convergence_history.json is not of the fit in "
+                  f"convergence_metrics.json (chi2 or iterations differ): not used",
+                  file=sys.stderr)
+            self.history = None
+        self.units = (self.history or {}).get("parameter_units", {})
+        self.sigma_assumed = number(self.history["sigma"]) if self.history else math.nan
+        self.sigma_fit, self.sigma_source = self._noise_sigma(numpy)
+
+    def _read_fitted_data(self, h5py, numpy, max_pixels):
+        path = self.fitted_data_path
+        if not os.path.isfile(path):
+            results_dir = os.path.dirname(self.folder) or "."
+            fail(f"{path}: not found (run homodyne --config ... --output-dir {results_dir} "
+                 f"first)")
+        try:
+            with h5py.File(path, "r") as file:
+                t = numpy.asarray(file["t"][()], dtype=float)
+                self.stride = max(1, math.ceil(len(t) / max_pixels))
+                self.q = float(file["q"][()]) if "q" in file else math.nan
+                self.angles = []
+                for name in sorted(file["angles"].keys()):
+                    group = file["angles"][name]
+                    angle = {key: float(group.attrs[key])
+                             for key in ("phi", "contrast", "offset")}
+                    angle["group"] = name
+                    for key in ("data", "fit", "residuals"):
+                        angle[key] = (group[key][::self.stride, ::self.stride]
+                                      if len(t) else None)
+                    self.angles.append(angle)
+        except OSError as error:
+            fail(f"{path}: cannot read it as HDF5 ({error})")
+        except KeyError as error:
+            fail(f"{path}: not a homodyne fitted_data.h5 (missing {error})")
+        if len(t) == 0 or not self.angles:
+            fail(f"{path}: holds no angles or no times to plot")
+        self.t_full = t
+        self.t = t[::self.stride]
+
+    def rows(self, angle, index):
+        """Row `index` (t1 = t[index]) of the angle's data and fit at full resolution."""
+        with self._h5py.File(self.fitted_data_path, "r") as file:
+            group = file["angles"][angle["group"]]
+            return group["data"][index, :], group["fit"][index, :]
+
+    def _history_matches(self):
+        convergence = self.metrics.get("convergence", {})
+        return (number(self.history.get("chi_squared")) ==
+                number(convergence.get("final_chi_squared"))
+                and self.history.get("iterations") == convergence.get("iterations"))
+
+    def upper_residuals(self, numpy):
+        """Every finite strided residual of the strict upper triangles, all angles."""
+        values = []
+        for angle in self.angles:
+            matrix = angle["residuals"]
+            upper = matrix[numpy.triu_indices(matrix.shape[0], k=1)]
+            values.append(upper[numpy.isfinite(upper)])
+        return numpy.concatenate(values) if values else numpy.zeros(0)
+
+    def _noise_sigma(self, numpy):
+        """(sigma, how it was found): sigma * sqrt(reduced chi2) when both are recorded."""
+        reduced = number((self.parameters or {}).get("reduced_chi_squared"))
+        if math.isfinite(self.sigma_assumed) and math.isfinite(reduced) and reduced > 0:
+            return (self.sigma_assumed * math.sqrt(reduced),
+                    f"assumed \u03c3 {self.sigma_assumed:.3g} \u00d7 \u221a(reduced "
+                    f"\u03c7\u00b2 {reduced:.4g})")
+        residuals = self.upper_residuals(numpy)
+        if residuals.size == 0:
+            return math.nan, "no finite residual"
+        return float(numpy.sqrt(numpy.mean(residuals ** 2))), "RMS of the residuals"
+
+    def label(self, name):
+        """`name [unit]`, or the name alone for a dimensionless or unknown unit."""
+        base = name.split("[")[0]
+        unit = self.units.get(base, "")
+        # "s^(1+α)" -> mathtext superscript.
+        unit = re.sub(r"\^\(([^)]*)\)", r"$^{\1}$", unit)
+        return f"{name} [{unit}]" if unit else name
+
+
+def phi_text(phi):
+    return f"\u03c6 = {phi:.1f}\u00b0"
+
+
+def save(pyplot, figure, path):
+    """Writes the figure through a temporary name (never half a PNG under `path`)."""
+    temporary = path + ".partial.png"
+    try:
+        figure.savefig(temporary)
+        os.replace(temporary, path)
     except OSError as error:
-        fail(f"{path}: cannot read it as HDF5 ({error})")
-    except KeyError as error:
-        fail(f"{path}: not a homodyne fitted_data.h5 (missing {error})")
-    if len(t) == 0 or not angles:
-        fail(f"{path}: holds no angles or no times to plot")
-    return t[::stride], angles
+        fail(f"{path}: cannot write the plot ({error})")
+    finally:
+        pyplot.close(figure)
+    print(f"wrote {path}")
 
 
-def colour_limits(numpy, values, fallback):
-    """1st/99th percentiles of the finite values; `fallback` when there are none or they agree."""
-    finite = values[numpy.isfinite(values)]
+def percentile_limits(numpy, arrays, fallback):
+    """1st/99th percentiles of the finite values of all `arrays`; `fallback` when degenerate."""
+    finite = numpy.concatenate([a[numpy.isfinite(a)].ravel() for a in arrays])
     if finite.size == 0:
         return fallback
     low, high = numpy.percentile(finite, [1.0, 99.0])
-    return (low, high) if high > low else fallback
+    return (float(low), float(high)) if high > low else fallback
 
 
-def plot_angle(numpy, pyplot, t, angle, path, dpi):
-    """Writes one PNG with the data, fit and residual panels of one angle."""
+def plot_heatmaps(numpy, pyplot, results, plot_dir, dpi):
+    """One PNG per angle: data | fit | residual, colour scales shared over the angles."""
+    t = results.t
     extent = (t[0], t[-1], t[0], t[-1])
-    figure, axes = pyplot.subplots(1, 3, figsize=(16, 5), constrained_layout=True)
-    data_limits = colour_limits(numpy, angle["data"], (1.0, 1.5))
-    residual_bound = numpy.nanpercentile(numpy.abs(angle["residuals"]), 99.0)
-    if not numpy.isfinite(residual_bound) or residual_bound <= 0:
+    data_limits = percentile_limits(numpy, [a["data"] for a in results.angles], (1.0, 1.5))
+    bounds = [numpy.nanpercentile(numpy.abs(a["residuals"]), 99.0) for a in results.angles]
+    residual_bound = float(numpy.nanmax(bounds)) if bounds else math.nan
+    if math.isfinite(results.sigma_fit) and results.sigma_fit > 0:
+        residual_bound = 3 * results.sigma_fit  # +-3 noise sigma: comparable between fits
+    if not math.isfinite(residual_bound) or residual_bound <= 0:
         residual_bound = 1e-3
-    panels = (("data", "c2 data", data_limits, "viridis"),
-              ("fit", "c2 fit", data_limits, "viridis"),
-              ("residuals", "residual (data - fit)", (-residual_bound, residual_bound), "RdBu_r"))
-    for axis, (key, title, limits, colour_map) in zip(axes, panels):
-        # Element [i, j] is (t1 = t_i, t2 = t_j): transpose so t1 runs along x.
-        image = axis.imshow(angle[key].T, origin="lower", extent=extent, aspect="equal",
-                            cmap=colour_map, vmin=limits[0], vmax=limits[1],
-                            interpolation="nearest")
-        axis.set_title(title)
-        axis.set_xlabel("t1 [s]")
-        axis.set_ylabel("t2 [s]")
-        figure.colorbar(image, ax=axis, shrink=0.85)
-    figure.suptitle(f"phi = {angle['phi']:.1f} deg    contrast = {angle['contrast']:.4f}    "
-                    f"offset = {angle['offset']:.4f}")
-    temporary = path + ".partial.png"
-    figure.savefig(temporary, dpi=dpi)
-    pyplot.close(figure)
-    os.replace(temporary, path)
+    for angle in results.angles:
+        figure, axes = pyplot.subplots(1, 3, figsize=(15, 4.8), constrained_layout=True,
+                                       dpi=dpi)
+        panels = (("data", "data", data_limits, "viridis", "c$_2$"),
+                  ("fit", "fit", data_limits, "viridis", "c$_2$"),
+                  ("residuals", "residual (data \u2212 fit)", (-residual_bound, residual_bound),
+                   "RdBu_r", "c$_2$ data \u2212 fit" +
+                   (f"  (\u00b13\u03c3, \u03c3 = {results.sigma_fit:.3g})"
+                    if math.isfinite(results.sigma_fit) else "")))
+        for axis, (key, title, limits, colour_map, bar_label) in zip(axes, panels):
+            # Element [i, j] is (t1 = t_i, t2 = t_j): transpose so t1 runs along x.
+            image = axis.imshow(angle[key].T, origin="lower", extent=extent, aspect="equal",
+                                cmap=colour_map, vmin=limits[0], vmax=limits[1],
+                                interpolation="nearest")
+            axis.set_title(title)
+            axis.set_xlabel("t$_1$ [s]")
+            axis.set_ylabel("t$_2$ [s]")
+            bar = figure.colorbar(image, ax=axis, shrink=0.85)
+            bar.set_label(bar_label)
+        figure.suptitle(f"{phi_text(angle['phi'])}    contrast = {angle['contrast']:.4f}    "
+                        f"offset = {angle['offset']:.4f}")
+        save(pyplot, figure,
+             os.path.join(plot_dir, f"c2_heatmaps_phi_{angle['phi']:.1f}deg.png"))
+
+
+def cut_indices(count, n):
+    """`count` row indices spread over the first 80 % of the window (later rows are short)."""
+    last = max(0, int(0.8 * (n - 2)))
+    if count == 1:
+        return [0]
+    return sorted({round(k * last / (count - 1)) for k in range(count)})
+
+
+def plot_cuts(numpy, pyplot, results, plot_dir, dpi, cut_count):
+    """Per angle: c2(t1, t1 + lag) against the lag at a few t1, data vs fit with noise bands."""
+    t = results.t_full
+    n = len(t)
+    sigma = results.sigma_fit
+    indices = cut_indices(cut_count, n)
+    columns = min(len(indices), 2 if len(indices) <= 4 else 3)
+    rows = math.ceil(len(indices) / columns)
+    for angle in results.angles:
+        cuts = [(index,) + tuple(numpy.asarray(row, dtype=float)
+                                 for row in results.rows(angle, index)) for index in indices]
+        finite = numpy.concatenate([numpy.concatenate([d[i + 1:], f[i + 1:]])
+                                    for i, d, f in cuts])
+        finite = finite[numpy.isfinite(finite)]
+        pad = 2.5 * sigma if math.isfinite(sigma) else 0.0
+        y_limits = ((float(finite.min()) - pad, float(finite.max()) + pad)
+                    if finite.size else None)
+        figure, axes = pyplot.subplots(rows, columns, figsize=(5.2 * columns, 3.6 * rows),
+                                       constrained_layout=True, dpi=dpi, squeeze=False,
+                                       sharey=True)
+        for axis in axes.ravel()[len(cuts):]:
+            axis.set_visible(False)
+        for axis, (index, data, fit) in zip(axes.ravel(), cuts):
+            lag = t[index + 1:] - t[index]  # the diagonal (lag 0) is not fitted
+            data, fit = data[index + 1:], fit[index + 1:]
+            if math.isfinite(sigma):
+                axis.fill_between(lag, fit - 2 * sigma, fit + 2 * sigma, color="tab:orange",
+                                  alpha=0.15, linewidth=0, label="fit \u00b1 2\u03c3")
+                axis.fill_between(lag, fit - sigma, fit + sigma, color="tab:orange",
+                                  alpha=0.3, linewidth=0, label="fit \u00b1 \u03c3")
+            axis.plot(lag, data, ".", color="tab:blue", markersize=3, label="data")
+            axis.plot(lag, fit, "-", color="black", linewidth=1.4, label="fit")
+            axis.set_title(f"t$_1$ = {t[index]:.3g} s")
+            axis.set_xlabel("lag t$_2$ \u2212 t$_1$ [s]")
+            if axis.get_subplotspec().is_first_col():
+                axis.set_ylabel("c$_2$")
+            if y_limits:
+                axis.set_ylim(*y_limits)
+        axes.ravel()[0].legend(loc="upper right", frameon=False)
+        figure.suptitle(f"{phi_text(angle['phi'])}: c$_2$(t$_1$, t$_1$ + lag), data and fit; "
+                        f"bands: noise \u03c3 = {sigma:.3g} ({results.sigma_source})")
+        save(pyplot, figure, os.path.join(plot_dir, f"c2_cuts_phi_{angle['phi']:.1f}deg.png"))
+
+
+def plot_residual_histogram(numpy, pyplot, results, plot_dir, dpi):
+    """All residuals against the Gaussian of the fit's noise sigma (and the assumed one)."""
+    residuals = results.upper_residuals(numpy)
+    if residuals.size == 0:
+        fail(f"{results.fitted_data_path}: no finite residual to plot")
+    sigma = results.sigma_fit
+    spread = float(numpy.max(numpy.abs(residuals)))
+    if math.isfinite(sigma) and sigma > 0:
+        spread = max(spread, 5 * sigma)
+    edges = numpy.linspace(-spread, spread, 121)
+    x = numpy.linspace(-spread, spread, 600)
+    figure, axes = pyplot.subplots(1, 2, figsize=(12, 4.6), constrained_layout=True, dpi=dpi)
+    for axis, scale in zip(axes, ("linear", "log")):
+        axis.hist(residuals, bins=edges, density=True, color="tab:blue", alpha=0.6,
+                  label=f"residuals ({residuals.size:,} points)")
+        if math.isfinite(sigma) and sigma > 0:
+            axis.plot(x, numpy.exp(-0.5 * (x / sigma) ** 2) / (sigma * math.sqrt(2 * math.pi)),
+                      color="black", linewidth=1.5,
+                      label=f"Gaussian, \u03c3 = {sigma:.3g} (fit)")
+        assumed = results.sigma_assumed
+        if math.isfinite(assumed) and assumed > 0:
+            axis.plot(x, numpy.exp(-0.5 * (x / assumed) ** 2) /
+                      (assumed * math.sqrt(2 * math.pi)), "--", color="tab:red",
+                      linewidth=1.2, label=f"Gaussian, \u03c3 = {assumed:.3g} (assumed)")
+        axis.set_yscale(scale)
+        axis.set_xlabel("residual c$_2$ data \u2212 fit")
+        axis.set_ylabel("probability density")
+        if scale == "log":
+            counts, _ = numpy.histogram(residuals, bins=edges, density=True)
+            positive = counts[counts > 0]
+            if positive.size:
+                axis.set_ylim(0.3 * positive.min(), 3 * positive.max())
+    mean = float(numpy.mean(residuals))
+    deviation = float(numpy.std(residuals))
+    standardised = (residuals - mean) / deviation if deviation > 0 else residuals
+    skewness = float(numpy.mean(standardised ** 3))
+    kurtosis = float(numpy.mean(standardised ** 4) - 3.0)
+    axes[0].legend(loc="upper left", frameon=False)
+    axes[1].text(0.98, 0.97, f"mean {mean:.2e}\nstd {deviation:.3g}\nskewness {skewness:.3f}\n"
+                 f"excess kurtosis {kurtosis:.3f}", transform=axes[1].transAxes,
+                 ha="right", va="top", fontsize=10,
+                 bbox={"facecolor": "white", "edgecolor": "0.7"})
+    angles = ", ".join(f"{a['phi']:.1f}" for a in results.angles)
+    figure.suptitle(f"Residuals of all angles ({angles}\u00b0), upper triangles without the "
+                    f"diagonal" + (f", every {results.stride}th row and column"
+                                   if results.stride > 1 else ""))
+    save(pyplot, figure, os.path.join(plot_dir, "residual_histogram.png"))
+
+
+def message_panel(axis, text):
+    axis.text(0.5, 0.5, text, transform=axis.transAxes, ha="center", va="center", wrap=True,
+              fontsize=11, color="0.35")
+    axis.set_xticks([])
+    axis.set_yticks([])
+
+
+def plot_convergence(numpy, pyplot, results, plot_dir, dpi):
+    """chi2, damping, step norm and Gauss-Newton step per iteration; the global phase's minima."""
+    figure, axes = pyplot.subplots(2, 3, figsize=(16, 8.5), constrained_layout=True, dpi=dpi)
+    (chi2_axis, damping_axis, step_axis), (se_axis, minima_axis, text_axis) = axes
+    history = (results.history or {}).get("history", [])
+    if history:
+        iterations = numpy.array([entry["iteration"] for entry in history])
+        accepted = numpy.array([bool(entry["accepted"]) or entry["iteration"] == 0
+                                for entry in history])
+        chi2 = numpy.array([number(entry["chi2"]) for entry in history])
+        trial = numpy.array([number(entry["trial_chi2"]) for entry in history])
+        final = float(chi2[-1])
+        above = chi2 - final > 0  # the final point itself (0 above) has no place on a log axis
+        rejected = ~accepted & numpy.isfinite(trial) & (trial - final > 0)
+        plotted = set()
+        if above.any() or rejected.any():
+            chi2_axis.plot(iterations[above], (chi2 - final)[above], "-o", color="tab:blue",
+                           markersize=4, label="current point")
+            if rejected.any():
+                chi2_axis.plot(iterations[rejected], (trial - final)[rejected], "x",
+                               color="tab:red", markersize=6, label="rejected trial")
+            chi2_axis.set_yscale("log")
+            chi2_axis.legend(frameon=False)
+            plotted.add(chi2_axis)
+        else:
+            message_panel(chi2_axis, f"the final fit started at its optimum\n"
+                                     f"({len(history) - 1} trial steps, none lowered "
+                                     f"\u03c7\u00b2)")
+        chi2_axis.set_ylabel(f"\u03c7\u00b2 \u2212 \u03c7\u00b2$_{{final}}$   "
+                             f"(\u03c7\u00b2$_{{final}}$ = {final:.6g})")
+        chi2_axis.set_title("\u03c7\u00b2 above its final value")
+        series = ((damping_axis, "damping", "Marquardt damping \u03bc", "damping \u03bc"),
+                  (step_axis, "step_norm", "step |\u0394\u03b8| (fitted parameters)",
+                   "|\u0394\u03b8| [parameter units]"),
+                  (se_axis, "step_standard_errors",
+                   "Gauss-Newton step at the current point", "step [standard errors]"))
+        for axis, key, title, label in series:
+            values = numpy.array([number(entry[key]) for entry in history])
+            shown = numpy.isfinite(values) & (values > 0)
+            if shown.any():
+                axis.plot(iterations[shown], values[shown], "-o", color="tab:green",
+                          markersize=4)
+                if key != "step_standard_errors" and (shown & ~accepted).any():
+                    axis.plot(iterations[shown & ~accepted], values[shown & ~accepted], "x",
+                              color="tab:red", markersize=6, label="rejected trial")
+                    axis.legend(frameon=False)
+                axis.set_yscale("log")
+                plotted.add(axis)
+            else:
+                message_panel(axis, "no positive value recorded")
+            axis.set_title(title)
+            axis.set_ylabel(label)
+        for axis in (chi2_axis, damping_axis, step_axis, se_axis):
+            axis.set_xlabel("iteration of the final fit")
+            if axis in plotted:
+                # At least two integer ticks, else MaxNLocator falls back to fractions.
+                axis.set_xlim(iterations.min() - 0.5,
+                              max(iterations.max(), iterations.min() + 1) + 0.5)
+                axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+    else:
+        for axis in (chi2_axis, damping_axis, step_axis, se_axis):
+            message_panel(axis, "no convergence_history.json:\nthe final fit's iterations "
+                                "were not recorded")
+    plot_minima(numpy, minima_axis, results)
+    text_axis.axis("off")
+    text_axis.text(0.0, 1.0, summary_text(results), transform=text_axis.transAxes, ha="left",
+                   va="top", fontsize=10, family="monospace", wrap=True)
+    figure.suptitle(f"Convergence ({(results.parameters or {}).get('analysis_mode', '?')})")
+    save(pyplot, figure, os.path.join(plot_dir, "convergence.png"))
+
+
+def plot_minima(numpy, axis, results):
+    """The global phase's distinct minima: chi2 above the lowest, the chosen one marked."""
+    global_search = (results.metrics or {}).get("global_search", {})
+    minima = global_search.get("minima", [])
+    axis.set_title(f"global phase ({global_search.get('method', 'not recorded')}): "
+                   f"{len(minima)} {'minimum' if len(minima) == 1 else 'minima'}")
+    if not minima:
+        message_panel(axis, "no minima recorded\n(global phase off, or no "
+                            "convergence_metrics.json)")
+        return
+    chi2 = numpy.array([number(m.get("chi2")) for m in minima])
+    lowest = numpy.nanmin(chi2)
+    excess = chi2 - lowest
+    positions = numpy.arange(len(minima))
+    converged = numpy.array([str(m.get("status", "")).startswith("converged") for m in minima])
+    shown = numpy.where(excess > 0, excess, numpy.nan)
+    floor = numpy.nanmin(shown) / 10 if numpy.isfinite(shown).any() else 1e-6
+    heights = numpy.where(excess > 0, excess, floor)
+    axis.bar(positions[converged], heights[converged], color="tab:blue", label="converged")
+    if (~converged).any():
+        axis.bar(positions[~converged], heights[~converged], color="tab:gray",
+                 label="not converged")
+    chosen = global_search.get("chosen", -1)
+    if 0 <= chosen < len(minima):
+        axis.bar([chosen], [heights[chosen]], fill=False, edgecolor="tab:red", linewidth=2,
+                 label="chosen (final fit's start)")
+    axis.set_yscale("log")
+    axis.set_ylim(top=float(numpy.nanmax(heights)) * 10 ** 3)  # room for the legend
+    axis.set_xticks(positions)
+    axis.set_xticklabels([str(m.get("start", "")) if m.get("start", -1) >= 0 else "CMA"
+                          for m in minima], rotation=90 if len(minima) > 12 else 0)
+    axis.set_xlabel(f"minimum, lowest first (\u03c7\u00b2 = {lowest:.6g}, drawn at the floor); "
+                    f"label: its start", fontsize=10)
+    axis.set_ylabel(f"\u03c7\u00b2 \u2212 \u03c7\u00b2$_{{lowest}}$ (search data)")
+    axis.legend(frameon=False, fontsize=9, loc="upper left", ncol=2)
+
+
+def summary_text(results):
+    metrics = results.metrics or {}
+    parameters = results.parameters or {}
+    global_search = metrics.get("global_search", {})
+    lines = [
+        f"status      {metrics.get('convergence', {}).get('status', '?')}",
+        f"iterations  {metrics.get('iterations', '?')}, passes {metrics.get('passes', '?')}",
+        f"chi2        {number(parameters.get('chi_squared')):.6g}",
+        f"reduced     {number(parameters.get('reduced_chi_squared')):.5f}",
+        f"quality     {metrics.get('quality_flag', '?')}",
+        f"strategy    {metrics.get('strategy', {}).get('name', '?')}",
+        f"global      {global_search.get('method', '?')}: "
+        f"{global_search.get('starts', 0)} starts,",
+        f"            {global_search.get('local_fits', 0)} local fits, "
+        f"{len(global_search.get('minima', []))} minima",
+        f"sigma       {results.sigma_assumed:.3g} assumed, {results.sigma_fit:.3g} fit",
+    ]
+    reason = metrics.get("termination_reason", "")
+    if reason:
+        words, line, wrapped = reason.split(), "", []
+        for word in words:
+            if len(line) + len(word) + 1 > 44:
+                wrapped.append(line)
+                line = word
+            else:
+                line = f"{line} {word}".strip()
+        wrapped.append(line)
+        lines.append("stopped     " + wrapped[0])
+        lines.extend("            " + rest for rest in wrapped[1:6])
+    return "\n".join(lines)
+
+
+def plot_correlations(numpy, pyplot, results, plot_dir, dpi):
+    """The correlation matrix of parameters.json, degenerate and strong pairs outlined."""
+    correlation = (results.parameters or {}).get("correlation", {})
+    names = correlation.get("parameter_names", [])
+    matrix = numpy.array([[number(v) for v in row] for row in correlation.get("matrix", [])],
+                         dtype=float).reshape(len(names), -1) if names else numpy.zeros((0, 0))
+    size = max(6.5, 0.42 * len(names) + 3.0)
+    figure, axis = pyplot.subplots(figsize=(size + 1.2, size), constrained_layout=True, dpi=dpi)
+    if not names or matrix.shape != (len(names), len(names)):
+        message_panel(axis, "no correlation matrix in parameters.json")
+        save(pyplot, figure, os.path.join(plot_dir, "parameter_correlations.png"))
+        return
+    n = len(names)
+    fixed = numpy.array([numpy.all(matrix[k] == 0) for k in range(n)])
+    shown = numpy.ma.masked_invalid(numpy.where(fixed[:, None] | fixed[None, :], numpy.nan,
+                                                matrix))
+    colour_map = pyplot.get_cmap("RdBu_r").copy()
+    colour_map.set_bad("0.85")
+    image = axis.imshow(shown, cmap=colour_map, vmin=-1, vmax=1, interpolation="nearest")
+    bar = figure.colorbar(image, ax=axis, shrink=0.8)
+    bar.set_label("correlation r")
+    labels = [results.label(name) for name in names]
+    axis.set_xticks(range(n))
+    axis.set_yticks(range(n))
+    axis.set_xticklabels(labels, rotation=60, ha="right", rotation_mode="anchor",
+                         fontsize=9 if n > 12 else 10)
+    axis.set_yticklabels(labels, fontsize=9 if n > 12 else 10)
+    pairs = []
+    for i in range(n):
+        for j in range(n):
+            value = matrix[i, j]
+            if n <= 24 and not fixed[i] and not fixed[j] and math.isfinite(value):
+                text = f"{value:.2f}"
+                axis.text(j, i, "0.00" if text == "-0.00" else text, ha="center", va="center",
+                          fontsize=7 if n > 12 else 9,
+                          color="white" if abs(value) > 0.6 else "black")
+            if i != j and math.isfinite(value) and abs(value) >= STRONG_CORRELATION:
+                degenerate = abs(value) >= DEGENERATE_CORRELATION
+                axis.add_patch(pyplot.Rectangle((j - 0.45, i - 0.45), 0.9, 0.9, fill=False,
+                                                edgecolor="black" if degenerate else "gold",
+                                                linewidth=2.5 if degenerate else 1.8,
+                                                linestyle="-" if degenerate else (0, (2, 1))))
+                if i < j:
+                    physical = "[" not in names[i] and "[" not in names[j]
+                    pairs.append((physical, abs(value), names[i], names[j], value))
+    # Pairs of physical parameters first (the fit warns about those), then by |r|.
+    pairs.sort(reverse=True)
+    first_scaling = next((k for k, name in enumerate(names) if "[" in name), None)
+    if first_scaling:  # a line between the physical parameters and the per-angle ones
+        for line in (axis.axhline, axis.axvline):
+            line(first_scaling - 0.5, color="black", linewidth=1.2)
+    listed = ";  ".join(f"{a}\u2013{b} {r:+.3f}" + ("\n" if k % 2 == 1 else "")
+                        for k, (_, _, a, b, r) in enumerate(pairs[:4])).replace("\n;  ", "\n")
+    listed = listed.rstrip("\n")
+    title = "Parameter correlations"
+    if pairs:
+        title += (f"\noutlined: |r| \u2265 {DEGENERATE_CORRELATION} (black: the data do not "
+                  f"separate them), \u2265 {STRONG_CORRELATION} (gold, dashed)\n{listed}"
+                  + (f" (+{len(pairs) - 4} more)" if len(pairs) > 4 else ""))
+    else:
+        title += f"\nno pair with |r| \u2265 {STRONG_CORRELATION}"
+    if fixed.any():
+        title += "\ngrey: held fixed or on a bound (no variance)"
+    axis.set_title(title, fontsize=11)
+    save(pyplot, figure, os.path.join(plot_dir, "parameter_correlations.png"))
 
 
 def main(argv):
     arguments = parse_arguments(argv)
     h5py, numpy, pyplot = import_modules()
-    path = os.path.join(arguments.output_dir, "nlsq", "fitted_data.h5")
-    t, angles = read_angles(h5py, path, arguments.max_pixels)
-    plot_dir = arguments.plot_dir or os.path.join(arguments.output_dir, "nlsq")
+    folder = os.path.join(arguments.output_dir, "nlsq")
+    results = Results(h5py, numpy, folder, arguments.max_pixels)
+    plot_dir = arguments.plot_dir or folder
     try:
         os.makedirs(plot_dir, exist_ok=True)
     except OSError as error:
         fail(f"{plot_dir}: cannot create the plot folder ({error.strerror})")
-    for angle in angles:
-        png = os.path.join(plot_dir, f"c2_heatmaps_phi_{angle['phi']:.1f}deg.png")
-        try:
-            plot_angle(numpy, pyplot, t, angle, png, arguments.dpi)
-        except OSError as error:
-            fail(f"{png}: cannot write the plot ({error})")
-        print(f"wrote {png}")
+    with numpy.errstate(invalid="ignore", divide="ignore"):
+        plot_heatmaps(numpy, pyplot, results, plot_dir, arguments.dpi)
+        plot_cuts(numpy, pyplot, results, plot_dir, arguments.dpi, arguments.cuts)
+        plot_residual_histogram(numpy, pyplot, results, plot_dir, arguments.dpi)
+        plot_convergence(numpy, pyplot, results, plot_dir, arguments.dpi)
+        plot_correlations(numpy, pyplot, results, plot_dir, arguments.dpi)
     return 0
 
 

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "homodyne/fit_events.h"
 #include "homodyne/model.h"
 
 namespace homodyne {
@@ -128,6 +129,23 @@ inline constexpr std::string_view kParametersFileName = "parameters.json";
 inline constexpr std::array<std::string_view, 4> kResultFileNames = {
     kFittedDataFileName, kConvergenceMetricsFileName, kAnalysisResultsFileName,
     kParametersFileName};
+
+// Beside the set, not part of it: the final fit's per-iteration record for the convergence plot
+// (docs/results.md, Convergence history). The set's writers remove an earlier run's copy with the
+// earlier result files, so a history in the folder is of the set there or of none.
+inline constexpr std::string_view kConvergenceHistoryFileName = "convergence_history.json";
+
+// Writes output_dir/nlsq/convergence_history.json durably (temporary file, fsync, rename): sigma
+// (optimization.nlsq.sigma, the noise the fit assumed), the result's chi_squared and iterations
+// (so a reader can check that the history belongs to the result files beside it), and one entry
+// per IterationProgress in the order given (iteration, accepted, chi2, trial_chi2, damping,
+// step_norm, step_standard_errors, gain_ratio, passes, seconds). Call after the result set is
+// published. Also parameter_units: each physical parameter's and contrast's and offset's unit
+// from the mode catalog ("" dimensionless), for plot labels. Throws InputError naming the file
+// and the reason.
+void WriteConvergenceHistory(const std::vector<IterationProgress>& iterations,
+                             const FitResult& result, double sigma,
+                             const std::string& output_dir);
 
 // Writes nlsq/parameters.json, nlsq/analysis_results_nlsq.json and nlsq/convergence_metrics.json
 // under output_dir (created if absent) with the reference's fields plus ours, as one set, all or

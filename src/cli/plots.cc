@@ -163,7 +163,7 @@ bool SavePlots(const std::string& output_dir) {
         return false;
       }
       if (outcome.exit_code == 0) {
-        spdlog::info("--save-plots: plots written to {}/nlsq/c2_heatmaps_phi_*.png", output_dir);
+        spdlog::info("--save-plots: plots written to {}/nlsq/*.png", output_dir);
         return true;
       }
       if (outcome.exit_code == kExecFailed) {

@@ -1,14 +1,17 @@
-// `homodyne --save-plots`: heat maps of the fit (docs/design.md section 8), drawn by
-// scripts/homodyne_plot.py with matplotlib. Plotting stays outside the C++ program: it needs no
-// graphics library, and a missing Python only costs the plots, never the fit.
+// `homodyne --save-plots`: the figures of the fit (docs/results.md, Figures), drawn by
+// scripts/homodyne_plot.py with matplotlib (the program homodyne-plot runs the same script).
+// Plotting stays outside the C++ program: it needs no graphics library, and a missing Python only
+// costs the plots, never the fit.
 #pragma once
 
 #include <string>
 
 namespace homodyne::cli {
 
-// Writes one PNG per angle, <output_dir>/nlsq/c2_heatmaps_phi_{phi:.1f}deg.png (data | fit |
-// residual), from <output_dir>/nlsq/fitted_data.h5, which must already be written.
+// Writes the PNG files of docs/results.md, Figures, into <output_dir>/nlsq/ (per angle
+// c2_heatmaps_phi_{phi:.1f}deg.png and c2_cuts_phi_{phi:.1f}deg.png; residual_histogram.png,
+// convergence.png, parameter_correlations.png) from the result files there, which must already be
+// written.
 //
 // The script is the first that exists of: $HOMODYNE_PLOT_SCRIPT; homodyne_plot.py next to the
 // executable or in ../share/homodyne/ (installed); the source tree's scripts/homodyne_plot.py

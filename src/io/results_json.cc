@@ -18,6 +18,7 @@
 #include "homodyne/results.h"
 #include "io/durable_file.h"
 #include "io/result_files.h"
+#include "model/mode_catalog.h"
 
 namespace homodyne {
 namespace {
@@ -257,6 +258,8 @@ void WriteResultSet(const FitResult& result, const FittedDataInputs* fitted_data
   const std::filesystem::path folder = io_internal::CreateResultsFolder(output_dir);
   std::vector<std::string> previous_names;
   for (const std::string_view name : kResultFileNames) previous_names.emplace_back(name);
+  // An earlier run's history goes with its result files (WriteConvergenceHistory, after the set).
+  previous_names.emplace_back(kConvergenceHistoryFileName);
   try {
     io_internal::DurableFileSet set(folder, std::move(previous_names));
     if (fitted_data != nullptr) {
@@ -295,6 +298,51 @@ std::vector<double> CorrelationMatrix(const std::vector<double>& covariance, siz
     }
   }
   return correlation;
+}
+
+void WriteConvergenceHistory(const std::vector<IterationProgress>& iterations,
+                             const FitResult& result, double sigma,
+                             const std::string& output_dir) {
+  ordered_json entries = ordered_json::array();
+  for (const IterationProgress& iteration : iterations) {
+    entries.push_back({{"iteration", iteration.iteration},
+                       {"accepted", iteration.step_accepted},
+                       {"chi2", Number(iteration.chi2)},
+                       {"trial_chi2", Number(iteration.trial_chi2)},
+                       {"damping", Number(iteration.damping)},
+                       {"step_norm", Number(iteration.step_norm)},
+                       {"step_standard_errors", Number(iteration.step_standard_errors)},
+                       {"gain_ratio", Number(iteration.gain_ratio)},
+                       {"passes", iteration.passes + iteration.cost_passes},
+                       {"seconds", Number(iteration.seconds)}});
+  }
+  // The catalog's units (mode_catalog.h), for plot labels: the physical parameters, then the
+  // per-angle scaling ones; "" = dimensionless.
+  ordered_json units = ordered_json::object();
+  for (const ParameterEstimate& estimate : result.physical) {
+    const ParameterDefinition* definition = FindParameterDefinition(estimate.name);
+    units[estimate.name] = definition == nullptr ? "" : std::string(definition->unit);
+  }
+  for (const ParameterDefinition& definition : ScalingParameterDefinitions()) {
+    units[std::string(definition.name)] = std::string(definition.unit);
+  }
+  const ordered_json json = {
+      {"analysis_mode", std::string(ToString(result.analysis_mode))},
+      {"sigma", Number(sigma)},
+      {"parameter_units", std::move(units)},
+      {"chi_squared", Number(result.chi_squared)},
+      {"iterations", result.iterations},
+      {"history", std::move(entries)},
+  };
+  const std::filesystem::path folder = io_internal::CreateResultsFolder(output_dir);
+  const std::filesystem::path path = folder / std::string(kConvergenceHistoryFileName);
+  try {
+    io_internal::DurableFile file(path);
+    file.Write(json.dump(2) + "\n");
+    file.Commit();
+  } catch (const std::runtime_error& failure) {
+    throw InputError(path.string() + ": cannot write the file (" + failure.what() + ")");
+  }
 }
 
 void WriteResultFiles(const FitResult& result, const std::string& output_dir) {

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "config/path_checks.h"
 #include "homodyne/fit.h"
@@ -23,9 +24,17 @@ FitOutcome RunFitJob(const Config& config, BatchSource& source, const FitJobOpti
     log_options.enabled = false;
   }
   PerformanceLog performance_log(log_options, options.output_dir.value_or(""));
+  // The final fit's iterations, for nlsq/convergence_history.json (the convergence plot).
+  std::vector<IterationProgress> history;
+  FitObserver recording = observer;
+  recording.on_iteration = [&history, inner = observer.on_iteration](
+                               const IterationProgress& iteration) {
+    history.push_back(iteration);
+    if (inner) inner(iteration);
+  };
   FitOutcome outcome = [&] {
     try {
-      return Fit(config, source, performance_log.Observe(observer));
+      return Fit(config, source, performance_log.Observe(recording));
     } catch (const std::exception& error) {
       performance_log.LogFailure(error.what());
       throw;
@@ -39,6 +48,12 @@ FitOutcome RunFitJob(const Config& config, BatchSource& source, const FitJobOpti
     performance_log.LogOperation(
         "results written to " + *options.output_dir + "/nlsq",
         std::chrono::duration<double>(std::chrono::steady_clock::now() - write_start).count());
+    // Only the plots read the history: a failure to write it warns and costs the convergence plot.
+    try {
+      WriteConvergenceHistory(history, outcome.result, config.nlsq.sigma, *options.output_dir);
+    } catch (const std::exception& error) {
+      spdlog::warn("{}; the result files are complete", error.what());
+    }
   }
   // The results are durable: only now may the checkpoints go (a kill up to here resumes and
   // writes the same results again), and then the folder's lock.

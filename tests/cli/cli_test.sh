@@ -252,6 +252,74 @@ parameter_space:
     expect_exit 1 "junk/nlsq/fitted_data.h5: cannot read it as HDF5" "$python" "$script" junk
     expect_exit 2 "usage" "$python" "$script"
     ;;
+  plot_figures)
+    # homodyne-plot (the build tree's wrapper, next to the programs) draws every figure of
+    # docs/results.md, Figures, from the files of a finished fit: each a PNG of reasonable size,
+    # no two the same. The final fit runs many iterations (no global phase, no variable
+    # projection) so that convergence_history.json has a history to plot.
+    python=$(plot_python) || { echo "$python"; exit 77; }
+    write_config sim.yaml static sim.h5 "optimization:
+  nlsq: {variable_projection: false}"
+    "$bin_dir/homodyne-simulate" --config sim.yaml > /dev/null || failures=1
+    expect_exit 0 "LM converged" "$bin_dir/homodyne" --config sim.yaml --output-dir out \
+      --global-search off
+    # The history belongs to this fit: its chi2 and iterations are convergence_metrics.json's,
+    # one entry per iteration from 0, and the accepted chi2 never rises.
+    "$python" - out/nlsq <<'PY' || { echo "FAIL: convergence_history.json"; failures=$((failures + 1)); }
+import json, sys
+folder = sys.argv[1]
+history = json.load(open(folder + "/convergence_history.json"))
+metrics = json.load(open(folder + "/convergence_metrics.json"))["convergence"]
+entries = history["history"]
+chi2 = [entry["chi2"] for entry in entries]
+checks = {
+    "chi2 matches": history["chi_squared"] == metrics["final_chi_squared"],
+    "iterations match": history["iterations"] == metrics["iterations"],
+    "several iterations": history["iterations"] >= 3,
+    "one entry per iteration": [e["iteration"] for e in entries] == list(range(len(entries))),
+    "chi2 never rises": all(b <= a for a, b in zip(chi2, chi2[1:])),
+    "damping recorded": all(e["damping"] > 0 for e in entries),
+    "sigma": history["sigma"] == 0.01,
+    "units": history["parameter_units"]["D_offset"] == "\u00c5\u00b2/s",
+}
+print(checks)
+sys.exit(0 if all(checks.values()) else 1)
+PY
+    expect_exit 0 "wrote out/nlsq/convergence.png" "$bin_dir/homodyne-plot" out
+    figures=()
+    for phi in 0.0 45.0 90.0; do
+      figures+=("out/nlsq/c2_heatmaps_phi_${phi}deg.png" "out/nlsq/c2_cuts_phi_${phi}deg.png")
+    done
+    figures+=(out/nlsq/residual_histogram.png out/nlsq/convergence.png
+              out/nlsq/parameter_correlations.png)
+    for figure in "${figures[@]}"; do expect_png "$figure"; done
+    distinct=$(md5sum "${figures[@]}" 2>/dev/null | cut -d' ' -f1 | sort -u | wc -l)
+    if [ "$distinct" -eq ${#figures[@]} ]; then echo "ok: the ${#figures[@]} figures differ"; else
+      echo "FAIL: only $distinct distinct files among the ${#figures[@]} figures"
+      failures=$((failures + 1)); fi
+    # A history that is not of the result files beside it (chi2 changed) is not used.
+    sed -i 's/"chi_squared": [0-9.e+]*/"chi_squared": 1.5/' out/nlsq/convergence_history.json
+    expect_exit 0 "not of the fit in convergence_metrics.json" "$bin_dir/homodyne-plot" out \
+      --plot-dir stale
+    expect_png stale/convergence.png
+    # A Python without h5py, numpy and matplotlib (-S: no site packages): one line, exit 3.
+    printf '#!/bin/sh\nexec %s -S "$@"\n' "$python" > bare_python && chmod +x bare_python
+    expect_exit 3 "^homodyne-plot: error: No module named .*install the Python packages" \
+      env HOMODYNE_PYTHON="$PWD/bare_python" "$bin_dir/homodyne-plot" out
+    [ "$(printf '%s\n' "$last_output" | wc -l)" -eq 1 ] ||
+      { echo "FAIL: the missing-module message is not one line"; failures=$((failures + 1)); }
+    expect_exit 3 "HOMODYNE_PYTHON = /no/such/python cannot be run" \
+      env HOMODYNE_PYTHON=/no/such/python "$bin_dir/homodyne-plot" out
+    # --save-plots on a two_component fit draws the same set (20 parameters in the matrix).
+    write_config tc.yaml two_component tc.h5 ""
+    "$bin_dir/homodyne-simulate" --config tc.yaml > /dev/null || failures=1
+    expect_exit 0 "plots written to tc/nlsq" "$bin_dir/homodyne" --config tc.yaml \
+      --output-dir tc --save-plots --global-search off
+    for figure in tc/nlsq/c2_cuts_phi_45.0deg.png tc/nlsq/residual_histogram.png \
+                  tc/nlsq/convergence.png tc/nlsq/parameter_correlations.png; do
+      expect_png "$figure"
+    done
+    ;;
   performance_log)
     # logging.performance (docs/configuration.md, Performance log): <output-dir>/<filename>. The
     # chunked strategy with small batches: passes of several chunks, checkpoints inside them.

@@ -488,6 +488,21 @@ def check_results():
         for word in re.findall(r"`(\w+)`", text.split(":", 1)[1]):
             if word not in keys:
                 fail(f"docs/results.md:{number}", f"`{word}` is not a key of the demo's {name}")
+    # The convergence history's table: each field it names is a key of the demo's history entries.
+    with open(os.path.join(folder, "convergence_history.json"), encoding="utf-8") as handle:
+        history_keys = flatten_keys(json.load(handle).get("history", []), set())
+    in_table = False
+    for number, line in enumerate(lines, 1):
+        if line.startswith("| history field | meaning |"):
+            in_table = True
+            continue
+        if in_table and not line.startswith("|"):
+            break
+        if in_table and not line.startswith("|---"):
+            for word in re.findall(r"`(\w+)`", line.strip("|").split("|", 1)[0]):
+                if word not in history_keys:
+                    fail(f"docs/results.md:{number}", f"`{word}` is not a field of the "
+                                                      "demo's convergence_history.json history")
     # The global_search fields table.
     with open(os.path.join(folder, "convergence_metrics.json"), encoding="utf-8") as handle:
         global_keys = flatten_keys(json.load(handle).get("global_search", {}), set())
@@ -522,6 +537,8 @@ OTHER_TOOLS_FLAGS = {
     "scancel": {"--signal", "--batch"},
     "bench/ programs": {"--benchmark", "--methods", "--repeats", "--float32"},
     "pip, python3 -m venv": {"--no-build-isolation", "--system-site-packages"},
+    "homodyne-plot (scripts/homodyne_plot.py)": {"--plot-dir", "--dpi", "--max-pixels",
+                                                  "--cuts"},
 }
 FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*[a-z0-9]|-[a-zA-Z])(?![\w*-])")
 

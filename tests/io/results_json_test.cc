@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "homodyne/errors.h"
 #include "homodyne/results.h"
@@ -137,6 +138,52 @@ TEST_F(ResultsJsonTest, NonFiniteNumbersFollowTheReferenceConvention) {
   const nlohmann::json json = Read("parameters.json");
   EXPECT_EQ(json["chi_squared"], "Infinity");
   EXPECT_TRUE(json["reduced_chi_squared"].is_null());
+}
+
+// nlsq/convergence_history.json (docs/results.md, Convergence history): one entry per iteration
+// in order, the assumed sigma, the catalog's units and the result's chi2 and iterations.
+TEST_F(ResultsJsonTest, ConvergenceHistoryRecordsEveryIteration) {
+  const FitResult result = StaticResult();
+  std::vector<IterationProgress> iterations(3);
+  for (int k = 0; k < 3; ++k) {
+    iterations[k].iteration = k;
+    iterations[k].step_accepted = k == 2;
+    iterations[k].chi2 = 3000.0 - 100.0 * k;
+    iterations[k].trial_chi2 = k == 1 ? std::nan("") : iterations[k].chi2;
+    iterations[k].damping = 1e-3 * (k + 1);
+    iterations[k].step_norm = 0.5 * k;
+    iterations[k].passes = k + 1;
+    iterations[k].cost_passes = k;
+  }
+  WriteConvergenceHistory(iterations, result, 0.02, directory_.string());
+  const nlohmann::json json = Read("convergence_history.json");
+  EXPECT_EQ(json["analysis_mode"], "static");
+  EXPECT_DOUBLE_EQ(json["sigma"].get<double>(), 0.02);
+  EXPECT_DOUBLE_EQ(json["chi_squared"].get<double>(), result.chi_squared);
+  EXPECT_EQ(json["iterations"], result.iterations);
+  EXPECT_EQ(json["parameter_units"]["D_offset"], "\u00c5\u00b2/s");
+  EXPECT_EQ(json["parameter_units"]["alpha"], "");
+  EXPECT_EQ(json["parameter_units"]["contrast"], "");
+  ASSERT_EQ(json["history"].size(), 3u);
+  EXPECT_EQ(json["history"][2]["iteration"], 2);
+  EXPECT_EQ(json["history"][2]["accepted"], true);
+  EXPECT_EQ(json["history"][0]["accepted"], false);
+  EXPECT_DOUBLE_EQ(json["history"][2]["chi2"].get<double>(), 2800.0);
+  EXPECT_TRUE(json["history"][1]["trial_chi2"].is_null());  // NaN, as in every result file
+  EXPECT_DOUBLE_EQ(json["history"][1]["damping"].get<double>(), 2e-3);
+  EXPECT_DOUBLE_EQ(json["history"][2]["step_norm"].get<double>(), 1.0);
+  EXPECT_EQ(json["history"][2]["passes"], 5);  // full and cost passes
+}
+
+// A new result set removes an earlier run's history, so a history beside a set is of that set.
+TEST_F(ResultsJsonTest, NewResultSetRemovesAnEarlierHistory) {
+  WriteResultFiles(StaticResult(), directory_.string());
+  WriteConvergenceHistory({IterationProgress{}}, StaticResult(), 0.01, directory_.string());
+  const std::filesystem::path history = directory_ / "nlsq" / "convergence_history.json";
+  ASSERT_TRUE(std::filesystem::exists(history));
+  WriteResultFiles(StaticResult(), directory_.string());
+  EXPECT_FALSE(std::filesystem::exists(history));
+  EXPECT_TRUE(std::filesystem::exists(directory_ / "nlsq" / "parameters.json"));
 }
 
 TEST_F(ResultsJsonTest, UnwritableFolderIsAnErrorNamingThePath) {
