@@ -230,7 +230,7 @@ def save(pyplot, figure, path):
     """Writes the figure through a temporary name (never half a PNG under `path`)."""
     temporary = path + ".partial.png"
     try:
-        figure.savefig(temporary)
+        figure.savefig(temporary, bbox_inches="tight", pad_inches=0.15)
         os.replace(temporary, path)
     except OSError as error:
         fail(f"{path}: cannot write the plot ({error})")
