@@ -96,15 +96,15 @@ std::vector<ParameterDefinition> TwoComponentParameters() {
 //   phase screens as well as one of the right phase, and local fits from the grid end with no flow
 //   (v0 on its lower bound). From the best minimum's transports a local fit finds the flow from
 //   v0 within about a decade.
-// - Transport restarts from the best minimum: each component's (D0, alpha, D_offset) set to
-//   (1e2 .. 1e5 by decades, 0, 0). A component whose D0 t^alpha + D_offset ends below 0 is
-//   floored (J = 0): its three parameters no longer change c2, and no local fit moves them back;
-//   the slow reference component's weak decay is easily lost that way while the flow is not
-//   yet found.
 // - Component exchange from the 3 best minima: the reference and sample transports swapped and the
 //   fraction reset to x_s = 1/2 (f0 0.5, f1 = f2 = f3 = 0). With f0 >= 0 the fraction
 //   f0 exp(f1 (t - f2)) + f3 follows 1 - x_s only approximately, so the exchanged labelling is a
 //   separate minimum that local fits do not leave.
+// - Transport restarts from the best minimum: each component's (D0, alpha, D_offset) set to
+//   (1e2 .. 1e5 by decades, 0, 0). A component whose D0 t^alpha + D_offset ends below 0 is
+//   floored (J = 0): its three parameters no longer change c2, and no local fit moves them back;
+//   the slow reference component's weak decay is easily lost that way, also by an exchanged fit
+//   (so this stage comes last).
 std::vector<SearchMoveStage> TwoComponentSearchMoves() {
   SearchMoveStage velocity{1, {}};
   for (double v0 = 1.0; v0 <= 1e6; v0 *= 10.0) {
@@ -125,7 +125,7 @@ std::vector<SearchMoveStage> TwoComponentSearchMoves() {
                                     {"alpha_ref", "alpha_sample"},
                                     {"D_offset_ref", "D_offset_sample"}},
                                    {{"f0", 0.5}, {"f1", 0.0}, {"f2", 0.0}, {"f3", 0.0}}}}};
-  return {velocity, transport, exchange};
+  return {velocity, exchange, transport};
 }
 
 const std::array<ModeDefinition, 3>& Catalog() {
