@@ -554,10 +554,14 @@ class HdfBatchSource final : public BatchSource {
 
   void ReadCorrectedMatrix(int angle, std::span<double> out) override;
   void ReadCorrectedRows(int angle, int row_begin, int row_end, std::span<double> out) override;
+  void ReleaseReadBuffers() override {
+    float_blocks_ = {};
+    double_blocks_ = {};
+  }
 
  private:
-  // The dataset of an angle, opened on first use with a chunk cache that holds one row of chunks
-  // (so consecutive row batches do not re-read or re-decompress chunks), within the budget.
+  // The dataset of an angle, opened on first use, without a chunk cache (the row blocks below
+  // keep whole chunk rows instead).
   hid_t Dataset(int angle);
 
   // Copies the requested rows out of whole row blocks (BlockWithRow): each block is read once
@@ -611,8 +615,8 @@ hid_t HdfBatchSource::Dataset(int angle) {
   Hid& dataset = datasets_[static_cast<size_t>(angle)];
   if (dataset.valid()) return dataset.get();
   const std::string& dataset_path = info_.angles[static_cast<size_t>(angle)].dataset_path;
-  // No chunk cache. Reads are rectangles of many rows (up to kReadBufferBytes), so a chunk is
-  // decompressed at most twice per pass, at block boundaries. With HDF5 1.10's chunk cache the
+  // No chunk cache. Upper-triangle reads copy from row blocks of whole chunk rows (ReadRows), so
+  // a chunk is decompressed once per pass when its chunk row fits the block budget. With HDF5 1.10's chunk cache the
   // resident memory grew with the data read (836 MB RSS after scanning an 800 MB file, whatever
   // the cache size), which would break streaming's constant memory; without it: 70 MB, 3x faster.
   Hid access = PlistHid(H5Pcreate(H5P_DATASET_ACCESS));
