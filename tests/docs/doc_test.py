@@ -520,7 +520,8 @@ OTHER_TOOLS_FLAGS = {
                               "--time", "--signal", "--requeue", "--open-mode", "--gres",
                               "--output", "--job-name"},
     "scancel": {"--signal", "--batch"},
-    "bench/ programs": {"--benchmark", "--methods", "--repeats", "--float32"},
+    "bench/ programs": {"--benchmark", "--methods", "--repeats", "--float32", "--cold",
+                        "--no-prefetch"},
     "pip, python3 -m venv": {"--no-build-isolation", "--system-site-packages"},
 }
 FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*[a-z0-9]|-[a-zA-Z])(?![\w*-])")
