@@ -6,6 +6,7 @@
 #        bench/fit_end_to_end.sh 5 6325 none --strategy streaming --memory-limit-gb 1
 # Points in the file = ANGLES x FRAMES^2. The file is kept in ${BENCH_DIR:-/tmp/homodyne_bench}
 # and reused when the same ANGLES/FRAMES/COMPRESSION is asked for again (page cache warm).
+# BENCH_SIMULATE_ONLY=1: simulate the file (if missing), print its path and stop (no fit).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 bin="$repo/build/src/cli"
@@ -66,6 +67,10 @@ if [ ! -s "$name.h5" ]; then
     --config "$name.yaml" > /dev/null
 fi
 ls -l "$name.h5"
+if [ "${BENCH_SIMULATE_ONLY:-0}" = 1 ]; then
+  echo "$work/$name.h5"
+  exit 0
+fi
 cat "$name.h5" > /dev/null  # into the page cache, so the first fit does not time the disk
 /usr/bin/time -f "fit: wall %e s, peak RSS %M KB" "$bin/homodyne" --config "$name.yaml" \
   --output-dir "out_$name" "$@" 2>&1 |

@@ -77,8 +77,14 @@ constexpr const char* kApsOldMatrices = "/exchange/C2T_all";
 
 // Exact-match tolerance of APS-U q rings (docs/design.md section 8).
 constexpr double kApsUSameQ = 1e-10;
-// Temporary buffer of one hyperslab read of rows.
+// Temporary buffer of one hyperslab read of rows (ReadCorrectedMatrix).
 constexpr size_t kReadBufferBytes = size_t{16} << 20;
+// The row blocks of the upper-triangle reads (HdfBatchSource::ReadRows): at most this much for
+// all angles together (one block per angle), whatever the data size.
+constexpr size_t kBlockCacheBytes = size_t{16} << 20;
+// A block's target size per angle: whole chunk rows up to this (at least one chunk row when it
+// fits the cache's share of the angle).
+constexpr size_t kBlockTargetBytes = size_t{1} << 20;
 
 std::string FormatDouble(double value) {
   std::ostringstream text;
@@ -539,23 +545,30 @@ class HdfBatchSource final : public BatchSource {
   void ReadUpperTriangleRows(int angle, int row_begin, int row_end,
                              std::span<double> out) override {
     io_internal::InitializeHdf5();
-    ReadRows(angle, row_begin, row_end, out, double_buffer_);
+    ReadRows(angle, row_begin, row_end, out);
   }
   void ReadUpperTriangleRows(int angle, int row_begin, int row_end, std::span<float> out) override {
     io_internal::InitializeHdf5();
-    ReadRows(angle, row_begin, row_end, out, float_buffer_);
+    ReadRows(angle, row_begin, row_end, out);
   }
 
   void ReadCorrectedMatrix(int angle, std::span<double> out) override;
   void ReadCorrectedRows(int angle, int row_begin, int row_end, std::span<double> out) override;
+  void ReleaseReadBuffers() override {
+    float_blocks_ = {};
+    double_blocks_ = {};
+  }
 
  private:
-  // The dataset of an angle, opened on first use with a chunk cache that holds one row of chunks
-  // (so consecutive row batches do not re-read or re-decompress chunks), within the budget.
+  // The dataset of an angle, opened on first use, without a chunk cache (the row blocks below
+  // keep whole chunk rows instead).
   hid_t Dataset(int angle);
 
+  // Copies the requested rows out of whole row blocks (BlockWithRow): each block is read once
+  // for all the batches it holds, as one rectangle of whole rows (whole HDF5 chunks when the
+  // chunks span the rows: one decompression per chunk per pass, one read per block).
   template <typename T>
-  void ReadRows(int angle, int row_begin, int row_end, std::span<T> out, std::vector<T>& buffer);
+  void ReadRows(int angle, int row_begin, int row_end, std::span<T> out);
 
   // Reads a rectangle of file rows/columns relative to the window origin (raw grid indices).
   template <typename T>
@@ -571,11 +584,30 @@ class HdfBatchSource final : public BatchSource {
     }
   }
 
+  // Raw rows [raw_begin, raw_end) of one angle, every raw column of the frame window (row-major,
+  // num_raw_frames values per row), as read from the file: the block ReadRows copies batches from.
+  template <typename T>
+  struct RowBlock {
+    int64_t raw_begin = 0;
+    int64_t raw_end = 0;  // empty when raw_end == raw_begin
+    std::vector<T> values;
+  };
+  template <typename T>
+  std::vector<RowBlock<T>>& Blocks();
+  // The block of `angle` that holds raw row `raw_row`: the one held, or the aligned block read now
+  // (replacing it).
+  template <typename T>
+  const RowBlock<T>& BlockWithRow(int angle, int64_t raw_row);
+  // Raw rows per block (BlockRows, once per source, from the first selected dataset's layout).
+  int64_t BlockRows();
+
   DatasetInfo info_;
   Hid file_;
   std::vector<Hid> datasets_;
   std::vector<double> double_buffer_;
-  std::vector<float> float_buffer_;
+  int64_t block_rows_ = 0;  // 0 until BlockRows() has looked at the layout
+  std::vector<RowBlock<float>> float_blocks_;    // one per angle
+  std::vector<RowBlock<double>> double_blocks_;  // one per angle
 };
 
 hid_t HdfBatchSource::Dataset(int angle) {
@@ -583,8 +615,8 @@ hid_t HdfBatchSource::Dataset(int angle) {
   Hid& dataset = datasets_[static_cast<size_t>(angle)];
   if (dataset.valid()) return dataset.get();
   const std::string& dataset_path = info_.angles[static_cast<size_t>(angle)].dataset_path;
-  // No chunk cache. Reads are rectangles of many rows (up to kReadBufferBytes), so a chunk is
-  // decompressed at most twice per pass, at block boundaries. With HDF5 1.10's chunk cache the
+  // No chunk cache. Upper-triangle reads copy from row blocks of whole chunk rows (ReadRows), so
+  // a chunk is decompressed once per pass when its chunk row fits the block budget. With HDF5 1.10's chunk cache the
   // resident memory grew with the data read (836 MB RSS after scanning an 800 MB file, whatever
   // the cache size), which would break streaming's constant memory; without it: 70 MB, 3x faster.
   Hid access = PlistHid(H5Pcreate(H5P_DATASET_ACCESS));
@@ -596,31 +628,83 @@ hid_t HdfBatchSource::Dataset(int angle) {
   return dataset.get();
 }
 
+int64_t HdfBatchSource::BlockRows() {
+  if (block_rows_ > 0) return block_rows_;
+  const int64_t row_bytes = int64_t{info_.num_raw_frames} * static_cast<int64_t>(sizeof(double));
+  const int64_t per_angle =
+      static_cast<int64_t>(kBlockCacheBytes) / std::max<int64_t>(info_.num_angles(), 1);
+  const int64_t fitting = std::max<int64_t>(1, per_angle / std::max<int64_t>(row_bytes, 1));
+  int64_t chunk_rows = 0;
+  Hid create = PlistHid(H5Dget_create_plist(Dataset(0)));
+  if (create.valid() && H5Pget_layout(create.get()) == H5D_CHUNKED) {
+    hsize_t chunk[2] = {0, 0};
+    if (H5Pget_chunk(create.get(), 2, chunk) == 2) chunk_rows = static_cast<int64_t>(chunk[0]);
+  }
+  if (chunk_rows > 0 && chunk_rows <= fitting) {
+    // Whole chunk rows: as many as the target size holds, at least one.
+    const int64_t target = std::max<int64_t>(1, int64_t{kBlockTargetBytes} / row_bytes);
+    block_rows_ = std::max<int64_t>(1, std::min(target, fitting) / chunk_rows) * chunk_rows;
+  } else {
+    // Contiguous data, or chunks taller than the budget allows (each chunk is then decompressed
+    // once per block it overlaps).
+    block_rows_ = std::min(fitting, std::max<int64_t>(1, int64_t{kBlockTargetBytes} / row_bytes));
+  }
+  return block_rows_;
+}
+
+template <>
+std::vector<HdfBatchSource::RowBlock<float>>& HdfBatchSource::Blocks<float>() {
+  return float_blocks_;
+}
+template <>
+std::vector<HdfBatchSource::RowBlock<double>>& HdfBatchSource::Blocks<double>() {
+  return double_blocks_;
+}
+
 template <typename T>
-void HdfBatchSource::ReadRows(int angle, int row_begin, int row_end, std::span<T> out,
-                              std::vector<T>& buffer) {
+const HdfBatchSource::RowBlock<T>& HdfBatchSource::BlockWithRow(int angle, int64_t raw_row) {
+  std::vector<RowBlock<T>>& blocks = Blocks<T>();
+  if (blocks.empty()) {
+    // One value type at a time: the other type's blocks are released, so the cache stays within
+    // kBlockCacheBytes.
+    float_blocks_.clear();
+    float_blocks_.shrink_to_fit();
+    double_blocks_.clear();
+    double_blocks_.shrink_to_fit();
+    blocks.resize(static_cast<size_t>(info_.num_angles()));
+  }
+  RowBlock<T>& block = blocks[static_cast<size_t>(angle)];
+  if (raw_row >= block.raw_begin && raw_row < block.raw_end) return block;
+  // Aligned in file rows, so a block of whole chunk rows starts at a chunk boundary.
+  const int64_t rows = BlockRows();
+  const int64_t file_row = info_.first_frame + raw_row;
+  const int64_t begin = std::max<int64_t>(file_row / rows * rows - info_.first_frame, 0);
+  const int64_t end = std::min<int64_t>(file_row / rows * rows + rows - info_.first_frame,
+                                        info_.num_raw_frames);
+  const int64_t width = info_.num_raw_frames;
+  block.raw_begin = block.raw_end = 0;  // empty while (and if) the read fails
+  block.values.resize(static_cast<size_t>((end - begin) * width));
+  ReadRaw(angle, begin, end - begin, 0, width, block.values.data());
+  block.raw_begin = begin;
+  block.raw_end = end;
+  return block;
+}
+
+template <typename T>
+void HdfBatchSource::ReadRows(int angle, int row_begin, int row_end, std::span<T> out) {
   const int64_t n = info_.num_times();
   HOMODYNE_CHECK(angle >= 0 && angle < info_.num_angles());
   HOMODYNE_CHECK(row_begin >= 0 && row_begin <= row_end && row_end <= n);
   HOMODYNE_CHECK(static_cast<int64_t>(out.size()) == UpperTriangleRowsSize(n, row_begin, row_end));
   const int64_t out_origin = UpperTriangleRowOffset(n, row_begin);
-  int64_t row = row_begin;
-  while (row < row_end) {
-    // Fitted (i, j), j = row+1..n-1, is raw (i+1, j+1): one rectangle of raw rows starting at
-    // row+1 and raw columns starting at row+2, bounded to kReadBufferBytes.
-    const int64_t width = n - row - 1;
-    if (width <= 0) break;  // the last row has no point
-    const int64_t rows_per_read =
-        std::max<int64_t>(1, static_cast<int64_t>(kReadBufferBytes / sizeof(T)) / width);
-    const int64_t rows = std::min<int64_t>(rows_per_read, row_end - row);
-    buffer.resize(static_cast<size_t>(rows * width));
-    ReadRaw(angle, row + 1, rows, row + 2, width, buffer.data());
-    for (int64_t i = row; i < row + rows; ++i) {
-      const T* source = buffer.data() + (i - row) * width + (i - row);
-      std::copy(source, source + (n - 1 - i),
-                out.begin() + (UpperTriangleRowOffset(n, i) - out_origin));
-    }
-    row += rows;
+  const int64_t width = info_.num_raw_frames;
+  for (int64_t i = row_begin; i < row_end; ++i) {
+    if (n - 1 - i <= 0) break;  // the last row has no point
+    // Fitted (i, j), j = i+1..n-1, is raw (i+1, j+1): raw row i+1 from raw column i+2 on.
+    const RowBlock<T>& block = BlockWithRow<T>(angle, i + 1);
+    const T* source = block.values.data() + (i + 1 - block.raw_begin) * width + (i + 2);
+    std::copy(source, source + (n - 1 - i),
+              out.begin() + (UpperTriangleRowOffset(n, i) - out_origin));
   }
 }
 

@@ -357,6 +357,7 @@ PackedDataObjective::PackedData PackedDataObjective::LoadPackedData(BatchSource&
                  std::span<float>(values.data() + block.offset, static_cast<size_t>(block.points)));
     }
   }
+  source.ReleaseReadBuffers();  // the data are in memory now
   return data;
 }
 
@@ -402,6 +403,7 @@ std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(BatchSource& source,
                  std::span<float>(data[k].data() + row.offset, static_cast<size_t>(row.points)));
     }
   }
+  source.ReleaseReadBuffers();  // the subsample is in memory now
   return std::make_unique<BatchedObjective>(std::move(model), std::move(phi_degrees), sigma,
                                             std::make_unique<InMemoryPassData>(std::move(data)),
                                             PassOptions{}, std::move(rows), std::move(backend));

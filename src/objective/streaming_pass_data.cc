@@ -1,18 +1,24 @@
 // The streaming strategy's data path (objective.h MakeStreamingPassData,
-// docs/design.md section 3): every fetch reads its batches from the file; with prefetch, the next
-// fetch's batches are read by a background thread into the second of two buffers while the current
-// ones are computed. A failed batch read is retried with backoff (docs/design.md section 7) before
-// the fit is stopped.
+// docs/design.md section 3): every fetch reads its batches from the file; with prefetch, a reader
+// thread of its own (one per data path, for its whole life) reads the next fetch's batches into the
+// second of two buffers while the current ones are computed, so a fetch waits only for what is
+// left of that read. A failed batch read is retried with backoff (docs/design.md section 7) before
+// the fit is stopped; the reader's error (naming file, dataset, batch and rows) is rethrown by the
+// next Fetch, on the caller's thread.
 //
 // Fault point (src/pipeline/fault_injection.h): an installed injector can make the reads of a
 // batch fail, as a truncated file or an unreadable dataset would, so retries and the stop can be
 // tested.
 #include <algorithm>
 #include <atomic>
-#include <future>
+#include <condition_variable>
+#include <exception>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <span>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -36,22 +42,23 @@ class StreamingPassData : public PassData {
  public:
   StreamingPassData(BatchSource& source, StreamingReadOptions options)
       : source_(source), options_(options), faults_(InstalledFaultInjector()) {}
-  // Waits for a read in flight: the source is the caller's again afterwards.
+  // Lets a read in flight finish, then ends the reader thread: the source is the caller's again
+  // afterwards.
   ~StreamingPassData() override {
-    if (pending_.valid()) {
-      try {
-        pending_.get();
-      } catch (...) {
-        // A failed read nobody asked for any more (the fit is over or failing already).
-      }
+    if (!reader_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
     }
+    wake_reader_.notify_one();
+    reader_.join();
   }
 
   void Fetch(std::span<const RowBatch> batches, int first, int last, int num_angles,
              std::vector<const float*>& pointers) override {
     bool fetched = false;
-    if (pending_.valid()) {
-      pending_.get();  // rethrows the background read's DataError
+    if (reader_.joinable()) {
+      WaitForReader();  // rethrows the reader's DataError
       const ChunkBuffer& prefetched = buffers_[1 - current_];
       if (prefetched.first == first && prefetched.last == last) {
         current_ = 1 - current_;
@@ -78,6 +85,8 @@ class StreamingPassData : public PassData {
   // thread or the prefetch thread, never on both at once.
   void ReadChunk(std::span<const RowBatch> chunk, int first, int last, int num_angles,
                  ChunkBuffer& buffer) {
+    // Holds no chunk until the read succeeds: a failed read leaves part-written values behind.
+    buffer.first = buffer.last = -1;
     size_t total = 0;
     for (const RowBatch& batch : chunk) total += static_cast<size_t>(batch.points) * num_angles;
     // Never shrinks: the buffers settle at the largest chunk, so memory stays constant per pass.
@@ -116,19 +125,66 @@ class StreamingPassData : public PassData {
     ReadC2Rows(source_, angle, batch.row_begin, batch.row_end, out, &retries);
   }
 
-  // Reads the fetch expected next: the following chunk of this pass, or the first of the next.
+  // A read the reader thread is asked to make: batches [first, last) (a copy: the caller's batch
+  // list may be gone when it runs) into `target`.
+  struct ReadRequest {
+    std::vector<RowBatch> chunk;
+    int first = 0;
+    int last = 0;
+    int num_angles = 0;
+    ChunkBuffer* target = nullptr;
+  };
+
+  // Waits until the reader has no request pending or in progress; rethrows its error, if any.
+  void WaitForReader() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    read_done_.wait(lock, [this] { return !request_ && !reading_; });
+    if (error_) {
+      std::exception_ptr error = std::exchange(error_, nullptr);
+      std::rethrow_exception(error);
+    }
+  }
+
+  // The reader thread: one request at a time, until stop_.
+  void ReaderLoop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (true) {
+      wake_reader_.wait(lock, [this] { return stop_ || request_.has_value(); });
+      if (stop_) return;
+      ReadRequest request = std::move(*request_);
+      request_.reset();
+      reading_ = true;
+      lock.unlock();
+      std::exception_ptr error;
+      try {
+        ReadChunk(request.chunk, request.first, request.last, request.num_angles,
+                  *request.target);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      lock.lock();
+      reading_ = false;
+      error_ = error;
+      read_done_.notify_all();
+    }
+  }
+
+  // Asks the reader for the fetch expected next: the following chunk of this pass, or the first
+  // of the next. The reader is idle (Fetch waited for it).
   void StartPrefetch(std::span<const RowBatch> batches, int next, int num_angles) {
     const int num_batches = static_cast<int>(batches.size());
     const int first = next < num_batches ? next : 0;
     const int last = std::min(first + chunk_, num_batches);
-    ChunkBuffer& target = buffers_[1 - current_];
-    // The task owns a copy of its batches: it may outlive the caller's batch list (a read in
-    // flight when the objective is destroyed is waited for in this object's destructor).
-    std::vector<RowBatch> chunk(batches.begin() + first, batches.begin() + last);
-    pending_ = std::async(std::launch::async,
-                          [this, chunk = std::move(chunk), first, last, num_angles, &target] {
-                            ReadChunk(chunk, first, last, num_angles, target);
-                          });
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      request_ = ReadRequest{std::vector<RowBatch>(batches.begin() + first, batches.begin() + last),
+                             first, last, num_angles, &buffers_[1 - current_]};
+    }
+    if (!reader_.joinable()) {
+      reader_ = std::thread([this] { ReaderLoop(); });
+    } else {
+      wake_reader_.notify_one();
+    }
   }
 
   BatchSource& source_;
@@ -137,8 +193,16 @@ class StreamingPassData : public PassData {
   ChunkBuffer buffers_[2];
   int current_ = 0;
   int chunk_ = 1;  // batches per fetch: the largest fetch seen
-  std::future<void> pending_;
   std::atomic<int64_t> retries_{0};
+  // The reader thread (started by the first prefetch) and what it shares with Fetch, under mutex_.
+  std::mutex mutex_;
+  std::condition_variable wake_reader_;  // a request or stop_
+  std::condition_variable read_done_;    // the request taken and read (or failed)
+  std::optional<ReadRequest> request_;   // asked for, not yet taken by the reader
+  bool reading_ = false;                 // the reader is reading a request
+  bool stop_ = false;
+  std::exception_ptr error_;  // the last read's failure, until a Fetch rethrows it
+  std::thread reader_;        // last: started after the state above exists, joined first
 };
 
 }  // namespace

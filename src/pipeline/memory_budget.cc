@@ -101,7 +101,9 @@ MemoryEstimate EstimateMemory(StrategyKind strategy, const ProblemSize& size) {
       // Chunks of 8 x threads batches: the one computed and the one being read (objective.h).
       estimate.items = {
           {"batches in flight (computed + prefetched chunk)", 2 * 8 * threads * batch * 4},
-          {"file reader row buffer", batch * 4 * 2},
+          // Whole chunk rows of every angle, read once per pass (beamline_reader.cc: at most
+          // 16 MB of doubles, so 8 MB of the fit's float32 values): the bound, whatever the data.
+          {"file reader row blocks", int64_t{8} << 20},
           {"per-thread tiles", tiles},
           {"per-batch Gram matrices of a chunk", 8 * threads * angles * gram},
           {"normal equations", normal_equations},

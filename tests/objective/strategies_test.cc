@@ -2,13 +2,16 @@
 // fit whatever the strategy, chunk size, prefetching or thread count, in laminar_flow and
 // two_component, and a pass interrupted and resumed bitwise in both; parameter recovery on >= 1e6
 // points; a fit started at the optimum stays there; a poor start reaches the same optimum; an
-// injected read fault is retried, then stops the pass naming the batch.
+// injected read fault is retried, then stops the pass naming the batch; a corrupt compressed chunk
+// in the middle of the file stops a prefetching pass with an error naming file and dataset.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <hdf5.h>
 #include <omp.h>
 
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -204,6 +207,77 @@ TEST_F(StrategiesTest, AnInjectedReadFaultIsRetriedThenStopsThePassNamingTheBatc
     EXPECT_THAT(error.what(), ::testing::HasSubstr("could not be read after 2 retries"));
   }
   EXPECT_EQ(streaming.read_retries(), 2);
+}
+
+// Overwrites the first half of the chunk of `dataset_path` that starts at row `chunk_row`, an
+// LZF-compressed chunk, with 0xe0 bytes, which LZF cannot decode (its first instruction is a
+// back-reference before the start of the output). Returns whether it found that chunk.
+bool CorruptChunk(const std::string& file_path, const std::string& dataset_path,
+                  hsize_t chunk_row) {
+  hid_t file = H5Fopen(file_path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  hid_t dataset = H5Dopen2(file, dataset_path.c_str(), H5P_DEFAULT);
+  hid_t space = H5Dget_space(dataset);
+  hsize_t num_chunks = 0;
+  H5Dget_num_chunks(dataset, space, &num_chunks);
+  bool found = false;
+  unsigned filter_mask = 0;
+  haddr_t address = 0;
+  hsize_t size = 0;
+  for (hsize_t index = 0; index < num_chunks && !found; ++index) {
+    hsize_t offset[2] = {0, 0};
+    found = H5Dget_chunk_info(dataset, space, index, offset, &filter_mask, &address, &size) >= 0 &&
+            offset[0] == chunk_row;
+  }
+  H5Sclose(space);
+  H5Dclose(dataset);
+  H5Fclose(file);
+  if (!found) return false;
+  EXPECT_EQ(filter_mask, 0u);  // stored compressed (LZF is optional: see beamline_writer.cc)
+  EXPECT_GT(size, 64u);
+  std::fstream bytes(file_path, std::ios::in | std::ios::out | std::ios::binary);
+  bytes.seekp(static_cast<std::streamoff>(address));
+  const std::string garbage(static_cast<size_t>(size / 2), '\xe0');
+  bytes.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
+  EXPECT_TRUE(bytes.good());
+  return true;
+}
+
+TEST_F(StrategiesTest, ACorruptChunkMidFileStopsAPrefetchingPassNamingFileAndDataset) {
+  // Arrange: an LZF file of 8 chunks of 131 rows per matrix (float64, 1000 frames: chunks of
+  // about 1 MiB); the second angle's third chunk (rows 262-392, none of the rows the reader
+  // samples when it opens the file) is corrupted, so a pass reads good batches, then fails in
+  // the reader thread.
+  Config config = SimulationConfig(AnalysisMode::kLaminarFlow, 1000);
+  config.simulation.compression = "lzf";
+  SimulateDataset(config);
+  const std::string dataset_path = "/xpcs/twotime/correlation_map/c2_00002";
+  ASSERT_TRUE(CorruptChunk(config.simulation.output, dataset_path, 262));
+  DataSelection selection;
+  selection.file_path = config.simulation.output;
+  selection.wavevector_q_target = config.geometry.q_inv_angstrom;
+  selection.dt_seconds = config.geometry.dt_seconds;
+  std::unique_ptr<BatchSource> source = OpenBatchSource(selection);
+  StreamingReadOptions read_options;  // prefetch on: the reads run on the reader thread
+  read_options.retry_backoff_seconds = 0.0;
+  BatchedObjective streaming(ModelOf(config, *source), AnglesOf(*source), 0.01,
+                             MakeStreamingPassData(*source, read_options),
+                             PassOptions{5000, 2, {}});
+  ASSERT_GT(streaming.num_batches(), 8);
+
+  // Act, assert: every pass stops with the file, the dataset and the rows that failed (retried
+  // twice); the objective can still be destroyed (the reader thread ends, nothing hangs).
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    try {
+      streaming.Accumulate(ScaledStart(config, 1.2));
+      FAIL() << "expected DataError";
+    } catch (const DataError& error) {
+      EXPECT_THAT(error.what(), ::testing::HasSubstr(config.simulation.output));
+      EXPECT_THAT(error.what(), ::testing::HasSubstr(dataset_path));
+      EXPECT_THAT(error.what(), ::testing::HasSubstr("could not be read after 2 retries"));
+      EXPECT_THAT(error.what(), ::testing::HasSubstr("cannot read rows"));
+    }
+  }
+  EXPECT_EQ(streaming.read_retries(), 4);
 }
 
 TEST_P(StrategiesByModeTest, ResumingAnInterruptedPassIsBitwiseIdentical) {
