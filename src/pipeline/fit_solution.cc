@@ -166,8 +166,12 @@ std::vector<std::string> OtherMinimumWarnings(const FitResult& result, int64_t n
       const auto at = std::find(other.names.begin(), other.names.end(), estimate.name);
       if (at == other.names.end()) continue;
       const double value = other.values[static_cast<size_t>(at - other.names.begin())];
+      // On a quadratic surface a point delta above the minimum is at most sqrt(delta /
+      // reduced) standard errors from it in any parameter; 2 more allow for the search's
+      // minima being fitted to a row subsample.
       const double distance = std::abs(value - estimate.value);
-      if (!(distance > 4.0 * estimate.uncertainty)) continue;
+      const double allowed = std::sqrt(std::max(delta, 0.0) / reduced) + 2.0;
+      if (!(distance > allowed * estimate.uncertainty)) continue;
       char text[160];
       std::snprintf(text, sizeof(text), "%s %.4g (%.3g standard errors)", estimate.name.c_str(),
                     value,

@@ -43,9 +43,11 @@ FitQuality AssessFitQuality(const FitQualityInputs& inputs);
 // The check of the uncertainties against the global phase's other minima (docs/design.md
 // section 7), part of full validation: a minimum whose chi2, scaled from the search data to
 // all the data (num_points / result.global_search.search_points), is within 16 reduced chi2
-// (at least 16) of the chosen one lies inside the 4-standard-error contour, so a physical
-// parameter that differs there from result.physical by more than 4 of its standard errors is
-// determined less well than its uncertainty says (the chi2 surface is far from quadratic).
+// (at least 16) of the chosen one lies inside the 4-standard-error contour. On a quadratic chi2
+// surface such a minimum, delta above, is at most sqrt(delta / reduced chi2) standard errors
+// from the result in any parameter; a physical parameter that differs there by more than that
+// plus 2 (the search's minima are fitted to a row subsample) is determined less well than its
+// uncertainty says (the surface is far from quadratic).
 // Returns the warning naming them (empty when none) and appends their names to `undetermined`.
 // Reads result.physical, reduced_chi_squared and global_search.
 std::vector<std::string> OtherMinimumWarnings(const FitResult& result, int64_t num_points,

@@ -131,7 +131,8 @@ FitResult ResultWithMinima(std::vector<std::pair<double, std::vector<double>>> o
 }
 
 TEST(OtherMinimumWarningsTest, AMinimumInsideTheContourFarInOneParameterNamesIt) {
-  // Delta chi2 on all the data: (107 - 100) * 1000 / 500 = 14 <= 16; a is 20 SE away, b 0.5.
+  // Delta chi2 on all the data: (107 - 100) * 1000 / 500 = 14 <= 16, so a quadratic surface
+  // allows sqrt(14) + 2 = 5.7 SE; a is 20 SE away, b 0.5.
   std::vector<std::string> undetermined;
   const std::vector<std::string> warnings =
       OtherMinimumWarnings(ResultWithMinima({{107.0, {3.0, 5.5}}}), 1000, undetermined);
@@ -143,8 +144,9 @@ TEST(OtherMinimumWarningsTest, AMinimumInsideTheContourFarInOneParameterNamesIt)
 
 TEST(OtherMinimumWarningsTest, MinimaOutsideTheContourOrCloseByAreNotEvidence) {
   std::vector<std::string> undetermined;
-  // 9 above on half the points is 18 above on all of them: outside; the other is within 4 SE.
-  EXPECT_THAT(OtherMinimumWarnings(ResultWithMinima({{109.0, {3.0, 9.0}}, {101.0, {1.3, 8.9}}}),
+  // 9 above on half the points is 18 above on all of them: outside; the other, 2 above, may be
+  // sqrt(2) + 2 = 3.4 SE away, and is 2 (a) and 3 (b).
+  EXPECT_THAT(OtherMinimumWarnings(ResultWithMinima({{109.0, {3.0, 9.0}}, {101.0, {1.2, 8.0}}}),
                                    1000, undetermined),
               IsEmpty());
   EXPECT_THAT(undetermined, IsEmpty());
@@ -154,8 +156,17 @@ TEST(OtherMinimumWarningsTest, MinimaOutsideTheContourOrCloseByAreNotEvidence) {
   EXPECT_THAT(OtherMinimumWarnings(no_search, 1000, undetermined), IsEmpty());
 }
 
+TEST(OtherMinimumWarningsTest, AnEqualMinimumFewStandardErrorsAwayIsEvidence) {
+  // 0.1 above on half the points: a quadratic surface allows sqrt(0.2) + 2 = 2.4 SE; b is 3.
+  std::vector<std::string> undetermined;
+  EXPECT_EQ(OtherMinimumWarnings(ResultWithMinima({{100.1, {1.0, 8.0}}}), 1000, undetermined).size(),
+            1u);
+  EXPECT_THAT(undetermined, ElementsAre("b"));
+}
+
 TEST(OtherMinimumWarningsTest, AHigherReducedChiSquaredWidensTheContour) {
-  // Reduced chi2 2: the contour is 32; 14 above on half the points is 28 on all: inside.
+  // Reduced chi2 2: the contour is 32; 14 above on half the points is 28 on all: inside, and
+  // a quadratic surface allows sqrt(28 / 2) + 2 = 5.7 SE; b is 7.
   FitResult result = ResultWithMinima({{114.0, {1.0, 12.0}}});
   result.reduced_chi_squared = 2.0;
   std::vector<std::string> undetermined;
