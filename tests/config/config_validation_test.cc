@@ -31,6 +31,14 @@ TEST_P(ConfigRuleTest, MessageNamesPathValueAndRule) {
 }
 
 const RuleCase kRules[] = {
+    {"LossUnknown", "optimization: {nlsq: {loss: tukey}}",
+     "optimization.nlsq.loss = 'tukey': must be one of linear, soft_l1, huber, cauchy, arctan"},
+    {"FScaleZero", "optimization: {nlsq: {f_scale: 0}}",
+     "optimization.nlsq.f_scale = 0: must be > 0"},
+    {"XScaleText", "optimization: {nlsq: {x_scale: auto}}",
+     "optimization.nlsq.x_scale = 'auto': must be 'jac', a number > 0 or a list of numbers > 0"},
+    {"XScaleNegativeInList", "optimization: {nlsq: {x_scale: [1, -2]}}",
+     "optimization.nlsq.x_scale"},
     {"MaxIterationsNegative", "optimization: {nlsq: {max_iterations: -3}}",
      "optimization.nlsq.max_iterations = -3: must be > 0"},
     {"MaxIterationsNotInteger", "optimization: {nlsq: {max_iterations: 2.5}}",
