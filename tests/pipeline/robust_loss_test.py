@@ -13,7 +13,8 @@ robust_cost and chi_squared are scipy's cost and sum r^2 there.
 
 outliers: a simulated static set with 0.5% of its points replaced by outliers (hot pixels and one
 dead row: add_outliers.py) is fitted with the linear loss and with cauchy (f_scale 3): the robust
-fit has every parameter within 4 standard errors of the truth, the linear one does not.
+fit has every parameter within 4 standard errors of the truth, the linear one does not, and the
+robust fit gives bitwise the same parameters.json (but its timestamp) with every --strategy.
 
 Needs numpy, scipy and h5py (exits 77, skipped, without them) and, for the scipy case, the
 homodyne_cpp package on PYTHONPATH.
@@ -282,6 +283,22 @@ def outliers_case(bin_dir, work, here):
         worst[loss] = deviations.max()
         print(f"{loss}: deviations from the truth in standard errors "
               f"{np.array2string(deviations, precision=2)}")
+    # Every strategy fits bitwise the same under the robust loss (the results but their time).
+    def results_of(folder):
+        parameters = read_parameters(folder)
+        parameters.pop("timestamp")
+        return parameters
+
+    reference = results_of(os.path.join(work, "out_cauchy"))
+    for strategy in ["standard", "large", "chunked", "streaming"]:
+        out = os.path.join(work, f"out_cauchy_{strategy}")
+        run([os.path.join(bin_dir, "homodyne"), "--config", os.path.join(work, "cauchy.yaml"),
+             "--output-dir", out, "--strategy", strategy, "--quiet"])
+        if results_of(out) != reference:
+            print(f"FAIL: the cauchy fit with --strategy {strategy} differs from the default's")
+            failures += 1
+        else:
+            print(f"cauchy, --strategy {strategy}: bitwise the default strategy's results")
     if not worst["cauchy"] <= 4.0:
         print(f"FAIL: the cauchy fit is {worst['cauchy']:.2f} standard errors from the truth")
         failures += 1
@@ -293,7 +310,7 @@ def outliers_case(bin_dir, work, here):
 
 
 def main():
-    bin_dir, case = sys.argv[1], sys.argv[2]
+    bin_dir, case = os.path.abspath(sys.argv[1]), sys.argv[2]
     here = os.path.dirname(os.path.abspath(__file__))
     with tempfile.TemporaryDirectory() as work:
         os.chdir(work)  # the fits' checkpoint folders (./checkpoints) stay in it
