@@ -184,7 +184,7 @@ struct NlsqOptions {
   LossOptions loss;
   // optimization.nlsq.x_scale as written ("jac", a number > 0 or a list of numbers > 0): accepted
   // and checked; it changes no step, because the LM core's damping is Marquardt-scaled by
-  // diag(J^T J), i.e. scipy's x_scale = 'jac' (docs/configuration.md, Optimizer).
+  // diag(J^T J), i.e. scipy's x_scale = 'jac' (docs/configuration.md, Fit (optimization.nlsq)).
   std::string x_scale = "jac";
   bool anti_degeneracy_enabled = true;  // anti_degeneracy.enable
   // individual | constant | auto | fourier (the reference's fixed_constant reads as constant)
