@@ -65,10 +65,13 @@ inline void EvaluateLoss(double z, double* rho, double* d1, double* d2) {
 // Rescales the tile's first `count` points for the loss (see the top of this file): columns
 // [0, gram_size - 1) are J, column gram_size - 1 is e (0 at non-finite data points, whose J rows
 // are 0 too: z = 0 leaves them 0). Returns sum s^2 rho(z) over the points (data units squared).
+// Two passes, so that the second vectorises: the per-point factors (the loss's libm calls), then
+// every column of J scaled by its points' factors.
 template <LossFunction kFunction>
 inline double RescaleTileFor(double* tile, int count, int gram_size, double residual_scale) {
   constexpr double kEpsilon = 2.220446049250313e-16;  // DBL_EPSILON, as scipy's EPS
   double* residuals = tile + (gram_size - 1) * kTilePoints;
+  double row_scales[kTilePoints];
   double loss_sum = 0.0;
   for (int t = 0; t < count; ++t) {
     const double u = residuals[t] / residual_scale;
@@ -78,9 +81,14 @@ inline double RescaleTileFor(double* tile, int count, int gram_size, double resi
     double j_scale = d1 + 2.0 * z * d2;
     if (j_scale < kEpsilon) j_scale = kEpsilon;
     const double row_scale = std::sqrt(j_scale);
-    for (int c = 0; c < gram_size - 1; ++c) tile[c * kTilePoints + t] *= row_scale;
+    row_scales[t] = row_scale;
     residuals[t] *= d1 / row_scale;
     loss_sum += rho;
+  }
+  for (int c = 0; c < gram_size - 1; ++c) {
+    double* column = tile + c * kTilePoints;
+#pragma omp simd
+    for (int t = 0; t < count; ++t) column[t] *= row_scales[t];
   }
   return loss_sum * (residual_scale * residual_scale);
 }
