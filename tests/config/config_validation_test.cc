@@ -313,6 +313,18 @@ TEST(ConfigForDataTest, PerAngleListsNeedOneValuePerAngle) {
   EXPECT_EQ(ConfigForDataErrorOf("analysis_mode: static\n", {5, StrategyKind::kLarge}), "");
 }
 
+// The Ceres solver fits the linear loss only (docs/design.md section 4c).
+TEST(ConfigForDataTest, CeresRefusesARobustLoss) {
+  EXPECT_EQ(ConfigForDataErrorOf("analysis_mode: static\noptimization: {nlsq: {solver: ceres, "
+                                 "loss: huber}}\n",
+                                 {3, StrategyKind::kStandard}),
+            "fit.yaml: optimization.nlsq.loss = huber needs the LM core (the Ceres solver fits "
+            "the linear loss only): use optimization.nlsq.solver: lm, or loss: linear");
+  EXPECT_EQ(ConfigForDataErrorOf("analysis_mode: static\noptimization: {nlsq: {loss: huber}}\n",
+                                 {3, StrategyKind::kStandard}),
+            "");
+}
+
 TEST(ConfigForDataTest, CeresNeedsTheStandardStrategy) {
   const std::string yaml = "analysis_mode: static\noptimization: {nlsq: {solver: ceres}}\n";
   EXPECT_EQ(ConfigForDataErrorOf(yaml, {3, StrategyKind::kStandard}), "");
