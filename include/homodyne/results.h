@@ -75,7 +75,7 @@ struct FitResult {
   std::vector<double> covariance;             // row-major, covariance_names.size()^2
 
   std::string per_angle_mode = "individual";  // individual | constant | auto_averaged | fourier
-  double chi_squared = 0.0;  // sum r^2 over both triangles, whatever the loss
+  double chi_squared = 0.0;                   // sum r^2 over both triangles, whatever the loss
   double reduced_chi_squared = 0.0;
   int64_t degrees_of_freedom = 0;
   // The robust loss of the fit (docs/model.md, Robust loss): "linear" or scipy's name, f_scale,

@@ -658,8 +658,8 @@ void ParseGlobalSearch(const ConfigReader& reader, Config& config) {
 
   one_of(base + "solver", nlsq.solver, ParseLmSolver, {LmSolver::kLmCore, LmSolver::kCeres});
   one_of(base + "loss", nlsq.loss.function, ParseLossFunction,
-         {LossFunction::kLinear, LossFunction::kSoftL1, LossFunction::kHuber,
-          LossFunction::kCauchy, LossFunction::kArctan});
+         {LossFunction::kLinear, LossFunction::kSoftL1, LossFunction::kHuber, LossFunction::kCauchy,
+          LossFunction::kArctan});
   positive_number(base + "f_scale", nlsq.loss.f_scale);
   // x_scale: "jac", a number > 0 or a list of numbers > 0 (the reference's forms); no effect on
   // the steps (config.h NlsqOptions::x_scale).

@@ -79,9 +79,9 @@ std::string_view ToString(LossFunction function) {
 }
 
 std::optional<LossFunction> ParseLossFunction(std::string_view text) {
-  return ParseByName<LossFunction>(text, {LossFunction::kLinear, LossFunction::kSoftL1,
-                                          LossFunction::kHuber, LossFunction::kCauchy,
-                                          LossFunction::kArctan});
+  return ParseByName<LossFunction>(
+      text, {LossFunction::kLinear, LossFunction::kSoftL1, LossFunction::kHuber,
+             LossFunction::kCauchy, LossFunction::kArctan});
 }
 
 std::string_view ToString(PerAngleModeRequest mode) {

@@ -193,7 +193,8 @@ ordered_json ParametersJson(const FitResult& result, const std::string& timestam
   json["convergence_status"] = result.convergence_status;
   json["parameters"] = std::move(parameters);
   json["per_angle"] = std::move(per_angle);
-  json["covariance"] = {{"parameter_names", result.covariance_names}, {"matrix", std::move(matrix)}};
+  json["covariance"] = {{"parameter_names", result.covariance_names},
+                        {"matrix", std::move(matrix)}};
   json["correlation"] = {{"parameter_names", result.covariance_names},
                          {"matrix", std::move(correlation)}};
   return json;

@@ -29,10 +29,10 @@
 
 #include "homodyne/dataset.h"
 #include "homodyne/fit_events.h"
-#include "optimize/levenberg_marquardt.h"
 #include "homodyne/model.h"
 #include "homodyne/robust_loss.h"
 #include "model/robust_loss.h"
+#include "optimize/levenberg_marquardt.h"
 
 namespace homodyne {
 

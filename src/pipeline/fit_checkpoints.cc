@@ -11,8 +11,8 @@
 #include <iomanip>
 #include <span>
 #include <sstream>
-#include <type_traits>
 #include <system_error>
+#include <type_traits>
 
 #include "fit_identity.h"
 #include "homodyne/checkpoint_errors.h"

@@ -113,9 +113,9 @@ void VisitCmaes(Struct& cmaes, Visitor& visit) {
 template <typename Struct, typename Visitor>
 void VisitNlsq(Struct& nlsq, Visitor& visit) {
   auto& [max_iterations, tolerance, xtol, gtol, sigma, loss, x_scale, anti_degeneracy_enabled,
-         per_angle_mode,
-         constant_scaling_threshold, fourier_order, per_angle_mode_from_config, variable_projection,
-         solver, statistical_tolerance, global_search, multi_start, cmaes] = nlsq;
+         per_angle_mode, constant_scaling_threshold, fourier_order, per_angle_mode_from_config,
+         variable_projection, solver, statistical_tolerance, global_search, multi_start, cmaes] =
+      nlsq;
   visit("optimization.nlsq.max_iterations", kNumbersField, max_iterations);
   visit("optimization.nlsq.tolerance", kNumbersField, tolerance);
   visit("optimization.nlsq.xtol", kNumbersField, xtol);

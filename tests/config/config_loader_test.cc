@@ -350,16 +350,16 @@ TEST(ConfigNlsqTest, LossFScaleAndXScale) {
         std::pair{"cauchy", LossFunction::kCauchy}, std::pair{"ARCTAN", LossFunction::kArctan},
         std::pair{"linear", LossFunction::kLinear}}) {
     const Config config = ParseConfig(std::string("analysis_mode: static\noptimization:\n  nlsq:\n"
-                                                  "    loss: ") + text +
-                                          "\n    f_scale: 2.5\n    x_scale: 0.5\n",
+                                                  "    loss: ") +
+                                          text + "\n    f_scale: 2.5\n    x_scale: 0.5\n",
                                       "l.yaml");
     EXPECT_EQ(config.nlsq.loss.function, function) << text;
     EXPECT_EQ(config.nlsq.loss.f_scale, 2.5);
     EXPECT_EQ(config.nlsq.x_scale, "0.5");
     EXPECT_EQ(JoinWarnings(config), "") << text;
   }
-  const Config listed = ParseConfig(
-      "analysis_mode: static\noptimization: {nlsq: {x_scale: [1, 2, 3]}}\n", "x.yaml");
+  const Config listed =
+      ParseConfig("analysis_mode: static\noptimization: {nlsq: {x_scale: [1, 2, 3]}}\n", "x.yaml");
   EXPECT_EQ(listed.nlsq.x_scale, "list");
 }
 

@@ -72,8 +72,7 @@ const RuleCase kRules[] = {
      "parameter_space.bounds[0].max = 1.5: contrast must be <= 1 (a speckle contrast"},
     {"BoundsOffsetNegative", "parameter_space: {bounds: [{name: offset, min: -1, max: 2}]}",
      "parameter_space.bounds[0].min = -1: offset must be >= 0"},
-    {"BoundsShearNegative",
-     "parameter_space: {bounds: [{name: gamma_dot_t0, min: -1}]}",
+    {"BoundsShearNegative", "parameter_space: {bounds: [{name: gamma_dot_t0, min: -1}]}",
      "parameter_space.bounds[0].min = -1: gamma_dot_t0 must be >= 0"},
     // Global-phase counts beyond any real run exhausted memory or never ended; a CMA-ES step
     // beyond the unit box was accepted and used.

@@ -246,8 +246,8 @@ TEST(PassKernelTest, StaticMatchesReferenceModel) {
 // reference's rescaling of the scalar model's rows (a residual scale of twice the noise, from a
 // start 5% off: most points lie beyond it). Both modes' bodies share the rescaling.
 TEST(PassKernelTest, RobustLossesMatchTheRescaledReference) {
-  for (LossFunction function : {LossFunction::kSoftL1, LossFunction::kHuber,
-                                LossFunction::kCauchy, LossFunction::kArctan}) {
+  for (LossFunction function : {LossFunction::kSoftL1, LossFunction::kHuber, LossFunction::kCauchy,
+                                LossFunction::kArctan}) {
     SCOPED_TRACE("loss " + std::to_string(static_cast<int>(function)));
     const PassLoss loss{function, 0.02};
     KernelCase laminar;

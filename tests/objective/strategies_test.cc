@@ -101,7 +101,8 @@ void StrategiesByModeTest::ExpectStrategiesBitwiseEqual(const LossOptions& loss)
   ASSERT_TRUE(ReachedTheOptimum(reference));
 
   int chunks_seen = 0;
-  PassOptions chunked_options{kBatchPoints, 3, [&](const PassProgress& progress) {
+  PassOptions chunked_options{kBatchPoints, 3,
+                              [&](const PassProgress& progress) {
                                 ++chunks_seen;
                                 EXPECT_LE(progress.batches_done, progress.num_batches);
                               },
@@ -253,12 +254,15 @@ TEST_P(StrategiesByModeTest, ResumingAnInterruptedPassIsBitwiseIdentical) {
     };
     {
       BatchedObjective first(model, phi, 0.01, MakeStreamingPassData(*source),
-                             PassOptions{kBatchPoints, kChunk, [&](const PassProgress& progress) {
+                             PassOptions{kBatchPoints,
+                                         kChunk,
+                                         [&](const PassProgress& progress) {
                                            if (++chunks == interrupt_at) {
                                              saved_pass = *progress.state;
                                              throw Interrupted{};
                                            }
-                                         }, {}});
+                                         },
+                                         {}});
       EXPECT_THROW(Minimize(first_options, first, start), Interrupted);
       ASSERT_TRUE(saved_pass.has_value());
       ASSERT_LT(saved_pass->next_batch, first.num_batches());

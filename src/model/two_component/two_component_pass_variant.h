@@ -7,8 +7,8 @@
 #include <cstdint>
 
 #include "model/gram_block.h"
-#include "model/robust_loss_tile.h"
 #include "model/isa_level.h"
+#include "model/robust_loss_tile.h"
 
 namespace homodyne::pass_kernel {
 
