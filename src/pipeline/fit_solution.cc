@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -262,11 +263,12 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
   result.per_angle_mode = std::string(ToString(scaling.mode));
   result.chi_squared = summary.final_chi2;
   if (!objective.loss().is_linear()) {
-    HOMODYNE_CHECK(sum_of_squares.has_value());
     result.loss = std::string(ToString(objective.loss().function));
     result.f_scale = objective.loss().f_scale;
     result.robust_cost = 0.5 * summary.final_chi2;
-    result.chi_squared = *sum_of_squares;
+    // No solution to evaluate (the fit never computed a point): not a number, as chi2 would be.
+    result.chi_squared =
+        sum_of_squares.value_or(std::numeric_limits<double>::quiet_NaN());
   }
   result.reduced_chi_squared = result.chi_squared / static_cast<double>(std::max<int64_t>(dof, 1));
   result.degrees_of_freedom = dof;

@@ -50,8 +50,9 @@ FitQuality AssessFitQuality(const FitQualityInputs& inputs);
 // objective: the fit's (its residual count and full layout); phi_degrees: the data's angles;
 // result.analysis_mode names the physical parameters.
 // Under a robust loss (objective.loss() not linear) summary.final_chi2 is the robust objective
-// 2 cost; sum_of_squares must then hold the plain chi2 at the solution (BatchedObjective::
-// SumOfSquares), which becomes chi_squared, and result.loss, f_scale and robust_cost are set. The
+// 2 cost; sum_of_squares then holds the plain chi2 at the solution (BatchedObjective::
+// SumOfSquares; absent: NaN), which becomes chi_squared, and result.loss, f_scale and robust_cost
+// are set. The
 // covariance is the LM core's, s^2 (J^T J)^-1 of the rescaled Jacobian with s^2 = 2 cost / dof,
 // as scipy's curve_fit reports it under a loss (docs/model.md, Robust loss).
 // Returns the fitted physical parameters, in the model's order.
