@@ -267,8 +267,7 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
     result.f_scale = objective.loss().f_scale;
     result.robust_cost = 0.5 * summary.final_chi2;
     // No solution to evaluate (the fit never computed a point): not a number, as chi2 would be.
-    result.chi_squared =
-        sum_of_squares.value_or(std::numeric_limits<double>::quiet_NaN());
+    result.chi_squared = sum_of_squares.value_or(std::numeric_limits<double>::quiet_NaN());
   }
   result.reduced_chi_squared = result.chi_squared / static_cast<double>(std::max<int64_t>(dof, 1));
   result.degrees_of_freedom = dof;
