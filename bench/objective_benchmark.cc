@@ -1,10 +1,10 @@
-// Throughput of one fitting pass (PackedDataObjective): laminar_flow, static and two_component, 3 angles,
-// N = 2000 fitted times (5,997,000 upper-triangle points), float32 data in memory (the "large"
-// strategy).
-// Accumulate = residuals + Jacobian + normal equations; Cost = residuals and chi2 only.
-// items_per_second = upper-triangle points per second. Threads: arg (1, 2).
-// The context lines name the pass kernel's instruction-set level (pass_kernel: ..., chosen as in
-// a fit: HOMODYNE_ISA or the best for this CPU); bench/isa_dispatch.sh compares levels and builds.
+// Throughput of one fitting pass (PackedDataObjective): laminar_flow, static and two_component, 3
+// angles, N = 2000 fitted times (5,997,000 upper-triangle points), float32 data in memory (the
+// "large" strategy). Accumulate = residuals + Jacobian + normal equations; Cost = residuals and
+// chi2 only. The *Cauchy cases: the same passes under the robust loss cauchy (docs/model.md, Robust
+// loss). items_per_second = upper-triangle points per second. Threads: arg (1, 2). The context
+// lines name the pass kernel's instruction-set level (pass_kernel: ..., chosen as in a fit:
+// HOMODYNE_ISA or the best for this CPU); bench/isa_dispatch.sh compares levels and builds.
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
@@ -39,7 +39,8 @@ std::vector<double> TwoComponentTruth() {
   return {1000.0, 0.0, 0.0, 20000.0, -0.3, 0.0, 20.0, 0.5, 1.0, 0.3, 0.01, 0.5, 0.2, 2.0};
 }
 
-PackedDataObjective* MakeObjective(homodyne::AnalysisMode mode) {
+PackedDataObjective* MakeObjective(homodyne::AnalysisMode mode,
+                                   homodyne::LossOptions loss = homodyne::LossOptions()) {
   const int n = 2000;
   std::vector<double> times(n);
   for (int i = 0; i < n; ++i) times[static_cast<size_t>(i)] = (i + 1) * 0.1;
@@ -55,7 +56,10 @@ PackedDataObjective* MakeObjective(homodyne::AnalysisMode mode) {
     evaluation.EvaluateUpperTriangleRows(angle, 0.3, 1.0, 0, n, c2, {});
     data.emplace_back(c2.begin(), c2.end());
   }
-  return new PackedDataObjective(model, phi, 0.01, std::move(data));
+  homodyne::PassOptions options;
+  options.batch_points = PackedDataObjective::kDefaultBatchPoints;
+  options.loss = loss;
+  return new PackedDataObjective(model, phi, 0.01, std::move(data), options);
 }
 
 PackedDataObjective& LaminarObjective() {
@@ -141,11 +145,59 @@ void BM_CostTwoComponent(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * objective.num_points());
 }
 
+// The same passes under a robust loss (docs/model.md, Robust loss): cauchy with f_scale 1, at the
+// same theta. The rescaling's arithmetic is the same wherever a point lies relative to f_scale
+// (cauchy has no branch).
+PackedDataObjective& CauchyObjective(homodyne::AnalysisMode mode) {
+  static PackedDataObjective* laminar =
+      MakeObjective(homodyne::AnalysisMode::kLaminarFlow,
+                    homodyne::LossOptions{homodyne::LossFunction::kCauchy, 1.0});
+  static PackedDataObjective* fixed = MakeObjective(
+      homodyne::AnalysisMode::kStatic, homodyne::LossOptions{homodyne::LossFunction::kCauchy, 1.0});
+  return mode == homodyne::AnalysisMode::kStatic ? *fixed : *laminar;
+}
+
+void BM_AccumulateLaminarCauchy(benchmark::State& state) {
+  omp_set_num_threads(static_cast<int>(state.range(0)));
+  PackedDataObjective& objective = CauchyObjective(homodyne::AnalysisMode::kLaminarFlow);
+  const Eigen::VectorXd theta = Theta();
+  for (auto _ : state) benchmark::DoNotOptimize(objective.Accumulate(theta).chi2);
+  state.SetItemsProcessed(state.iterations() * objective.num_points());
+}
+
+void BM_CostLaminarCauchy(benchmark::State& state) {
+  omp_set_num_threads(static_cast<int>(state.range(0)));
+  PackedDataObjective& objective = CauchyObjective(homodyne::AnalysisMode::kLaminarFlow);
+  const Eigen::VectorXd theta = Theta();
+  for (auto _ : state) benchmark::DoNotOptimize(objective.Cost(theta));
+  state.SetItemsProcessed(state.iterations() * objective.num_points());
+}
+
+void BM_AccumulateStaticCauchy(benchmark::State& state) {
+  omp_set_num_threads(static_cast<int>(state.range(0)));
+  PackedDataObjective& objective = CauchyObjective(homodyne::AnalysisMode::kStatic);
+  const Eigen::VectorXd theta = StaticTheta();
+  for (auto _ : state) benchmark::DoNotOptimize(objective.Accumulate(theta).chi2);
+  state.SetItemsProcessed(state.iterations() * objective.num_points());
+}
+
+void BM_CostStaticCauchy(benchmark::State& state) {
+  omp_set_num_threads(static_cast<int>(state.range(0)));
+  PackedDataObjective& objective = CauchyObjective(homodyne::AnalysisMode::kStatic);
+  const Eigen::VectorXd theta = StaticTheta();
+  for (auto _ : state) benchmark::DoNotOptimize(objective.Cost(theta));
+  state.SetItemsProcessed(state.iterations() * objective.num_points());
+}
+
 BENCHMARK(BM_AccumulateLaminar)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_CostLaminar)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AccumulateStatic)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_CostStatic)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AccumulateTwoComponent)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_CostTwoComponent)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_AccumulateLaminarCauchy)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_CostLaminarCauchy)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_AccumulateStaticCauchy)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_CostStaticCauchy)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace

@@ -125,6 +125,9 @@ void Fields(FitResult& result, V& visit) {
   visit("chi_squared", result.chi_squared);
   visit("reduced_chi_squared", result.reduced_chi_squared);
   visit("degrees_of_freedom", result.degrees_of_freedom);
+  visit("loss", result.loss);  // docs/model.md, Robust loss
+  visit("f_scale", result.f_scale);
+  visit("robust_cost", result.robust_cost);
   visit("convergence_status", result.convergence_status);
   visit("termination_reason", result.termination_reason);
   visit("quality_flag", result.quality_flag);

@@ -14,6 +14,7 @@
 
 #include "homodyne/dataset.h"
 #include "homodyne/model.h"
+#include "homodyne/robust_loss.h"
 
 namespace homodyne {
 
@@ -156,6 +157,11 @@ std::string_view ToString(LmSolver solver);
 // Case-insensitive; std::nullopt for an unknown name.
 std::optional<LmSolver> ParseLmSolver(std::string_view text);
 
+// "linear", "soft_l1", "huber", "cauchy", "arctan" (scipy's names; robust_loss.h).
+std::string_view ToString(LossFunction function);
+// Case-insensitive; std::nullopt for an unknown name.
+std::optional<LossFunction> ParseLossFunction(std::string_view text);
+
 // optimization.nlsq.anti_degeneracy.per_angle_mode as the config asks for it; ResolvePerAngleMode
 // (scaling.h) turns it into the PerAngleMode a fit uses for its number of angles.
 enum class PerAngleModeRequest { kIndividual, kConstant, kAuto, kFourier };
@@ -172,6 +178,14 @@ struct NlsqOptions {
   double xtol = 1e-8;                   // relative step, > 0
   double gtol = 1e-8;                   // scaled gradient, > 0
   double sigma = 0.01;                  // per-point noise when the data has none, > 0
+  // optimization.nlsq.loss (linear | soft_l1 | huber | cauchy | arctan) and f_scale (> 0): the
+  // loss of the fit's local minimisation, on r = (data - c2) / sigma (docs/model.md, Robust loss).
+  // linear (the default here; the reference's is soft_l1) is the plain chi2.
+  LossOptions loss;
+  // optimization.nlsq.x_scale as written ("jac", a number > 0 or a list of numbers > 0): accepted
+  // and checked; it changes no step, because the LM core's damping is Marquardt-scaled by
+  // diag(J^T J), i.e. scipy's x_scale = 'jac' (docs/configuration.md, Fit (optimization.nlsq)).
+  std::string x_scale = "jac";
   bool anti_degeneracy_enabled = true;  // anti_degeneracy.enable
   // individual | constant | auto | fourier (the reference's fixed_constant reads as constant)
   PerAngleModeRequest per_angle_mode = PerAngleModeRequest::kIndividual;

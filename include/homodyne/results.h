@@ -82,9 +82,16 @@ struct FitResult {
   std::vector<double> covariance;             // row-major, covariance_names.size()^2
 
   std::string per_angle_mode = "individual";  // individual | constant | auto_averaged | fourier
-  double chi_squared = 0.0;
+  double chi_squared = 0.0;                   // sum r^2 over both triangles, whatever the loss
   double reduced_chi_squared = 0.0;
   int64_t degrees_of_freedom = 0;
+  // The robust loss of the fit (docs/model.md, Robust loss): "linear" or scipy's name, f_scale,
+  // and the cost the fit minimised, 0.5 f_scale^2 sum rho(z) over both triangles (scipy's `cost`).
+  // Written to the result files only for a robust loss (docs/results.md), so a linear fit's files
+  // are what they were.
+  std::string loss = "linear";
+  double f_scale = 1.0;
+  double robust_cost = 0.0;
   std::string convergence_status = "not_run";  // "converged", "max_iterations", "failed", ...
   std::string termination_reason = "not run";  // one sentence: why the fit stopped
   // good | marginal | poor: the reduced chi2's level, lowered by what the fit knows about its

@@ -21,6 +21,12 @@ void ValidateConfigForData(const Config& config, const FitShape& shape) {
                         std::to_string(shape.num_angles) + " angles");
     }
   }
+  if (config.nlsq.solver == LmSolver::kCeres && !config.nlsq.loss.is_linear()) {
+    throw ConfigError(config.source_path + ": optimization.nlsq.loss = " +
+                      std::string(ToString(config.nlsq.loss.function)) +
+                      " needs the LM core (the Ceres solver fits the linear loss only): use "
+                      "optimization.nlsq.solver: lm, or loss: linear");
+  }
   if (config.nlsq.solver == LmSolver::kCeres && shape.strategy != StrategyKind::kStandard) {
     throw ConfigError(config.source_path +
                       ": optimization.nlsq.solver = ceres needs the standard "

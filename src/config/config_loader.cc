@@ -657,6 +657,33 @@ void ParseGlobalSearch(const ConfigReader& reader, Config& config) {
   };
 
   one_of(base + "solver", nlsq.solver, ParseLmSolver, {LmSolver::kLmCore, LmSolver::kCeres});
+  one_of(base + "loss", nlsq.loss.function, ParseLossFunction,
+         {LossFunction::kLinear, LossFunction::kSoftL1, LossFunction::kHuber, LossFunction::kCauchy,
+          LossFunction::kArctan});
+  positive_number(base + "f_scale", nlsq.loss.f_scale);
+  // x_scale: "jac", a number > 0 or a list of numbers > 0 (the reference's forms); no effect on
+  // the steps (config.h NlsqOptions::x_scale).
+  if (const YAML::Node x_scale = reader.Find(base + "x_scale"); Present(x_scale)) {
+    const std::string path = base + "x_scale";
+    const std::string rule = "must be 'jac', a number > 0 or a list of numbers > 0";
+    if (x_scale.IsSequence()) {
+      for (double value : reader.NumbersOf(x_scale, path)) {
+        reader.Require(std::isfinite(value) && value > 0.0, path, rule);
+      }
+      nlsq.x_scale = "list";
+    } else if (!x_scale.IsScalar()) {
+      reader.Fail(path, x_scale, rule);
+    } else if (x_scale.Scalar() == "jac") {
+      nlsq.x_scale = "jac";
+    } else {
+      double value = 0.0;
+      if (!YAML::convert<double>::decode(x_scale, value) || !std::isfinite(value) ||
+          !(value > 0.0)) {
+        reader.Fail(path, x_scale, rule);
+      }
+      nlsq.x_scale = x_scale.Scalar();
+    }
+  }
 
   const std::string gs = base + "global_search.";
   GlobalSearchOptions& global = nlsq.global_search;

@@ -63,7 +63,8 @@ const SchemaRow kSchema[] = {
     {"optimization.nlsq",
      "workflow goal memory_fraction memory_threshold_gb max_iterations tolerance ftol xtol gtol "
      "variable_projection statistical_tolerance solver "
-     "sigma trust_region_scale verbose loss x_scale use_streaming enable_quality_validation "
+     "sigma trust_region_scale verbose loss f_scale x_scale use_streaming "
+     "enable_quality_validation "
      "quality_reduced_chi_squared_threshold quality_warn_on_max_restarts "
      "quality_warn_on_bounds_hit quality_warn_on_convergence_failure quality_bounds_tolerance"},
     {"optimization.nlsq.x_scale_map", "*"},

@@ -62,6 +62,28 @@ std::optional<LmSolver> ParseLmSolver(std::string_view text) {
   return ParseByName<LmSolver>(text, {LmSolver::kLmCore, LmSolver::kCeres});
 }
 
+std::string_view ToString(LossFunction function) {
+  switch (function) {
+    case LossFunction::kLinear:
+      return "linear";
+    case LossFunction::kSoftL1:
+      return "soft_l1";
+    case LossFunction::kHuber:
+      return "huber";
+    case LossFunction::kCauchy:
+      return "cauchy";
+    case LossFunction::kArctan:
+      return "arctan";
+  }
+  return "unknown";
+}
+
+std::optional<LossFunction> ParseLossFunction(std::string_view text) {
+  return ParseByName<LossFunction>(
+      text, {LossFunction::kLinear, LossFunction::kSoftL1, LossFunction::kHuber,
+             LossFunction::kCauchy, LossFunction::kArctan});
+}
+
 std::string_view ToString(PerAngleModeRequest mode) {
   switch (mode) {
     case PerAngleModeRequest::kIndividual:

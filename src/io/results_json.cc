@@ -145,6 +145,25 @@ ordered_json RunDetails(const FitResult& result) {
   };
 }
 
+// The robust loss beside chi2 (docs/results.md): loss, f_scale and robust_cost, only when the
+// fit's loss is not linear, so a linear fit's files are what they were before.
+void AddRobustLoss(const FitResult& result, ordered_json& json) {
+  if (result.loss == "linear") return;
+  json["loss"] = result.loss;
+  json["f_scale"] = Number(result.f_scale);
+  json["robust_cost"] = Number(result.robust_cost);
+}
+
+ordered_json FitQualityJson(const FitResult& result) {
+  ordered_json json = {{"chi_squared", Number(result.chi_squared)},
+                       {"reduced_chi_squared", Number(result.reduced_chi_squared)}};
+  AddRobustLoss(result, json);
+  json["degrees_of_freedom"] = result.degrees_of_freedom;
+  json["quality_flag"] = result.quality_flag;
+  json["quality_reasons"] = result.quality_reasons;
+  return json;
+}
+
 ordered_json ParametersJson(const FitResult& result, const std::string& timestamp) {
   ordered_json parameters = ordered_json::object();
   parameters["contrast"] = Estimate(MeanOverAngles(result.per_angle, true));
@@ -172,18 +191,21 @@ ordered_json ParametersJson(const FitResult& result, const std::string& timestam
     matrix.push_back(std::move(row));
     correlation.push_back(std::move(correlation_row));
   }
-  return {
+  ordered_json json = {
       {"timestamp", timestamp},
       {"analysis_mode", std::string(ToString(result.analysis_mode))},
       {"chi_squared", Number(result.chi_squared)},
       {"reduced_chi_squared", Number(result.reduced_chi_squared)},
-      {"convergence_status", result.convergence_status},
-      {"parameters", std::move(parameters)},
-      {"per_angle", std::move(per_angle)},
-      {"covariance", {{"parameter_names", result.covariance_names}, {"matrix", std::move(matrix)}}},
-      {"correlation",
-       {{"parameter_names", result.covariance_names}, {"matrix", std::move(correlation)}}},
   };
+  AddRobustLoss(result, json);
+  json["convergence_status"] = result.convergence_status;
+  json["parameters"] = std::move(parameters);
+  json["per_angle"] = std::move(per_angle);
+  json["covariance"] = {{"parameter_names", result.covariance_names},
+                        {"matrix", std::move(matrix)}};
+  json["correlation"] = {{"parameter_names", result.covariance_names},
+                         {"matrix", std::move(correlation)}};
+  return json;
 }
 
 ordered_json AnalysisResultsJson(const FitResult& result, const std::string& timestamp) {
@@ -191,12 +213,7 @@ ordered_json AnalysisResultsJson(const FitResult& result, const std::string& tim
       {"method", "nlsq"},
       {"timestamp", timestamp},
       {"analysis_mode", std::string(ToString(result.analysis_mode))},
-      {"fit_quality",
-       {{"chi_squared", Number(result.chi_squared)},
-        {"reduced_chi_squared", Number(result.reduced_chi_squared)},
-        {"degrees_of_freedom", result.degrees_of_freedom},
-        {"quality_flag", result.quality_flag},
-        {"quality_reasons", result.quality_reasons}}},
+      {"fit_quality", FitQualityJson(result)},
       {"dataset_info",
        {{"n_angles", result.n_angles},
         {"n_time_points", static_cast<int64_t>(result.n_times) * result.n_times},

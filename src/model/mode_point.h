@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "model/isa_level.h"
+#include "model/robust_loss.h"
 
 namespace homodyne {
 
@@ -60,11 +61,13 @@ class ModePoint {
                                int j_begin, int j_end, double* c2_out,
                                double* jacobian_out) const = 0;
   // The pass kernel's body at this point for these angles (one value each), computed at `level`
-  // (one the build has and the CPU supports).
+  // (one the build has and the CPU supports), under `loss` (robust_loss.h: linear gives [J | e]
+  // and e^2 as they are; another rescales them per point and sums the loss instead of e^2).
   virtual std::unique_ptr<const ModePass> PreparePass(std::span<const double> phi_degrees,
                                                       std::span<const double> contrast,
                                                       std::span<const double> offset,
-                                                      IsaLevel level) const = 0;
+                                                      IsaLevel level,
+                                                      const PassLoss& loss) const = 0;
 };
 
 }  // namespace homodyne

@@ -10,6 +10,7 @@
 // is merged into another's.
 #include "model/pass_kernel.h"
 
+#include <cmath>
 #include <vector>
 
 #include "homodyne/errors.h"
@@ -25,14 +26,15 @@ PassScratch::PassScratch(int gram_size_in)
 
 PassKernel::PassKernel(const ModelEvaluation& evaluation, std::span<const double> phi_degrees,
                        std::span<const double> contrast, std::span<const double> offset,
-                       IsaLevel level)
+                       IsaLevel level, PassLoss loss)
     : num_times_(evaluation.model().num_times()),
       gram_size_(evaluation.model().num_point_derivatives() + 1),
       level_(level),
       num_angles_(static_cast<int>(phi_degrees.size())) {
   HOMODYNE_CHECK(phi_degrees.size() == contrast.size() && contrast.size() == offset.size());
   HOMODYNE_CHECK(CpuSupportsIsaLevel(level));
-  pass_ = evaluation.point().PreparePass(phi_degrees, contrast, offset, level);
+  HOMODYNE_CHECK(loss.residual_scale > 0.0 && std::isfinite(loss.residual_scale));
+  pass_ = evaluation.point().PreparePass(phi_degrees, contrast, offset, level, loss);
 }
 
 void PassKernel::AccumulateRows(int row_begin, int row_end, std::span<const float* const> data,

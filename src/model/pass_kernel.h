@@ -53,9 +53,12 @@ class PassKernel {
   // contrast, offset: one value per angle. level: the instruction-set level that computes (one
   // of BuiltIsaLevels() that the CPU supports; by default the process's, which throws InputError
   // when HOMODYNE_ISA is invalid: isa_level.h).
+  // loss: robust_loss.h; linear (the default) gives [J | e] and e^2 as documented below, another
+  // loss the rescaled [J | e] with the loss sum s^2 sum rho(z) in the (e, e) entry, and the loss
+  // sum instead of e^2 in SumSquaredResiduals (docs/design.md section 4c).
   PassKernel(const ModelEvaluation& evaluation, std::span<const double> phi_degrees,
              std::span<const double> contrast, std::span<const double> offset,
-             IsaLevel level = ActiveIsaLevel());
+             IsaLevel level = ActiveIsaLevel(), PassLoss loss = PassLoss());
 
   int num_angles() const { return num_angles_; }
   // M + 1: the side of each angle's Gram matrix ([J | e]).

@@ -80,6 +80,10 @@ BatchedObjective::BatchedObjective(HomodyneModel model, std::vector<double> phi_
     throw std::invalid_argument("objective: sigma = " + std::to_string(sigma_) +
                                 ": must be finite and > 0");
   }
+  if (!(options_.loss.f_scale > 0.0) || !std::isfinite(options_.loss.f_scale)) {
+    throw std::invalid_argument("objective: f_scale = " + std::to_string(options_.loss.f_scale) +
+                                ": must be finite and > 0");
+  }
   if (phi_degrees_.empty()) throw std::invalid_argument("objective: no angle");
   if (data_ == nullptr) throw std::invalid_argument("objective: no data");
   if (options_.chunk_batches < 0) {
@@ -144,7 +148,7 @@ void BatchedObjective::BeginPass(const Eigen::VectorXd& theta, bool full_pass) {
 // per-angle scaling): what every pass at theta needs. Not copyable (the prepared pass refers to
 // the evaluation).
 struct BatchedObjective::PassAt {
-  PassAt(const BatchedObjective& objective, const Eigen::VectorXd& theta)
+  PassAt(const BatchedObjective& objective, const Eigen::VectorXd& theta, PassLoss loss)
       : evaluation(
             objective.model_,
             std::span<const double>(theta.data(), static_cast<size_t>(objective.num_physical_))),
@@ -153,7 +157,8 @@ struct BatchedObjective::PassAt {
              std::span<const double>(theta.data() + objective.ContrastIndex(0),
                                      static_cast<size_t>(objective.num_angles())),
              std::span<const double>(theta.data() + objective.OffsetIndex(0),
-                                     static_cast<size_t>(objective.num_angles()))})) {}
+                                     static_cast<size_t>(objective.num_angles())),
+             loss})) {}
   PassAt(const PassAt&) = delete;
   PassAt& operator=(const PassAt&) = delete;
 
@@ -190,7 +195,7 @@ NormalEquations BatchedObjective::Accumulate(const Eigen::VectorXd& theta) {
   const Clock::time_point pass_start = Clock::now();
   BeginPass(theta, /*full_pass=*/true);
   const int n_angles = num_angles();
-  const PassAt at(*this, theta);
+  const PassAt at(*this, theta, PassLossOfFit());
   const int g = at.pass->gram_size();  // M + 1, M = P_phys + 2
   const int m = g - 1;
   const int num_batches = static_cast<int>(batches_.size());
@@ -248,7 +253,7 @@ AngleGrams BatchedObjective::AccumulateAngleGrams(const Eigen::VectorXd& theta) 
   CheckTheta(theta);
   ++passes_;
   const int n_angles = num_angles();
-  const PassAt at(*this, theta);
+  const PassAt at(*this, theta, PassLoss());  // linear: the projection needs [J | e] as it is
   const int g = at.pass->gram_size();
   const int num_batches = static_cast<int>(batches_.size());
   const int chunk_size = std::min(ChunkBatches(), std::max(num_batches, 1));
@@ -274,12 +279,42 @@ AngleGrams BatchedObjective::AccumulateAngleGrams(const Eigen::VectorXd& theta) 
   return result;
 }
 
+PassLoss BatchedObjective::PassLossOfFit() const {
+  PassLoss loss;
+  loss.function = options_.loss.function;
+  loss.residual_scale = sigma_ * options_.loss.f_scale;  // z = (e / (sigma f_scale))^2
+  return loss;
+}
+
+double BatchedObjective::SumOfSquares(const Eigen::VectorXd& theta) {
+  CheckTheta(theta);
+  ++passes_;
+  const int n_angles = num_angles();
+  const PassAt at(*this, theta, PassLoss());
+  const int num_batches = static_cast<int>(batches_.size());
+  const int chunk = std::min(ChunkBatches(), std::max(num_batches, 1));
+  std::vector<double> sums(static_cast<size_t>(chunk));
+  const double scale = 2.0 / (sigma_ * sigma_);
+  double chi2 = 0.0;
+  for (int first = 0; first < num_batches; first += chunk) {
+    const int last = std::min(first + chunk, num_batches);
+    data_->Fetch(batches_, first, last, n_angles, pointers_);
+    if (!range_.complete) ObserveRange(first, last, pointers_);
+    at.pass->ComputeSquaredResiduals(
+        std::span<const RowBatch>(batches_).subspan(static_cast<size_t>(first),
+                                                    static_cast<size_t>(last - first)),
+        pointers_, std::span<double>(sums).first(static_cast<size_t>(last - first)));
+    for (int b = first; b < last; ++b) chi2 += scale * sums[static_cast<size_t>(b - first)];
+  }
+  return chi2;
+}
+
 double BatchedObjective::Cost(const Eigen::VectorXd& theta) {
   CheckTheta(theta);
   const Clock::time_point pass_start = Clock::now();
   BeginPass(theta, /*full_pass=*/false);
   const int n_angles = num_angles();
-  const PassAt at(*this, theta);
+  const PassAt at(*this, theta, PassLossOfFit());
   const int num_batches = static_cast<int>(batches_.size());
   const int chunk = std::min(ChunkBatches(), std::max(num_batches, 1));
   std::vector<double> sums(static_cast<size_t>(chunk));
@@ -307,7 +342,7 @@ double BatchedObjective::Cost(const Eigen::VectorXd& theta) {
 PackedDataObjective::PackedDataObjective(HomodyneModel model, std::vector<double> phi_degrees,
                                          double sigma, PackedData data, int64_t batch_points)
     : PackedDataObjective(std::move(model), std::move(phi_degrees), sigma, std::move(data),
-                          PassOptions{batch_points, 0, {}}) {}
+                          PassOptions{batch_points, 0, {}, {}}) {}
 
 PackedDataObjective::PackedDataObjective(HomodyneModel model, std::vector<double> phi_degrees,
                                          double sigma, PackedData data, PassOptions options,

@@ -29,8 +29,10 @@
 
 #include "homodyne/dataset.h"
 #include "homodyne/fit_events.h"
-#include "optimize/levenberg_marquardt.h"
 #include "homodyne/model.h"
+#include "homodyne/robust_loss.h"
+#include "model/robust_loss.h"
+#include "optimize/levenberg_marquardt.h"
 
 namespace homodyne {
 
@@ -108,6 +110,10 @@ struct PassOptions {
   int64_t batch_points = 10000;  // points per angle per batch (docs/design.md section 3), >= 1
   int chunk_batches = 0;         // batches per chunk; 0 = 1024 (chunks only bound scratch memory)
   std::function<void(const PassProgress&)> on_chunk;  // optional, after every chunk
+  // optimization.nlsq.{loss, f_scale} (docs/model.md, Robust loss): what Accumulate and Cost
+  // minimise. Linear: chi2. Otherwise chi2, J^T J and J^T r of the NormalEquations are the robust
+  // objective 2 cost = f_scale^2 sum rho(z) over both triangles and scipy's rescaled J^T J, J^T r.
+  LossOptions loss;
 };
 
 class PassBackend;   // backend.h: computes the per-batch sums of a pass
@@ -159,6 +165,11 @@ class BatchedObjective : public LeastSquaresProblem {
   int64_t num_residuals() const override { return 2 * num_finite_points_; }
   NormalEquations Accumulate(const Eigen::VectorXd& theta) override;
   double Cost(const Eigen::VectorXd& theta) override;
+  // The plain sum of squared residuals sum r^2 (both triangles) at theta, whatever the loss: the
+  // reported chi2 of a robust fit. One cost-only pass; calls no on_chunk and takes no part in
+  // resume (a pending ResumePass state stays pending).
+  double SumOfSquares(const Eigen::VectorXd& theta);
+  const LossOptions& loss() const { return options_.loss; }
   // A full pass at theta that keeps every angle's sums apart (AngleGrams), for variable
   // projection. Counts as a pass (passes()); calls no on_chunk and takes no part in resume (a
   // pending ResumePass state stays pending).
@@ -203,6 +214,8 @@ class BatchedObjective : public LeastSquaresProblem {
   // (computed by the backend).
   void ComputeChunkGrams(PreparedPass& pass, int first, int last, ChunkGrams& chunk);
   int ChunkBatches() const;
+  // The fit's loss as the passes apply it (residual scale sigma f_scale in data units).
+  PassLoss PassLossOfFit() const;
   // Starts pass_ at theta: from the pending resume state when it matches, else from zero.
   void BeginPass(const Eigen::VectorXd& theta, bool full_pass);
 

@@ -46,7 +46,8 @@ void ForEachBatch(std::span<const RowBatch> batches, int num_angles, int gram_si
 class CpuPreparedPass : public PreparedPass {
  public:
   explicit CpuPreparedPass(const PassPoint& point)
-      : kernel_(*point.evaluation, point.phi_degrees, point.contrast, point.offset) {}
+      : kernel_(*point.evaluation, point.phi_degrees, point.contrast, point.offset,
+                ActiveIsaLevel(), point.loss) {}
 
   int gram_size() const override { return kernel_.gram_size(); }
 

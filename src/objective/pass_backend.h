@@ -27,6 +27,7 @@
 
 #include "homodyne/config.h"  // BackendKind
 #include "homodyne/model.h"
+#include "model/robust_loss.h"
 #include "objective/batched_objective.h"
 
 namespace homodyne {
@@ -38,6 +39,9 @@ struct PassPoint {
   std::span<const double> phi_degrees;          // one per angle
   std::span<const double> contrast;             // one per angle (theta's contrast block)
   std::span<const double> offset;               // one per angle (theta's offset block)
+  // The loss the pass applies (src/model/robust_loss.h): linear gives the sums documented below;
+  // another rescales each point's row of [J | e] and puts s^2 sum rho(z) where e^T e would be.
+  PassLoss loss;
 };
 
 // The per-batch sums of passes at one point, on one backend. Used by one pass at a time (not

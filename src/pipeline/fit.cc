@@ -202,9 +202,16 @@ class FitRun {
       spdlog::warn("{}", warning);
       recorded.warnings.push_back(warning);
     }
+    // Under a robust loss the LM core minimised the robust cost: one more pass gives the plain
+    // chi2 that the results report (docs/model.md, Robust loss).
+    std::optional<double> sum_of_squares;
+    if (!config_.nlsq.loss.is_linear() && summary_.theta.size() > 0) {
+      sum_of_squares =
+          fit_->strategy->objective().SumOfSquares(fit_->parameters->map.Expand(summary_.theta));
+    }
     outcome_.physical =
         RecordSolution(summary_, lm_, *fit_->parameters, fit_->plan.scaling, objective,
-                       fit_->phi_degrees, !config_.performance.fast_mode, recorded);
+                       fit_->phi_degrees, !config_.performance.fast_mode, recorded, sum_of_squares);
     RecordTotals(
         {summary_, source_.info(), objective, checkpoints.statistics(), checkpoints.saves(),
          *fit_->backend.backend, fit_->plan.size.threads, SecondsSince(start_)},

@@ -12,6 +12,7 @@
 #include <span>
 #include <sstream>
 #include <system_error>
+#include <type_traits>
 
 #include "fit_identity.h"
 #include "homodyne/checkpoint_errors.h"
@@ -41,6 +42,9 @@ class IdentityWriter {
 
   template <FieldRole kRole, typename T>
   void operator()(const char* path, FieldRoleTag<kRole>, const T& value) {
+    if constexpr (std::is_same_v<T, LossOptions>) {
+      if (value.is_linear()) return;  // fit_identity.h: absent for the linear loss
+    }
     if constexpr (kRole != FieldRole::kNotNumbers) {
       out_ << path << '=';
       if constexpr (kRole == FieldRole::kInputFile) {
@@ -63,6 +67,11 @@ class IdentityWriter {
   void Write(AnalysisMode value) { out_ << ToString(value); }
   // Names that were strings before they became enums: quoted, as they were.
   void Write(PerAngleModeRequest value) { Write(std::string(ToString(value))); }
+  void Write(const LossOptions& value) {
+    Write(std::string(ToString(value.function)));
+    out_ << " f_scale=";
+    Write(value.f_scale);
+  }
   void Write(SamplingStrategy value) { Write(std::string(ToString(value))); }
   void Write(CmaesPreset value) { Write(std::string(ToString(value))); }
   void Write(CmaesRestartStrategy value) { Write(std::string(ToString(value))); }

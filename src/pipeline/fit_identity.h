@@ -112,14 +112,21 @@ void VisitCmaes(Struct& cmaes, Visitor& visit) {
 
 template <typename Struct, typename Visitor>
 void VisitNlsq(Struct& nlsq, Visitor& visit) {
-  auto& [max_iterations, tolerance, xtol, gtol, sigma, anti_degeneracy_enabled, per_angle_mode,
-         constant_scaling_threshold, fourier_order, per_angle_mode_from_config, variable_projection,
-         solver, statistical_tolerance, global_search, multi_start, cmaes] = nlsq;
+  auto& [max_iterations, tolerance, xtol, gtol, sigma, loss, x_scale, anti_degeneracy_enabled,
+         per_angle_mode, constant_scaling_threshold, fourier_order, per_angle_mode_from_config,
+         variable_projection, solver, statistical_tolerance, global_search, multi_start, cmaes] =
+      nlsq;
   visit("optimization.nlsq.max_iterations", kNumbersField, max_iterations);
   visit("optimization.nlsq.tolerance", kNumbersField, tolerance);
   visit("optimization.nlsq.xtol", kNumbersField, xtol);
   visit("optimization.nlsq.gtol", kNumbersField, gtol);
   visit("optimization.nlsq.sigma", kNumbersField, sigma);
+  // The objective the fit minimises (docs/model.md, Robust loss): the function and f_scale, in
+  // the identity only when the loss is not linear (f_scale changes nothing then), so the
+  // identities of linear fits are what they were before the key was read.
+  visit("optimization.nlsq.loss", kNumbersField, loss);
+  // Checked and not used: changes no step (config.h NlsqOptions::x_scale).
+  visit("optimization.nlsq.x_scale", kNotNumbersField, x_scale);
   // Switches the per-angle modes on and off (PlanFit): the number of parameters.
   visit("optimization.nlsq.anti_degeneracy.enable", kNumbersField, anti_degeneracy_enabled);
   visit("optimization.nlsq.anti_degeneracy.per_angle_mode", kNumbersField, per_angle_mode);

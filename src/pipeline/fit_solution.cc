@@ -11,6 +11,7 @@
 #include <string>
 #include <utility>
 
+#include "homodyne/errors.h"
 #include "homodyne/model.h"
 
 namespace homodyne {
@@ -261,7 +262,7 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
                                    const FitParameters& parameters, const ResolvedScaling& scaling,
                                    const BatchedObjective& objective,
                                    const std::vector<double>& phi_degrees, bool full_validation,
-                                   FitResult& result) {
+                                   FitResult& result, std::optional<double> sum_of_squares) {
   const ScalingMap& map = parameters.map;
   const std::vector<std::string>& names = PhysicalParameterNames(result.analysis_mode);
   const int n_physical = static_cast<int>(names.size());
@@ -316,7 +317,14 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
   }
   result.per_angle_mode = std::string(ToString(scaling.mode));
   result.chi_squared = summary.final_chi2;
-  result.reduced_chi_squared = summary.final_chi2 / static_cast<double>(std::max<int64_t>(dof, 1));
+  if (!objective.loss().is_linear()) {
+    result.loss = std::string(ToString(objective.loss().function));
+    result.f_scale = objective.loss().f_scale;
+    result.robust_cost = 0.5 * summary.final_chi2;
+    // No solution to evaluate (the fit never computed a point): not a number, as chi2 would be.
+    result.chi_squared = sum_of_squares.value_or(std::numeric_limits<double>::quiet_NaN());
+  }
+  result.reduced_chi_squared = result.chi_squared / static_cast<double>(std::max<int64_t>(dof, 1));
   result.degrees_of_freedom = dof;
   result.convergence_status = summary.IsConverged() ? "converged"
                               : summary.status == LevenbergMarquardtStatus::kMaxIterations

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,13 +63,20 @@ std::vector<std::string> OtherMinimumWarnings(const FitResult& result, int64_t n
 // undetermined in the quality flag). lm: the reduced bounds and names the final fit ran with;
 // objective: the fit's (its residual count and full layout); phi_degrees: the data's angles;
 // result.analysis_mode names the physical parameters.
+// Under a robust loss (objective.loss() not linear) summary.final_chi2 is the robust objective
+// 2 cost; sum_of_squares then holds the plain chi2 at the solution (BatchedObjective::
+// SumOfSquares; absent: NaN), which becomes chi_squared, and result.loss, f_scale and robust_cost
+// are set. The
+// covariance is the LM core's, s^2 (J^T J)^-1 of the rescaled Jacobian with s^2 = 2 cost / dof,
+// as scipy's curve_fit reports it under a loss (docs/model.md, Robust loss).
 // Returns the fitted physical parameters, in the model's order.
 std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
                                    const LevenbergMarquardtOptions& lm,
                                    const FitParameters& parameters, const ResolvedScaling& scaling,
                                    const BatchedObjective& objective,
                                    const std::vector<double>& phi_degrees, bool full_validation,
-                                   FitResult& result);
+                                   FitResult& result,
+                                   std::optional<double> sum_of_squares = std::nullopt);
 
 // What the result's totals are counted from, at the end of a fit.
 struct FitTotals {

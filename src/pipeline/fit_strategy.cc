@@ -60,6 +60,7 @@ PassOptions BasePassOptions(const StrategyInputs& inputs) {
   PassOptions options;
   options.batch_points = std::max<int64_t>(1, (inputs.size.batch_points + n_angles - 1) / n_angles);
   options.on_chunk = inputs.on_chunk;
+  options.loss = inputs.config.nlsq.loss;
   return options;
 }
 

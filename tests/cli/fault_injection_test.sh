@@ -5,10 +5,12 @@
 # a result file that cannot be written, two fits on one checkpoint folder and a stale lock; each
 # asserts the outcome, and every resumed fit must return bitwise the parameters of the
 # uninterrupted one.
-# Usage: fault_injection_test.sh BIN_DIR STRATEGY CASE FAULTS_PROGRAM [MODE]
+# Usage: fault_injection_test.sh BIN_DIR STRATEGY CASE FAULTS_PROGRAM [MODE [LOSS]]
 # STRATEGY: streaming, chunked, standard (the LM core) or ceres (standard with --solver ceres).
 # MODE: the analysis mode of the fit, laminar_flow (default) or two_component; each mode's set is
 # sized so that a pass is ~40 batches, which the signal counts below assume.
+# LOSS: optimization.nlsq.loss of the fit, linear (default) or a robust loss (then f_scale 2):
+# a robust fit resumes bitwise too (docs/model.md, Robust loss).
 # Every case but global_sigterm runs with the global phase and variable projection off, so that
 # the final local fit (whose checkpoints they test) starts at the config's values;
 # global_sigterm interrupts the global phase itself.
@@ -26,6 +28,9 @@ strategy=$2
 case_name=$3
 faults_program=$(cd "$(dirname "$4")" && pwd)/$(basename "$4")
 mode=${5:-laminar_flow}
+loss=${6:-linear}
+loss_yaml=""
+[ "$loss" = linear ] || loss_yaml=", loss: $loss, f_scale: 2.0"
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -71,7 +76,7 @@ experimental_data:
   data_file_name: sim.h5
 $mode_yaml
 optimization:
-  nlsq: {max_iterations: $max_iterations}
+  nlsq: {max_iterations: $max_iterations$loss_yaml}
   streaming:
     batch_size: $batch_size
     checkpoint_dir: ./checkpoints
@@ -519,5 +524,10 @@ PY
     ;;
   *) echo "unknown case $case_name"; exit 2 ;;
 esac
+# A robust fit says so in its results (and so did not silently fit the linear loss).
+if [ "$loss" != linear ] && [ -f reference/nlsq/parameters.json ]; then
+  grep -q "\"loss\": \"$loss\"" reference/nlsq/parameters.json ||
+    { echo "FAIL: reference/nlsq/parameters.json does not name loss $loss"; failures=$((failures + 1)); }
+fi
 [ "$failures" -eq 0 ] || { echo "$case_name ($strategy): $failures check(s) failed"; exit 1; }
 echo "$case_name ($strategy): all checks passed"

@@ -25,7 +25,8 @@ same_results() {
   if python3 - "$1/nlsq/parameters.json" "$2/nlsq/parameters.json" <<'PY'; then
 import json, sys
 a, b = (json.load(open(path)) for path in sys.argv[1:])
-keys = ["parameters", "per_angle", "covariance", "chi_squared", "reduced_chi_squared"]
+keys = ["parameters", "per_angle", "covariance", "chi_squared", "reduced_chi_squared",
+        "robust_cost"]
 diff = [k for k in keys if a.get(k) != b.get(k)]
 if diff:
     print("differ in", diff)

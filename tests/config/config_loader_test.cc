@@ -338,6 +338,31 @@ optimization:
   EXPECT_EQ(config.nlsq.fourier_order, 3);
 }
 
+// The robust loss (docs/model.md, Robust loss): scipy's names in any case, f_scale, and x_scale in
+// the reference's forms; linear with f_scale 1 and x_scale jac by default.
+TEST(ConfigNlsqTest, LossFScaleAndXScale) {
+  const Config defaults = ParseConfig("analysis_mode: static\n", "d.yaml");
+  EXPECT_EQ(defaults.nlsq.loss.function, LossFunction::kLinear);
+  EXPECT_EQ(defaults.nlsq.loss.f_scale, 1.0);
+  EXPECT_EQ(defaults.nlsq.x_scale, "jac");
+  for (const auto& [text, function] :
+       {std::pair{"soft_l1", LossFunction::kSoftL1}, std::pair{"Huber", LossFunction::kHuber},
+        std::pair{"cauchy", LossFunction::kCauchy}, std::pair{"ARCTAN", LossFunction::kArctan},
+        std::pair{"linear", LossFunction::kLinear}}) {
+    const Config config = ParseConfig(std::string("analysis_mode: static\noptimization:\n  nlsq:\n"
+                                                  "    loss: ") +
+                                          text + "\n    f_scale: 2.5\n    x_scale: 0.5\n",
+                                      "l.yaml");
+    EXPECT_EQ(config.nlsq.loss.function, function) << text;
+    EXPECT_EQ(config.nlsq.loss.f_scale, 2.5);
+    EXPECT_EQ(config.nlsq.x_scale, "0.5");
+    EXPECT_EQ(JoinWarnings(config), "") << text;
+  }
+  const Config listed =
+      ParseConfig("analysis_mode: static\noptimization: {nlsq: {x_scale: [1, 2, 3]}}\n", "x.yaml");
+  EXPECT_EQ(listed.nlsq.x_scale, "list");
+}
+
 TEST(ConfigNlsqTest, FtolKeyAndReferenceSpellingOfConstant) {
   const Config config = ParseConfig(R"(
 analysis_mode: laminar_flow

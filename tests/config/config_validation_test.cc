@@ -31,6 +31,14 @@ TEST_P(ConfigRuleTest, MessageNamesPathValueAndRule) {
 }
 
 const RuleCase kRules[] = {
+    {"LossUnknown", "optimization: {nlsq: {loss: tukey}}",
+     "optimization.nlsq.loss = 'tukey': must be one of linear, soft_l1, huber, cauchy, arctan"},
+    {"FScaleZero", "optimization: {nlsq: {f_scale: 0}}",
+     "optimization.nlsq.f_scale = 0: must be > 0"},
+    {"XScaleText", "optimization: {nlsq: {x_scale: auto}}",
+     "optimization.nlsq.x_scale = 'auto': must be 'jac', a number > 0 or a list of numbers > 0"},
+    {"XScaleNegativeInList", "optimization: {nlsq: {x_scale: [1, -2]}}",
+     "optimization.nlsq.x_scale"},
     {"MaxIterationsNegative", "optimization: {nlsq: {max_iterations: -3}}",
      "optimization.nlsq.max_iterations = -3: must be > 0"},
     {"MaxIterationsNotInteger", "optimization: {nlsq: {max_iterations: 2.5}}",
@@ -64,8 +72,7 @@ const RuleCase kRules[] = {
      "parameter_space.bounds[0].max = 1.5: contrast must be <= 1 (a speckle contrast"},
     {"BoundsOffsetNegative", "parameter_space: {bounds: [{name: offset, min: -1, max: 2}]}",
      "parameter_space.bounds[0].min = -1: offset must be >= 0"},
-    {"BoundsShearNegative",
-     "parameter_space: {bounds: [{name: gamma_dot_t0, min: -1}]}",
+    {"BoundsShearNegative", "parameter_space: {bounds: [{name: gamma_dot_t0, min: -1}]}",
      "parameter_space.bounds[0].min = -1: gamma_dot_t0 must be >= 0"},
     // Global-phase counts beyond any real run exhausted memory or never ended; a CMA-ES step
     // beyond the unit box was accepted and used.
@@ -303,6 +310,18 @@ TEST(ConfigForDataTest, PerAngleListsNeedOneValuePerAngle) {
             "fit.yaml: initial_parameters.per_angle_scaling.offset has 2 values but the data has "
             "3 angles");
   EXPECT_EQ(ConfigForDataErrorOf("analysis_mode: static\n", {5, StrategyKind::kLarge}), "");
+}
+
+// The Ceres solver fits the linear loss only (docs/design.md section 4c).
+TEST(ConfigForDataTest, CeresRefusesARobustLoss) {
+  EXPECT_EQ(ConfigForDataErrorOf("analysis_mode: static\noptimization: {nlsq: {solver: ceres, "
+                                 "loss: huber}}\n",
+                                 {3, StrategyKind::kStandard}),
+            "fit.yaml: optimization.nlsq.loss = huber needs the LM core (the Ceres solver fits "
+            "the linear loss only): use optimization.nlsq.solver: lm, or loss: linear");
+  EXPECT_EQ(ConfigForDataErrorOf("analysis_mode: static\noptimization: {nlsq: {loss: huber}}\n",
+                                 {3, StrategyKind::kStandard}),
+            "");
 }
 
 TEST(ConfigForDataTest, CeresNeedsTheStandardStrategy) {

@@ -86,10 +86,47 @@ std::vector<std::vector<float>> MakeData(const HomodyneModel& model, const Kerne
   return data;
 }
 
+// scipy.optimize.least_squares' losses (its soft_l1, huber, cauchy, arctan) written out again
+// here, independently of src/model/robust_loss_tile.h: rho(z), rho'(z), rho''(z).
+void ScipyLoss(LossFunction function, long double z, long double* rho, long double* d1,
+               long double* d2) {
+  switch (function) {
+    case LossFunction::kSoftL1:
+      *rho = 2 * (std::sqrt(1 + z) - 1);
+      *d1 = 1 / std::sqrt(1 + z);
+      *d2 = -0.5L * std::pow(1 + z, -1.5L);
+      return;
+    case LossFunction::kHuber:
+      *rho = z <= 1 ? z : 2 * std::sqrt(z) - 1;
+      *d1 = z <= 1 ? 1 : 1 / std::sqrt(z);
+      *d2 = z <= 1 ? 0 : -0.5L * std::pow(z, -1.5L);
+      return;
+    case LossFunction::kCauchy:
+      *rho = std::log1p(z);
+      *d1 = 1 / (1 + z);
+      *d2 = -1 / ((1 + z) * (1 + z));
+      return;
+    case LossFunction::kArctan:
+      *rho = std::atan(z);
+      *d1 = 1 / (1 + z * z);
+      *d2 = -2 * z / ((1 + z * z) * (1 + z * z));
+      return;
+    case LossFunction::kLinear:
+      break;
+  }
+  *rho = z;
+  *d1 = 1;
+  *d2 = 0;
+}
+
 // Reference Gram of [J | e] per angle, from ModelEvaluation point by point (long double sums).
+// Under a robust loss, each row is rescaled as scipy's scale_for_robust_loss_function does
+// (J by sqrt(J_scale), e by rho' / sqrt(J_scale), J_scale = max(rho' + 2 z rho'', eps),
+// z = (e / s)^2) and the (e, e) entry holds s^2 sum rho(z) (src/model/robust_loss_tile.h).
 std::vector<Eigen::MatrixXd> ReferenceGrams(const ModelEvaluation& evaluation, const KernelCase& c,
                                             const std::vector<std::vector<float>>& data,
-                                            std::vector<int64_t>* finite) {
+                                            std::vector<int64_t>* finite,
+                                            const PassLoss& loss = PassLoss()) {
   const int m = evaluation.model().num_point_derivatives();
   const size_t points = static_cast<size_t>(UpperTriangleSize(c.n));
   std::vector<double> c2(points), jac(points * static_cast<size_t>(m));
@@ -106,7 +143,21 @@ std::vector<Eigen::MatrixXd> ReferenceGrams(const ModelEvaluation& evaluation, c
       Eigen::Matrix<long double, Eigen::Dynamic, 1> row(m + 1);
       for (int a = 0; a < m; ++a) row[a] = jac[p * static_cast<size_t>(m) + static_cast<size_t>(a)];
       row[m] = d - c2[p];
+      if (loss.function == LossFunction::kLinear) {
+        sum += row * row.transpose();
+        continue;
+      }
+      const long double s = loss.residual_scale;
+      const long double z = (row[m] / s) * (row[m] / s);
+      long double rho, d1, d2;
+      ScipyLoss(loss.function, z, &rho, &d1, &d2);
+      const long double j_scale =
+          std::sqrt(std::max<long double>(d1 + 2 * z * d2, std::numeric_limits<double>::epsilon()));
+      for (int a = 0; a < m; ++a) row[a] *= j_scale;
+      row[m] *= d1 / j_scale;
+      const long double loss_sum = sum(m, m);
       sum += row * row.transpose();
+      sum(m, m) = loss_sum + s * s * rho;
     }
     grams.push_back(sum.cast<double>());
   }
@@ -130,7 +181,8 @@ std::vector<IsaLevel> LevelsToTest() {
 
 // Runs the kernel at `level` over all rows in two batches and compares with the reference, entry
 // by entry, relative to the diagonal scales (|G_ac| <= sqrt(G_aa G_cc)).
-void ExpectKernelMatchesReference(const KernelCase& c, IsaLevel level, double tolerance) {
+void ExpectKernelMatchesReference(const KernelCase& c, IsaLevel level, double tolerance,
+                                  const PassLoss& loss = PassLoss()) {
   SCOPED_TRACE("instruction-set level " + std::string(ToString(level)));
   const HomodyneModel model(c.mode, c.geometry, Times(c.n, c.geometry.dt_seconds));
   const std::vector<std::vector<float>> data = MakeData(model, c, c.physical);
@@ -139,9 +191,9 @@ void ExpectKernelMatchesReference(const KernelCase& c, IsaLevel level, double to
   const ModelEvaluation evaluation(model, start);
   std::vector<int64_t> reference_finite;
   const std::vector<Eigen::MatrixXd> reference =
-      ReferenceGrams(evaluation, c, data, &reference_finite);
+      ReferenceGrams(evaluation, c, data, &reference_finite, loss);
 
-  const PassKernel kernel(evaluation, c.phi, c.contrast, c.offset, level);
+  const PassKernel kernel(evaluation, c.phi, c.contrast, c.offset, level, loss);
   ASSERT_EQ(kernel.isa_level(), level);
   const int g = kernel.gram_size();
   ASSERT_EQ(g, model.num_point_derivatives() + 1);
@@ -188,6 +240,26 @@ TEST(PassKernelTest, StaticMatchesReferenceModel) {
   c.mode = AnalysisMode::kStatic;
   c.physical = {3000.0, -0.5, 10.0};
   ExpectKernelMatchesReferenceAtEveryLevel(c, 1e-12);
+}
+
+// Under each robust loss, the rescaled Gram matrices and the loss sums of both passes match the
+// reference's rescaling of the scalar model's rows (a residual scale of twice the noise, from a
+// start 5% off: most points lie beyond it). Both modes' bodies share the rescaling.
+TEST(PassKernelTest, RobustLossesMatchTheRescaledReference) {
+  for (LossFunction function : {LossFunction::kSoftL1, LossFunction::kHuber, LossFunction::kCauchy,
+                                LossFunction::kArctan}) {
+    SCOPED_TRACE("loss " + std::to_string(static_cast<int>(function)));
+    const PassLoss loss{function, 0.02};
+    KernelCase laminar;
+    laminar.physical = {3000.0, -0.5, 10.0, 2.0e-3, 0.3, 1.0e-4, 5.0};
+    KernelCase two_component;
+    two_component.mode = AnalysisMode::kTwoComponent;
+    two_component.n = 120;
+    two_component.physical = {1000, -0.3, 10, 20000, -0.5, 0, 20, 0.5, 1, 0.3, 0.01, 0.5, 0.2, 2};
+    for (const KernelCase& c : {laminar, two_component}) {
+      for (IsaLevel level : LevelsToTest()) ExpectKernelMatchesReference(c, level, 1e-11, loss);
+    }
+  }
 }
 
 TEST(PassKernelTest, LaminarWithPhasesBeyondTheVectorRangeMatches) {

@@ -89,7 +89,7 @@ class CpuPassBackendTest : public ::testing::Test {
         batches_(SplitIntoBatches(kTimes, 1500)),
         pointers_(PointersOf(data_, batches_)) {}
 
-  PassPoint Point() const { return {&evaluation_, kPhi, kContrast, kOffset}; }
+  PassPoint Point() const { return {&evaluation_, kPhi, kContrast, kOffset, {}}; }
   int num_angles() const { return static_cast<int>(kPhi.size()); }
 
   // The backend's Gram matrices of batches[first, last), in one call.

@@ -65,6 +65,8 @@ class StrategiesByModeTest : public StrategiesTest,
     return ::testing::AssertionFailure()
            << fit.reason << " (reduced chi2 " << fit.reduced_chi2 << ")";
   }
+
+  void ExpectStrategiesBitwiseEqual(const LossOptions& loss);
 };
 
 std::string ModeName(const ::testing::TestParamInfo<AnalysisMode>& info) {
@@ -84,7 +86,9 @@ void ExpectBitwiseEqual(const LevenbergMarquardtSummary& a, const LevenbergMarqu
   EXPECT_TRUE((a.uncertainties.array() == b.uncertainties.array()).all()) << what;
 }
 
-TEST_P(StrategiesByModeTest, LargeChunkedAndStreamingGiveBitwiseTheSameFit) {
+// Large, chunked and streaming (with and without prefetch, several chunk sizes and thread counts)
+// fit bitwise the same under `loss`.
+void StrategiesByModeTest::ExpectStrategiesBitwiseEqual(const LossOptions& loss) {
   const Config config = SimulationConfig(GetParam(), 150);
   std::unique_ptr<BatchSource> source = SimulateAndOpen(config);
   const HomodyneModel model = ModelOf(config, *source);
@@ -92,7 +96,7 @@ TEST_P(StrategiesByModeTest, LargeChunkedAndStreamingGiveBitwiseTheSameFit) {
   constexpr int64_t kBatchPoints = 300;
   const PackedDataObjective::PackedData data = PackedDataObjective::LoadPackedData(*source);
 
-  PackedDataObjective large(model, phi, 0.01, data, kBatchPoints);
+  PackedDataObjective large(model, phi, 0.01, data, PassOptions{kBatchPoints, 0, {}, loss});
   ASSERT_GT(large.num_batches(), 20);
   const LevenbergMarquardtOptions options = BoundedOptions(large);
   const Eigen::VectorXd start = StartOf(config);
@@ -100,10 +104,12 @@ TEST_P(StrategiesByModeTest, LargeChunkedAndStreamingGiveBitwiseTheSameFit) {
   ASSERT_TRUE(ReachedTheOptimum(reference));
 
   int chunks_seen = 0;
-  PassOptions chunked_options{kBatchPoints, 3, [&](const PassProgress& progress) {
+  PassOptions chunked_options{kBatchPoints, 3,
+                              [&](const PassProgress& progress) {
                                 ++chunks_seen;
                                 EXPECT_LE(progress.batches_done, progress.num_batches);
-                              }};
+                              },
+                              loss};
   PackedDataObjective chunked(model, phi, 0.01, data, chunked_options);
   ExpectBitwiseEqual(reference, Minimize(options, chunked, start), "chunked");
   EXPECT_GE(chunks_seen, chunked.passes() * (chunked.num_batches() / 3));
@@ -115,11 +121,21 @@ TEST_P(StrategiesByModeTest, LargeChunkedAndStreamingGiveBitwiseTheSameFit) {
        {std::tuple{true, 4, 2}, std::tuple{false, 1, 1}, std::tuple{true, 7, 1}}) {
     omp_set_num_threads(thread_count);
     BatchedObjective streaming(model, phi, 0.01, MakeStreamingPassData(*source, prefetch),
-                               PassOptions{kBatchPoints, chunk, {}});
+                               PassOptions{kBatchPoints, chunk, {}, loss});
     ExpectBitwiseEqual(reference, Minimize(options, streaming, start), "streaming");
     EXPECT_EQ(streaming.num_residuals(), large.num_residuals());
   }
   omp_set_num_threads(threads);
+}
+
+TEST_P(StrategiesByModeTest, LargeChunkedAndStreamingGiveBitwiseTheSameFit) {
+  ExpectStrategiesBitwiseEqual(LossOptions{});
+}
+
+// The same under a robust loss (docs/model.md, Robust loss): the rescaled Gram matrices and the
+// loss sums are reduced in batch order as the linear ones.
+TEST_P(StrategiesByModeTest, LargeChunkedAndStreamingGiveBitwiseTheSameFitUnderARobustLoss) {
+  ExpectStrategiesBitwiseEqual(LossOptions{LossFunction::kCauchy, 2.0});
 }
 
 // Fits >= 1e6 points (3 angles x 817 fitted times: 1.0e6 upper-triangle points, 2.0e6 in chi2)
@@ -195,7 +211,7 @@ TEST_F(StrategiesTest, AnInjectedReadFaultIsRetriedThenStopsThePassNamingTheBatc
   read_options.prefetch = false;
   read_options.retry_backoff_seconds = 0.0;
   BatchedObjective streaming(model, phi, 0.01, MakeStreamingPassData(*source, read_options),
-                             PassOptions{300, 1, {}});
+                             PassOptions{300, 1, {}, {}});
   ASSERT_GT(streaming.num_batches(), 2);
 
   // Act, assert: two retries, then a DataError that names the batch.
@@ -292,7 +308,7 @@ TEST_P(StrategiesByModeTest, ResumingAnInterruptedPassIsBitwiseIdentical) {
   // Every objective on the source is destroyed before the next one reads: a streaming
   // objective's prefetch thread may still be reading (HDF5 is not thread-safe).
   auto uninterrupted = std::make_unique<BatchedObjective>(
-      model, phi, 0.01, MakeStreamingPassData(*source), PassOptions{kBatchPoints, kChunk, {}});
+      model, phi, 0.01, MakeStreamingPassData(*source), PassOptions{kBatchPoints, kChunk, {}, {}});
   const LevenbergMarquardtOptions options = BoundedOptions(*uninterrupted);
   const LevenbergMarquardtSummary reference = Minimize(options, *uninterrupted, start);
   ASSERT_TRUE(ReachedTheOptimum(reference));
@@ -312,12 +328,15 @@ TEST_P(StrategiesByModeTest, ResumingAnInterruptedPassIsBitwiseIdentical) {
     };
     {
       BatchedObjective first(model, phi, 0.01, MakeStreamingPassData(*source),
-                             PassOptions{kBatchPoints, kChunk, [&](const PassProgress& progress) {
+                             PassOptions{kBatchPoints,
+                                         kChunk,
+                                         [&](const PassProgress& progress) {
                                            if (++chunks == interrupt_at) {
                                              saved_pass = *progress.state;
                                              throw Interrupted{};
                                            }
-                                         }});
+                                         },
+                                         {}});
       EXPECT_THROW(Minimize(first_options, first, start), Interrupted);
       ASSERT_TRUE(saved_pass.has_value());
       ASSERT_LT(saved_pass->next_batch, first.num_batches());
@@ -326,7 +345,7 @@ TEST_P(StrategiesByModeTest, ResumingAnInterruptedPassIsBitwiseIdentical) {
     LevenbergMarquardtOptions resumed_options = options;
     resumed_options.resume_state = last_state;  // none when stopped in the first pass
     BatchedObjective resumed(model, phi, 0.01, MakeStreamingPassData(*source),
-                             PassOptions{kBatchPoints, kChunk, {}});
+                             PassOptions{kBatchPoints, kChunk, {}, {}});
     resumed.ResumePass(*saved_pass);
     ExpectBitwiseEqual(reference, Minimize(resumed_options, resumed, start), "resumed");
   }

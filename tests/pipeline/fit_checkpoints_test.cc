@@ -90,6 +90,9 @@ void Mutate(CmaesRestartStrategy& value) {
 void Mutate(LmSolver& value) {
   value = value == LmSolver::kLmCore ? LmSolver::kCeres : LmSolver::kLmCore;
 }
+void Mutate(LossOptions& value) {
+  value.function = value.is_linear() ? LossFunction::kCauchy : LossFunction::kLinear;
+}
 void Mutate(BackendKind& value) {
   value = value == BackendKind::kCpu ? BackendKind::kCuda : BackendKind::kCpu;
 }

@@ -114,7 +114,8 @@ void SharedFactors(const Inputs& in, int i, int j_begin, int count, const Scratc
 // rows for non-finite data, then gram += tile^T tile (lower triangle).
 template <bool kLaminar, bool kLibm>
 void AccumulateTile(const AngleCoefficients& angle, const float* data, int count, int gram_size,
-                    const Scratch& scratch, double* gram, int64_t& finite_points) {
+                    const PassLoss& loss, const Scratch& scratch, double* gram,
+                    int64_t& finite_points) {
   constexpr int kPhysical = kLaminar ? 7 : 3;
   // Column c of the tile at tile + c kTile (written with constant offsets: vectorises).
   double* const tile = scratch.tile;
@@ -165,12 +166,18 @@ void AccumulateTile(const AngleCoefficients& angle, const float* data, int count
     finite += weight > 0.0 ? 1 : 0;
   }
   finite_points += finite;
-  AddTileGram(tile, count, gram_size, gram);
+  if (loss.function == LossFunction::kLinear) {
+    AddTileGram(tile, count, gram_size, gram);
+  } else {
+    AddRobustTileGram(loss, tile, count, gram_size, gram);
+  }
 }
 
-template <bool kLaminar, bool kLibm>
+// The sum of e^2 over the tile's finite points; with kStoreResiduals, instead stores e (0 at
+// non-finite points) in residuals[0, count) for a robust loss's sum and returns 0.
+template <bool kLaminar, bool kLibm, bool kStoreResiduals = false>
 double TileSquaredResiduals(const AngleCoefficients& angle, const float* data, int count,
-                            const Scratch& scratch) {
+                            const Scratch& scratch, double* residuals = nullptr) {
   const double* g1d = scratch.g1_diffusion;
   const double* m_g = scratch.m_shear;
   const double contrast = angle.contrast;
@@ -191,9 +198,24 @@ double TileSquaredResiduals(const AngleCoefficients& angle, const float* data, i
     }
     const double g1_floored = g1 > kG1Floor ? g1 : kG1Floor;
     const double e = d - (offset + contrast * (g1_floored * g1_floored));
-    sum += is_finite ? e * e : 0.0;
+    if constexpr (kStoreResiduals) {
+      residuals[t] = is_finite ? e : 0.0;
+    } else {
+      sum += is_finite ? e * e : 0.0;
+    }
   }
   return sum;
+}
+
+// The tile's term of a cost pass: sum e^2 (linear loss) or s^2 sum rho(z) (robust loss).
+template <bool kLaminar, bool kLibm>
+double TileCost(const AngleCoefficients& angle, const float* data, int count, const PassLoss& loss,
+                const Scratch& scratch) {
+  if (loss.function == LossFunction::kLinear) {
+    return TileSquaredResiduals<kLaminar, kLibm>(angle, data, count, scratch);
+  }
+  TileSquaredResiduals<kLaminar, kLibm, true>(angle, data, count, scratch, scratch.tile);
+  return LossSum(loss, scratch.tile, count);
 }
 
 // True when a laminar tile's phases exceed vector_math::kSinCosMaxArgument. M_G grows along a row
@@ -215,13 +237,13 @@ void AccumulateRows(const Inputs& in, int row_begin, int row_end, const float* c
       const AngleCoefficients& angle = in.angles[k];
       const float* values = data[k] + point;
       if (!in.laminar) {
-        AccumulateTile<false, false>(angle, values, count, in.gram_size, scratch, grams[k],
+        AccumulateTile<false, false>(angle, values, count, in.gram_size, in.loss, scratch, grams[k],
                                      finite_points[k]);
       } else if (NeedsLibm(angle, count, scratch)) {
-        AccumulateTile<true, true>(angle, values, count, in.gram_size, scratch, grams[k],
+        AccumulateTile<true, true>(angle, values, count, in.gram_size, in.loss, scratch, grams[k],
                                    finite_points[k]);
       } else {
-        AccumulateTile<true, false>(angle, values, count, in.gram_size, scratch, grams[k],
+        AccumulateTile<true, false>(angle, values, count, in.gram_size, in.loss, scratch, grams[k],
                                     finite_points[k]);
       }
     }
@@ -240,11 +262,11 @@ void SumSquaredResiduals(const Inputs& in, int row_begin, int row_end, const flo
       const AngleCoefficients& angle = in.angles[k];
       const float* values = data[k] + point;
       if (!in.laminar) {
-        squared_residuals[k] += TileSquaredResiduals<false, false>(angle, values, count, scratch);
+        squared_residuals[k] += TileCost<false, false>(angle, values, count, in.loss, scratch);
       } else if (NeedsLibm(angle, count, scratch)) {
-        squared_residuals[k] += TileSquaredResiduals<true, true>(angle, values, count, scratch);
+        squared_residuals[k] += TileCost<true, true>(angle, values, count, in.loss, scratch);
       } else {
-        squared_residuals[k] += TileSquaredResiduals<true, false>(angle, values, count, scratch);
+        squared_residuals[k] += TileCost<true, false>(angle, values, count, in.loss, scratch);
       }
     }
   });

@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "model/gram_block.h"
+#include "model/robust_loss_tile.h"
 
 namespace homodyne::pass_kernel {
 
@@ -38,6 +39,9 @@ struct Inputs {
   const double* cumulative_shear_derivatives = nullptr;      // 3 N (laminar_flow)
   const AngleCoefficients* angles = nullptr;
   int num_angles = 0;
+  // The loss (robust_loss.h): linear keeps the plain [J | e] and sum of e^2; another rescales
+  // each tile before its Gram update and sums s^2 rho(z) where the linear loss sums e^2.
+  PassLoss loss;
 };
 
 // Per-thread scratch (carved from PassScratch, mode_point.h): the angle-independent factors of one tile

@@ -141,8 +141,8 @@ class HomodynePoint final : public ModePoint {
 
   std::unique_ptr<const ModePass> PreparePass(std::span<const double> phi_degrees,
                                               std::span<const double> contrast,
-                                              std::span<const double> offset,
-                                              IsaLevel level) const override;
+                                              std::span<const double> offset, IsaLevel level,
+                                              const PassLoss& loss) const override;
 
  private:
   friend class HomodynePass;
@@ -170,8 +170,9 @@ class HomodynePoint final : public ModePoint {
 class HomodynePass final : public ModePass {
  public:
   HomodynePass(const HomodynePoint& point, std::span<const double> phi_degrees,
-               std::span<const double> contrast, std::span<const double> offset, IsaLevel level)
-      : point_(point), functions_(FunctionsOf(level)) {
+               std::span<const double> contrast, std::span<const double> offset, IsaLevel level,
+               const PassLoss& loss)
+      : point_(point), functions_(FunctionsOf(level)), loss_(loss) {
     HOMODYNE_CHECK(functions_ != nullptr);
     for (size_t k = 0; k < phi_degrees.size(); ++k) {
       pass_kernel::AngleCoefficients angle;
@@ -214,6 +215,7 @@ class HomodynePass final : public ModePass {
     }
     inputs.angles = angles_.data();
     inputs.num_angles = static_cast<int>(angles_.size());
+    inputs.loss = loss_;
     return inputs;
   }
 
@@ -227,6 +229,7 @@ class HomodynePass final : public ModePass {
 
   const HomodynePoint& point_;
   const pass_kernel::Functions* functions_;
+  PassLoss loss_;
   std::vector<pass_kernel::AngleCoefficients> angles_;
 };
 
@@ -257,8 +260,9 @@ HomodynePoint::HomodynePoint(const HomodyneModel& model, std::span<const double>
 std::unique_ptr<const ModePass> HomodynePoint::PreparePass(std::span<const double> phi_degrees,
                                                            std::span<const double> contrast,
                                                            std::span<const double> offset,
-                                                           IsaLevel level) const {
-  return std::make_unique<HomodynePass>(*this, phi_degrees, contrast, offset, level);
+                                                           IsaLevel level,
+                                                           const PassLoss& loss) const {
+  return std::make_unique<HomodynePass>(*this, phi_degrees, contrast, offset, level, loss);
 }
 
 // Per point (docs/model.md: The time integrals, Diffusion factor, Shear factor, g1 floor and c2):

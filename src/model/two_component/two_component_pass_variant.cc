@@ -208,12 +208,18 @@ void AccumulateTile(const TwoComponentInputs& in, const TwoComponentAngle& angle
     finite += weight > 0.0 ? 1 : 0;
   }
   finite_points += finite;
-  AddTileGram(tile, count, in.gram_size, gram);
+  if (in.loss.function == LossFunction::kLinear) {
+    AddTileGram(tile, count, in.gram_size, gram);
+  } else {
+    AddRobustTileGram(in.loss, tile, count, in.gram_size, gram);
+  }
 }
 
-template <bool kLibm>
+// The sum of e^2 over the tile's finite points; with kStoreResiduals, instead stores e (0 at
+// non-finite points) in residuals[0, count) for a robust loss's sum and returns 0.
+template <bool kLibm, bool kStoreResiduals = false>
 double TileSquaredResiduals(const TwoComponentAngle& angle, const float* data, int count,
-                            const double* factors) {
+                            const double* factors, double* residuals = nullptr) {
   const double* hr_col = factors + kHr * kTile;
   const double* hs_col = factors + kHs * kTile;
   const double* dv_col = factors + kDv * kTile;
@@ -233,9 +239,24 @@ double TileSquaredResiduals(const TwoComponentAngle& angle, const float* data, i
     const double hr = hr_col[t], hs = hs_col[t], a = a_col[t], b = b_col[t];
     const double num = a * a * hr * hr + b * b * hs * hs + 2.0 * (a * b) * hr * hs * cos_phase;
     const double e = d - (offset + contrast * (num / den_col[t]));
-    sum += is_finite ? e * e : 0.0;
+    if constexpr (kStoreResiduals) {
+      residuals[t] = is_finite ? e : 0.0;
+    } else {
+      sum += is_finite ? e * e : 0.0;
+    }
   }
   return sum;
+}
+
+// The tile's term of a cost pass: sum e^2 (linear loss) or s^2 sum rho(z) (robust loss).
+template <bool kLibm>
+double TileCost(const TwoComponentAngle& angle, const float* data, int count, const PassLoss& loss,
+                const double* factors, double* tile) {
+  if (loss.function == LossFunction::kLinear) {
+    return TileSquaredResiduals<kLibm>(angle, data, count, factors);
+  }
+  TileSquaredResiduals<kLibm, true>(angle, data, count, factors, tile);
+  return LossSum(loss, tile, count);
 }
 
 void AccumulateRows(const TwoComponentInputs& in, int row_begin, int row_end,
@@ -258,16 +279,17 @@ void AccumulateRows(const TwoComponentInputs& in, int row_begin, int row_end,
 }
 
 void SumSquaredResiduals(const TwoComponentInputs& in, int row_begin, int row_end,
-                         const float* const* data, double* squared_residuals, double* factors) {
+                         const float* const* data, double* squared_residuals, double* factors,
+                         double* tile) {
   ForEachTile(in.num_times, row_begin, row_end, [&](int i, int j, int count, int64_t point) {
     const double max_abs_dv = SharedFactors<false>(in, i, j, count, factors);
     for (int k = 0; k < in.num_angles; ++k) {
       const TwoComponentAngle& angle = in.angles[k];
       const float* values = data[k] + point;
       if (std::fabs(angle.phase_per_unit) * max_abs_dv > vector_math::kSinCosMaxArgument) {
-        squared_residuals[k] += TileSquaredResiduals<true>(angle, values, count, factors);
+        squared_residuals[k] += TileCost<true>(angle, values, count, in.loss, factors, tile);
       } else {
-        squared_residuals[k] += TileSquaredResiduals<false>(angle, values, count, factors);
+        squared_residuals[k] += TileCost<false>(angle, values, count, in.loss, factors, tile);
       }
     }
   });

@@ -8,6 +8,7 @@
 
 #include "model/gram_block.h"
 #include "model/isa_level.h"
+#include "model/robust_loss_tile.h"
 
 namespace homodyne::pass_kernel {
 
@@ -34,6 +35,7 @@ struct TwoComponentInputs {
   const double* fraction_derivatives = nullptr;              // 4 N: d x_s / d(f0..f3)
   const TwoComponentAngle* angles = nullptr;
   int num_angles = 0;
+  PassLoss loss;  // as the homodyne body's Inputs::loss (homodyne_pass_variant.h)
 };
 
 // The entry points of one level; contracts as ModePass (mode_point.h). factors: the scratch's
@@ -45,7 +47,7 @@ struct TwoComponentFunctions {
                           double* factors, double* tile);
   void (*sum_squared_residuals)(const TwoComponentInputs& inputs, int row_begin, int row_end,
                                 const float* const* data, double* squared_residuals,
-                                double* factors);
+                                double* factors, double* tile);
 };
 
 // The body of `level`, or nullptr when this build lacks it.

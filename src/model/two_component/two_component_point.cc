@@ -117,8 +117,8 @@ class TwoComponentPoint final : public ModePoint {
 
   std::unique_ptr<const ModePass> PreparePass(std::span<const double> phi_degrees,
                                               std::span<const double> contrast,
-                                              std::span<const double> offset,
-                                              IsaLevel level) const override;
+                                              std::span<const double> offset, IsaLevel level,
+                                              const PassLoss& loss) const override;
 
  private:
   struct TransportTable {
@@ -155,7 +155,7 @@ class TwoComponentPass final : public ModePass {
   void SumSquaredResiduals(int row_begin, int row_end, const float* const* data,
                            double* squared_residuals, PassScratch& scratch) const override {
     functions_->sum_squared_residuals(inputs_, row_begin, row_end, data, squared_residuals,
-                                      scratch.factors.data());
+                                      scratch.factors.data(), scratch.tile.data());
   }
 
  private:
@@ -194,12 +194,15 @@ pass_kernel::TwoComponentAngle AngleOf(double q, double phi0_het, double phi_deg
 std::unique_ptr<const ModePass> TwoComponentPoint::PreparePass(std::span<const double> phi_degrees,
                                                                std::span<const double> contrast,
                                                                std::span<const double> offset,
-                                                               IsaLevel level) const {
+                                                               IsaLevel level,
+                                                               const PassLoss& loss) const {
   std::vector<pass_kernel::TwoComponentAngle> angles;
   for (std::size_t k = 0; k < phi_degrees.size(); ++k) {
     angles.push_back(AngleOf(q_, parameters_[kPhi0Het], phi_degrees[k], contrast[k], offset[k]));
   }
-  return std::make_unique<TwoComponentPass>(Inputs(), std::move(angles),
+  pass_kernel::TwoComponentInputs inputs = Inputs();
+  inputs.loss = loss;
+  return std::make_unique<TwoComponentPass>(inputs, std::move(angles),
                                             pass_kernel::TwoComponentFunctionsOf(level));
 }
 
