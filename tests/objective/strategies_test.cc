@@ -277,7 +277,7 @@ TEST_F(StrategiesTest, ACorruptChunkMidFileStopsAPrefetchingPassNamingFileAndDat
   read_options.retry_backoff_seconds = 0.0;
   BatchedObjective streaming(ModelOf(config, *source), AnglesOf(*source), 0.01,
                              MakeStreamingPassData(*source, read_options),
-                             PassOptions{5000, 2, {}});
+                             PassOptions{5000, 2, {}, {}});
   ASSERT_GT(streaming.num_batches(), 8);
 
   // Act, assert: every pass stops with the file, the dataset and the rows that failed (retried
