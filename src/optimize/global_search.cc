@@ -676,15 +676,15 @@ std::string GlobalSearchSummary::BriefReport() const {
   if (chosen >= 0) {
     line += ", chose chi2 " + Format("%.8g", minima[static_cast<size_t>(chosen)].chi2);
   }
-  line += ", " + std::to_string(passes) + " passes (screening " +
-          std::to_string(screening_passes) + ", local fits " + std::to_string(local_fit_passes) +
-          (moved_fits > 0 ? ", " + std::to_string(moved_fits) + " moved fits " +
-                                std::to_string(moved_fit_passes)
-                          : "") +
-          ")" +
+  line += ", " + std::to_string(passes) + " passes" +
           (replayed_passes > 0 ? " (" + std::to_string(replayed_passes) + " replayed)" : "") +
           " over " + std::to_string(search_points) +
           " points" + (row_stride > 1 ? " (every " + std::to_string(row_stride) + " rows)" : "") +
+          ": screening " + std::to_string(screening_passes) + ", local fits " +
+          std::to_string(local_fit_passes) +
+          (moved_fits > 0 ? ", " + std::to_string(moved_fits) + " moved fits " +
+                                std::to_string(moved_fit_passes)
+                          : "") +
           ", " + Format("%.2f", seconds) + " s" + (stopped ? ", stopped" : "");
   return line;
 }
