@@ -115,7 +115,9 @@ class Search {
     const int64_t passes_before = projected_.passes();
     LevenbergMarquardtOptions options = projected_.LocalFitOptions(inputs_.local);
     options.ftol = ftol;
-    if (max_iterations > 0) options.max_iterations = std::min(options.max_iterations, max_iterations);
+    if (max_iterations > 0) {
+      options.max_iterations = std::min(options.max_iterations, max_iterations);
+    }
     // The statistical hold (lm.h) only matters for the fit that is reported; in a false minimum
     // it would hold a search's local fit for dozens of iterations. The final fit applies it.
     options.statistical_tolerance = 0.0;

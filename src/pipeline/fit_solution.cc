@@ -198,7 +198,8 @@ std::vector<std::string> OtherMinimumWarnings(const FitResult& result, int64_t n
   }
   return {"the data do not determine " + list +
           " (the global phase found other minima inside the 4-standard-error contour): " +
-          evidence + (minima > 1 ? " (and " + std::to_string(minima - 1) + " more such minima)" : "") +
+          evidence +
+          (minima > 1 ? " (and " + std::to_string(minima - 1) + " more such minima)" : "") +
           "; the uncertainties understate how far the data let them move"};
 }
 

@@ -74,7 +74,8 @@ class GlobalSearchTest : public SimulatedDataTest {
         FitFrom(summary.minima[static_cast<size_t>(summary.chosen)].reduced);
     EXPECT_LE(found.final_chi2, reference.final_chi2 + 2.0) << summary.BriefReport();
     for (int p = 0; p < objective_->num_physical(); ++p) {
-      const std::string& name = PhysicalParameterNames(config_.analysis_mode)[static_cast<size_t>(p)];
+      const std::string& name =
+          PhysicalParameterNames(config_.analysis_mode)[static_cast<size_t>(p)];
       if (!checked.empty() && std::find(checked.begin(), checked.end(), name) == checked.end()) {
         continue;
       }

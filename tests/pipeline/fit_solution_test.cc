@@ -159,8 +159,9 @@ TEST(OtherMinimumWarningsTest, MinimaOutsideTheContourOrCloseByAreNotEvidence) {
 TEST(OtherMinimumWarningsTest, AnEqualMinimumFewStandardErrorsAwayIsEvidence) {
   // 0.1 above on half the points: a quadratic surface allows sqrt(0.2) + 2 = 2.4 SE; b is 3.
   std::vector<std::string> undetermined;
-  EXPECT_EQ(OtherMinimumWarnings(ResultWithMinima({{100.1, {1.0, 8.0}}}), 1000, undetermined).size(),
-            1u);
+  EXPECT_EQ(
+      OtherMinimumWarnings(ResultWithMinima({{100.1, {1.0, 8.0}}}), 1000, undetermined).size(),
+      1u);
   EXPECT_THAT(undetermined, ElementsAre("b"));
 }
 
