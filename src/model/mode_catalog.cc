@@ -100,11 +100,12 @@ std::vector<ParameterDefinition> TwoComponentParameters() {
 //   fraction reset to x_s = 1/2 (f0 0.5, f1 = f2 = f3 = 0). With f0 >= 0 the fraction
 //   f0 exp(f1 (t - f2)) + f3 follows 1 - x_s only approximately, so the exchanged labelling is a
 //   separate minimum that local fits do not leave.
-// - Transport restarts from the best minimum: each component's (D0, alpha, D_offset) set to
+// - Transport restarts from the 3 best minima: each component's (D0, alpha, D_offset) set to
 //   (1e2 .. 1e5 by decades, 0, 0). A component whose D0 t^alpha + D_offset ends below 0 is
 //   floored (J = 0): its three parameters no longer change c2, and no local fit moves them back;
 //   the slow reference component's weak decay is easily lost that way, also by an exchanged fit
-//   (so this stage comes last).
+//   (so this stage comes last, and runs from the exchanged minima too: on the 23-angle set the
+//   right labelling was the third best minimum, with the reference floored).
 std::vector<SearchMoveStage> TwoComponentSearchMoves() {
   SearchMoveStage velocity{1, {}};
   for (double v0 = 1.0; v0 <= 1e6; v0 *= 10.0) {
@@ -112,7 +113,7 @@ std::vector<SearchMoveStage> TwoComponentSearchMoves() {
       velocity.moves.push_back({{}, {{"v0", v0}, {"v_beta", v_beta}, {"v_offset", 0.0}}});
     }
   }
-  SearchMoveStage transport{1, {}};
+  SearchMoveStage transport{3, {}};
   for (const auto& [d0, alpha, offset] :
        {std::tuple{"D0_ref", "alpha_ref", "D_offset_ref"},
         std::tuple{"D0_sample", "alpha_sample", "D_offset_sample"}}) {
