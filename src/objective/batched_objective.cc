@@ -286,25 +286,28 @@ PassLoss BatchedObjective::PassLossOfFit() const {
   return loss;
 }
 
+void BatchedObjective::AddChunkCost(PreparedPass& pass, int first, int last,
+                                    std::vector<double>& sums, double& total) {
+  data_->Fetch(batches_, first, last, num_angles(), pointers_);
+  if (!range_.complete) ObserveRange(first, last, pointers_);
+  pass.ComputeSquaredResiduals(
+      std::span<const RowBatch>(batches_).subspan(static_cast<size_t>(first),
+                                                  static_cast<size_t>(last - first)),
+      pointers_, std::span<double>(sums).first(static_cast<size_t>(last - first)));
+  const double scale = 2.0 / (sigma_ * sigma_);
+  for (int b = first; b < last; ++b) total += scale * sums[static_cast<size_t>(b - first)];
+}
+
 double BatchedObjective::SumOfSquares(const Eigen::VectorXd& theta) {
   CheckTheta(theta);
   ++passes_;
-  const int n_angles = num_angles();
   const PassAt at(*this, theta, PassLoss());
   const int num_batches = static_cast<int>(batches_.size());
   const int chunk = std::min(ChunkBatches(), std::max(num_batches, 1));
   std::vector<double> sums(static_cast<size_t>(chunk));
-  const double scale = 2.0 / (sigma_ * sigma_);
   double chi2 = 0.0;
   for (int first = 0; first < num_batches; first += chunk) {
-    const int last = std::min(first + chunk, num_batches);
-    data_->Fetch(batches_, first, last, n_angles, pointers_);
-    if (!range_.complete) ObserveRange(first, last, pointers_);
-    at.pass->ComputeSquaredResiduals(
-        std::span<const RowBatch>(batches_).subspan(static_cast<size_t>(first),
-                                                    static_cast<size_t>(last - first)),
-        pointers_, std::span<double>(sums).first(static_cast<size_t>(last - first)));
-    for (int b = first; b < last; ++b) chi2 += scale * sums[static_cast<size_t>(b - first)];
+    AddChunkCost(*at.pass, first, std::min(first + chunk, num_batches), sums, chi2);
   }
   return chi2;
 }
@@ -313,23 +316,15 @@ double BatchedObjective::Cost(const Eigen::VectorXd& theta) {
   CheckTheta(theta);
   const Clock::time_point pass_start = Clock::now();
   BeginPass(theta, /*full_pass=*/false);
-  const int n_angles = num_angles();
   const PassAt at(*this, theta, PassLossOfFit());
   const int num_batches = static_cast<int>(batches_.size());
   const int chunk = std::min(ChunkBatches(), std::max(num_batches, 1));
   std::vector<double> sums(static_cast<size_t>(chunk));
-  const double scale = 2.0 / (sigma_ * sigma_);
   while (pass_.next_batch < num_batches) {
     const Clock::time_point chunk_start = Clock::now();
     const int first = pass_.next_batch;
     const int last = std::min(first + chunk, num_batches);
-    data_->Fetch(batches_, first, last, n_angles, pointers_);
-    if (!range_.complete) ObserveRange(first, last, pointers_);
-    at.pass->ComputeSquaredResiduals(
-        std::span<const RowBatch>(batches_).subspan(static_cast<size_t>(first),
-                                                    static_cast<size_t>(last - first)),
-        pointers_, std::span<double>(sums).first(static_cast<size_t>(last - first)));
-    for (int b = first; b < last; ++b) pass_.chi2 += scale * sums[static_cast<size_t>(b - first)];
+    AddChunkCost(*at.pass, first, last, sums, pass_.chi2);
     pass_.next_batch = last;
     if (options_.on_chunk) {
       options_.on_chunk({passes_, false, last, num_batches, last - first, &pass_,

@@ -213,6 +213,10 @@ class BatchedObjective : public LeastSquaresProblem {
   // Fetches batches [first, last) and fills chunk with their per-batch, per-angle Gram matrices
   // (computed by the backend).
   void ComputeChunkGrams(PreparedPass& pass, int first, int last, ChunkGrams& chunk);
+  // Fetches batches [first, last) and adds each one's cost term (2 / sigma^2 times the pass's
+  // per-batch sum), in batch order, to total; sums: scratch of at least last - first entries.
+  void AddChunkCost(PreparedPass& pass, int first, int last, std::vector<double>& sums,
+                    double& total);
   int ChunkBatches() const;
   // The fit's loss as the passes apply it (residual scale sigma f_scale in data units).
   PassLoss PassLossOfFit() const;
