@@ -39,6 +39,7 @@ struct GlobalSearchProgress {
   int total = 0;           // how many there will be (0 = unknown, CMA-ES)
   double best_chi2 = 0.0;  // lowest chi2 so far (on the search data)
   int64_t passes = 0;      // passes computed so far (not counting replayed ones)
+  int64_t batches = 0;     // batches those passes computed (a coarse level's passes have fewer)
   const GlobalSearchTrail* trail = nullptr;  // everything computed so far (for checkpoints)
   double seconds = 0.0;                      // wall time since the global search began [s]
 };

@@ -61,14 +61,19 @@ struct GlobalSearchRecord {
   int generations = 0;  // CMA-ES
   int cmaes_runs = 0;
   int moved_fits = 0;             // of local_fits, those from the mode's search moves
-  int64_t passes = 0;             // over the search data
+  int refined_fits = 0;           // of local_fits, coarse minima refined on the search data
+  int64_t passes = 0;             // over the search data (and its coarse level)
   int64_t screening_passes = 0;   // of passes: screening (or CMA-ES evaluations)
   int64_t local_fit_passes = 0;   // ... local fits from screened candidates (or CMA-ES points)
   int64_t moved_fit_passes = 0;   // ... moved fits
+  int64_t refine_passes = 0;      // ... refinements (on the search data; the others on the coarse
+                                  // level when there is one)
   int64_t replayed_passes = 0;    // of which replayed from the checkpoint a run resumed from
-  int64_t point_evaluations = 0;  // passes x search points
+  int64_t point_evaluations = 0;  // passes x the points each ran on
   int64_t search_points = 0;      // upper-triangle points the search used
   int row_stride = 1;             // every row_stride-th row (1 = all)
+  int64_t coarse_points = 0;      // method auto's coarse level: its points (0 = none)
+  int coarse_row_stride = 0;      // ... every coarse_row_stride-th row
   double seconds = 0.0;
   std::vector<Minimum> minima;  // lowest chi2 first
   int chosen = -1;              // index into minima; -1 = none

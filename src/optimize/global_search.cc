@@ -38,6 +38,13 @@ constexpr int kPhi0Values = 5;
 constexpr int kAutoSobolPoints = 16;
 constexpr int kAutoLocalFits = 12;
 constexpr int kAutoDimensionsPerUnit = 7;
+// method auto with a coarse level (GlobalSearchInputs::coarse_data): the distinct coarse minima
+// refined on the search data are those within this many units of the best one's reduced chi2
+// (a minimum kRefineWindow above the best on the coarse rows can still be the better one on all
+// of them: the chi2 difference of two models has a statistical spread of about twice its square
+// root), the best first, at most kAutoRefinements per unit.
+constexpr double kRefineWindow = 25.0;
+constexpr int kAutoRefinements = 4;
 // Screened candidates closer than this (max norm, unit coordinates) to one already chosen for a
 // local fit are passed over: the fits start in different places.
 constexpr double kMinStartSeparation = 0.1;
@@ -60,11 +67,18 @@ std::string Format(const char* format, double value) {
 // method.
 class Search {
  public:
-  Search(const GlobalSearchInputs& inputs, GlobalSearchSummary& summary)
+  // coarse_data: the coarse level (method auto), or null.
+  Search(const GlobalSearchInputs& inputs, BatchedObjective* coarse_data,
+         GlobalSearchSummary& summary)
       : inputs_(inputs),
+        coarse_data_(coarse_data),
         summary_(summary),
         projected_(*inputs.data, inputs.map, inputs.bounds, inputs.start),
         map_size_(inputs.map.num_reduced()) {
+    if (coarse_data_ != nullptr) {
+      coarse_.emplace(*coarse_data_, inputs.map, inputs.bounds, inputs.start);
+      active_ = &*coarse_;
+    }
     const BoundBox bounds = projected_.NonlinearBounds();
     names_ = projected_.NonlinearNames();
     try {
@@ -96,24 +110,29 @@ class Search {
       ++replayed_passes_;
     } else {
       RestoreProjectionStateOnce();
-      chi2 = projected_.Cost(n);
+      chi2 = active_->Cost(n);
       if (!std::isfinite(chi2)) chi2 = kInf;
       trail_.evaluations.push_back(chi2);
-      trail_.projection_state = projected_.linear_estimate();
+      trail_.projection_state = active_->linear_estimate();
     }
     best_seen_ = std::min(best_seen_, chi2);
     return chi2;
   }
 
   // A projected local fit from n with the given ftol (or the replayed one): its minimum.
-  // max_iterations > 0 caps the fit's iterations below the search's own.
+  // max_iterations > 0 caps the fit's iterations below the search's own. scaling: where the
+  // first evaluation takes the linear parameters from (a reduced point); null = where the
+  // previous evaluation left them.
   GlobalMinimum LocalFit(const Eigen::VectorXd& n, int start_index, double ftol,
-                         int max_iterations = 0) {
+                         int max_iterations = 0, const Eigen::VectorXd* scaling = nullptr) {
     ++summary_.local_fits;
     if (std::optional<GlobalMinimum> replayed = ReplayedMinimum()) return *replayed;
     RestoreProjectionStateOnce();
-    const int64_t passes_before = projected_.passes();
-    LevenbergMarquardtOptions options = projected_.LocalFitOptions(inputs_.local);
+    if (scaling != nullptr) {
+      active_->set_linear_estimate((*scaling)(active_->linear_indices()));
+    }
+    const int64_t passes_before = active_->passes();
+    LevenbergMarquardtOptions options = active_->LocalFitOptions(inputs_.local);
     options.ftol = ftol;
     if (max_iterations > 0) {
       options.max_iterations = std::min(options.max_iterations, max_iterations);
@@ -121,14 +140,14 @@ class Search {
     // The statistical hold (lm.h) only matters for the fit that is reported; in a false minimum
     // it would hold a search's local fit for dozens of iterations. The final fit applies it.
     options.statistical_tolerance = 0.0;
-    const LevenbergMarquardtSummary fit = Minimize(options, projected_, n);
+    const LevenbergMarquardtSummary fit = Minimize(options, *active_, n);
     GlobalMinimum minimum;
-    minimum.reduced = projected_.ReducedPoint(fit.theta);
+    minimum.reduced = active_->ReducedPoint(fit.theta);
     minimum.chi2 = std::isfinite(fit.final_chi2) ? fit.final_chi2 : kInf;
     minimum.start = start_index;
     minimum.iterations = fit.iterations;
     minimum.status = std::string(ToString(fit.status));
-    minimum.passes = projected_.passes() - passes_before;
+    minimum.passes = active_->passes() - passes_before;
     if (fit.status == LevenbergMarquardtStatus::kStoppedByCallback) {
       summary_.stopped = true;  // not a finished fit: not in the trail, a resume repeats it
     } else {
@@ -160,7 +179,8 @@ class Search {
     progress.index = index;
     progress.total = total;
     progress.best_chi2 = std::min(best_seen_, BestChi2());
-    progress.passes = projected_.passes();
+    progress.passes = passes();
+    progress.batches = batches();
     progress.trail = &trail_;
     progress.seconds = std::chrono::duration<double>(Clock::now() - begin_).count();
     if (inputs_.on_progress && !inputs_.on_progress(progress)) summary_.stopped = true;
@@ -173,27 +193,40 @@ class Search {
     return best;
   }
 
-  // Passes computed in this run, and replayed from the trail.
-  int64_t passes() const { return projected_.passes(); }
+  // Passes computed in this run (on either level), and replayed from the trail.
+  int64_t passes() const { return projected_.passes() + (coarse_ ? coarse_->passes() : 0); }
   int64_t replayed_passes() const { return replayed_passes_; }
+  // Batches computed in this run: each level's passes times its batches.
+  int64_t batches() const {
+    return projected_.passes() * inputs_.data->num_batches() +
+           (coarse_ ? coarse_->passes() * coarse_data_->num_batches() : 0);
+  }
   const GlobalSearchTrail& trail() const { return trail_; }
-  int64_t residuals() const { return projected_.num_residuals(); }
-  int64_t dof() const { return projected_.num_residuals() - map_size_; }
+  // Of the data the search runs on now (the coarse level until RefineOnSearchData).
+  int64_t residuals() const { return active_->num_residuals(); }
+  int64_t dof() const { return active_->num_residuals() - map_size_; }
+  // Whether the search runs on a coarse level (GlobalSearchInputs::coarse_data) now.
+  bool on_coarse_level() const { return active_ != &projected_; }
+  // From here on the search runs on the search data (after the coarse level's work).
+  void RefineOnSearchData() {
+    active_ = &projected_;
+    best_seen_ = kInf;  // progress reports chi2 on the data evaluated now
+  }
   AnalysisMode mode() const { return inputs_.data->model().mode(); }
   // The physical part of a reduced point.
   Eigen::VectorXd Physical(const Eigen::VectorXd& reduced) const {
-    return projected_.NonlinearPart(reduced);
+    return active_->NonlinearPart(reduced);
   }
   // A minimum at n without a local fit (its best scaling from one pass), or the replayed one.
   GlobalMinimum Unrefined(const Eigen::VectorXd& n, double chi2) {
     if (std::optional<GlobalMinimum> replayed = ReplayedMinimum()) return *replayed;
     RestoreProjectionStateOnce();
-    const int64_t passes_before = projected_.passes();
+    const int64_t passes_before = active_->passes();
     GlobalMinimum minimum;
-    minimum.reduced = projected_.ReducedPoint(n);
+    minimum.reduced = active_->ReducedPoint(n);
     minimum.chi2 = chi2;
     minimum.status = "not refined";
-    minimum.passes = projected_.passes() - passes_before;
+    minimum.passes = active_->passes() - passes_before;
     AddToTrail(minimum);
     return minimum;
   }
@@ -211,17 +244,19 @@ class Search {
     return minimum;
   }
   // Before the first evaluation after a replay: the projected problem's state as the
-  // interrupted run left it (variable_projection.h linear_estimate).
+  // interrupted run left it (variable_projection.h linear_estimate). With a coarse level, the
+  // state is the coarse problem's: the refinements on the search data each set their own
+  // (LocalFit's scaling), so nothing carries over from one to the next.
   void RestoreProjectionStateOnce() {
     if (state_restored_) return;
     state_restored_ = true;
     if (!inputs_.replay.empty() && inputs_.replay.projection_state.size() > 0) {
-      projected_.set_linear_estimate(inputs_.replay.projection_state);
+      (coarse_ ? *coarse_ : projected_).set_linear_estimate(inputs_.replay.projection_state);
     }
   }
   void AddToTrail(const GlobalMinimum& minimum) {
     trail_.minima.push_back(minimum);
-    trail_.projection_state = projected_.linear_estimate();
+    trail_.projection_state = active_->linear_estimate();
   }
 
   // D_offset and gamma_dot_t_offset are searched in symmetric log coordinates: their bounds
@@ -257,8 +292,11 @@ class Search {
   }
 
   const GlobalSearchInputs& inputs_;
+  BatchedObjective* coarse_data_;  // null: one level
   GlobalSearchSummary& summary_;
-  VariableProjectionProblem projected_;
+  VariableProjectionProblem projected_;         // on the search data (inputs.data)
+  std::optional<VariableProjectionProblem> coarse_;  // on inputs.coarse_data, when given
+  VariableProjectionProblem* active_ = &projected_;  // where evaluations run now
   int map_size_;  // reduced parameters (for the degrees of freedom)
   Clock::time_point begin_ = Clock::now();  // for GlobalSearchProgress::seconds only
   SearchSpace space_;
@@ -459,6 +497,34 @@ std::vector<Candidate> MovedStarts(const Search& search, const GlobalSearchSumma
   return starts;
 }
 
+// With a coarse level: the distinct coarse minima within kRefineWindow reduced chi2 of the best
+// (at most `count`, the best first), each refined by a local fit on the search data from its
+// reduced point (its scaling too). They replace the coarse minima in summary.minima.
+void RefineCoarseMinima(Search& search, const NlsqOptions& nlsq, int count,
+                        GlobalSearchSummary& summary) {
+  std::vector<GlobalMinimum> coarse = summary.minima;
+  std::stable_sort(coarse.begin(), coarse.end(),
+                   [](const GlobalMinimum& a, const GlobalMinimum& b) { return a.chi2 < b.chi2; });
+  if (coarse.empty()) return;
+  const double reduced = coarse.front().chi2 / static_cast<double>(std::max<int64_t>(search.dof(), 1));
+  const double limit = coarse.front().chi2 + kRefineWindow * reduced;
+  std::vector<GlobalMinimum> chosen;
+  for (const GlobalMinimum& minimum : coarse) {
+    if (static_cast<int>(chosen.size()) >= count || !(minimum.chi2 <= limit)) break;
+    chosen.push_back(minimum);
+  }
+  search.RefineOnSearchData();
+  summary.minima.clear();
+  for (size_t i = 0; i < chosen.size(); ++i) {
+    ++summary.refined_fits;
+    search.Record(search.LocalFit(search.Physical(chosen[i].reduced), chosen[i].start,
+                                  nlsq.tolerance, 0, &chosen[i].reduced));
+    if (!search.Report("refine", static_cast<int>(i) + 1, static_cast<int>(chosen.size()))) {
+      return;
+    }
+  }
+}
+
 void RunAuto(Search& search, const NlsqOptions& nlsq, GlobalSearchSummary& summary) {
   // Per kAutoDimensionsPerUnit dimensions (rounded up) of the search, one unit of Sobol points and
   // local fits: the homodyne modes (3 or 7 dimensions) get one, two_component's 14 two.
@@ -478,6 +544,9 @@ void RunAuto(Search& search, const NlsqOptions& nlsq, GlobalSearchSummary& summa
                  stage.max_iterations, "moved fit", &summary.moved_fits)) {
       return;
     }
+  }
+  if (search.on_coarse_level()) {
+    RefineCoarseMinima(search, nlsq, units * kAutoRefinements, summary);
   }
 }
 
@@ -678,16 +747,26 @@ std::string GlobalSearchSummary::BriefReport() const {
   if (chosen >= 0) {
     line += ", chose chi2 " + Format("%.8g", minima[static_cast<size_t>(chosen)].chi2);
   }
+  const auto points_text = [](int64_t points, int stride) {
+    return std::to_string(points) + " points" +
+           (stride > 1 ? " (every " + std::to_string(stride) + " rows)" : "");
+  };
   line += ", " + std::to_string(passes) + " passes" +
-          (replayed_passes > 0 ? " (" + std::to_string(replayed_passes) + " replayed)" : "") +
-          " over " + std::to_string(search_points) +
-          " points" + (row_stride > 1 ? " (every " + std::to_string(row_stride) + " rows)" : "") +
-          ": screening " + std::to_string(screening_passes) + ", local fits " +
-          std::to_string(local_fit_passes) +
-          (moved_fits > 0 ? ", " + std::to_string(moved_fits) + " moved fits " +
-                                std::to_string(moved_fit_passes)
-                          : "") +
-          ", " + Format("%.2f", seconds) + " s" + (stopped ? ", stopped" : "");
+          (replayed_passes > 0 ? " (" + std::to_string(replayed_passes) + " replayed)" : "");
+  const std::string first_level =
+      "screening " + std::to_string(screening_passes) + ", local fits " +
+      std::to_string(local_fit_passes) +
+      (moved_fits > 0
+           ? ", " + std::to_string(moved_fits) + " moved fits " + std::to_string(moved_fit_passes)
+           : "");
+  if (coarse_points > 0) {
+    line += ": " + first_level + " over " + points_text(coarse_points, coarse_row_stride) + ", " +
+            std::to_string(refined_fits) + " refinements " + std::to_string(refine_passes) +
+            " over " + points_text(search_points, row_stride);
+  } else {
+    line += " over " + points_text(search_points, row_stride) + ": " + first_level;
+  }
+  line += ", " + Format("%.2f", seconds) + " s" + (stopped ? ", stopped" : "");
   return line;
 }
 
@@ -697,7 +776,8 @@ GlobalSearchSummary RunGlobalSearch(GlobalSearchMethod method, const NlsqOptions
   GlobalSearchSummary summary;
   summary.method = method;
   summary.search_points = inputs.data->num_points();
-  Search search(inputs, summary);
+  BatchedObjective* coarse_data = method == GlobalSearchMethod::kAuto ? inputs.coarse_data : nullptr;
+  Search search(inputs, coarse_data, summary);
   switch (method) {
     case GlobalSearchMethod::kAuto:
       RunAuto(search, nlsq, summary);
@@ -717,17 +797,28 @@ GlobalSearchSummary RunGlobalSearch(GlobalSearchMethod method, const NlsqOptions
   WarnAboutDegenerateMinima(search, nlsq.multi_start.degeneracy_threshold, summary);
   summary.replayed_passes = search.replayed_passes();
   summary.trail = search.trail();
-  // The trail holds every evaluation and every finished fit in order, the moved fits last.
+  // The trail holds every evaluation and every finished fit in order: the local fits, the moved
+  // fits, the refinements (every one but the refinements on the coarse level, when there is one).
   summary.screening_passes = static_cast<int64_t>(summary.trail.evaluations.size());
+  const size_t fits = summary.trail.minima.size();
+  const size_t refined_from = fits - std::min(fits, static_cast<size_t>(summary.refined_fits));
   const size_t moved_from =
-      summary.trail.minima.size() -
-      std::min(summary.trail.minima.size(), static_cast<size_t>(summary.moved_fits));
-  for (size_t i = 0; i < summary.trail.minima.size(); ++i) {
-    (i < moved_from ? summary.local_fit_passes : summary.moved_fit_passes) +=
-        summary.trail.minima[i].passes;
+      refined_from - std::min(refined_from, static_cast<size_t>(summary.moved_fits));
+  for (size_t i = 0; i < fits; ++i) {
+    (i < moved_from     ? summary.local_fit_passes
+     : i < refined_from ? summary.moved_fit_passes
+                        : summary.refine_passes) += summary.trail.minima[i].passes;
   }
   summary.passes = search.passes() + summary.replayed_passes;
-  summary.point_evaluations = summary.passes * inputs.data->num_points();
+  summary.batches = search.batches();
+  if (coarse_data != nullptr) {
+    summary.coarse_points = coarse_data->num_points();
+    const int64_t fine_passes = summary.refine_passes;
+    summary.point_evaluations = (summary.passes - fine_passes) * summary.coarse_points +
+                                fine_passes * inputs.data->num_points();
+  } else {
+    summary.point_evaluations = summary.passes * inputs.data->num_points();
+  }
   summary.seconds = std::chrono::duration<double>(Clock::now() - begin).count();
   return summary;
 }

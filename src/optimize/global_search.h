@@ -64,18 +64,25 @@ struct GlobalSearchSummary {
   int generations = 0;             // CMA-ES generations over all runs
   int cmaes_runs = 0;              // CMA-ES runs (1 + restarts)
   int moved_fits = 0;              // of the local fits, those from the mode's search moves
+  int refined_fits = 0;            // of the local fits, coarse minima refined on the search data
   int64_t passes = 0;              // passes over the search data (replayed ones included)
   // How the passes were spent (replayed ones included): one per screened candidate or CMA-ES
   // evaluation, the local fits from screened candidates (or CMA-ES points), the moved fits.
   int64_t screening_passes = 0;
   int64_t local_fit_passes = 0;
   int64_t moved_fit_passes = 0;
+  int64_t refine_passes = 0;       // the refinements (on the search data; the rest on the coarse)
+  int64_t batches = 0;             // batches computed (not replayed): each level's passes x batches
   int64_t replayed_passes = 0;     // of which replayed from GlobalSearchInputs::replay
-  int64_t point_evaluations = 0;   // passes x points of the search data
+  int64_t point_evaluations = 0;   // passes x points of the data each ran on
   int64_t search_points = 0;       // upper-triangle points of the search data (all angles)
   int row_stride = 1;              // 1 = all rows; s = every s-th row (subsample)
+  // The coarse level (method auto with GlobalSearchInputs::coarse_data): its points and rows
+  // (set by the caller); 0 = none.
+  int64_t coarse_points = 0;
+  int coarse_row_stride = 0;
   double seconds = 0.0;
-  std::vector<GlobalMinimum> minima;  // distinct minima, lowest chi2 first
+  std::vector<GlobalMinimum> minima;  // distinct minima on the search data, lowest chi2 first
   int chosen = -1;                    // index into minima; -1 = not run
   std::vector<std::string> warnings;  // degenerate minima
   bool stopped = false;               // the progress callback asked to stop (a signal)
@@ -87,6 +94,11 @@ struct GlobalSearchSummary {
 
 struct GlobalSearchInputs {
   BatchedObjective* data = nullptr;  // the search data (not owned; must outlive the call)
+  // Method auto only (the others ignore it): a coarse level, fewer rows of the same data (not
+  // owned; must outlive the call). Screening, local fits and moved fits run on it; the distinct
+  // minima within a few reduced chi2 of its best are then refined on `data` (coarse to fine,
+  // docs/design.md section 4b). Null: everything runs on `data`.
+  BatchedObjective* coarse_data = nullptr;
   ScalingMap map;                    // the fit's reduced layout (after FixParameters)
   BoundBox bounds;                   // reduced bounds; physical ones must be finite
   Eigen::VectorXd start;             // the reduced start (initial_parameters and the scaling)

@@ -69,15 +69,19 @@ class FitRun {
 
   FitResult& result() { return fit_->result; }
 
-  // With a global phase, its subsample of the data; the load phase (the strategy set up with its
-  // data, and this subsample) ends here.
+  // With a global phase, its subsample of the data (and method auto's coarse level); the load
+  // phase (the strategy set up with its data, and these subsamples) ends here.
   void SearchDataStep() {
     const Clock::time_point search_start = Clock::now();
     const DatasetInfo& info = source_.info();
-    search_row_stride_ = SearchRowStride(UpperTriangleSize(info.num_times()) * info.num_angles(),
-                                         config_.nlsq.global_search.max_points);
+    const int64_t points = UpperTriangleSize(info.num_times()) * info.num_angles();
+    search_row_stride_ = SearchRowStride(points, config_.nlsq.global_search.max_points);
     if (config_.nlsq.global_search.method != GlobalSearchMethod::kOff) {
       search_data_ = fit_->strategy->SearchData(search_row_stride_);
+    }
+    if (config_.nlsq.global_search.method == GlobalSearchMethod::kAuto) {
+      coarse_row_stride_ = CoarseRowStride(info.num_times(), points, search_row_stride_);
+      if (coarse_row_stride_ > 0) coarse_data_ = fit_->strategy->SearchData(coarse_row_stride_);
     }
     result().load_seconds += SecondsSince(search_start);
     ReportPhase("load", result().load_seconds);
@@ -137,7 +141,8 @@ class FitRun {
     const Clock::time_point phase_start = Clock::now();
     if (global_search.method != GlobalSearchMethod::kOff) {
       const GlobalSearchSummary global =
-          RunGlobalPhase({config_.nlsq, *search_data_, search_row_stride_, parameters, lm_,
+          RunGlobalPhase({config_.nlsq, *search_data_, search_row_stride_, coarse_data_.get(),
+                          coarse_row_stride_, parameters, lm_,
                           *fit_->checkpoints, observer_});
       result().global_search =
           GlobalSearchRecordOf(global, global_search.method_reason, parameters.map,
@@ -156,6 +161,7 @@ class FitRun {
       ReportPhase("projected local fit", SecondsSince(phase_start));
     }
     search_data_.reset();
+    coarse_data_.reset();
   }
 
   // The final fit from the global phase's minimum. A strategy that gives way mid-fit (Ceres'
@@ -234,6 +240,8 @@ class FitRun {
   std::unique_ptr<PreparedFit> fit_;               // PrepareFit
   int search_row_stride_ = 1;                      // the global phase's rows
   std::unique_ptr<BatchedObjective> search_data_;  // until GlobalPhaseStep ends
+  std::unique_ptr<BatchedObjective> coarse_data_;  // method auto's coarse level, or null
+  int coarse_row_stride_ = 0;
   LevenbergMarquardtOptions lm_;                   // the final fit's options
   Eigen::VectorXd fit_start_;                      // GlobalPhaseStep
   LevenbergMarquardtSummary summary_;              // FinalFitStep

@@ -15,15 +15,27 @@ int SearchRowStride(int64_t points, int64_t max_points) {
   return static_cast<int>(std::max<int64_t>(1, (points + max_points - 1) / max_points));
 }
 
+int CoarseRowStride(int num_times, int64_t points, int search_row_stride) {
+  const int stride = std::min(SearchRowStride(points, kCoarseSearchPoints),
+                              std::max(1, (num_times - 1) / kMinCoarseRows));
+  return stride >= 2 * search_row_stride ? stride : 0;
+}
+
 GlobalSearchSummary RunGlobalPhase(const GlobalPhaseContext& context) {
   const GlobalSearchMethod method = context.nlsq.global_search.method;
   BatchedObjective& data = context.data;
   const int row_stride = context.row_stride;
   FitCheckpoints& checkpoints = context.checkpoints;
-  spdlog::info("global search {}: {} points{}", ToString(method), data.num_points(),
-               row_stride > 1 ? " (every " + std::to_string(row_stride) + " rows)" : "");
+  spdlog::info("global search {}: {} points{}{}", ToString(method), data.num_points(),
+               row_stride > 1 ? " (every " + std::to_string(row_stride) + " rows)" : "",
+               context.coarse_data != nullptr
+                   ? ", screening and local fits on " +
+                         std::to_string(context.coarse_data->num_points()) + " (every " +
+                         std::to_string(context.coarse_row_stride) + " rows)"
+                   : "");
   GlobalSearchInputs inputs;
   inputs.data = &data;
+  inputs.coarse_data = context.coarse_data;
   inputs.map = context.parameters.map;
   inputs.bounds = context.parameters.reduced_bounds;
   inputs.start = context.parameters.reduced_start;
@@ -36,6 +48,7 @@ GlobalSearchSummary RunGlobalPhase(const GlobalPhaseContext& context) {
                  ToString(method), inputs.replay.evaluations.size(), inputs.replay.minima.size());
   }
   int64_t passes_seen = 0;
+  int64_t batches_seen = 0;
   std::string last_stage;
   inputs.on_progress = [&](const GlobalSearchProgress& progress) {
     // A line when a stage starts, after every local fit, at the end of screening and every
@@ -54,15 +67,15 @@ GlobalSearchSummary RunGlobalPhase(const GlobalPhaseContext& context) {
                    progress.best_chi2, progress.passes);
     }
     if (context.observer.on_global_search) context.observer.on_global_search(progress);
-    checkpoints.OnGlobalSearchProgress((progress.passes - passes_seen) * data.num_batches(),
-                                       *progress.trail);
+    checkpoints.OnGlobalSearchProgress(progress.batches - batches_seen, *progress.trail);
     passes_seen = progress.passes;
+    batches_seen = progress.batches;
     return true;
   };
   GlobalSearchSummary summary = RunGlobalSearch(method, context.nlsq, inputs);
   summary.row_stride = row_stride;
-  checkpoints.OnGlobalSearchFinished(
-      (summary.passes - summary.replayed_passes - passes_seen) * data.num_batches(), summary.trail);
+  if (summary.coarse_points > 0) summary.coarse_row_stride = context.coarse_row_stride;
+  checkpoints.OnGlobalSearchFinished(summary.batches - batches_seen, summary.trail);
   spdlog::info("{}", summary.BriefReport());
   return summary;
 }
@@ -91,14 +104,18 @@ GlobalSearchRecord GlobalSearchRecordOf(const GlobalSearchSummary& summary,
   record.generations = summary.generations;
   record.cmaes_runs = summary.cmaes_runs;
   record.moved_fits = summary.moved_fits;
+  record.refined_fits = summary.refined_fits;
   record.passes = summary.passes;
   record.screening_passes = summary.screening_passes;
   record.local_fit_passes = summary.local_fit_passes;
   record.moved_fit_passes = summary.moved_fit_passes;
+  record.refine_passes = summary.refine_passes;
   record.replayed_passes = summary.replayed_passes;
   record.point_evaluations = summary.point_evaluations;
   record.search_points = summary.search_points;
   record.row_stride = summary.row_stride;
+  record.coarse_points = summary.coarse_points;
+  record.coarse_row_stride = summary.coarse_row_stride;
   record.seconds = summary.seconds;
   record.chosen = summary.chosen;
   for (const GlobalMinimum& minimum : summary.minima) {

@@ -25,12 +25,28 @@ namespace homodyne {
 // search sees at most max_points of `points` (1 = all of them).
 int SearchRowStride(int64_t points, int64_t max_points);
 
+// The coarse level of method auto (global_search.h GlobalSearchInputs::coarse_data): the row
+// stride that leaves about kCoarseSearchPoints of `points` (num_times rows per angle), or 0 when
+// that is not at least 2x fewer rows than search_row_stride leaves, or leaves fewer than
+// kMinCoarseRows rows. Why that many points: two candidates whose models differ by delta
+// (root mean square, in units of the noise sigma) differ in expected chi2 by n delta^2 over n
+// points, with a spread of 2 delta sqrt(n); at 5e4 points the screening ranks such a pair right
+// at 3 spreads down to delta = 0.027 sigma, well below any two basins worth telling apart.
+// Every kept row has all its lags (MakeRowSubsampleObjective), so all the time dependence stays.
+inline constexpr int64_t kCoarseSearchPoints = 50000;
+inline constexpr int kMinCoarseRows = 16;
+int CoarseRowStride(int num_times, int64_t points, int search_row_stride);
+
 // What the global phase reads and reports to; every reference outlives the phase.
 struct GlobalPhaseContext {
   // The settled method (GlobalSearchOptions::method, not kOff) and its options.
   const NlsqOptions& nlsq;
   BatchedObjective& data;  // FitStrategy::SearchData: every row_stride-th row
   int row_stride = 1;
+  // Method auto: its coarse level (GlobalSearchInputs::coarse_data), every coarse_row_stride-th
+  // row (CoarseRowStride); null = none.
+  BatchedObjective* coarse_data = nullptr;
+  int coarse_row_stride = 0;
   // The reduced layout (map), its bounds and the start; lm: the final fit's tolerances, which
   // the phase's local fits use.
   const FitParameters& parameters;

@@ -49,6 +49,7 @@ class GlobalSearchTest : public SimulatedDataTest {
   GlobalSearchInputs Inputs() const {
     GlobalSearchInputs inputs;
     inputs.data = objective_.get();
+    inputs.coarse_data = coarse_.get();
     inputs.map = map_;
     inputs.bounds = bounds_;
     inputs.start = midpoints_;
@@ -83,8 +84,16 @@ class GlobalSearchTest : public SimulatedDataTest {
     }
   }
 
+  // Method auto's coarse level (GlobalSearchInputs::coarse_data): every row_stride-th row.
+  void UseCoarseLevel(int row_stride) {
+    coarse_ = MakeRowSubsampleObjective(objective_->data(), objective_->model(),
+                                        config_.simulation.phi_angles_degrees,
+                                        objective_->sigma(), row_stride);
+  }
+
   Config config_;
   std::unique_ptr<PackedDataObjective> objective_;
+  std::unique_ptr<BatchedObjective> coarse_;  // null: one level
   Eigen::VectorXd truth_;
   ScalingMap map_;
   BoundBox bounds_;
@@ -115,6 +124,55 @@ TEST_F(GlobalSearchTest, AutoFindsTheGlobalOptimumFromTheMidpoints) {
     EXPECT_LE(summary.minima[i - 1].chi2, summary.minima[i].chi2);
   }
   ExpectGlobalOptimum(summary);
+}
+
+TEST_F(GlobalSearchTest, AutoWithACoarseLevelRefinesItsBestMinimaOnTheSearchData) {
+  // Screening and local fits on every 4th row (30 of 120), the best minima refined on all rows
+  // (docs/design.md section 4b, coarse to fine); the answer is the optimum all the same.
+  UseCoarseLevel(4);
+  std::vector<int64_t> batches;
+  GlobalSearchInputs inputs = Inputs();
+  inputs.on_progress = [&batches](const GlobalSearchProgress& progress) {
+    batches.push_back(progress.batches);
+    return true;
+  };
+  const GlobalSearchSummary summary =
+      RunGlobalSearch(GlobalSearchMethod::kAuto, NlsqOptions{}, inputs);
+  EXPECT_EQ(summary.coarse_points, coarse_->num_points());
+  EXPECT_GE(summary.refined_fits, 1);
+  EXPECT_LE(summary.refined_fits, 4);  // kAutoRefinements per unit
+  EXPECT_GT(summary.refine_passes, 0);
+  EXPECT_EQ(summary.screening_passes + summary.local_fit_passes + summary.refine_passes,
+            summary.passes);
+  const int64_t coarse_passes = summary.passes - summary.refine_passes;
+  EXPECT_EQ(summary.point_evaluations, coarse_passes * coarse_->num_points() +
+                                           summary.refine_passes * objective_->num_points());
+  EXPECT_EQ(summary.batches, coarse_passes * coarse_->num_batches() +
+                                 summary.refine_passes * objective_->num_batches());
+  ASSERT_FALSE(batches.empty());
+  EXPECT_EQ(batches.back(), summary.batches);
+  EXPECT_TRUE(std::is_sorted(batches.begin(), batches.end()));
+  // The minima are the refined ones, with chi2 on the search data (the coarse data's are about
+  // a quarter of it).
+  ASSERT_LE(summary.minima.size(), static_cast<size_t>(summary.refined_fits));
+  const GlobalSearchSummary one_level = [this] {
+    coarse_.reset();
+    return RunGlobalSearch(GlobalSearchMethod::kAuto, NlsqOptions{}, Inputs());
+  }();
+  EXPECT_NEAR(summary.minima.front().chi2, one_level.minima.front().chi2,
+              1e-6 * one_level.minima.front().chi2);
+  EXPECT_LT(summary.point_evaluations, one_level.point_evaluations / 2);
+  ExpectGlobalOptimum(summary);
+}
+
+TEST_F(GlobalSearchTest, MethodsOtherThanAutoIgnoreTheCoarseLevel) {
+  UseCoarseLevel(4);
+  NlsqOptions nlsq;
+  nlsq.multi_start.n_starts = 8;
+  const GlobalSearchSummary summary = RunGlobalSearch(GlobalSearchMethod::kMultiStart, nlsq, Inputs());
+  EXPECT_EQ(summary.coarse_points, 0);
+  EXPECT_EQ(summary.refined_fits, 0);
+  EXPECT_EQ(summary.point_evaluations, summary.passes * objective_->num_points());
 }
 
 TEST_F(GlobalSearchTest, AutoFindsTheStaticOptimumFromTheMidpoints) {
@@ -239,6 +297,8 @@ void ExpectResumedSearchIsBitwise(GlobalSearchMethod method, const NlsqOptions& 
   EXPECT_EQ(second.moved_fits, whole.moved_fits) << ToString(method);
   EXPECT_EQ(second.moved_fit_passes, whole.moved_fit_passes) << ToString(method);
   EXPECT_EQ(second.local_fit_passes, whole.local_fit_passes) << ToString(method);
+  EXPECT_EQ(second.refined_fits, whole.refined_fits) << ToString(method);
+  EXPECT_EQ(second.refine_passes, whole.refine_passes) << ToString(method);
   EXPECT_GT(second.replayed_passes, 0) << ToString(method);
   EXPECT_LE(second.replayed_passes, passes_before_stop) << ToString(method);
   EXPECT_EQ(second.trail.evaluations, whole.trail.evaluations) << ToString(method);
@@ -257,6 +317,14 @@ TEST_F(GlobalSearchTest, ResumedAutoSearchIsBitwise) {
   // Stopped in the screening, and after two local fits.
   ExpectResumedSearchIsBitwise(GlobalSearchMethod::kAuto, NlsqOptions{}, Inputs(), 40, "screening");
   ExpectResumedSearchIsBitwise(GlobalSearchMethod::kAuto, NlsqOptions{}, Inputs(), 2, "local fit");
+}
+
+TEST_F(GlobalSearchTest, ResumedAutoSearchWithACoarseLevelIsBitwise) {
+  // Stopped in the coarse screening, in the coarse local fits, and in the refinements.
+  UseCoarseLevel(4);
+  ExpectResumedSearchIsBitwise(GlobalSearchMethod::kAuto, NlsqOptions{}, Inputs(), 40, "screening");
+  ExpectResumedSearchIsBitwise(GlobalSearchMethod::kAuto, NlsqOptions{}, Inputs(), 3, "local fit");
+  ExpectResumedSearchIsBitwise(GlobalSearchMethod::kAuto, NlsqOptions{}, Inputs(), 1, "refine");
 }
 
 TEST_F(GlobalSearchTest, ResumedTwoComponentSearchIsBitwiseInItsMoves) {
