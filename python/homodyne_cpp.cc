@@ -96,6 +96,8 @@ void Fields(GlobalSearchRecord::Minimum& minimum, V& visit) {
   visit("values", minimum.values);
   visit("start", minimum.start);
   visit("status", minimum.status);
+  visit("iterations", minimum.iterations);
+  visit("passes", minimum.passes);
 }
 template <typename V>
 void Fields(GlobalSearchRecord& search, V& visit) {
@@ -105,11 +107,19 @@ void Fields(GlobalSearchRecord& search, V& visit) {
   visit("local_fits", search.local_fits);
   visit("generations", search.generations);
   visit("cmaes_runs", search.cmaes_runs);
+  visit("moved_fits", search.moved_fits);
+  visit("refined_fits", search.refined_fits);
   visit("passes", search.passes);
+  visit("screening_passes", search.screening_passes);
+  visit("local_fit_passes", search.local_fit_passes);
+  visit("moved_fit_passes", search.moved_fit_passes);
+  visit("refine_passes", search.refine_passes);
   visit("replayed_passes", search.replayed_passes);
   visit("point_evaluations", search.point_evaluations);
   visit("search_points", search.search_points);
   visit("row_stride", search.row_stride);
+  visit("coarse_points", search.coarse_points);
+  visit("coarse_row_stride", search.coarse_row_stride);
   visit("seconds", search.seconds);
   visit("minima", search.minima);
   visit("chosen", search.chosen);

@@ -35,7 +35,11 @@ constexpr int kPhi0Values = 5;
 // method auto: Sobol points added to the grid, and local fits from the best screened
 // candidates (the user's start is always fitted too). 12 fits reached the optimum's chi2 in
 // 120/120 runs of bench/global_success.sh, 8 in 114/120, 5 in 109/120 (docs/performance.md).
-constexpr int kAutoSobolPoints = 16;
+// The Sobol points vary the parameters the grid holds (alpha, beta, the offsets): with 16, a set
+// whose alpha (-0.69) put every grid candidate's decay far off was found only by a 94-iteration
+// fit on the search data, and not at all on the coarse level; with 64 it is found in 28
+// (docs/performance.md, The global phase). Screening them costs little on the coarse level.
+constexpr int kAutoSobolPoints = 64;
 constexpr int kAutoLocalFits = 12;
 constexpr int kAutoDimensionsPerUnit = 7;
 // method auto with a coarse level (GlobalSearchInputs::coarse_data): the distinct coarse minima
