@@ -179,6 +179,10 @@ struct BatchedObjective::ChunkGrams {
 
 void BatchedObjective::ComputeChunkGrams(PreparedPass& pass, int first, int last,
                                          ChunkGrams& chunk) {
+  if (distributed()) {
+    ComputeSharedChunkGrams(pass, first, last, chunk);
+    return;
+  }
   const int n_angles = num_angles();
   data_->Fetch(batches_, first, last, n_angles, pointers_);
   if (!range_.complete) ObserveRange(first, last, pointers_);
@@ -288,12 +292,16 @@ PassLoss BatchedObjective::PassLossOfFit() const {
 
 void BatchedObjective::AddChunkCost(PreparedPass& pass, int first, int last,
                                     std::vector<double>& sums, double& total) {
-  data_->Fetch(batches_, first, last, num_angles(), pointers_);
-  if (!range_.complete) ObserveRange(first, last, pointers_);
-  pass.ComputeSquaredResiduals(
-      std::span<const RowBatch>(batches_).subspan(static_cast<size_t>(first),
-                                                  static_cast<size_t>(last - first)),
-      pointers_, std::span<double>(sums).first(static_cast<size_t>(last - first)));
+  if (distributed()) {
+    ComputeSharedChunkCost(pass, first, last, sums);
+  } else {
+    data_->Fetch(batches_, first, last, num_angles(), pointers_);
+    if (!range_.complete) ObserveRange(first, last, pointers_);
+    pass.ComputeSquaredResiduals(
+        std::span<const RowBatch>(batches_).subspan(static_cast<size_t>(first),
+                                                    static_cast<size_t>(last - first)),
+        pointers_, std::span<double>(sums).first(static_cast<size_t>(last - first)));
+  }
   const double scale = 2.0 / (sigma_ * sigma_);
   for (int b = first; b < last; ++b) total += scale * sums[static_cast<size_t>(b - first)];
 }
@@ -334,10 +342,185 @@ double BatchedObjective::Cost(const Eigen::VectorXd& theta) {
   return pass_.chi2;
 }
 
+namespace {
+
+// The rank shares of batches [first, last): rank r computes [bounds[r], bounds[r + 1]), where
+// rank r starts at the first batch that starts at or after r / size of the points.
+void ShareBoundsOf(const std::vector<RowBatch>& batches, int first, int last, int size,
+                   std::vector<int>& bounds) {
+  bounds.assign(static_cast<size_t>(size) + 1, last);
+  bounds[0] = first;
+  int64_t total = 0;
+  for (int b = first; b < last; ++b) total += batches[static_cast<size_t>(b)].points;
+  int64_t before = 0;  // points of batches [first, b)
+  int r = 1;
+  for (int b = first; b < last && r < size; ++b) {
+    while (r < size && before * size >= total * r) bounds[static_cast<size_t>(r++)] = b;
+    before += batches[static_cast<size_t>(b)].points;
+  }
+}
+
+// This rank's share of the chunk after [first, last) (chunks of chunk_size batches): the pass's
+// next chunk, or the first of the next pass.
+std::pair<int, int> NextShare(const std::vector<RowBatch>& batches, int last, int chunk_size,
+                              int rank, int size) {
+  const int num_batches = static_cast<int>(batches.size());
+  const int first = last < num_batches ? last : 0;
+  std::vector<int> bounds;
+  ShareBoundsOf(batches, first, std::min(first + chunk_size, num_batches), size, bounds);
+  return {bounds[static_cast<size_t>(rank)], bounds[static_cast<size_t>(rank) + 1]};
+}
+
+}  // namespace
+
+void BatchedObjective::ShareBounds(int first, int last, std::vector<int>& bounds) const {
+  ShareBoundsOf(batches_, first, last, options_.group->size(), bounds);
+}
+
+void BatchedObjective::WidenRange(int from, int to, int first,
+                                  const std::vector<const float*>& pointers,
+                                  FiniteValueRange& range) const {
+  const int n_angles = num_angles();
+  for (int b = from; b < to; ++b) {
+    const int64_t points = batches_[static_cast<size_t>(b)].points;
+    for (int k = 0; k < n_angles; ++k) {
+      const float* values = pointers[static_cast<size_t>((b - first) * n_angles + k)];
+      for (int64_t i = 0; i < points; ++i) {
+        if (!std::isfinite(values[i])) continue;
+        range.min = std::min(range.min, values[i]);
+        range.max = std::max(range.max, values[i]);
+      }
+    }
+  }
+}
+
+void BatchedObjective::ObserveSharedRange(int first, int last,
+                                          std::span<const double> rank_ranges) {
+  if (range_.complete || first > range_next_batch_ || last <= range_next_batch_) return;
+  for (size_t r = 0; r + 1 < rank_ranges.size(); r += 2) {
+    range_.min = std::min(range_.min, static_cast<float>(rank_ranges[r]));
+    range_.max = std::max(range_.max, static_cast<float>(rank_ranges[r + 1]));
+  }
+  range_next_batch_ = last;
+  range_.complete = range_next_batch_ == static_cast<int>(batches_.size());
+}
+
+void BatchedObjective::ComputeSharedChunkGrams(PreparedPass& pass, int first, int last,
+                                               ChunkGrams& chunk) {
+  ProcessGroup& group = *options_.group;
+  const int n_angles = num_angles();
+  const int g = pass.gram_size();
+  const int per_batch = n_angles * (g * (g + 1) / 2 + 1);  // lower triangles and finite counts
+  ShareBounds(first, last, share_bounds_);
+  const int mine_first = share_bounds_[static_cast<size_t>(group.rank())];
+  const int mine_last = share_bounds_[static_cast<size_t>(group.rank()) + 1];
+  const bool observing = !range_.complete && first <= range_next_batch_ && last > range_next_batch_;
+  FiniteValueRange range;
+  if (mine_last > mine_first) {
+    const auto [next_first, next_last] = NextShare(batches_, last, static_cast<int>(chunk.finite.size()) / n_angles, group.rank(), group.size());
+    if (next_last > next_first) data_->ExpectNextFetch(next_first, next_last);
+    data_->Fetch(batches_, mine_first, mine_last, n_angles, pointers_);
+    if (observing) {
+      WidenRange(std::max(mine_first, range_next_batch_), mine_last, mine_first, pointers_, range);
+    }
+    const size_t begin = static_cast<size_t>(mine_first - first) * n_angles;
+    const size_t entries = static_cast<size_t>(mine_last - mine_first) * n_angles;
+    pass.ComputeGrams(std::span<const RowBatch>(batches_).subspan(
+                          static_cast<size_t>(mine_first), static_cast<size_t>(mine_last - mine_first)),
+                      pointers_, std::span<Eigen::MatrixXd>(chunk.grams).subspan(begin, entries),
+                      std::span<int64_t>(chunk.finite).subspan(begin, entries));
+  }
+  share_mine_.clear();
+  for (int b = mine_first; b < mine_last; ++b) {
+    for (int k = 0; k < n_angles; ++k) {
+      const size_t slot = static_cast<size_t>(b - first) * n_angles + k;
+      const Eigen::MatrixXd& gram = chunk.grams[slot];
+      for (int c = 0; c < g; ++c) {
+        for (int a = c; a < g; ++a) share_mine_.push_back(gram(a, c));
+      }
+      share_mine_.push_back(static_cast<double>(chunk.finite[slot]));  // exact below 2^53
+    }
+  }
+  share_mine_.push_back(range.min);
+  share_mine_.push_back(range.max);
+  share_counts_.resize(static_cast<size_t>(group.size()));
+  size_t total = 0;
+  for (int r = 0; r < group.size(); ++r) {
+    const int batches = share_bounds_[static_cast<size_t>(r) + 1] - share_bounds_[static_cast<size_t>(r)];
+    share_counts_[static_cast<size_t>(r)] = batches * per_batch + 2;
+    total += static_cast<size_t>(share_counts_[static_cast<size_t>(r)]);
+  }
+  share_all_.resize(total);
+  group.AllGather(share_mine_, share_counts_, share_all_);
+  // Every rank's blocks, in rank order: its batches in order, then its range.
+  std::vector<double> rank_ranges;
+  size_t at = 0;
+  for (int r = 0; r < group.size(); ++r) {
+    for (int b = share_bounds_[static_cast<size_t>(r)]; b < share_bounds_[static_cast<size_t>(r) + 1]; ++b) {
+      for (int k = 0; k < n_angles; ++k) {
+        const size_t slot = static_cast<size_t>(b - first) * n_angles + k;
+        Eigen::MatrixXd& gram = chunk.grams[slot];
+        for (int c = 0; c < g; ++c) {
+          for (int a = c; a < g; ++a) gram(a, c) = share_all_[at++];
+        }
+        chunk.finite[slot] = static_cast<int64_t>(share_all_[at++]);
+      }
+    }
+    rank_ranges.push_back(share_all_[at++]);
+    rank_ranges.push_back(share_all_[at++]);
+  }
+  if (observing) ObserveSharedRange(first, last, rank_ranges);
+}
+
+void BatchedObjective::ComputeSharedChunkCost(PreparedPass& pass, int first, int last,
+                                              std::vector<double>& sums) {
+  ProcessGroup& group = *options_.group;
+  const int n_angles = num_angles();
+  ShareBounds(first, last, share_bounds_);
+  const int mine_first = share_bounds_[static_cast<size_t>(group.rank())];
+  const int mine_last = share_bounds_[static_cast<size_t>(group.rank()) + 1];
+  const bool observing = !range_.complete && first <= range_next_batch_ && last > range_next_batch_;
+  FiniteValueRange range;
+  share_mine_.assign(static_cast<size_t>(mine_last - mine_first), 0.0);
+  if (mine_last > mine_first) {
+    const auto [next_first, next_last] = NextShare(batches_, last, static_cast<int>(sums.size()), group.rank(), group.size());
+    if (next_last > next_first) data_->ExpectNextFetch(next_first, next_last);
+    data_->Fetch(batches_, mine_first, mine_last, n_angles, pointers_);
+    if (observing) {
+      WidenRange(std::max(mine_first, range_next_batch_), mine_last, mine_first, pointers_, range);
+    }
+    pass.ComputeSquaredResiduals(
+        std::span<const RowBatch>(batches_).subspan(static_cast<size_t>(mine_first),
+                                                    static_cast<size_t>(mine_last - mine_first)),
+        pointers_, share_mine_);
+  }
+  share_mine_.push_back(range.min);
+  share_mine_.push_back(range.max);
+  share_counts_.resize(static_cast<size_t>(group.size()));
+  size_t total = 0;
+  for (int r = 0; r < group.size(); ++r) {
+    const int batches = share_bounds_[static_cast<size_t>(r) + 1] - share_bounds_[static_cast<size_t>(r)];
+    share_counts_[static_cast<size_t>(r)] = batches + 2;
+    total += static_cast<size_t>(share_counts_[static_cast<size_t>(r)]);
+  }
+  share_all_.resize(total);
+  group.AllGather(share_mine_, share_counts_, share_all_);
+  std::vector<double> rank_ranges;
+  size_t at = 0;
+  for (int r = 0; r < group.size(); ++r) {
+    for (int b = share_bounds_[static_cast<size_t>(r)]; b < share_bounds_[static_cast<size_t>(r) + 1]; ++b) {
+      sums[static_cast<size_t>(b - first)] = share_all_[at++];
+    }
+    rank_ranges.push_back(share_all_[at++]);
+    rank_ranges.push_back(share_all_[at++]);
+  }
+  if (observing) ObserveSharedRange(first, last, rank_ranges);
+}
+
 PackedDataObjective::PackedDataObjective(HomodyneModel model, std::vector<double> phi_degrees,
                                          double sigma, PackedData data, int64_t batch_points)
     : PackedDataObjective(std::move(model), std::move(phi_degrees), sigma, std::move(data),
-                          PassOptions{batch_points, 0, {}, {}}) {}
+                          PassOptions{batch_points, 0, {}, {}, {}}) {}
 
 PackedDataObjective::PackedDataObjective(HomodyneModel model, std::vector<double> phi_degrees,
                                          double sigma, PackedData data, PassOptions options,
@@ -416,13 +599,20 @@ std::vector<RowBatch> SubsampleRows(int n, int row_stride, int64_t* total) {
   return rows;
 }
 
+PassOptions SubsamplePassOptions(std::shared_ptr<ProcessGroup> group) {
+  PassOptions options;
+  options.group = std::move(group);
+  return options;
+}
+
 }  // namespace
 
 std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(BatchSource& source,
                                                             HomodyneModel model,
                                                             std::vector<double> phi_degrees,
                                                             double sigma, int row_stride,
-                                                            std::shared_ptr<PassBackend> backend) {
+                                                            std::shared_ptr<PassBackend> backend,
+                                                            std::shared_ptr<ProcessGroup> group) {
   int64_t total = 0;
   std::vector<RowBatch> rows = SubsampleRows(source.info().num_times(), row_stride, &total);
   InMemoryPassData::PackedData data(static_cast<size_t>(source.info().num_angles()));
@@ -436,13 +626,14 @@ std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(BatchSource& source,
   source.ReleaseReadBuffers();  // the subsample is in memory now
   return std::make_unique<BatchedObjective>(std::move(model), std::move(phi_degrees), sigma,
                                             std::make_unique<InMemoryPassData>(std::move(data)),
-                                            PassOptions{}, std::move(rows), std::move(backend));
+                                            SubsamplePassOptions(std::move(group)), std::move(rows),
+                                            std::move(backend));
 }
 
 std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(
     const InMemoryPassData::PackedData& packed, HomodyneModel model,
     std::vector<double> phi_degrees, double sigma, int row_stride,
-    std::shared_ptr<PassBackend> backend) {
+    std::shared_ptr<PassBackend> backend, std::shared_ptr<ProcessGroup> group) {
   const int n = model.num_times();
   int64_t total = 0;
   std::vector<RowBatch> rows = SubsampleRows(n, row_stride, &total);
@@ -456,7 +647,8 @@ std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(
   }
   return std::make_unique<BatchedObjective>(std::move(model), std::move(phi_degrees), sigma,
                                             std::make_unique<InMemoryPassData>(std::move(data)),
-                                            PassOptions{}, std::move(rows), std::move(backend));
+                                            SubsamplePassOptions(std::move(group)), std::move(rows),
+                                            std::move(backend));
 }
 
 }  // namespace homodyne

@@ -30,6 +30,7 @@
 #include "homodyne/dataset.h"
 #include "homodyne/fit_events.h"
 #include "homodyne/model.h"
+#include "homodyne/process_group.h"
 #include "homodyne/robust_loss.h"
 #include "model/robust_loss.h"
 #include "optimize/levenberg_marquardt.h"
@@ -61,6 +62,10 @@ class PassData {
   // DataError (they end the fit; lm.h).
   virtual void Fetch(std::span<const RowBatch> batches, int first, int last, int num_angles,
                      std::vector<const float*>& pointers) = 0;
+  // A hint: the Fetch after the next one asks for batches [first, last) (first < last), not the
+  // range that follows it (a rank of a distributed pass fetches only its share of each chunk).
+  // Data read ahead (streaming's prefetch) read those; others ignore it.
+  virtual void ExpectNextFetch(int /*first*/, int /*last*/) {}
   // Batch reads retried so far (docs/design.md section 7 batch statistics); 0 for data in memory.
   virtual int64_t read_retries() const { return 0; }
 };
@@ -114,6 +119,11 @@ struct PassOptions {
   // minimise. Linear: chi2. Otherwise chi2, J^T J and J^T r of the NormalEquations are the robust
   // objective 2 cost = f_scale^2 sum rho(z) over both triangles and scipy's rescaled J^T J, J^T r.
   LossOptions loss;
+  // The ranks that share the passes (include/homodyne/process_group.h; null = this process
+  // alone). Each rank computes a contiguous share of every chunk's batches; the per-batch sums
+  // are gathered and reduced in batch order on every rank, so every rank returns bitwise what
+  // one process returns (docs/design.md section 5b). Every rank must make the same passes.
+  std::shared_ptr<ProcessGroup> group;
 };
 
 class PassBackend;   // backend.h: computes the per-batch sums of a pass
@@ -218,6 +228,24 @@ class BatchedObjective : public LeastSquaresProblem {
   void AddChunkCost(PreparedPass& pass, int first, int last, std::vector<double>& sums,
                     double& total);
   int ChunkBatches() const;
+  // More than one rank shares the passes (PassOptions::group).
+  bool distributed() const { return options_.group != nullptr && options_.group->size() > 1; }
+  // The rank shares of batches [first, last): rank r computes [bounds[r], bounds[r + 1]),
+  // contiguous runs of about equal points (size + 1 entries, bounds[0] = first).
+  void ShareBounds(int first, int last, std::vector<int>& bounds) const;
+  // The finite values of batches [from, to) (a sub-range of the fetched [first, ...) in
+  // `pointers`), widened into range.
+  void WidenRange(int from, int to, int first, const std::vector<const float*>& pointers,
+                  FiniteValueRange& range) const;
+  // Distributed passes: fetches and computes this rank's share of [first, last), gathers every
+  // rank's per-batch sums (lower triangles and finite counts of ComputeGrams, or the sums of
+  // ComputeSquaredResiduals) and the finite range of their values, so that every rank holds
+  // those of every batch of the chunk, bitwise as one process computes them.
+  void ComputeSharedChunkGrams(PreparedPass& pass, int first, int last, ChunkGrams& chunk);
+  void ComputeSharedChunkCost(PreparedPass& pass, int first, int last, std::vector<double>& sums);
+  // After a distributed chunk: the range widened by the gathered ranks' ranges when the chunk
+  // holds the next batches ObserveRange would look at.
+  void ObserveSharedRange(int first, int last, std::span<const double> rank_ranges);
   // The fit's loss as the passes apply it (residual scale sigma f_scale in data units).
   PassLoss PassLossOfFit() const;
   // Starts pass_ at theta: from the pending resume state when it matches, else from zero.
@@ -239,6 +267,11 @@ class BatchedObjective : public LeastSquaresProblem {
   PassState pass_;  // the pass in progress: its point and partial sums
   std::optional<PassState> resume_pass_;
   std::vector<const float*> pointers_;  // the batches of the current Fetch
+  // Scratch of distributed passes: share bounds, counts, this rank's and everyone's values.
+  std::vector<int> share_bounds_;
+  std::vector<int> share_counts_;
+  std::vector<double> share_mine_;
+  std::vector<double> share_all_;
 };
 
 // The objective on packed data in memory (large and chunked strategies). Counts the finite
@@ -274,16 +307,18 @@ class PackedDataObjective : public BatchedObjective {
 // represented. The same source and stride give the same objective whatever strategy the fit
 // uses, so every strategy's global phase sums in the same order. row_stride >= 1; propagates
 // the source's DataError.
-// backend: as BatchedObjective's (null = the CPU backend).
+// backend: as BatchedObjective's (null = the CPU backend); group: the ranks that share its passes
+// (PassOptions::group; null = this process alone).
 std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(
     BatchSource& source, HomodyneModel model, std::vector<double> phi_degrees, double sigma,
-    int row_stride, std::shared_ptr<PassBackend> backend = nullptr);
+    int row_stride, std::shared_ptr<PassBackend> backend = nullptr,
+    std::shared_ptr<ProcessGroup> group = nullptr);
 // The same from packed data already in memory (PackedDataObjective::data(), read from the same
 // source): the same floats, so the same objective, without reading the file again (row reads
 // of a compressed file decompress a whole chunk each).
 std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(
     const InMemoryPassData::PackedData& packed, HomodyneModel model,
     std::vector<double> phi_degrees, double sigma, int row_stride,
-    std::shared_ptr<PassBackend> backend = nullptr);
+    std::shared_ptr<PassBackend> backend = nullptr, std::shared_ptr<ProcessGroup> group = nullptr);
 
 }  // namespace homodyne

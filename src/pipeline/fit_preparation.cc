@@ -3,6 +3,7 @@
 
 #include "fit_data_check.h"
 #include "homodyne/backend.h"
+#include "homodyne/process_group.h"
 
 #include <omp.h>
 #include <spdlog/spdlog.h>
@@ -16,6 +17,7 @@
 
 #include "config/config_for_data.h"
 #include "homodyne/errors.h"
+#include "homodyne/process_group.h"
 #include "objective/batched_objective.h"
 #include "optimize/bounds.h"
 #include "optimize/per_angle_mode.h"
@@ -69,8 +71,8 @@ void SetUpStrategyStep(PreparedFit& fit, std::chrono::steady_clock::time_point s
     if (prepared->observer.on_pass_chunk) prepared->observer.on_pass_chunk(progress);
     if (prepared->checkpoints) prepared->checkpoints->OnChunk(progress);
   };
-  const StrategyInputs inputs{fit.config,    fit.source,   *fit.model,         fit.phi_degrees,
-                              fit.plan.size, fit.on_chunk, fit.backend.backend};
+  const StrategyInputs inputs{fit.config,    fit.source,   *fit.model,          fit.phi_degrees,
+                              fit.plan.size, fit.on_chunk, fit.backend.backend, CurrentProcessGroup()};
   fit.strategy = SetUpStrategy(fit.plan.strategy.kind, inputs, fit.result.recovery_actions);
   fit.result.strategy = std::string(ToString(fit.strategy->kind()));
   fit.result.load_seconds =

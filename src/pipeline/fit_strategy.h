@@ -83,6 +83,7 @@ struct StrategyInputs {
   // Called after every chunk of a pass (progress, checkpoints, signals); may be empty.
   std::function<void(const PassProgress&)> on_chunk;
   std::shared_ptr<PassBackend> backend;  // computes the passes (never null)
+  std::shared_ptr<ProcessGroup> group;   // the ranks that share the passes (never null)
 };
 
 // Sets up `kind` (the standard strategy with optimization.nlsq.solver ceres runs Ceres). If it
