@@ -48,12 +48,54 @@ std::vector<RowBatch> SplitIntoBatches(int n_times, int64_t batch_points) {
 void InMemoryPassData::Fetch(std::span<const RowBatch> batches, int first, int last, int num_angles,
                              std::vector<const float*>& pointers) {
   pointers.clear();
+  if (!runs_.empty()) {
+    // The run that holds [first, last): runs are sorted and disjoint.
+    auto run = std::upper_bound(runs_.begin(), runs_.end(), first,
+                                [](int batch, const Run& r) { return batch < r.first; });
+    if (run == runs_.begin() || (--run)->last < last) {
+      throw std::logic_error("in-memory data: batches " + std::to_string(first) + " to " +
+                             std::to_string(last) + " are not in this rank's share");
+    }
+    const int64_t run_offset = batches[static_cast<size_t>(run->first)].offset;
+    for (int b = first; b < last; ++b) {
+      for (int k = 0; k < num_angles; ++k) {
+        pointers.push_back(data_[static_cast<size_t>(k)].data() + run->held_offset +
+                           (batches[static_cast<size_t>(b)].offset - run_offset));
+      }
+    }
+    return;
+  }
   for (int b = first; b < last; ++b) {
     for (int k = 0; k < num_angles; ++k) {
       pointers.push_back(data_[static_cast<size_t>(k)].data() +
                          batches[static_cast<size_t>(b)].offset);
     }
   }
+}
+
+void InMemoryPassData::KeepOnly(std::span<const RowBatch> batches,
+                                std::span<const std::pair<int, int>> runs, int num_angles) {
+  if (!runs_.empty()) throw std::logic_error("in-memory data: KeepOnly called twice");
+  std::vector<Run> kept;
+  int64_t held = 0;
+  for (const auto& [first, last] : runs) {
+    const RowBatch& last_batch = batches[static_cast<size_t>(last) - 1];
+    const int64_t begin = batches[static_cast<size_t>(first)].offset;
+    kept.push_back({first, last, held, begin, last_batch.offset + last_batch.points});
+    held += last_batch.offset + last_batch.points - begin;
+  }
+  for (int k = 0; k < num_angles; ++k) {
+    std::vector<float> values(static_cast<size_t>(held));
+    for (const Run& run : kept) {
+      std::copy(data_[static_cast<size_t>(k)].begin() + run.source_begin,
+                data_[static_cast<size_t>(k)].begin() + run.source_end,
+                values.begin() + run.held_offset);
+    }
+    data_[static_cast<size_t>(k)] = std::move(values);  // the full array is freed here
+  }
+  runs_ = std::move(kept);
+  // A rank with no batch keeps nothing; an empty runs_ would mean "everything".
+  if (runs_.empty()) runs_.push_back({0, 0, 0, 0, 0});
 }
 
 BatchedObjective::BatchedObjective(HomodyneModel model, std::vector<double> phi_degrees,
@@ -213,7 +255,9 @@ NormalEquations BatchedObjective::Accumulate(const Eigen::VectorXd& theta) {
   while (pass_.next_batch < num_batches) {
     const Clock::time_point chunk_start = Clock::now();
     const int first = pass_.next_batch;
-    const int last = std::min(first + chunk_size, num_batches);
+    // Chunks of whole multiples of chunk_size (a pass resumed by a run of another chunk size
+    // first completes its chunk): a batch belongs to the same rank share in every pass.
+    const int last = std::min((first / chunk_size + 1) * chunk_size, num_batches);
     ComputeChunkGrams(*at.pass, first, last, chunk);
     // Scatter in batch order, then angle order, into the lower triangle of J^T J. The block
     // index maps monotonically to the global one, so (a >= c) stays in the lower triangle.
@@ -331,7 +375,7 @@ double BatchedObjective::Cost(const Eigen::VectorXd& theta) {
   while (pass_.next_batch < num_batches) {
     const Clock::time_point chunk_start = Clock::now();
     const int first = pass_.next_batch;
-    const int last = std::min(first + chunk, num_batches);
+    const int last = std::min((first / chunk + 1) * chunk, num_batches);  // as Accumulate
     AddChunkCost(*at.pass, first, last, sums, pass_.chi2);
     pass_.next_batch = last;
     if (options_.on_chunk) {
@@ -344,20 +388,26 @@ double BatchedObjective::Cost(const Eigen::VectorXd& theta) {
 
 namespace {
 
-// The rank shares of batches [first, last): rank r computes [bounds[r], bounds[r + 1]), where
-// rank r starts at the first batch that starts at or after r / size of the points.
-void ShareBoundsOf(const std::vector<RowBatch>& batches, int first, int last, int size,
-                   std::vector<int>& bounds) {
-  bounds.assign(static_cast<size_t>(size) + 1, last);
-  bounds[0] = first;
+// The rank shares of batches [first, last), a part of the chunk of chunk_size batches that
+// holds them (chunks start at multiples of chunk_size): rank r computes [bounds[r],
+// bounds[r + 1]), the part of its share of the whole chunk, where rank r's share starts at the
+// first batch that starts at or after r / size of the chunk's points. A batch's rank depends only
+// on the batch list, the chunk size and the rank count.
+void ShareBoundsOf(const std::vector<RowBatch>& batches, int first, int last, int chunk_size,
+                   int size, std::vector<int>& bounds) {
+  const int chunk_first = first - first % chunk_size;
+  const int chunk_last = std::min(chunk_first + chunk_size, static_cast<int>(batches.size()));
+  bounds.assign(static_cast<size_t>(size) + 1, chunk_last);
+  bounds[0] = chunk_first;
   int64_t total = 0;
-  for (int b = first; b < last; ++b) total += batches[static_cast<size_t>(b)].points;
-  int64_t before = 0;  // points of batches [first, b)
+  for (int b = chunk_first; b < chunk_last; ++b) total += batches[static_cast<size_t>(b)].points;
+  int64_t before = 0;  // points of batches [chunk_first, b)
   int r = 1;
-  for (int b = first; b < last && r < size; ++b) {
+  for (int b = chunk_first; b < chunk_last && r < size; ++b) {
     while (r < size && before * size >= total * r) bounds[static_cast<size_t>(r++)] = b;
     before += batches[static_cast<size_t>(b)].points;
   }
+  for (int& bound : bounds) bound = std::clamp(bound, first, last);
 }
 
 // This rank's share of the chunk after [first, last) (chunks of chunk_size batches): the pass's
@@ -367,14 +417,35 @@ std::pair<int, int> NextShare(const std::vector<RowBatch>& batches, int last, in
   const int num_batches = static_cast<int>(batches.size());
   const int first = last < num_batches ? last : 0;
   std::vector<int> bounds;
-  ShareBoundsOf(batches, first, std::min(first + chunk_size, num_batches), size, bounds);
+  ShareBoundsOf(batches, first, std::min(first + chunk_size, num_batches), chunk_size, size,
+                bounds);
   return {bounds[static_cast<size_t>(rank)], bounds[static_cast<size_t>(rank) + 1]};
 }
 
 }  // namespace
 
+int BatchedObjective::PassChunkBatches() const {
+  return std::min(ChunkBatches(), std::max(num_batches(), 1));
+}
+
 void BatchedObjective::ShareBounds(int first, int last, std::vector<int>& bounds) const {
-  ShareBoundsOf(batches_, first, last, options_.group->size(), bounds);
+  ShareBoundsOf(batches_, first, last, PassChunkBatches(), options_.group->size(), bounds);
+}
+
+void BatchedObjective::KeepOwnShare() {
+  if (!distributed()) return;
+  const int chunk = PassChunkBatches();
+  const int rank = options_.group->rank();
+  std::vector<std::pair<int, int>> runs;
+  std::vector<int> bounds;
+  for (int first = 0; first < num_batches(); first += chunk) {
+    ShareBoundsOf(batches_, first, std::min(first + chunk, num_batches()), chunk,
+                  options_.group->size(), bounds);
+    const int begin = bounds[static_cast<size_t>(rank)];
+    const int end = bounds[static_cast<size_t>(rank) + 1];
+    if (end > begin) runs.emplace_back(begin, end);
+  }
+  data_->KeepOnly(batches_, runs, num_angles());
 }
 
 void BatchedObjective::WidenRange(int from, int to, int first,
@@ -417,7 +488,8 @@ void BatchedObjective::ComputeSharedChunkGrams(PreparedPass& pass, int first, in
   const bool observing = !range_.complete && first <= range_next_batch_ && last > range_next_batch_;
   FiniteValueRange range;
   if (mine_last > mine_first) {
-    const auto [next_first, next_last] = NextShare(batches_, last, static_cast<int>(chunk.finite.size()) / n_angles, group.rank(), group.size());
+    const auto [next_first, next_last] =
+        NextShare(batches_, last, PassChunkBatches(), group.rank(), group.size());
     if (next_last > next_first) data_->ExpectNextFetch(next_first, next_last);
     data_->Fetch(batches_, mine_first, mine_last, n_angles, pointers_);
     if (observing) {
@@ -483,7 +555,8 @@ void BatchedObjective::ComputeSharedChunkCost(PreparedPass& pass, int first, int
   FiniteValueRange range;
   share_mine_.assign(static_cast<size_t>(mine_last - mine_first), 0.0);
   if (mine_last > mine_first) {
-    const auto [next_first, next_last] = NextShare(batches_, last, static_cast<int>(sums.size()), group.rank(), group.size());
+    const auto [next_first, next_last] =
+        NextShare(batches_, last, PassChunkBatches(), group.rank(), group.size());
     if (next_last > next_first) data_->ExpectNextFetch(next_first, next_last);
     data_->Fetch(batches_, mine_first, mine_last, n_angles, pointers_);
     if (observing) {

@@ -23,6 +23,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include <Eigen/Dense>
@@ -68,6 +69,11 @@ class PassData {
   virtual void ExpectNextFetch(int /*first*/, int /*last*/) {}
   // Batch reads retried so far (docs/design.md section 7 batch statistics); 0 for data in memory.
   virtual int64_t read_retries() const { return 0; }
+  // Keeps only batches[first, last) of each run (sorted, disjoint; data in memory free the rest):
+  // a rank of a distributed pass computes only those (BatchedObjective::KeepOwnShare). Later
+  // fetches must stay within one run. Data read from the file on every pass ignore it.
+  virtual void KeepOnly(std::span<const RowBatch> /*batches*/,
+                        std::span<const std::pair<int, int>> /*runs*/, int /*num_angles*/) {}
 };
 
 // Packed strict upper triangles held in memory (large and chunked strategies).
@@ -78,10 +84,22 @@ class InMemoryPassData : public PassData {
   explicit InMemoryPassData(PackedData data) : data_(std::move(data)) {}
   void Fetch(std::span<const RowBatch> batches, int first, int last, int num_angles,
              std::vector<const float*>& pointers) override;
+  // Called once at most; afterwards data() holds the kept runs' values, run after run.
+  void KeepOnly(std::span<const RowBatch> batches, std::span<const std::pair<int, int>> runs,
+                int num_angles) override;
+  // Every angle's values: the packed triangles, or after KeepOnly the kept runs only.
   const PackedData& data() const { return data_; }
 
  private:
+  struct Run {
+    int first = 0;             // batches [first, last)
+    int last = 0;
+    int64_t held_offset = 0;   // where the run's values start in data_'s arrays
+    int64_t source_begin = 0;  // ... and where they were before KeepOnly
+    int64_t source_end = 0;
+  };
   PackedData data_;
+  std::vector<Run> runs_;  // empty: every batch, at its offset
 };
 
 // Batches read from the file on every pass (streaming strategy): the batches of the next fetch
@@ -206,6 +224,12 @@ class BatchedObjective : public LeastSquaresProblem {
   const HomodyneModel& model() const { return model_; }
   int64_t passes() const { return passes_; }
 
+  // On a group of several ranks (PassOptions::group): frees the data of the batches other ranks
+  // compute, so that each rank holds about 1/K of data kept in memory (docs/design.md section
+  // 5b). Call after everything that reads the whole data (PackedDataObjective::data()) is done.
+  // Nothing for one process or streamed data.
+  void KeepOwnShare();
+
  protected:
   void set_num_finite_points(int64_t count) { num_finite_points_ = count; }
   // Widens the range by the finite values of batches [first, last) as fetched in `pointers`
@@ -228,10 +252,13 @@ class BatchedObjective : public LeastSquaresProblem {
   void AddChunkCost(PreparedPass& pass, int first, int last, std::vector<double>& sums,
                     double& total);
   int ChunkBatches() const;
+  // The batches of a pass's chunks: ChunkBatches(), at most the pass's batches (>= 1).
+  int PassChunkBatches() const;
   // More than one rank shares the passes (PassOptions::group).
   bool distributed() const { return options_.group != nullptr && options_.group->size() > 1; }
-  // The rank shares of batches [first, last): rank r computes [bounds[r], bounds[r + 1]),
-  // contiguous runs of about equal points (size + 1 entries, bounds[0] = first).
+  // The rank shares of batches [first, last), a part of one chunk: rank r computes [bounds[r],
+  // bounds[r + 1]), contiguous runs of about equal points of the whole chunk (size + 1 entries,
+  // bounds[0] = first).
   void ShareBounds(int first, int last, std::vector<int>& bounds) const;
   // The finite values of batches [from, to) (a sub-range of the fetched [first, ...) in
   // `pointers`), widened into range.
@@ -294,6 +321,7 @@ class PackedDataObjective : public BatchedObjective {
   // rows (about rows_block_points points per read). Propagates the source's DataError.
   static PackedData LoadPackedData(BatchSource& source, int64_t rows_block_points = 1 << 20);
 
+  // Every angle's packed triangle; after KeepOwnShare on several ranks, this rank's runs only.
   const PackedData& data() const { return data_view_->data(); }
 
  private:

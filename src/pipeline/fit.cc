@@ -80,6 +80,9 @@ class FitRun {
     if (config_.nlsq.global_search.method != GlobalSearchMethod::kOff) {
       search_data_ = fit_->strategy->SearchData(search_row_stride_);
     }
+    // On several ranks, each keeps only the data of its share of the batches from now on.
+    fit_->strategy->KeepOwnShare();
+    if (search_data_) search_data_->KeepOwnShare();
     result().load_seconds += SecondsSince(search_start);
     ReportPhase("load", result().load_seconds);
   }

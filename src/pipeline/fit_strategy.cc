@@ -172,6 +172,7 @@ class CeresStandardStrategy : public InMemoryStrategy {
       : InMemoryStrategy(StrategyKind::kStandard, inputs, std::move(data)) {}
 
   StateSolver solver() const override { return StateSolver::kCeres; }
+  void KeepOwnShare() override {}  // FitStandardWithCeres reads every angle's whole triangle
   CheckpointPolicy checkpoint_policy() const override {
     CheckpointPolicy policy;
     policy.save_at_iterations = true;

@@ -9,7 +9,8 @@
 #   bitwise MODE STRATEGY   MODE static or laminar_flow; STRATEGY standard, large, chunked or
 #                           streaming; the global phase on (multi_start, small); 2 and 3 ranks
 #                           (and 1 for static)
-#   signal_one_rank STRATEGY   SIGTERM raised on rank 1 only, then a resume on 3 ranks
+#   signal_one_rank STRATEGY   SIGTERM raised on rank 1 only (2 ranks) in the middle of a pass,
+#                              then a resume on 3 ranks (STRATEGY streaming or chunked)
 #   rank_killed             rank 1 SIGKILLed mid-fit (streaming)
 #   unreadable_rows         every read of a batch of rank 1's share fails (streaming)
 #   bad_input               a config error under 2 ranks: reported once, exit 1
@@ -38,10 +39,11 @@ fi
 # Every rank single-threaded: 3 ranks on 2 cores are oversubscribed already.
 export OMP_NUM_THREADS=1
 
-# write_config MODE FREQUENCY: fit.yaml and its simulated data sim.h5 (small: a fit takes about a
-# second); checkpoints every FREQUENCY batches (chunked: chunks of FREQUENCY batches).
+# write_config MODE FREQUENCY [INTERVAL]: fit.yaml and its simulated data sim.h5 (small: a fit
+# takes about a second); checkpoints every FREQUENCY batches and INTERVAL seconds (default 0;
+# chunked: chunks of FREQUENCY batches).
 write_config() {
-  local mode=$1 frequency=$2 names values truth
+  local mode=$1 frequency=$2 interval=${3:-0} names values truth
   if [ "$mode" = static ]; then
     names="[D0, alpha, D_offset]"; values="[1300, -0.4, 12]"
     truth="{D0: 1000, alpha: -0.5, D_offset: 10}"
@@ -74,7 +76,7 @@ optimization:
     batch_size: 1500
     checkpoint_dir: ./checkpoints
     checkpoint_frequency: $frequency
-    checkpoint_min_interval_seconds: 0
+    checkpoint_min_interval_seconds: $interval
 simulation:
   output: ./sim.h5
   format: aps_u
@@ -126,7 +128,8 @@ case "$case_name" in
     ;;
   signal_one_rank)
     strategy=$1
-    write_config laminar_flow 100000  # no periodic save: the interruption writes the only one
+    # Chunks of 4 batches, no periodic save: the interruption writes the only checkpoint.
+    write_config laminar_flow 4 100000
     flags=(--config fit.yaml --strategy "$strategy" --threads 1 --global-search off
            --no-variable-projection)
     expect_exit 0 "results in" "$bin_dir/homodyne" "${flags[@]}" --output-dir reference
