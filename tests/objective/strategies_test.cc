@@ -110,7 +110,8 @@ void StrategiesByModeTest::ExpectStrategiesBitwiseEqual(const LossOptions& loss)
                                 ++chunks_seen;
                                 EXPECT_LE(progress.batches_done, progress.num_batches);
                               },
-                              loss};
+                              loss,
+                              {}};
   PackedDataObjective chunked(model, phi, 0.01, data, chunked_options);
   ExpectBitwiseEqual(reference, Minimize(options, chunked, start), "chunked");
   EXPECT_GE(chunks_seen, chunked.passes() * (chunked.num_batches() / 3));
