@@ -109,14 +109,16 @@ void ExpectBitwiseEqual(const PassResults& a, const PassResults& b, int ranks, i
   EXPECT_EQ(a.range.complete, b.range.complete);
 }
 
+std::string ModeName(const ::testing::TestParamInfo<AnalysisMode>& mode) {
+  return std::string(ToString(mode.param));
+}
+
 class DistributedPassesTest : public SimulatedDataTest,
                               public ::testing::WithParamInterface<AnalysisMode> {};
 
 INSTANTIATE_TEST_SUITE_P(Modes, DistributedPassesTest,
                          ::testing::Values(AnalysisMode::kLaminarFlow, AnalysisMode::kStatic),
-                         [](const ::testing::TestParamInfo<AnalysisMode>& info) {
-                           return std::string(ToString(info.param));
-                         });
+                         ModeName);
 
 TEST_P(DistributedPassesTest, EveryRankCountGivesBitwiseTheSingleProcessPasses) {
   const Config config = SimulationConfig(GetParam(), 90);
