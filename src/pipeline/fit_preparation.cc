@@ -47,6 +47,14 @@ void PlanStep(PreparedFit& fit) {
   const DatasetInfo& info = fit.source.info();
   for (const std::string& warning : info.warnings) spdlog::warn("{}", warning);
   fit.plan = PlanFit(fit.config, info);
+  // The ranks of a job (process_group.h) must split the same batches into the same chunks: every
+  // rank runs rank 0's plan (each rank's memory and cores could suggest another).
+  if (ProcessGroup& group = *CurrentProcessGroup(); group.size() > 1) {
+    fit.plan.strategy.kind = static_cast<StrategyKind>(
+        group.BroadcastFromRoot(static_cast<int64_t>(fit.plan.strategy.kind)));
+    fit.plan.size.batch_points = group.BroadcastFromRoot(fit.plan.size.batch_points);
+    fit.plan.size.threads = static_cast<int>(group.BroadcastFromRoot(fit.plan.size.threads));
+  }
   ValidateConfigForData(fit.config, {info.num_angles(), fit.plan.strategy.kind});
   if (!fit.plan.scaling_warning.empty()) {
     spdlog::warn("{}", fit.plan.scaling_warning);
