@@ -107,7 +107,9 @@ void PrintResult(const FitOutcome& outcome, std::ostream& out) {
 
 int RunFit(const Config& config, const CommandLineOptions& options, std::ostream& out) {
   std::unique_ptr<BatchSource> source = OpenBatchSource(config.data);
-  PassProgressBar progress_bar(config.performance.enable_progress);
+  // Rank 0 of an MPI job alone shows progress (the ranks make the same passes).
+  PassProgressBar progress_bar(config.performance.enable_progress &&
+                               CurrentProcessGroup()->is_root());
   FitObserver observer;
   observer.on_pass_chunk = [&progress_bar](const PassProgress& progress) {
     progress_bar.Update(progress);

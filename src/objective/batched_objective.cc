@@ -483,8 +483,8 @@ void BatchedObjective::ComputeSharedChunkGrams(PreparedPass& pass, int first, in
   const int g = pass.gram_size();
   const int per_batch = n_angles * (g * (g + 1) / 2 + 1);  // lower triangles and finite counts
   ShareBounds(first, last, share_bounds_);
-  const int mine_first = share_bounds_[static_cast<size_t>(group.rank())];
-  const int mine_last = share_bounds_[static_cast<size_t>(group.rank()) + 1];
+  const int mine_first = ShareBegin(group.rank());
+  const int mine_last = ShareBegin(group.rank() + 1);
   const bool observing = !range_.complete && first <= range_next_batch_ && last > range_next_batch_;
   FiniteValueRange range;
   if (mine_last > mine_first) {
@@ -498,7 +498,8 @@ void BatchedObjective::ComputeSharedChunkGrams(PreparedPass& pass, int first, in
     const size_t begin = static_cast<size_t>(mine_first - first) * n_angles;
     const size_t entries = static_cast<size_t>(mine_last - mine_first) * n_angles;
     pass.ComputeGrams(std::span<const RowBatch>(batches_).subspan(
-                          static_cast<size_t>(mine_first), static_cast<size_t>(mine_last - mine_first)),
+                          static_cast<size_t>(mine_first),
+                          static_cast<size_t>(mine_last - mine_first)),
                       pointers_, std::span<Eigen::MatrixXd>(chunk.grams).subspan(begin, entries),
                       std::span<int64_t>(chunk.finite).subspan(begin, entries));
   }
@@ -518,7 +519,7 @@ void BatchedObjective::ComputeSharedChunkGrams(PreparedPass& pass, int first, in
   share_counts_.resize(static_cast<size_t>(group.size()));
   size_t total = 0;
   for (int r = 0; r < group.size(); ++r) {
-    const int batches = share_bounds_[static_cast<size_t>(r) + 1] - share_bounds_[static_cast<size_t>(r)];
+    const int batches = ShareBegin(r + 1) - ShareBegin(r);
     share_counts_[static_cast<size_t>(r)] = batches * per_batch + 2;
     total += static_cast<size_t>(share_counts_[static_cast<size_t>(r)]);
   }
@@ -528,7 +529,7 @@ void BatchedObjective::ComputeSharedChunkGrams(PreparedPass& pass, int first, in
   std::vector<double> rank_ranges;
   size_t at = 0;
   for (int r = 0; r < group.size(); ++r) {
-    for (int b = share_bounds_[static_cast<size_t>(r)]; b < share_bounds_[static_cast<size_t>(r) + 1]; ++b) {
+    for (int b = ShareBegin(r); b < ShareBegin(r + 1); ++b) {
       for (int k = 0; k < n_angles; ++k) {
         const size_t slot = static_cast<size_t>(b - first) * n_angles + k;
         Eigen::MatrixXd& gram = chunk.grams[slot];
@@ -549,8 +550,8 @@ void BatchedObjective::ComputeSharedChunkCost(PreparedPass& pass, int first, int
   ProcessGroup& group = *options_.group;
   const int n_angles = num_angles();
   ShareBounds(first, last, share_bounds_);
-  const int mine_first = share_bounds_[static_cast<size_t>(group.rank())];
-  const int mine_last = share_bounds_[static_cast<size_t>(group.rank()) + 1];
+  const int mine_first = ShareBegin(group.rank());
+  const int mine_last = ShareBegin(group.rank() + 1);
   const bool observing = !range_.complete && first <= range_next_batch_ && last > range_next_batch_;
   FiniteValueRange range;
   share_mine_.assign(static_cast<size_t>(mine_last - mine_first), 0.0);
@@ -572,7 +573,7 @@ void BatchedObjective::ComputeSharedChunkCost(PreparedPass& pass, int first, int
   share_counts_.resize(static_cast<size_t>(group.size()));
   size_t total = 0;
   for (int r = 0; r < group.size(); ++r) {
-    const int batches = share_bounds_[static_cast<size_t>(r) + 1] - share_bounds_[static_cast<size_t>(r)];
+    const int batches = ShareBegin(r + 1) - ShareBegin(r);
     share_counts_[static_cast<size_t>(r)] = batches + 2;
     total += static_cast<size_t>(share_counts_[static_cast<size_t>(r)]);
   }
@@ -581,7 +582,7 @@ void BatchedObjective::ComputeSharedChunkCost(PreparedPass& pass, int first, int
   std::vector<double> rank_ranges;
   size_t at = 0;
   for (int r = 0; r < group.size(); ++r) {
-    for (int b = share_bounds_[static_cast<size_t>(r)]; b < share_bounds_[static_cast<size_t>(r) + 1]; ++b) {
+    for (int b = ShareBegin(r); b < ShareBegin(r + 1); ++b) {
       sums[static_cast<size_t>(b - first)] = share_all_[at++];
     }
     rank_ranges.push_back(share_all_[at++]);

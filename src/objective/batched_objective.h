@@ -260,6 +260,8 @@ class BatchedObjective : public LeastSquaresProblem {
   // bounds[r + 1]), contiguous runs of about equal points of the whole chunk (size + 1 entries,
   // bounds[0] = first).
   void ShareBounds(int first, int last, std::vector<int>& bounds) const;
+  // share_bounds_[r]: where rank r's share of the current chunk starts (r = size: its end).
+  int ShareBegin(int rank) const { return share_bounds_[static_cast<size_t>(rank)]; }
   // The finite values of batches [from, to) (a sub-range of the fetched [first, ...) in
   // `pointers`), widened into range.
   void WidenRange(int from, int to, int first, const std::vector<const float*>& pointers,

@@ -79,8 +79,9 @@ void SetUpStrategyStep(PreparedFit& fit, std::chrono::steady_clock::time_point s
     if (prepared->observer.on_pass_chunk) prepared->observer.on_pass_chunk(progress);
     if (prepared->checkpoints) prepared->checkpoints->OnChunk(progress);
   };
-  const StrategyInputs inputs{fit.config,    fit.source,   *fit.model,          fit.phi_degrees,
-                              fit.plan.size, fit.on_chunk, fit.backend.backend, CurrentProcessGroup()};
+  const StrategyInputs inputs{fit.config,          fit.source,   *fit.model,
+                              fit.phi_degrees,     fit.plan.size, fit.on_chunk,
+                              fit.backend.backend, CurrentProcessGroup()};
   fit.strategy = SetUpStrategy(fit.plan.strategy.kind, inputs, fit.result.recovery_actions);
   fit.result.strategy = std::string(ToString(fit.strategy->kind()));
   fit.result.load_seconds =

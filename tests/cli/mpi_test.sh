@@ -119,7 +119,8 @@ case "$case_name" in
       same_results single "ranks$k"
       # Rank 0 alone prints: one result block, one line per angle.
       lines=$(grep -c "results in" <<<"$last_output")
-      [ "$lines" -eq 1 ] || { echo "FAIL: $k ranks printed the result $lines times"; failures=$((failures + 1)); }
+      [ "$lines" -eq 1 ] ||
+        { echo "FAIL: $k ranks printed the result $lines times"; failures=$((failures + 1)); }
       if [ "$k" -gt 1 ]; then
         grep -Eq "$k ranks shared the passes: rank 0 received [0-9]+ bytes" <<<"$last_output" ||
           { echo "FAIL: no communication line for $k ranks"; failures=$((failures + 1)); }
@@ -136,7 +137,8 @@ case "$case_name" in
     rm -rf checkpoints
     # SIGTERM on rank 1 only, after 30 batches: every rank stops at the same chunk boundary.
     expect_exit 3 "interrupted by SIGTERM; checkpoint saved" ranks 2 bash -c '
-      [ "${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}" = 1 ] && export HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=30:15
+      [ "${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}" = 1 ] &&
+        export HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=30:15
       exec "$@"' rank "$faults_program" "${flags[@]}" --output-dir interrupted
     [ "$(checkpoint_count)" -eq 1 ] ||
       { echo "FAIL: $(checkpoint_count) checkpoints after the interruption, expected 1"; failures=$((failures + 1)); }
@@ -153,7 +155,8 @@ case "$case_name" in
            --no-variable-projection)
     start=$(date +%s)
     ranks 2 bash -c '
-      [ "${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}" = 1 ] && export HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=30:9
+      [ "${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}" = 1 ] &&
+        export HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=30:9
       exec "$@"' rank "$faults_program" "${flags[@]}" --output-dir killed > killed.log 2>&1
     code=$?
     seconds=$(( $(date +%s) - start ))
@@ -170,7 +173,8 @@ case "$case_name" in
     # Batch 6 lies in rank 1's share of the first chunk (batches 0 to 7, 2 ranks): only rank 1
     # fails to read it.
     expect_exit 1 "\[rank 1\] homodyne: error: .*batch 6" ranks 2 bash -c '
-      [ "${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}" = 1 ] && export HOMODYNE_TEST_FAIL_READ_AT_BATCH=6
+      [ "${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}" = 1 ] &&
+        export HOMODYNE_TEST_FAIL_READ_AT_BATCH=6
       exec "$@"' rank "$faults_program" "${flags[@]}" --output-dir unreadable
     ;;
   bad_input)
