@@ -10,7 +10,8 @@
 #                           streaming; the global phase on (multi_start, small); 2 and 3 ranks
 #                           (and 1 for static)
 #   signal_one_rank STRATEGY   SIGTERM raised on rank 1 only (2 ranks) in the middle of a pass,
-#                              then a resume on 3 ranks (STRATEGY streaming or chunked)
+#                              then resumes on 3 ranks and in one process (STRATEGY streaming
+#                              or chunked)
 #   rank_killed             rank 1 SIGKILLed mid-fit (streaming)
 #   unreadable_rows         every read of a batch of rank 1's share fails (streaming)
 #   bad_input               a config error under 2 ranks: reported once, exit 1
@@ -144,10 +145,16 @@ case "$case_name" in
       { echo "FAIL: $(checkpoint_count) checkpoints after the interruption, expected 1"; failures=$((failures + 1)); }
     [ ! -e interrupted/nlsq/parameters.json ] ||
       { echo "FAIL: the interrupted job wrote results"; failures=$((failures + 1)); }
-    # Resumed by a job of another rank count, then by the single process: bitwise the reference.
+    # Resumed by a job of another rank count, and (from a copy) by the single process: both
+    # bitwise the reference.
+    cp -r checkpoints checkpoints_copy
     expect_exit 0 "resumed from the checkpoint" ranks 3 "$bin_dir/homodyne" "${flags[@]}" \
       --output-dir resumed3
     same_results reference resumed3
+    rm -rf checkpoints && mv checkpoints_copy checkpoints
+    expect_exit 0 "resumed from the checkpoint" "$bin_dir/homodyne" "${flags[@]}" \
+      --output-dir resumed1
+    same_results reference resumed1
     ;;
   rank_killed)
     write_config laminar_flow 100000
