@@ -24,3 +24,18 @@ add_library(homodyne_hdf5 INTERFACE)
 target_include_directories(homodyne_hdf5 SYSTEM INTERFACE ${HDF5_C_INCLUDE_DIRS} ${HDF5_INCLUDE_DIRS})
 target_link_libraries(homodyne_hdf5 INTERFACE ${HDF5_C_LIBRARIES} ${HDF5_LIBRARIES})
 target_compile_definitions(homodyne_hdf5 INTERFACE ${HDF5_DEFINITIONS})
+
+# MPI (HOMODYNE_MPI): one fit on the ranks of an MPI job (src/distributed/, docs/design.md section
+# 5b). Only the C bindings, so Open MPI and MPICH both serve. AUTO: on when found.
+set(HOMODYNE_WITH_MPI OFF)
+if(NOT HOMODYNE_MPI STREQUAL "OFF")
+  if(HOMODYNE_MPI STREQUAL "ON")
+    find_package(MPI REQUIRED COMPONENTS C)
+  else()
+    find_package(MPI QUIET COMPONENTS C)
+  endif()
+  if(MPI_C_FOUND)
+    set(HOMODYNE_WITH_MPI ON)
+  endif()
+endif()
+message(STATUS "homodyne: MPI ${HOMODYNE_WITH_MPI} (HOMODYNE_MPI=${HOMODYNE_MPI})")

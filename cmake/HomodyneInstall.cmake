@@ -7,7 +7,8 @@ include(CMakePackageConfigHelpers)
 
 # homodyne_internal carries only the build tree's src/ include path: exported empty.
 set(homodyne_exported_targets homodyne_build_settings homodyne_internal homodyne_hdf5
-    homodyne_model homodyne_config homodyne_io homodyne_objective homodyne_optimize
+    homodyne_model homodyne_config homodyne_io homodyne_distributed homodyne_objective
+    homodyne_optimize
     homodyne_checkpoint homodyne_pipeline)
 if(HOMODYNE_WITH_CUDA)
   list(APPEND homodyne_exported_targets homodyne_cuda)  # homodyne_objective links it

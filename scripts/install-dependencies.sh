@@ -8,6 +8,7 @@ packages=(
   libeigen3-dev libceres-dev libhdf5-dev hdf5-tools libyaml-cpp-dev liblzf-dev
   libpagmo-dev libboost-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libspdlog-dev
+  libopenmpi-dev openmpi-bin
   python3-matplotlib python3-h5py python3-numpy python3-scipy time
   python3-dev pybind11-dev python3-pybind11 python3-pytest
 )

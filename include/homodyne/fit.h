@@ -2,7 +2,9 @@
 // module (`homodyne_cpp`) are shells over it. Data flow one way:
 //   config -> plan (fit_plan.h) -> source -> strategy -> global phase -> final fit -> result.
 // Fit() neither prints nor writes result files: the caller does (WriteFitResults below), then
-// calls RemoveCheckpoints once they are safe.
+// calls RemoveCheckpoints once they are safe. On a group of several ranks (process_group.h) every
+// rank calls the same functions in lock step and gets the same outcome; rank 0 alone writes
+// checkpoints and files (WriteFitResults and RemoveCheckpoints do nothing on the others).
 #pragma once
 
 #include <functional>
@@ -81,7 +83,7 @@ void RemoveCheckpoints(const FitOutcome& outcome);
 //   1. Fit, with the config's performance log (logging.performance) attached to the observer,
 //      the log written under output_dir (no output_dir: no log, with a warning when enabled);
 //   2. on_fitted(outcome), when set (the CLI prints the result here, so that a failed write
-//      loses no computed number);
+//      loses no computed number); steps 2 to 4 and the log run on rank 0 of a job only;
 //   3. when output_dir is set, the result files (WriteFitResults), logged;
 //   4. the checkpoints removed (the result files, or the caller, now hold everything), then the
 //      checkpoint folder's lock released. A failure or a kill before this step leaves the

@@ -10,7 +10,10 @@ namespace homodyne {
 void InstallInterruptHandlers();
 // Sets the flag as if `signal_number` had arrived (Python's KeyboardInterrupt, tests).
 void RequestInterrupt(int signal_number);
-// The signal received, or 0.
+// The signal received, or 0. When the fits of this process run on a group of several ranks
+// (process_group.h), a collective call that every rank makes at the same point of the fit (the
+// checks between chunks, candidates and iterations): it returns the largest signal number any
+// rank received, so that every rank stops at the same point.
 int InterruptSignal();
 // Clears the flag (before a new fit in the same process).
 void ClearInterrupt();

@@ -16,6 +16,7 @@
 #include "homodyne/dataset.h"
 #include "homodyne/errors.h"
 #include "homodyne/fit.h"
+#include "homodyne/process_group.h"
 #include "homodyne/results.h"
 
 namespace homodyne::cli {
@@ -106,7 +107,9 @@ void PrintResult(const FitOutcome& outcome, std::ostream& out) {
 
 int RunFit(const Config& config, const CommandLineOptions& options, std::ostream& out) {
   std::unique_ptr<BatchSource> source = OpenBatchSource(config.data);
-  PassProgressBar progress_bar(config.performance.enable_progress);
+  // Rank 0 of an MPI job alone shows progress (the ranks make the same passes).
+  PassProgressBar progress_bar(config.performance.enable_progress &&
+                               CurrentProcessGroup()->is_root());
   FitObserver observer;
   observer.on_pass_chunk = [&progress_bar](const PassProgress& progress) {
     progress_bar.Update(progress);
@@ -118,6 +121,7 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
     out.flush();  // before the files are written: a full disk loses no computed number
   };
   const FitOutcome outcome = RunFitJob(config, *source, job, observer);
+  if (!CurrentProcessGroup()->is_root()) return outcome.exit_code;  // rank 0 prints and writes
   if (options.save_plots) SavePlots(options.output_dir);  // a failure only warns
   out << "  results in " << options.output_dir << "/nlsq/\n";
   if (options.output_format) {

@@ -3,8 +3,13 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <filesystem>
 #include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
 
 #include "command_line.h"
 #include "fit_command.h"
@@ -12,6 +17,7 @@
 #include "homodyne/errors.h"
 #include "homodyne/fit.h"
 #include "homodyne/interrupts.h"
+#include "homodyne/process_group.h"
 
 namespace homodyne::cli {
 namespace {
@@ -33,6 +39,11 @@ int Run(int argc, char** argv) {
   const std::optional<CommandLineOptions> options = ParseCommandLine(argc, argv);
   if (!options) return kExitSuccess;  // --help or --version
   ConfigureLogging(*options);
+  // The ranks of an MPI job run the same fit; rank 0 alone prints (and writes: RunFitJob).
+  const bool root = CurrentProcessGroup()->is_root();
+  if (!root) spdlog::set_level(spdlog::level::off);
+  std::ostringstream discarded;
+  std::ostream& out = root ? std::cout : discarded;
   // Before any loading: a SLURM pre-timeout signal during setup still ends in a clean exit 3.
   InstallInterruptHandlers();
 
@@ -48,8 +59,49 @@ int Run(int argc, char** argv) {
       ResolveConfig(ReadConfigFile(options->config_path), OverridesFromCommandLine(*options));
   for (const std::string& warning : config.warnings) spdlog::warn("{}", warning);
 
-  if (options->dry_run) return RunDryRun(config, std::cout);
-  return RunFit(config, *options, std::cout);
+  if (options->dry_run) return RunDryRun(config, out);
+  return RunFit(config, *options, out);
+}
+
+// A failure: its message on stderr and its exit code. In a job of several ranks, the ranks that
+// are not rank 0 wait a moment first: a failure every rank sees (bad input) is then reported once,
+// by rank 0, whose abort ends the others; a failure of one rank alone (its rows unreadable) is
+// reported by that rank, naming it. Either way the whole job ends (the other ranks would wait
+// for this one forever).
+int Fail(ProcessGroup& group, const std::string& message, int exit_code) {
+  if (group.size() == 1) {
+    std::cerr << message;
+    return exit_code;
+  }
+  if (!group.is_root()) std::this_thread::sleep_for(std::chrono::seconds(3));
+  std::cerr << (group.is_root() ? std::string() : "[rank " + std::to_string(group.rank()) + "] ")
+            << message << std::flush;
+  group.Abort(exit_code);
+  return exit_code;  // not reached: Abort ends the process
+}
+
+int RunAndReport(int argc, char** argv, ProcessGroup& group) {
+  try {
+    return Run(argc, argv);
+  } catch (const UsageError& error) {
+    return Fail(group,
+                std::string("homodyne: usage error: ") + error.what() +
+                    "\nRun 'homodyne --help' for the flags.\n",
+                kExitUsage);
+  } catch (const Error& error) {
+    return Fail(group, std::string("homodyne: error: ") + error.what() + "\n", kExitFailure);
+  } catch (const FitInterrupted& interrupted) {
+    // Every rank stopped at the same point (InterruptSignal agrees) and knows whether rank 0 saved.
+    if (group.is_root()) std::cerr << "homodyne: " << interrupted.what() << "\n";
+    return interrupted.checkpoint_saved() ? kExitInterrupted : kExitFailure;
+  } catch (const std::bad_alloc&) {
+    return Fail(group,
+                "homodyne: error: out of memory (try --strategy streaming or a lower "
+                "--memory-limit-gb)\n",
+                kExitFailure);
+  } catch (const std::exception& error) {
+    return Fail(group, std::string("homodyne: error: ") + error.what() + "\n", kExitFailure);
+  }
 }
 
 }  // namespace
@@ -57,24 +109,18 @@ int Run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   using namespace homodyne;
+  std::shared_ptr<ProcessGroup> group;
   try {
-    return cli::Run(argc, argv);
-  } catch (const UsageError& error) {
-    std::cerr << "homodyne: usage error: " << error.what() << "\n"
-              << "Run 'homodyne --help' for the flags.\n";
-    return kExitUsage;
-  } catch (const Error& error) {
-    std::cerr << "homodyne: error: " << error.what() << "\n";
-    return kExitFailure;
-  } catch (const FitInterrupted& interrupted) {
-    std::cerr << "homodyne: " << interrupted.what() << "\n";
-    return interrupted.checkpoint_saved() ? kExitInterrupted : kExitFailure;
-  } catch (const std::bad_alloc&) {
-    std::cerr << "homodyne: error: out of memory (try --strategy streaming or a lower "
-                 "--memory-limit-gb)\n";
-    return kExitFailure;
+    // `mpirun -n K homodyne ...` or srun: one fit on K ranks (process_group.h); else one process.
+    group = JoinProcessGroup(&argc, &argv);
   } catch (const std::exception& error) {
     std::cerr << "homodyne: error: " << error.what() << "\n";
     return kExitFailure;
   }
+  SetProcessGroup(group);
+  const int exit_code = cli::RunAndReport(argc, argv, *group);
+  SetProcessGroup(nullptr);
+  group.reset();
+  LeaveProcessGroup();
+  return exit_code;
 }

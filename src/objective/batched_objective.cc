@@ -48,12 +48,54 @@ std::vector<RowBatch> SplitIntoBatches(int n_times, int64_t batch_points) {
 void InMemoryPassData::Fetch(std::span<const RowBatch> batches, int first, int last, int num_angles,
                              std::vector<const float*>& pointers) {
   pointers.clear();
+  if (!runs_.empty()) {
+    // The run that holds [first, last): runs are sorted and disjoint.
+    auto run = std::upper_bound(runs_.begin(), runs_.end(), first,
+                                [](int batch, const Run& r) { return batch < r.first; });
+    if (run == runs_.begin() || (--run)->last < last) {
+      throw std::logic_error("in-memory data: batches " + std::to_string(first) + " to " +
+                             std::to_string(last) + " are not in this rank's share");
+    }
+    const int64_t run_offset = batches[static_cast<size_t>(run->first)].offset;
+    for (int b = first; b < last; ++b) {
+      for (int k = 0; k < num_angles; ++k) {
+        pointers.push_back(data_[static_cast<size_t>(k)].data() + run->held_offset +
+                           (batches[static_cast<size_t>(b)].offset - run_offset));
+      }
+    }
+    return;
+  }
   for (int b = first; b < last; ++b) {
     for (int k = 0; k < num_angles; ++k) {
       pointers.push_back(data_[static_cast<size_t>(k)].data() +
                          batches[static_cast<size_t>(b)].offset);
     }
   }
+}
+
+void InMemoryPassData::KeepOnly(std::span<const RowBatch> batches,
+                                std::span<const std::pair<int, int>> runs, int num_angles) {
+  if (!runs_.empty()) throw std::logic_error("in-memory data: KeepOnly called twice");
+  std::vector<Run> kept;
+  int64_t held = 0;
+  for (const auto& [first, last] : runs) {
+    const RowBatch& last_batch = batches[static_cast<size_t>(last) - 1];
+    const int64_t begin = batches[static_cast<size_t>(first)].offset;
+    kept.push_back({first, last, held, begin, last_batch.offset + last_batch.points});
+    held += last_batch.offset + last_batch.points - begin;
+  }
+  for (int k = 0; k < num_angles; ++k) {
+    std::vector<float> values(static_cast<size_t>(held));
+    for (const Run& run : kept) {
+      std::copy(data_[static_cast<size_t>(k)].begin() + run.source_begin,
+                data_[static_cast<size_t>(k)].begin() + run.source_end,
+                values.begin() + run.held_offset);
+    }
+    data_[static_cast<size_t>(k)] = std::move(values);  // the full array is freed here
+  }
+  runs_ = std::move(kept);
+  // A rank with no batch keeps nothing; an empty runs_ would mean "everything".
+  if (runs_.empty()) runs_.push_back({0, 0, 0, 0, 0});
 }
 
 BatchedObjective::BatchedObjective(HomodyneModel model, std::vector<double> phi_degrees,
@@ -179,6 +221,10 @@ struct BatchedObjective::ChunkGrams {
 
 void BatchedObjective::ComputeChunkGrams(PreparedPass& pass, int first, int last,
                                          ChunkGrams& chunk) {
+  if (distributed()) {
+    ComputeSharedChunkGrams(pass, first, last, chunk);
+    return;
+  }
   const int n_angles = num_angles();
   data_->Fetch(batches_, first, last, n_angles, pointers_);
   if (!range_.complete) ObserveRange(first, last, pointers_);
@@ -209,7 +255,9 @@ NormalEquations BatchedObjective::Accumulate(const Eigen::VectorXd& theta) {
   while (pass_.next_batch < num_batches) {
     const Clock::time_point chunk_start = Clock::now();
     const int first = pass_.next_batch;
-    const int last = std::min(first + chunk_size, num_batches);
+    // Chunks of whole multiples of chunk_size (a pass resumed by a run of another chunk size
+    // first completes its chunk): a batch belongs to the same rank share in every pass.
+    const int last = std::min((first / chunk_size + 1) * chunk_size, num_batches);
     ComputeChunkGrams(*at.pass, first, last, chunk);
     // Scatter in batch order, then angle order, into the lower triangle of J^T J. The block
     // index maps monotonically to the global one, so (a >= c) stays in the lower triangle.
@@ -288,12 +336,16 @@ PassLoss BatchedObjective::PassLossOfFit() const {
 
 void BatchedObjective::AddChunkCost(PreparedPass& pass, int first, int last,
                                     std::vector<double>& sums, double& total) {
-  data_->Fetch(batches_, first, last, num_angles(), pointers_);
-  if (!range_.complete) ObserveRange(first, last, pointers_);
-  pass.ComputeSquaredResiduals(
-      std::span<const RowBatch>(batches_).subspan(static_cast<size_t>(first),
-                                                  static_cast<size_t>(last - first)),
-      pointers_, std::span<double>(sums).first(static_cast<size_t>(last - first)));
+  if (distributed()) {
+    ComputeSharedChunkCost(pass, first, last, sums);
+  } else {
+    data_->Fetch(batches_, first, last, num_angles(), pointers_);
+    if (!range_.complete) ObserveRange(first, last, pointers_);
+    pass.ComputeSquaredResiduals(
+        std::span<const RowBatch>(batches_).subspan(static_cast<size_t>(first),
+                                                    static_cast<size_t>(last - first)),
+        pointers_, std::span<double>(sums).first(static_cast<size_t>(last - first)));
+  }
   const double scale = 2.0 / (sigma_ * sigma_);
   for (int b = first; b < last; ++b) total += scale * sums[static_cast<size_t>(b - first)];
 }
@@ -323,7 +375,7 @@ double BatchedObjective::Cost(const Eigen::VectorXd& theta) {
   while (pass_.next_batch < num_batches) {
     const Clock::time_point chunk_start = Clock::now();
     const int first = pass_.next_batch;
-    const int last = std::min(first + chunk, num_batches);
+    const int last = std::min((first / chunk + 1) * chunk, num_batches);  // as Accumulate
     AddChunkCost(*at.pass, first, last, sums, pass_.chi2);
     pass_.next_batch = last;
     if (options_.on_chunk) {
@@ -334,10 +386,215 @@ double BatchedObjective::Cost(const Eigen::VectorXd& theta) {
   return pass_.chi2;
 }
 
+namespace {
+
+// The rank shares of batches [first, last), a part of the chunk of chunk_size batches that
+// holds them (chunks start at multiples of chunk_size): rank r computes [bounds[r],
+// bounds[r + 1]), the part of its share of the whole chunk, where rank r's share starts at the
+// first batch that starts at or after r / size of the chunk's points. A batch's rank depends only
+// on the batch list, the chunk size and the rank count.
+void ShareBoundsOf(const std::vector<RowBatch>& batches, int first, int last, int chunk_size,
+                   int size, std::vector<int>& bounds) {
+  const int chunk_first = first - first % chunk_size;
+  const int chunk_last = std::min(chunk_first + chunk_size, static_cast<int>(batches.size()));
+  bounds.assign(static_cast<size_t>(size) + 1, chunk_last);
+  bounds[0] = chunk_first;
+  int64_t total = 0;
+  for (int b = chunk_first; b < chunk_last; ++b) total += batches[static_cast<size_t>(b)].points;
+  int64_t before = 0;  // points of batches [chunk_first, b)
+  int r = 1;
+  for (int b = chunk_first; b < chunk_last && r < size; ++b) {
+    while (r < size && before * size >= total * r) bounds[static_cast<size_t>(r++)] = b;
+    before += batches[static_cast<size_t>(b)].points;
+  }
+  for (int& bound : bounds) bound = std::clamp(bound, first, last);
+}
+
+// This rank's share of the chunk after [first, last) (chunks of chunk_size batches): the pass's
+// next chunk, or the first of the next pass.
+std::pair<int, int> NextShare(const std::vector<RowBatch>& batches, int last, int chunk_size,
+                              int rank, int size) {
+  const int num_batches = static_cast<int>(batches.size());
+  const int first = last < num_batches ? last : 0;
+  std::vector<int> bounds;
+  ShareBoundsOf(batches, first, std::min(first + chunk_size, num_batches), chunk_size, size,
+                bounds);
+  return {bounds[static_cast<size_t>(rank)], bounds[static_cast<size_t>(rank) + 1]};
+}
+
+}  // namespace
+
+int BatchedObjective::PassChunkBatches() const {
+  return std::min(ChunkBatches(), std::max(num_batches(), 1));
+}
+
+void BatchedObjective::ShareBounds(int first, int last, std::vector<int>& bounds) const {
+  ShareBoundsOf(batches_, first, last, PassChunkBatches(), options_.group->size(), bounds);
+}
+
+void BatchedObjective::KeepOwnShare() {
+  if (!distributed()) return;
+  const int chunk = PassChunkBatches();
+  const int rank = options_.group->rank();
+  std::vector<std::pair<int, int>> runs;
+  std::vector<int> bounds;
+  for (int first = 0; first < num_batches(); first += chunk) {
+    ShareBoundsOf(batches_, first, std::min(first + chunk, num_batches()), chunk,
+                  options_.group->size(), bounds);
+    const int begin = bounds[static_cast<size_t>(rank)];
+    const int end = bounds[static_cast<size_t>(rank) + 1];
+    if (end > begin) runs.emplace_back(begin, end);
+  }
+  data_->KeepOnly(batches_, runs, num_angles());
+}
+
+void BatchedObjective::WidenRange(int from, int to, int first,
+                                  const std::vector<const float*>& pointers,
+                                  FiniteValueRange& range) const {
+  const int n_angles = num_angles();
+  for (int b = from; b < to; ++b) {
+    const int64_t points = batches_[static_cast<size_t>(b)].points;
+    for (int k = 0; k < n_angles; ++k) {
+      const float* values = pointers[static_cast<size_t>((b - first) * n_angles + k)];
+      for (int64_t i = 0; i < points; ++i) {
+        if (!std::isfinite(values[i])) continue;
+        range.min = std::min(range.min, values[i]);
+        range.max = std::max(range.max, values[i]);
+      }
+    }
+  }
+}
+
+void BatchedObjective::ObserveSharedRange(int first, int last,
+                                          std::span<const double> rank_ranges) {
+  if (range_.complete || first > range_next_batch_ || last <= range_next_batch_) return;
+  for (size_t r = 0; r + 1 < rank_ranges.size(); r += 2) {
+    range_.min = std::min(range_.min, static_cast<float>(rank_ranges[r]));
+    range_.max = std::max(range_.max, static_cast<float>(rank_ranges[r + 1]));
+  }
+  range_next_batch_ = last;
+  range_.complete = range_next_batch_ == static_cast<int>(batches_.size());
+}
+
+void BatchedObjective::ComputeSharedChunkGrams(PreparedPass& pass, int first, int last,
+                                               ChunkGrams& chunk) {
+  ProcessGroup& group = *options_.group;
+  const int n_angles = num_angles();
+  const int g = pass.gram_size();
+  const int per_batch = n_angles * (g * (g + 1) / 2 + 1);  // lower triangles and finite counts
+  ShareBounds(first, last, share_bounds_);
+  const int mine_first = ShareBegin(group.rank());
+  const int mine_last = ShareBegin(group.rank() + 1);
+  const bool observing = !range_.complete && first <= range_next_batch_ && last > range_next_batch_;
+  FiniteValueRange range;
+  if (mine_last > mine_first) {
+    const auto [next_first, next_last] =
+        NextShare(batches_, last, PassChunkBatches(), group.rank(), group.size());
+    if (next_last > next_first) data_->ExpectNextFetch(next_first, next_last);
+    data_->Fetch(batches_, mine_first, mine_last, n_angles, pointers_);
+    if (observing) {
+      WidenRange(std::max(mine_first, range_next_batch_), mine_last, mine_first, pointers_, range);
+    }
+    const size_t begin = static_cast<size_t>(mine_first - first) * n_angles;
+    const size_t entries = static_cast<size_t>(mine_last - mine_first) * n_angles;
+    pass.ComputeGrams(std::span<const RowBatch>(batches_).subspan(
+                          static_cast<size_t>(mine_first),
+                          static_cast<size_t>(mine_last - mine_first)),
+                      pointers_, std::span<Eigen::MatrixXd>(chunk.grams).subspan(begin, entries),
+                      std::span<int64_t>(chunk.finite).subspan(begin, entries));
+  }
+  share_mine_.clear();
+  for (int b = mine_first; b < mine_last; ++b) {
+    for (int k = 0; k < n_angles; ++k) {
+      const size_t slot = static_cast<size_t>(b - first) * n_angles + k;
+      const Eigen::MatrixXd& gram = chunk.grams[slot];
+      for (int c = 0; c < g; ++c) {
+        for (int a = c; a < g; ++a) share_mine_.push_back(gram(a, c));
+      }
+      share_mine_.push_back(static_cast<double>(chunk.finite[slot]));  // exact below 2^53
+    }
+  }
+  share_mine_.push_back(range.min);
+  share_mine_.push_back(range.max);
+  share_counts_.resize(static_cast<size_t>(group.size()));
+  size_t total = 0;
+  for (int r = 0; r < group.size(); ++r) {
+    const int batches = ShareBegin(r + 1) - ShareBegin(r);
+    share_counts_[static_cast<size_t>(r)] = batches * per_batch + 2;
+    total += static_cast<size_t>(share_counts_[static_cast<size_t>(r)]);
+  }
+  share_all_.resize(total);
+  group.AllGather(share_mine_, share_counts_, share_all_);
+  // Every rank's blocks, in rank order: its batches in order, then its range.
+  std::vector<double> rank_ranges;
+  size_t at = 0;
+  for (int r = 0; r < group.size(); ++r) {
+    for (int b = ShareBegin(r); b < ShareBegin(r + 1); ++b) {
+      for (int k = 0; k < n_angles; ++k) {
+        const size_t slot = static_cast<size_t>(b - first) * n_angles + k;
+        Eigen::MatrixXd& gram = chunk.grams[slot];
+        for (int c = 0; c < g; ++c) {
+          for (int a = c; a < g; ++a) gram(a, c) = share_all_[at++];
+        }
+        chunk.finite[slot] = static_cast<int64_t>(share_all_[at++]);
+      }
+    }
+    rank_ranges.push_back(share_all_[at++]);
+    rank_ranges.push_back(share_all_[at++]);
+  }
+  if (observing) ObserveSharedRange(first, last, rank_ranges);
+}
+
+void BatchedObjective::ComputeSharedChunkCost(PreparedPass& pass, int first, int last,
+                                              std::vector<double>& sums) {
+  ProcessGroup& group = *options_.group;
+  const int n_angles = num_angles();
+  ShareBounds(first, last, share_bounds_);
+  const int mine_first = ShareBegin(group.rank());
+  const int mine_last = ShareBegin(group.rank() + 1);
+  const bool observing = !range_.complete && first <= range_next_batch_ && last > range_next_batch_;
+  FiniteValueRange range;
+  share_mine_.assign(static_cast<size_t>(mine_last - mine_first), 0.0);
+  if (mine_last > mine_first) {
+    const auto [next_first, next_last] =
+        NextShare(batches_, last, PassChunkBatches(), group.rank(), group.size());
+    if (next_last > next_first) data_->ExpectNextFetch(next_first, next_last);
+    data_->Fetch(batches_, mine_first, mine_last, n_angles, pointers_);
+    if (observing) {
+      WidenRange(std::max(mine_first, range_next_batch_), mine_last, mine_first, pointers_, range);
+    }
+    pass.ComputeSquaredResiduals(
+        std::span<const RowBatch>(batches_).subspan(static_cast<size_t>(mine_first),
+                                                    static_cast<size_t>(mine_last - mine_first)),
+        pointers_, share_mine_);
+  }
+  share_mine_.push_back(range.min);
+  share_mine_.push_back(range.max);
+  share_counts_.resize(static_cast<size_t>(group.size()));
+  size_t total = 0;
+  for (int r = 0; r < group.size(); ++r) {
+    const int batches = ShareBegin(r + 1) - ShareBegin(r);
+    share_counts_[static_cast<size_t>(r)] = batches + 2;
+    total += static_cast<size_t>(share_counts_[static_cast<size_t>(r)]);
+  }
+  share_all_.resize(total);
+  group.AllGather(share_mine_, share_counts_, share_all_);
+  std::vector<double> rank_ranges;
+  size_t at = 0;
+  for (int r = 0; r < group.size(); ++r) {
+    for (int b = ShareBegin(r); b < ShareBegin(r + 1); ++b) {
+      sums[static_cast<size_t>(b - first)] = share_all_[at++];
+    }
+    rank_ranges.push_back(share_all_[at++]);
+    rank_ranges.push_back(share_all_[at++]);
+  }
+  if (observing) ObserveSharedRange(first, last, rank_ranges);
+}
+
 PackedDataObjective::PackedDataObjective(HomodyneModel model, std::vector<double> phi_degrees,
                                          double sigma, PackedData data, int64_t batch_points)
     : PackedDataObjective(std::move(model), std::move(phi_degrees), sigma, std::move(data),
-                          PassOptions{batch_points, 0, {}, {}}) {}
+                          PassOptions{batch_points, 0, {}, {}, {}}) {}
 
 PackedDataObjective::PackedDataObjective(HomodyneModel model, std::vector<double> phi_degrees,
                                          double sigma, PackedData data, PassOptions options,
@@ -416,13 +673,20 @@ std::vector<RowBatch> SubsampleRows(int n, int row_stride, int64_t* total) {
   return rows;
 }
 
+PassOptions SubsamplePassOptions(std::shared_ptr<ProcessGroup> group) {
+  PassOptions options;
+  options.group = std::move(group);
+  return options;
+}
+
 }  // namespace
 
 std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(BatchSource& source,
                                                             HomodyneModel model,
                                                             std::vector<double> phi_degrees,
                                                             double sigma, int row_stride,
-                                                            std::shared_ptr<PassBackend> backend) {
+                                                            std::shared_ptr<PassBackend> backend,
+                                                            std::shared_ptr<ProcessGroup> group) {
   int64_t total = 0;
   std::vector<RowBatch> rows = SubsampleRows(source.info().num_times(), row_stride, &total);
   InMemoryPassData::PackedData data(static_cast<size_t>(source.info().num_angles()));
@@ -436,13 +700,14 @@ std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(BatchSource& source,
   source.ReleaseReadBuffers();  // the subsample is in memory now
   return std::make_unique<BatchedObjective>(std::move(model), std::move(phi_degrees), sigma,
                                             std::make_unique<InMemoryPassData>(std::move(data)),
-                                            PassOptions{}, std::move(rows), std::move(backend));
+                                            SubsamplePassOptions(std::move(group)), std::move(rows),
+                                            std::move(backend));
 }
 
 std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(
     const InMemoryPassData::PackedData& packed, HomodyneModel model,
     std::vector<double> phi_degrees, double sigma, int row_stride,
-    std::shared_ptr<PassBackend> backend) {
+    std::shared_ptr<PassBackend> backend, std::shared_ptr<ProcessGroup> group) {
   const int n = model.num_times();
   int64_t total = 0;
   std::vector<RowBatch> rows = SubsampleRows(n, row_stride, &total);
@@ -456,7 +721,8 @@ std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(
   }
   return std::make_unique<BatchedObjective>(std::move(model), std::move(phi_degrees), sigma,
                                             std::make_unique<InMemoryPassData>(std::move(data)),
-                                            PassOptions{}, std::move(rows), std::move(backend));
+                                            SubsamplePassOptions(std::move(group)), std::move(rows),
+                                            std::move(backend));
 }
 
 }  // namespace homodyne

@@ -23,6 +23,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include <Eigen/Dense>
@@ -30,6 +31,7 @@
 #include "homodyne/dataset.h"
 #include "homodyne/fit_events.h"
 #include "homodyne/model.h"
+#include "homodyne/process_group.h"
 #include "homodyne/robust_loss.h"
 #include "model/robust_loss.h"
 #include "optimize/levenberg_marquardt.h"
@@ -61,8 +63,17 @@ class PassData {
   // DataError (they end the fit; lm.h).
   virtual void Fetch(std::span<const RowBatch> batches, int first, int last, int num_angles,
                      std::vector<const float*>& pointers) = 0;
+  // A hint: the Fetch after the next one asks for batches [first, last) (first < last), not the
+  // range that follows it (a rank of a distributed pass fetches only its share of each chunk).
+  // Data read ahead (streaming's prefetch) read those; others ignore it.
+  virtual void ExpectNextFetch(int /*first*/, int /*last*/) {}
   // Batch reads retried so far (docs/design.md section 7 batch statistics); 0 for data in memory.
   virtual int64_t read_retries() const { return 0; }
+  // Keeps only batches[first, last) of each run (sorted, disjoint; data in memory free the rest):
+  // a rank of a distributed pass computes only those (BatchedObjective::KeepOwnShare). Later
+  // fetches must stay within one run. Data read from the file on every pass ignore it.
+  virtual void KeepOnly(std::span<const RowBatch> /*batches*/,
+                        std::span<const std::pair<int, int>> /*runs*/, int /*num_angles*/) {}
 };
 
 // Packed strict upper triangles held in memory (large and chunked strategies).
@@ -73,10 +84,22 @@ class InMemoryPassData : public PassData {
   explicit InMemoryPassData(PackedData data) : data_(std::move(data)) {}
   void Fetch(std::span<const RowBatch> batches, int first, int last, int num_angles,
              std::vector<const float*>& pointers) override;
+  // Called once at most; afterwards data() holds the kept runs' values, run after run.
+  void KeepOnly(std::span<const RowBatch> batches, std::span<const std::pair<int, int>> runs,
+                int num_angles) override;
+  // Every angle's values: the packed triangles, or after KeepOnly the kept runs only.
   const PackedData& data() const { return data_; }
 
  private:
+  struct Run {
+    int first = 0;             // batches [first, last)
+    int last = 0;
+    int64_t held_offset = 0;   // where the run's values start in data_'s arrays
+    int64_t source_begin = 0;  // ... and where they were before KeepOnly
+    int64_t source_end = 0;
+  };
   PackedData data_;
+  std::vector<Run> runs_;  // empty: every batch, at its offset
 };
 
 // Batches read from the file on every pass (streaming strategy): the batches of the next fetch
@@ -114,6 +137,11 @@ struct PassOptions {
   // minimise. Linear: chi2. Otherwise chi2, J^T J and J^T r of the NormalEquations are the robust
   // objective 2 cost = f_scale^2 sum rho(z) over both triangles and scipy's rescaled J^T J, J^T r.
   LossOptions loss;
+  // The ranks that share the passes (include/homodyne/process_group.h; null = this process
+  // alone). Each rank computes a contiguous share of every chunk's batches; the per-batch sums
+  // are gathered and reduced in batch order on every rank, so every rank returns bitwise what
+  // one process returns (docs/design.md section 5b). Every rank must make the same passes.
+  std::shared_ptr<ProcessGroup> group;
 };
 
 class PassBackend;   // backend.h: computes the per-batch sums of a pass
@@ -196,6 +224,12 @@ class BatchedObjective : public LeastSquaresProblem {
   const HomodyneModel& model() const { return model_; }
   int64_t passes() const { return passes_; }
 
+  // On a group of several ranks (PassOptions::group): frees the data of the batches other ranks
+  // compute, so that each rank holds about 1/K of data kept in memory (docs/design.md section
+  // 5b). Call after everything that reads the whole data (PackedDataObjective::data()) is done.
+  // Nothing for one process or streamed data.
+  void KeepOwnShare();
+
  protected:
   void set_num_finite_points(int64_t count) { num_finite_points_ = count; }
   // Widens the range by the finite values of batches [first, last) as fetched in `pointers`
@@ -218,6 +252,29 @@ class BatchedObjective : public LeastSquaresProblem {
   void AddChunkCost(PreparedPass& pass, int first, int last, std::vector<double>& sums,
                     double& total);
   int ChunkBatches() const;
+  // The batches of a pass's chunks: ChunkBatches(), at most the pass's batches (>= 1).
+  int PassChunkBatches() const;
+  // More than one rank shares the passes (PassOptions::group).
+  bool distributed() const { return options_.group != nullptr && options_.group->size() > 1; }
+  // The rank shares of batches [first, last), a part of one chunk: rank r computes [bounds[r],
+  // bounds[r + 1]), contiguous runs of about equal points of the whole chunk (size + 1 entries,
+  // bounds[0] = first).
+  void ShareBounds(int first, int last, std::vector<int>& bounds) const;
+  // share_bounds_[r]: where rank r's share of the current chunk starts (r = size: its end).
+  int ShareBegin(int rank) const { return share_bounds_[static_cast<size_t>(rank)]; }
+  // The finite values of batches [from, to) (a sub-range of the fetched [first, ...) in
+  // `pointers`), widened into range.
+  void WidenRange(int from, int to, int first, const std::vector<const float*>& pointers,
+                  FiniteValueRange& range) const;
+  // Distributed passes: fetches and computes this rank's share of [first, last), gathers every
+  // rank's per-batch sums (lower triangles and finite counts of ComputeGrams, or the sums of
+  // ComputeSquaredResiduals) and the finite range of their values, so that every rank holds
+  // those of every batch of the chunk, bitwise as one process computes them.
+  void ComputeSharedChunkGrams(PreparedPass& pass, int first, int last, ChunkGrams& chunk);
+  void ComputeSharedChunkCost(PreparedPass& pass, int first, int last, std::vector<double>& sums);
+  // After a distributed chunk: the range widened by the gathered ranks' ranges when the chunk
+  // holds the next batches ObserveRange would look at.
+  void ObserveSharedRange(int first, int last, std::span<const double> rank_ranges);
   // The fit's loss as the passes apply it (residual scale sigma f_scale in data units).
   PassLoss PassLossOfFit() const;
   // Starts pass_ at theta: from the pending resume state when it matches, else from zero.
@@ -239,6 +296,11 @@ class BatchedObjective : public LeastSquaresProblem {
   PassState pass_;  // the pass in progress: its point and partial sums
   std::optional<PassState> resume_pass_;
   std::vector<const float*> pointers_;  // the batches of the current Fetch
+  // Scratch of distributed passes: share bounds, counts, this rank's and everyone's values.
+  std::vector<int> share_bounds_;
+  std::vector<int> share_counts_;
+  std::vector<double> share_mine_;
+  std::vector<double> share_all_;
 };
 
 // The objective on packed data in memory (large and chunked strategies). Counts the finite
@@ -261,6 +323,7 @@ class PackedDataObjective : public BatchedObjective {
   // rows (about rows_block_points points per read). Propagates the source's DataError.
   static PackedData LoadPackedData(BatchSource& source, int64_t rows_block_points = 1 << 20);
 
+  // Every angle's packed triangle; after KeepOwnShare on several ranks, this rank's runs only.
   const PackedData& data() const { return data_view_->data(); }
 
  private:
@@ -274,16 +337,18 @@ class PackedDataObjective : public BatchedObjective {
 // represented. The same source and stride give the same objective whatever strategy the fit
 // uses, so every strategy's global phase sums in the same order. row_stride >= 1; propagates
 // the source's DataError.
-// backend: as BatchedObjective's (null = the CPU backend).
+// backend: as BatchedObjective's (null = the CPU backend); group: the ranks that share its passes
+// (PassOptions::group; null = this process alone).
 std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(
     BatchSource& source, HomodyneModel model, std::vector<double> phi_degrees, double sigma,
-    int row_stride, std::shared_ptr<PassBackend> backend = nullptr);
+    int row_stride, std::shared_ptr<PassBackend> backend = nullptr,
+    std::shared_ptr<ProcessGroup> group = nullptr);
 // The same from packed data already in memory (PackedDataObjective::data(), read from the same
 // source): the same floats, so the same objective, without reading the file again (row reads
 // of a compressed file decompress a whole chunk each).
 std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(
     const InMemoryPassData::PackedData& packed, HomodyneModel model,
     std::vector<double> phi_degrees, double sigma, int row_stride,
-    std::shared_ptr<PassBackend> backend = nullptr);
+    std::shared_ptr<PassBackend> backend = nullptr, std::shared_ptr<ProcessGroup> group = nullptr);
 
 }  // namespace homodyne

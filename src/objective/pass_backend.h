@@ -10,8 +10,9 @@
 // A batch's output depends only on the point, the batch's rows and its data, never on which
 // other batches share the call, on the thread count or on the call order. So the objective's
 // batch-order reduction gives bitwise the same sums whatever the chunking, a device backend may
-// compute a whole chunk of batches in one launch, and ranks of an MPI job could each compute a
-// slice of the batch list and add their reduced partial sums (docs/design.md section 5).
+// compute a whole chunk of batches in one launch, and the ranks of an MPI job each compute a share
+// of every chunk, whose per-batch sums they gather and reduce in batch order (docs/design.md
+// section 5b).
 //
 // Backends: cpu (OpenMP over the batches of a range, the vectorised PassKernel of
 // src/model/pass_kernel.h). A CUDA backend does not exist yet: SelectBackend says why when it is

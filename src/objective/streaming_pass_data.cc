@@ -75,8 +75,17 @@ class StreamingPassData : public PassData {
       pointers.push_back(ready.values.data() + ready.starts[s]);
     }
     chunk_ = std::max(chunk_, last - first);  // only a pass's last fetch is shorter
-    if (options_.prefetch) StartPrefetch(batches, last, num_angles);
+    if (options_.prefetch) {
+      if (expected_next_) {
+        StartPrefetchOf(batches, expected_next_->first, expected_next_->second, num_angles);
+        expected_next_.reset();
+      } else {
+        StartPrefetch(batches, last, num_angles);
+      }
+    }
   }
+
+  void ExpectNextFetch(int first, int last) override { expected_next_.emplace(first, last); }
 
   int64_t read_retries() const override { return retries_.load(); }
 
@@ -174,7 +183,10 @@ class StreamingPassData : public PassData {
   void StartPrefetch(std::span<const RowBatch> batches, int next, int num_angles) {
     const int num_batches = static_cast<int>(batches.size());
     const int first = next < num_batches ? next : 0;
-    const int last = std::min(first + chunk_, num_batches);
+    StartPrefetchOf(batches, first, std::min(first + chunk_, num_batches), num_angles);
+  }
+  // Asks the reader for batches [first, last) (first < last).
+  void StartPrefetchOf(std::span<const RowBatch> batches, int first, int last, int num_angles) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       request_ = ReadRequest{std::vector<RowBatch>(batches.begin() + first, batches.begin() + last),
@@ -193,6 +205,7 @@ class StreamingPassData : public PassData {
   ChunkBuffer buffers_[2];
   int current_ = 0;
   int chunk_ = 1;  // batches per fetch: the largest fetch seen
+  std::optional<std::pair<int, int>> expected_next_;  // ExpectNextFetch's, for the next Fetch
   std::atomic<int64_t> retries_{0};
   // The reader thread (started by the first prefetch) and what it shares with Fetch, under mutex_.
   std::mutex mutex_;

@@ -27,6 +27,7 @@
 #include "checkpoint/checkpoint_store.h"
 #include "homodyne/dataset.h"
 #include "homodyne/errors.h"
+#include "homodyne/process_group.h"
 #include "homodyne/results.h"
 #include "objective/batched_objective.h"
 #include "optimize/global_search.h"
@@ -83,6 +84,10 @@ class FitRun {
       coarse_row_stride_ = CoarseRowStride(info.num_times(), points, search_row_stride_);
       if (coarse_row_stride_ > 0) coarse_data_ = fit_->strategy->SearchData(coarse_row_stride_);
     }
+    // On several ranks, each keeps only the data of its share of the batches from now on.
+    fit_->strategy->KeepOwnShare();
+    if (search_data_) search_data_->KeepOwnShare();
+    if (coarse_data_) coarse_data_->KeepOwnShare();
     result().load_seconds += SecondsSince(search_start);
     ReportPhase("load", result().load_seconds);
   }
@@ -223,6 +228,10 @@ class FitRun {
          *fit_->backend.backend, fit_->plan.size.threads, SecondsSince(start_)},
         recorded);
     outcome_.final_fit_report = summary_.BriefReport();
+    if (const ProcessGroup& group = *CurrentProcessGroup(); group.size() > 1) {
+      spdlog::info("{} ranks shared the passes: rank 0 received {} bytes from the others",
+                   group.size(), group.bytes_received());
+    }
     outcome_.model = *fit_->model;
     outcome_.checkpoints = checkpoints.store_options();
     outcome_.checkpoints_enabled = checkpoints.enabled();
@@ -254,12 +263,13 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitObserver& obs
 }
 
 void WriteFitResults(const FitOutcome& outcome, BatchSource& source, const std::string& output_dir) {
+  if (!CurrentProcessGroup()->is_root()) return;  // rank 0 of a job writes
   const ModelEvaluation evaluation(*outcome.model, outcome.physical);
   WriteAllResultFiles(outcome.result, source, evaluation, output_dir);
 }
 
 void RemoveCheckpoints(const FitOutcome& outcome) {
-  if (!outcome.checkpoints_enabled) return;
+  if (!outcome.checkpoints_enabled || !CurrentProcessGroup()->is_root()) return;
   for (const std::string& path : CheckpointStore(outcome.checkpoints).List()) {
     std::error_code error;
     std::filesystem::remove(path, error);

@@ -17,6 +17,7 @@
 #include "fit_identity.h"
 #include "homodyne/checkpoint_errors.h"
 #include "homodyne/errors.h"
+#include "homodyne/process_group.h"
 #include "interrupts.h"
 #include "objective/c2_rows.h"
 
@@ -257,8 +258,9 @@ FitCheckpoints::FitCheckpoints(const Config& config, CheckpointPolicy policy,
                                config.streaming.keep_last_checkpoints,
                                config.streaming.enable_compression}),
       batches_per_pass_(batches_per_pass),
-      on_saved_(std::move(on_saved)) {
-  if (enabled_) {
+      on_saved_(std::move(on_saved)),
+      writer_(CurrentProcessGroup()->is_root()) {
+  if (enabled_ && writer_) {
     std::string note;
     folder_lock_ = CheckpointFolderLock::Acquire(store_.options().directory, note);
     if (!note.empty()) spdlog::warn("{}", note);
@@ -271,6 +273,7 @@ FitCheckpoints::FitCheckpoints(const Config& config, CheckpointPolicy policy,
 std::optional<Checkpoint> FitCheckpoints::LoadForResume() {
   if (!enabled_) return std::nullopt;
   if (!resume_) {
+    if (!writer_) return std::nullopt;  // rank 0 removes them
     // A fresh start: older checkpoints in the folder would otherwise be picked by a later resume.
     const std::vector<std::string> stale = store_.List();
     if (!stale.empty()) {
@@ -289,6 +292,17 @@ std::optional<Checkpoint> FitCheckpoints::LoadForResume() {
   for (const std::string& warning : skipped) {
     spdlog::warn("{}", warning);
     warnings_.push_back(warning);
+  }
+  // Every rank of a job reads the folder: they must resume from the same checkpoint.
+  ProcessGroup& group = *CurrentProcessGroup();
+  if (group.size() > 1) {
+    const int64_t batch = checkpoint ? checkpoint->global_batch : -1;
+    if (group.MaxOverRanks(batch) != -group.MaxOverRanks(-batch)) {
+      throw InputError("the ranks of this job found different checkpoints in " +
+                       store_.options().directory +
+                       ": streaming.checkpoint_dir must be a folder every rank sees (a shared "
+                       "file system)");
+    }
   }
   return checkpoint;
 }
@@ -362,7 +376,9 @@ void FitCheckpoints::AdvanceBatches(int64_t batches) {
 }
 
 void FitCheckpoints::SaveAndStop(const PassState* pass, int signal_number) {
-  const bool saved = enabled_ && Save(pass);
+  // Rank 0 saves; every rank of a job reports its outcome (exit 3 only with a checkpoint).
+  const int64_t saved_here = enabled_ && Save(pass) ? 1 : 0;
+  const bool saved = CurrentProcessGroup()->BroadcastFromRoot(saved_here) != 0;
   throw FitInterrupted("interrupted by " + SignalName(signal_number) +
                            (saved ? "; checkpoint saved, run the same command to resume"
                                   : "; no checkpoint saved (checkpoints disabled or failed)"),
@@ -390,6 +406,7 @@ bool FitCheckpoints::PeriodicSaveDue() const {
 }
 
 bool FitCheckpoints::Save(const PassState* pass) {
+  if (!writer_) return true;  // rank 0 of a job writes the checkpoints
   Checkpoint checkpoint;
   if (last_state_) checkpoint.lm = *last_state_;  // empty theta: still in the first pass
   if (pass != nullptr) checkpoint.pass = *pass;

@@ -173,6 +173,9 @@ class FitCheckpoints {
   int64_t passes_seen_ = 0;  // full and cost passes reported (policy.passes_from_iterations)
   std::vector<std::string> warnings_;
   std::function<void(const CheckpointSaveReport&)> on_saved_;
+  // This process writes and removes the checkpoints and holds the folder's lock: the single
+  // process, or rank 0 of a job (process_group.h); the other ranks keep the same state unsaved.
+  bool writer_;
 };
 
 }  // namespace homodyne

@@ -8,6 +8,7 @@
 
 #include "config/path_checks.h"
 #include "homodyne/fit.h"
+#include "homodyne/process_group.h"
 #include "performance_log.h"
 #include "pipeline/fault_injection.h"
 
@@ -16,9 +17,12 @@ namespace homodyne {
 FitOutcome RunFitJob(const Config& config, BatchSource& source, const FitJobOptions& options,
                      const FitObserver& observer) {
   CheckJobPaths(config, options.output_dir);
+  // The ranks of a job (process_group.h) fit in lock step; rank 0 alone logs, reports and writes.
+  const bool root = CurrentProcessGroup()->is_root();
   // logging.performance: <output_dir>/<filename>, only when there is an output_dir to put it in;
   // a log that cannot be written only warns.
   PerformanceLogOptions log_options = config.logging.performance;
+  if (!root) log_options.enabled = false;
   if (log_options.enabled && !options.output_dir) {
     spdlog::warn("logging.performance.enabled = true but no output_dir given: no performance log");
     log_options.enabled = false;
@@ -41,6 +45,7 @@ FitOutcome RunFitJob(const Config& config, BatchSource& source, const FitJobOpti
     }
   }();
   performance_log.LogTotal(outcome.result);
+  if (!root) return outcome;  // rank 0 writes the files and removes the checkpoints
   if (options.on_fitted) options.on_fitted(outcome);
   if (options.output_dir) {
     const auto write_start = std::chrono::steady_clock::now();

@@ -3,6 +3,7 @@
 
 #include "fit_data_check.h"
 #include "homodyne/backend.h"
+#include "homodyne/process_group.h"
 
 #include <omp.h>
 #include <spdlog/spdlog.h>
@@ -16,6 +17,7 @@
 
 #include "config/config_for_data.h"
 #include "homodyne/errors.h"
+#include "homodyne/process_group.h"
 #include "objective/batched_objective.h"
 #include "optimize/bounds.h"
 #include "optimize/per_angle_mode.h"
@@ -45,6 +47,14 @@ void PlanStep(PreparedFit& fit) {
   const DatasetInfo& info = fit.source.info();
   for (const std::string& warning : info.warnings) spdlog::warn("{}", warning);
   fit.plan = PlanFit(fit.config, info);
+  // The ranks of a job (process_group.h) must split the same batches into the same chunks: every
+  // rank runs rank 0's plan (each rank's memory and cores could suggest another).
+  if (ProcessGroup& group = *CurrentProcessGroup(); group.size() > 1) {
+    fit.plan.strategy.kind = static_cast<StrategyKind>(
+        group.BroadcastFromRoot(static_cast<int64_t>(fit.plan.strategy.kind)));
+    fit.plan.size.batch_points = group.BroadcastFromRoot(fit.plan.size.batch_points);
+    fit.plan.size.threads = static_cast<int>(group.BroadcastFromRoot(fit.plan.size.threads));
+  }
   ValidateConfigForData(fit.config, {info.num_angles(), fit.plan.strategy.kind});
   if (!fit.plan.scaling_warning.empty()) {
     spdlog::warn("{}", fit.plan.scaling_warning);
@@ -69,8 +79,9 @@ void SetUpStrategyStep(PreparedFit& fit, std::chrono::steady_clock::time_point s
     if (prepared->observer.on_pass_chunk) prepared->observer.on_pass_chunk(progress);
     if (prepared->checkpoints) prepared->checkpoints->OnChunk(progress);
   };
-  const StrategyInputs inputs{fit.config,    fit.source,   *fit.model,         fit.phi_degrees,
-                              fit.plan.size, fit.on_chunk, fit.backend.backend};
+  const StrategyInputs inputs{fit.config,          fit.source,   *fit.model,
+                              fit.phi_degrees,     fit.plan.size, fit.on_chunk,
+                              fit.backend.backend, CurrentProcessGroup()};
   fit.strategy = SetUpStrategy(fit.plan.strategy.kind, inputs, fit.result.recovery_actions);
   fit.result.strategy = std::string(ToString(fit.strategy->kind()));
   fit.result.load_seconds =

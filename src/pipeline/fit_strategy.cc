@@ -61,6 +61,7 @@ PassOptions BasePassOptions(const StrategyInputs& inputs) {
   options.batch_points = std::max<int64_t>(1, (inputs.size.batch_points + n_angles - 1) / n_angles);
   options.on_chunk = inputs.on_chunk;
   options.loss = inputs.config.nlsq.loss;
+  options.group = inputs.group;
   return options;
 }
 
@@ -126,6 +127,7 @@ class InMemoryStrategy : public FitStrategy {
         phi_degrees_(inputs.phi_degrees),
         sigma_(inputs.config.nlsq.sigma),
         backend_(inputs.backend),
+        group_(inputs.group),
         objective_(std::make_unique<PackedDataObjective>(
             model_, phi_degrees_, sigma_, std::move(data), InMemoryPassOptions(kind, inputs),
             backend_)) {}
@@ -135,7 +137,7 @@ class InMemoryStrategy : public FitStrategy {
 
   std::unique_ptr<BatchedObjective> SearchData(int row_stride) const override {
     return MakeRowSubsampleObjective(objective_->data(), model_, phi_degrees_, sigma_, row_stride,
-                                     backend_);
+                                     backend_, group_);
   }
 
  protected:
@@ -157,6 +159,7 @@ class InMemoryStrategy : public FitStrategy {
   const std::vector<double>& phi_degrees_;
   double sigma_;
   std::shared_ptr<PassBackend> backend_;
+  std::shared_ptr<ProcessGroup> group_;
   std::unique_ptr<PackedDataObjective> objective_;
 };
 
@@ -169,6 +172,7 @@ class CeresStandardStrategy : public InMemoryStrategy {
       : InMemoryStrategy(StrategyKind::kStandard, inputs, std::move(data)) {}
 
   StateSolver solver() const override { return StateSolver::kCeres; }
+  void KeepOwnShare() override {}  // FitStandardWithCeres reads every angle's whole triangle
   CheckpointPolicy checkpoint_policy() const override {
     CheckpointPolicy policy;
     policy.save_at_iterations = true;
@@ -208,6 +212,7 @@ class StreamingStrategy : public FitStrategy {
         phi_degrees_(inputs.phi_degrees),
         sigma_(inputs.config.nlsq.sigma),
         backend_(inputs.backend),
+        group_(inputs.group),
         objective_(std::make_unique<BatchedObjective>(
             model_, phi_degrees_, sigma_, MakeStreamingPassData(source_, ReadOptions(inputs)),
             StreamingPassOptions(inputs), backend_)) {}
@@ -221,7 +226,8 @@ class StreamingStrategy : public FitStrategy {
 
   // Read from the file (the streaming objective reads the source only during its passes).
   std::unique_ptr<BatchedObjective> SearchData(int row_stride) const override {
-    return MakeRowSubsampleObjective(source_, model_, phi_degrees_, sigma_, row_stride, backend_);
+    return MakeRowSubsampleObjective(source_, model_, phi_degrees_, sigma_, row_stride, backend_,
+                                     group_);
   }
 
  private:
@@ -243,6 +249,7 @@ class StreamingStrategy : public FitStrategy {
   const std::vector<double>& phi_degrees_;
   double sigma_;
   std::shared_ptr<PassBackend> backend_;
+  std::shared_ptr<ProcessGroup> group_;
   std::unique_ptr<BatchedObjective> objective_;
 };
 

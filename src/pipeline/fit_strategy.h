@@ -53,6 +53,11 @@ class FitStrategy {
   // rows and floats whatever the strategy (so every strategy searches alike, bitwise).
   virtual std::unique_ptr<BatchedObjective> SearchData(int row_stride) const = 0;
 
+  // On several ranks (include/homodyne/process_group.h): frees the data of the batches other
+  // ranks compute (BatchedObjective::KeepOwnShare), once SearchData no longer needs the whole
+  // data. A strategy whose final fit reads all the data itself (Ceres) keeps them.
+  virtual void KeepOwnShare() { objective().KeepOwnShare(); }
+
   // The final fit (docs/design.md section 4) of the objective reparametrised by `map`, from
   // `start` (reduced layout); lm holds the reduced bounds, tolerances, callback and any resume
   // state (which must be of solver()). A strategy that must give way mid-fit calls on_fallback
@@ -83,6 +88,7 @@ struct StrategyInputs {
   // Called after every chunk of a pass (progress, checkpoints, signals); may be empty.
   std::function<void(const PassProgress&)> on_chunk;
   std::shared_ptr<PassBackend> backend;  // computes the passes (never null)
+  std::shared_ptr<ProcessGroup> group;   // the ranks that share the passes (never null)
 };
 
 // Sets up `kind` (the standard strategy with optimization.nlsq.solver ceres runs Ceres). If it

@@ -1,6 +1,8 @@
 // The interrupt flag and its signal handlers (interrupts.h).
 #include "interrupts.h"
 
+#include "homodyne/process_group.h"
+
 #include <unistd.h>
 
 #include <atomic>
@@ -28,7 +30,13 @@ void InstallInterruptHandlers() {
   for (int signal_number : {SIGTERM, SIGINT, SIGUSR1}) sigaction(signal_number, &action, nullptr);
 }
 
-int InterruptSignal() { return g_interrupt_signal.load(); }
+int InterruptSignal() {
+  const int signal_number = g_interrupt_signal.load();
+  ProcessGroup& group = *CurrentProcessGroup();
+  if (group.size() == 1) return signal_number;
+  // The ranks of a job agree: a signal that reached any rank stops every rank at this point.
+  return static_cast<int>(group.MaxOverRanks(signal_number));
+}
 
 void RequestInterrupt(int signal_number) { g_interrupt_signal.store(signal_number); }
 

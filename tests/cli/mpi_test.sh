@@ -1,0 +1,202 @@
+#!/usr/bin/env bash
+# One fit on the ranks of an MPI job (issue 21; docs/design.md section 5b): the results of
+# `mpirun -n K homodyne` are bitwise those of the plain single process, a signal to one rank
+# stops every rank with exit 3 after exactly one checkpoint, which a job of another rank count
+# resumes bitwise, and a rank that dies or cannot read its rows ends the whole job in bounded
+# time with a non-zero exit.
+# Usage: mpi_test.sh BIN_DIR MPIEXEC CASE [ARGS...], with HOMODYNE_FAULTS_PROGRAM the test build
+# homodyne_with_faults (tests/cli/homodyne_with_faults.cc: its HOMODYNE_TEST_* variables).
+#   bitwise MODE STRATEGY   MODE static or laminar_flow; STRATEGY standard, large, chunked or
+#                           streaming; the global phase on (multi_start, small); 2 and 3 ranks
+#                           (and 1 for static)
+#   signal_one_rank STRATEGY   SIGTERM raised on rank 1 only (2 ranks) in the middle of a pass,
+#                              then resumes on 3 ranks and in one process (STRATEGY streaming
+#                              or chunked)
+#   rank_killed             rank 1 SIGKILLed mid-fit (streaming)
+#   unreadable_rows         every read of a batch of rank 1's share fails (streaming)
+#   bad_input               a config error under 2 ranks: reported once, exit 1
+# MPIEXEC: the launcher CMake found (FindMPI's MPIEXEC_EXECUTABLE). Open MPI runs as root only
+# with --allow-run-as-root (CI containers), and more ranks than cores only with --oversubscribe.
+set -u
+bin_dir=$(cd "$1" && pwd)
+mpiexec=$2
+case_name=$3
+faults_program=${HOMODYNE_FAULTS_PROGRAM:?the test build homodyne_with_faults}
+shift 3
+here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+failures=0
+# shellcheck source=test_lib.sh
+source "$here/test_lib.sh"
+
+launcher=("$mpiexec")
+if "$mpiexec" --version 2>&1 | grep -Eq "Open ?MPI|OpenRTE"; then
+  # As root in CI; more ranks than the 2 cores; ranks that wait yield their core (the machine is
+  # oversubscribed: busy-polling ranks would starve the one that computes).
+  launcher+=(--allow-run-as-root --oversubscribe --mca mpi_yield_when_idle 1)
+fi
+# Every rank single-threaded: 3 ranks on 2 cores are oversubscribed already.
+export OMP_NUM_THREADS=1
+
+# write_config MODE FREQUENCY [INTERVAL]: fit.yaml and its simulated data sim.h5 (small: a fit
+# takes about a second); checkpoints every FREQUENCY batches and INTERVAL seconds (default 0;
+# chunked: chunks of FREQUENCY batches).
+write_config() {
+  local mode=$1 frequency=$2 interval=${3:-0} names values truth
+  if [ "$mode" = static ]; then
+    names="[D0, alpha, D_offset]"; values="[1300, -0.4, 12]"
+    truth="{D0: 1000, alpha: -0.5, D_offset: 10}"
+  else
+    names="[D0, alpha, D_offset, gamma_dot_t0, beta, gamma_dot_t_offset, phi0]"
+    values="[1300, -0.4, 12, 0.00025, 0.1, 0, 1]"
+    truth="{D0: 1000, alpha: -0.5, D_offset: 10, gamma_dot_t0: 0.0002, beta: 0,
+               gamma_dot_t_offset: 0, phi0: 0}"
+  fi
+  cat > fit.yaml <<YAML
+analysis_mode: $mode
+analyzer_parameters:
+  dt: 0.1
+  start_frame: 1
+  end_frame: -1
+  scattering: {wavevector_q: 0.0054}
+  geometry: {stator_rotor_gap: 2000000}
+experimental_data:
+  data_folder_path: ./
+  data_file_name: sim.h5
+initial_parameters:
+  parameter_names: $names
+  values: $values
+optimization:
+  nlsq:
+    max_iterations: 40
+    global_search: {method: multi_start}
+    multi_start: {n_starts: 3, refine_top_k: 1}
+  streaming:
+    batch_size: 1500
+    checkpoint_dir: ./checkpoints
+    checkpoint_frequency: $frequency
+    checkpoint_min_interval_seconds: $interval
+simulation:
+  output: ./sim.h5
+  format: aps_u
+  frames: 120
+  phi_angles: [0, 45, 90]
+  parameters: $truth
+  contrast: [0.3, 0.28, 0.25]
+  offset: 1.0
+  noise_sigma: 0.01
+  seed: 7
+  dtype: float32
+  compression: none
+YAML
+  "$bin_dir/homodyne-simulate" --config fit.yaml > /dev/null || { echo "FAIL: simulate"; exit 1; }
+}
+
+# ranks K PROGRAM ARGS...: PROGRAM on K ranks, at most 120 s (a hang fails the test).
+ranks() {
+  local k=$1
+  shift
+  timeout 120 "${launcher[@]}" -n "$k" "$@"
+}
+
+checkpoint_count() { find checkpoints -name 'homodyne_state_batch_*.h5' 2>/dev/null | wc -l; }
+
+case "$case_name" in
+  bitwise)
+    mode=$1 strategy=$2
+    write_config "$mode" 4  # chunked: several chunks a pass
+    flags=(--config fit.yaml --strategy "$strategy" --threads 1)
+    expect_exit 0 "results in" "$bin_dir/homodyne" "${flags[@]}" --output-dir single
+    grep -q "global search multi_start" <<<"$last_output" ||
+      { echo "FAIL: the global phase did not run"; failures=$((failures + 1)); }
+    # One rank runs the single process's code path (a group of one); it is launched for the
+    # static mode only, to keep the test time down.
+    rank_counts=(2 3)
+    [ "$mode" = static ] && rank_counts=(1 2 3)
+    for k in "${rank_counts[@]}"; do
+      expect_exit 0 "results in" ranks "$k" "$bin_dir/homodyne" "${flags[@]}" --output-dir "ranks$k"
+      same_results single "ranks$k"
+      # Rank 0 alone prints: one result block, one line per angle.
+      lines=$(grep -c "results in" <<<"$last_output")
+      [ "$lines" -eq 1 ] ||
+        { echo "FAIL: $k ranks printed the result $lines times"; failures=$((failures + 1)); }
+      if [ "$k" -gt 1 ]; then
+        grep -Eq "$k ranks shared the passes: rank 0 received [0-9]+ bytes" <<<"$last_output" ||
+          { echo "FAIL: no communication line for $k ranks"; failures=$((failures + 1)); }
+      fi
+    done
+    ;;
+  signal_one_rank)
+    strategy=$1
+    # Chunks of 4 batches, no periodic save: the interruption writes the only checkpoint.
+    write_config laminar_flow 4 100000
+    flags=(--config fit.yaml --strategy "$strategy" --threads 1 --global-search off
+           --no-variable-projection)
+    expect_exit 0 "results in" "$bin_dir/homodyne" "${flags[@]}" --output-dir reference
+    rm -rf checkpoints
+    # SIGTERM on rank 1 only, after 30 batches: every rank stops at the same chunk boundary.
+    expect_exit 3 "interrupted by SIGTERM; checkpoint saved" ranks 2 bash -c '
+      [ "${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}" = 1 ] &&
+        export HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=30:15
+      exec "$@"' rank "$faults_program" "${flags[@]}" --output-dir interrupted
+    [ "$(checkpoint_count)" -eq 1 ] ||
+      { echo "FAIL: $(checkpoint_count) checkpoints after the interruption, expected 1"; failures=$((failures + 1)); }
+    [ ! -e interrupted/nlsq/parameters.json ] ||
+      { echo "FAIL: the interrupted job wrote results"; failures=$((failures + 1)); }
+    # Resumed by a job of another rank count, and (from a copy) by the single process: both
+    # bitwise the reference.
+    cp -r checkpoints checkpoints_copy
+    expect_exit 0 "resumed from the checkpoint" ranks 3 "$bin_dir/homodyne" "${flags[@]}" \
+      --output-dir resumed3
+    same_results reference resumed3
+    rm -rf checkpoints && mv checkpoints_copy checkpoints
+    expect_exit 0 "resumed from the checkpoint" "$bin_dir/homodyne" "${flags[@]}" \
+      --output-dir resumed1
+    same_results reference resumed1
+    ;;
+  rank_killed)
+    write_config laminar_flow 100000
+    flags=(--config fit.yaml --strategy streaming --threads 1 --global-search off
+           --no-variable-projection)
+    start=$(date +%s)
+    ranks 2 bash -c '
+      [ "${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}" = 1 ] &&
+        export HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=30:9
+      exec "$@"' rank "$faults_program" "${flags[@]}" --output-dir killed > killed.log 2>&1
+    code=$?
+    seconds=$(( $(date +%s) - start ))
+    if [ "$code" -eq 0 ] || [ "$code" -eq 124 ]; then
+      echo "FAIL: a job with a killed rank exited $code after $seconds s"; cat killed.log
+      failures=$((failures + 1))
+    else
+      echo "ok: a job with a killed rank ended with exit $code after $seconds s"
+    fi
+    ;;
+  unreadable_rows)
+    write_config laminar_flow 100000
+    flags=(--config fit.yaml --strategy streaming --threads 1 --global-search off)
+    # Batch 6 lies in rank 1's share of the first chunk (batches 0 to 7, 2 ranks): only rank 1
+    # fails to read it.
+    expect_exit 1 "\[rank 1\] homodyne: error: .*batch 6" ranks 2 bash -c '
+      [ "${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}" = 1 ] &&
+        export HOMODYNE_TEST_FAIL_READ_AT_BATCH=6
+      exec "$@"' rank "$faults_program" "${flags[@]}" --output-dir unreadable
+    ;;
+  bad_input)
+    write_config laminar_flow 100000
+    sed -i 's/max_iterations: 40/max_iterations: -3/' fit.yaml
+    expect_exit 1 "max_iterations" ranks 2 "$bin_dir/homodyne" --config fit.yaml --output-dir bad
+    count=$(grep -c "homodyne: error" <<<"$last_output")
+    [ "$count" -eq 1 ] || { echo "FAIL: the error was reported $count times"; failures=$((failures + 1)); }
+    ;;
+  *)
+    echo "FAIL: unknown case $case_name"; exit 1 ;;
+esac
+
+if [ "$failures" -ne 0 ]; then
+  echo "$failures failure(s)"
+  exit 1
+fi
+echo "all passed"
