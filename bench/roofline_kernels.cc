@@ -56,4 +56,13 @@ void RepeatTileGram(const double* tile, int count, int gram_size, int repeats, d
   }
 }
 
+void RepeatLaneGram(double* tile, int count, int gram_size, int repeats, double* lanes,
+                    double* gram) {
+  for (int r = 0; r < repeats; ++r) {
+    pass_kernel::AddTileToLaneGram(tile, count, gram_size, lanes);
+    __asm__ volatile("" : : "r"(lanes) : "memory");
+  }
+  pass_kernel::FlushLaneGram(lanes, gram_size, gram);
+}
+
 }  // namespace homodyne::roofline

@@ -19,4 +19,9 @@ double SumFloats(const float* values, int64_t count);
 // gram_size columns into gram (gram_size^2 doubles); tile: kTilePoints * padded columns.
 void RepeatTileGram(const double* tile, int count, int gram_size, int repeats, double* gram);
 
+// The same with the lane Gram (gram_block.h, AddTileToLaneGram; FlushLaneGram once at the end),
+// the linear loss's Gram update since issue 24. tile is written (its padding points zeroed).
+void RepeatLaneGram(double* tile, int count, int gram_size, int repeats, double* lanes,
+                    double* gram);
+
 }  // namespace homodyne::roofline

@@ -112,9 +112,11 @@ void SharedFactors(const Inputs& in, int i, int j_begin, int count, const Scratc
 
 // One angle of one tile: the rows of [J | e] (docs/model.md, Jacobian; as ModelEvaluation), zero
 // rows for non-finite data, then gram += tile^T tile (lower triangle).
+// Under the linear loss the tile goes into the angle's lane Gram (lanes; gram_block.h), under a
+// robust loss straight into gram.
 template <bool kLaminar, bool kLibm>
 void AccumulateTile(const AngleCoefficients& angle, const float* data, int count, int gram_size,
-                    const PassLoss& loss, const Scratch& scratch, double* gram,
+                    const PassLoss& loss, const Scratch& scratch, double* lanes, double* gram,
                     int64_t& finite_points) {
   constexpr int kPhysical = kLaminar ? 7 : 3;
   // Column c of the tile at tile + c kTile (written with constant offsets: vectorises).
@@ -167,7 +169,7 @@ void AccumulateTile(const AngleCoefficients& angle, const float* data, int count
   }
   finite_points += finite;
   if (loss.function == LossFunction::kLinear) {
-    AddTileGram(tile, count, gram_size, gram);
+    AddTileToLaneGram(tile, count, gram_size, lanes);
   } else {
     AddRobustTileGram(loss, tile, count, gram_size, gram);
   }
@@ -227,6 +229,10 @@ bool NeedsLibm(const AngleCoefficients& angle, int count, const Scratch& scratch
 
 void AccumulateRows(const Inputs& in, int row_begin, int row_end, const float* const* data,
                     double* const* grams, int64_t* finite_points, const Scratch& scratch) {
+  const int lane_gram_doubles = LaneGramDoubles(in.gram_size);
+  for (int k = 0; k < in.num_angles; ++k) {
+    ClearLaneGram(in.gram_size, scratch.lane_grams + k * lane_gram_doubles);
+  }
   ForEachTile(in.num_times, row_begin, row_end, [&](int i, int j, int count, int64_t point) {
     if (in.laminar) {
       SharedFactors<true, true>(in, i, j, count, scratch);
@@ -236,18 +242,24 @@ void AccumulateRows(const Inputs& in, int row_begin, int row_end, const float* c
     for (int k = 0; k < in.num_angles; ++k) {
       const AngleCoefficients& angle = in.angles[k];
       const float* values = data[k] + point;
+      double* lanes = scratch.lane_grams + k * lane_gram_doubles;
       if (!in.laminar) {
-        AccumulateTile<false, false>(angle, values, count, in.gram_size, in.loss, scratch, grams[k],
-                                     finite_points[k]);
+        AccumulateTile<false, false>(angle, values, count, in.gram_size, in.loss, scratch, lanes,
+                                     grams[k], finite_points[k]);
       } else if (NeedsLibm(angle, count, scratch)) {
-        AccumulateTile<true, true>(angle, values, count, in.gram_size, in.loss, scratch, grams[k],
-                                   finite_points[k]);
+        AccumulateTile<true, true>(angle, values, count, in.gram_size, in.loss, scratch, lanes,
+                                   grams[k], finite_points[k]);
       } else {
-        AccumulateTile<true, false>(angle, values, count, in.gram_size, in.loss, scratch, grams[k],
-                                    finite_points[k]);
+        AccumulateTile<true, false>(angle, values, count, in.gram_size, in.loss, scratch, lanes,
+                                    grams[k], finite_points[k]);
       }
     }
   });
+  if (in.loss.function == LossFunction::kLinear) {
+    for (int k = 0; k < in.num_angles; ++k) {
+      FlushLaneGram(scratch.lane_grams + k * lane_gram_doubles, in.gram_size, grams[k]);
+    }
+  }
 }
 
 void SumSquaredResiduals(const Inputs& in, int row_begin, int row_end, const float* const* data,

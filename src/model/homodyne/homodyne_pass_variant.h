@@ -53,6 +53,9 @@ struct Scratch {
   double* m_shear = nullptr;       // kTilePoints: M_G
   double* dm_shear = nullptr;      // 3 kTilePoints: d M_G / d(g0, beta, g_off)
   double* tile = nullptr;          // kTilePoints PaddedTileColumns(gram_size), zero-initialised
+  // The angles' lane Grams (gram_block.h): LaneGramDoubles(gram_size) per angle, num_angles of
+  // them (accumulate_rows only).
+  double* lane_grams = nullptr;
 };
 
 // The two entry points of one level (their contracts are PassKernel's, pass_kernel.h).

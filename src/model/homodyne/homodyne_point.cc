@@ -190,6 +190,8 @@ class HomodynePass final : public ModePass {
 
   void AccumulateRows(int row_begin, int row_end, const float* const* data, double* const* grams,
                       int64_t* finite_points, PassScratch& scratch) const override {
+    scratch.lane_grams.resize(static_cast<size_t>(pass_kernel::LaneGramDoubles(scratch.gram_size)) *
+                              angles_.size());
     functions_->accumulate_rows(Inputs(scratch.gram_size), row_begin, row_end, data, grams,
                                 finite_points, ScratchOf(scratch));
   }
@@ -224,7 +226,7 @@ class HomodynePass final : public ModePass {
     constexpr int kTile = pass_kernel::kTilePoints;
     double* factors = scratch.factors.data();
     return {factors, factors + kTile, factors + 4 * kTile, factors + 5 * kTile,
-            scratch.tile.data()};
+            scratch.tile.data(), scratch.lane_grams.data()};
   }
 
   const HomodynePoint& point_;
