@@ -38,8 +38,9 @@ inline void SincFromSinCos(double x, double sin_x, double cos_x, double* sinc, d
   const bool taylor = std::fabs(x) < kSincTaylorRadius;
   const double sinc_taylor = 1.0 - x2 / 6.0 + x2 * x2 / 120.0;
   const double dsinc_taylor = -x / 3.0 + x * x2 / 30.0;
-  *sinc = taylor ? sinc_taylor : sin_x / x;
-  *dsinc = taylor ? dsinc_taylor : (x * cos_x - sin_x) / x2;
+  const double inverse = 1.0 / x;
+  *sinc = taylor ? sinc_taylor : sin_x * inverse;
+  *dsinc = taylor ? dsinc_taylor : (x * cos_x - sin_x) * (inverse * inverse);
 }
 
 // kLibm: libm for phases beyond vector_math::kSinCosMaxArgument (rare; the loop stays scalar).
