@@ -195,13 +195,18 @@ inline void AddTileToLaneGram(double* tile, int count, int gram_size, double* la
   }
 }
 
-// gram += the lane Gram's sums (lanes added in lane order), lower triangle and diagonal; gram is
-// column major with side gram_size.
+// The sum of one entry's kGramLanes partial sums, in lane order.
+inline double LaneSum(const double* lanes) {
+  double sum = 0.0;
+  for (int l = 0; l < kGramLanes; ++l) sum += lanes[l];
+  return sum;
+}
+
+// gram += the lane Gram's sums (LaneSum), lower triangle and diagonal; gram is column major with
+// side gram_size.
 inline void FlushLaneGram(const double* lanes, int gram_size, double* gram) {
   ForEachLaneGramEntry(gram_size, [&](int row, int column, int offset) {
-    double sum = 0.0;
-    for (int l = 0; l < kGramLanes; ++l) sum += lanes[offset + l];
-    gram[row + column * gram_size] += sum;
+    gram[row + column * gram_size] += LaneSum(lanes + offset);
   });
 }
 
