@@ -8,7 +8,7 @@
 //     against);
 //   - its ModePass: the vectorised pass kernel's body, compiled once per instruction-set level
 //     (isa_level.h), which fills one angle's tile of [J | e] and adds its Gram matrix with the
-//     shared register-blocked product (gram_block.h).
+//     shared Gram updates (gram_block.h).
 #pragma once
 
 #include <cstdint>
