@@ -1,7 +1,6 @@
 // What every mode's pass kernel body shares (mode_point.h): the tile of points and the Gram
 // updates of one angle's tile of [J | e]: 4 x 4 register-blocked products per tile (AddTileGram:
-// robust losses, the two-component mode) and the lane Gram (AddTileToLaneGram: the homodyne
-// modes under the linear loss).
+// robust losses) and the lane Gram (AddTileToLaneGram: the linear loss).
 //
 // Included only by the per-level kernel sources (homodyne/homodyne_pass_variant.cc,
 // two_component/two_component_pass_variant.cc), through their headers. The functions have internal
