@@ -171,7 +171,8 @@ void PassParts(homodyne::AnalysisMode mode, const char* name, int repeats) {
   g_sink = g_sink + gram[0];
   const double p = static_cast<double>(points);
   std::printf("%s pass kernel, 1 thread (%s), %lld points, CPU seconds of the thread:\n", name,
-              std::string(homodyne::ToString(kernel.isa_level())).c_str(), static_cast<long long>(points));
+              std::string(homodyne::ToString(kernel.isa_level())).c_str(),
+              static_cast<long long>(points));
   std::printf("  full pass:   %.4f s = %.3g points/s\n", full, p / full);
   std::printf("    the Gram update alone over the same tiles:\n");
   std::printf("    Gram update as 4 x 4 blocks per tile (AddTileGram): %.4f s = %.3g points/s\n",

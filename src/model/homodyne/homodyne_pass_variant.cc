@@ -51,10 +51,11 @@ inline void SincFromSinCos(double x, double sin_x, double cos_x, double* sinc, d
 //     |diff_G| = C_G[j] - C_G[i]),
 //       sin A = S[j] K[i] - K[j] S[i],  cos A = K[j] K[i] + S[j] S[i]  (S, K: the angle's tables,
 //       AngleCoefficients::shear_sin, shear_cos),
-//       sin x = sin A (1 - delta^2 / 2) + cos A delta,  cos x = cos A (1 - delta^2 / 2) - sin A delta.
+//       sin x = sin A (1 - delta^2 / 2) + cos A delta,
+//       cos x = cos A (1 - delta^2 / 2) - sin A delta.
 //     Its error is a few units of 1e-16 absolute in sin x and cos x (and delta^3 / 6), which
-//     sinc = sin x / x and sinc' = (x cos x - sin x) / x^2 divide by x and x^2: a tile takes it only
-//     where all its phases are at least kProductMinPhase and delta at most kProductMaxDelta
+//     sinc = sin x / x and sinc' = (x cos x - sin x) / x^2 divide by x and x^2: a tile takes it
+//     only where all its phases are at least kProductMinPhase and delta at most kProductMaxDelta
 //     (ProductFormApplies), the direct form elsewhere (the tiles next to the diagonal).
 enum class SinCosForm { kVector, kLibm, kProduct };
 
