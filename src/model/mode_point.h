@@ -8,7 +8,7 @@
 //     against);
 //   - its ModePass: the vectorised pass kernel's body, compiled once per instruction-set level
 //     (isa_level.h), which fills one angle's tile of [J | e] and adds its Gram matrix with the
-//     shared register-blocked product (gram_block.h).
+//     shared Gram updates (gram_block.h).
 #pragma once
 
 #include <cstdint>
@@ -23,13 +23,16 @@ namespace homodyne {
 
 // Per-thread scratch of a pass (PassKernel::Workspace owns one per thread): one angle's tile of
 // [J | e] (column c at c kTilePoints, columns padded with zeros to a multiple of 4) and the
-// angle-independent per-point factors of one tile, kFactorColumns columns of kTilePoints.
+// angle-independent per-point factors of one tile, kFactorColumns columns of kTilePoints; and the
+// lane Grams of a batch's angles (gram_block.h: LaneGramDoubles(gram_size) per angle), which a
+// mode's pass sizes for its angles before each call.
 struct PassScratch {
   static constexpr int kFactorColumns = 32;
   explicit PassScratch(int gram_size);
   int gram_size;
   std::vector<double> tile;
   std::vector<double> factors;
+  std::vector<double> lane_grams;
 };
 
 // The pass kernel's body at one point for one set of angles (contracts: PassKernel).

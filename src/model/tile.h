@@ -9,4 +9,14 @@ inline constexpr int kTilePoints = 256;
 // Columns of a tile of [J | e]: the Gram side padded with zero columns to a multiple of 4.
 constexpr int PaddedTileColumns(int gram_size) { return (gram_size + 3) / 4 * 4; }
 
+// The most doubles in one vector register of any level (AVX-512: 8); the lane Gram of one angle
+// (gram_block.h) holds at most this many partial sums per Gram entry.
+inline constexpr int kMaxGramLanes = 8;
+
+// Doubles of one angle's lane Gram (gram_block.h) for any level: one partial sum per lane of each
+// entry of the lower triangle and diagonal.
+constexpr int LaneGramDoubles(int gram_size) {
+  return gram_size * (gram_size + 1) / 2 * kMaxGramLanes;
+}
+
 }  // namespace homodyne::pass_kernel

@@ -38,18 +38,53 @@ inline void SincFromSinCos(double x, double sin_x, double cos_x, double* sinc, d
   const bool taylor = std::fabs(x) < kSincTaylorRadius;
   const double sinc_taylor = 1.0 - x2 / 6.0 + x2 * x2 / 120.0;
   const double dsinc_taylor = -x / 3.0 + x * x2 / 30.0;
-  *sinc = taylor ? sinc_taylor : sin_x / x;
-  *dsinc = taylor ? dsinc_taylor : (x * cos_x - sin_x) / x2;
+  const double inverse = 1.0 / x;
+  *sinc = taylor ? sinc_taylor : sin_x * inverse;
+  *dsinc = taylor ? dsinc_taylor : (x * cos_x - sin_x) * (inverse * inverse);
 }
 
-// kLibm: libm for phases beyond vector_math::kSinCosMaxArgument (rare; the loop stays scalar).
-template <bool kLibm>
-inline void SinCosVectorOrLibm(double x, double* sin_x, double* cos_x) {
-  if constexpr (kLibm) {
+// How a laminar tile computes sin and cos of its phases x = s M_G:
+//   kVector: vector_math::SinCos per point and angle;
+//   kLibm: libm, for phases beyond vector_math::kSinCosMaxArgument (rare; the loop stays scalar);
+//   kProduct: the per-row separable form (issue 24): with A = s (C_G[j] - C_G[i]) and
+//     x = A + delta, delta = s (M_G - |diff_G|) (the smoothing of |diff_G|; C_G grows, so
+//     |diff_G| = C_G[j] - C_G[i]),
+//       sin A = S[j] K[i] - K[j] S[i],  cos A = K[j] K[i] + S[j] S[i]  (S, K: the angle's tables,
+//       AngleCoefficients::shear_sin, shear_cos),
+//       sin x = sin A (1 - delta^2 / 2) + cos A delta,
+//       cos x = cos A (1 - delta^2 / 2) - sin A delta.
+//     Its error is a few units of 1e-16 absolute in sin x and cos x (and delta^3 / 6), which
+//     sinc = sin x / x and sinc' = (x cos x - sin x) / x^2 divide by x and x^2: a tile takes it
+//     only where all its phases are at least kProductMinPhase and delta at most kProductMaxDelta
+//     (ProductFormApplies), the direct form elsewhere (the tiles next to the diagonal).
+enum class SinCosForm { kVector, kLibm, kProduct };
+
+inline constexpr double kProductMinPhase = 0.5;
+inline constexpr double kProductMaxDelta = 1e-5;
+
+// The angle's tables at row i and the tile's columns (kProduct only).
+struct ProductTables {
+  const double* sin_j = nullptr;  // S[j_begin + t]
+  const double* cos_j = nullptr;  // K[j_begin + t]
+  double sin_i = 0.0;             // S[i]
+  double cos_i = 0.0;             // K[i]
+};
+
+// sin_j, cos_j: S[j] and K[j] of the point; sin_i, cos_i: S[i] and K[i] (kProduct only).
+template <SinCosForm kForm>
+inline void PhaseSinCos(double x, double delta, double sin_j, double cos_j, double sin_i,
+                        double cos_i, double* sin_x, double* cos_x) {
+  if constexpr (kForm == SinCosForm::kLibm) {
     *sin_x = std::sin(x);
     *cos_x = std::cos(x);
-  } else {
+  } else if constexpr (kForm == SinCosForm::kVector) {
     vector_math::SinCos(x, sin_x, cos_x);
+  } else {
+    const double sin_a = sin_j * cos_i - cos_j * sin_i;
+    const double cos_a = cos_j * cos_i + sin_j * sin_i;
+    const double cos_delta = 1.0 - 0.5 * (delta * delta);
+    *sin_x = sin_a * cos_delta + cos_a * delta;
+    *cos_x = cos_a * cos_delta - sin_a * delta;
   }
 }
 
@@ -92,6 +127,7 @@ void SharedFactors(const Inputs& in, int i, int j_begin, int count, const Scratc
     const double* dc_g_all = in.cumulative_shear_derivatives;
     const double dc_g_i0 = dc_g_all[i], dc_g_i1 = dc_g_all[n + i], dc_g_i2 = dc_g_all[2 * n + i];
     double* m_g = scratch.m_shear;
+    double* smoothing = scratch.smoothing_shear;
     double* dm0 = scratch.dm_shear;
     double* dm1 = dm0 + kTile;
     double* dm2 = dm1 + kTile;
@@ -100,6 +136,7 @@ void SharedFactors(const Inputs& in, int i, int j_begin, int count, const Scratc
       const double diff = c_g_i - c_g[t];
       const double m = std::sqrt(diff * diff + kSmoothAbsEpsilon);
       m_g[t] = m;
+      smoothing[t] = kSmoothAbsEpsilon / (m + std::fabs(diff));
       if constexpr (kWithDerivatives) {
         const double unit = diff / m;
         dm0[t] = unit * (dc_g_i0 - dc_g[t]);
@@ -112,16 +149,23 @@ void SharedFactors(const Inputs& in, int i, int j_begin, int count, const Scratc
 
 // One angle of one tile: the rows of [J | e] (docs/model.md, Jacobian; as ModelEvaluation), zero
 // rows for non-finite data, then gram += tile^T tile (lower triangle).
-template <bool kLaminar, bool kLibm>
-void AccumulateTile(const AngleCoefficients& angle, const float* data, int count, int gram_size,
-                    const PassLoss& loss, const Scratch& scratch, double* gram,
-                    int64_t& finite_points) {
+// Under the linear loss the tile goes into the angle's lane Gram (lanes; gram_block.h), under a
+// robust loss straight into gram.
+template <bool kLaminar, SinCosForm kForm>
+void AccumulateTile(const AngleCoefficients& angle, const ProductTables& tables, const float* data,
+                    int count, int gram_size, const PassLoss& loss, const Scratch& scratch,
+                    double* lanes, double* gram, int64_t& finite_points) {
   constexpr int kPhysical = kLaminar ? 7 : 3;
   // Column c of the tile at tile + c kTile (written with constant offsets: vectorises).
   double* const tile = scratch.tile;
   const double* g1d = scratch.g1_diffusion;
   const double* dlog = scratch.dlog_g1d;
   const double* m_g = scratch.m_shear;
+  const double* smoothing = scratch.smoothing_shear;
+  // The tables (kProduct; the tile's smoothing column otherwise, read and unused).
+  const double* product_sin_j = kForm == SinCosForm::kProduct ? tables.sin_j : smoothing;
+  const double* product_cos_j = kForm == SinCosForm::kProduct ? tables.cos_j : smoothing;
+  const double product_sin_i = tables.sin_i, product_cos_i = tables.cos_i;
   const double* dm = scratch.dm_shear;
   const double contrast = angle.contrast;
   const double offset = angle.offset;
@@ -137,7 +181,8 @@ void AccumulateTile(const AngleCoefficients& angle, const float* data, int count
     if constexpr (kLaminar) {
       const double phase = s * m_g[t];
       double sin_x, cos_x, sinc, dsinc;
-      SinCosVectorOrLibm<kLibm>(phase, &sin_x, &cos_x);
+      PhaseSinCos<kForm>(phase, s * smoothing[t], product_sin_j[t], product_cos_j[t],
+                         product_sin_i, product_cos_i, &sin_x, &cos_x);
       SincFromSinCos(phase, sin_x, cos_x, &sinc, &dsinc);
       g1 = g1d[t] * (sinc * sinc);
       dg1_dphase = g1d[t] * 2.0 * sinc * dsinc;
@@ -167,7 +212,7 @@ void AccumulateTile(const AngleCoefficients& angle, const float* data, int count
   }
   finite_points += finite;
   if (loss.function == LossFunction::kLinear) {
-    AddTileGram(tile, count, gram_size, gram);
+    AddTileToLaneGram(tile, count, gram_size, lanes);
   } else {
     AddRobustTileGram(loss, tile, count, gram_size, gram);
   }
@@ -175,11 +220,17 @@ void AccumulateTile(const AngleCoefficients& angle, const float* data, int count
 
 // The sum of e^2 over the tile's finite points; with kStoreResiduals, instead stores e (0 at
 // non-finite points) in residuals[0, count) for a robust loss's sum and returns 0.
-template <bool kLaminar, bool kLibm, bool kStoreResiduals = false>
-double TileSquaredResiduals(const AngleCoefficients& angle, const float* data, int count,
-                            const Scratch& scratch, double* residuals = nullptr) {
+template <bool kLaminar, SinCosForm kForm, bool kStoreResiduals = false>
+double TileSquaredResiduals(const AngleCoefficients& angle, const ProductTables& tables,
+                            const float* data, int count, const Scratch& scratch,
+                            double* residuals = nullptr) {
   const double* g1d = scratch.g1_diffusion;
   const double* m_g = scratch.m_shear;
+  const double* smoothing = scratch.smoothing_shear;
+  // The tables (kProduct; the tile's smoothing column otherwise, read and unused).
+  const double* product_sin_j = kForm == SinCosForm::kProduct ? tables.sin_j : smoothing;
+  const double* product_cos_j = kForm == SinCosForm::kProduct ? tables.cos_j : smoothing;
+  const double product_sin_i = tables.sin_i, product_cos_i = tables.cos_i;
   const double contrast = angle.contrast;
   const double offset = angle.offset;
   const double s = angle.phase_per_step;
@@ -192,7 +243,8 @@ double TileSquaredResiduals(const AngleCoefficients& angle, const float* data, i
     if constexpr (kLaminar) {
       const double phase = s * m_g[t];
       double sin_x, cos_x, sinc, dsinc;
-      SinCosVectorOrLibm<kLibm>(phase, &sin_x, &cos_x);
+      PhaseSinCos<kForm>(phase, s * smoothing[t], product_sin_j[t], product_cos_j[t],
+                         product_sin_i, product_cos_i, &sin_x, &cos_x);
       SincFromSinCos(phase, sin_x, cos_x, &sinc, &dsinc);
       g1 = g1d[t] * (sinc * sinc);
     }
@@ -208,13 +260,13 @@ double TileSquaredResiduals(const AngleCoefficients& angle, const float* data, i
 }
 
 // The tile's term of a cost pass: sum e^2 (linear loss) or s^2 sum rho(z) (robust loss).
-template <bool kLaminar, bool kLibm>
-double TileCost(const AngleCoefficients& angle, const float* data, int count, const PassLoss& loss,
-                const Scratch& scratch) {
+template <bool kLaminar, SinCosForm kForm>
+double TileCost(const AngleCoefficients& angle, const ProductTables& tables, const float* data,
+                int count, const PassLoss& loss, const Scratch& scratch) {
   if (loss.function == LossFunction::kLinear) {
-    return TileSquaredResiduals<kLaminar, kLibm>(angle, data, count, scratch);
+    return TileSquaredResiduals<kLaminar, kForm>(angle, tables, data, count, scratch);
   }
-  TileSquaredResiduals<kLaminar, kLibm, true>(angle, data, count, scratch, scratch.tile);
+  TileSquaredResiduals<kLaminar, kForm, true>(angle, tables, data, count, scratch, scratch.tile);
   return LossSum(loss, scratch.tile, count);
 }
 
@@ -225,8 +277,37 @@ bool NeedsLibm(const AngleCoefficients& angle, int count, const Scratch& scratch
          vector_math::kSinCosMaxArgument;
 }
 
+// True when the product form applies to every point of the laminar tile for the angle: the angle
+// has tables, all phases are at least kProductMinPhase and all deltas at most kProductMaxDelta.
+// M_G grows along the row and M_G - |diff_G| shrinks, so the tile's first point has the smallest
+// phase and the largest delta. (Splitting a tile at the first point that qualifies, so that the
+// tiles next to the diagonal take the product form for their later points too, measured slower:
+// docs/performance.md, Roofline of the fitting pass.)
+bool ProductFormApplies(const AngleCoefficients& angle, const Scratch& scratch) {
+  const double abs_s = std::fabs(angle.phase_per_step);
+  return angle.shear_sin != nullptr && abs_s * scratch.m_shear[0] >= kProductMinPhase &&
+         abs_s * scratch.smoothing_shear[0] <= kProductMaxDelta;
+}
+
+// The laminar tile's form of sin and cos for the angle (SinCosForm) and, for kProduct, its
+// tables at row i and the tile's columns.
+SinCosForm LaminarForm(const AngleCoefficients& angle, int i, int j_begin, int count,
+                       const Scratch& scratch, ProductTables* tables) {
+  if (NeedsLibm(angle, count, scratch)) return SinCosForm::kLibm;
+  if (!ProductFormApplies(angle, scratch)) return SinCosForm::kVector;
+  tables->sin_j = angle.shear_sin + j_begin;
+  tables->cos_j = angle.shear_cos + j_begin;
+  tables->sin_i = angle.shear_sin[i];
+  tables->cos_i = angle.shear_cos[i];
+  return SinCosForm::kProduct;
+}
+
 void AccumulateRows(const Inputs& in, int row_begin, int row_end, const float* const* data,
                     double* const* grams, int64_t* finite_points, const Scratch& scratch) {
+  const int lane_gram_doubles = LaneGramDoubles(in.gram_size);
+  for (int k = 0; k < in.num_angles; ++k) {
+    ClearLaneGram(in.gram_size, scratch.lane_grams + k * lane_gram_doubles);
+  }
   ForEachTile(in.num_times, row_begin, row_end, [&](int i, int j, int count, int64_t point) {
     if (in.laminar) {
       SharedFactors<true, true>(in, i, j, count, scratch);
@@ -236,18 +317,38 @@ void AccumulateRows(const Inputs& in, int row_begin, int row_end, const float* c
     for (int k = 0; k < in.num_angles; ++k) {
       const AngleCoefficients& angle = in.angles[k];
       const float* values = data[k] + point;
+      double* lanes = scratch.lane_grams + k * lane_gram_doubles;
+      ProductTables tables;
       if (!in.laminar) {
-        AccumulateTile<false, false>(angle, values, count, in.gram_size, in.loss, scratch, grams[k],
-                                     finite_points[k]);
-      } else if (NeedsLibm(angle, count, scratch)) {
-        AccumulateTile<true, true>(angle, values, count, in.gram_size, in.loss, scratch, grams[k],
-                                   finite_points[k]);
-      } else {
-        AccumulateTile<true, false>(angle, values, count, in.gram_size, in.loss, scratch, grams[k],
-                                    finite_points[k]);
+        AccumulateTile<false, SinCosForm::kVector>(angle, tables, values, count, in.gram_size,
+                                                   in.loss, scratch, lanes, grams[k],
+                                                   finite_points[k]);
+        continue;
+      }
+      switch (LaminarForm(angle, i, j, count, scratch, &tables)) {
+        case SinCosForm::kLibm:
+          AccumulateTile<true, SinCosForm::kLibm>(angle, tables, values, count, in.gram_size,
+                                                  in.loss, scratch, lanes, grams[k],
+                                                  finite_points[k]);
+          break;
+        case SinCosForm::kVector:
+          AccumulateTile<true, SinCosForm::kVector>(angle, tables, values, count, in.gram_size,
+                                                    in.loss, scratch, lanes, grams[k],
+                                                    finite_points[k]);
+          break;
+        case SinCosForm::kProduct:
+          AccumulateTile<true, SinCosForm::kProduct>(angle, tables, values, count, in.gram_size,
+                                                     in.loss, scratch, lanes, grams[k],
+                                                     finite_points[k]);
+          break;
       }
     }
   });
+  if (in.loss.function == LossFunction::kLinear) {
+    for (int k = 0; k < in.num_angles; ++k) {
+      FlushLaneGram(scratch.lane_grams + k * lane_gram_doubles, in.gram_size, grams[k]);
+    }
+  }
 }
 
 void SumSquaredResiduals(const Inputs& in, int row_begin, int row_end, const float* const* data,
@@ -261,12 +362,25 @@ void SumSquaredResiduals(const Inputs& in, int row_begin, int row_end, const flo
     for (int k = 0; k < in.num_angles; ++k) {
       const AngleCoefficients& angle = in.angles[k];
       const float* values = data[k] + point;
+      ProductTables tables;
       if (!in.laminar) {
-        squared_residuals[k] += TileCost<false, false>(angle, values, count, in.loss, scratch);
-      } else if (NeedsLibm(angle, count, scratch)) {
-        squared_residuals[k] += TileCost<true, true>(angle, values, count, in.loss, scratch);
-      } else {
-        squared_residuals[k] += TileCost<true, false>(angle, values, count, in.loss, scratch);
+        squared_residuals[k] += TileCost<false, SinCosForm::kVector>(angle, tables, values, count,
+                                                                     in.loss, scratch);
+        continue;
+      }
+      switch (LaminarForm(angle, i, j, count, scratch, &tables)) {
+        case SinCosForm::kLibm:
+          squared_residuals[k] += TileCost<true, SinCosForm::kLibm>(angle, tables, values, count,
+                                                                    in.loss, scratch);
+          break;
+        case SinCosForm::kVector:
+          squared_residuals[k] += TileCost<true, SinCosForm::kVector>(angle, tables, values,
+                                                                      count, in.loss, scratch);
+          break;
+        case SinCosForm::kProduct:
+          squared_residuals[k] += TileCost<true, SinCosForm::kProduct>(angle, tables, values,
+                                                                       count, in.loss, scratch);
+          break;
       }
     }
   });

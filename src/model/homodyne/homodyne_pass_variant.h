@@ -24,6 +24,11 @@ struct AngleCoefficients {
   double offset = 0.0;
   double phase_per_step = 0.0;         // s cos(phi0 - phi)
   double dphase_dphi0_per_step = 0.0;  // d(phase_per_step) / d phi0, phi0 in degrees
+  // laminar_flow: sin and cos of phase_per_step C_G[j] for j in [0, N) (the argument's rounding
+  // carried to second order: the values of the exact product), for the per-row separable form of
+  // the phase's sin and cos (homodyne_pass_variant.cc, ProductSinCos); null: the direct form only.
+  const double* shear_sin = nullptr;
+  const double* shear_cos = nullptr;
 };
 
 // What a pass reads: the model's tables at the physical parameters (ModelEvaluation, valid for
@@ -52,7 +57,11 @@ struct Scratch {
   double* dlog_g1d = nullptr;      // 3 kTilePoints: d log g1d / d(D0, alpha, D_off)
   double* m_shear = nullptr;       // kTilePoints: M_G
   double* dm_shear = nullptr;      // 3 kTilePoints: d M_G / d(g0, beta, g_off)
+  double* smoothing_shear = nullptr;  // kTilePoints: M_G - |diff_G| = 1e-12 / (M_G + |diff_G|)
   double* tile = nullptr;          // kTilePoints PaddedTileColumns(gram_size), zero-initialised
+  // The angles' lane Grams (gram_block.h): LaneGramDoubles(gram_size) per angle, num_angles of
+  // them (accumulate_rows only).
+  double* lane_grams = nullptr;
 };
 
 // The two entry points of one level (their contracts are PassKernel's, pass_kernel.h).

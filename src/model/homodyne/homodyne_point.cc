@@ -186,10 +186,13 @@ class HomodynePass final : public ModePass {
       }
       angles_.push_back(angle);
     }
+    if (point.laminar_) BuildShearTables();
   }
 
   void AccumulateRows(int row_begin, int row_end, const float* const* data, double* const* grams,
                       int64_t* finite_points, PassScratch& scratch) const override {
+    scratch.lane_grams.resize(static_cast<size_t>(pass_kernel::LaneGramDoubles(scratch.gram_size)) *
+                              angles_.size());
     functions_->accumulate_rows(Inputs(scratch.gram_size), row_begin, row_end, data, grams,
                                 finite_points, ScratchOf(scratch));
   }
@@ -223,11 +226,41 @@ class HomodynePass final : public ModePass {
   static pass_kernel::Scratch ScratchOf(PassScratch& scratch) {
     constexpr int kTile = pass_kernel::kTilePoints;
     double* factors = scratch.factors.data();
-    return {factors, factors + kTile, factors + 4 * kTile, factors + 5 * kTile,
-            scratch.tile.data()};
+    return {factors,
+            factors + kTile,
+            factors + 4 * kTile,
+            factors + 5 * kTile,
+            factors + 8 * kTile,
+            scratch.tile.data(),
+            scratch.lane_grams.data()};
+  }
+
+  // The angles' tables sin(s C_G[j]) and cos(s C_G[j]) (AngleCoefficients::shear_sin, shear_cos;
+  // s = phase_per_step): s C_G[j] = hi + lo exactly (lo from an FMA), sin(hi + lo) = sin(hi) +
+  // lo cos(hi) and cos(hi + lo) = cos(hi) - lo sin(hi) (|lo| <= ulp(hi) / 2: the next terms are
+  // below the rounding of the values).
+  void BuildShearTables() {
+    const std::vector<double>& shear = point_.cumulative_shear_;
+    const size_t n = shear.size();
+    shear_tables_.assign(2 * n * angles_.size(), 0.0);
+    for (size_t k = 0; k < angles_.size(); ++k) {
+      double* sin_table = shear_tables_.data() + 2 * n * k;
+      double* cos_table = sin_table + n;
+      const double s = angles_[k].phase_per_step;
+      for (size_t j = 0; j < n; ++j) {
+        const double hi = s * shear[j];
+        const double lo = std::fma(s, shear[j], -hi);
+        const double sin_hi = std::sin(hi), cos_hi = std::cos(hi);
+        sin_table[j] = sin_hi + lo * cos_hi;
+        cos_table[j] = cos_hi - lo * sin_hi;
+      }
+      angles_[k].shear_sin = sin_table;
+      angles_[k].shear_cos = cos_table;
+    }
   }
 
   const HomodynePoint& point_;
+  std::vector<double> shear_tables_;  // laminar_flow: per angle, N sines then N cosines
   const pass_kernel::Functions* functions_;
   PassLoss loss_;
   std::vector<pass_kernel::AngleCoefficients> angles_;

@@ -143,7 +143,7 @@ inline void SinCosVectorOrLibm(double x, double* sin_x, double* cos_x) {
 template <bool kLibm>
 void AccumulateTile(const TwoComponentInputs& in, const TwoComponentAngle& angle, int i,
                     int j_begin, const float* data, int count, const double* factors,
-                    double* tile, double* gram, int64_t& finite_points) {
+                    double* tile, double* lanes, double* gram, int64_t& finite_points) {
   const int n = in.num_times;
   const double* hr_col = factors + kHr * kTile;
   const double* hs_col = factors + kHs * kTile;
@@ -208,8 +208,10 @@ void AccumulateTile(const TwoComponentInputs& in, const TwoComponentAngle& angle
     finite += weight > 0.0 ? 1 : 0;
   }
   finite_points += finite;
+  // Under the linear loss into the angle's lane Gram (gram_block.h), under a robust loss straight
+  // into its Gram matrix.
   if (in.loss.function == LossFunction::kLinear) {
-    AddTileGram(tile, count, in.gram_size, gram);
+    AddTileToLaneGram(tile, count, in.gram_size, lanes);
   } else {
     AddRobustTileGram(in.loss, tile, count, in.gram_size, gram);
   }
@@ -261,21 +263,31 @@ double TileCost(const TwoComponentAngle& angle, const float* data, int count, co
 
 void AccumulateRows(const TwoComponentInputs& in, int row_begin, int row_end,
                     const float* const* data, double* const* grams, int64_t* finite_points,
-                    double* factors, double* tile) {
+                    double* factors, double* tile, double* lane_grams) {
+  const int lane_gram_doubles = LaneGramDoubles(in.gram_size);
+  for (int k = 0; k < in.num_angles; ++k) {
+    ClearLaneGram(in.gram_size, lane_grams + k * lane_gram_doubles);
+  }
   ForEachTile(in.num_times, row_begin, row_end, [&](int i, int j, int count, int64_t point) {
     const double max_abs_dv = SharedFactors<true>(in, i, j, count, factors);
     for (int k = 0; k < in.num_angles; ++k) {
       const TwoComponentAngle& angle = in.angles[k];
       const float* values = data[k] + point;
+      double* lanes = lane_grams + k * lane_gram_doubles;
       if (std::fabs(angle.phase_per_unit) * max_abs_dv > vector_math::kSinCosMaxArgument) {
-        AccumulateTile<true>(in, angle, i, j, values, count, factors, tile, grams[k],
+        AccumulateTile<true>(in, angle, i, j, values, count, factors, tile, lanes, grams[k],
                              finite_points[k]);
       } else {
-        AccumulateTile<false>(in, angle, i, j, values, count, factors, tile, grams[k],
+        AccumulateTile<false>(in, angle, i, j, values, count, factors, tile, lanes, grams[k],
                               finite_points[k]);
       }
     }
   });
+  if (in.loss.function == LossFunction::kLinear) {
+    for (int k = 0; k < in.num_angles; ++k) {
+      FlushLaneGram(lane_grams + k * lane_gram_doubles, in.gram_size, grams[k]);
+    }
+  }
 }
 
 void SumSquaredResiduals(const TwoComponentInputs& in, int row_begin, int row_end,

@@ -40,11 +40,12 @@ struct TwoComponentInputs {
 
 // The entry points of one level; contracts as ModePass (mode_point.h). factors: the scratch's
 // factor columns (PassScratch::kFactorColumns of kTilePoints); tile: one angle's tile of [J | e]
-// (PaddedTileColumns(gram_size) zero-initialised columns of kTilePoints).
+// (PaddedTileColumns(gram_size) zero-initialised columns of kTilePoints); lane_grams: the angles'
+// lane Grams (gram_block.h; LaneGramDoubles(gram_size) per angle).
 struct TwoComponentFunctions {
   void (*accumulate_rows)(const TwoComponentInputs& inputs, int row_begin, int row_end,
                           const float* const* data, double* const* grams, int64_t* finite_points,
-                          double* factors, double* tile);
+                          double* factors, double* tile, double* lane_grams);
   void (*sum_squared_residuals)(const TwoComponentInputs& inputs, int row_begin, int row_end,
                                 const float* const* data, double* squared_residuals,
                                 double* factors, double* tile);

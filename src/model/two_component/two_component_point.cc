@@ -149,8 +149,11 @@ class TwoComponentPass final : public ModePass {
                       int64_t* finite_points, PassScratch& scratch) const override {
     pass_kernel::TwoComponentInputs inputs = inputs_;
     inputs.gram_size = scratch.gram_size;
+    scratch.lane_grams.resize(static_cast<size_t>(pass_kernel::LaneGramDoubles(scratch.gram_size)) *
+                              angles_.size());
     functions_->accumulate_rows(inputs, row_begin, row_end, data, grams, finite_points,
-                                scratch.factors.data(), scratch.tile.data());
+                                scratch.factors.data(), scratch.tile.data(),
+                                scratch.lane_grams.data());
   }
   void SumSquaredResiduals(int row_begin, int row_end, const float* const* data,
                            double* squared_residuals, PassScratch& scratch) const override {

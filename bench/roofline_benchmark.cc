@@ -1,0 +1,198 @@
+// The roofline of the fitting pass (docs/performance.md, "Roofline of the fitting pass"): the
+// machine's limits and the pass kernel's parts, measured.
+//   1. FMA peak: independent chains of 8-lane double FMAs (AVX-512), 1 and 2 threads.
+//   2. Read bandwidth: the sum of a 512 MiB float32 array, 1 and 2 threads.
+//   3. The pass kernel on one thread (PassKernel, the process's instruction-set level) over the
+//      benchmark grid of bench/objective_benchmark.cc (3 angles, N = 2000, 5,997,000 points):
+//      full pass (AccumulateRows), cost pass (SumSquaredResiduals), and the Gram update alone
+//      over the same tiles, as 4 x 4 blocks per tile (AddTileGram) and as the lane Gram
+//      (AddTileToLaneGram), in CPU seconds of the calling thread.
+// Every figure is the best of `repeats` runs (argument 1, default 5): other processes only slow
+// a run down. Usage: roofline_benchmark [repeats]; with ROOFLINE_PASS_ONLY set in the
+// environment, only part 3.
+#include <omp.h>
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "homodyne/dataset.h"
+#include "homodyne/model.h"
+#include "model/pass_kernel.h"
+#include "model/tile.h"
+#include "roofline_kernels.h"
+
+namespace {
+
+double WallSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+double ThreadCpuSeconds() {
+  timespec now;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
+}
+
+// The best (smallest) of `repeats` timings of body() by `clock`.
+template <typename Clock, typename Body>
+double BestSeconds(int repeats, Clock clock, Body body) {
+  double best = 1e300;
+  for (int r = 0; r < repeats; ++r) {
+    const double start = clock();
+    body();
+    best = std::min(best, clock() - start);
+  }
+  return best;
+}
+
+volatile double g_sink = 0.0;
+
+void FmaPeak(int repeats) {
+  using homodyne::roofline::FmaChains;
+  const int64_t iterations = 100'000'000;
+  std::printf("FMA peak (8-lane double FMA chains, AVX-512; %lld FMA steps per chain)\n",
+              static_cast<long long>(iterations));
+  for (int chains : {1, 2, 4, 8, 10}) {
+    const double seconds = BestSeconds(repeats, ThreadCpuSeconds,
+                                       [&] { g_sink = g_sink + FmaChains(chains, iterations); });
+    std::printf("  1 thread (CPU time), %2d chains: %.3g double FMA/s\n", chains,
+                8.0 * chains * static_cast<double>(iterations) / seconds);
+  }
+  for (int threads : {1, 2}) {
+    const double seconds = BestSeconds(repeats, WallSeconds, [&] {
+#pragma omp parallel num_threads(threads)
+      {
+        const double value = FmaChains(10, iterations);
+#pragma omp critical
+        g_sink = g_sink + value;
+      }
+    });
+    std::printf("  %d thread(s) (wall time), 10 chains each: %.3g double FMA/s\n", threads,
+                8.0 * 10.0 * threads * static_cast<double>(iterations) / seconds);
+  }
+}
+
+void ReadBandwidth(int repeats) {
+  const int64_t count = int64_t{1} << 27;  // 512 MiB of float32
+  float* values = static_cast<float*>(std::aligned_alloc(64, static_cast<size_t>(count) * 4));
+#pragma omp parallel for schedule(static) num_threads(2)
+  for (int64_t i = 0; i < count; ++i) values[i] = 1.0f;
+  std::printf("Read bandwidth (sum of %lld float32, 512 MiB)\n", static_cast<long long>(count));
+  for (int threads : {1, 2}) {
+    const double seconds = BestSeconds(repeats, WallSeconds, [&] {
+#pragma omp parallel num_threads(threads)
+      {
+        const int t = omp_get_thread_num();
+        const int64_t begin = count * t / threads, end = count * (t + 1) / threads;
+        const double value = homodyne::roofline::SumFloats(values + begin, end - begin);
+#pragma omp critical
+        g_sink = g_sink + value;
+      }
+    });
+    std::printf("  %d thread(s): %.3g GB/s = %.3g float32/s\n", threads,
+                4.0 * static_cast<double>(count) / seconds / 1e9,
+                static_cast<double>(count) / seconds);
+  }
+  std::free(values);
+}
+
+void PassParts(homodyne::AnalysisMode mode, const char* name, int repeats) {
+  const int n = 2000;
+  std::vector<double> times(n);
+  for (int i = 0; i < n; ++i) times[static_cast<size_t>(i)] = (i + 1) * 0.1;
+  homodyne::HomodyneModel model(mode, homodyne::ScatteringGeometry{0.0054, 2e6, 0.1}, times);
+  std::vector<double> truth = {3000.0, -0.5, 10.0, 2.0e-5, 0.3, 1.0e-6, 5.0};
+  std::vector<double> theta = {3100.0, -0.45, 11.0, 2.1e-5, 0.31, 1.1e-6, 5.5};
+  truth.resize(static_cast<size_t>(model.num_physical()));
+  theta.resize(static_cast<size_t>(model.num_physical()));
+  const std::vector<double> phi = {0.0, 45.0, 90.0};
+  const std::vector<double> contrast = {0.3, 0.3, 0.3}, offset = {1.0, 1.0, 1.0};
+  const int64_t per_angle = homodyne::UpperTriangleSize(n);
+  const int64_t points = per_angle * static_cast<int64_t>(phi.size());
+  std::vector<std::vector<float>> data;
+  {
+    const homodyne::ModelEvaluation truth_evaluation(model, truth);
+    std::vector<double> c2(static_cast<size_t>(per_angle));
+    for (double angle : phi) {
+      truth_evaluation.EvaluateUpperTriangleRows(angle, 0.3, 1.0, 0, n, c2, {});
+      data.emplace_back(c2.begin(), c2.end());
+    }
+  }
+  std::vector<const float*> data_pointers;
+  for (const auto& values : data) data_pointers.push_back(values.data());
+  const homodyne::ModelEvaluation evaluation(model, theta);
+  const homodyne::PassKernel kernel(evaluation, phi, contrast, offset);
+  homodyne::PassKernel::Workspace workspace(kernel.gram_size());
+  const int g = kernel.gram_size();
+  std::vector<Eigen::MatrixXd> grams(phi.size(), Eigen::MatrixXd::Zero(g, g));
+  std::vector<int64_t> finite(phi.size(), 0);
+
+  const double full = BestSeconds(repeats, ThreadCpuSeconds, [&] {
+    kernel.AccumulateRows(0, n, data_pointers, grams, finite, workspace);
+  });
+  const double cost = BestSeconds(repeats, ThreadCpuSeconds, [&] {
+    g_sink = g_sink + kernel.SumSquaredResiduals(0, n, data_pointers, workspace);
+  });
+  // The Gram update alone over the same tiles (a tile of arbitrary values).
+  constexpr int kTile = homodyne::pass_kernel::kTilePoints;
+  std::vector<double> tile(static_cast<size_t>(kTile) *
+                               homodyne::pass_kernel::PaddedTileColumns(g),
+                           0.0);
+  for (int c = 0; c < g; ++c) {
+    for (int t = 0; t < kTile; ++t) tile[static_cast<size_t>(c * kTile + t)] = 1e-3 * (c + t);
+  }
+  std::vector<double> gram(static_cast<size_t>(g * g), 0.0);
+  const double gram_seconds = BestSeconds(repeats, ThreadCpuSeconds, [&] {
+    for (int i = 0; i < n; ++i) {
+      for (int j = i + 1; j < n; j += kTile) {
+        const int count = std::min(kTile, n - j);
+        homodyne::roofline::RepeatTileGram(tile.data(), count, g, static_cast<int>(phi.size()),
+                                           gram.data());
+      }
+    }
+  });
+  std::vector<double> lanes(static_cast<size_t>(homodyne::pass_kernel::LaneGramDoubles(g)), 0.0);
+  const double lane_seconds = BestSeconds(repeats, ThreadCpuSeconds, [&] {
+    for (int i = 0; i < n; ++i) {
+      for (int j = i + 1; j < n; j += kTile) {
+        const int count = std::min(kTile, n - j);
+        homodyne::roofline::RepeatLaneGram(tile.data(), count, g, static_cast<int>(phi.size()),
+                                           lanes.data(), gram.data());
+      }
+    }
+  });
+  g_sink = g_sink + gram[0];
+  const double p = static_cast<double>(points);
+  std::printf("%s pass kernel, 1 thread (%s), %lld points, CPU seconds of the thread:\n", name,
+              std::string(homodyne::ToString(kernel.isa_level())).c_str(),
+              static_cast<long long>(points));
+  std::printf("  full pass:   %.4f s = %.3g points/s\n", full, p / full);
+  std::printf("    the Gram update alone over the same tiles:\n");
+  std::printf("    Gram update as 4 x 4 blocks per tile (AddTileGram): %.4f s = %.3g points/s\n",
+              gram_seconds, p / gram_seconds);
+  std::printf("    Gram update as lane Gram (AddTileToLaneGram): %.4f s = %.3g points/s\n",
+              lane_seconds, p / lane_seconds);
+  std::printf("  cost pass:   %.4f s = %.3g points/s\n", cost, p / cost);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int repeats = argc > 1 ? std::max(1, std::atoi(argv[1])) : 5;
+  if (!homodyne::roofline::CpuHasAvx512()) {
+    std::printf("This CPU has no AVX-512: the FMA and bandwidth probes are skipped.\n");
+  } else if (std::getenv("ROOFLINE_PASS_ONLY") == nullptr) {
+    FmaPeak(repeats);
+    ReadBandwidth(repeats);
+  }
+  PassParts(homodyne::AnalysisMode::kLaminarFlow, "laminar_flow", repeats);
+  PassParts(homodyne::AnalysisMode::kStatic, "static", repeats);
+  return 0;
+}
