@@ -193,8 +193,9 @@ def scipy_case(bin_dir, work):
         run([os.path.join(bin_dir, "homodyne"), "--config", config, "--output-dir", out,
              "--strategy", "standard", "--quiet"])
         result = read_parameters(out)
-        ours, _ = vector_of(result)
+        ours, ours_errors = vector_of(result)
         ours = np.delete(ours, 2)  # D_offset: held
+        ours_errors = np.delete(ours_errors, 2)
         with h5py.File(os.path.join(out, "nlsq", "fitted_data.h5"), "r") as f:
             t = f["t"][...]
             phi = f["phi"][...]
@@ -235,9 +236,22 @@ def scipy_case(bin_dir, work):
             reference_start = reference.x
         polished = polish(residuals, reference.x, loss, f_scale)
         relative = np.abs(ours - polished) / np.maximum(np.abs(polished), 1e-300)
-        print(f"{loss}: max relative difference {relative.max():.2e} "
+        in_errors = np.abs(ours - polished) / ours_errors
+
+        def objective(theta):  # scipy's cost: 0.5 f_scale^2 sum rho((r / f_scale)^2)
+            r = residuals(theta)
+            return 0.5 * f_scale**2 * float(np.sum(rho_of(loss, (r / f_scale) ** 2)[0]))
+
+        cost_difference = (objective(ours) - objective(polished)) / objective(polished)
+        print(f"{loss}: max relative difference {relative.max():.2e}, "
+              f"{in_errors.max():.2e} standard errors, cost {cost_difference:+.2e} relative "
               f"({reference.nfev} scipy evaluations, status {reference.status})")
-        if relative.max() > 1e-8:
+        # The same optimum: to 1e-8 relative, or, where an ill-conditioned direction leaves the
+        # reference's finite-difference polish uncertain at that level, at the same cost (1e-12
+        # relative) and within 1e-4 of our standard errors.
+        same = relative.max() <= 1e-8 or (abs(cost_difference) <= 1e-12 and
+                                           in_errors.max() <= 1e-4)
+        if not same:
             print(f"FAIL {loss}: ours {ours.tolist()}\n  scipy {polished.tolist()}")
             failures += 1
         r = residuals(polished)
