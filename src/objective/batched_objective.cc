@@ -140,18 +140,7 @@ BatchedObjective::BatchedObjective(HomodyneModel model, std::vector<double> phi_
 void BatchedObjective::ObserveRange(int first, int last,
                                     const std::vector<const float*>& pointers) {
   if (range_.complete || first > range_next_batch_ || last <= range_next_batch_) return;
-  const int n_angles = num_angles();
-  for (int b = range_next_batch_; b < last; ++b) {
-    const int64_t points = batches_[static_cast<size_t>(b)].points;
-    for (int k = 0; k < n_angles; ++k) {
-      const float* values = pointers[static_cast<size_t>((b - first) * n_angles + k)];
-      for (int64_t i = 0; i < points; ++i) {
-        if (!std::isfinite(values[i])) continue;
-        range_.min = std::min(range_.min, values[i]);
-        range_.max = std::max(range_.max, values[i]);
-      }
-    }
-  }
+  WidenRange(range_next_batch_, last, first, pointers, range_);
   range_next_batch_ = last;
   range_.complete = range_next_batch_ == static_cast<int>(batches_.size());
 }
