@@ -7,7 +7,9 @@
 // box of their bounds with logarithmic coordinates for parameters spanning decades:
 //   auto         a staged start: a grid over the decade-spanning parameters (D0, gamma_dot_t0)
 //                and phi0, the rest at the start, plus Sobol points; all screened by one pass
-//                each; local projected fits from the best few and from the user's start.
+//                each; local projected fits from the best few and from the user's start; the
+//                mode's moved fits. With a coarse level (GlobalSearchInputs::coarse_data) all of
+//                that runs on it, and the best distinct minima are refined on the search data.
 //   multi_start  the reference's multi-start (optimization.nlsq.multi_start): sampled and custom
 //                starts, screening, local fits, the best refined with refinement_ftol.
 //   cmaes        CMA-ES with restarts (pagmo2; optimization.nlsq.cmaes), then a local fit.
