@@ -24,6 +24,35 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// The batches of a chunk as PassOptions::chunk_batches asks (0: 1024).
+int ChunkBatchesOf(const PassOptions& options) {
+  return options.chunk_batches > 0 ? options.chunk_batches : 1024;
+}
+
+// The batches of a pass's chunks for num_batches batches: BatchedObjective::PassChunkBatches.
+int PassChunkBatchesOf(const PassOptions& options, int num_batches) {
+  return std::min(ChunkBatchesOf(options), std::max(num_batches, 1));
+}
+
+// More than one rank shares the passes.
+bool IsDistributed(const PassOptions& options) {
+  return options.group != nullptr && options.group->size() > 1;
+}
+
+// The data of an objective on `batches` with these options: on several ranks only the rows of
+// this rank's share (the runs KeepOwnShare keeps), else every row of the source.
+std::unique_ptr<InMemoryPassData> ReadRowsOfThisRank(BatchSource& source,
+                                                     std::span<const RowBatch> batches,
+                                                     const PassOptions& options,
+                                                     int64_t rows_block_points) {
+  const ProcessGroup& group = *options.group;
+  return InMemoryPassData::ReadRuns(
+      source, batches,
+      RankShareRuns(batches, PassChunkBatchesOf(options, static_cast<int>(batches.size())),
+                    group.rank(), group.size()),
+      rows_block_points);
+}
+
 }  // namespace
 
 std::vector<RowBatch> SplitIntoBatches(int n_times, int64_t batch_points) {
@@ -73,16 +102,32 @@ void InMemoryPassData::Fetch(std::span<const RowBatch> batches, int first, int l
   }
 }
 
-void InMemoryPassData::KeepOnly(std::span<const RowBatch> batches,
-                                std::span<const std::pair<int, int>> runs, int num_angles) {
-  if (!runs_.empty()) throw std::logic_error("in-memory data: KeepOnly called twice");
-  std::vector<Run> kept;
-  int64_t held = 0;
+std::vector<InMemoryPassData::Run> InMemoryPassData::PlaceRuns(
+    std::span<const RowBatch> batches, std::span<const std::pair<int, int>> runs, int64_t* held) {
+  std::vector<Run> placed;
+  *held = 0;
   for (const auto& [first, last] : runs) {
     const RowBatch& last_batch = batches[static_cast<size_t>(last) - 1];
     const int64_t begin = batches[static_cast<size_t>(first)].offset;
-    kept.push_back({first, last, held, begin, last_batch.offset + last_batch.points});
-    held += last_batch.offset + last_batch.points - begin;
+    placed.push_back({first, last, *held, begin, last_batch.offset + last_batch.points});
+    *held += last_batch.offset + last_batch.points - begin;
+  }
+  // A rank with no batch holds nothing; an empty list of runs would mean "everything".
+  if (placed.empty()) placed.push_back({0, 0, 0, 0, 0});
+  return placed;
+}
+
+void InMemoryPassData::KeepOnly(std::span<const RowBatch> batches,
+                                std::span<const std::pair<int, int>> runs, int num_angles) {
+  int64_t held = 0;
+  std::vector<Run> kept = PlaceRuns(batches, runs, &held);
+  if (!runs_.empty()) {
+    const bool same = std::equal(runs_.begin(), runs_.end(), kept.begin(), kept.end(),
+                                 [](const Run& a, const Run& b) {
+                                   return a.first == b.first && a.last == b.last;
+                                 });
+    if (same) return;  // ReadRuns (or an earlier KeepOnly) holds these runs already
+    throw std::logic_error("in-memory data: KeepOnly of other runs than those held");
   }
   for (int k = 0; k < num_angles; ++k) {
     std::vector<float> values(static_cast<size_t>(held));
@@ -94,8 +139,61 @@ void InMemoryPassData::KeepOnly(std::span<const RowBatch> batches,
     data_[static_cast<size_t>(k)] = std::move(values);  // the full array is freed here
   }
   runs_ = std::move(kept);
-  // A rank with no batch keeps nothing; an empty runs_ would mean "everything".
-  if (runs_.empty()) runs_.push_back({0, 0, 0, 0, 0});
+}
+
+std::unique_ptr<InMemoryPassData> InMemoryPassData::ReadRuns(
+    BatchSource& source, std::span<const RowBatch> batches,
+    std::span<const std::pair<int, int>> runs, int64_t rows_block_points) {
+  int64_t held = 0;
+  std::vector<Run> placed = PlaceRuns(batches, runs, &held);
+  PackedData data(static_cast<size_t>(source.info().num_angles()));
+  for (size_t k = 0; k < data.size(); ++k) {
+    std::vector<float>& values = data[k];
+    values.resize(static_cast<size_t>(held));
+    for (const Run& run : placed) {
+      // Batches of rows that follow each other are read together, up to rows_block_points
+      // points a read (a read per batch would decompress the same chunks again and again). Their
+      // values are the same, in the same places.
+      for (int b = run.first; b < run.last;) {
+        const RowBatch& begin = batches[static_cast<size_t>(b)];
+        int64_t points = begin.points;
+        int end = b + 1;
+        while (end < run.last &&
+               batches[static_cast<size_t>(end)].row_begin ==
+                   batches[static_cast<size_t>(end) - 1].row_end &&
+               points + batches[static_cast<size_t>(end)].points <= rows_block_points) {
+          points += batches[static_cast<size_t>(end)].points;
+          ++end;
+        }
+        ReadC2Rows(source, static_cast<int>(k), begin.row_begin,
+                   batches[static_cast<size_t>(end) - 1].row_end,
+                   std::span<float>(values.data() + run.held_offset +
+                                        (begin.offset - run.source_begin),
+                                    static_cast<size_t>(points)));
+        b = end;
+      }
+    }
+  }
+  source.ReleaseReadBuffers();  // the rank's rows are in memory now
+  auto result = std::make_unique<InMemoryPassData>(std::move(data));
+  result->runs_ = std::move(placed);
+  return result;
+}
+
+std::vector<int> InMemoryPassData::HeldRows(std::span<const RowBatch> batches) const {
+  std::vector<int> rows;
+  auto add = [&rows, batches](int first, int last) {
+    for (int b = first; b < last; ++b) {
+      const RowBatch& batch = batches[static_cast<size_t>(b)];
+      for (int i = batch.row_begin; i < batch.row_end; ++i) rows.push_back(i);
+    }
+  };
+  if (runs_.empty()) {
+    add(0, static_cast<int>(batches.size()));
+  } else {
+    for (const Run& run : runs_) add(run.first, run.last);
+  }
+  return rows;
 }
 
 BatchedObjective::BatchedObjective(HomodyneModel model, std::vector<double> phi_degrees,
@@ -152,9 +250,7 @@ void BatchedObjective::CheckTheta(const Eigen::VectorXd& theta) const {
   }
 }
 
-int BatchedObjective::ChunkBatches() const {
-  return options_.chunk_batches > 0 ? options_.chunk_batches : 1024;
-}
+int BatchedObjective::ChunkBatches() const { return ChunkBatchesOf(options_); }
 
 void BatchedObjective::BeginPass(const Eigen::VectorXd& theta, bool full_pass) {
   ++passes_;
@@ -382,7 +478,7 @@ namespace {
 // bounds[r + 1]), the part of its share of the whole chunk, where rank r's share starts at the
 // first batch that starts at or after r / size of the chunk's points. A batch's rank depends only
 // on the batch list, the chunk size and the rank count.
-void ShareBoundsOf(const std::vector<RowBatch>& batches, int first, int last, int chunk_size,
+void ShareBoundsOf(std::span<const RowBatch> batches, int first, int last, int chunk_size,
                    int size, std::vector<int>& bounds) {
   const int chunk_first = first - first % chunk_size;
   const int chunk_last = std::min(chunk_first + chunk_size, static_cast<int>(batches.size()));
@@ -413,8 +509,23 @@ std::pair<int, int> NextShare(const std::vector<RowBatch>& batches, int last, in
 
 }  // namespace
 
+std::vector<std::pair<int, int>> RankShareRuns(std::span<const RowBatch> batches,
+                                               int chunk_batches, int rank, int size) {
+  const int num_batches = static_cast<int>(batches.size());
+  std::vector<std::pair<int, int>> runs;
+  std::vector<int> bounds;
+  for (int first = 0; first < num_batches; first += chunk_batches) {
+    ShareBoundsOf(batches, first, std::min(first + chunk_batches, num_batches), chunk_batches,
+                  size, bounds);
+    const int begin = bounds[static_cast<size_t>(rank)];
+    const int end = bounds[static_cast<size_t>(rank) + 1];
+    if (end > begin) runs.emplace_back(begin, end);
+  }
+  return runs;
+}
+
 int BatchedObjective::PassChunkBatches() const {
-  return std::min(ChunkBatches(), std::max(num_batches(), 1));
+  return PassChunkBatchesOf(options_, num_batches());
 }
 
 void BatchedObjective::ShareBounds(int first, int last, std::vector<int>& bounds) const {
@@ -423,18 +534,10 @@ void BatchedObjective::ShareBounds(int first, int last, std::vector<int>& bounds
 
 void BatchedObjective::KeepOwnShare() {
   if (!distributed()) return;
-  const int chunk = PassChunkBatches();
-  const int rank = options_.group->rank();
-  std::vector<std::pair<int, int>> runs;
-  std::vector<int> bounds;
-  for (int first = 0; first < num_batches(); first += chunk) {
-    ShareBoundsOf(batches_, first, std::min(first + chunk, num_batches()), chunk,
-                  options_.group->size(), bounds);
-    const int begin = bounds[static_cast<size_t>(rank)];
-    const int end = bounds[static_cast<size_t>(rank) + 1];
-    if (end > begin) runs.emplace_back(begin, end);
-  }
-  data_->KeepOnly(batches_, runs, num_angles());
+  data_->KeepOnly(batches_,
+                  RankShareRuns(batches_, PassChunkBatches(), options_.group->rank(),
+                                options_.group->size()),
+                  num_angles());
 }
 
 void BatchedObjective::WidenRange(int from, int to, int first,
@@ -600,24 +703,84 @@ PackedDataObjective::PackedDataObjective(HomodyneModel model, std::vector<double
   }
   const int n = this->model().num_times();
   const int64_t per_angle = UpperTriangleSize(n);
-  int64_t finite_points = 0;
-  FiniteValueRange range;
   for (size_t k = 0; k < values.size(); ++k) {
     if (static_cast<int64_t>(values[k].size()) != per_angle) {
       throw std::invalid_argument("objective: angle " + std::to_string(k) + " has " +
                                   std::to_string(values[k].size()) + " points, expected " +
                                   std::to_string(per_angle) + " (N = " + std::to_string(n) + ")");
     }
-    for (float value : values[k]) {
+  }
+  CountFiniteValues(/*gather_over_ranks=*/false);
+}
+
+namespace {
+
+// The data of PackedDataObjective(source, ...): on several ranks only this rank's rows, else all.
+std::unique_ptr<InMemoryPassData> PackedDataOfThisRank(BatchSource& source, int n_times,
+                                                       const PassOptions& options) {
+  if (source.info().num_times() != n_times) {
+    throw std::invalid_argument("objective: the source has " +
+                                std::to_string(source.info().num_times()) +
+                                " fitted times, the model " + std::to_string(n_times));
+  }
+  if (!IsDistributed(options)) {
+    return std::make_unique<InMemoryPassData>(PackedDataObjective::LoadPackedData(source));
+  }
+  return ReadRowsOfThisRank(source, SplitIntoBatches(n_times, options.batch_points), options,
+                            int64_t{1} << 20);
+}
+
+}  // namespace
+
+PackedDataObjective::PackedDataObjective(BatchSource& source, HomodyneModel model,
+                                         std::vector<double> phi_degrees, double sigma,
+                                         PassOptions options, std::shared_ptr<PassBackend> backend)
+    // model and options are copied: the data and the batch list read them in the same list.
+    : BatchedObjective(model, std::move(phi_degrees), sigma,
+                       PackedDataOfThisRank(source, model.num_times(), options), options,
+                       SplitIntoBatches(model.num_times(), options.batch_points),
+                       std::move(backend)),
+      data_view_(static_cast<const InMemoryPassData*>(&pass_data())) {
+  if (data_view_->data().size() != static_cast<size_t>(num_angles())) {
+    throw std::invalid_argument("objective: " + std::to_string(num_angles()) + " angles for " +
+                                std::to_string(data_view_->data().size()) +
+                                " data arrays: need the same number");
+  }
+  CountFiniteValues(/*gather_over_ranks=*/true);
+}
+
+void PackedDataObjective::CountFiniteValues(bool gather_over_ranks) {
+  int64_t finite_points = 0;
+  FiniteValueRange range;
+  for (const std::vector<float>& values : data_view_->data()) {
+    for (float value : values) {
       if (!std::isfinite(value)) continue;
       ++finite_points;
       range.min = std::min(range.min, value);
       range.max = std::max(range.max, value);
     }
   }
+  if (gather_over_ranks && group() != nullptr && group()->size() > 1) {
+    // Every rank's count (exact in a double below 2^53) and range, summed in rank order.
+    ProcessGroup& ranks = *group();
+    const std::vector<double> mine = {static_cast<double>(finite_points), range.min, range.max};
+    const std::vector<int> counts(static_cast<size_t>(ranks.size()), 3);
+    std::vector<double> all(static_cast<size_t>(3 * ranks.size()));
+    ranks.AllGather(mine, counts, all);
+    finite_points = 0;
+    for (int r = 0; r < ranks.size(); ++r) {
+      finite_points += static_cast<int64_t>(all[static_cast<size_t>(3 * r)]);
+      range.min = std::min(range.min, static_cast<float>(all[static_cast<size_t>(3 * r + 1)]));
+      range.max = std::max(range.max, static_cast<float>(all[static_cast<size_t>(3 * r + 2)]));
+    }
+  }
   set_num_finite_points(finite_points);
   range.complete = true;
   set_finite_value_range(range);
+}
+
+std::vector<int> PackedDataObjective::held_rows() const {
+  return data_view_->HeldRows(batch_list());
 }
 
 PackedDataObjective::PackedData PackedDataObjective::LoadPackedData(BatchSource& source,
@@ -678,6 +841,15 @@ std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(BatchSource& source,
                                                             std::shared_ptr<ProcessGroup> group) {
   int64_t total = 0;
   std::vector<RowBatch> rows = SubsampleRows(source.info().num_times(), row_stride, &total);
+  PassOptions options = SubsamplePassOptions(std::move(group));
+  if (IsDistributed(options)) {
+    // Only the rows of this rank's share: the same floats KeepOwnShare would keep.
+    std::unique_ptr<InMemoryPassData> data =
+        ReadRowsOfThisRank(source, rows, options, int64_t{1} << 20);
+    return std::make_unique<BatchedObjective>(std::move(model), std::move(phi_degrees), sigma,
+                                              std::move(data), std::move(options),
+                                              std::move(rows), std::move(backend));
+  }
   InMemoryPassData::PackedData data(static_cast<size_t>(source.info().num_angles()));
   for (size_t k = 0; k < data.size(); ++k) {
     data[k].resize(static_cast<size_t>(total));
@@ -689,7 +861,7 @@ std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(BatchSource& source,
   source.ReleaseReadBuffers();  // the subsample is in memory now
   return std::make_unique<BatchedObjective>(std::move(model), std::move(phi_degrees), sigma,
                                             std::make_unique<InMemoryPassData>(std::move(data)),
-                                            SubsamplePassOptions(std::move(group)), std::move(rows),
+                                            std::move(options), std::move(rows),
                                             std::move(backend));
 }
 

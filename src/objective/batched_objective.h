@@ -76,19 +76,41 @@ class PassData {
                         std::span<const std::pair<int, int>> /*runs*/, int /*num_angles*/) {}
 };
 
+// The batches a rank of `size` ranks computes in every pass of an objective on `batches` whose
+// chunks hold chunk_batches batches (BatchedObjective's pass chunk: chunks start at multiples of
+// it): one run [first, last) per chunk where the rank has a share, sorted and disjoint. The
+// shares depend only on the batch list, the chunk size and the rank count (docs/design.md
+// section 5b), so a rank can read its rows before its objective exists.
+std::vector<std::pair<int, int>> RankShareRuns(std::span<const RowBatch> batches,
+                                               int chunk_batches, int rank, int size);
+
 // Packed strict upper triangles held in memory (large and chunked strategies).
 class InMemoryPassData : public PassData {
  public:
   // One packed strict upper triangle per angle (dataset.h order, UpperTriangleSize(N) values).
   using PackedData = std::vector<std::vector<float>>;
   explicit InMemoryPassData(PackedData data) : data_(std::move(data)) {}
+  // Only the rows of batches[first, last) of each run (sorted, disjoint; RankShareRuns) of every
+  // angle, read from the source in blocks of whole rows (about rows_block_points points per read,
+  // rows that follow each other in one read): what KeepOnly(batches, runs) keeps of the whole
+  // data, the same floats, without ever holding the rest. Propagates the source's DataError.
+  static std::unique_ptr<InMemoryPassData> ReadRuns(BatchSource& source,
+                                                    std::span<const RowBatch> batches,
+                                                    std::span<const std::pair<int, int>> runs,
+                                                    int64_t rows_block_points = 1 << 20);
   void Fetch(std::span<const RowBatch> batches, int first, int last, int num_angles,
              std::vector<const float*>& pointers) override;
-  // Called once at most; afterwards data() holds the kept runs' values, run after run.
+  // Keeps only the runs' values; afterwards data() holds them, run after run. Data that hold
+  // exactly these runs already (ReadRuns, or a KeepOnly before) are left as they are; other runs
+  // than those held are a logic error.
   void KeepOnly(std::span<const RowBatch> batches, std::span<const std::pair<int, int>> runs,
                 int num_angles) override;
-  // Every angle's values: the packed triangles, or after KeepOnly the kept runs only.
+  // Every angle's values: the packed triangles, or after KeepOnly (or ReadRuns) the kept runs
+  // only.
   const PackedData& data() const { return data_; }
+  // The rows data() holds, ascending (row i's segment j = i+1..N-1 of the packed triangle, one
+  // after another): every row of the triangle, or those of the kept runs.
+  std::vector<int> HeldRows(std::span<const RowBatch> batches) const;
 
  private:
   struct Run {
@@ -98,6 +120,9 @@ class InMemoryPassData : public PassData {
     int64_t source_begin = 0;  // ... and where they were before KeepOnly
     int64_t source_end = 0;
   };
+  // The runs' places in data_ (held run after run) and in the full packed triangle.
+  static std::vector<Run> PlaceRuns(std::span<const RowBatch> batches,
+                                    std::span<const std::pair<int, int>> runs, int64_t* held);
   PackedData data_;
   std::vector<Run> runs_;  // empty: every batch, at its offset
 };
@@ -227,7 +252,8 @@ class BatchedObjective : public LeastSquaresProblem {
   // On a group of several ranks (PassOptions::group): frees the data of the batches other ranks
   // compute, so that each rank holds about 1/K of data kept in memory (docs/design.md section
   // 5b). Call after everything that reads the whole data (PackedDataObjective::data()) is done.
-  // Nothing for one process or streamed data.
+  // Nothing for one process, streamed data, or data that hold only this rank's share already
+  // (PackedDataObjective(source, ...), MakeRowSubsampleObjective(source, ...) on several ranks).
   void KeepOwnShare();
 
  protected:
@@ -239,6 +265,9 @@ class BatchedObjective : public LeastSquaresProblem {
   // For data known up front (PackedDataObjective): the range over every point, complete.
   void set_finite_value_range(FiniteValueRange range) { range_ = range; }
   PassData& pass_data() { return *data_; }
+  const std::vector<RowBatch>& batch_list() const { return batches_; }
+  // The group of the passes; null for one process.
+  ProcessGroup* group() const { return options_.group.get(); }
 
  private:
   struct ChunkGrams;
@@ -318,15 +347,32 @@ class PackedDataObjective : public BatchedObjective {
   PackedDataObjective(HomodyneModel model, std::vector<double> phi_degrees, double sigma,
                       PackedData data, PassOptions options,
                       std::shared_ptr<PassBackend> backend = nullptr);
+  // On the ranks of options.group (several; docs/design.md section 5b): reads from the source
+  // only the rows of the batches this rank computes (InMemoryPassData::ReadRuns of
+  // RankShareRuns), so K ranks hold K times the data of one. The finite point count and value
+  // range are those of the whole data (gathered from every rank: a collective call, made by every
+  // rank), so every rank's objective is bitwise that of one process after KeepOwnShare. With one
+  // process (a null group or one rank) it reads every row (LoadPackedData). Propagates the
+  // source's DataError.
+  PackedDataObjective(BatchSource& source, HomodyneModel model, std::vector<double> phi_degrees,
+                      double sigma, PassOptions options,
+                      std::shared_ptr<PassBackend> backend = nullptr);
 
   // Every angle's packed strict upper triangle from the source, read as float in blocks of whole
   // rows (about rows_block_points points per read). Propagates the source's DataError.
   static PackedData LoadPackedData(BatchSource& source, int64_t rows_block_points = 1 << 20);
 
-  // Every angle's packed triangle; after KeepOwnShare on several ranks, this rank's runs only.
+  // Every angle's packed triangle; after KeepOwnShare on several ranks, or when read from the
+  // source on several ranks, this rank's runs only, whose rows held_rows() lists.
   const PackedData& data() const { return data_view_->data(); }
+  // The rows data() holds, ascending (InMemoryPassData::HeldRows).
+  std::vector<int> held_rows() const;
 
  private:
+  // Counts the finite points and the value range of data() (on several ranks: of every rank's
+  // data, gathered from all of them when gather_over_ranks).
+  void CountFiniteValues(bool gather_over_ranks);
+
   const InMemoryPassData* data_view_;
 };
 
@@ -338,7 +384,8 @@ class PackedDataObjective : public BatchedObjective {
 // uses, so every strategy's global phase sums in the same order. row_stride >= 1; propagates
 // the source's DataError.
 // backend: as BatchedObjective's (null = the CPU backend); group: the ranks that share its passes
-// (PassOptions::group; null = this process alone).
+// (PassOptions::group; null = this process alone). On several ranks each reads only the rows of
+// its share of the subsample's batches (what KeepOwnShare would keep).
 std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(
     BatchSource& source, HomodyneModel model, std::vector<double> phi_degrees, double sigma,
     int row_stride, std::shared_ptr<PassBackend> backend = nullptr,

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "homodyne/config.h"
+#include "homodyne/process_group.h"
 
 namespace homodyne {
 
@@ -37,6 +38,17 @@ ScalingEstimate EstimateScalingFromData(std::span<const float> packed_upper, int
 ScalingEstimate EstimateScalingFromRows(std::span<const float> values, std::span<const int> rows,
                                         int n_times, const ParameterBound& contrast_bound,
                                         const ParameterBound& offset_bound);
+
+// The same estimator on the rows of every rank of `group` together (docs/design.md section 5b: a
+// rank of an in-memory fit holds only the rows of its batches): `values` and `rows` as for
+// EstimateScalingFromRows, this rank's part; the ranks' rows together must be every row of the
+// triangle, each once. The percentiles are order statistics found exactly over all ranks (a radix
+// selection on the values' bits: 4 AllGathers of 256 counts per order statistic), so every rank
+// returns bitwise what EstimateScalingFromData returns on the whole triangle in one process.
+// Collective: every rank of the group calls it with the same bounds.
+ScalingEstimate EstimateScalingOverRanks(std::span<const float> values, std::span<const int> rows,
+                                         int n_times, const ParameterBound& contrast_bound,
+                                         const ParameterBound& offset_bound, ProcessGroup& group);
 
 // numpy.percentile(values, q) with linear interpolation; reorders `values`. Empty -> NaN.
 double Percentile(std::vector<double>& values, double q);

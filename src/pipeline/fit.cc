@@ -84,7 +84,8 @@ class FitRun {
       coarse_row_stride_ = CoarseRowStride(info.num_times(), points, search_row_stride_);
       if (coarse_row_stride_ > 0) coarse_data_ = fit_->strategy->SearchData(coarse_row_stride_);
     }
-    // On several ranks, each keeps only the data of its share of the batches from now on.
+    // On several ranks, each keeps only the data of its share of the batches from now on (the
+    // in-memory strategies and the subsamples read only those rows already: nothing to free).
     fit_->strategy->KeepOwnShare();
     if (search_data_) search_data_->KeepOwnShare();
     if (coarse_data_) coarse_data_->KeepOwnShare();

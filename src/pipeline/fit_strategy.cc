@@ -65,12 +65,23 @@ PassOptions BasePassOptions(const StrategyInputs& inputs) {
   return options;
 }
 
-// The quantile estimate per angle on data held in memory.
+// The quantile estimate per angle on data held in memory: the whole triangles, or (own_share_only:
+// each rank of a job holds the rows of its batches) every rank's rows together, bitwise the same.
 std::vector<ScalingEstimate> EstimateScalingInMemory(const Config& config,
-                                                     const PackedDataObjective::PackedData& data,
-                                                     int n_times) {
+                                                     const PackedDataObjective& objective,
+                                                     bool own_share_only, ProcessGroup& group) {
+  const int n_times = objective.model().num_times();
   std::vector<ScalingEstimate> estimates;
-  for (const std::vector<float>& values : data) {
+  if (own_share_only) {
+    const std::vector<int> rows = objective.held_rows();
+    for (const std::vector<float>& values : objective.data()) {
+      estimates.push_back(EstimateScalingOverRanks(values, rows, n_times,
+                                                   config.BoundOf("contrast"),
+                                                   config.BoundOf("offset"), group));
+    }
+    return estimates;
+  }
+  for (const std::vector<float>& values : objective.data()) {
     estimates.push_back(EstimateScalingFromData(values, n_times, config.BoundOf("contrast"),
                                                 config.BoundOf("offset")));
   }
@@ -116,28 +127,45 @@ std::vector<ScalingEstimate> EstimateScalingFromFile(const Config& config, Batch
 
 // Standard (LM core), large and chunked: the packed upper triangles in memory as float32, J^T J
 // accumulated pass by pass (chunked: in chunks of checkpoint_frequency batches, with checkpoints
-// between them).
+// between them). On several ranks each rank reads and holds only the rows of its batches
+// (docs/design.md section 5b), unless the strategy needs every row on every rank (Ceres).
 class InMemoryStrategy : public FitStrategy {
  public:
+  // own_share_only: the objective holds only this rank's rows (several ranks, read with
+  // PackedDataObjective(source, ...)); false: every row.
   InMemoryStrategy(StrategyKind kind, const StrategyInputs& inputs,
-                   PackedDataObjective::PackedData data)
-      : FitStrategy(kind, EstimateScalingInMemory(inputs.config, data,
-                                                  inputs.source.info().num_times())),
+                   std::unique_ptr<PackedDataObjective> objective, bool own_share_only)
+      : FitStrategy(kind, EstimateScalingInMemory(inputs.config, *objective, own_share_only,
+                                                  *inputs.group)),
+        source_(inputs.source),
         model_(inputs.model),
         phi_degrees_(inputs.phi_degrees),
         sigma_(inputs.config.nlsq.sigma),
         backend_(inputs.backend),
         group_(inputs.group),
-        objective_(std::make_unique<PackedDataObjective>(
-            model_, phi_degrees_, sigma_, std::move(data), InMemoryPassOptions(kind, inputs),
-            backend_)) {}
+        objective_(std::move(objective)) {}
 
   CheckpointPolicy checkpoint_policy() const override { return InMemoryPolicy(kind()); }
   BatchedObjective& objective() override { return *objective_; }
 
+  // One process copies the rows from the data in memory (a compressed file would decompress a
+  // chunk for each row read); the ranks of a job, which hold only their own rows, read the rows
+  // of their share of the subsample from the file. The same floats either way.
   std::unique_ptr<BatchedObjective> SearchData(int row_stride) const override {
+    if (group_->size() > 1) {
+      return MakeRowSubsampleObjective(source_, model_, phi_degrees_, sigma_, row_stride,
+                                       backend_, group_);
+    }
     return MakeRowSubsampleObjective(objective_->data(), model_, phi_degrees_, sigma_, row_stride,
                                      backend_, group_);
+  }
+
+  static PassOptions InMemoryPassOptions(StrategyKind kind, const StrategyInputs& inputs) {
+    PassOptions options = BasePassOptions(inputs);
+    if (kind == StrategyKind::kChunked) {
+      options.chunk_batches = inputs.config.streaming.checkpoint_frequency;  // hook between chunks
+    }
+    return options;
   }
 
  protected:
@@ -147,14 +175,7 @@ class InMemoryStrategy : public FitStrategy {
   double sigma() const { return sigma_; }
 
  private:
-  static PassOptions InMemoryPassOptions(StrategyKind kind, const StrategyInputs& inputs) {
-    PassOptions options = BasePassOptions(inputs);
-    if (kind == StrategyKind::kChunked) {
-      options.chunk_batches = inputs.config.streaming.checkpoint_frequency;  // hook between chunks
-    }
-    return options;
-  }
-
+  BatchSource& source_;
   const HomodyneModel& model_;
   const std::vector<double>& phi_degrees_;
   double sigma_;
@@ -168,8 +189,14 @@ class InMemoryStrategy : public FitStrategy {
 // iterations. If its Jacobian does not fit in memory, the LM core fits the same data as large.
 class CeresStandardStrategy : public InMemoryStrategy {
  public:
-  CeresStandardStrategy(const StrategyInputs& inputs, PackedDataObjective::PackedData data)
-      : InMemoryStrategy(StrategyKind::kStandard, inputs, std::move(data)) {}
+  // Every rank holds every row (FitStandardWithCeres reads every angle's whole triangle).
+  explicit CeresStandardStrategy(const StrategyInputs& inputs)
+      : InMemoryStrategy(StrategyKind::kStandard, inputs,
+                         std::make_unique<PackedDataObjective>(
+                             inputs.model, inputs.phi_degrees, inputs.config.nlsq.sigma,
+                             PackedDataObjective::LoadPackedData(inputs.source),
+                             InMemoryPassOptions(StrategyKind::kStandard, inputs), inputs.backend),
+                         /*own_share_only=*/false) {}
 
   StateSolver solver() const override { return StateSolver::kCeres; }
   void KeepOwnShare() override {}  // FitStandardWithCeres reads every angle's whole triangle
@@ -258,11 +285,17 @@ class StreamingStrategy : public FitStrategy {
 std::unique_ptr<FitStrategy> MakeStrategy(StrategyKind kind, const StrategyInputs& inputs) {
   MaybeInjectAllocationFailure(ToString(kind));
   if (kind == StrategyKind::kStreaming) return std::make_unique<StreamingStrategy>(inputs);
-  PackedDataObjective::PackedData data = PackedDataObjective::LoadPackedData(inputs.source);
   if (kind == StrategyKind::kStandard && inputs.config.nlsq.solver == LmSolver::kCeres) {
-    return std::make_unique<CeresStandardStrategy>(inputs, std::move(data));
+    return std::make_unique<CeresStandardStrategy>(inputs);
   }
-  return std::make_unique<InMemoryStrategy>(kind, inputs, std::move(data));
+  // One process reads every row; each rank of a job only the rows of its batches.
+  return std::make_unique<InMemoryStrategy>(
+      kind, inputs,
+      std::make_unique<PackedDataObjective>(inputs.source, inputs.model, inputs.phi_degrees,
+                                            inputs.config.nlsq.sigma,
+                                            InMemoryStrategy::InMemoryPassOptions(kind, inputs),
+                                            inputs.backend),
+      /*own_share_only=*/inputs.group->size() > 1);
 }
 
 }  // namespace

@@ -54,8 +54,9 @@ class FitStrategy {
   virtual std::unique_ptr<BatchedObjective> SearchData(int row_stride) const = 0;
 
   // On several ranks (include/homodyne/process_group.h): frees the data of the batches other
-  // ranks compute (BatchedObjective::KeepOwnShare), once SearchData no longer needs the whole
-  // data. A strategy whose final fit reads all the data itself (Ceres) keeps them.
+  // ranks compute (BatchedObjective::KeepOwnShare), once SearchData has run. The in-memory
+  // strategies read only this rank's rows in the first place (nothing to free); a strategy whose
+  // final fit reads all the data itself (Ceres) keeps them.
   virtual void KeepOwnShare() { objective().KeepOwnShare(); }
 
   // The final fit (docs/design.md section 4) of the objective reparametrised by `map`, from
