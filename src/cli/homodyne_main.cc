@@ -76,6 +76,10 @@ int Fail(ProcessGroup& group, const std::string& message, int exit_code) {
   if (!group.is_root()) std::this_thread::sleep_for(std::chrono::seconds(3));
   std::cerr << (group.is_root() ? std::string() : "[rank " + std::to_string(group.rank()) + "] ")
             << message << std::flush;
+  // The launcher forwards a rank's output from a pipe; an abort straight after the write can
+  // tear the forwarding down before it has read the message (seen with Open MPI and MPICH about
+  // once in 5 runs). A moment's wait lets it through.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
   group.Abort(exit_code);
   return exit_code;  // not reached: Abort ends the process
 }
