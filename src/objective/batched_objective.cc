@@ -237,7 +237,7 @@ BatchedObjective::BatchedObjective(HomodyneModel model, std::vector<double> phi_
 
 void BatchedObjective::ObserveRange(int first, int last,
                                     const std::vector<const float*>& pointers) {
-  if (range_.complete || first > range_next_batch_ || last <= range_next_batch_) return;
+  if (!ObservesRange(first, last)) return;
   WidenRange(range_next_batch_, last, first, pointers, range_);
   range_next_batch_ = last;
   range_.complete = range_next_batch_ == static_cast<int>(batches_.size());
@@ -559,7 +559,7 @@ void BatchedObjective::WidenRange(int from, int to, int first,
 
 void BatchedObjective::ObserveSharedRange(int first, int last,
                                           std::span<const double> rank_ranges) {
-  if (range_.complete || first > range_next_batch_ || last <= range_next_batch_) return;
+  if (!ObservesRange(first, last)) return;
   for (size_t r = 0; r + 1 < rank_ranges.size(); r += 2) {
     range_.min = std::min(range_.min, static_cast<float>(rank_ranges[r]));
     range_.max = std::max(range_.max, static_cast<float>(rank_ranges[r + 1]));
@@ -568,25 +568,65 @@ void BatchedObjective::ObserveSharedRange(int first, int last,
   range_.complete = range_next_batch_ == static_cast<int>(batches_.size());
 }
 
-void BatchedObjective::ComputeSharedChunkGrams(PreparedPass& pass, int first, int last,
-                                               ChunkGrams& chunk) {
-  ProcessGroup& group = *options_.group;
-  const int n_angles = num_angles();
-  const int g = pass.gram_size();
-  const int per_batch = n_angles * (g * (g + 1) / 2 + 1);  // lower triangles and finite counts
+std::pair<int, int> BatchedObjective::FetchOwnShare(int first, int last,
+                                                  FiniteValueRange& range) {
+  const ProcessGroup& group = *options_.group;
   ShareBounds(first, last, share_bounds_);
   const int mine_first = ShareBegin(group.rank());
   const int mine_last = ShareBegin(group.rank() + 1);
-  const bool observing = !range_.complete && first <= range_next_batch_ && last > range_next_batch_;
-  FiniteValueRange range;
   if (mine_last > mine_first) {
     const auto [next_first, next_last] =
         NextShare(batches_, last, PassChunkBatches(), group.rank(), group.size());
     if (next_last > next_first) data_->ExpectNextFetch(next_first, next_last);
-    data_->Fetch(batches_, mine_first, mine_last, n_angles, pointers_);
-    if (observing) {
+    data_->Fetch(batches_, mine_first, mine_last, num_angles(), pointers_);
+    if (ObservesRange(first, last)) {
       WidenRange(std::max(mine_first, range_next_batch_), mine_last, mine_first, pointers_, range);
     }
+  }
+  return {mine_first, mine_last};
+}
+
+void BatchedObjective::GatherShares(int first, int last, int per_batch,
+                                    const FiniteValueRange& range) {
+  ProcessGroup& group = *options_.group;
+  share_mine_.push_back(range.min);
+  share_mine_.push_back(range.max);
+  share_counts_.resize(static_cast<size_t>(group.size()));
+  size_t total = 0;
+  for (int r = 0; r < group.size(); ++r) {
+    const int batches = ShareBegin(r + 1) - ShareBegin(r);
+    share_counts_[static_cast<size_t>(r)] = batches * per_batch + 2;
+    total += static_cast<size_t>(share_counts_[static_cast<size_t>(r)]);
+  }
+  share_all_.resize(total);
+  group.AllGather(share_mine_, share_counts_, share_all_);
+  // Every rank's block is its batches' values, then its range: move the values together (in
+  // place, batch order) and the ranges aside.
+  std::vector<double> rank_ranges;
+  size_t from = 0;
+  size_t to = 0;
+  for (int r = 0; r < group.size(); ++r) {
+    const size_t values = static_cast<size_t>(share_counts_[static_cast<size_t>(r)]) - 2;
+    std::copy(share_all_.begin() + static_cast<std::ptrdiff_t>(from),
+              share_all_.begin() + static_cast<std::ptrdiff_t>(from + values),
+              share_all_.begin() + static_cast<std::ptrdiff_t>(to));
+    from += values;
+    to += values;
+    rank_ranges.push_back(share_all_[from++]);
+    rank_ranges.push_back(share_all_[from++]);
+  }
+  share_all_.resize(to);
+  ObserveSharedRange(first, last, rank_ranges);
+}
+
+void BatchedObjective::ComputeSharedChunkGrams(PreparedPass& pass, int first, int last,
+                                               ChunkGrams& chunk) {
+  const int n_angles = num_angles();
+  const int g = pass.gram_size();
+  const int per_batch = n_angles * (g * (g + 1) / 2 + 1);  // lower triangles and finite counts
+  FiniteValueRange range;
+  const auto [mine_first, mine_last] = FetchOwnShare(first, last, range);
+  if (mine_last > mine_first) {
     const size_t begin = static_cast<size_t>(mine_first - first) * n_angles;
     const size_t entries = static_cast<size_t>(mine_last - mine_first) * n_angles;
     pass.ComputeGrams(std::span<const RowBatch>(batches_).subspan(
@@ -606,81 +646,33 @@ void BatchedObjective::ComputeSharedChunkGrams(PreparedPass& pass, int first, in
       share_mine_.push_back(static_cast<double>(chunk.finite[slot]));  // exact below 2^53
     }
   }
-  share_mine_.push_back(range.min);
-  share_mine_.push_back(range.max);
-  share_counts_.resize(static_cast<size_t>(group.size()));
-  size_t total = 0;
-  for (int r = 0; r < group.size(); ++r) {
-    const int batches = ShareBegin(r + 1) - ShareBegin(r);
-    share_counts_[static_cast<size_t>(r)] = batches * per_batch + 2;
-    total += static_cast<size_t>(share_counts_[static_cast<size_t>(r)]);
-  }
-  share_all_.resize(total);
-  group.AllGather(share_mine_, share_counts_, share_all_);
-  // Every rank's blocks, in rank order: its batches in order, then its range.
-  std::vector<double> rank_ranges;
+  GatherShares(first, last, per_batch, range);
   size_t at = 0;
-  for (int r = 0; r < group.size(); ++r) {
-    for (int b = ShareBegin(r); b < ShareBegin(r + 1); ++b) {
-      for (int k = 0; k < n_angles; ++k) {
-        const size_t slot = static_cast<size_t>(b - first) * n_angles + k;
-        Eigen::MatrixXd& gram = chunk.grams[slot];
-        for (int c = 0; c < g; ++c) {
-          for (int a = c; a < g; ++a) gram(a, c) = share_all_[at++];
-        }
-        chunk.finite[slot] = static_cast<int64_t>(share_all_[at++]);
+  for (int b = first; b < last; ++b) {
+    for (int k = 0; k < n_angles; ++k) {
+      const size_t slot = static_cast<size_t>(b - first) * n_angles + k;
+      Eigen::MatrixXd& gram = chunk.grams[slot];
+      for (int c = 0; c < g; ++c) {
+        for (int a = c; a < g; ++a) gram(a, c) = share_all_[at++];
       }
+      chunk.finite[slot] = static_cast<int64_t>(share_all_[at++]);
     }
-    rank_ranges.push_back(share_all_[at++]);
-    rank_ranges.push_back(share_all_[at++]);
   }
-  if (observing) ObserveSharedRange(first, last, rank_ranges);
 }
 
 void BatchedObjective::ComputeSharedChunkCost(PreparedPass& pass, int first, int last,
                                               std::vector<double>& sums) {
-  ProcessGroup& group = *options_.group;
-  const int n_angles = num_angles();
-  ShareBounds(first, last, share_bounds_);
-  const int mine_first = ShareBegin(group.rank());
-  const int mine_last = ShareBegin(group.rank() + 1);
-  const bool observing = !range_.complete && first <= range_next_batch_ && last > range_next_batch_;
   FiniteValueRange range;
+  const auto [mine_first, mine_last] = FetchOwnShare(first, last, range);
   share_mine_.assign(static_cast<size_t>(mine_last - mine_first), 0.0);
   if (mine_last > mine_first) {
-    const auto [next_first, next_last] =
-        NextShare(batches_, last, PassChunkBatches(), group.rank(), group.size());
-    if (next_last > next_first) data_->ExpectNextFetch(next_first, next_last);
-    data_->Fetch(batches_, mine_first, mine_last, n_angles, pointers_);
-    if (observing) {
-      WidenRange(std::max(mine_first, range_next_batch_), mine_last, mine_first, pointers_, range);
-    }
     pass.ComputeSquaredResiduals(
         std::span<const RowBatch>(batches_).subspan(static_cast<size_t>(mine_first),
                                                     static_cast<size_t>(mine_last - mine_first)),
         pointers_, share_mine_);
   }
-  share_mine_.push_back(range.min);
-  share_mine_.push_back(range.max);
-  share_counts_.resize(static_cast<size_t>(group.size()));
-  size_t total = 0;
-  for (int r = 0; r < group.size(); ++r) {
-    const int batches = ShareBegin(r + 1) - ShareBegin(r);
-    share_counts_[static_cast<size_t>(r)] = batches + 2;
-    total += static_cast<size_t>(share_counts_[static_cast<size_t>(r)]);
-  }
-  share_all_.resize(total);
-  group.AllGather(share_mine_, share_counts_, share_all_);
-  std::vector<double> rank_ranges;
-  size_t at = 0;
-  for (int r = 0; r < group.size(); ++r) {
-    for (int b = ShareBegin(r); b < ShareBegin(r + 1); ++b) {
-      sums[static_cast<size_t>(b - first)] = share_all_[at++];
-    }
-    rank_ranges.push_back(share_all_[at++]);
-    rank_ranges.push_back(share_all_[at++]);
-  }
-  if (observing) ObserveSharedRange(first, last, rank_ranges);
+  GatherShares(first, last, 1, range);
+  std::copy(share_all_.begin(), share_all_.end(), sums.begin());
 }
 
 PackedDataObjective::PackedDataObjective(HomodyneModel model, std::vector<double> phi_degrees,

@@ -301,6 +301,18 @@ class BatchedObjective : public LeastSquaresProblem {
   // those of every batch of the chunk, bitwise as one process computes them.
   void ComputeSharedChunkGrams(PreparedPass& pass, int first, int last, ChunkGrams& chunk);
   void ComputeSharedChunkCost(PreparedPass& pass, int first, int last, std::vector<double>& sums);
+  // Their two common steps. FetchOwnShare: this rank's share [mine_first, mine_last) of the
+  // chunk (share_bounds_ set), fetched (the next share announced to the data), its finite values
+  // widened into range when the chunk is observed. GatherShares: this rank's share_mine_
+  // (per_batch values per batch of its share) and range sent to every rank; on return
+  // share_all_ holds per_batch values per batch of [first, last) in batch order, and the ranks'
+  // ranges have widened range_ (ObserveSharedRange).
+  std::pair<int, int> FetchOwnShare(int first, int last, FiniteValueRange& range);
+  void GatherShares(int first, int last, int per_batch, const FiniteValueRange& range);
+  // Whether a chunk [first, last) holds the next batches the finite range has not seen.
+  bool ObservesRange(int first, int last) const {
+    return !range_.complete && first <= range_next_batch_ && last > range_next_batch_;
+  }
   // After a distributed chunk: the range widened by the gathered ranks' ranges when the chunk
   // holds the next batches ObserveRange would look at.
   void ObserveSharedRange(int first, int last, std::span<const double> rank_ranges);
