@@ -327,6 +327,12 @@ void RankByChi2(std::vector<Candidate>& candidates) {
                    [](const Candidate& a, const Candidate& b) { return a.chi2 < b.chi2; });
 }
 
+// Minima lowest chi2 first (ties keep their order, so the ranking is deterministic).
+void SortByChi2(std::vector<GlobalMinimum>& minima) {
+  std::stable_sort(minima.begin(), minima.end(),
+                   [](const GlobalMinimum& a, const GlobalMinimum& b) { return a.chi2 < b.chi2; });
+}
+
 // Screens every candidate in order (one pass each); false when stopped.
 bool ScreenAll(Search& search, std::vector<Candidate>& candidates, GlobalSearchSummary& summary) {
   for (size_t i = 0; i < candidates.size(); ++i) {
@@ -473,8 +479,7 @@ bool FitFrom(Search& search, const std::vector<Candidate>& starts, double ftol,
 std::vector<Candidate> MovedStarts(const Search& search, const GlobalSearchSummary& summary,
                                    const SearchMoveStage& stage) {
   std::vector<GlobalMinimum> best = summary.minima;
-  std::stable_sort(best.begin(), best.end(),
-                   [](const GlobalMinimum& a, const GlobalMinimum& b) { return a.chi2 < b.chi2; });
+  SortByChi2(best);
   best.resize(std::min(best.size(), static_cast<size_t>(std::max(stage.from_minima, 0))));
   const auto index_of = [&search](std::string_view name) -> int {
     const auto at = std::find(search.names().begin(), search.names().end(), name);
@@ -507,8 +512,7 @@ std::vector<Candidate> MovedStarts(const Search& search, const GlobalSearchSumma
 void RefineCoarseMinima(Search& search, const NlsqOptions& nlsq, int count,
                         GlobalSearchSummary& summary) {
   std::vector<GlobalMinimum> coarse = summary.minima;
-  std::stable_sort(coarse.begin(), coarse.end(),
-                   [](const GlobalMinimum& a, const GlobalMinimum& b) { return a.chi2 < b.chi2; });
+  SortByChi2(coarse);
   if (coarse.empty()) return;
   const double reduced = coarse.front().chi2 / static_cast<double>(std::max<int64_t>(search.dof(), 1));
   const double limit = coarse.front().chi2 + kRefineWindow * reduced;
@@ -591,8 +595,7 @@ void RunMultiStart(Search& search, const NlsqOptions& nlsq, GlobalSearchSummary&
   if (!FitFrom(search, starts, nlsq.tolerance)) return;
   // The best refine_top_k minima continue with refinement_ftol.
   std::vector<GlobalMinimum> best = summary.minima;
-  std::stable_sort(best.begin(), best.end(),
-                   [](const GlobalMinimum& a, const GlobalMinimum& b) { return a.chi2 < b.chi2; });
+  SortByChi2(best);
   best.resize(std::min(best.size(), static_cast<size_t>(options.refine_top_k)));
   for (size_t i = 0; i < best.size(); ++i) {
     GlobalMinimum refined = search.LocalFit(search.ClipToBox(search.Physical(best[i].reduced)),
@@ -795,8 +798,7 @@ GlobalSearchSummary RunGlobalSearch(GlobalSearchMethod method, const NlsqOptions
     case GlobalSearchMethod::kOff:
       throw std::invalid_argument("RunGlobalSearch: method " + std::string(ToString(method)));
   }
-  std::stable_sort(summary.minima.begin(), summary.minima.end(),
-                   [](const GlobalMinimum& a, const GlobalMinimum& b) { return a.chi2 < b.chi2; });
+  SortByChi2(summary.minima);
   summary.chosen = summary.minima.empty() ? -1 : 0;
   WarnAboutDegenerateMinima(search, nlsq.multi_start.degeneracy_threshold, summary);
   summary.replayed_passes = search.replayed_passes();
