@@ -8,10 +8,11 @@
 # an uninterrupted run. A machine that cannot run the daemons fails the test with the reason.
 # Usage: slurm_requeue_test.sh BIN_DIR   (the folder holding homodyne and homodyne-simulate)
 # Needs root or passwordless sudo (apt-get, the daemons). Environment overrides:
-#   HOMODYNE_SLURM_TEST_FRAMES    frames of the simulated data set (default 3800): the fit must
+#   HOMODYNE_SLURM_TEST_FRAMES    frames of the simulated data set (default 6000): the fit must
 #                                 outlast the first ~30 s of a 1-minute time limit (SLURM sends
-#                                 SIGUSR1 0-30 s into it); alone on a 2-core VM it takes about
-#                                 60 s, next to the reference fit 100-140 s
+#                                 SIGUSR1 0-30 s into it). At 3800 frames the faster global
+#                                 phase and pass kernel of 2026-11-24 finished it in 20 s, before
+#                                 the signal; at 6000 the whole test took 219 s on a quiet 2-core VM
 #   HOMODYNE_SLURM_TEST_TIMEOUT   seconds to wait for the job (default 900)
 #   HOMODYNE_SLURM_TEST_KEEP=1    keep the temporary folder (logs, results) afterwards
 set -uo pipefail
@@ -21,7 +22,7 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=../cli/test_lib.sh
 source "$repo/tests/cli/test_lib.sh"
 script=$repo/slurm/homodyne_cpu.sbatch
-frames=${HOMODYNE_SLURM_TEST_FRAMES:-3800}
+frames=${HOMODYNE_SLURM_TEST_FRAMES:-6000}
 timeout_s=${HOMODYNE_SLURM_TEST_TIMEOUT:-900}
 
 fail() { echo "FAIL: $*"; exit 1; }
