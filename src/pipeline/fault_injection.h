@@ -54,6 +54,12 @@ class FaultInjector {
   // reaches after_batches; nullopt for none.
   virtual std::optional<SignalFault> SignalAfterBatches() const { return std::nullopt; }
 
+  // Asked once per fit when its checkpoint orchestration starts (src/pipeline/fit_checkpoints.cc):
+  // every computed batch then takes this many milliseconds longer (the fit sleeps that long per
+  // batch counted), as on a slow node, so that a test of signals, time limits and requeues does
+  // not depend on how fast the machine computes. 0: no delay. Results are unchanged.
+  virtual int64_t BatchDelayMilliseconds() const { return 0; }
+
   // Asked by each CheckpointStore::Save (src/checkpoint/checkpoint_store.cc). True: the save
   // writes the first half of the file to its temporary file, fsyncs it and calls std::abort()
   // before the rest, the rename and the pruning: what kill -9 during a save leaves behind.

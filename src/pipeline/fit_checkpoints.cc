@@ -12,6 +12,7 @@
 #include <span>
 #include <sstream>
 #include <system_error>
+#include <thread>
 #include <type_traits>
 
 #include "fit_identity.h"
@@ -267,6 +268,7 @@ FitCheckpoints::FitCheckpoints(const Config& config, CheckpointPolicy policy,
   }
   if (const FaultInjector* faults = InstalledFaultInjector(); faults != nullptr) {
     test_signal_ = faults->SignalAfterBatches();
+    test_batch_delay_ms_ = faults->BatchDelayMilliseconds();
   }
 }
 
@@ -368,6 +370,9 @@ void FitCheckpoints::OnGlobalSearchFinished(int64_t batches, const GlobalSearchT
 void FitCheckpoints::AdvanceBatches(int64_t batches) {
   global_batch_ += batches;
   statistics_.batches += batches;
+  if (test_batch_delay_ms_ > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(test_batch_delay_ms_ * batches));
+  }
   if (test_signal_ && global_batch_ >= test_signal_->after_batches) {
     const int signal_number = test_signal_->signal_number;
     test_signal_.reset();

@@ -140,7 +140,8 @@ class FitCheckpoints {
   // True when a periodic save is due: checkpoint_frequency batches and
   // checkpoint_min_interval_seconds since the last save (or the start).
   bool PeriodicSaveDue() const;
-  // Counts finished batches; raises the injected signal (test_signal_) once due.
+  // Counts finished batches; sleeps the injected delay per batch (test_batch_delay_ms_) and
+  // raises the injected signal (test_signal_) once due.
   void AdvanceBatches(int64_t batches);
   // Saves the current state (with `pass` when inside a pass) and throws FitInterrupted.
   [[noreturn]] void SaveAndStop(const PassState* pass, int signal_number);
@@ -165,6 +166,7 @@ class FitCheckpoints {
   // The injected signal (src/pipeline/fault_injection.h), raised once when global_batch_ reaches
   // its batch count, for deterministic interruption tests; nullopt without an injector.
   std::optional<SignalFault> test_signal_;
+  int64_t test_batch_delay_ms_ = 0;  // FaultInjector::BatchDelayMilliseconds
   BatchStatistics statistics_;
   int64_t global_batch_ = 0;
   int64_t batches_at_last_save_ = 0;

@@ -655,7 +655,7 @@ PY
     expect_exit 0 "LM converged" "$bin_dir/homodyne" "${flags[@]}" --output-dir plain
     HOMODYNE_TEST_FAIL_ALLOCATION=standard,large,chunked,streaming,ceres_jacobian \
       HOMODYNE_TEST_FAIL_READ_AT_BATCH=0 HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=1:9 \
-      HOMODYNE_TEST_CRASH_DURING_CHECKPOINT_WRITE=1 \
+      HOMODYNE_TEST_CRASH_DURING_CHECKPOINT_WRITE=1 HOMODYNE_TEST_BATCH_DELAY_MS=1000 \
       expect_exit 0 "LM converged" "$bin_dir/homodyne" "${flags[@]}" --output-dir with_variables
     same_results plain with_variables
     if grep -q "HOMODYNE_TEST_" "$bin_dir/homodyne"; then
@@ -664,6 +664,23 @@ PY
     # The test build, given the same read variable, does inject the fault.
     HOMODYNE_TEST_FAIL_READ_AT_BATCH=0 expect_exit 1 "batch 0 .* could not be read after 2 retries" \
       "$faults_program" "${flags[@]}" --output-dir faulted --no-resume
+    # ... and its batch delay (HOMODYNE_TEST_BATCH_DELAY_MS, what tests/slurm uses so that a fit
+    # outlasts SLURM's signal on any machine) makes the fit last at least the delay times its
+    # batch count (convergence_metrics.json batch_statistics.batches), with the same results.
+    start_ns=$(date +%s%N)
+    HOMODYNE_TEST_BATCH_DELAY_MS=20 expect_exit 0 "LM converged" \
+      "$faults_program" "${flags[@]}" --output-dir delayed --no-resume
+    elapsed_ms=$((($(date +%s%N) - start_ns) / 1000000))
+    batches=$(python3 -c 'import json, sys
+print(json.load(open(sys.argv[1]))["batch_statistics"]["batches"])' \
+      delayed/nlsq/convergence_metrics.json) || batches=0
+    if [ "${batches:-0}" -lt 10 ] || [ "$elapsed_ms" -lt $((20 * batches)) ]; then
+      echo "FAIL: with a 20 ms batch delay the fit of $batches batches took $elapsed_ms ms"
+      failures=$((failures + 1))
+    else
+      echo "ok: 20 ms per batch: $batches batches in $elapsed_ms ms"
+    fi
+    same_results plain delayed
     ;;
   *)
     echo "unknown case $case_name"; exit 2 ;;

@@ -15,7 +15,10 @@
 //       NAME a result file (fitted_data.h5, convergence_metrics.json, analysis_results_nlsq.json,
 //       parameters.json; FaultInjector::KillAtResultStage);
 //   HOMODYNE_TEST_FAIL_RESULT_WRITE=NAME          the write of result file NAME fails as on a full
-//       disk (ENOSPC).
+//       disk (ENOSPC);
+//   HOMODYNE_TEST_BATCH_DELAY_MS=N                every computed batch takes N ms longer, as on a
+//       slow node (tests/slurm/slurm_requeue_test.sh: the fit outlasts SLURM's signal on any
+//       machine).
 // A malformed value exits 2 before the fit, so that a test cannot pass without its fault.
 #include <algorithm>
 #include <cstdint>
@@ -122,6 +125,13 @@ test::ListedFaults* FaultsFromEnvironment() {
                 "a result file name, e.g. fitted_data.h5");
     }
     faults->failing_result_write = *name;
+  }
+  if (const auto delay = Variable("HOMODYNE_TEST_BATCH_DELAY_MS")) {
+    const std::optional<int64_t> value = ParseInteger(*delay);
+    if (!value || *value < 0 || *value > 60000) {
+      Malformed("HOMODYNE_TEST_BATCH_DELAY_MS", *delay, "milliseconds from 0 to 60000");
+    }
+    faults->batch_delay_ms = *value;
   }
   return faults;
 }

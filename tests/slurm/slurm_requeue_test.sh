@@ -1,28 +1,42 @@
 #!/usr/bin/env bash
-# The signal / checkpoint / requeue / resume cycle of slurm/homodyne_cpu.sbatch against a real
-# SLURM: installs Debian's slurm-wlm and munge when missing, starts munged, slurmctld and slurmd
-# for a single localhost node (everything under a temporary folder, own ports, own munge socket),
+# The signal / checkpoint / requeue / resume cycle of a SLURM script against a real SLURM:
+# installs Debian's slurm-wlm and munge when missing, starts munged, slurmctld and slurmd for a
+# single localhost node (everything under a temporary folder, own ports, own munge socket),
 # submits the script on a simulated laminar-flow data set with a time limit too short for the fit,
 # lets SLURM send SIGUSR1 before the limit and the script requeue the job, and asserts that the job
 # was requeued at least once, resumed from a checkpoint, and ended with bitwise the parameters of
-# an uninterrupted run. A machine that cannot run the daemons fails the test with the reason.
-# Usage: slurm_requeue_test.sh BIN_DIR   (the folder holding homodyne and homodyne-simulate)
+# an uninterrupted single-process run. A machine that cannot run the daemons fails the test with
+# the reason.
+# Usage: slurm_requeue_test.sh BIN_DIR FAULTS_PROGRAM [cpu|mpi]
+#   BIN_DIR         the folder holding homodyne and homodyne-simulate
+#   FAULTS_PROGRAM  the test build homodyne_with_faults (tests/cli/homodyne_with_faults.cc): the
+#                   job runs it with HOMODYNE_TEST_BATCH_DELAY_MS, so that every batch takes a
+#                   fixed time longer and the fit outlasts SLURM's signal however fast the machine
+#                   computes (results are unchanged; the reference is the production homodyne)
+#   cpu (default)   slurm/homodyne_cpu.sbatch, one task (node-local scratch, checkpoint store)
+#   mpi             slurm/homodyne_mpi.sbatch, one node, 2 MPI ranks started by srun's pmix (or
+#                   pmi2) plugin; for a build with MPI (tests/CMakeLists.txt skips it otherwise)
 # Needs root or passwordless sudo (apt-get, the daemons). Environment overrides:
-#   HOMODYNE_SLURM_TEST_FRAMES    frames of the simulated data set (default 6000): the fit must
-#                                 outlast the first ~30 s of a 1-minute time limit (SLURM sends
-#                                 SIGUSR1 0-30 s into it). At 3800 frames the faster global
-#                                 phase and pass kernel of 2026-11-24 finished it in 20 s, before
-#                                 the signal; at 6000 the whole test took 219 s on a quiet 2-core VM
+#   HOMODYNE_SLURM_TEST_BATCH_DELAY_MS  milliseconds added to each batch (default 250): with 324
+#                                 batches the fit lasts over 80 s, more than the 10-40 s of a
+#                                 1-minute time limit before SLURM sends SIGUSR1
 #   HOMODYNE_SLURM_TEST_TIMEOUT   seconds to wait for the job (default 900)
 #   HOMODYNE_SLURM_TEST_KEEP=1    keep the temporary folder (logs, results) afterwards
 set -uo pipefail
-if [ $# -ne 1 ] || [ ! -d "$1" ]; then echo "usage: $0 BIN_DIR" >&2; exit 2; fi
+if [ $# -lt 2 ] || [ $# -gt 3 ] || [ ! -d "$1" ] || [ ! -x "$2" ] ||
+  { [ $# -eq 3 ] && [ "$3" != cpu ] && [ "$3" != mpi ]; }; then
+  echo "usage: $0 BIN_DIR FAULTS_PROGRAM [cpu|mpi]" >&2
+  exit 2
+fi
 bin_dir=$(cd "$1" && pwd)
+faults_program=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
+variant=${3:-cpu}
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=../cli/test_lib.sh
 source "$repo/tests/cli/test_lib.sh"
-script=$repo/slurm/homodyne_cpu.sbatch
-frames=${HOMODYNE_SLURM_TEST_FRAMES:-6000}
+script=$repo/slurm/homodyne_${variant}.sbatch
+script_name=homodyne_${variant}.sbatch
+batch_delay_ms=${HOMODYNE_SLURM_TEST_BATCH_DELAY_MS:-250}
 timeout_s=${HOMODYNE_SLURM_TEST_TIMEOUT:-900}
 
 fail() { echo "FAIL: $*"; exit 1; }
@@ -193,9 +207,12 @@ echo "ok: srun hostname"
 
 # --- the data set and the uninterrupted reference ----------------------------------------------
 cd "$top/work" || fail "cannot enter $top/work"
-# 43 million points, LZF-compressed so that every streaming pass decompresses them again; the
-# tolerances are out of reach so that the fit runs exactly max_iterations (120) passes: about a
-# minute of work, deterministic, with a checkpoint every 10 batches of a million points.
+# 1.5 million points in batches of 250000, LZF-compressed so that every streaming pass
+# decompresses them again; the tolerances are out of reach, so the fit runs until the LM core can
+# make no step (53 iterations, 324 batches: 8 s of computing on one core, over 80 s with the job's
+# batch delay), deterministic, with a checkpoint every 10 batches. The global phase is off (its
+# many small batches would make the per-batch delay uneven; faults.*.global_sigterm covers its
+# resume).
 cat > fit.yaml <<YAML
 analysis_mode: laminar_flow
 analyzer_parameters:
@@ -213,13 +230,13 @@ initial_parameters:
 optimization:
   nlsq: {max_iterations: 120, tolerance: 1.0e-300, xtol: 1.0e-300, gtol: 1.0e-300}
   streaming:
-    batch_size: 1000000
+    batch_size: 250000
     checkpoint_frequency: 10
     keep_last_checkpoints: 3
 simulation:
   output: ./sim.h5
   format: aps_u
-  frames: $frames
+  frames: 1000
   phi_angles: [0, 45, 90]
   parameters: {D0: 1000, alpha: -0.5, D_offset: 10, gamma_dot_t0: 0.0002, beta: 0,
                gamma_dot_t_offset: 0, phi0: 0}
@@ -231,9 +248,11 @@ simulation:
   compression: lzf
 YAML
 "$bin_dir/homodyne-simulate" --config fit.yaml > simulate.log 2>&1 || fail "homodyne-simulate: $(cat simulate.log)"
-# The job gets 1 CPU and 2000 MB: --threads 1 and --memory-limit-gb 0.8 * 2000 / 1024 = 1.56.
-# The reference runs with the same arguments, at the same time as the job (one core each).
-job_args=(--strategy streaming)
+# The cpu job gets 1 CPU and 2000 MB: --threads 1 and --memory-limit-gb 0.8 * 2000 / 1024 = 1.56.
+# The mpi job gets 2 ranks of 1 CPU each on the node, sharing the 2000 MB.
+# The reference (one process, the production homodyne) runs with the same arguments, at the same
+# time as the job: the results are bitwise the same for any rank count (docs/design.md section 5b).
+job_args=(--strategy streaming --global-search off)
 reference_start=$SECONDS
 (
   "$bin_dir/homodyne" --config fit.yaml --threads 1 --memory-limit-gb 1.56 "${job_args[@]}" \
@@ -243,12 +262,26 @@ reference_start=$SECONDS
 reference_pid=$!
 
 # --- the job: 1-minute limit, SIGUSR1 50 s before it (overrides the script's #SBATCH lines) ------
-# The script's settings travel in the environment (sbatch exports it); SCRATCH_DIR stands for
-# node-local scratch, the checkpoint store is the default one under the submit folder.
-job_id=$(CONFIG=fit.yaml HOMODYNE="$bin_dir/homodyne" OUTPUT_DIR="$top/work/results" \
-  SCRATCH_DIR="$top/scratch" CHECKPOINT_SYNC_SECONDS=5 \
+# The script's settings travel in the environment (sbatch exports it). cpu: SCRATCH_DIR stands for
+# node-local scratch, the checkpoint store is the default one under the submit folder. mpi: the
+# checkpoint folder is the default one under the submit folder, shared by the ranks; srun starts
+# the ranks with the pmix plugin (pmi2 where pmix is missing).
+job_shape=(--ntasks=1 --cpus-per-task=1)
+if [ "$variant" = mpi ]; then
+  plugins=$(srun --mpi=list 2>&1)
+  srun_mpi=""
+  for plugin in pmix pmi2; do
+    grep -qw "$plugin" <<<"$plugins" && { srun_mpi=$plugin; break; }
+  done
+  [ -n "$srun_mpi" ] || fail "srun offers neither pmix nor pmi2 to start MPI ranks: $plugins"
+  echo "ok: srun starts MPI ranks with --mpi=$srun_mpi"
+  job_shape=(--nodes=1 --ntasks=2 --ntasks-per-node=2 --cpus-per-task=1)
+fi
+job_id=$(CONFIG=fit.yaml HOMODYNE="$faults_program" OUTPUT_DIR="$top/work/results" \
+  SCRATCH_DIR="$top/scratch" CHECKPOINT_SYNC_SECONDS=5 SRUN_MPI="${srun_mpi:-}" \
+  HOMODYNE_TEST_BATCH_DELAY_MS="$batch_delay_ms" \
   sbatch --parsable --export=ALL --job-name=homodyne_requeue_test --time=0:01:00 \
-  --signal=B:USR1@50 --cpus-per-task=1 --mem=2000 --output="$top/work/job.log" \
+  --signal=B:USR1@50 "${job_shape[@]}" --mem=2000 --output="$top/work/job.log" \
   "$script" "${job_args[@]}") || fail "sbatch failed"
 echo "submitted job $job_id"
 job_field() { scontrol show job "$job_id" 2>/dev/null | grep -o "\b$1=[^ ]*" | head -1 | cut -d= -f2; }
@@ -301,20 +334,27 @@ check "job $job_id_done COMPLETED with exit code 0:0 (was $final, $exit_code)" \
   test "$final $exit_code" = "COMPLETED 0:0"
 if [ "${restarts:-0}" -eq 0 ] && ! grep -q "received SIGUSR1" job.log; then
   fail "the fit finished before SLURM's SIGUSR1 (the reference took $reference_seconds s);" \
-    "raise HOMODYNE_SLURM_TEST_FRAMES (now $frames) so that the fit needs over a minute"
+    "raise HOMODYNE_SLURM_TEST_BATCH_DELAY_MS (now $batch_delay_ms) so that the fit needs over a minute"
 fi
 check "SLURM sent SIGUSR1 and the script forwarded it" grep -q "received SIGUSR1, forwarding it" job.log
 check "homodyne saved a checkpoint and exited 3" grep -q "homodyne exited with code 3" job.log
 check "the job requeued itself (SLURM Restarts=$restarts)" test "${restarts:-0}" -ge 1
-check "each start is logged ($(grep -c 'homodyne_cpu.sbatch.*: start [0-9]* of job' job.log) starts)" \
-  test "$(grep -c 'homodyne_cpu.sbatch.*: start [0-9]* of job' job.log)" -eq $((restarts + 1))
-check "the checkpoints went through the persistent store" \
-  grep -q "copied [0-9]* checkpoint(s) from $top/work/checkpoints/$job_id_done" job.log
+check "each start is logged ($(grep -c "$script_name.*: start [0-9]* of job" job.log) starts)" \
+  test "$(grep -c "$script_name.*: start [0-9]* of job" job.log)" -eq $((restarts + 1))
+if [ "$variant" = cpu ]; then
+  check "the checkpoints went through the persistent store" \
+    grep -q "copied [0-9]* checkpoint(s) from $top/work/checkpoints/$job_id_done" job.log
+  check "scratch folder removed" test ! -e "$top/scratch/homodyne_$job_id_done"
+else
+  # One "resumed" line per resumed start: rank 0 alone logs (docs/design.md section 5b).
+  check "srun started 2 ranks" grep -q "running: srun --mpi=$srun_mpi" job.log
+  check "one resume line per requeue (rank 0 alone logs)" \
+    test "$(grep -c "resumed from the checkpoint" job.log)" -eq "${restarts:-0}"
+fi
 check "homodyne resumed from a checkpoint" grep -q "resumed from the checkpoint" job.log
 check "the last start finished the fit" grep -q "homodyne exited with code 0" job.log
-check "results copied back to OUTPUT_DIR" test -s results/nlsq/parameters.json
-check "checkpoint store removed after success" test ! -e "checkpoints/$job_id_done"
-check "scratch folder removed" test ! -e "$top/scratch/homodyne_$job_id_done"
+check "results written to OUTPUT_DIR" test -s results/nlsq/parameters.json
+check "checkpoints removed after success" test ! -e "checkpoints/$job_id_done"
 # The requeued job's parameters are bitwise those of the uninterrupted run.
 same_results reference results
 if [ "$failures" -ne 0 ]; then show_logs 25; echo "slurm requeue: $failures check(s) failed"; exit 1; fi

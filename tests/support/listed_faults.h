@@ -5,6 +5,7 @@
 //   const ScopedFaultInjector installed(faults);
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,6 +22,7 @@ struct ListedFaults final : FaultInjector {
   bool crash_in_checkpoint_write = false;        // every CheckpointStore::Save aborts half way
   std::string kill_at_result_stage;              // SIGKILL at this result-writing stage
   std::string failing_result_write;              // this result file's write fails (ENOSPC)
+  int64_t batch_delay_ms = 0;                    // every counted batch takes this much longer
 
   bool FailAllocation(std::string_view site) const override {
     for (const std::string& name : failing_allocations) {
@@ -39,6 +41,7 @@ struct ListedFaults final : FaultInjector {
   bool FailResultWrite(std::string_view name) const override {
     return !failing_result_write.empty() && name == failing_result_write;
   }
+  int64_t BatchDelayMilliseconds() const override { return batch_delay_ms; }
 };
 
 }  // namespace homodyne::test
