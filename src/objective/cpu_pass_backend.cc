@@ -1,15 +1,19 @@
-// The CPU backend (include/homodyne/backend.h): OpenMP over the batches of a call, the vectorised
-// PassKernel (pass_kernel.h) per batch, one kernel workspace per thread.
+// The CPU backend (include/homodyne/backend.h): the batches of a call over the worker pool's
+// threads (worker_pool.h; as many as OpenMP's thread count, omp_get_max_threads, which
+// performance.cpu_threads sets), the vectorised PassKernel (pass_kernel.h) per batch, one kernel
+// workspace per thread.
 #include <omp.h>
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "objective/pass_backend.h"
 #include "homodyne/errors.h"
 #include "model/pass_kernel.h"
+#include "objective/worker_pool.h"
 
 namespace homodyne {
 namespace {
@@ -28,19 +32,20 @@ bool ParallelWorthIt(std::span<const RowBatch> batches, int num_angles) {
   return points * num_angles >= kMinParallelChunkPoints;
 }
 
-// Calls body(b, workspace) for every batch b, over OpenMP threads when ParallelWorthIt (each
+// Calls body(b, workspace) for every batch b, over the pool's threads when ParallelWorthIt (each
 // thread with its own kernel workspace of gram_size), else on the calling thread. body writes
 // only the outputs of batch b, so the results do not depend on the thread count or schedule.
 template <typename Body>
 void ForEachBatch(std::span<const RowBatch> batches, int num_angles, int gram_size, Body body) {
   const int num_batches = static_cast<int>(batches.size());
-  const bool parallel = ParallelWorthIt(batches, num_angles);
-#pragma omp parallel if (parallel)
-  {
-    PassKernel::Workspace workspace(gram_size);
-#pragma omp for schedule(dynamic)
-    for (int b = 0; b < num_batches; ++b) body(b, workspace);
-  }
+  const int threads = ParallelWorthIt(batches, num_angles) ? omp_get_max_threads() : 1;
+  std::vector<std::optional<PassKernel::Workspace>> workspaces(
+      static_cast<size_t>(std::max(1, threads)));
+  ParallelFor(num_batches, threads, [&](int b, int slot) {
+    std::optional<PassKernel::Workspace>& workspace = workspaces[static_cast<size_t>(slot)];
+    if (!workspace) workspace.emplace(gram_size);
+    body(b, *workspace);
+  });
 }
 
 class CpuPreparedPass : public PreparedPass {
