@@ -88,13 +88,81 @@ inline void PhaseSinCos(double x, double delta, double sin_j, double cos_j, doub
   }
 }
 
+// The diffusion factor g1d = exp(-w M_D) of a tile in per-row separable form (issue 24). C_D
+// does not decrease, so |diff_D| = C_D[j] - C_D[i], and
+//   exp(-w (C_D[j] - C_D[i])) = E[j] exp(-w (C_D[b] - C_D[i])),  E[j] = exp(-w (C_D[j] - C_D[b]))
+// (Inputs::diffusion_factors, b the start of j's block): one product per point instead of a
+// square root and an exp. A tile spans at most two blocks; its points before `split` take the
+// row factor of the first block, the others the second's. Both factors and E are within a few ulp
+// of exact (vector_math::ExpOfScaledDifference), so g1d is too, at any argument size.
+// A tile takes the form only where (DiffusionSeparable)
+//   - the smoothing of |diff_D| is negligible: delta = M_D - |diff_D| <= 1e-12 / (2 d0) (d0 the
+//     tile's smallest |diff_D|, at its first point) changes g1d by w delta and the Jacobian's
+//     diff_D / M_D (taken as -1) by delta / d0, both at most kNegligibleRelative;
+//   - every factor stays in the normal range and the clip at -700 does not bind:
+//     w (C_D[last] - C_D[min(i, b)]) <= kSeparableMaxExponent;
+// the direct form elsewhere (the tiles next to the diagonal where C_D grows slowly, and the
+// tiles where the clip binds).
+struct DiffusionTile {
+  const double* factors_j = nullptr;  // E[j_begin + t]
+  double factor_low = 0.0;            // exp(-w (C_D[b] - C_D[i])), b the tile's first block
+  double factor_high = 0.0;           // the same for the next block
+  int split = 0;                      // points [0, split) lie in the first block
+};
+
+inline constexpr double kNegligibleRelative = 1e-16;
+inline constexpr double kSeparableMaxExponent = 690.0;
+
+// The last row factor computed (one tile's second block is the next tile's first).
+struct RowFactorCache {
+  int row = -1;
+  int block = -1;
+  double factor = 0.0;
+};
+
+double RowFactor(const Inputs& in, int i, int block, RowFactorCache* cache) {
+  if (cache->row == i && cache->block == block) return cache->factor;
+  cache->row = i;
+  cache->block = block;
+  cache->factor = vector_math::ExpOfScaledDifference(
+      in.diffusion_prefactor, in.cumulative_diffusion[block], in.cumulative_diffusion[i]);
+  return cache->factor;
+}
+
+// True, with the tile's factors in *tile, where the separable form applies to the tile of row i,
+// columns [j_begin, j_begin + count) (DiffusionTile).
+bool DiffusionSeparable(const Inputs& in, int i, int j_begin, int count, RowFactorCache* cache,
+                        DiffusionTile* tile) {
+  if (in.diffusion_factors == nullptr) return false;
+  const double* c_d = in.cumulative_diffusion;
+  const double w = in.diffusion_prefactor;
+  const int block = j_begin - j_begin % kDiffusionFactorBlock;
+  const double d0 = c_d[j_begin] - c_d[i];
+  const double base = c_d[block < i ? block : i];
+  // Written so that NaN fails.
+  const bool applies = d0 > 0.0 && w * (c_d[j_begin + count - 1] - base) <= kSeparableMaxExponent &&
+                       kSmoothAbsEpsilon <= 2.0 * kNegligibleRelative * d0 * d0 &&
+                       kSmoothAbsEpsilon * w <= 2.0 * kNegligibleRelative * d0;
+  if (!applies) return false;
+  tile->factors_j = in.diffusion_factors + j_begin;
+  tile->split = block + kDiffusionFactorBlock - j_begin;
+  tile->factor_low = RowFactor(in, i, block, cache);
+  tile->factor_high = tile->split < count
+                          ? RowFactor(in, i, block + kDiffusionFactorBlock, cache)
+                          : tile->factor_low;
+  return true;
+}
+
 // Angle-independent factors of row i, columns [j_begin, j_begin + count), into the scratch. Per
 // point of the tile (t = j - j_begin):
 //   g1d = exp(clip(-w M_D, -700, 0)), d log g1d / d theta_D = -w (diff_D / M_D) (dC_D[i] - dC_D[j])
 //   (zero where the clip binds); laminar: M_G, d M_G / d theta_G = (diff_G / M_G) (dC_G[i] -
 //   dC_G[j]).
-template <bool kLaminar, bool kWithDerivatives>
-void SharedFactors(const Inputs& in, int i, int j_begin, int count, const Scratch& scratch) {
+// kSeparableDiffusion: g1d and its derivatives from the separable form (DiffusionTile, which
+// `diffusion` holds), diff_D / M_D = -1.
+template <bool kLaminar, bool kWithDerivatives, bool kSeparableDiffusion>
+void SharedFactors(const Inputs& in, int i, int j_begin, int count, const DiffusionTile& diffusion,
+                   const Scratch& scratch) {
   const int n = in.num_times;
   const double w = in.diffusion_prefactor;
   const double* c_d = in.cumulative_diffusion + j_begin;
@@ -106,18 +174,33 @@ void SharedFactors(const Inputs& in, int i, int j_begin, int count, const Scratc
   double* dlog0 = scratch.dlog_g1d;
   double* dlog1 = dlog0 + kTile;
   double* dlog2 = dlog1 + kTile;
+  if constexpr (kSeparableDiffusion) {
+    const double* factors_j = diffusion.factors_j;
+    const double factor_low = diffusion.factor_low, factor_high = diffusion.factor_high;
+    const int split = diffusion.split;
 #pragma omp simd
-  for (int t = 0; t < count; ++t) {
-    const double diff = c_d_i - c_d[t];
-    const double m_d = std::sqrt(diff * diff + kSmoothAbsEpsilon);
-    const double log_g1d_raw = -w * m_d;
-    const bool clipped = log_g1d_raw < kLogG1DiffusionMin;
-    g1d[t] = vector_math::Exp(clipped ? kLogG1DiffusionMin : log_g1d_raw);
-    if constexpr (kWithDerivatives) {
-      const double factor = clipped ? 0.0 : -w * (diff / m_d);
-      dlog0[t] = factor * (dc_d_i0 - dc_d[t]);
-      dlog1[t] = factor * (dc_d_i1 - dc_d[n + t]);
-      dlog2[t] = factor * (dc_d_i2 - dc_d[2 * n + t]);
+    for (int t = 0; t < count; ++t) {
+      g1d[t] = factors_j[t] * (t < split ? factor_low : factor_high);
+      if constexpr (kWithDerivatives) {
+        dlog0[t] = w * (dc_d_i0 - dc_d[t]);
+        dlog1[t] = w * (dc_d_i1 - dc_d[n + t]);
+        dlog2[t] = w * (dc_d_i2 - dc_d[2 * n + t]);
+      }
+    }
+  } else {
+#pragma omp simd
+    for (int t = 0; t < count; ++t) {
+      const double diff = c_d_i - c_d[t];
+      const double m_d = std::sqrt(diff * diff + kSmoothAbsEpsilon);
+      const double log_g1d_raw = -w * m_d;
+      const bool clipped = log_g1d_raw < kLogG1DiffusionMin;
+      g1d[t] = vector_math::Exp(clipped ? kLogG1DiffusionMin : log_g1d_raw);
+      if constexpr (kWithDerivatives) {
+        const double factor = clipped ? 0.0 : -w * (diff / m_d);
+        dlog0[t] = factor * (dc_d_i0 - dc_d[t]);
+        dlog1[t] = factor * (dc_d_i1 - dc_d[n + t]);
+        dlog2[t] = factor * (dc_d_i2 - dc_d[2 * n + t]);
+      }
     }
   }
   if constexpr (kLaminar) {
@@ -144,6 +227,24 @@ void SharedFactors(const Inputs& in, int i, int j_begin, int count, const Scratc
         dm2[t] = unit * (dc_g_i2 - dc_g[2 * n + t]);
       }
     }
+  }
+}
+
+// The angle-independent factors of the tile (SharedFactors), the diffusion factor in separable
+// form where it applies (DiffusionSeparable).
+template <bool kWithDerivatives>
+void TileSharedFactors(const Inputs& in, int i, int j_begin, int count, RowFactorCache* cache,
+                       const Scratch& scratch) {
+  DiffusionTile diffusion;
+  const bool separable = DiffusionSeparable(in, i, j_begin, count, cache, &diffusion);
+  if (in.laminar && separable) {
+    SharedFactors<true, kWithDerivatives, true>(in, i, j_begin, count, diffusion, scratch);
+  } else if (in.laminar) {
+    SharedFactors<true, kWithDerivatives, false>(in, i, j_begin, count, diffusion, scratch);
+  } else if (separable) {
+    SharedFactors<false, kWithDerivatives, true>(in, i, j_begin, count, diffusion, scratch);
+  } else {
+    SharedFactors<false, kWithDerivatives, false>(in, i, j_begin, count, diffusion, scratch);
   }
 }
 
@@ -308,12 +409,9 @@ void AccumulateRows(const Inputs& in, int row_begin, int row_end, const float* c
   for (int k = 0; k < in.num_angles; ++k) {
     ClearLaneGram(in.gram_size, scratch.lane_grams + k * lane_gram_doubles);
   }
+  RowFactorCache row_factors;
   ForEachTile(in.num_times, row_begin, row_end, [&](int i, int j, int count, int64_t point) {
-    if (in.laminar) {
-      SharedFactors<true, true>(in, i, j, count, scratch);
-    } else {
-      SharedFactors<false, true>(in, i, j, count, scratch);
-    }
+    TileSharedFactors<true>(in, i, j, count, &row_factors, scratch);
     for (int k = 0; k < in.num_angles; ++k) {
       const AngleCoefficients& angle = in.angles[k];
       const float* values = data[k] + point;
@@ -353,12 +451,9 @@ void AccumulateRows(const Inputs& in, int row_begin, int row_end, const float* c
 
 void SumSquaredResiduals(const Inputs& in, int row_begin, int row_end, const float* const* data,
                          double* squared_residuals, const Scratch& scratch) {
+  RowFactorCache row_factors;
   ForEachTile(in.num_times, row_begin, row_end, [&](int i, int j, int count, int64_t point) {
-    if (in.laminar) {
-      SharedFactors<true, false>(in, i, j, count, scratch);
-    } else {
-      SharedFactors<false, false>(in, i, j, count, scratch);
-    }
+    TileSharedFactors<false>(in, i, j, count, &row_factors, scratch);
     for (int k = 0; k < in.num_angles; ++k) {
       const AngleCoefficients& angle = in.angles[k];
       const float* values = data[k] + point;
