@@ -284,7 +284,9 @@ TEST(PassKernelTest, ClippedAndFlooredPointsMatch) {
 // The separable diffusion factor (homodyne_pass_variant.cc, DiffusionTile) applies where the
 // smoothing of |C_D[j] - C_D[i]| is negligible: with 20 per step, not in the tile next to the
 // diagonal (the direct form), but in the row's later tiles, which straddle two factor blocks.
-TEST(PassKernelTest, SlowDiffusionMixesTheDirectAndSeparableForms) {
+// Likewise the series for M_G (ShearTile) with a shear rate of about 1e-5 per step, and the
+// product form of sin and cos where the phases exceed 0.5.
+TEST(PassKernelTest, SlowDiffusionAndShearMixTheDirectAndSeparableForms) {
   for (AnalysisMode mode : {AnalysisMode::kStatic, AnalysisMode::kLaminarFlow}) {
     SCOPED_TRACE(std::string(ToString(mode)));
     KernelCase c;
@@ -292,7 +294,7 @@ TEST(PassKernelTest, SlowDiffusionMixesTheDirectAndSeparableForms) {
     c.n = 560;
     c.physical = {20.0, 0.0, 0.0};
     if (mode == AnalysisMode::kLaminarFlow) {
-      c.physical.insert(c.physical.end(), {2.0e-3, 0.3, 1.0e-4, 5.0});
+      c.physical.insert(c.physical.end(), {2.0e-5, 0.3, 1.0e-6, 5.0});
     }
     ExpectKernelMatchesReferenceAtEveryLevel(c, 1e-12);
   }

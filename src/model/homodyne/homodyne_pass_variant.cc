@@ -30,15 +30,16 @@ using model_limits::kSmoothAbsEpsilon;
 constexpr int kTile = kTilePoints;
 constexpr int kPhi0Column = kPhi0;  // the tile column of d c2 / d phi0
 
-// sinc(x) = sin(x)/x and its derivative (docs/model.md, Shear factor, Jacobian) from sin x and cos
-// x, with the reference's Taylor branch for |x| < 1e-4. Branch-free (both sides computed, one
-// selected).
-inline void SincFromSinCos(double x, double sin_x, double cos_x, double* sinc, double* dsinc) {
+// sinc(x) = sin(x)/x and its derivative (docs/model.md, Shear factor, Jacobian) from sin x, cos
+// x and 1 / x (the angle's 1 / s times the point's 1 / M_G: no division per angle), with the
+// reference's Taylor branch for |x| < 1e-4. Branch-free (both sides computed, one selected; the
+// unselected side may be NaN where s = 0).
+inline void SincFromSinCos(double x, double sin_x, double cos_x, double inverse, double* sinc,
+                           double* dsinc) {
   const double x2 = x * x;
   const bool taylor = std::fabs(x) < kSincTaylorRadius;
   const double sinc_taylor = 1.0 - x2 / 6.0 + x2 * x2 / 120.0;
   const double dsinc_taylor = -x / 3.0 + x * x2 / 30.0;
-  const double inverse = 1.0 / x;
   *sinc = taylor ? sinc_taylor : sin_x * inverse;
   *dsinc = taylor ? dsinc_taylor : (x * cos_x - sin_x) * (inverse * inverse);
 }
@@ -153,14 +154,31 @@ bool DiffusionSeparable(const Inputs& in, int i, int j_begin, int count, RowFact
   return true;
 }
 
+// M_G = sqrt(diff_G^2 + 1e-12) of a laminar tile without the square root (issue 24): with
+// d = |diff_G| = C_G[j] - C_G[i] (C_G does not decrease) and u = 1e-12 / d^2,
+//   M_G = d sqrt(1 + u),  M_G - d = d (u/2 - u^2/8 + u^3/16),  d / M_G = 1 - u/2 + 3u^2/8 - 5u^3/16,
+// and 1 / M_G = (1 / d) (d / M_G): one reciprocal per point instead of a square root and two
+// divisions. The series' next terms are below 35 u^4 / 128 relative: a tile takes this form where
+// u <= kShearSeriesMaxU at its first point (the smallest d), so they are below 3e-21
+// (ShearSeparable); the direct form elsewhere (the tiles next to the diagonal where C_G grows
+// slowly).
+inline constexpr double kShearSeriesMaxU = 1e-5;
+
+bool ShearSeparable(const Inputs& in, int i, int j_begin) {
+  const double d0 = in.cumulative_shear[j_begin] - in.cumulative_shear[i];
+  return d0 > 0.0 && kSmoothAbsEpsilon <= kShearSeriesMaxU * (d0 * d0);  // NaN fails
+}
+
 // Angle-independent factors of row i, columns [j_begin, j_begin + count), into the scratch. Per
 // point of the tile (t = j - j_begin):
 //   g1d = exp(clip(-w M_D, -700, 0)), d log g1d / d theta_D = -w (diff_D / M_D) (dC_D[i] - dC_D[j])
 //   (zero where the clip binds); laminar: M_G, d M_G / d theta_G = (diff_G / M_G) (dC_G[i] -
 //   dC_G[j]).
+// Also 1 / M_G and the smoothing M_G - |diff_G| (laminar).
 // kSeparableDiffusion: g1d and its derivatives from the separable form (DiffusionTile, which
-// `diffusion` holds), diff_D / M_D = -1.
-template <bool kLaminar, bool kWithDerivatives, bool kSeparableDiffusion>
+// `diffusion` holds), diff_D / M_D = -1. kSeparableShear: M_G, 1 / M_G and the smoothing from one
+// reciprocal of |diff_G| (ShearTile).
+template <bool kLaminar, bool kWithDerivatives, bool kSeparableDiffusion, bool kSeparableShear>
 void SharedFactors(const Inputs& in, int i, int j_begin, int count, const DiffusionTile& diffusion,
                    const Scratch& scratch) {
   const int n = in.num_times;
@@ -210,21 +228,45 @@ void SharedFactors(const Inputs& in, int i, int j_begin, int count, const Diffus
     const double* dc_g_all = in.cumulative_shear_derivatives;
     const double dc_g_i0 = dc_g_all[i], dc_g_i1 = dc_g_all[n + i], dc_g_i2 = dc_g_all[2 * n + i];
     double* m_g = scratch.m_shear;
+    double* inverse_m_g = scratch.inverse_m_shear;
     double* smoothing = scratch.smoothing_shear;
     double* dm0 = scratch.dm_shear;
     double* dm1 = dm0 + kTile;
     double* dm2 = dm1 + kTile;
+    if constexpr (kSeparableShear) {
 #pragma omp simd
-    for (int t = 0; t < count; ++t) {
-      const double diff = c_g_i - c_g[t];
-      const double m = std::sqrt(diff * diff + kSmoothAbsEpsilon);
-      m_g[t] = m;
-      smoothing[t] = kSmoothAbsEpsilon / (m + std::fabs(diff));
-      if constexpr (kWithDerivatives) {
-        const double unit = diff / m;
-        dm0[t] = unit * (dc_g_i0 - dc_g[t]);
-        dm1[t] = unit * (dc_g_i1 - dc_g[n + t]);
-        dm2[t] = unit * (dc_g_i2 - dc_g[2 * n + t]);
+      for (int t = 0; t < count; ++t) {
+        const double distance = c_g[t] - c_g_i;  // |diff_G|
+        const double inverse_distance = 1.0 / distance;
+        const double u = kSmoothAbsEpsilon * (inverse_distance * inverse_distance);
+        // sqrt(1 + u) - 1 and 1 / sqrt(1 + u) to third order in u (ShearTile).
+        const double smoothing_ratio = u * (0.5 - u * (0.125 - u * 0.0625));
+        const double distance_over_m = 1.0 - u * (0.5 - u * (0.375 - u * 0.3125));
+        smoothing[t] = distance * smoothing_ratio;
+        m_g[t] = distance + smoothing[t];
+        inverse_m_g[t] = inverse_distance * distance_over_m;
+        if constexpr (kWithDerivatives) {
+          // diff_G / M_G = -distance / M_G.
+          dm0[t] = -distance_over_m * (dc_g_i0 - dc_g[t]);
+          dm1[t] = -distance_over_m * (dc_g_i1 - dc_g[n + t]);
+          dm2[t] = -distance_over_m * (dc_g_i2 - dc_g[2 * n + t]);
+        }
+      }
+    } else {
+#pragma omp simd
+      for (int t = 0; t < count; ++t) {
+        const double diff = c_g_i - c_g[t];
+        const double m = std::sqrt(diff * diff + kSmoothAbsEpsilon);
+        const double inverse_m = 1.0 / m;
+        m_g[t] = m;
+        inverse_m_g[t] = inverse_m;
+        smoothing[t] = kSmoothAbsEpsilon / (m + std::fabs(diff));
+        if constexpr (kWithDerivatives) {
+          const double unit = diff * inverse_m;
+          dm0[t] = unit * (dc_g_i0 - dc_g[t]);
+          dm1[t] = unit * (dc_g_i1 - dc_g[n + t]);
+          dm2[t] = unit * (dc_g_i2 - dc_g[2 * n + t]);
+        }
       }
     }
   }
@@ -237,14 +279,26 @@ void TileSharedFactors(const Inputs& in, int i, int j_begin, int count, RowFacto
                        const Scratch& scratch) {
   DiffusionTile diffusion;
   const bool separable = DiffusionSeparable(in, i, j_begin, count, cache, &diffusion);
-  if (in.laminar && separable) {
-    SharedFactors<true, kWithDerivatives, true>(in, i, j_begin, count, diffusion, scratch);
-  } else if (in.laminar) {
-    SharedFactors<true, kWithDerivatives, false>(in, i, j_begin, count, diffusion, scratch);
+  if (!in.laminar) {
+    if (separable) {
+      SharedFactors<false, kWithDerivatives, true, false>(in, i, j_begin, count, diffusion,
+                                                          scratch);
+    } else {
+      SharedFactors<false, kWithDerivatives, false, false>(in, i, j_begin, count, diffusion,
+                                                           scratch);
+    }
+    return;
+  }
+  const bool shear_separable = ShearSeparable(in, i, j_begin);
+  if (separable && shear_separable) {
+    SharedFactors<true, kWithDerivatives, true, true>(in, i, j_begin, count, diffusion, scratch);
   } else if (separable) {
-    SharedFactors<false, kWithDerivatives, true>(in, i, j_begin, count, diffusion, scratch);
+    SharedFactors<true, kWithDerivatives, true, false>(in, i, j_begin, count, diffusion, scratch);
+  } else if (shear_separable) {
+    SharedFactors<true, kWithDerivatives, false, true>(in, i, j_begin, count, diffusion, scratch);
   } else {
-    SharedFactors<false, kWithDerivatives, false>(in, i, j_begin, count, diffusion, scratch);
+    SharedFactors<true, kWithDerivatives, false, false>(in, i, j_begin, count, diffusion,
+                                                        scratch);
   }
 }
 
@@ -262,6 +316,7 @@ void AccumulateTile(const AngleCoefficients& angle, const ProductTables& tables,
   const double* g1d = scratch.g1_diffusion;
   const double* dlog = scratch.dlog_g1d;
   const double* m_g = scratch.m_shear;
+  const double* inverse_m_g = scratch.inverse_m_shear;
   const double* smoothing = scratch.smoothing_shear;
   // The tables (kProduct; the tile's smoothing column otherwise, read and unused).
   const double* product_sin_j = kForm == SinCosForm::kProduct ? tables.sin_j : smoothing;
@@ -271,6 +326,7 @@ void AccumulateTile(const AngleCoefficients& angle, const ProductTables& tables,
   const double contrast = angle.contrast;
   const double offset = angle.offset;
   const double s = angle.phase_per_step;
+  const double inverse_s = 1.0 / s;  // inf where s = 0 (only the Taylor branch is then taken)
   const double ds = angle.dphase_dphi0_per_step;
   int64_t finite = 0;
 #pragma omp simd reduction(+ : finite)
@@ -284,7 +340,7 @@ void AccumulateTile(const AngleCoefficients& angle, const ProductTables& tables,
       double sin_x, cos_x, sinc, dsinc;
       PhaseSinCos<kForm>(phase, s * smoothing[t], product_sin_j[t], product_cos_j[t],
                          product_sin_i, product_cos_i, &sin_x, &cos_x);
-      SincFromSinCos(phase, sin_x, cos_x, &sinc, &dsinc);
+      SincFromSinCos(phase, sin_x, cos_x, inverse_s * inverse_m_g[t], &sinc, &dsinc);
       g1 = g1d[t] * (sinc * sinc);
       dg1_dphase = g1d[t] * 2.0 * sinc * dsinc;
     }
@@ -327,6 +383,7 @@ double TileSquaredResiduals(const AngleCoefficients& angle, const ProductTables&
                             double* residuals = nullptr) {
   const double* g1d = scratch.g1_diffusion;
   const double* m_g = scratch.m_shear;
+  const double* inverse_m_g = scratch.inverse_m_shear;
   const double* smoothing = scratch.smoothing_shear;
   // The tables (kProduct; the tile's smoothing column otherwise, read and unused).
   const double* product_sin_j = kForm == SinCosForm::kProduct ? tables.sin_j : smoothing;
@@ -335,6 +392,7 @@ double TileSquaredResiduals(const AngleCoefficients& angle, const ProductTables&
   const double contrast = angle.contrast;
   const double offset = angle.offset;
   const double s = angle.phase_per_step;
+  const double inverse_s = 1.0 / s;  // inf where s = 0 (only the Taylor branch is then taken)
   double sum = 0.0;
 #pragma omp simd reduction(+ : sum)
   for (int t = 0; t < count; ++t) {
@@ -346,7 +404,7 @@ double TileSquaredResiduals(const AngleCoefficients& angle, const ProductTables&
       double sin_x, cos_x, sinc, dsinc;
       PhaseSinCos<kForm>(phase, s * smoothing[t], product_sin_j[t], product_cos_j[t],
                          product_sin_i, product_cos_i, &sin_x, &cos_x);
-      SincFromSinCos(phase, sin_x, cos_x, &sinc, &dsinc);
+      SincFromSinCos(phase, sin_x, cos_x, inverse_s * inverse_m_g[t], &sinc, &dsinc);
       g1 = g1d[t] * (sinc * sinc);
     }
     const double g1_floored = g1 > kG1Floor ? g1 : kG1Floor;

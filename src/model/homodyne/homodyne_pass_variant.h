@@ -65,6 +65,7 @@ struct Scratch {
   double* g1_diffusion = nullptr;  // kTilePoints
   double* dlog_g1d = nullptr;      // 3 kTilePoints: d log g1d / d(D0, alpha, D_off)
   double* m_shear = nullptr;       // kTilePoints: M_G
+  double* inverse_m_shear = nullptr;  // kTilePoints: 1 / M_G
   double* dm_shear = nullptr;      // 3 kTilePoints: d M_G / d(g0, beta, g_off)
   double* smoothing_shear = nullptr;  // kTilePoints: M_G - |diff_G| = 1e-12 / (M_G + |diff_G|)
   double* tile = nullptr;          // kTilePoints PaddedTileColumns(gram_size), zero-initialised

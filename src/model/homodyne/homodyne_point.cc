@@ -232,6 +232,7 @@ class HomodynePass final : public ModePass {
     return {factors,
             factors + kTile,
             factors + 4 * kTile,
+            factors + 9 * kTile,
             factors + 5 * kTile,
             factors + 8 * kTile,
             scratch.tile.data(),
