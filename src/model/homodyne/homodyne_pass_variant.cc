@@ -58,7 +58,14 @@ inline void SincFromSinCos(double x, double sin_x, double cos_x, double inverse,
 //     sinc = sin x / x and sinc' = (x cos x - sin x) / x^2 divide by x and x^2: a tile takes it
 //     only where all its phases are at least kProductMinPhase and delta at most kProductMaxDelta
 //     (ProductFormApplies), the direct form elsewhere (the tiles next to the diagonal).
-enum class SinCosForm { kVector, kLibm, kProduct };
+//   kSeries: no sin or cos; sinc and sinc' from their Taylor series (SincSeries) where all phases
+//     of the tile are below kSeriesMaxPhase (the tiles next to the diagonal, and the angles
+//     nearly perpendicular to the flow). The series is accurate to 2 ulp there; the reference's
+//     (x cos x - sin x) / x^2 cancels digits at small x (3 ulp / x^2 relative), which the direct
+//     form shares.
+enum class SinCosForm { kVector, kLibm, kProduct, kSeries };
+
+inline constexpr double kSeriesMaxPhase = 0.5;
 
 inline constexpr double kProductMinPhase = 0.5;
 inline constexpr double kProductMaxDelta = 1e-5;
@@ -86,6 +93,45 @@ inline void PhaseSinCos(double x, double delta, double sin_j, double cos_j, doub
     const double cos_delta = 1.0 - 0.5 * (delta * delta);
     *sin_x = sin_a * cos_delta + cos_a * delta;
     *cos_x = cos_a * cos_delta - sin_a * delta;
+  }
+}
+
+// sinc(x) = sum_k (-1)^k x^(2k) / (2k+1)! to k = 7 and sinc'(x) = x sum_k (-1)^k 2k x^(2k-2) /
+// (2k+1)! to k = 8, for |x| <= kSeriesMaxPhase: the first terms left out are below 2e-22 and
+// 1e-17 of the values. Horner in z = x^2.
+inline void SincSeries(double x, double* sinc, double* dsinc) {
+  const double z = x * x;
+  double p = -1.0 / 1307674368000.0;  // -1/15!
+  p = p * z + 1.0 / 6227020800.0;     // 1/13!
+  p = p * z - 1.0 / 39916800.0;       // -1/11!
+  p = p * z + 1.0 / 362880.0;         // 1/9!
+  p = p * z - 1.0 / 5040.0;
+  p = p * z + 1.0 / 120.0;
+  p = p * z - 1.0 / 6.0;
+  *sinc = p * z + 1.0;
+  // 2k / (2k+1)! for k = 8 down to 1, alternating signs (k = 1: -2/3! = -1/3).
+  double q = 16.0 / 355687428096000.0;  // 16/17!
+  q = q * z - 14.0 / 1307674368000.0;   // 14/15!
+  q = q * z + 12.0 / 6227020800.0;      // 12/13!
+  q = q * z - 10.0 / 39916800.0;        // 10/11!
+  q = q * z + 8.0 / 362880.0;           // 8/9!
+  q = q * z - 6.0 / 5040.0;             // 6/7!
+  q = q * z + 4.0 / 120.0;              // 4/5!
+  q = q * z - 2.0 / 6.0;                // 2/3!
+  *dsinc = q * x;
+}
+
+// sinc and sinc' of the phase x in the tile's form (SinCosForm); delta and the table values as
+// PhaseSinCos, inverse = 1 / x as SincFromSinCos.
+template <SinCosForm kForm>
+inline void PhaseSinc(double x, double delta, double sin_j, double cos_j, double sin_i,
+                      double cos_i, double inverse, double* sinc, double* dsinc) {
+  if constexpr (kForm == SinCosForm::kSeries) {
+    SincSeries(x, sinc, dsinc);
+  } else {
+    double sin_x, cos_x;
+    PhaseSinCos<kForm>(x, delta, sin_j, cos_j, sin_i, cos_i, &sin_x, &cos_x);
+    SincFromSinCos(x, sin_x, cos_x, inverse, sinc, dsinc);
   }
 }
 
@@ -337,10 +383,9 @@ void AccumulateTile(const AngleCoefficients& angle, const ProductTables& tables,
     double dg1_dphase = 0.0;
     if constexpr (kLaminar) {
       const double phase = s * m_g[t];
-      double sin_x, cos_x, sinc, dsinc;
-      PhaseSinCos<kForm>(phase, s * smoothing[t], product_sin_j[t], product_cos_j[t],
-                         product_sin_i, product_cos_i, &sin_x, &cos_x);
-      SincFromSinCos(phase, sin_x, cos_x, inverse_s * inverse_m_g[t], &sinc, &dsinc);
+      double sinc, dsinc;
+      PhaseSinc<kForm>(phase, s * smoothing[t], product_sin_j[t], product_cos_j[t], product_sin_i,
+                       product_cos_i, inverse_s * inverse_m_g[t], &sinc, &dsinc);
       g1 = g1d[t] * (sinc * sinc);
       dg1_dphase = g1d[t] * 2.0 * sinc * dsinc;
     }
@@ -401,10 +446,9 @@ double TileSquaredResiduals(const AngleCoefficients& angle, const ProductTables&
     double g1 = g1d[t];
     if constexpr (kLaminar) {
       const double phase = s * m_g[t];
-      double sin_x, cos_x, sinc, dsinc;
-      PhaseSinCos<kForm>(phase, s * smoothing[t], product_sin_j[t], product_cos_j[t],
-                         product_sin_i, product_cos_i, &sin_x, &cos_x);
-      SincFromSinCos(phase, sin_x, cos_x, inverse_s * inverse_m_g[t], &sinc, &dsinc);
+      double sinc, dsinc;
+      PhaseSinc<kForm>(phase, s * smoothing[t], product_sin_j[t], product_cos_j[t], product_sin_i,
+                       product_cos_i, inverse_s * inverse_m_g[t], &sinc, &dsinc);
       g1 = g1d[t] * (sinc * sinc);
     }
     const double g1_floored = g1 > kG1Floor ? g1 : kG1Floor;
@@ -453,6 +497,9 @@ bool ProductFormApplies(const AngleCoefficients& angle, const Scratch& scratch) 
 SinCosForm LaminarForm(const AngleCoefficients& angle, int i, int j_begin, int count,
                        const Scratch& scratch, ProductTables* tables) {
   if (NeedsLibm(angle, count, scratch)) return SinCosForm::kLibm;
+  if (std::fabs(angle.phase_per_step) * scratch.m_shear[count - 1] <= kSeriesMaxPhase) {
+    return SinCosForm::kSeries;
+  }
   if (!ProductFormApplies(angle, scratch)) return SinCosForm::kVector;
   tables->sin_j = angle.shear_sin + j_begin;
   tables->cos_j = angle.shear_cos + j_begin;
@@ -497,6 +544,11 @@ void AccumulateRows(const Inputs& in, int row_begin, int row_end, const float* c
                                                      in.loss, scratch, lanes, grams[k],
                                                      finite_points[k]);
           break;
+        case SinCosForm::kSeries:
+          AccumulateTile<true, SinCosForm::kSeries>(angle, tables, values, count, in.gram_size,
+                                                    in.loss, scratch, lanes, grams[k],
+                                                    finite_points[k]);
+          break;
       }
     }
   });
@@ -533,6 +585,10 @@ void SumSquaredResiduals(const Inputs& in, int row_begin, int row_end, const flo
         case SinCosForm::kProduct:
           squared_residuals[k] += TileCost<true, SinCosForm::kProduct>(angle, tables, values,
                                                                        count, in.loss, scratch);
+          break;
+        case SinCosForm::kSeries:
+          squared_residuals[k] += TileCost<true, SinCosForm::kSeries>(angle, tables, values,
+                                                                      count, in.loss, scratch);
           break;
       }
     }
