@@ -32,7 +32,7 @@ enum FactorColumn : int {
   kDDv = 9,        // 3 columns: d (C[v]_j - C[v]_i) / d(v0, v_beta, v_offset)
   kA = 12,         // x_r,i x_r,j
   kB = 13,         // x_s,i x_s,j
-  kDen = 14,       // max(N_i N_j, 1e-10)
+  kInverseDen = 14,  // 1 / den, den = max(N_i N_j, 1e-10) (one division per point, not per angle)
   kDDenDu = 15,    // d den / d x_s,i (0 where the floor binds)
   kDDenDw = 16,    // d den / d x_s,j
   kW = 17,         // x_s,j
@@ -105,10 +105,10 @@ double SharedFactors(const TwoComponentInputs& in, int i, int j_begin, int count
     const double* xj = in.fraction + j_begin;
     double* a = factors + kA * kTile;
     double* b = factors + kB * kTile;
-    double* den = factors + kDen * kTile;
     double* dden_du = factors + kDDenDu * kTile;
     double* dden_dw = factors + kDDenDw * kTile;
     double* w_out = factors + kW * kTile;
+    double* inverse_den = factors + kInverseDen * kTile;
 #pragma omp simd
     for (int t = 0; t < count; ++t) {
       const double w = xj[t], wr = 1.0 - w;
@@ -117,7 +117,7 @@ double SharedFactors(const TwoComponentInputs& in, int i, int j_begin, int count
       const double norm_j = w * w + wr * wr;
       const double den_raw = norm_i * norm_j;
       const bool floored = !(den_raw > tc::kNormalizationFloor);
-      den[t] = floored ? tc::kNormalizationFloor : den_raw;
+      inverse_den[t] = 1.0 / (floored ? tc::kNormalizationFloor : den_raw);
       if constexpr (kWithDerivatives) {
         dden_du[t] = floored ? 0.0 : (4.0 * u - 2.0) * norm_j;
         dden_dw[t] = floored ? 0.0 : (4.0 * w - 2.0) * norm_i;
@@ -128,22 +128,59 @@ double SharedFactors(const TwoComponentInputs& in, int i, int j_begin, int count
   return max_abs_dv;
 }
 
-template <bool kLibm>
-inline void SinCosVectorOrLibm(double x, double* sin_x, double* cos_x) {
-  if constexpr (kLibm) {
+// How a tile computes sin and cos of the phases Phi = s (C[v]_j - C[v]_i):
+//   kProduct (issue 24; wherever the angle has tables): sin Phi = S[j] K[i] - K[j] S[i],
+//     cos Phi = K[j] K[i] + S[j] S[i] (S, K: TwoComponentAngle::velocity_sin, velocity_cos),
+//     within a few units of 1e-16 absolute at any phase. Phi enters c2 and the Jacobian only
+//     through sin and cos (no sinc), so absolute errors of that size stay at that size.
+//   kVector: vector_math::SinCos; kLibm: libm, for phases beyond vector_math::kSinCosMaxArgument.
+enum class SinCosForm { kVector, kLibm, kProduct };
+
+// The angle's tables at row i and the tile's columns (kProduct only).
+struct ProductTables {
+  const double* sin_j = nullptr;  // S[j_begin + t]
+  const double* cos_j = nullptr;  // K[j_begin + t]
+  double sin_i = 0.0;             // S[i]
+  double cos_i = 0.0;             // K[i]
+};
+
+template <SinCosForm kForm>
+inline void PhaseSinCos(double x, double sin_j, double cos_j, double sin_i, double cos_i,
+                        double* sin_x, double* cos_x) {
+  if constexpr (kForm == SinCosForm::kLibm) {
     *sin_x = std::sin(x);
     *cos_x = std::cos(x);
-  } else {
+  } else if constexpr (kForm == SinCosForm::kVector) {
     vector_math::SinCos(x, sin_x, cos_x);
+  } else {
+    *sin_x = sin_j * cos_i - cos_j * sin_i;
+    *cos_x = cos_j * cos_i + sin_j * sin_i;
   }
+}
+
+// The tile's form (SinCosForm) for the angle and, for kProduct, its tables at row i and the
+// tile's columns.
+SinCosForm FormOf(const TwoComponentAngle& angle, int i, int j_begin, double max_abs_dv,
+                  ProductTables* tables) {
+  if (angle.velocity_sin != nullptr) {
+    tables->sin_j = angle.velocity_sin + j_begin;
+    tables->cos_j = angle.velocity_cos + j_begin;
+    tables->sin_i = angle.velocity_sin[i];
+    tables->cos_i = angle.velocity_cos[i];
+    return SinCosForm::kProduct;
+  }
+  return std::fabs(angle.phase_per_unit) * max_abs_dv > vector_math::kSinCosMaxArgument
+             ? SinCosForm::kLibm
+             : SinCosForm::kVector;
 }
 
 // One angle of one tile: [J | e] (as TwoComponentPoint::EvaluateSegment), zero rows for non-finite
 // data, then gram += tile^T tile.
-template <bool kLibm>
-void AccumulateTile(const TwoComponentInputs& in, const TwoComponentAngle& angle, int i,
-                    int j_begin, const float* data, int count, const double* factors,
-                    double* tile, double* lanes, double* gram, int64_t& finite_points) {
+template <SinCosForm kForm>
+void AccumulateTile(const TwoComponentInputs& in, const TwoComponentAngle& angle,
+                    const ProductTables& tables, int i, int j_begin, const float* data, int count,
+                    const double* factors, double* tile, double* lanes, double* gram,
+                    int64_t& finite_points) {
   const int n = in.num_times;
   const double* hr_col = factors + kHr * kTile;
   const double* hs_col = factors + kHs * kTile;
@@ -153,7 +190,7 @@ void AccumulateTile(const TwoComponentInputs& in, const TwoComponentAngle& angle
   const double* ddv = factors + kDDv * kTile;
   const double* a_col = factors + kA * kTile;
   const double* b_col = factors + kB * kTile;
-  const double* den_col = factors + kDen * kTile;
+  const double* inverse_den_col = factors + kInverseDen * kTile;
   const double* dden_du_col = factors + kDDenDu * kTile;
   const double* dden_dw_col = factors + kDDenDw * kTile;
   const double* w_col = factors + kW * kTile;
@@ -164,6 +201,10 @@ void AccumulateTile(const TwoComponentInputs& in, const TwoComponentAngle& angle
   const double contrast = angle.contrast;
   const double offset = angle.offset;
   const double s = angle.phase_per_unit;
+  // The tables (kProduct; the tile's phase differences otherwise, read and unused).
+  const double* product_sin_j = kForm == SinCosForm::kProduct ? tables.sin_j : dv_col;
+  const double* product_cos_j = kForm == SinCosForm::kProduct ? tables.cos_j : dv_col;
+  const double product_sin_i = tables.sin_i, product_cos_i = tables.cos_i;
   const double ds = angle.dphase_dphi0_per_unit;
   int64_t finite = 0;
 #pragma omp simd reduction(+ : finite)
@@ -172,20 +213,22 @@ void AccumulateTile(const TwoComponentInputs& in, const TwoComponentAngle& angle
     const double weight = (d - d) == 0.0 ? 1.0 : 0.0;  // 0 for NaN and +-inf
     const double dv = dv_col[t];
     double sin_phase, cos_phase;
-    SinCosVectorOrLibm<kLibm>(s * dv, &sin_phase, &cos_phase);
-    const double hr = hr_col[t], hs = hs_col[t], a = a_col[t], b = b_col[t], den = den_col[t];
+    PhaseSinCos<kForm>(s * dv, product_sin_j[t], product_cos_j[t], product_sin_i, product_cos_i,
+                       &sin_phase, &cos_phase);
+    const double hr = hr_col[t], hs = hs_col[t], a = a_col[t], b = b_col[t];
+    const double inverse_den = inverse_den_col[t];
     const double w = w_col[t], wr = 1.0 - w;
     const double num = a * a * hr * hr + b * b * hs * hs + 2.0 * (a * b) * hr * hs * cos_phase;
-    const double g = num / den;
+    const double g = num * inverse_den;
     const double c2 = offset + contrast * g;
     const double cw = contrast * weight;
-    const double dg_dhr = 2.0 * (a * a * hr + a * b * hs * cos_phase) / den;
-    const double dg_dhs = 2.0 * (b * b * hs + a * b * hr * cos_phase) / den;
-    const double dg_dphase = -2.0 * a * b * hr * hs * sin_phase / den;
+    const double dg_dhr = 2.0 * (a * a * hr + a * b * hs * cos_phase) * inverse_den;
+    const double dg_dhs = 2.0 * (b * b * hs + a * b * hr * cos_phase) * inverse_den;
+    const double dg_dphase = -2.0 * a * b * hr * hs * sin_phase * inverse_den;
     const double n_a = 2.0 * a * hr * hr + 2.0 * b * hr * hs * cos_phase;
     const double n_b = 2.0 * b * hs * hs + 2.0 * a * hr * hs * cos_phase;
-    const double dg_du = (n_a * (-wr) + n_b * w) / den - g * dden_du_col[t] / den;
-    const double dg_dw = (n_a * (-ur) + n_b * u) / den - g * dden_dw_col[t] / den;
+    const double dg_du = ((n_a * (-wr) + n_b * w) - g * dden_du_col[t]) * inverse_den;
+    const double dg_dw = ((n_a * (-ur) + n_b * u) - g * dden_dw_col[t]) * inverse_den;
     const double c_hr = cw * dg_dhr, c_hs = cw * dg_dhs, c_phase = cw * dg_dphase;
     tile[(tc::kD0Ref + 0) * kTile + t] = c_hr * dhr[0 * kTile + t];
     tile[(tc::kD0Ref + 1) * kTile + t] = c_hr * dhr[1 * kTile + t];
@@ -219,28 +262,34 @@ void AccumulateTile(const TwoComponentInputs& in, const TwoComponentAngle& angle
 
 // The sum of e^2 over the tile's finite points; with kStoreResiduals, instead stores e (0 at
 // non-finite points) in residuals[0, count) for a robust loss's sum and returns 0.
-template <bool kLibm, bool kStoreResiduals = false>
-double TileSquaredResiduals(const TwoComponentAngle& angle, const float* data, int count,
-                            const double* factors, double* residuals = nullptr) {
+template <SinCosForm kForm, bool kStoreResiduals = false>
+double TileSquaredResiduals(const TwoComponentAngle& angle, const ProductTables& tables,
+                            const float* data, int count, const double* factors,
+                            double* residuals = nullptr) {
   const double* hr_col = factors + kHr * kTile;
   const double* hs_col = factors + kHs * kTile;
   const double* dv_col = factors + kDv * kTile;
   const double* a_col = factors + kA * kTile;
   const double* b_col = factors + kB * kTile;
-  const double* den_col = factors + kDen * kTile;
+  const double* inverse_den_col = factors + kInverseDen * kTile;
   const double contrast = angle.contrast;
   const double offset = angle.offset;
   const double s = angle.phase_per_unit;
+  // The tables (kProduct; the tile's phase differences otherwise, read and unused).
+  const double* product_sin_j = kForm == SinCosForm::kProduct ? tables.sin_j : dv_col;
+  const double* product_cos_j = kForm == SinCosForm::kProduct ? tables.cos_j : dv_col;
+  const double product_sin_i = tables.sin_i, product_cos_i = tables.cos_i;
   double sum = 0.0;
 #pragma omp simd reduction(+ : sum)
   for (int t = 0; t < count; ++t) {
     const double d = static_cast<double>(data[t]);
     const bool is_finite = (d - d) == 0.0;
     double sin_phase, cos_phase;
-    SinCosVectorOrLibm<kLibm>(s * dv_col[t], &sin_phase, &cos_phase);
+    PhaseSinCos<kForm>(s * dv_col[t], product_sin_j[t], product_cos_j[t], product_sin_i,
+                       product_cos_i, &sin_phase, &cos_phase);
     const double hr = hr_col[t], hs = hs_col[t], a = a_col[t], b = b_col[t];
     const double num = a * a * hr * hr + b * b * hs * hs + 2.0 * (a * b) * hr * hs * cos_phase;
-    const double e = d - (offset + contrast * (num / den_col[t]));
+    const double e = d - (offset + contrast * (num * inverse_den_col[t]));
     if constexpr (kStoreResiduals) {
       residuals[t] = is_finite ? e : 0.0;
     } else {
@@ -251,13 +300,13 @@ double TileSquaredResiduals(const TwoComponentAngle& angle, const float* data, i
 }
 
 // The tile's term of a cost pass: sum e^2 (linear loss) or s^2 sum rho(z) (robust loss).
-template <bool kLibm>
-double TileCost(const TwoComponentAngle& angle, const float* data, int count, const PassLoss& loss,
-                const double* factors, double* tile) {
+template <SinCosForm kForm>
+double TileCost(const TwoComponentAngle& angle, const ProductTables& tables, const float* data,
+                int count, const PassLoss& loss, const double* factors, double* tile) {
   if (loss.function == LossFunction::kLinear) {
-    return TileSquaredResiduals<kLibm>(angle, data, count, factors);
+    return TileSquaredResiduals<kForm>(angle, tables, data, count, factors);
   }
-  TileSquaredResiduals<kLibm, true>(angle, data, count, factors, tile);
+  TileSquaredResiduals<kForm, true>(angle, tables, data, count, factors, tile);
   return LossSum(loss, tile, count);
 }
 
@@ -274,12 +323,20 @@ void AccumulateRows(const TwoComponentInputs& in, int row_begin, int row_end,
       const TwoComponentAngle& angle = in.angles[k];
       const float* values = data[k] + point;
       double* lanes = lane_grams + k * lane_gram_doubles;
-      if (std::fabs(angle.phase_per_unit) * max_abs_dv > vector_math::kSinCosMaxArgument) {
-        AccumulateTile<true>(in, angle, i, j, values, count, factors, tile, lanes, grams[k],
-                             finite_points[k]);
-      } else {
-        AccumulateTile<false>(in, angle, i, j, values, count, factors, tile, lanes, grams[k],
-                              finite_points[k]);
+      ProductTables tables;
+      switch (FormOf(angle, i, j, max_abs_dv, &tables)) {
+        case SinCosForm::kProduct:
+          AccumulateTile<SinCosForm::kProduct>(in, angle, tables, i, j, values, count, factors,
+                                               tile, lanes, grams[k], finite_points[k]);
+          break;
+        case SinCosForm::kVector:
+          AccumulateTile<SinCosForm::kVector>(in, angle, tables, i, j, values, count, factors,
+                                              tile, lanes, grams[k], finite_points[k]);
+          break;
+        case SinCosForm::kLibm:
+          AccumulateTile<SinCosForm::kLibm>(in, angle, tables, i, j, values, count, factors,
+                                            tile, lanes, grams[k], finite_points[k]);
+          break;
       }
     }
   });
@@ -298,10 +355,20 @@ void SumSquaredResiduals(const TwoComponentInputs& in, int row_begin, int row_en
     for (int k = 0; k < in.num_angles; ++k) {
       const TwoComponentAngle& angle = in.angles[k];
       const float* values = data[k] + point;
-      if (std::fabs(angle.phase_per_unit) * max_abs_dv > vector_math::kSinCosMaxArgument) {
-        squared_residuals[k] += TileCost<true>(angle, values, count, in.loss, factors, tile);
-      } else {
-        squared_residuals[k] += TileCost<false>(angle, values, count, in.loss, factors, tile);
+      ProductTables tables;
+      switch (FormOf(angle, i, j, max_abs_dv, &tables)) {
+        case SinCosForm::kProduct:
+          squared_residuals[k] += TileCost<SinCosForm::kProduct>(angle, tables, values, count,
+                                                                 in.loss, factors, tile);
+          break;
+        case SinCosForm::kVector:
+          squared_residuals[k] += TileCost<SinCosForm::kVector>(angle, tables, values, count,
+                                                                in.loss, factors, tile);
+          break;
+        case SinCosForm::kLibm:
+          squared_residuals[k] += TileCost<SinCosForm::kLibm>(angle, tables, values, count,
+                                                              in.loss, factors, tile);
+          break;
       }
     }
   });

@@ -18,6 +18,11 @@ struct TwoComponentAngle {
   double offset = 0.0;
   double phase_per_unit = 0.0;         // q cos((phi + phi0_het) pi/180)
   double dphase_dphi0_per_unit = 0.0;  // d(phase_per_unit) / d phi0_het, phi0_het in degrees
+  // sin and cos of phase_per_unit C[v]_j for j in [0, N) (the argument's rounding carried to
+  // second order), for Phi in per-row separable form (two_component_pass_variant.cc,
+  // PhaseSinCos); null: the direct form.
+  const double* velocity_sin = nullptr;
+  const double* velocity_cos = nullptr;
 };
 
 // What a pass reads: the mode's tables at the point (valid for the call) and the angles.

@@ -142,6 +142,7 @@ class TwoComponentPass final : public ModePass {
                    const pass_kernel::TwoComponentFunctions* functions)
       : inputs_(inputs), angles_(std::move(angles)), functions_(functions) {
     HOMODYNE_CHECK(functions_ != nullptr);
+    BuildVelocityTables();
     inputs_.angles = angles_.data();
     inputs_.num_angles = static_cast<int>(angles_.size());
   }
@@ -162,8 +163,33 @@ class TwoComponentPass final : public ModePass {
   }
 
  private:
+  // The angles' tables sin(s C[v]_j) and cos(s C[v]_j) (TwoComponentAngle::velocity_sin,
+  // velocity_cos; s = phase_per_unit): s C[v]_j = hi + lo exactly (lo from an FMA),
+  // sin(hi + lo) = sin(hi) + lo cos(hi), cos(hi + lo) = cos(hi) - lo sin(hi) (|lo| <= ulp(hi) / 2:
+  // the next terms are below the rounding of the values).
+  void BuildVelocityTables() {
+    const std::size_t n = static_cast<std::size_t>(inputs_.num_times);
+    const double* velocity = inputs_.cumulative_velocity;
+    velocity_tables_.assign(2 * n * angles_.size(), 0.0);
+    for (std::size_t k = 0; k < angles_.size(); ++k) {
+      double* sin_table = velocity_tables_.data() + 2 * n * k;
+      double* cos_table = sin_table + n;
+      const double s = angles_[k].phase_per_unit;
+      for (std::size_t j = 0; j < n; ++j) {
+        const double hi = s * velocity[j];
+        const double lo = std::fma(s, velocity[j], -hi);
+        const double sin_hi = std::sin(hi), cos_hi = std::cos(hi);
+        sin_table[j] = sin_hi + lo * cos_hi;
+        cos_table[j] = cos_hi - lo * sin_hi;
+      }
+      angles_[k].velocity_sin = sin_table;
+      angles_[k].velocity_cos = cos_table;
+    }
+  }
+
   pass_kernel::TwoComponentInputs inputs_;
   std::vector<pass_kernel::TwoComponentAngle> angles_;
+  std::vector<double> velocity_tables_;  // per angle, N sines then N cosines
   const pass_kernel::TwoComponentFunctions* functions_;
 };
 
