@@ -14,6 +14,7 @@
 #include <numbers>
 
 #include "homodyne/model.h"
+#include "model/separable_exp.h"
 #include "model/vector_math.h"
 
 #ifndef HOMODYNE_PASS_KERNEL_LEVEL
@@ -135,74 +136,18 @@ inline void PhaseSinc(double x, double delta, double sin_j, double cos_j, double
   }
 }
 
-// The diffusion factor g1d = exp(-w M_D) of a tile in per-row separable form (issue 24). C_D
-// does not decrease, so |diff_D| = C_D[j] - C_D[i], and
-//   exp(-w (C_D[j] - C_D[i])) = E[j] exp(-w (C_D[b] - C_D[i])),  E[j] = exp(-w (C_D[j] - C_D[b]))
-// (Inputs::diffusion_factors, b the start of j's block): one product per point instead of a
-// square root and an exp. A tile spans at most two blocks; its points before `split` take the
-// row factor of the first block, the others the second's. Both factors and E are within a few ulp
-// of exact (vector_math::ExpOfScaledDifference), so g1d is too, at any argument size.
-// A tile takes the form only where (DiffusionSeparable)
-//   - the smoothing of |diff_D| is negligible: delta = M_D - |diff_D| <= 1e-12 / (2 d0) (d0 the
-//     tile's smallest |diff_D|, at its first point) changes g1d by w delta and the Jacobian's
-//     diff_D / M_D (taken as -1) by delta / d0, both at most kNegligibleRelative;
-//   - every factor stays in the normal range and the clip at -700 does not bind:
-//     w (C_D[last] - C_D[min(i, b)]) <= kSeparableMaxExponent;
-// the direct form elsewhere (the tiles next to the diagonal where C_D grows slowly, and the
-// tiles where the clip binds).
-struct DiffusionTile {
-  const double* factors_j = nullptr;  // E[j_begin + t]
-  double factor_low = 0.0;            // exp(-w (C_D[b] - C_D[i])), b the tile's first block
-  double factor_high = 0.0;           // the same for the next block
-  int split = 0;                      // points [0, split) lie in the first block
-};
-
-inline constexpr double kNegligibleRelative = 1e-16;
-inline constexpr double kSeparableMaxExponent = 690.0;
-
-// The last row factor computed (one tile's second block is the next tile's first).
-struct RowFactorCache {
-  int row = -1;
-  int block = -1;
-  double factor = 0.0;
-};
-
-double RowFactor(const Inputs& in, int i, int block, RowFactorCache* cache) {
-  if (cache->row == i && cache->block == block) return cache->factor;
-  cache->row = i;
-  cache->block = block;
-  cache->factor = vector_math::ExpOfScaledDifference(
-      in.diffusion_prefactor, in.cumulative_diffusion[block], in.cumulative_diffusion[i]);
-  return cache->factor;
-}
-
-// True, with the tile's factors in *tile, where the separable form applies to the tile of row i,
-// columns [j_begin, j_begin + count) (DiffusionTile).
-bool DiffusionSeparable(const Inputs& in, int i, int j_begin, int count, RowFactorCache* cache,
-                        DiffusionTile* tile) {
-  if (in.diffusion_factors == nullptr) return false;
-  const double* c_d = in.cumulative_diffusion;
-  const double w = in.diffusion_prefactor;
-  const int block = j_begin - j_begin % kDiffusionFactorBlock;
-  const double d0 = c_d[j_begin] - c_d[i];
-  const double base = c_d[block < i ? block : i];
-  // Written so that NaN fails.
-  const bool applies = d0 > 0.0 && w * (c_d[j_begin + count - 1] - base) <= kSeparableMaxExponent &&
-                       kSmoothAbsEpsilon <= 2.0 * kNegligibleRelative * d0 * d0 &&
-                       kSmoothAbsEpsilon * w <= 2.0 * kNegligibleRelative * d0;
-  if (!applies) return false;
-  tile->factors_j = in.diffusion_factors + j_begin;
-  tile->split = block + kDiffusionFactorBlock - j_begin;
-  tile->factor_low = RowFactor(in, i, block, cache);
-  tile->factor_high = tile->split < count
-                          ? RowFactor(in, i, block + kDiffusionFactorBlock, cache)
-                          : tile->factor_low;
-  return true;
+// The diffusion factor g1d = exp(-w M_D) of a tile in per-row separable form (issue 24;
+// separable_exp.h): where it applies, one product per point, and diff_D / M_D = -1.
+bool DiffusionSeparable(const Inputs& in, int i, int j_begin, int count,
+                        SeparableExpRowCache* cache, SeparableExpTile* tile) {
+  return SeparableExpApplies(in.cumulative_diffusion, in.diffusion_factors, in.diffusion_prefactor,
+                             kSmoothAbsEpsilon, i, j_begin, count, cache, tile);
 }
 
 // M_G = sqrt(diff_G^2 + 1e-12) of a laminar tile without the square root (issue 24): with
 // d = |diff_G| = C_G[j] - C_G[i] (C_G does not decrease) and u = 1e-12 / d^2,
-//   M_G = d sqrt(1 + u),  M_G - d = d (u/2 - u^2/8 + u^3/16),  d / M_G = 1 - u/2 + 3u^2/8 - 5u^3/16,
+//   M_G = d sqrt(1 + u),  M_G - d = d (u/2 - u^2/8 + u^3/16),
+//   d / M_G = 1 - u/2 + 3u^2/8 - 5u^3/16,
 // and 1 / M_G = (1 / d) (d / M_G): one reciprocal per point instead of a square root and two
 // divisions. The series' next terms are below 35 u^4 / 128 relative: a tile takes this form where
 // u <= kShearSeriesMaxU at its first point (the smallest d), so they are below 3e-21
@@ -221,12 +166,12 @@ bool ShearSeparable(const Inputs& in, int i, int j_begin) {
 //   (zero where the clip binds); laminar: M_G, d M_G / d theta_G = (diff_G / M_G) (dC_G[i] -
 //   dC_G[j]).
 // Also 1 / M_G and the smoothing M_G - |diff_G| (laminar).
-// kSeparableDiffusion: g1d and its derivatives from the separable form (DiffusionTile, which
+// kSeparableDiffusion: g1d and its derivatives from the separable form (SeparableExpTile, which
 // `diffusion` holds), diff_D / M_D = -1. kSeparableShear: M_G, 1 / M_G and the smoothing from one
 // reciprocal of |diff_G| (ShearTile).
 template <bool kLaminar, bool kWithDerivatives, bool kSeparableDiffusion, bool kSeparableShear>
-void SharedFactors(const Inputs& in, int i, int j_begin, int count, const DiffusionTile& diffusion,
-                   const Scratch& scratch) {
+void SharedFactors(const Inputs& in, int i, int j_begin, int count,
+                   const SeparableExpTile& diffusion, const Scratch& scratch) {
   const int n = in.num_times;
   const double w = in.diffusion_prefactor;
   const double* c_d = in.cumulative_diffusion + j_begin;
@@ -321,9 +266,9 @@ void SharedFactors(const Inputs& in, int i, int j_begin, int count, const Diffus
 // The angle-independent factors of the tile (SharedFactors), the diffusion factor in separable
 // form where it applies (DiffusionSeparable).
 template <bool kWithDerivatives>
-void TileSharedFactors(const Inputs& in, int i, int j_begin, int count, RowFactorCache* cache,
-                       const Scratch& scratch) {
-  DiffusionTile diffusion;
+void TileSharedFactors(const Inputs& in, int i, int j_begin, int count,
+                       SeparableExpRowCache* cache, const Scratch& scratch) {
+  SeparableExpTile diffusion;
   const bool separable = DiffusionSeparable(in, i, j_begin, count, cache, &diffusion);
   if (!in.laminar) {
     if (separable) {
@@ -514,7 +459,7 @@ void AccumulateRows(const Inputs& in, int row_begin, int row_end, const float* c
   for (int k = 0; k < in.num_angles; ++k) {
     ClearLaneGram(in.gram_size, scratch.lane_grams + k * lane_gram_doubles);
   }
-  RowFactorCache row_factors;
+  SeparableExpRowCache row_factors;
   ForEachTile(in.num_times, row_begin, row_end, [&](int i, int j, int count, int64_t point) {
     TileSharedFactors<true>(in, i, j, count, &row_factors, scratch);
     for (int k = 0; k < in.num_angles; ++k) {
@@ -561,7 +506,7 @@ void AccumulateRows(const Inputs& in, int row_begin, int row_end, const float* c
 
 void SumSquaredResiduals(const Inputs& in, int row_begin, int row_end, const float* const* data,
                          double* squared_residuals, const Scratch& scratch) {
-  RowFactorCache row_factors;
+  SeparableExpRowCache row_factors;
   ForEachTile(in.num_times, row_begin, row_end, [&](int i, int j, int count, int64_t point) {
     TileSharedFactors<false>(in, i, j, count, &row_factors, scratch);
     for (int k = 0; k < in.num_angles; ++k) {

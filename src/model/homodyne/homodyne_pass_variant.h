@@ -31,10 +31,6 @@ struct AngleCoefficients {
   const double* shear_cos = nullptr;
 };
 
-// Columns of one block of the separable diffusion factor (Inputs::diffusion_factors): blocks
-// start at the multiples of it.
-inline constexpr int kDiffusionFactorBlock = kTilePoints;
-
 // What a pass reads: the model's tables at the physical parameters (ModelEvaluation, valid for
 // the call) and the angles' coefficients.
 struct Inputs {
@@ -44,10 +40,8 @@ struct Inputs {
   double diffusion_prefactor = 0.0;
   const double* cumulative_diffusion = nullptr;              // C_D, N values
   const double* cumulative_diffusion_derivatives = nullptr;  // 3 N: d C_D / d(D0, alpha, D_off)
-  // exp(-diffusion_prefactor (C_D[j] - C_D[b])) for j in [0, N), b = j rounded down to a multiple
-  // of kDiffusionFactorBlock (vector_math::ExpOfScaledDifference; 0 where it underflows), for the
-  // per-row separable form of g1d (homodyne_pass_variant.cc, DiffusionTile); null: the direct
-  // form only.
+  // BuildSeparableExpFactors of C_D with diffusion_prefactor (separable_exp.h), for the per-row
+  // separable form of g1d; null: the direct form only.
   const double* diffusion_factors = nullptr;
   const double* cumulative_shear = nullptr;                  // C_G, N values (laminar_flow)
   const double* cumulative_shear_derivatives = nullptr;      // 3 N (laminar_flow)

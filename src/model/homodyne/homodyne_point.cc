@@ -21,7 +21,7 @@
 #include "homodyne/model.h"
 #include "model/homodyne/homodyne_pass_variant.h"
 #include "model/mode_point.h"
-#include "model/vector_math.h"
+#include "model/separable_exp.h"
 
 namespace homodyne {
 namespace {
@@ -239,16 +239,12 @@ class HomodynePass final : public ModePass {
             scratch.lane_grams.data()};
   }
 
-  // The separable diffusion factors exp(-w (C_D[j] - C_D[b])), b = j rounded down to a multiple of
-  // kDiffusionFactorBlock (pass_kernel::Inputs::diffusion_factors).
+  // The separable diffusion factors (pass_kernel::Inputs::diffusion_factors; separable_exp.h).
   void BuildDiffusionFactors() {
     const std::vector<double>& diffusion = point_.cumulative_diffusion_;
     diffusion_factors_.resize(diffusion.size());
-    for (size_t j = 0; j < diffusion.size(); ++j) {
-      const size_t block = j - j % pass_kernel::kDiffusionFactorBlock;
-      diffusion_factors_[j] = vector_math::ExpOfScaledDifference(
-          point_.diffusion_prefactor_, diffusion[j], diffusion[block]);
-    }
+    pass_kernel::BuildSeparableExpFactors(diffusion.data(), static_cast<int>(diffusion.size()),
+                                          point_.diffusion_prefactor_, diffusion_factors_.data());
   }
 
   // The angles' tables sin(s C_G[j]) and cos(s C_G[j]) (AngleCoefficients::shear_sin, shear_cos;

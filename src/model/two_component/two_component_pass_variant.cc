@@ -9,6 +9,7 @@
 
 #include <cmath>
 
+#include "model/separable_exp.h"
 #include "model/two_component/two_component_point.h"
 #include "model/vector_math.h"
 
@@ -42,9 +43,13 @@ static_assert(kNumFactors <= 32, "PassScratch::kFactorColumns");
 
 // The angle-independent factors of row i, columns [j_begin, j_begin + count). Returns the largest
 // |C[v]_j - C[v]_i| of the tile (for the libm fallback of large phases).
+//
+// H_r and H_s in per-row separable form where it applies (issue 24; separable_exp.h): one
+// product per point, and diff / M = 1 (C[J_c] does not decrease: J_c >= 0).
+// row_caches: one per component, kept over a batch's tiles.
 template <bool kWithDerivatives>
 double SharedFactors(const TwoComponentInputs& in, int i, int j_begin, int count,
-                     double* factors) {
+                     SeparableExpRowCache* row_caches, double* factors) {
   const int n = in.num_times;
   const double w_q = in.transport_prefactor;
   double max_abs_dv = 0.0;
@@ -60,6 +65,26 @@ double SharedFactors(const TwoComponentInputs& in, int i, int j_begin, int count
     double* dh0 = factors + (c == 0 ? kDHr : kDHs) * kTile;
     double* dh1 = dh0 + kTile;
     double* dh2 = dh1 + kTile;
+    SeparableExpTile separable;
+    if (SeparableExpApplies(cum, c == 0 ? in.reference_factors : in.sample_factors, w_q,
+                            tc::kSmoothAbsEpsilon, i, j_begin, count, &row_caches[c],
+                            &separable)) {
+      const double* factors_j = separable.factors_j;
+      const double factor_low = separable.factor_low, factor_high = separable.factor_high;
+      const int split = separable.split;
+#pragma omp simd
+      for (int t = 0; t < count; ++t) {
+        const double value = factors_j[t] * (t < split ? factor_low : factor_high);
+        h[t] = value;
+        if constexpr (kWithDerivatives) {
+          const double factor = -w_q * value;
+          dh0[t] = factor * (dj[t] - di0);
+          dh1[t] = factor * (dj[n + t] - di1);
+          dh2[t] = factor * (dj[2 * n + t] - di2);
+        }
+      }
+      continue;
+    }
 #pragma omp simd
     for (int t = 0; t < count; ++t) {
       const double diff = cj[t] - ci;
@@ -317,8 +342,9 @@ void AccumulateRows(const TwoComponentInputs& in, int row_begin, int row_end,
   for (int k = 0; k < in.num_angles; ++k) {
     ClearLaneGram(in.gram_size, lane_grams + k * lane_gram_doubles);
   }
+  SeparableExpRowCache row_caches[2];
   ForEachTile(in.num_times, row_begin, row_end, [&](int i, int j, int count, int64_t point) {
-    const double max_abs_dv = SharedFactors<true>(in, i, j, count, factors);
+    const double max_abs_dv = SharedFactors<true>(in, i, j, count, row_caches, factors);
     for (int k = 0; k < in.num_angles; ++k) {
       const TwoComponentAngle& angle = in.angles[k];
       const float* values = data[k] + point;
@@ -350,8 +376,9 @@ void AccumulateRows(const TwoComponentInputs& in, int row_begin, int row_end,
 void SumSquaredResiduals(const TwoComponentInputs& in, int row_begin, int row_end,
                          const float* const* data, double* squared_residuals, double* factors,
                          double* tile) {
+  SeparableExpRowCache row_caches[2];
   ForEachTile(in.num_times, row_begin, row_end, [&](int i, int j, int count, int64_t point) {
-    const double max_abs_dv = SharedFactors<false>(in, i, j, count, factors);
+    const double max_abs_dv = SharedFactors<false>(in, i, j, count, row_caches, factors);
     for (int k = 0; k < in.num_angles; ++k) {
       const TwoComponentAngle& angle = in.angles[k];
       const float* values = data[k] + point;

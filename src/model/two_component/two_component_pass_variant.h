@@ -34,6 +34,10 @@ struct TwoComponentInputs {
   const double* cumulative_reference_derivatives = nullptr;  // 3 N
   const double* cumulative_sample = nullptr;                 // C[J_sample], N
   const double* cumulative_sample_derivatives = nullptr;     // 3 N
+  // BuildSeparableExpFactors of C[J_ref] and C[J_sample] with transport_prefactor
+  // (separable_exp.h), for the per-row separable form of H_r and H_s; null: the direct form only.
+  const double* reference_factors = nullptr;
+  const double* sample_factors = nullptr;
   const double* cumulative_velocity = nullptr;               // C[v], N
   const double* cumulative_velocity_derivatives = nullptr;   // 3 N
   const double* fraction = nullptr;                          // x_s, N

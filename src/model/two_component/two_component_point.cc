@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "homodyne/errors.h"
+#include "model/separable_exp.h"
 #include "model/two_component/two_component_pass_variant.h"
 
 namespace homodyne {
@@ -143,6 +144,7 @@ class TwoComponentPass final : public ModePass {
       : inputs_(inputs), angles_(std::move(angles)), functions_(functions) {
     HOMODYNE_CHECK(functions_ != nullptr);
     BuildVelocityTables();
+    BuildTransportFactors();
     inputs_.angles = angles_.data();
     inputs_.num_angles = static_cast<int>(angles_.size());
   }
@@ -187,9 +189,24 @@ class TwoComponentPass final : public ModePass {
     }
   }
 
+  // The separable transport factors of both components (TwoComponentInputs::reference_factors,
+  // sample_factors; separable_exp.h).
+  void BuildTransportFactors() {
+    const int n = inputs_.num_times;
+    transport_factors_.resize(2 * static_cast<std::size_t>(n));
+    pass_kernel::BuildSeparableExpFactors(inputs_.cumulative_reference, n,
+                                          inputs_.transport_prefactor, transport_factors_.data());
+    pass_kernel::BuildSeparableExpFactors(inputs_.cumulative_sample, n,
+                                          inputs_.transport_prefactor,
+                                          transport_factors_.data() + n);
+    inputs_.reference_factors = transport_factors_.data();
+    inputs_.sample_factors = transport_factors_.data() + n;
+  }
+
   pass_kernel::TwoComponentInputs inputs_;
   std::vector<pass_kernel::TwoComponentAngle> angles_;
-  std::vector<double> velocity_tables_;  // per angle, N sines then N cosines
+  std::vector<double> velocity_tables_;    // per angle, N sines then N cosines
+  std::vector<double> transport_factors_;  // N reference factors, then N sample factors
   const pass_kernel::TwoComponentFunctions* functions_;
 };
 
