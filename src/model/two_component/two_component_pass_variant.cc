@@ -41,18 +41,16 @@ enum FactorColumn : int {
 };
 static_assert(kNumFactors <= 32, "PassScratch::kFactorColumns");
 
-// The angle-independent factors of row i, columns [j_begin, j_begin + count). Returns the largest
-// |C[v]_j - C[v]_i| of the tile (for the libm fallback of large phases).
+// The angle-independent factors of row i, columns [j_begin, j_begin + count).
 //
 // H_r and H_s in per-row separable form where it applies (issue 24; separable_exp.h): one
 // product per point, and diff / M = 1 (C[J_c] does not decrease: J_c >= 0).
 // row_caches: one per component, kept over a batch's tiles.
 template <bool kWithDerivatives>
-double SharedFactors(const TwoComponentInputs& in, int i, int j_begin, int count,
+void SharedFactors(const TwoComponentInputs& in, int i, int j_begin, int count,
                      SeparableExpRowCache* row_caches, double* factors) {
   const int n = in.num_times;
   const double w_q = in.transport_prefactor;
-  double max_abs_dv = 0.0;
   for (int c = 0; c < 2; ++c) {
     const double* cum = c == 0 ? in.cumulative_reference : in.cumulative_sample;
     const double* dcum = c == 0 ? in.cumulative_reference_derivatives
@@ -101,7 +99,7 @@ double SharedFactors(const TwoComponentInputs& in, int i, int j_begin, int count
       }
     }
   }
-  {
+  if constexpr (kWithDerivatives) {  // the phase differences enter the Jacobian only
     const double* vj = in.cumulative_velocity + j_begin;
     const double vi = in.cumulative_velocity[i];
     const double* dvj = in.cumulative_velocity_derivatives + j_begin;
@@ -111,17 +109,12 @@ double SharedFactors(const TwoComponentInputs& in, int i, int j_begin, int count
     double* ddv0 = factors + kDDv * kTile;
     double* ddv1 = ddv0 + kTile;
     double* ddv2 = ddv1 + kTile;
-#pragma omp simd reduction(max : max_abs_dv)
+#pragma omp simd
     for (int t = 0; t < count; ++t) {
-      const double diff = vj[t] - vi;
-      dv[t] = diff;
-      const double magnitude = std::fabs(diff);
-      max_abs_dv = magnitude > max_abs_dv ? magnitude : max_abs_dv;
-      if constexpr (kWithDerivatives) {
-        ddv0[t] = dvj[t] - dvi0;
-        ddv1[t] = dvj[n + t] - dvi1;
-        ddv2[t] = dvj[2 * n + t] - dvi2;
-      }
+      dv[t] = vj[t] - vi;
+      ddv0[t] = dvj[t] - dvi0;
+      ddv1[t] = dvj[n + t] - dvi1;
+      ddv2[t] = dvj[2 * n + t] - dvi2;
     }
   }
   {
@@ -150,18 +143,14 @@ double SharedFactors(const TwoComponentInputs& in, int i, int j_begin, int count
       }
     }
   }
-  return max_abs_dv;
 }
 
-// How a tile computes sin and cos of the phases Phi = s (C[v]_j - C[v]_i):
-//   kProduct (issue 24; wherever the angle has tables): sin Phi = S[j] K[i] - K[j] S[i],
-//     cos Phi = K[j] K[i] + S[j] S[i] (S, K: TwoComponentAngle::velocity_sin, velocity_cos),
-//     within a few units of 1e-16 absolute at any phase. Phi enters c2 and the Jacobian only
-//     through sin and cos (no sinc), so absolute errors of that size stay at that size.
-//   kVector: vector_math::SinCos; kLibm: libm, for phases beyond vector_math::kSinCosMaxArgument.
-enum class SinCosForm { kVector, kLibm, kProduct };
-
-// The angle's tables at row i and the tile's columns (kProduct only).
+// sin and cos of the phase Phi = s (C[v]_j - C[v]_i) in per-row separable form (issue 24):
+//   sin Phi = S[j] K[i] - K[j] S[i],  cos Phi = K[j] K[i] + S[j] S[i]
+// (S, K: TwoComponentAngle::velocity_sin, velocity_cos), within a few units of 1e-16 absolute at
+// any phase size. Phi enters c2 and the Jacobian only through sin and cos (no sinc), so absolute
+// errors of that size stay at that size; no per-point sin or cos, and no libm fallback for large
+// phases.
 struct ProductTables {
   const double* sin_j = nullptr;  // S[j_begin + t]
   const double* cos_j = nullptr;  // K[j_begin + t]
@@ -169,39 +158,13 @@ struct ProductTables {
   double cos_i = 0.0;             // K[i]
 };
 
-template <SinCosForm kForm>
-inline void PhaseSinCos(double x, double sin_j, double cos_j, double sin_i, double cos_i,
-                        double* sin_x, double* cos_x) {
-  if constexpr (kForm == SinCosForm::kLibm) {
-    *sin_x = std::sin(x);
-    *cos_x = std::cos(x);
-  } else if constexpr (kForm == SinCosForm::kVector) {
-    vector_math::SinCos(x, sin_x, cos_x);
-  } else {
-    *sin_x = sin_j * cos_i - cos_j * sin_i;
-    *cos_x = cos_j * cos_i + sin_j * sin_i;
-  }
-}
-
-// The tile's form (SinCosForm) for the angle and, for kProduct, its tables at row i and the
-// tile's columns.
-SinCosForm FormOf(const TwoComponentAngle& angle, int i, int j_begin, double max_abs_dv,
-                  ProductTables* tables) {
-  if (angle.velocity_sin != nullptr) {
-    tables->sin_j = angle.velocity_sin + j_begin;
-    tables->cos_j = angle.velocity_cos + j_begin;
-    tables->sin_i = angle.velocity_sin[i];
-    tables->cos_i = angle.velocity_cos[i];
-    return SinCosForm::kProduct;
-  }
-  return std::fabs(angle.phase_per_unit) * max_abs_dv > vector_math::kSinCosMaxArgument
-             ? SinCosForm::kLibm
-             : SinCosForm::kVector;
+ProductTables TablesOf(const TwoComponentAngle& angle, int i, int j_begin) {
+  return {angle.velocity_sin + j_begin, angle.velocity_cos + j_begin, angle.velocity_sin[i],
+          angle.velocity_cos[i]};
 }
 
 // One angle of one tile: [J | e] (as TwoComponentPoint::EvaluateSegment), zero rows for non-finite
 // data, then gram += tile^T tile.
-template <SinCosForm kForm>
 void AccumulateTile(const TwoComponentInputs& in, const TwoComponentAngle& angle,
                     const ProductTables& tables, int i, int j_begin, const float* data, int count,
                     const double* factors, double* tile, double* lanes, double* gram,
@@ -226,10 +189,9 @@ void AccumulateTile(const TwoComponentInputs& in, const TwoComponentAngle& angle
   const double contrast = angle.contrast;
   const double offset = angle.offset;
   const double s = angle.phase_per_unit;
-  // The tables (kProduct; the tile's phase differences otherwise, read and unused).
-  const double* product_sin_j = kForm == SinCosForm::kProduct ? tables.sin_j : dv_col;
-  const double* product_cos_j = kForm == SinCosForm::kProduct ? tables.cos_j : dv_col;
-  const double product_sin_i = tables.sin_i, product_cos_i = tables.cos_i;
+  const double* sin_j = tables.sin_j;
+  const double* cos_j = tables.cos_j;
+  const double sin_i = tables.sin_i, cos_i = tables.cos_i;
   const double ds = angle.dphase_dphi0_per_unit;
   int64_t finite = 0;
 #pragma omp simd reduction(+ : finite)
@@ -237,9 +199,8 @@ void AccumulateTile(const TwoComponentInputs& in, const TwoComponentAngle& angle
     const double d = static_cast<double>(data[t]);
     const double weight = (d - d) == 0.0 ? 1.0 : 0.0;  // 0 for NaN and +-inf
     const double dv = dv_col[t];
-    double sin_phase, cos_phase;
-    PhaseSinCos<kForm>(s * dv, product_sin_j[t], product_cos_j[t], product_sin_i, product_cos_i,
-                       &sin_phase, &cos_phase);
+    const double sin_phase = sin_j[t] * cos_i - cos_j[t] * sin_i;
+    const double cos_phase = cos_j[t] * cos_i + sin_j[t] * sin_i;
     const double hr = hr_col[t], hs = hs_col[t], a = a_col[t], b = b_col[t];
     const double inverse_den = inverse_den_col[t];
     const double w = w_col[t], wr = 1.0 - w;
@@ -287,31 +248,26 @@ void AccumulateTile(const TwoComponentInputs& in, const TwoComponentAngle& angle
 
 // The sum of e^2 over the tile's finite points; with kStoreResiduals, instead stores e (0 at
 // non-finite points) in residuals[0, count) for a robust loss's sum and returns 0.
-template <SinCosForm kForm, bool kStoreResiduals = false>
+template <bool kStoreResiduals = false>
 double TileSquaredResiduals(const TwoComponentAngle& angle, const ProductTables& tables,
                             const float* data, int count, const double* factors,
                             double* residuals = nullptr) {
   const double* hr_col = factors + kHr * kTile;
   const double* hs_col = factors + kHs * kTile;
-  const double* dv_col = factors + kDv * kTile;
   const double* a_col = factors + kA * kTile;
   const double* b_col = factors + kB * kTile;
   const double* inverse_den_col = factors + kInverseDen * kTile;
   const double contrast = angle.contrast;
   const double offset = angle.offset;
-  const double s = angle.phase_per_unit;
-  // The tables (kProduct; the tile's phase differences otherwise, read and unused).
-  const double* product_sin_j = kForm == SinCosForm::kProduct ? tables.sin_j : dv_col;
-  const double* product_cos_j = kForm == SinCosForm::kProduct ? tables.cos_j : dv_col;
-  const double product_sin_i = tables.sin_i, product_cos_i = tables.cos_i;
+  const double* sin_j = tables.sin_j;
+  const double* cos_j = tables.cos_j;
+  const double sin_i = tables.sin_i, cos_i = tables.cos_i;
   double sum = 0.0;
 #pragma omp simd reduction(+ : sum)
   for (int t = 0; t < count; ++t) {
     const double d = static_cast<double>(data[t]);
     const bool is_finite = (d - d) == 0.0;
-    double sin_phase, cos_phase;
-    PhaseSinCos<kForm>(s * dv_col[t], product_sin_j[t], product_cos_j[t], product_sin_i,
-                       product_cos_i, &sin_phase, &cos_phase);
+    const double cos_phase = cos_j[t] * cos_i + sin_j[t] * sin_i;
     const double hr = hr_col[t], hs = hs_col[t], a = a_col[t], b = b_col[t];
     const double num = a * a * hr * hr + b * b * hs * hs + 2.0 * (a * b) * hr * hs * cos_phase;
     const double e = d - (offset + contrast * (num * inverse_den_col[t]));
@@ -325,13 +281,12 @@ double TileSquaredResiduals(const TwoComponentAngle& angle, const ProductTables&
 }
 
 // The tile's term of a cost pass: sum e^2 (linear loss) or s^2 sum rho(z) (robust loss).
-template <SinCosForm kForm>
 double TileCost(const TwoComponentAngle& angle, const ProductTables& tables, const float* data,
                 int count, const PassLoss& loss, const double* factors, double* tile) {
   if (loss.function == LossFunction::kLinear) {
-    return TileSquaredResiduals<kForm>(angle, tables, data, count, factors);
+    return TileSquaredResiduals(angle, tables, data, count, factors);
   }
-  TileSquaredResiduals<kForm, true>(angle, tables, data, count, factors, tile);
+  TileSquaredResiduals<true>(angle, tables, data, count, factors, tile);
   return LossSum(loss, tile, count);
 }
 
@@ -344,26 +299,11 @@ void AccumulateRows(const TwoComponentInputs& in, int row_begin, int row_end,
   }
   SeparableExpRowCache row_caches[2];
   ForEachTile(in.num_times, row_begin, row_end, [&](int i, int j, int count, int64_t point) {
-    const double max_abs_dv = SharedFactors<true>(in, i, j, count, row_caches, factors);
+    SharedFactors<true>(in, i, j, count, row_caches, factors);
     for (int k = 0; k < in.num_angles; ++k) {
       const TwoComponentAngle& angle = in.angles[k];
-      const float* values = data[k] + point;
-      double* lanes = lane_grams + k * lane_gram_doubles;
-      ProductTables tables;
-      switch (FormOf(angle, i, j, max_abs_dv, &tables)) {
-        case SinCosForm::kProduct:
-          AccumulateTile<SinCosForm::kProduct>(in, angle, tables, i, j, values, count, factors,
-                                               tile, lanes, grams[k], finite_points[k]);
-          break;
-        case SinCosForm::kVector:
-          AccumulateTile<SinCosForm::kVector>(in, angle, tables, i, j, values, count, factors,
-                                              tile, lanes, grams[k], finite_points[k]);
-          break;
-        case SinCosForm::kLibm:
-          AccumulateTile<SinCosForm::kLibm>(in, angle, tables, i, j, values, count, factors,
-                                            tile, lanes, grams[k], finite_points[k]);
-          break;
-      }
+      AccumulateTile(in, angle, TablesOf(angle, i, j), i, j, data[k] + point, count, factors,
+                     tile, lane_grams + k * lane_gram_doubles, grams[k], finite_points[k]);
     }
   });
   if (in.loss.function == LossFunction::kLinear) {
@@ -378,25 +318,11 @@ void SumSquaredResiduals(const TwoComponentInputs& in, int row_begin, int row_en
                          double* tile) {
   SeparableExpRowCache row_caches[2];
   ForEachTile(in.num_times, row_begin, row_end, [&](int i, int j, int count, int64_t point) {
-    const double max_abs_dv = SharedFactors<false>(in, i, j, count, row_caches, factors);
+    SharedFactors<false>(in, i, j, count, row_caches, factors);
     for (int k = 0; k < in.num_angles; ++k) {
       const TwoComponentAngle& angle = in.angles[k];
-      const float* values = data[k] + point;
-      ProductTables tables;
-      switch (FormOf(angle, i, j, max_abs_dv, &tables)) {
-        case SinCosForm::kProduct:
-          squared_residuals[k] += TileCost<SinCosForm::kProduct>(angle, tables, values, count,
-                                                                 in.loss, factors, tile);
-          break;
-        case SinCosForm::kVector:
-          squared_residuals[k] += TileCost<SinCosForm::kVector>(angle, tables, values, count,
-                                                                in.loss, factors, tile);
-          break;
-        case SinCosForm::kLibm:
-          squared_residuals[k] += TileCost<SinCosForm::kLibm>(angle, tables, values, count,
-                                                              in.loss, factors, tile);
-          break;
-      }
+      squared_residuals[k] +=
+          TileCost(angle, TablesOf(angle, i, j), data[k] + point, count, in.loss, factors, tile);
     }
   });
 }

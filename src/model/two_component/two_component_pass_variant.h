@@ -20,7 +20,7 @@ struct TwoComponentAngle {
   double dphase_dphi0_per_unit = 0.0;  // d(phase_per_unit) / d phi0_het, phi0_het in degrees
   // sin and cos of phase_per_unit C[v]_j for j in [0, N) (the argument's rounding carried to
   // second order), for Phi in per-row separable form (two_component_pass_variant.cc,
-  // PhaseSinCos); null: the direct form.
+  // ProductTables). Required.
   const double* velocity_sin = nullptr;
   const double* velocity_cos = nullptr;
 };
