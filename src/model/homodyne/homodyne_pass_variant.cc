@@ -168,7 +168,7 @@ bool ShearSeparable(const Inputs& in, int i, int j_begin) {
 // Also 1 / M_G and the smoothing M_G - |diff_G| (laminar).
 // kSeparableDiffusion: g1d and its derivatives from the separable form (SeparableExpTile, which
 // `diffusion` holds), diff_D / M_D = -1. kSeparableShear: M_G, 1 / M_G and the smoothing from one
-// reciprocal of |diff_G| (ShearTile).
+// reciprocal of |diff_G| (ShearSeparable).
 template <bool kLaminar, bool kWithDerivatives, bool kSeparableDiffusion, bool kSeparableShear>
 void SharedFactors(const Inputs& in, int i, int j_begin, int count,
                    const SeparableExpTile& diffusion, const Scratch& scratch) {
@@ -230,7 +230,7 @@ void SharedFactors(const Inputs& in, int i, int j_begin, int count,
         const double distance = c_g[t] - c_g_i;  // |diff_G|
         const double inverse_distance = 1.0 / distance;
         const double u = kSmoothAbsEpsilon * (inverse_distance * inverse_distance);
-        // sqrt(1 + u) - 1 and 1 / sqrt(1 + u) to third order in u (ShearTile).
+        // sqrt(1 + u) - 1 and 1 / sqrt(1 + u) to third order in u (ShearSeparable).
         const double smoothing_ratio = u * (0.5 - u * (0.125 - u * 0.0625));
         const double distance_over_m = 1.0 - u * (0.5 - u * (0.375 - u * 0.3125));
         smoothing[t] = distance * smoothing_ratio;
