@@ -9,8 +9,9 @@
 // (two_component/two_component_pass_variant.cc). How they are made cheap (docs/design.md section
 // 2): the angle-independent factors are computed once per point and reused for every angle;
 // points are processed in tiles of one row segment, each tile's loops vectorised with the
-// branch-free exp / sin / cos of vector_math.h (laminar_flow: sin / cos in per-row separable form
-// where the phases allow, homodyne/homodyne_pass_variant.cc); the Gram update is a lane Gram
+// branch-free exp / sin / cos of vector_math.h, or per-row separable factors where the precision
+// allows (the transport exps: separable_exp.h; sin / cos of the phases and sinc: the bodies;
+// docs/design.md section 2); the Gram update is a lane Gram
 // (gram_block.h; 4 x 4 register-blocked products per tile under a robust loss). Values agree
 // with ModelEvaluation (the libm
 // reference) to a few ulp; tests/model/pass_kernel_test.cc and two_component_test.cc check c2,

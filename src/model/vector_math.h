@@ -12,6 +12,7 @@
 // bit casts are memcpy, not the std::bit_cast template.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -100,6 +101,20 @@ static inline void SinCos(double x, double* sin_out, double* cos_out) {
   const double cos_base = swap ? sin_r : cos_r;
   *sin_out = (quadrant & 2u) ? -sin_base : sin_base;
   *cos_out = ((quadrant + 1u) & 2u) ? -cos_base : cos_base;
+}
+
+// exp(-scale (minuend - subtrahend)) with libm's exp, the rounding of the difference (an exact
+// two-difference) and of the product (an FMA) carried to first order: within a few ulp of the
+// exact value at any argument size (for the per-row factors of the separable exp,
+// homodyne_pass_variant.cc). Scalar; not for vector loops.
+static inline double ExpOfScaledDifference(double scale, double minuend, double subtrahend) {
+  const double difference = minuend - subtrahend;
+  const double subtrahend_part = difference - minuend;  // Knuth's two-sum of minuend, -subtrahend
+  const double difference_error =
+      (minuend - (difference - subtrahend_part)) + (-subtrahend - subtrahend_part);
+  const double argument = -scale * difference;
+  const double argument_error = std::fma(-scale, difference, -argument) - scale * difference_error;
+  return std::exp(argument) * (1.0 + argument_error);
 }
 
 }  // namespace homodyne::vector_math

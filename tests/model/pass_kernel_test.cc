@@ -281,6 +281,25 @@ TEST(PassKernelTest, ClippedAndFlooredPointsMatch) {
   ExpectKernelMatchesReferenceAtEveryLevel(c, 1e-10);
 }
 
+// The separable diffusion factor (homodyne_pass_variant.cc, DiffusionTile) applies where the
+// smoothing of |C_D[j] - C_D[i]| is negligible: with 20 per step, not in the tile next to the
+// diagonal (the direct form), but in the row's later tiles, which straddle two factor blocks.
+// Likewise the series for M_G (ShearTile) with a shear rate of about 1e-5 per step, and the
+// product form of sin and cos where the phases exceed 0.5.
+TEST(PassKernelTest, SlowDiffusionAndShearMixTheDirectAndSeparableForms) {
+  for (AnalysisMode mode : {AnalysisMode::kStatic, AnalysisMode::kLaminarFlow}) {
+    SCOPED_TRACE(std::string(ToString(mode)));
+    KernelCase c;
+    c.mode = mode;
+    c.n = 560;
+    c.physical = {20.0, 0.0, 0.0};
+    if (mode == AnalysisMode::kLaminarFlow) {
+      c.physical.insert(c.physical.end(), {2.0e-5, 0.3, 1.0e-6, 5.0});
+    }
+    ExpectKernelMatchesReferenceAtEveryLevel(c, 1e-12);
+  }
+}
+
 // The two-component body (src/model/two_component/two_component_pass_variant.cc) against its
 // scalar model: 14 physical parameters, both transports, the velocity phase and the fractions.
 KernelCase TwoComponentCase() {

@@ -1,15 +1,20 @@
 // Every element of every case of tests/data/reference_c2.h5 (computed by the reference package;
 // docs/model.md, Test numbers) within 1e-10 absolute, through ComputeC2Matrix and through
-// EvaluateUpperTriangleRows (packed order: row i, j = i+1..N-1).
+// EvaluateUpperTriangleRows (packed order: row i, j = i+1..N-1); and the pass kernel's c2 and
+// Jacobian at every point, at every instruction-set level this CPU runs, within 1e-10 of the
+// reference's c2 and of the scalar model's Jacobian.
 #include <gtest/gtest.h>
 #include <hdf5.h>
 
 #include <cmath>
 #include <cstdlib>
+#include <iostream>
 #include <string>
 #include <vector>
 
 #include "homodyne/model.h"
+#include "model/isa_level.h"
+#include "model/pass_kernel.h"
 
 namespace homodyne {
 namespace {
@@ -154,6 +159,76 @@ TEST_P(ReferenceC2Test, PackedUpperTriangleMatchesEveryElement) {
       }
     }
     EXPECT_LE(max_error, kTolerance) << GetParam() << " phi=" << reference.phi[k];
+  }
+}
+
+// The pass kernel (src/model/pass_kernel.h) at one point at a time: with every other data point
+// NaN and this one 0, the Gram of [J | e] holds the point's row alone, so that with the offset
+// column (all 1) c2 = -G(e, offset) and J_a = G(offset, a) exactly; the cost pass gives c2^2.
+TEST_P(ReferenceC2Test, PassKernelMatchesEveryElement) {
+  const ReferenceCase reference = ReadCase(GetParam());
+  const HomodyneModel model(reference.mode, reference.geometry, reference.t);
+  const ModelEvaluation evaluation(model, reference.params);
+  const int n = model.num_times();
+  const int m = model.num_point_derivatives();  // physical, contrast, offset
+  const std::size_t num_points = static_cast<std::size_t>(n) * static_cast<std::size_t>(n - 1) / 2;
+  const std::size_t num_angles = reference.phi.size();
+  // The scalar model's Jacobian per angle (its c2 is checked above).
+  std::vector<std::vector<double>> jacobians(num_angles);
+  std::vector<double> c2(num_points);
+  for (std::size_t k = 0; k < num_angles; ++k) {
+    jacobians[k].resize(num_points * static_cast<std::size_t>(m));
+    evaluation.EvaluateUpperTriangleRows(reference.phi[k], reference.contrast[k],
+                                         reference.offset[k], 0, n, c2, jacobians[k]);
+  }
+  const int offset_column = m - 1;
+  const int residual_column = m;
+  for (IsaLevel level : BuiltIsaLevels()) {
+    if (!CpuSupportsIsaLevel(level)) continue;
+    const PassKernel kernel(evaluation, reference.phi, reference.contrast, reference.offset, level);
+    PassKernel::Workspace workspace(kernel.gram_size());
+    std::vector<std::vector<float>> rows(num_angles);
+    std::vector<const float*> pointers(num_angles);
+    double max_c2_error = 0.0, max_cost_error = 0.0, max_jacobian_error = 0.0;
+    std::size_t point = 0;
+    for (int i = 0; i + 1 < n; ++i) {
+      for (std::size_t k = 0; k < num_angles; ++k) {
+        rows[k].assign(static_cast<std::size_t>(n - i - 1), std::nanf(""));
+        pointers[k] = rows[k].data();
+      }
+      for (int j = i + 1; j < n; ++j, ++point) {
+        for (std::size_t k = 0; k < num_angles; ++k) {
+          float& value = rows[k][static_cast<std::size_t>(j - i - 1)];
+          value = 0.0f;
+          std::vector<Eigen::MatrixXd> grams(
+              num_angles, Eigen::MatrixXd::Zero(kernel.gram_size(), kernel.gram_size()));
+          std::vector<int64_t> finite(num_angles, 0);
+          kernel.AccumulateRows(i, i + 1, pointers, grams, finite, workspace);
+          const double cost = kernel.SumSquaredResiduals(i, i + 1, pointers, workspace);
+          value = std::nanf("");
+          ASSERT_EQ(finite[k], 1);
+          const double expected = reference.c2[k * static_cast<std::size_t>(n * n) +
+                                               static_cast<std::size_t>(i * n + j)];
+          max_c2_error = std::max(
+              max_c2_error, std::abs(-grams[k](residual_column, offset_column) - expected));
+          max_cost_error = std::max(max_cost_error, std::abs(std::sqrt(cost) - expected));
+          for (int a = 0; a < offset_column; ++a) {
+            const double jacobian = jacobians[k][point * static_cast<std::size_t>(m) +
+                                                 static_cast<std::size_t>(a)];
+            max_jacobian_error = std::max(
+                max_jacobian_error, std::abs(grams[k](offset_column, a) - jacobian) /
+                                        std::max(1.0, std::abs(jacobian)));
+          }
+        }
+      }
+    }
+    SCOPED_TRACE(std::string(GetParam()) + " level " + std::string(ToString(level)));
+    std::cout << GetParam() << " " << ToString(level) << ": pass kernel c2 " << max_c2_error
+              << ", cost pass c2 " << max_cost_error << " from the reference; Jacobian "
+              << max_jacobian_error << " (relative above 1) from the scalar model\n";
+    EXPECT_LE(max_c2_error, kTolerance);
+    EXPECT_LE(max_cost_error, kTolerance);
+    EXPECT_LE(max_jacobian_error, kTolerance);
   }
 }
 

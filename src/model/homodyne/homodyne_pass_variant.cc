@@ -14,6 +14,7 @@
 #include <numbers>
 
 #include "homodyne/model.h"
+#include "model/separable_exp.h"
 #include "model/vector_math.h"
 
 #ifndef HOMODYNE_PASS_KERNEL_LEVEL
@@ -30,15 +31,16 @@ using model_limits::kSmoothAbsEpsilon;
 constexpr int kTile = kTilePoints;
 constexpr int kPhi0Column = kPhi0;  // the tile column of d c2 / d phi0
 
-// sinc(x) = sin(x)/x and its derivative (docs/model.md, Shear factor, Jacobian) from sin x and cos
-// x, with the reference's Taylor branch for |x| < 1e-4. Branch-free (both sides computed, one
-// selected).
-inline void SincFromSinCos(double x, double sin_x, double cos_x, double* sinc, double* dsinc) {
+// sinc(x) = sin(x)/x and its derivative (docs/model.md, Shear factor, Jacobian) from sin x, cos
+// x and 1 / x (the angle's 1 / s times the point's 1 / M_G: no division per angle), with the
+// reference's Taylor branch for |x| < 1e-4. Branch-free (both sides computed, one selected; the
+// unselected side may be NaN where s = 0).
+inline void SincFromSinCos(double x, double sin_x, double cos_x, double inverse, double* sinc,
+                           double* dsinc) {
   const double x2 = x * x;
   const bool taylor = std::fabs(x) < kSincTaylorRadius;
   const double sinc_taylor = 1.0 - x2 / 6.0 + x2 * x2 / 120.0;
   const double dsinc_taylor = -x / 3.0 + x * x2 / 30.0;
-  const double inverse = 1.0 / x;
   *sinc = taylor ? sinc_taylor : sin_x * inverse;
   *dsinc = taylor ? dsinc_taylor : (x * cos_x - sin_x) * (inverse * inverse);
 }
@@ -57,7 +59,14 @@ inline void SincFromSinCos(double x, double sin_x, double cos_x, double* sinc, d
 //     sinc = sin x / x and sinc' = (x cos x - sin x) / x^2 divide by x and x^2: a tile takes it
 //     only where all its phases are at least kProductMinPhase and delta at most kProductMaxDelta
 //     (ProductFormApplies), the direct form elsewhere (the tiles next to the diagonal).
-enum class SinCosForm { kVector, kLibm, kProduct };
+//   kSeries: no sin or cos; sinc and sinc' from their Taylor series (SincSeries) where all phases
+//     of the tile are below kSeriesMaxPhase (the tiles next to the diagonal, and the angles
+//     nearly perpendicular to the flow). The series is accurate to 2 ulp there; the reference's
+//     (x cos x - sin x) / x^2 cancels digits at small x (3 ulp / x^2 relative), which the direct
+//     form shares.
+enum class SinCosForm { kVector, kLibm, kProduct, kSeries };
+
+inline constexpr double kSeriesMaxPhase = 0.5;
 
 inline constexpr double kProductMinPhase = 0.5;
 inline constexpr double kProductMaxDelta = 1e-5;
@@ -88,13 +97,81 @@ inline void PhaseSinCos(double x, double delta, double sin_j, double cos_j, doub
   }
 }
 
+// sinc(x) = sum_k (-1)^k x^(2k) / (2k+1)! to k = 7 and sinc'(x) = x sum_k (-1)^k 2k x^(2k-2) /
+// (2k+1)! to k = 8, for |x| <= kSeriesMaxPhase: the first terms left out are below 2e-22 and
+// 1e-17 of the values. Horner in z = x^2.
+inline void SincSeries(double x, double* sinc, double* dsinc) {
+  const double z = x * x;
+  double p = -1.0 / 1307674368000.0;  // -1/15!
+  p = p * z + 1.0 / 6227020800.0;     // 1/13!
+  p = p * z - 1.0 / 39916800.0;       // -1/11!
+  p = p * z + 1.0 / 362880.0;         // 1/9!
+  p = p * z - 1.0 / 5040.0;
+  p = p * z + 1.0 / 120.0;
+  p = p * z - 1.0 / 6.0;
+  *sinc = p * z + 1.0;
+  // 2k / (2k+1)! for k = 8 down to 1, alternating signs (k = 1: -2/3! = -1/3).
+  double q = 16.0 / 355687428096000.0;  // 16/17!
+  q = q * z - 14.0 / 1307674368000.0;   // 14/15!
+  q = q * z + 12.0 / 6227020800.0;      // 12/13!
+  q = q * z - 10.0 / 39916800.0;        // 10/11!
+  q = q * z + 8.0 / 362880.0;           // 8/9!
+  q = q * z - 6.0 / 5040.0;             // 6/7!
+  q = q * z + 4.0 / 120.0;              // 4/5!
+  q = q * z - 2.0 / 6.0;                // 2/3!
+  *dsinc = q * x;
+}
+
+// sinc and sinc' of the phase x in the tile's form (SinCosForm); delta and the table values as
+// PhaseSinCos, inverse = 1 / x as SincFromSinCos.
+template <SinCosForm kForm>
+inline void PhaseSinc(double x, double delta, double sin_j, double cos_j, double sin_i,
+                      double cos_i, double inverse, double* sinc, double* dsinc) {
+  if constexpr (kForm == SinCosForm::kSeries) {
+    SincSeries(x, sinc, dsinc);
+  } else {
+    double sin_x, cos_x;
+    PhaseSinCos<kForm>(x, delta, sin_j, cos_j, sin_i, cos_i, &sin_x, &cos_x);
+    SincFromSinCos(x, sin_x, cos_x, inverse, sinc, dsinc);
+  }
+}
+
+// The diffusion factor g1d = exp(-w M_D) of a tile in per-row separable form (issue 24;
+// separable_exp.h): where it applies, one product per point, and diff_D / M_D = -1.
+bool DiffusionSeparable(const Inputs& in, int i, int j_begin, int count,
+                        SeparableExpRowCache* cache, SeparableExpTile* tile) {
+  return SeparableExpApplies(in.cumulative_diffusion, in.diffusion_factors, in.diffusion_prefactor,
+                             kSmoothAbsEpsilon, i, j_begin, count, cache, tile);
+}
+
+// M_G = sqrt(diff_G^2 + 1e-12) of a laminar tile without the square root (issue 24): with
+// d = |diff_G| = C_G[j] - C_G[i] (C_G does not decrease) and u = 1e-12 / d^2,
+//   M_G = d sqrt(1 + u),  M_G - d = d (u/2 - u^2/8 + u^3/16),
+//   d / M_G = 1 - u/2 + 3u^2/8 - 5u^3/16,
+// and 1 / M_G = (1 / d) (d / M_G): one reciprocal per point instead of a square root and two
+// divisions. The series' next terms are below 35 u^4 / 128 relative: a tile takes this form where
+// u <= kShearSeriesMaxU at its first point (the smallest d), so they are below 3e-21
+// (ShearSeparable); the direct form elsewhere (the tiles next to the diagonal where C_G grows
+// slowly).
+inline constexpr double kShearSeriesMaxU = 1e-5;
+
+bool ShearSeparable(const Inputs& in, int i, int j_begin) {
+  const double d0 = in.cumulative_shear[j_begin] - in.cumulative_shear[i];
+  return d0 > 0.0 && kSmoothAbsEpsilon <= kShearSeriesMaxU * (d0 * d0);  // NaN fails
+}
+
 // Angle-independent factors of row i, columns [j_begin, j_begin + count), into the scratch. Per
 // point of the tile (t = j - j_begin):
 //   g1d = exp(clip(-w M_D, -700, 0)), d log g1d / d theta_D = -w (diff_D / M_D) (dC_D[i] - dC_D[j])
 //   (zero where the clip binds); laminar: M_G, d M_G / d theta_G = (diff_G / M_G) (dC_G[i] -
 //   dC_G[j]).
-template <bool kLaminar, bool kWithDerivatives>
-void SharedFactors(const Inputs& in, int i, int j_begin, int count, const Scratch& scratch) {
+// Also 1 / M_G and the smoothing M_G - |diff_G| (laminar).
+// kSeparableDiffusion: g1d and its derivatives from the separable form (SeparableExpTile, which
+// `diffusion` holds), diff_D / M_D = -1. kSeparableShear: M_G, 1 / M_G and the smoothing from one
+// reciprocal of |diff_G| (ShearSeparable).
+template <bool kLaminar, bool kWithDerivatives, bool kSeparableDiffusion, bool kSeparableShear>
+void SharedFactors(const Inputs& in, int i, int j_begin, int count,
+                   const SeparableExpTile& diffusion, const Scratch& scratch) {
   const int n = in.num_times;
   const double w = in.diffusion_prefactor;
   const double* c_d = in.cumulative_diffusion + j_begin;
@@ -106,18 +183,33 @@ void SharedFactors(const Inputs& in, int i, int j_begin, int count, const Scratc
   double* dlog0 = scratch.dlog_g1d;
   double* dlog1 = dlog0 + kTile;
   double* dlog2 = dlog1 + kTile;
+  if constexpr (kSeparableDiffusion) {
+    const double* factors_j = diffusion.factors_j;
+    const double factor_low = diffusion.factor_low, factor_high = diffusion.factor_high;
+    const int split = diffusion.split;
 #pragma omp simd
-  for (int t = 0; t < count; ++t) {
-    const double diff = c_d_i - c_d[t];
-    const double m_d = std::sqrt(diff * diff + kSmoothAbsEpsilon);
-    const double log_g1d_raw = -w * m_d;
-    const bool clipped = log_g1d_raw < kLogG1DiffusionMin;
-    g1d[t] = vector_math::Exp(clipped ? kLogG1DiffusionMin : log_g1d_raw);
-    if constexpr (kWithDerivatives) {
-      const double factor = clipped ? 0.0 : -w * (diff / m_d);
-      dlog0[t] = factor * (dc_d_i0 - dc_d[t]);
-      dlog1[t] = factor * (dc_d_i1 - dc_d[n + t]);
-      dlog2[t] = factor * (dc_d_i2 - dc_d[2 * n + t]);
+    for (int t = 0; t < count; ++t) {
+      g1d[t] = factors_j[t] * (t < split ? factor_low : factor_high);
+      if constexpr (kWithDerivatives) {
+        dlog0[t] = w * (dc_d_i0 - dc_d[t]);
+        dlog1[t] = w * (dc_d_i1 - dc_d[n + t]);
+        dlog2[t] = w * (dc_d_i2 - dc_d[2 * n + t]);
+      }
+    }
+  } else {
+#pragma omp simd
+    for (int t = 0; t < count; ++t) {
+      const double diff = c_d_i - c_d[t];
+      const double m_d = std::sqrt(diff * diff + kSmoothAbsEpsilon);
+      const double log_g1d_raw = -w * m_d;
+      const bool clipped = log_g1d_raw < kLogG1DiffusionMin;
+      g1d[t] = vector_math::Exp(clipped ? kLogG1DiffusionMin : log_g1d_raw);
+      if constexpr (kWithDerivatives) {
+        const double factor = clipped ? 0.0 : -w * (diff / m_d);
+        dlog0[t] = factor * (dc_d_i0 - dc_d[t]);
+        dlog1[t] = factor * (dc_d_i1 - dc_d[n + t]);
+        dlog2[t] = factor * (dc_d_i2 - dc_d[2 * n + t]);
+      }
     }
   }
   if constexpr (kLaminar) {
@@ -127,23 +219,77 @@ void SharedFactors(const Inputs& in, int i, int j_begin, int count, const Scratc
     const double* dc_g_all = in.cumulative_shear_derivatives;
     const double dc_g_i0 = dc_g_all[i], dc_g_i1 = dc_g_all[n + i], dc_g_i2 = dc_g_all[2 * n + i];
     double* m_g = scratch.m_shear;
+    double* inverse_m_g = scratch.inverse_m_shear;
     double* smoothing = scratch.smoothing_shear;
     double* dm0 = scratch.dm_shear;
     double* dm1 = dm0 + kTile;
     double* dm2 = dm1 + kTile;
+    if constexpr (kSeparableShear) {
 #pragma omp simd
-    for (int t = 0; t < count; ++t) {
-      const double diff = c_g_i - c_g[t];
-      const double m = std::sqrt(diff * diff + kSmoothAbsEpsilon);
-      m_g[t] = m;
-      smoothing[t] = kSmoothAbsEpsilon / (m + std::fabs(diff));
-      if constexpr (kWithDerivatives) {
-        const double unit = diff / m;
-        dm0[t] = unit * (dc_g_i0 - dc_g[t]);
-        dm1[t] = unit * (dc_g_i1 - dc_g[n + t]);
-        dm2[t] = unit * (dc_g_i2 - dc_g[2 * n + t]);
+      for (int t = 0; t < count; ++t) {
+        const double distance = c_g[t] - c_g_i;  // |diff_G|
+        const double inverse_distance = 1.0 / distance;
+        const double u = kSmoothAbsEpsilon * (inverse_distance * inverse_distance);
+        // sqrt(1 + u) - 1 and 1 / sqrt(1 + u) to third order in u (ShearSeparable).
+        const double smoothing_ratio = u * (0.5 - u * (0.125 - u * 0.0625));
+        const double distance_over_m = 1.0 - u * (0.5 - u * (0.375 - u * 0.3125));
+        smoothing[t] = distance * smoothing_ratio;
+        m_g[t] = distance + smoothing[t];
+        inverse_m_g[t] = inverse_distance * distance_over_m;
+        if constexpr (kWithDerivatives) {
+          // diff_G / M_G = -distance / M_G.
+          dm0[t] = -distance_over_m * (dc_g_i0 - dc_g[t]);
+          dm1[t] = -distance_over_m * (dc_g_i1 - dc_g[n + t]);
+          dm2[t] = -distance_over_m * (dc_g_i2 - dc_g[2 * n + t]);
+        }
+      }
+    } else {
+#pragma omp simd
+      for (int t = 0; t < count; ++t) {
+        const double diff = c_g_i - c_g[t];
+        const double m = std::sqrt(diff * diff + kSmoothAbsEpsilon);
+        const double inverse_m = 1.0 / m;
+        m_g[t] = m;
+        inverse_m_g[t] = inverse_m;
+        smoothing[t] = kSmoothAbsEpsilon / (m + std::fabs(diff));
+        if constexpr (kWithDerivatives) {
+          const double unit = diff * inverse_m;
+          dm0[t] = unit * (dc_g_i0 - dc_g[t]);
+          dm1[t] = unit * (dc_g_i1 - dc_g[n + t]);
+          dm2[t] = unit * (dc_g_i2 - dc_g[2 * n + t]);
+        }
       }
     }
+  }
+}
+
+// The angle-independent factors of the tile (SharedFactors), the diffusion factor in separable
+// form where it applies (DiffusionSeparable).
+template <bool kWithDerivatives>
+void TileSharedFactors(const Inputs& in, int i, int j_begin, int count,
+                       SeparableExpRowCache* cache, const Scratch& scratch) {
+  SeparableExpTile diffusion;
+  const bool separable = DiffusionSeparable(in, i, j_begin, count, cache, &diffusion);
+  if (!in.laminar) {
+    if (separable) {
+      SharedFactors<false, kWithDerivatives, true, false>(in, i, j_begin, count, diffusion,
+                                                          scratch);
+    } else {
+      SharedFactors<false, kWithDerivatives, false, false>(in, i, j_begin, count, diffusion,
+                                                           scratch);
+    }
+    return;
+  }
+  const bool shear_separable = ShearSeparable(in, i, j_begin);
+  if (separable && shear_separable) {
+    SharedFactors<true, kWithDerivatives, true, true>(in, i, j_begin, count, diffusion, scratch);
+  } else if (separable) {
+    SharedFactors<true, kWithDerivatives, true, false>(in, i, j_begin, count, diffusion, scratch);
+  } else if (shear_separable) {
+    SharedFactors<true, kWithDerivatives, false, true>(in, i, j_begin, count, diffusion, scratch);
+  } else {
+    SharedFactors<true, kWithDerivatives, false, false>(in, i, j_begin, count, diffusion,
+                                                        scratch);
   }
 }
 
@@ -161,6 +307,7 @@ void AccumulateTile(const AngleCoefficients& angle, const ProductTables& tables,
   const double* g1d = scratch.g1_diffusion;
   const double* dlog = scratch.dlog_g1d;
   const double* m_g = scratch.m_shear;
+  const double* inverse_m_g = scratch.inverse_m_shear;
   const double* smoothing = scratch.smoothing_shear;
   // The tables (kProduct; the tile's smoothing column otherwise, read and unused).
   const double* product_sin_j = kForm == SinCosForm::kProduct ? tables.sin_j : smoothing;
@@ -170,6 +317,7 @@ void AccumulateTile(const AngleCoefficients& angle, const ProductTables& tables,
   const double contrast = angle.contrast;
   const double offset = angle.offset;
   const double s = angle.phase_per_step;
+  const double inverse_s = 1.0 / s;  // inf where s = 0 (only the Taylor branch is then taken)
   const double ds = angle.dphase_dphi0_per_step;
   int64_t finite = 0;
 #pragma omp simd reduction(+ : finite)
@@ -180,10 +328,9 @@ void AccumulateTile(const AngleCoefficients& angle, const ProductTables& tables,
     double dg1_dphase = 0.0;
     if constexpr (kLaminar) {
       const double phase = s * m_g[t];
-      double sin_x, cos_x, sinc, dsinc;
-      PhaseSinCos<kForm>(phase, s * smoothing[t], product_sin_j[t], product_cos_j[t],
-                         product_sin_i, product_cos_i, &sin_x, &cos_x);
-      SincFromSinCos(phase, sin_x, cos_x, &sinc, &dsinc);
+      double sinc, dsinc;
+      PhaseSinc<kForm>(phase, s * smoothing[t], product_sin_j[t], product_cos_j[t], product_sin_i,
+                       product_cos_i, inverse_s * inverse_m_g[t], &sinc, &dsinc);
       g1 = g1d[t] * (sinc * sinc);
       dg1_dphase = g1d[t] * 2.0 * sinc * dsinc;
     }
@@ -226,6 +373,7 @@ double TileSquaredResiduals(const AngleCoefficients& angle, const ProductTables&
                             double* residuals = nullptr) {
   const double* g1d = scratch.g1_diffusion;
   const double* m_g = scratch.m_shear;
+  const double* inverse_m_g = scratch.inverse_m_shear;
   const double* smoothing = scratch.smoothing_shear;
   // The tables (kProduct; the tile's smoothing column otherwise, read and unused).
   const double* product_sin_j = kForm == SinCosForm::kProduct ? tables.sin_j : smoothing;
@@ -234,6 +382,7 @@ double TileSquaredResiduals(const AngleCoefficients& angle, const ProductTables&
   const double contrast = angle.contrast;
   const double offset = angle.offset;
   const double s = angle.phase_per_step;
+  const double inverse_s = 1.0 / s;  // inf where s = 0 (only the Taylor branch is then taken)
   double sum = 0.0;
 #pragma omp simd reduction(+ : sum)
   for (int t = 0; t < count; ++t) {
@@ -242,10 +391,9 @@ double TileSquaredResiduals(const AngleCoefficients& angle, const ProductTables&
     double g1 = g1d[t];
     if constexpr (kLaminar) {
       const double phase = s * m_g[t];
-      double sin_x, cos_x, sinc, dsinc;
-      PhaseSinCos<kForm>(phase, s * smoothing[t], product_sin_j[t], product_cos_j[t],
-                         product_sin_i, product_cos_i, &sin_x, &cos_x);
-      SincFromSinCos(phase, sin_x, cos_x, &sinc, &dsinc);
+      double sinc, dsinc;
+      PhaseSinc<kForm>(phase, s * smoothing[t], product_sin_j[t], product_cos_j[t], product_sin_i,
+                       product_cos_i, inverse_s * inverse_m_g[t], &sinc, &dsinc);
       g1 = g1d[t] * (sinc * sinc);
     }
     const double g1_floored = g1 > kG1Floor ? g1 : kG1Floor;
@@ -294,6 +442,9 @@ bool ProductFormApplies(const AngleCoefficients& angle, const Scratch& scratch) 
 SinCosForm LaminarForm(const AngleCoefficients& angle, int i, int j_begin, int count,
                        const Scratch& scratch, ProductTables* tables) {
   if (NeedsLibm(angle, count, scratch)) return SinCosForm::kLibm;
+  if (std::fabs(angle.phase_per_step) * scratch.m_shear[count - 1] <= kSeriesMaxPhase) {
+    return SinCosForm::kSeries;
+  }
   if (!ProductFormApplies(angle, scratch)) return SinCosForm::kVector;
   tables->sin_j = angle.shear_sin + j_begin;
   tables->cos_j = angle.shear_cos + j_begin;
@@ -308,12 +459,9 @@ void AccumulateRows(const Inputs& in, int row_begin, int row_end, const float* c
   for (int k = 0; k < in.num_angles; ++k) {
     ClearLaneGram(in.gram_size, scratch.lane_grams + k * lane_gram_doubles);
   }
+  SeparableExpRowCache row_factors;
   ForEachTile(in.num_times, row_begin, row_end, [&](int i, int j, int count, int64_t point) {
-    if (in.laminar) {
-      SharedFactors<true, true>(in, i, j, count, scratch);
-    } else {
-      SharedFactors<false, true>(in, i, j, count, scratch);
-    }
+    TileSharedFactors<true>(in, i, j, count, &row_factors, scratch);
     for (int k = 0; k < in.num_angles; ++k) {
       const AngleCoefficients& angle = in.angles[k];
       const float* values = data[k] + point;
@@ -341,6 +489,11 @@ void AccumulateRows(const Inputs& in, int row_begin, int row_end, const float* c
                                                      in.loss, scratch, lanes, grams[k],
                                                      finite_points[k]);
           break;
+        case SinCosForm::kSeries:
+          AccumulateTile<true, SinCosForm::kSeries>(angle, tables, values, count, in.gram_size,
+                                                    in.loss, scratch, lanes, grams[k],
+                                                    finite_points[k]);
+          break;
       }
     }
   });
@@ -353,12 +506,9 @@ void AccumulateRows(const Inputs& in, int row_begin, int row_end, const float* c
 
 void SumSquaredResiduals(const Inputs& in, int row_begin, int row_end, const float* const* data,
                          double* squared_residuals, const Scratch& scratch) {
+  SeparableExpRowCache row_factors;
   ForEachTile(in.num_times, row_begin, row_end, [&](int i, int j, int count, int64_t point) {
-    if (in.laminar) {
-      SharedFactors<true, false>(in, i, j, count, scratch);
-    } else {
-      SharedFactors<false, false>(in, i, j, count, scratch);
-    }
+    TileSharedFactors<false>(in, i, j, count, &row_factors, scratch);
     for (int k = 0; k < in.num_angles; ++k) {
       const AngleCoefficients& angle = in.angles[k];
       const float* values = data[k] + point;
@@ -380,6 +530,10 @@ void SumSquaredResiduals(const Inputs& in, int row_begin, int row_end, const flo
         case SinCosForm::kProduct:
           squared_residuals[k] += TileCost<true, SinCosForm::kProduct>(angle, tables, values,
                                                                        count, in.loss, scratch);
+          break;
+        case SinCosForm::kSeries:
+          squared_residuals[k] += TileCost<true, SinCosForm::kSeries>(angle, tables, values,
+                                                                      count, in.loss, scratch);
           break;
       }
     }

@@ -40,6 +40,9 @@ struct Inputs {
   double diffusion_prefactor = 0.0;
   const double* cumulative_diffusion = nullptr;              // C_D, N values
   const double* cumulative_diffusion_derivatives = nullptr;  // 3 N: d C_D / d(D0, alpha, D_off)
+  // BuildSeparableExpFactors of C_D with diffusion_prefactor (separable_exp.h), for the per-row
+  // separable form of g1d; null: the direct form only.
+  const double* diffusion_factors = nullptr;
   const double* cumulative_shear = nullptr;                  // C_G, N values (laminar_flow)
   const double* cumulative_shear_derivatives = nullptr;      // 3 N (laminar_flow)
   const AngleCoefficients* angles = nullptr;
@@ -56,6 +59,7 @@ struct Scratch {
   double* g1_diffusion = nullptr;  // kTilePoints
   double* dlog_g1d = nullptr;      // 3 kTilePoints: d log g1d / d(D0, alpha, D_off)
   double* m_shear = nullptr;       // kTilePoints: M_G
+  double* inverse_m_shear = nullptr;  // kTilePoints: 1 / M_G
   double* dm_shear = nullptr;      // 3 kTilePoints: d M_G / d(g0, beta, g_off)
   double* smoothing_shear = nullptr;  // kTilePoints: M_G - |diff_G| = 1e-12 / (M_G + |diff_G|)
   double* tile = nullptr;          // kTilePoints PaddedTileColumns(gram_size), zero-initialised

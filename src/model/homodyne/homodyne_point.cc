@@ -21,6 +21,7 @@
 #include "homodyne/model.h"
 #include "model/homodyne/homodyne_pass_variant.h"
 #include "model/mode_point.h"
+#include "model/separable_exp.h"
 
 namespace homodyne {
 namespace {
@@ -186,6 +187,7 @@ class HomodynePass final : public ModePass {
       }
       angles_.push_back(angle);
     }
+    BuildDiffusionFactors();
     if (point.laminar_) BuildShearTables();
   }
 
@@ -212,6 +214,7 @@ class HomodynePass final : public ModePass {
     inputs.diffusion_prefactor = point_.diffusion_prefactor_;
     inputs.cumulative_diffusion = point_.cumulative_diffusion_.data();
     inputs.cumulative_diffusion_derivatives = point_.cumulative_diffusion_derivatives_.data();
+    inputs.diffusion_factors = diffusion_factors_.data();
     if (point_.laminar_) {
       inputs.cumulative_shear = point_.cumulative_shear_.data();
       inputs.cumulative_shear_derivatives = point_.cumulative_shear_derivatives_.data();
@@ -229,10 +232,19 @@ class HomodynePass final : public ModePass {
     return {factors,
             factors + kTile,
             factors + 4 * kTile,
+            factors + 9 * kTile,
             factors + 5 * kTile,
             factors + 8 * kTile,
             scratch.tile.data(),
             scratch.lane_grams.data()};
+  }
+
+  // The separable diffusion factors (pass_kernel::Inputs::diffusion_factors; separable_exp.h).
+  void BuildDiffusionFactors() {
+    const std::vector<double>& diffusion = point_.cumulative_diffusion_;
+    diffusion_factors_.resize(diffusion.size());
+    pass_kernel::BuildSeparableExpFactors(diffusion.data(), static_cast<int>(diffusion.size()),
+                                          point_.diffusion_prefactor_, diffusion_factors_.data());
   }
 
   // The angles' tables sin(s C_G[j]) and cos(s C_G[j]) (AngleCoefficients::shear_sin, shear_cos;
@@ -260,6 +272,7 @@ class HomodynePass final : public ModePass {
   }
 
   const HomodynePoint& point_;
+  std::vector<double> diffusion_factors_;  // N values (BuildDiffusionFactors)
   std::vector<double> shear_tables_;  // laminar_flow: per angle, N sines then N cosines
   const pass_kernel::Functions* functions_;
   PassLoss loss_;

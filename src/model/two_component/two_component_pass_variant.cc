@@ -9,6 +9,7 @@
 
 #include <cmath>
 
+#include "model/separable_exp.h"
 #include "model/two_component/two_component_point.h"
 #include "model/vector_math.h"
 
@@ -32,7 +33,7 @@ enum FactorColumn : int {
   kDDv = 9,        // 3 columns: d (C[v]_j - C[v]_i) / d(v0, v_beta, v_offset)
   kA = 12,         // x_r,i x_r,j
   kB = 13,         // x_s,i x_s,j
-  kDen = 14,       // max(N_i N_j, 1e-10)
+  kInverseDen = 14,  // 1 / den, den = max(N_i N_j, 1e-10) (one division per point, not per angle)
   kDDenDu = 15,    // d den / d x_s,i (0 where the floor binds)
   kDDenDw = 16,    // d den / d x_s,j
   kW = 17,         // x_s,j
@@ -40,14 +41,16 @@ enum FactorColumn : int {
 };
 static_assert(kNumFactors <= 32, "PassScratch::kFactorColumns");
 
-// The angle-independent factors of row i, columns [j_begin, j_begin + count). Returns the largest
-// |C[v]_j - C[v]_i| of the tile (for the libm fallback of large phases).
+// The angle-independent factors of row i, columns [j_begin, j_begin + count).
+//
+// H_r and H_s in per-row separable form where it applies (issue 24; separable_exp.h): one
+// product per point, and diff / M = 1 (C[J_c] does not decrease: J_c >= 0).
+// row_caches: one per component, kept over a batch's tiles.
 template <bool kWithDerivatives>
-double SharedFactors(const TwoComponentInputs& in, int i, int j_begin, int count,
-                     double* factors) {
+void SharedFactors(const TwoComponentInputs& in, int i, int j_begin, int count,
+                     SeparableExpRowCache* row_caches, double* factors) {
   const int n = in.num_times;
   const double w_q = in.transport_prefactor;
-  double max_abs_dv = 0.0;
   for (int c = 0; c < 2; ++c) {
     const double* cum = c == 0 ? in.cumulative_reference : in.cumulative_sample;
     const double* dcum = c == 0 ? in.cumulative_reference_derivatives
@@ -60,6 +63,26 @@ double SharedFactors(const TwoComponentInputs& in, int i, int j_begin, int count
     double* dh0 = factors + (c == 0 ? kDHr : kDHs) * kTile;
     double* dh1 = dh0 + kTile;
     double* dh2 = dh1 + kTile;
+    SeparableExpTile separable;
+    if (SeparableExpApplies(cum, c == 0 ? in.reference_factors : in.sample_factors, w_q,
+                            tc::kSmoothAbsEpsilon, i, j_begin, count, &row_caches[c],
+                            &separable)) {
+      const double* factors_j = separable.factors_j;
+      const double factor_low = separable.factor_low, factor_high = separable.factor_high;
+      const int split = separable.split;
+#pragma omp simd
+      for (int t = 0; t < count; ++t) {
+        const double value = factors_j[t] * (t < split ? factor_low : factor_high);
+        h[t] = value;
+        if constexpr (kWithDerivatives) {
+          const double factor = -w_q * value;
+          dh0[t] = factor * (dj[t] - di0);
+          dh1[t] = factor * (dj[n + t] - di1);
+          dh2[t] = factor * (dj[2 * n + t] - di2);
+        }
+      }
+      continue;
+    }
 #pragma omp simd
     for (int t = 0; t < count; ++t) {
       const double diff = cj[t] - ci;
@@ -76,7 +99,7 @@ double SharedFactors(const TwoComponentInputs& in, int i, int j_begin, int count
       }
     }
   }
-  {
+  if constexpr (kWithDerivatives) {  // the phase differences enter the Jacobian only
     const double* vj = in.cumulative_velocity + j_begin;
     const double vi = in.cumulative_velocity[i];
     const double* dvj = in.cumulative_velocity_derivatives + j_begin;
@@ -86,17 +109,12 @@ double SharedFactors(const TwoComponentInputs& in, int i, int j_begin, int count
     double* ddv0 = factors + kDDv * kTile;
     double* ddv1 = ddv0 + kTile;
     double* ddv2 = ddv1 + kTile;
-#pragma omp simd reduction(max : max_abs_dv)
+#pragma omp simd
     for (int t = 0; t < count; ++t) {
-      const double diff = vj[t] - vi;
-      dv[t] = diff;
-      const double magnitude = std::fabs(diff);
-      max_abs_dv = magnitude > max_abs_dv ? magnitude : max_abs_dv;
-      if constexpr (kWithDerivatives) {
-        ddv0[t] = dvj[t] - dvi0;
-        ddv1[t] = dvj[n + t] - dvi1;
-        ddv2[t] = dvj[2 * n + t] - dvi2;
-      }
+      dv[t] = vj[t] - vi;
+      ddv0[t] = dvj[t] - dvi0;
+      ddv1[t] = dvj[n + t] - dvi1;
+      ddv2[t] = dvj[2 * n + t] - dvi2;
     }
   }
   {
@@ -105,10 +123,10 @@ double SharedFactors(const TwoComponentInputs& in, int i, int j_begin, int count
     const double* xj = in.fraction + j_begin;
     double* a = factors + kA * kTile;
     double* b = factors + kB * kTile;
-    double* den = factors + kDen * kTile;
     double* dden_du = factors + kDDenDu * kTile;
     double* dden_dw = factors + kDDenDw * kTile;
     double* w_out = factors + kW * kTile;
+    double* inverse_den = factors + kInverseDen * kTile;
 #pragma omp simd
     for (int t = 0; t < count; ++t) {
       const double w = xj[t], wr = 1.0 - w;
@@ -117,7 +135,7 @@ double SharedFactors(const TwoComponentInputs& in, int i, int j_begin, int count
       const double norm_j = w * w + wr * wr;
       const double den_raw = norm_i * norm_j;
       const bool floored = !(den_raw > tc::kNormalizationFloor);
-      den[t] = floored ? tc::kNormalizationFloor : den_raw;
+      inverse_den[t] = 1.0 / (floored ? tc::kNormalizationFloor : den_raw);
       if constexpr (kWithDerivatives) {
         dden_du[t] = floored ? 0.0 : (4.0 * u - 2.0) * norm_j;
         dden_dw[t] = floored ? 0.0 : (4.0 * w - 2.0) * norm_i;
@@ -125,25 +143,32 @@ double SharedFactors(const TwoComponentInputs& in, int i, int j_begin, int count
       }
     }
   }
-  return max_abs_dv;
 }
 
-template <bool kLibm>
-inline void SinCosVectorOrLibm(double x, double* sin_x, double* cos_x) {
-  if constexpr (kLibm) {
-    *sin_x = std::sin(x);
-    *cos_x = std::cos(x);
-  } else {
-    vector_math::SinCos(x, sin_x, cos_x);
-  }
+// sin and cos of the phase Phi = s (C[v]_j - C[v]_i) in per-row separable form (issue 24):
+//   sin Phi = S[j] K[i] - K[j] S[i],  cos Phi = K[j] K[i] + S[j] S[i]
+// (S, K: TwoComponentAngle::velocity_sin, velocity_cos), within a few units of 1e-16 absolute at
+// any phase size. Phi enters c2 and the Jacobian only through sin and cos (no sinc), so absolute
+// errors of that size stay at that size; no per-point sin or cos, and no libm fallback for large
+// phases.
+struct ProductTables {
+  const double* sin_j = nullptr;  // S[j_begin + t]
+  const double* cos_j = nullptr;  // K[j_begin + t]
+  double sin_i = 0.0;             // S[i]
+  double cos_i = 0.0;             // K[i]
+};
+
+ProductTables TablesOf(const TwoComponentAngle& angle, int i, int j_begin) {
+  return {angle.velocity_sin + j_begin, angle.velocity_cos + j_begin, angle.velocity_sin[i],
+          angle.velocity_cos[i]};
 }
 
 // One angle of one tile: [J | e] (as TwoComponentPoint::EvaluateSegment), zero rows for non-finite
 // data, then gram += tile^T tile.
-template <bool kLibm>
-void AccumulateTile(const TwoComponentInputs& in, const TwoComponentAngle& angle, int i,
-                    int j_begin, const float* data, int count, const double* factors,
-                    double* tile, double* lanes, double* gram, int64_t& finite_points) {
+void AccumulateTile(const TwoComponentInputs& in, const TwoComponentAngle& angle,
+                    const ProductTables& tables, int i, int j_begin, const float* data, int count,
+                    const double* factors, double* tile, double* lanes, double* gram,
+                    int64_t& finite_points) {
   const int n = in.num_times;
   const double* hr_col = factors + kHr * kTile;
   const double* hs_col = factors + kHs * kTile;
@@ -153,7 +178,7 @@ void AccumulateTile(const TwoComponentInputs& in, const TwoComponentAngle& angle
   const double* ddv = factors + kDDv * kTile;
   const double* a_col = factors + kA * kTile;
   const double* b_col = factors + kB * kTile;
-  const double* den_col = factors + kDen * kTile;
+  const double* inverse_den_col = factors + kInverseDen * kTile;
   const double* dden_du_col = factors + kDDenDu * kTile;
   const double* dden_dw_col = factors + kDDenDw * kTile;
   const double* w_col = factors + kW * kTile;
@@ -164,6 +189,9 @@ void AccumulateTile(const TwoComponentInputs& in, const TwoComponentAngle& angle
   const double contrast = angle.contrast;
   const double offset = angle.offset;
   const double s = angle.phase_per_unit;
+  const double* sin_j = tables.sin_j;
+  const double* cos_j = tables.cos_j;
+  const double sin_i = tables.sin_i, cos_i = tables.cos_i;
   const double ds = angle.dphase_dphi0_per_unit;
   int64_t finite = 0;
 #pragma omp simd reduction(+ : finite)
@@ -171,21 +199,22 @@ void AccumulateTile(const TwoComponentInputs& in, const TwoComponentAngle& angle
     const double d = static_cast<double>(data[t]);
     const double weight = (d - d) == 0.0 ? 1.0 : 0.0;  // 0 for NaN and +-inf
     const double dv = dv_col[t];
-    double sin_phase, cos_phase;
-    SinCosVectorOrLibm<kLibm>(s * dv, &sin_phase, &cos_phase);
-    const double hr = hr_col[t], hs = hs_col[t], a = a_col[t], b = b_col[t], den = den_col[t];
+    const double sin_phase = sin_j[t] * cos_i - cos_j[t] * sin_i;
+    const double cos_phase = cos_j[t] * cos_i + sin_j[t] * sin_i;
+    const double hr = hr_col[t], hs = hs_col[t], a = a_col[t], b = b_col[t];
+    const double inverse_den = inverse_den_col[t];
     const double w = w_col[t], wr = 1.0 - w;
     const double num = a * a * hr * hr + b * b * hs * hs + 2.0 * (a * b) * hr * hs * cos_phase;
-    const double g = num / den;
+    const double g = num * inverse_den;
     const double c2 = offset + contrast * g;
     const double cw = contrast * weight;
-    const double dg_dhr = 2.0 * (a * a * hr + a * b * hs * cos_phase) / den;
-    const double dg_dhs = 2.0 * (b * b * hs + a * b * hr * cos_phase) / den;
-    const double dg_dphase = -2.0 * a * b * hr * hs * sin_phase / den;
+    const double dg_dhr = 2.0 * (a * a * hr + a * b * hs * cos_phase) * inverse_den;
+    const double dg_dhs = 2.0 * (b * b * hs + a * b * hr * cos_phase) * inverse_den;
+    const double dg_dphase = -2.0 * a * b * hr * hs * sin_phase * inverse_den;
     const double n_a = 2.0 * a * hr * hr + 2.0 * b * hr * hs * cos_phase;
     const double n_b = 2.0 * b * hs * hs + 2.0 * a * hr * hs * cos_phase;
-    const double dg_du = (n_a * (-wr) + n_b * w) / den - g * dden_du_col[t] / den;
-    const double dg_dw = (n_a * (-ur) + n_b * u) / den - g * dden_dw_col[t] / den;
+    const double dg_du = ((n_a * (-wr) + n_b * w) - g * dden_du_col[t]) * inverse_den;
+    const double dg_dw = ((n_a * (-ur) + n_b * u) - g * dden_dw_col[t]) * inverse_den;
     const double c_hr = cw * dg_dhr, c_hs = cw * dg_dhs, c_phase = cw * dg_dphase;
     tile[(tc::kD0Ref + 0) * kTile + t] = c_hr * dhr[0 * kTile + t];
     tile[(tc::kD0Ref + 1) * kTile + t] = c_hr * dhr[1 * kTile + t];
@@ -219,28 +248,29 @@ void AccumulateTile(const TwoComponentInputs& in, const TwoComponentAngle& angle
 
 // The sum of e^2 over the tile's finite points; with kStoreResiduals, instead stores e (0 at
 // non-finite points) in residuals[0, count) for a robust loss's sum and returns 0.
-template <bool kLibm, bool kStoreResiduals = false>
-double TileSquaredResiduals(const TwoComponentAngle& angle, const float* data, int count,
-                            const double* factors, double* residuals = nullptr) {
+template <bool kStoreResiduals = false>
+double TileSquaredResiduals(const TwoComponentAngle& angle, const ProductTables& tables,
+                            const float* data, int count, const double* factors,
+                            double* residuals = nullptr) {
   const double* hr_col = factors + kHr * kTile;
   const double* hs_col = factors + kHs * kTile;
-  const double* dv_col = factors + kDv * kTile;
   const double* a_col = factors + kA * kTile;
   const double* b_col = factors + kB * kTile;
-  const double* den_col = factors + kDen * kTile;
+  const double* inverse_den_col = factors + kInverseDen * kTile;
   const double contrast = angle.contrast;
   const double offset = angle.offset;
-  const double s = angle.phase_per_unit;
+  const double* sin_j = tables.sin_j;
+  const double* cos_j = tables.cos_j;
+  const double sin_i = tables.sin_i, cos_i = tables.cos_i;
   double sum = 0.0;
 #pragma omp simd reduction(+ : sum)
   for (int t = 0; t < count; ++t) {
     const double d = static_cast<double>(data[t]);
     const bool is_finite = (d - d) == 0.0;
-    double sin_phase, cos_phase;
-    SinCosVectorOrLibm<kLibm>(s * dv_col[t], &sin_phase, &cos_phase);
+    const double cos_phase = cos_j[t] * cos_i + sin_j[t] * sin_i;
     const double hr = hr_col[t], hs = hs_col[t], a = a_col[t], b = b_col[t];
     const double num = a * a * hr * hr + b * b * hs * hs + 2.0 * (a * b) * hr * hs * cos_phase;
-    const double e = d - (offset + contrast * (num / den_col[t]));
+    const double e = d - (offset + contrast * (num * inverse_den_col[t]));
     if constexpr (kStoreResiduals) {
       residuals[t] = is_finite ? e : 0.0;
     } else {
@@ -251,13 +281,12 @@ double TileSquaredResiduals(const TwoComponentAngle& angle, const float* data, i
 }
 
 // The tile's term of a cost pass: sum e^2 (linear loss) or s^2 sum rho(z) (robust loss).
-template <bool kLibm>
-double TileCost(const TwoComponentAngle& angle, const float* data, int count, const PassLoss& loss,
-                const double* factors, double* tile) {
+double TileCost(const TwoComponentAngle& angle, const ProductTables& tables, const float* data,
+                int count, const PassLoss& loss, const double* factors, double* tile) {
   if (loss.function == LossFunction::kLinear) {
-    return TileSquaredResiduals<kLibm>(angle, data, count, factors);
+    return TileSquaredResiduals(angle, tables, data, count, factors);
   }
-  TileSquaredResiduals<kLibm, true>(angle, data, count, factors, tile);
+  TileSquaredResiduals<true>(angle, tables, data, count, factors, tile);
   return LossSum(loss, tile, count);
 }
 
@@ -268,19 +297,13 @@ void AccumulateRows(const TwoComponentInputs& in, int row_begin, int row_end,
   for (int k = 0; k < in.num_angles; ++k) {
     ClearLaneGram(in.gram_size, lane_grams + k * lane_gram_doubles);
   }
+  SeparableExpRowCache row_caches[2];
   ForEachTile(in.num_times, row_begin, row_end, [&](int i, int j, int count, int64_t point) {
-    const double max_abs_dv = SharedFactors<true>(in, i, j, count, factors);
+    SharedFactors<true>(in, i, j, count, row_caches, factors);
     for (int k = 0; k < in.num_angles; ++k) {
       const TwoComponentAngle& angle = in.angles[k];
-      const float* values = data[k] + point;
-      double* lanes = lane_grams + k * lane_gram_doubles;
-      if (std::fabs(angle.phase_per_unit) * max_abs_dv > vector_math::kSinCosMaxArgument) {
-        AccumulateTile<true>(in, angle, i, j, values, count, factors, tile, lanes, grams[k],
-                             finite_points[k]);
-      } else {
-        AccumulateTile<false>(in, angle, i, j, values, count, factors, tile, lanes, grams[k],
-                              finite_points[k]);
-      }
+      AccumulateTile(in, angle, TablesOf(angle, i, j), i, j, data[k] + point, count, factors,
+                     tile, lane_grams + k * lane_gram_doubles, grams[k], finite_points[k]);
     }
   });
   if (in.loss.function == LossFunction::kLinear) {
@@ -293,16 +316,13 @@ void AccumulateRows(const TwoComponentInputs& in, int row_begin, int row_end,
 void SumSquaredResiduals(const TwoComponentInputs& in, int row_begin, int row_end,
                          const float* const* data, double* squared_residuals, double* factors,
                          double* tile) {
+  SeparableExpRowCache row_caches[2];
   ForEachTile(in.num_times, row_begin, row_end, [&](int i, int j, int count, int64_t point) {
-    const double max_abs_dv = SharedFactors<false>(in, i, j, count, factors);
+    SharedFactors<false>(in, i, j, count, row_caches, factors);
     for (int k = 0; k < in.num_angles; ++k) {
       const TwoComponentAngle& angle = in.angles[k];
-      const float* values = data[k] + point;
-      if (std::fabs(angle.phase_per_unit) * max_abs_dv > vector_math::kSinCosMaxArgument) {
-        squared_residuals[k] += TileCost<true>(angle, values, count, in.loss, factors, tile);
-      } else {
-        squared_residuals[k] += TileCost<false>(angle, values, count, in.loss, factors, tile);
-      }
+      squared_residuals[k] +=
+          TileCost(angle, TablesOf(angle, i, j), data[k] + point, count, in.loss, factors, tile);
     }
   });
 }

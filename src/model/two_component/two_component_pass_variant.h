@@ -18,6 +18,11 @@ struct TwoComponentAngle {
   double offset = 0.0;
   double phase_per_unit = 0.0;         // q cos((phi + phi0_het) pi/180)
   double dphase_dphi0_per_unit = 0.0;  // d(phase_per_unit) / d phi0_het, phi0_het in degrees
+  // sin and cos of phase_per_unit C[v]_j for j in [0, N) (the argument's rounding carried to
+  // second order), for Phi in per-row separable form (two_component_pass_variant.cc,
+  // ProductTables). Required.
+  const double* velocity_sin = nullptr;
+  const double* velocity_cos = nullptr;
 };
 
 // What a pass reads: the mode's tables at the point (valid for the call) and the angles.
@@ -29,6 +34,10 @@ struct TwoComponentInputs {
   const double* cumulative_reference_derivatives = nullptr;  // 3 N
   const double* cumulative_sample = nullptr;                 // C[J_sample], N
   const double* cumulative_sample_derivatives = nullptr;     // 3 N
+  // BuildSeparableExpFactors of C[J_ref] and C[J_sample] with transport_prefactor
+  // (separable_exp.h), for the per-row separable form of H_r and H_s; null: the direct form only.
+  const double* reference_factors = nullptr;
+  const double* sample_factors = nullptr;
   const double* cumulative_velocity = nullptr;               // C[v], N
   const double* cumulative_velocity_derivatives = nullptr;   // 3 N
   const double* fraction = nullptr;                          // x_s, N

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "homodyne/errors.h"
+#include "model/separable_exp.h"
 #include "model/two_component/two_component_pass_variant.h"
 
 namespace homodyne {
@@ -142,6 +143,8 @@ class TwoComponentPass final : public ModePass {
                    const pass_kernel::TwoComponentFunctions* functions)
       : inputs_(inputs), angles_(std::move(angles)), functions_(functions) {
     HOMODYNE_CHECK(functions_ != nullptr);
+    BuildVelocityTables();
+    BuildTransportFactors();
     inputs_.angles = angles_.data();
     inputs_.num_angles = static_cast<int>(angles_.size());
   }
@@ -162,8 +165,48 @@ class TwoComponentPass final : public ModePass {
   }
 
  private:
+  // The angles' tables sin(s C[v]_j) and cos(s C[v]_j) (TwoComponentAngle::velocity_sin,
+  // velocity_cos; s = phase_per_unit): s C[v]_j = hi + lo exactly (lo from an FMA),
+  // sin(hi + lo) = sin(hi) + lo cos(hi), cos(hi + lo) = cos(hi) - lo sin(hi) (|lo| <= ulp(hi) / 2:
+  // the next terms are below the rounding of the values).
+  void BuildVelocityTables() {
+    const std::size_t n = static_cast<std::size_t>(inputs_.num_times);
+    const double* velocity = inputs_.cumulative_velocity;
+    velocity_tables_.assign(2 * n * angles_.size(), 0.0);
+    for (std::size_t k = 0; k < angles_.size(); ++k) {
+      double* sin_table = velocity_tables_.data() + 2 * n * k;
+      double* cos_table = sin_table + n;
+      const double s = angles_[k].phase_per_unit;
+      for (std::size_t j = 0; j < n; ++j) {
+        const double hi = s * velocity[j];
+        const double lo = std::fma(s, velocity[j], -hi);
+        const double sin_hi = std::sin(hi), cos_hi = std::cos(hi);
+        sin_table[j] = sin_hi + lo * cos_hi;
+        cos_table[j] = cos_hi - lo * sin_hi;
+      }
+      angles_[k].velocity_sin = sin_table;
+      angles_[k].velocity_cos = cos_table;
+    }
+  }
+
+  // The separable transport factors of both components (TwoComponentInputs::reference_factors,
+  // sample_factors; separable_exp.h).
+  void BuildTransportFactors() {
+    const int n = inputs_.num_times;
+    transport_factors_.resize(2 * static_cast<std::size_t>(n));
+    pass_kernel::BuildSeparableExpFactors(inputs_.cumulative_reference, n,
+                                          inputs_.transport_prefactor, transport_factors_.data());
+    pass_kernel::BuildSeparableExpFactors(inputs_.cumulative_sample, n,
+                                          inputs_.transport_prefactor,
+                                          transport_factors_.data() + n);
+    inputs_.reference_factors = transport_factors_.data();
+    inputs_.sample_factors = transport_factors_.data() + n;
+  }
+
   pass_kernel::TwoComponentInputs inputs_;
   std::vector<pass_kernel::TwoComponentAngle> angles_;
+  std::vector<double> velocity_tables_;    // per angle, N sines then N cosines
+  std::vector<double> transport_factors_;  // N reference factors, then N sample factors
   const pass_kernel::TwoComponentFunctions* functions_;
 };
 
