@@ -49,8 +49,7 @@ DevicePassInputs MakeDevicePassInputs(const PassPoint& point);
 
 // The jobs of a call: job i * num_angles + k is batch i's angle k (the PreparedPass layout).
 std::vector<device_pass::PassJob> MakePassJobs(int num_times, std::span<const RowBatch> batches,
-                                               std::span<const float* const> data,
-                                               int num_angles);
+                                               std::span<const float* const> data, int num_angles);
 
 // Block sums of a full pass, job after job, block after block, each TriangleEntries(gram_size) + 1
 // doubles (device_schedule.h ThreadGramPartial), into the jobs' Gram matrices (lower triangle and

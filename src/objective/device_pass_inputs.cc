@@ -69,8 +69,7 @@ device_pass::ModelTables DevicePassInputs::HostTables() const {
 }
 
 DevicePassInputs MakeDevicePassInputs(const PassPoint& point) {
-  HOMODYNE_CHECK(point.evaluation != nullptr &&
-                 point.contrast.size() == point.phi_degrees.size() &&
+  HOMODYNE_CHECK(point.evaluation != nullptr && point.contrast.size() == point.phi_degrees.size() &&
                  point.offset.size() == point.phi_degrees.size());
   const HomodyneModel& model = point.evaluation->model();
   const AnalysisMode mode = model.mode();
@@ -118,8 +117,7 @@ DevicePassInputs MakeDevicePassInputs(const PassPoint& point) {
 }
 
 std::vector<device_pass::PassJob> MakePassJobs(int num_times, std::span<const RowBatch> batches,
-                                               std::span<const float* const> data,
-                                               int num_angles) {
+                                               std::span<const float* const> data, int num_angles) {
   HOMODYNE_CHECK(data.size() == batches.size() * static_cast<std::size_t>(num_angles));
   std::vector<device_pass::PassJob> jobs;
   jobs.reserve(data.size());
@@ -164,13 +162,15 @@ void GramsFromBlockSums(std::span<const double> block_sums, int blocks_per_job, 
 
 void CostsFromBlockSums(std::span<const double> block_sums, int blocks_per_job, int num_angles,
                         std::span<double> squared_residuals) {
-  HOMODYNE_CHECK(block_sums.size() == squared_residuals.size() *
-                                          static_cast<std::size_t>(num_angles) * blocks_per_job);
+  HOMODYNE_CHECK(block_sums.size() ==
+                 squared_residuals.size() * static_cast<std::size_t>(num_angles) * blocks_per_job);
   for (std::size_t b = 0; b < squared_residuals.size(); ++b) {
     double sum = 0.0;
     for (int k = 0; k < num_angles; ++k) {
-      const std::size_t job = b * static_cast<std::size_t>(num_angles) + static_cast<std::size_t>(k);
-      sum += device_pass::BlockOrderSum(block_sums.data() + job * blocks_per_job, blocks_per_job, 1);
+      const std::size_t job =
+          b * static_cast<std::size_t>(num_angles) + static_cast<std::size_t>(k);
+      sum +=
+          device_pass::BlockOrderSum(block_sums.data() + job * blocks_per_job, blocks_per_job, 1);
     }
     squared_residuals[b] = sum;
   }

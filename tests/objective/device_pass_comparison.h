@@ -56,9 +56,13 @@ inline std::vector<double> PhysicalOf(AnalysisMode mode) {
 // and inf cells where the triangle has room for them (nan_cells of them per angle, spread).
 inline PassCase MakeCase(std::string name, AnalysisMode mode, int num_times, int64_t batch_points,
                          int nan_cells = 2) {
-  PassCase pass_case{std::move(name), MakeModel(mode, num_times), PhysicalOf(mode),
-                     {0.0, 45.0, 95.0},  {0.3, 0.25, 0.2},
-                     {1.0, 1.02, 0.98},  {},
+  PassCase pass_case{std::move(name),
+                     MakeModel(mode, num_times),
+                     PhysicalOf(mode),
+                     {0.0, 45.0, 95.0},
+                     {0.3, 0.25, 0.2},
+                     {1.0, 1.02, 0.98},
+                     {},
                      {}};
   std::vector<double> truth = pass_case.physical;
   for (double& value : truth) value *= 0.95;
@@ -107,9 +111,9 @@ inline PassSums ComputeSums(PassBackend& backend, const PassCase& pass_case, con
   const ModelEvaluation evaluation(pass_case.model, pass_case.physical);
   const PassPoint point{&evaluation, pass_case.phi, pass_case.contrast, pass_case.offset, loss};
   const std::unique_ptr<PreparedPass> pass = backend.Prepare(point);
-  const std::span<const RowBatch> batches = std::span<const RowBatch>(pass_case.batches)
-                                                .subspan(static_cast<size_t>(first),
-                                                         static_cast<size_t>(last - first));
+  const std::span<const RowBatch> batches =
+      std::span<const RowBatch>(pass_case.batches)
+          .subspan(static_cast<size_t>(first), static_cast<size_t>(last - first));
   const std::vector<const float*> pointers = PointersOf(pass_case, batches);
   PassSums sums;
   const int g = pass->gram_size();

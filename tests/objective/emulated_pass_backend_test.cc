@@ -138,8 +138,7 @@ TEST(EmulatedPassBackendTest, ThreadsWithoutPointsAddNothing) {
 }
 
 TEST(EmulatedPassBackendTest, TwoComponentIsRefusedByName) {
-  const HomodyneModel model =
-      device_pass_testing::MakeModel(AnalysisMode::kTwoComponent, 10);
+  const HomodyneModel model = device_pass_testing::MakeModel(AnalysisMode::kTwoComponent, 10);
   const std::vector<double> physical = {1000.0, -0.3, 10.0, 20000.0, -0.5, 0.0, 20.0,
                                         0.5,    1.0,  0.3,  0.01,    0.5,  0.2, 2.0};
   const ModelEvaluation evaluation(model, physical);

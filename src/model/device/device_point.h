@@ -9,12 +9,12 @@
 // loss), one point at a time and with libm's functions (the CUDA math library's on a device).
 //
 // Contract of every file that includes this header (and device_schedule.h): it is compiled with
-// floating-point contraction off (g++ -ffp-contract=off, nvcc --fmad=false; cmake/HomodyneCuda.cmake
-// and src/objective/CMakeLists.txt), so that a * b + c is two roundings on both compilers and the
-// only fused operations are the explicit HOMODYNE_DEVICE_FMA calls. Then the host emulation and a
-// device compute the same arithmetic in the same order and differ only where the functions exp,
-// sin, cos, log1p and atan of the host's libm and of the CUDA math library differ (both within
-// 2 ulp; sqrt and division are correctly rounded on both).
+// floating-point contraction off (g++ -ffp-contract=off, nvcc --fmad=false;
+// cmake/HomodyneCuda.cmake and src/objective/CMakeLists.txt), so that a * b + c is two roundings on
+// both compilers and the only fused operations are the explicit HOMODYNE_DEVICE_FMA calls. Then the
+// host emulation and a device compute the same arithmetic in the same order and differ only where
+// the functions exp, sin, cos, log1p and atan of the host's libm and of the CUDA math library
+// differ (both within 2 ulp; sqrt and division are correctly rounded on both).
 #pragma once
 
 #include <cstdint>

@@ -24,7 +24,7 @@ namespace homodyne::device_pass {
 // geometry gives the same sums up to rounding; a given one gives bitwise the same sums on every
 // chunking of the batches).
 struct LaunchGeometry {
-  int blocks_per_job = 4;      // >= 1
+  int blocks_per_job = 4;       // >= 1
   int threads_per_block = 128;  // a power of two in [1, kMaxThreadsPerBlock]
 };
 
@@ -41,8 +41,8 @@ inline bool IsValidGeometry(const LaunchGeometry& geometry) {
 struct PassJob {
   int row_begin = 0;
   int row_end = 0;
-  int angle = 0;        // index into the launch's AngleTerms
-  int64_t points = 0;   // UpperTriangleRowsSize(N, row_begin, row_end)
+  int angle = 0;       // index into the launch's AngleTerms
+  int64_t points = 0;  // UpperTriangleRowsSize(N, row_begin, row_end)
   const float* data = nullptr;
 };
 
@@ -54,8 +54,7 @@ HOMODYNE_HOST_DEVICE inline int64_t RowOffset(int64_t n, int64_t i) {
 
 // The (i, j) of the job's point p (0 <= p < job.points): the row by bisection over the rows'
 // offsets, the column from the row's first point.
-HOMODYNE_HOST_DEVICE inline void LocatePoint(int n, const PassJob& job, int64_t p, int* i,
-                                             int* j) {
+HOMODYNE_HOST_DEVICE inline void LocatePoint(int n, const PassJob& job, int64_t p, int* i, int* j) {
   const int64_t base = RowOffset(n, job.row_begin);
   int low = job.row_begin;  // RowOffset(low) - base <= p
   int high = job.row_end;   // RowOffset(high) - base > p
@@ -100,7 +99,8 @@ HOMODYNE_HOST_DEVICE inline void ThreadGramPartial(const ModelTables& tables,
       }
     }
     if (loss.function == 0) {
-      partial[Shape::kTriangle - 1] = DeviceFma(row[g - 1], row[g - 1], partial[Shape::kTriangle - 1]);
+      partial[Shape::kTriangle - 1] =
+          DeviceFma(row[g - 1], row[g - 1], partial[Shape::kTriangle - 1]);
     } else {
       partial[Shape::kTriangle - 1] += loss_term;
     }
