@@ -67,4 +67,16 @@ void CostsFromBlockSums(std::span<const double> block_sums, int blocks_per_job, 
 std::shared_ptr<PassBackend> MakeEmulatedPassBackend(
     device_pass::LaunchGeometry geometry = device_pass::LaunchGeometry());
 
+// The default launch geometry of the CUDA backend: 4 blocks of 128 threads per job (a batch's
+// angle); a batch of 1e4 points gives each thread about 20 points (docs/backends.md, Expected
+// speed).
+inline constexpr device_pass::LaunchGeometry kCudaLaunchGeometry{4, 128};
+
+// The CUDA backend on device `device` (cuda/pass_kernels.cu through cuda_pass_runner.h): the
+// schedule of the host emulation at `geometry`, on the device. kind() is kCuda. Throws Error when
+// the device cannot be used, NotCompiledError in a build without CUDA. Used behind its self-check
+// (backend_self_check.h; SelectBackend).
+std::shared_ptr<PassBackend> MakeCudaPassBackend(
+    int device, device_pass::LaunchGeometry geometry = kCudaLaunchGeometry);
+
 }  // namespace homodyne

@@ -17,13 +17,13 @@
 // differ (both within 2 ulp; sqrt and division are correctly rounded on both).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #if defined(__CUDACC__)
 #define HOMODYNE_HOST_DEVICE __host__ __device__
 #else
 #define HOMODYNE_HOST_DEVICE
-#include <cmath>
 #endif
 
 namespace homodyne::device_pass {
