@@ -1,5 +1,5 @@
 // The CUDA kernels of the device passes and their runner (src/objective/cuda_pass_runner.h;
-// docs/design.md section 5c). The arithmetic and the schedule are src/model/device/ (shared with
+// docs/design.md section 5). The arithmetic and the schedule are src/model/device/ (shared with
 // the host emulation, which the tests compare with the CPU backend on every machine); this file
 // adds only what a device needs: one CUDA thread per schedule thread, the block's reduction tree in
 // shared memory, and the buffers and transfers. Compiled with --fmad=false (device_point.h).

@@ -1,4 +1,4 @@
-// The self-check of a device backend (docs/design.md section 5c; docs/backends.md, The
+// The self-check of a device backend (docs/design.md section 5; docs/backends.md, The
 // self-check): before its first pass computes anything, a device backend's sums on a subsample are
 // compared with the CPU backend's, and a backend that disagrees is not used. Written against the
 // PassBackend interface only, so the host emulation (or a test backend that corrupts a sum)

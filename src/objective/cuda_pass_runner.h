@@ -1,4 +1,4 @@
-// The core's door to the CUDA kernels of the device passes (docs/design.md section 5c): plain C++,
+// The core's door to the CUDA kernels of the device passes (docs/design.md section 5): plain C++,
 // no CUDA types, as cuda_device_query.h. Defined by cuda/pass_kernels.cu in a build with CUDA
 // (HOMODYNE_WITH_CUDA) and by cuda_pass_runner_stub.cc otherwise.
 //

@@ -1,4 +1,4 @@
-// The device passes' host side (docs/design.md section 5c; docs/backends.md): what the CUDA
+// The device passes' host side (docs/design.md section 5; docs/backends.md): what the CUDA
 // backend and its host emulation share. The per-point arithmetic and the schedule are
 // src/model/device/device_point.h and device_schedule.h; this header turns a PassPoint and a
 // call's batches into their plain inputs, and the launch's block sums into the per-batch sums of
@@ -67,10 +67,10 @@ void CostsFromBlockSums(std::span<const double> block_sums, int blocks_per_job, 
 std::shared_ptr<PassBackend> MakeEmulatedPassBackend(
     device_pass::LaunchGeometry geometry = device_pass::LaunchGeometry());
 
-// The default launch geometry of the CUDA backend: 4 blocks of 128 threads per job (a batch's
-// angle); a batch of 1e4 points gives each thread about 20 points (docs/backends.md, Expected
-// speed).
-inline constexpr device_pass::LaunchGeometry kCudaLaunchGeometry{4, 128};
+// The default launch geometry of the CUDA backend: 1 block of 128 threads per job (a batch's
+// angle): a batch of 1e4 points gives each thread about 78 points, so the block's reduction tree
+// (56 entries, 7 steps each) stays a small part of the work (docs/backends.md, Expected speed).
+inline constexpr device_pass::LaunchGeometry kCudaLaunchGeometry{1, 128};
 
 // The CUDA backend on device `device` (cuda/pass_kernels.cu through cuda_pass_runner.h): the
 // schedule of the host emulation at `geometry`, on the device. kind() is kCuda. Throws Error when

@@ -1,4 +1,4 @@
-// The per-point arithmetic of the device passes (docs/design.md section 5c; docs/backends.md),
+// The per-point arithmetic of the device passes (docs/design.md section 5; docs/backends.md),
 // written once for nvcc (the CUDA kernels of cuda/pass_kernels.cu) and for the host compiler (the
 // host emulation, src/objective/emulated_pass_backend.cc): the homodyne model's c2 and its row of
 // [J | e] at one point (i, j) of one angle, and the robust loss's rescaling of that row.

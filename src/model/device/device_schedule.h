@@ -1,4 +1,4 @@
-// The schedule of the device passes (docs/design.md section 5c), written once for nvcc and the
+// The schedule of the device passes (docs/design.md section 5), written once for nvcc and the
 // host compiler (contract of device_point.h: contraction off in every including file):
 //   - a launch covers a chunk of jobs, one job per (batch, angle);
 //   - each job is computed by blocks_per_job blocks of threads_per_block threads; thread t of
