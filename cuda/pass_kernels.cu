@@ -199,6 +199,9 @@ class CudaPassRunner final : public PassRunner {
     Check(cudaMemcpy(angles_.data(), angles, static_cast<size_t>(num_angles) * sizeof(AngleTerms),
                      cudaMemcpyHostToDevice),
           "cudaMemcpy angles");
+    // A copy from pageable memory may return before its DMA ends, and the kernels run on
+    // non-blocking streams that do not wait for the default stream: wait here.
+    Check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     laminar_ = laminar;
     loss_ = loss;
   }

@@ -196,13 +196,12 @@ std::vector<std::string> OtherMinimumWarnings(const FitResult& result, int64_t n
     list += (list.empty() ? "" : ", ") + name;
     undetermined.push_back(name);
   }
-  return {"the data do not determine " + list +
-          " (the global phase found other minima inside the 4-standard-error contour): " +
-          evidence +
-          (minima > 1 ? " (and " + std::to_string(minima - 1) + " more such minima)" : "") +
-          "; the uncertainties understate how far the data let them move"};
+  return {
+      "the data do not determine " + list +
+      " (the global phase found other minima inside the 4-standard-error contour): " + evidence +
+      (minima > 1 ? " (and " + std::to_string(minima - 1) + " more such minima)" : "") +
+      "; the uncertainties understate how far the data let them move"};
 }
-
 
 FitQuality AssessFitQuality(const FitQualityInputs& inputs) {
   static const char* const kLevels[] = {"good", "marginal", "poor"};
@@ -340,8 +339,8 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
       result.warnings.push_back(warning);
     }
     for (const std::string& name : loosely_determined) {
-      if (std::find(quality_inputs.undetermined.begin(), quality_inputs.undetermined.end(),
-                    name) == quality_inputs.undetermined.end()) {
+      if (std::find(quality_inputs.undetermined.begin(), quality_inputs.undetermined.end(), name) ==
+          quality_inputs.undetermined.end()) {
         quality_inputs.undetermined.push_back(name);
       }
     }
@@ -371,6 +370,19 @@ void RecordTotals(const FitTotals& totals, FitResult& result) {
   result.threads = totals.threads;
   result.total_seconds = totals.total_seconds;
   result.memory_peak_mb = PeakResidentMb();
+}
+
+void RecordBackendSelfCheck(const BackendChoice& choice, FitResult& result) {
+  if (choice.self_check == nullptr || !choice.self_check->ran) return;
+  const SelfCheckReport& report = *choice.self_check;
+  BackendSelfCheckRecord& record = result.backend_self_check;
+  record.ran = true;
+  record.passed = report.passed;
+  record.largest_difference = report.largest_difference;
+  record.where = report.failure.empty() ? report.where : report.failure;
+  record.seconds = report.seconds;
+  record.report = report.Describe();
+  if (!report.passed) result.warnings.push_back(record.report + "; computed on the CPU instead");
 }
 
 }  // namespace homodyne

@@ -11,6 +11,7 @@
 #include "homodyne/errors.h"
 #include "objective/backend_selection.h"
 #include "objective/cuda_device_query.h"
+#include "objective/device_pass_backend.h"
 
 namespace homodyne {
 namespace {
@@ -87,6 +88,22 @@ TEST(BackendSelectionTest, BuildDescriptionSaysWhetherTheBuildHasCuda) {
     EXPECT_THAT(BackendBuildDescription(), ::testing::Not(HasSubstr("without CUDA")));
   } else {
     EXPECT_EQ(BackendBuildDescription(), "backend cpu; built without CUDA");
+  }
+}
+
+TEST(BackendSelectionTest, TheCudaBackendNamesTheCallThatFailsWithoutADevice) {
+  if (!cuda::BuiltWithCuda()) {
+    EXPECT_THROW(MakeCudaPassBackend(0), NotCompiledError);
+    return;
+  }
+  if (cuda::QueryDevices().device_count > 0) {
+    GTEST_SKIP() << "a CUDA device is present: cuda_pass_backend_test.cc";
+  }
+  try {
+    MakeCudaPassBackend(0);
+    ADD_FAILURE() << "the CUDA backend was made without a device";
+  } catch (const Error& error) {
+    EXPECT_THAT(error.what(), StartsWith("CUDA pass kernels: cuda"));
   }
 }
 
