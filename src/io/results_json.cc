@@ -337,7 +337,8 @@ std::vector<double> CorrelationMatrix(const std::vector<double>& covariance, siz
 }
 
 void WriteConvergenceHistory(const std::vector<IterationProgress>& iterations,
-                             const FitResult& result, double sigma, const std::string& output_dir) {
+                             const FitResult& result, double sigma,
+                             const std::string& output_dir) {
   ordered_json entries = ordered_json::array();
   for (const IterationProgress& iteration : iterations) {
     entries.push_back({{"iteration", iteration.iteration},

@@ -196,12 +196,13 @@ std::vector<std::string> OtherMinimumWarnings(const FitResult& result, int64_t n
     list += (list.empty() ? "" : ", ") + name;
     undetermined.push_back(name);
   }
-  return {
-      "the data do not determine " + list +
-      " (the global phase found other minima inside the 4-standard-error contour): " + evidence +
-      (minima > 1 ? " (and " + std::to_string(minima - 1) + " more such minima)" : "") +
-      "; the uncertainties understate how far the data let them move"};
+  return {"the data do not determine " + list +
+          " (the global phase found other minima inside the 4-standard-error contour): " +
+          evidence +
+          (minima > 1 ? " (and " + std::to_string(minima - 1) + " more such minima)" : "") +
+          "; the uncertainties understate how far the data let them move"};
 }
+
 
 FitQuality AssessFitQuality(const FitQualityInputs& inputs) {
   static const char* const kLevels[] = {"good", "marginal", "poor"};
@@ -339,8 +340,8 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
       result.warnings.push_back(warning);
     }
     for (const std::string& name : loosely_determined) {
-      if (std::find(quality_inputs.undetermined.begin(), quality_inputs.undetermined.end(), name) ==
-          quality_inputs.undetermined.end()) {
+      if (std::find(quality_inputs.undetermined.begin(), quality_inputs.undetermined.end(),
+                    name) == quality_inputs.undetermined.end()) {
         quality_inputs.undetermined.push_back(name);
       }
     }
