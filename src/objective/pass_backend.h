@@ -15,8 +15,9 @@
 // section 5b).
 //
 // Backends: cpu (OpenMP over the batches of a range, the vectorised PassKernel of
-// src/model/pass_kernel.h). A CUDA backend does not exist yet: SelectBackend says why when it is
-// asked for (docs/backends.md).
+// src/model/pass_kernel.h); cuda (device_pass_backend.h: the kernels of cuda/pass_kernels.cu,
+// always behind the self-check of backend_self_check.h) and its host emulation for tests
+// (docs/backends.md).
 #pragma once
 
 #include <cstdint>
