@@ -153,15 +153,24 @@ TEST(EmulatedPassBackendTest, TwoComponentIsRefusedByName) {
 
 class EmulatedFitTest : public SimulatedDataTest {};
 
-// A whole fit on the emulation equals the CPU fit to 1e-10 (relative) in every parameter.
+// A whole fit on the emulation equals the CPU fit to 1e-10 (relative) in every parameter: both
+// modes under the linear loss, and laminar_flow under soft_l1.
 TEST_F(EmulatedFitTest, FitEqualsTheCpuFit) {
-  for (AnalysisMode mode : {AnalysisMode::kStatic, AnalysisMode::kLaminarFlow}) {
-    SCOPED_TRACE(std::string(ToString(mode)));
-    const Config config = SimulationConfig(mode, 40);
+  struct FitCase {
+    AnalysisMode mode;
+    LossOptions loss;
+  };
+  for (const FitCase& fit_case :
+       {FitCase{AnalysisMode::kStatic, {}}, FitCase{AnalysisMode::kLaminarFlow, {}},
+        FitCase{AnalysisMode::kLaminarFlow, {LossFunction::kSoftL1, 2.0}}}) {
+    SCOPED_TRACE(std::string(ToString(fit_case.mode)) + " loss " +
+                 std::to_string(static_cast<int>(fit_case.loss.function)));
+    const Config config = SimulationConfig(fit_case.mode, 40);
     std::unique_ptr<BatchSource> source = SimulateAndOpen(config);
     const PackedDataObjective::PackedData data = PackedDataObjective::LoadPackedData(*source);
     PassOptions options;
     options.batch_points = 170;
+    options.loss = fit_case.loss;
     PackedDataObjective cpu(ModelOf(config, *source), AnglesOf(*source), 0.01, data, options,
                             MakeCpuPassBackend());
     PackedDataObjective emulated(ModelOf(config, *source), AnglesOf(*source), 0.01, data, options,
