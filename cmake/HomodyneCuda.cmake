@@ -15,3 +15,11 @@ if(NOT HOMODYNE_CUDA STREQUAL "OFF")
   endif()
 endif()
 message(STATUS "homodyne: CUDA backend ${HOMODYNE_WITH_CUDA} (HOMODYNE_CUDA=${HOMODYNE_CUDA})")
+# The device architectures the kernels are compiled for (sm_80: A100, sm_90: H100/H200), and the
+# flags of every CUDA source: contraction off (src/model/device/device_point.h), nvcc's warnings and
+# the host compiler's as errors (HOMODYNE_WERROR).
+set(HOMODYNE_CUDA_ARCHITECTURES "80;90" CACHE STRING "CUDA architectures of the pass kernels")
+set(HOMODYNE_CUDA_FLAGS --fmad=false)
+if(HOMODYNE_WERROR)
+  list(APPEND HOMODYNE_CUDA_FLAGS -Werror=all-warnings -Xcompiler=-Wall,-Wextra,-Werror)
+endif()

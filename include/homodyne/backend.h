@@ -7,7 +7,8 @@
 namespace homodyne {
 
 // What this build can compute on, for --version: "backend cpu; built without CUDA", or in a
-// build with the CUDA runtime "backend cpu; CUDA runtime linked, built without CUDA kernels".
+// build with CUDA "backend cpu; CUDA runtime linked, with CUDA kernels for sm_80 and sm_90
+// (self-checked on every run; not yet run on GPU hardware: docs/backends.md)".
 // (slurm/homodyne_gpu.sbatch reads "without CUDA" as: do not ask for --backend cuda.)
 std::string BackendBuildDescription();
 

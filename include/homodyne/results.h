@@ -79,6 +79,17 @@ struct GlobalSearchRecord {
   int chosen = -1;              // index into minima; -1 = none
 };
 
+// The CUDA backend's self-check of a fit (docs/backends.md, The self-check): its comparison of
+// the device with the CPU on a subsample before the first pass. ran = false on the CPU backend.
+struct BackendSelfCheckRecord {
+  bool ran = false;
+  bool passed = false;
+  double largest_difference = 0.0;  // |GPU - CPU| / sqrt(G_aa G_cc) per Gram entry, relative cost
+  std::string where;                // the largest difference's sum
+  double seconds = 0.0;             // both backends' passes on the subsample
+  std::string report;               // the log's line
+};
+
 struct FitResult {
   AnalysisMode analysis_mode = AnalysisMode::kLaminarFlow;
   std::vector<ParameterEstimate> physical;    // model order (PhysicalParameterNames)
@@ -114,6 +125,7 @@ struct FitResult {
   std::string strategy = "none";
   std::string strategy_reason;
   std::string backend = "cpu";
+  BackendSelfCheckRecord backend_self_check;  // GPU runs only
   int threads = 1;
   double load_seconds = 0.0;
   double optimization_seconds = 0.0;

@@ -32,6 +32,21 @@ ordered_json Number(double value) {
   return value;
 }
 
+// convergence_metrics.json's device_info: the backend and threads, and after a GPU run's self-check
+// (docs/backends.md, The self-check) its outcome; a CPU run writes only the first two.
+ordered_json DeviceInfo(const FitResult& result) {
+  ordered_json info = {{"backend", result.backend}, {"threads", result.threads}};
+  const BackendSelfCheckRecord& check = result.backend_self_check;
+  if (check.ran) {
+    info["self_check"] = {{"passed", check.passed},
+                          {"largest_difference", Number(check.largest_difference)},
+                          {"where", check.where},
+                          {"seconds", Number(check.seconds)},
+                          {"report", check.report}};
+  }
+  return info;
+}
+
 // {"value", "uncertainty"} as the reference writes them, and "at_bound" ("lower"/"upper") only for
 // a parameter that ended held by a bound (docs/results.md, Parameters at a bound).
 ordered_json Estimate(const ParameterEstimate& estimate) {
@@ -245,7 +260,7 @@ ordered_json ConvergenceMetricsJson(const FitResult& result) {
       {"recovery_actions", result.recovery_actions},
       {"quality_flag", result.quality_flag},
       {"quality_reasons", result.quality_reasons},
-      {"device_info", {{"backend", result.backend}, {"threads", result.threads}}},
+      {"device_info", DeviceInfo(result)},
       {"quality_validation_passed", result.warnings.empty()},
       {"quality_warnings", result.warnings},
       {"quality_checks",

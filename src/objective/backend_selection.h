@@ -6,6 +6,7 @@
 #include <string>
 
 #include "homodyne/config.h"
+#include "objective/backend_self_check.h"
 #include "objective/pass_backend.h"
 
 namespace homodyne {
@@ -14,16 +15,23 @@ namespace homodyne {
 struct BackendChoice {
   std::shared_ptr<PassBackend> backend;  // never null
   std::string reason;  // one line for the log, e.g. "backend auto: cpu (built without CUDA)"
+  // The CUDA backend's self-check (backend_self_check.h), filled in when it has run (before the
+  // fit's first pass); null for the CPU backend. For the log (SelectBackend logs it when it runs)
+  // and convergence_metrics.json.
+  std::shared_ptr<SelfCheckReport> self_check;
 };
 
 // performance.backend (or --backend) resolved, the one place that does it (docs/design.md
 // section 5):
 //   kCpu:  the CPU backend.
-//   kAuto: the CPU backend; the reason says why not CUDA (built without CUDA, no CUDA device, or
-//          no CUDA kernels in this version).
-//   kCuda: throws ConfigError starting "backend cuda: " and naming the reason it cannot run: the
-//          build has no CUDA, the CUDA runtime found no device (its error text), or this version
-//          has no CUDA kernels. Never falls back to the CPU in silence.
+//   kAuto: the CUDA backend on device 0 behind its self-check (kFallBack: a device that disagrees
+//          with the CPU is not used; the fit runs on the CPU with a warning) when this build has
+//          CUDA and the runtime finds a usable device; else the CPU backend, the reason saying why
+//          not CUDA (built without CUDA, no CUDA device, or the device could not be used).
+//   kCuda: the CUDA backend behind its self-check (kStop: a device that disagrees stops the fit
+//          with the difference); throws ConfigError starting "backend cuda: " and naming the
+//          reason when it cannot run: the build has no CUDA, the CUDA runtime found no device (its
+//          error text), or the device could not be used. Never falls back to the CPU in silence.
 BackendChoice SelectBackend(BackendKind requested);
 
 }  // namespace homodyne

@@ -14,9 +14,10 @@
 // of every chunk, whose per-batch sums they gather and reduce in batch order (docs/design.md
 // section 5b).
 //
-// Backends: cpu (OpenMP over the batches of a range, the vectorised PassKernel of
-// src/model/pass_kernel.h). A CUDA backend does not exist yet: SelectBackend says why when it is
-// asked for (docs/backends.md).
+// Backends: cpu (the batches of a range over the threads of worker_pool.h, the vectorised
+// PassKernel of src/model/pass_kernel.h); cuda (device_pass_backend.h: the kernels of cuda/pass_kernels.cu,
+// always behind the self-check of backend_self_check.h) and its host emulation for tests
+// (docs/backends.md).
 #pragma once
 
 #include <cstdint>
@@ -84,8 +85,8 @@ class PassBackend {
   virtual std::unique_ptr<PreparedPass> Prepare(const PassPoint& point) = 0;
 };
 
-// The CPU backend: OpenMP over the batches of each call (a call with too few points for a
-// parallel region runs on the calling thread), PassKernel per batch.
+// The CPU backend: the batches of each call over the worker pool's threads (worker_pool.h; a
+// call with too few points for them runs on the calling thread), PassKernel per batch.
 std::shared_ptr<PassBackend> MakeCpuPassBackend();
 
 }  // namespace homodyne

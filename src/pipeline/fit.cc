@@ -228,6 +228,7 @@ class FitRun {
         {summary_, source_.info(), objective, checkpoints.statistics(), checkpoints.saves(),
          *fit_->backend.backend, fit_->plan.size.threads, SecondsSince(start_)},
         recorded);
+    RecordBackendSelfCheck(fit_->backend, recorded);
     outcome_.final_fit_report = summary_.BriefReport();
     if (const ProcessGroup& group = *CurrentProcessGroup(); group.size() > 1) {
       spdlog::info("{} ranks shared the passes: rank 0 received {} bytes from the others",

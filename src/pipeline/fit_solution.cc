@@ -373,4 +373,17 @@ void RecordTotals(const FitTotals& totals, FitResult& result) {
   result.memory_peak_mb = PeakResidentMb();
 }
 
+void RecordBackendSelfCheck(const BackendChoice& choice, FitResult& result) {
+  if (choice.self_check == nullptr || !choice.self_check->ran) return;
+  const SelfCheckReport& report = *choice.self_check;
+  BackendSelfCheckRecord& record = result.backend_self_check;
+  record.ran = true;
+  record.passed = report.passed;
+  record.largest_difference = report.largest_difference;
+  record.where = report.failure.empty() ? report.where : report.failure;
+  record.seconds = report.seconds;
+  record.report = report.Describe();
+  if (!report.passed) result.warnings.push_back(record.report + "; computed on the CPU instead");
+}
+
 }  // namespace homodyne

@@ -13,6 +13,7 @@
 #include "fit_parameters.h"
 #include "homodyne/dataset.h"
 #include "homodyne/results.h"
+#include "objective/backend_selection.h"
 #include "objective/batched_objective.h"
 #include "objective/pass_backend.h"
 #include "optimize/levenberg_marquardt.h"
@@ -94,5 +95,10 @@ struct FitTotals {
 // threads, total_seconds and memory_peak_mb (this process's peak resident memory, VmHWM; 0 when
 // unknown).
 void RecordTotals(const FitTotals& totals, FitResult& result);
+
+// Fills result.backend_self_check from the CUDA backend's self-check when it ran
+// (docs/backends.md, The self-check); a failed check that made backend auto fall back to the CPU
+// is also a warning of the result.
+void RecordBackendSelfCheck(const BackendChoice& choice, FitResult& result);
 
 }  // namespace homodyne

@@ -440,7 +440,7 @@ PY
     expect_exit 2 "usage error" "$bin_dir/homodyne" --static-mode --laminar-flow
     expect_exit 2 "usage error" "$bin_dir/homodyne-simulate"
     expect_exit 0 "Exit codes" "$bin_dir/homodyne" --help
-    expect_exit 0 "homodyne-cpp .*built without CUDA" "$bin_dir/homodyne" --version
+    expect_exit 0 "homodyne-cpp .*(built without CUDA|CUDA runtime linked, with CUDA kernels)" "$bin_dir/homodyne" --version
     ;;
   bad_input)
     expect_exit 1 "missing.yaml: config file not found" "$bin_dir/homodyne" --config missing.yaml

@@ -129,6 +129,24 @@ TEST_F(ResultsJsonTest, AnalysisAndConvergenceFilesCarryRunDetails) {
   EXPECT_EQ(convergence["device_info"]["threads"], 2);
 }
 
+TEST_F(ResultsJsonTest, DeviceInfoCarriesTheGpuSelfCheckOnlyWhenItRan) {
+  WriteResultFiles(StaticResult(), directory_.string());
+  EXPECT_FALSE(Read("convergence_metrics.json")["device_info"].contains("self_check"));
+
+  FitResult result = StaticResult();
+  result.backend = "cpu";  // auto fell back
+  result.backend_self_check = {true,   false,
+                               2.5e-3, "batch 0 angle 1 Gram entry (4, 2)",
+                               0.25,   "backend self-check failed: ..."};
+  WriteResultFiles(result, directory_.string());
+  const nlohmann::json check = Read("convergence_metrics.json")["device_info"]["self_check"];
+  EXPECT_EQ(check["passed"], false);
+  EXPECT_DOUBLE_EQ(check["largest_difference"].get<double>(), 2.5e-3);
+  EXPECT_EQ(check["where"], "batch 0 angle 1 Gram entry (4, 2)");
+  EXPECT_DOUBLE_EQ(check["seconds"].get<double>(), 0.25);
+  EXPECT_EQ(check["report"], "backend self-check failed: ...");
+}
+
 TEST_F(ResultsJsonTest, NonFiniteNumbersFollowTheReferenceConvention) {
   FitResult result = StaticResult();
   result.chi_squared = std::numeric_limits<double>::infinity();

@@ -1,0 +1,357 @@
+// The CUDA kernels of the device passes and their runner (src/objective/cuda_pass_runner.h;
+// docs/design.md section 5). The arithmetic and the schedule are src/model/device/ (shared with
+// the host emulation, which the tests compare with the CPU backend on every machine); this file
+// adds only what a device needs: one CUDA thread per schedule thread, the block's reduction tree in
+// shared memory, and the buffers and transfers. Compiled with --fmad=false (device_point.h).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "homodyne/errors.h"
+#include "model/device/device_schedule.h"
+#include "objective/cuda_pass_runner.h"
+
+namespace homodyne::cuda {
+namespace {
+
+using device_pass::AngleTerms;
+using device_pass::LaunchGeometry;
+using device_pass::LossTerms;
+using device_pass::ModelTables;
+using device_pass::ModeShape;
+using device_pass::PassJob;
+
+// Every CUDA call is checked (docs/conventions.md habit 8): a failure throws Error naming the call
+// and the runtime's text.
+void Check(cudaError_t status, const char* call) {
+  if (status != cudaSuccess) {
+    throw Error(std::string("CUDA pass kernels: ") + call + ": " + cudaGetErrorString(status));
+  }
+}
+
+// Device memory of T, grown on demand (never shrunk), freed on destruction.
+template <typename T>
+class DeviceArray {
+ public:
+  DeviceArray() = default;
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  ~DeviceArray() {
+    if (data_ != nullptr) cudaFree(data_);
+  }
+  void Reserve(size_t count) {
+    if (count <= capacity_) return;
+    if (data_ != nullptr) Check(cudaFree(data_), "cudaFree");
+    data_ = nullptr;
+    capacity_ = 0;
+    Check(cudaMalloc(reinterpret_cast<void**>(&data_), count * sizeof(T)), "cudaMalloc");
+    capacity_ = count;
+  }
+  T* data() const { return data_; }
+
+ private:
+  T* data_ = nullptr;
+  size_t capacity_ = 0;
+};
+
+// Page-locked host memory of T (cudaMallocHost: asynchronous copies), grown on demand.
+template <typename T>
+class PinnedArray {
+ public:
+  PinnedArray() = default;
+  PinnedArray(const PinnedArray&) = delete;
+  PinnedArray& operator=(const PinnedArray&) = delete;
+  ~PinnedArray() {
+    if (data_ != nullptr) cudaFreeHost(data_);
+  }
+  void Reserve(size_t count) {
+    if (count <= capacity_) return;
+    if (data_ != nullptr) Check(cudaFreeHost(data_), "cudaFreeHost");
+    data_ = nullptr;
+    capacity_ = 0;
+    Check(cudaMallocHost(reinterpret_cast<void**>(&data_), count * sizeof(T)), "cudaMallocHost");
+    capacity_ = count;
+  }
+  T* data() const { return data_; }
+
+ private:
+  T* data_ = nullptr;
+  size_t capacity_ = 0;
+};
+
+class Stream {
+ public:
+  Stream() { Check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate"); }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  ~Stream() { cudaStreamDestroy(stream_); }
+  cudaStream_t get() const { return stream_; }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+};
+
+// The full-pass kernel (device_schedule.h): block blockIdx.x is block (blockIdx.x mod
+// blocks_per_job) of job (blockIdx.x / blocks_per_job); each thread's partial sums, then the
+// block's tree in shared memory, entry after entry, then thread 0 writes the block's sums.
+template <bool kLaminar>
+__global__ void GramKernel(ModelTables tables, const AngleTerms* angles, LossTerms loss,
+                           const PassJob* jobs, int blocks_per_job, double* block_sums) {
+  constexpr int kStride = ModeShape<kLaminar>::kTriangle + 1;
+  extern __shared__ double values[];  // blockDim.x
+  const int t = static_cast<int>(threadIdx.x);
+  const int threads = static_cast<int>(blockDim.x);
+  const int job_index = static_cast<int>(blockIdx.x) / blocks_per_job;
+  const int block = static_cast<int>(blockIdx.x) - job_index * blocks_per_job;
+  const PassJob job = jobs[job_index];
+  double partial[kStride];
+#pragma unroll
+  for (int e = 0; e < kStride; ++e) partial[e] = 0.0;
+  device_pass::ThreadGramPartial<kLaminar>(
+      tables, angles[job.angle], loss, job, static_cast<int64_t>(block) * threads + t,
+      static_cast<int64_t>(blocks_per_job) * threads, partial);
+  double* out = block_sums + (static_cast<int64_t>(job_index) * blocks_per_job + block) * kStride;
+#pragma unroll
+  for (int e = 0; e < kStride; ++e) {
+    values[t] = partial[e];
+    __syncthreads();
+    for (int stride = threads / 2; stride > 0; stride /= 2) {
+      if (t < stride) device_pass::TreeStep(values, t, stride);
+      __syncthreads();
+    }
+    if (t == 0) out[e] = values[0];
+    __syncthreads();
+  }
+}
+
+// The cost kernel: one partial sum per thread, the same tree, one sum per block.
+template <bool kLaminar>
+__global__ void CostKernel(ModelTables tables, const AngleTerms* angles, LossTerms loss,
+                           const PassJob* jobs, int blocks_per_job, double* block_sums) {
+  extern __shared__ double values[];  // blockDim.x
+  const int t = static_cast<int>(threadIdx.x);
+  const int threads = static_cast<int>(blockDim.x);
+  const int job_index = static_cast<int>(blockIdx.x) / blocks_per_job;
+  const int block = static_cast<int>(blockIdx.x) - job_index * blocks_per_job;
+  const PassJob job = jobs[job_index];
+  double partial = 0.0;
+  device_pass::ThreadCostPartial<kLaminar>(tables, angles[job.angle], loss, job,
+                                           static_cast<int64_t>(block) * threads + t,
+                                           static_cast<int64_t>(blocks_per_job) * threads,
+                                           &partial);
+  values[t] = partial;
+  __syncthreads();
+  for (int stride = threads / 2; stride > 0; stride /= 2) {
+    if (t < stride) device_pass::TreeStep(values, t, stride);
+    __syncthreads();
+  }
+  if (t == 0) block_sums[static_cast<int64_t>(job_index) * blocks_per_job + block] = values[0];
+}
+
+// Data values per part of a launch (64 MiB of float32): what one staging buffer holds. A job
+// larger than this is a part of its own.
+constexpr size_t kPartValues = size_t{1} << 24;
+
+enum class PassKind { kGrams, kCosts };
+
+class CudaPassRunner final : public PassRunner {
+ public:
+  explicit CudaPassRunner(int device) : device_(device) {
+    Check(cudaSetDevice(device_), "cudaSetDevice");
+    cudaDeviceProp properties{};
+    Check(cudaGetDeviceProperties(&properties, device_), "cudaGetDeviceProperties");
+    char text[512];
+    std::snprintf(text, sizeof(text), "%s (%.1f GiB), sm_%d%d", properties.name,
+                  static_cast<double>(properties.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0),
+                  properties.major, properties.minor);
+    description_ = text;
+    for (Slot& slot : slots_) slot.stream = std::make_unique<Stream>();
+  }
+
+  void SetPoint(const ModelTables& host_tables, bool laminar, const AngleTerms* angles,
+                int num_angles, const LossTerms& loss) override {
+    Check(cudaSetDevice(device_), "cudaSetDevice");
+    const size_t n = static_cast<size_t>(host_tables.num_times);
+    const size_t blocks = laminar ? 8 : 4;  // C_D, dC_D (3), C_G, dC_G (3): N values each
+    tables_.Reserve(blocks * n);
+    double* base = tables_.data();
+    auto upload = [&](const double* host, size_t count, size_t at) {
+      Check(cudaMemcpy(base + at * n, host, count * n * sizeof(double), cudaMemcpyHostToDevice),
+            "cudaMemcpy tables");
+      return base + at * n;
+    };
+    device_tables_ = host_tables;
+    device_tables_.cumulative_diffusion = upload(host_tables.cumulative_diffusion, 1, 0);
+    device_tables_.cumulative_diffusion_derivatives =
+        upload(host_tables.cumulative_diffusion_derivatives, 3, 1);
+    if (laminar) {
+      device_tables_.cumulative_shear = upload(host_tables.cumulative_shear, 1, 4);
+      device_tables_.cumulative_shear_derivatives =
+          upload(host_tables.cumulative_shear_derivatives, 3, 5);
+    }
+    angles_.Reserve(static_cast<size_t>(num_angles));
+    Check(cudaMemcpy(angles_.data(), angles, static_cast<size_t>(num_angles) * sizeof(AngleTerms),
+                     cudaMemcpyHostToDevice),
+          "cudaMemcpy angles");
+    // A copy from pageable memory may return before its DMA ends, and the kernels run on
+    // non-blocking streams that do not wait for the default stream: wait here.
+    Check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    laminar_ = laminar;
+    loss_ = loss;
+  }
+
+  void RunGrams(const PassJob* jobs, int num_jobs, const LaunchGeometry& geometry,
+                std::vector<double>& block_sums) override {
+    Run(PassKind::kGrams, jobs, num_jobs, geometry, block_sums);
+  }
+
+  void RunCosts(const PassJob* jobs, int num_jobs, const LaunchGeometry& geometry,
+                std::vector<double>& block_sums) override {
+    Run(PassKind::kCosts, jobs, num_jobs, geometry, block_sums);
+  }
+
+  const std::string& device_description() const override { return description_; }
+
+ private:
+  // One of the two buffers sets a launch's parts alternate between: while one part's kernel runs
+  // on its stream, the host fills the other's staging buffer and queues its copy.
+  struct Slot {
+    PinnedArray<float> staging;
+    DeviceArray<float> data;
+    PinnedArray<PassJob> host_jobs;
+    DeviceArray<PassJob> jobs;
+    DeviceArray<double> sums;
+    PinnedArray<double> host_sums;
+    std::unique_ptr<Stream> stream;
+    // The part in flight: where its sums go in the caller's vector.
+    bool pending = false;
+    size_t out_offset = 0;
+    size_t out_count = 0;
+  };
+
+  // Waits for the slot's part and copies its sums out.
+  static void Finish(Slot& slot, std::vector<double>& block_sums) {
+    if (!slot.pending) return;
+    Check(cudaStreamSynchronize(slot.stream->get()), "cudaStreamSynchronize");
+    std::memcpy(block_sums.data() + slot.out_offset, slot.host_sums.data(),
+                slot.out_count * sizeof(double));
+    slot.pending = false;
+  }
+
+  void Run(PassKind kind, const PassJob* jobs, int num_jobs, const LaunchGeometry& geometry,
+           std::vector<double>& block_sums) {
+    if (!device_pass::IsValidGeometry(geometry)) {
+      throw Error("CUDA pass kernels: invalid launch geometry");
+    }
+    Check(cudaSetDevice(device_), "cudaSetDevice");
+    const int gram_size = laminar_ ? ModeShape<true>::kGramSize : ModeShape<false>::kGramSize;
+    const size_t per_block =
+        kind == PassKind::kGrams ? device_pass::TriangleEntries(gram_size) + 1 : 1;
+    const size_t blocks = static_cast<size_t>(geometry.blocks_per_job);
+    block_sums.assign(static_cast<size_t>(num_jobs) * blocks * per_block, 0.0);
+    int next = 0;
+    int part = 0;
+    try {
+      while (next < num_jobs) {
+        // The part: jobs [next, last) of at most kPartValues values (at least one job).
+        int last = next;
+        size_t values = 0;
+        while (last < num_jobs &&
+               (last == next || values + static_cast<size_t>(jobs[last].points) <= kPartValues)) {
+          values += static_cast<size_t>(jobs[last].points);
+          ++last;
+        }
+        Slot& slot = slots_[part % 2];
+        Finish(slot, block_sums);  // the slot's previous part (two parts ago)
+        const int part_jobs = last - next;
+        slot.staging.Reserve(values);
+        slot.data.Reserve(values);
+        slot.host_jobs.Reserve(static_cast<size_t>(part_jobs));
+        slot.jobs.Reserve(static_cast<size_t>(part_jobs));
+        const size_t part_sums = static_cast<size_t>(part_jobs) * blocks * per_block;
+        slot.sums.Reserve(part_sums);
+        slot.host_sums.Reserve(part_sums);
+        size_t at = 0;
+        for (int job = next; job < last; ++job) {
+          const size_t count = static_cast<size_t>(jobs[job].points);
+          std::memcpy(slot.staging.data() + at, jobs[job].data, count * sizeof(float));
+          PassJob device_job = jobs[job];
+          device_job.data = slot.data.data() + at;
+          slot.host_jobs.data()[job - next] = device_job;
+          at += count;
+        }
+        const cudaStream_t stream = slot.stream->get();
+        Check(cudaMemcpyAsync(slot.data.data(), slot.staging.data(), values * sizeof(float),
+                              cudaMemcpyHostToDevice, stream),
+              "cudaMemcpyAsync data");
+        Check(cudaMemcpyAsync(slot.jobs.data(), slot.host_jobs.data(),
+                              static_cast<size_t>(part_jobs) * sizeof(PassJob),
+                              cudaMemcpyHostToDevice, stream),
+              "cudaMemcpyAsync jobs");
+        const unsigned grid = static_cast<unsigned>(static_cast<size_t>(part_jobs) * blocks);
+        const unsigned threads = static_cast<unsigned>(geometry.threads_per_block);
+        const size_t shared = static_cast<size_t>(threads) * sizeof(double);
+        if (kind == PassKind::kGrams) {
+          if (laminar_) {
+            GramKernel<true><<<grid, threads, shared, stream>>>(
+                device_tables_, angles_.data(), loss_, slot.jobs.data(), geometry.blocks_per_job,
+                slot.sums.data());
+          } else {
+            GramKernel<false><<<grid, threads, shared, stream>>>(
+                device_tables_, angles_.data(), loss_, slot.jobs.data(), geometry.blocks_per_job,
+                slot.sums.data());
+          }
+        } else if (laminar_) {
+          CostKernel<true><<<grid, threads, shared, stream>>>(device_tables_, angles_.data(), loss_,
+                                                              slot.jobs.data(),
+                                                              geometry.blocks_per_job,
+                                                              slot.sums.data());
+        } else {
+          CostKernel<false><<<grid, threads, shared, stream>>>(
+              device_tables_, angles_.data(), loss_, slot.jobs.data(), geometry.blocks_per_job,
+              slot.sums.data());
+        }
+        Check(cudaGetLastError(), "kernel launch");
+        Check(cudaMemcpyAsync(slot.host_sums.data(), slot.sums.data(), part_sums * sizeof(double),
+                              cudaMemcpyDeviceToHost, stream),
+              "cudaMemcpyAsync block sums");
+        slot.pending = true;
+        slot.out_offset = static_cast<size_t>(next) * blocks * per_block;
+        slot.out_count = part_sums;
+        next = last;
+        ++part;
+      }
+      for (Slot& slot : slots_) Finish(slot, block_sums);
+    } catch (...) {
+      // Leave no copy in flight into buffers a later call may free.
+      for (Slot& slot : slots_) {
+        if (slot.pending) cudaStreamSynchronize(slot.stream->get());
+        slot.pending = false;
+      }
+      throw;
+    }
+  }
+
+  const int device_;
+  std::string description_;
+  DeviceArray<double> tables_;
+  DeviceArray<AngleTerms> angles_;
+  ModelTables device_tables_;
+  bool laminar_ = false;
+  LossTerms loss_;
+  Slot slots_[2];
+};
+
+}  // namespace
+
+std::unique_ptr<PassRunner> MakePassRunner(int device) {
+  return std::make_unique<CudaPassRunner>(device);
+}
+
+}  // namespace homodyne::cuda

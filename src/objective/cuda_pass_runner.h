@@ -1,0 +1,50 @@
+// The core's door to the CUDA kernels of the device passes (docs/design.md section 5): plain C++,
+// no CUDA types, as cuda_device_query.h. Defined by cuda/pass_kernels.cu in a build with CUDA
+// (HOMODYNE_WITH_CUDA) and by cuda_pass_runner_stub.cc otherwise.
+//
+// A runner owns one device's buffers (RAII; every CUDA call checked, docs/conventions.md habit
+// 8): the point's tables and angles, uploaded by SetPoint; two pinned host staging buffers and two
+// device data buffers, through which a launch's data go in parts (the next part's copy overlaps
+// the current part's kernel, on two streams); and the block sums. One launch per part of a call's
+// jobs; the block sums come back in job order (device_schedule.h).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/device/device_schedule.h"
+
+namespace homodyne::cuda {
+
+class PassRunner {
+ public:
+  virtual ~PassRunner() = default;
+
+  // Uploads the point's tables (host arrays of tables.num_times and 3 num_times values; the shear
+  // tables only when laminar), its angles and its loss. Later runs use them.
+  virtual void SetPoint(const device_pass::ModelTables& host_tables, bool laminar,
+                        const device_pass::AngleTerms* angles, int num_angles,
+                        const device_pass::LossTerms& loss) = 0;
+
+  // The full-pass kernel over jobs[0, num_jobs) (their data pointers are host pointers; the
+  // runner copies the values to the device): block_sums receives, job after job, block after
+  // block, TriangleEntries(gram size) + 1 doubles per block (device_schedule.h).
+  virtual void RunGrams(const device_pass::PassJob* jobs, int num_jobs,
+                        const device_pass::LaunchGeometry& geometry,
+                        std::vector<double>& block_sums) = 0;
+
+  // The cost kernel over jobs[0, num_jobs): one double per block, job after job.
+  virtual void RunCosts(const device_pass::PassJob* jobs, int num_jobs,
+                        const device_pass::LaunchGeometry& geometry,
+                        std::vector<double>& block_sums) = 0;
+
+  // "NAME (X GiB), sm_XY" of the runner's device.
+  virtual const std::string& device_description() const = 0;
+};
+
+// A runner on CUDA device `device`. Throws Error naming the CUDA call and the runtime's text when
+// the device cannot be used; the stub (a build without CUDA) throws NotCompiledError.
+std::unique_ptr<PassRunner> MakePassRunner(int device);
+
+}  // namespace homodyne::cuda

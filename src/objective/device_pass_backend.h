@@ -1,0 +1,82 @@
+// The device passes' host side (docs/design.md section 5; docs/backends.md): what the CUDA
+// backend and its host emulation share. The per-point arithmetic and the schedule are
+// src/model/device/device_point.h and device_schedule.h; this header turns a PassPoint and a
+// call's batches into their plain inputs, and the launch's block sums into the per-batch sums of
+// the PassBackend interface.
+//
+// Backends built on it:
+//   - the host emulation (MakeEmulatedPassBackend): runs the device schedule sequentially on the
+//     host, the same blocks, threads, per-thread point order, reduction tree and block order as
+//     a kernel launch. For tests only (docs/backends.md): no config value selects it.
+//   - the CUDA backend (MakeCudaPassBackend, cuda_pass_backend.cc): the kernels of
+//     cuda/pass_kernels.cu.
+// Modes: static and laminar_flow; Prepare throws NotCompiledError for another mode (the
+// self-check, backend_self_check.h, then falls back to the CPU under backend auto).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include <Eigen/Dense>
+
+#include "model/device/device_schedule.h"
+#include "objective/pass_backend.h"
+
+namespace homodyne {
+
+// The plain inputs of the device passes at one point: the model's tables (owned here), the
+// angles' terms and the loss.
+struct DevicePassInputs {
+  bool laminar = false;
+  int gram_size = 0;  // M + 1
+  double diffusion_prefactor = 0.0;
+  std::vector<double> cumulative_diffusion;              // N
+  std::vector<double> cumulative_diffusion_derivatives;  // 3 N
+  std::vector<double> cumulative_shear;                  // N (laminar_flow)
+  std::vector<double> cumulative_shear_derivatives;      // 3 N (laminar_flow)
+  std::vector<device_pass::AngleTerms> angles;
+  device_pass::LossTerms loss;
+  // The tables as the schedule reads them, pointing into this object's vectors.
+  device_pass::ModelTables HostTables() const;
+};
+
+// The inputs at point: the tables of ModelEvaluation (docs/model.md, The time integrals) computed
+// by the same arithmetic as the CPU's, the angles' coefficients as the CPU kernel's. Throws
+// NotCompiledError naming the mode when it is not static or laminar_flow.
+DevicePassInputs MakeDevicePassInputs(const PassPoint& point);
+
+// The jobs of a call: job i * num_angles + k is batch i's angle k (the PreparedPass layout).
+std::vector<device_pass::PassJob> MakePassJobs(int num_times, std::span<const RowBatch> batches,
+                                               std::span<const float* const> data, int num_angles);
+
+// Block sums of a full pass, job after job, block after block, each TriangleEntries(gram_size) + 1
+// doubles (device_schedule.h ThreadGramPartial), into the jobs' Gram matrices (lower triangle and
+// diagonal, the upper triangle zero) and finite counts, adding each job's blocks in block order.
+void GramsFromBlockSums(std::span<const double> block_sums, int blocks_per_job, int gram_size,
+                        std::span<Eigen::MatrixXd> grams, std::span<int64_t> finite_points);
+
+// Block sums of a cost pass (one double per block, job after job) into the batches' sums: each
+// job's blocks in block order, then a batch's angles in angle order.
+void CostsFromBlockSums(std::span<const double> block_sums, int blocks_per_job, int num_angles,
+                        std::span<double> squared_residuals);
+
+// The host emulation of the CUDA backend at `geometry` (IsValidGeometry; checked). kind() reports
+// kCuda: it stands for the CUDA backend wherever a test needs one without a device.
+std::shared_ptr<PassBackend> MakeEmulatedPassBackend(
+    device_pass::LaunchGeometry geometry = device_pass::LaunchGeometry());
+
+// The default launch geometry of the CUDA backend: 1 block of 128 threads per job (a batch's
+// angle): a batch of 1e4 points gives each thread about 78 points, so the block's reduction tree
+// (56 entries, 7 steps each) stays a small part of the work (docs/backends.md, Expected speed).
+inline constexpr device_pass::LaunchGeometry kCudaLaunchGeometry{1, 128};
+
+// The CUDA backend on device `device` (cuda/pass_kernels.cu through cuda_pass_runner.h): the
+// schedule of the host emulation at `geometry`, on the device. kind() is kCuda. Throws Error when
+// the device cannot be used, NotCompiledError in a build without CUDA. Used behind its self-check
+// (backend_self_check.h; SelectBackend).
+std::shared_ptr<PassBackend> MakeCudaPassBackend(
+    int device, device_pass::LaunchGeometry geometry = kCudaLaunchGeometry);
+
+}  // namespace homodyne

@@ -1,0 +1,150 @@
+// The host emulation of the CUDA backend (device_pass_backend.h): the kernels' schedule
+// (src/model/device/device_schedule.h) run sequentially, thread after thread of each block, then
+// the block's reduction tree step after step, then the blocks in block order. It computes every
+// sum in the order a launch does, so it verifies the kernels' arithmetic and schedule on a machine
+// without a GPU (docs/backends.md). Compiled with contraction off (device_point.h).
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "homodyne/errors.h"
+#include "objective/device_pass_backend.h"
+
+namespace homodyne {
+namespace {
+
+using device_pass::LaunchGeometry;
+using device_pass::PassJob;
+
+// One launch of the full-pass kernel over `jobs`, emulated: block_sums receives, job after job and
+// block after block, each block's TriangleEntries + 1 sums (device_schedule.h).
+template <bool kLaminar>
+void EmulateGramLaunch(const DevicePassInputs& inputs, std::span<const PassJob> jobs,
+                       const LaunchGeometry& geometry, std::vector<double>& block_sums) {
+  using Shape = device_pass::ModeShape<kLaminar>;
+  constexpr int kStride = Shape::kTriangle + 1;
+  const int threads = geometry.threads_per_block;
+  const int blocks = geometry.blocks_per_job;
+  const int64_t thread_stride = static_cast<int64_t>(blocks) * threads;
+  const device_pass::ModelTables tables = inputs.HostTables();
+  block_sums.assign(jobs.size() * static_cast<size_t>(blocks) * kStride, 0.0);
+  std::vector<double> partials(static_cast<size_t>(threads) * kStride);
+  std::vector<double> values(static_cast<size_t>(threads));
+  for (size_t job = 0; job < jobs.size(); ++job) {
+    const device_pass::AngleTerms& angle = inputs.angles[static_cast<size_t>(jobs[job].angle)];
+    for (int block = 0; block < blocks; ++block) {
+      std::fill(partials.begin(), partials.end(), 0.0);
+      for (int t = 0; t < threads; ++t) {
+        device_pass::ThreadGramPartial<kLaminar>(
+            tables, angle, inputs.loss, jobs[job], static_cast<int64_t>(block) * threads + t,
+            thread_stride, partials.data() + static_cast<size_t>(t) * kStride);
+      }
+      double* out = block_sums.data() + (job * blocks + static_cast<size_t>(block)) * kStride;
+      for (int entry = 0; entry < kStride; ++entry) {
+        for (int t = 0; t < threads; ++t) {
+          values[static_cast<size_t>(t)] = partials[static_cast<size_t>(t) * kStride + entry];
+        }
+        for (int stride = threads / 2; stride > 0; stride /= 2) {
+          for (int t = 0; t < stride; ++t) device_pass::TreeStep(values.data(), t, stride);
+        }
+        out[entry] = values[0];
+      }
+    }
+  }
+}
+
+// One launch of the cost kernel over `jobs`, emulated: block_sums receives one sum per block, job
+// after job.
+template <bool kLaminar>
+void EmulateCostLaunch(const DevicePassInputs& inputs, std::span<const PassJob> jobs,
+                       const LaunchGeometry& geometry, std::vector<double>& block_sums) {
+  const int threads = geometry.threads_per_block;
+  const int blocks = geometry.blocks_per_job;
+  const int64_t thread_stride = static_cast<int64_t>(blocks) * threads;
+  const device_pass::ModelTables tables = inputs.HostTables();
+  block_sums.assign(jobs.size() * static_cast<size_t>(blocks), 0.0);
+  std::vector<double> values(static_cast<size_t>(threads));
+  for (size_t job = 0; job < jobs.size(); ++job) {
+    const device_pass::AngleTerms& angle = inputs.angles[static_cast<size_t>(jobs[job].angle)];
+    for (int block = 0; block < blocks; ++block) {
+      for (int t = 0; t < threads; ++t) {
+        values[static_cast<size_t>(t)] = 0.0;
+        device_pass::ThreadCostPartial<kLaminar>(tables, angle, inputs.loss, jobs[job],
+                                                 static_cast<int64_t>(block) * threads + t,
+                                                 thread_stride, &values[static_cast<size_t>(t)]);
+      }
+      for (int stride = threads / 2; stride > 0; stride /= 2) {
+        for (int t = 0; t < stride; ++t) device_pass::TreeStep(values.data(), t, stride);
+      }
+      block_sums[job * blocks + static_cast<size_t>(block)] = values[0];
+    }
+  }
+}
+
+class EmulatedPreparedPass : public PreparedPass {
+ public:
+  EmulatedPreparedPass(const PassPoint& point, LaunchGeometry geometry)
+      : inputs_(MakeDevicePassInputs(point)),
+        geometry_(geometry),
+        num_times_(point.evaluation->model().num_times()) {}
+
+  int gram_size() const override { return inputs_.gram_size; }
+
+  void ComputeGrams(std::span<const RowBatch> batches, std::span<const float* const> data,
+                    std::span<Eigen::MatrixXd> grams, std::span<int64_t> finite_points) override {
+    const std::vector<PassJob> jobs = MakePassJobs(num_times_, batches, data, num_angles());
+    HOMODYNE_CHECK(grams.size() == jobs.size() && finite_points.size() == jobs.size());
+    if (inputs_.laminar) {
+      EmulateGramLaunch<true>(inputs_, jobs, geometry_, block_sums_);
+    } else {
+      EmulateGramLaunch<false>(inputs_, jobs, geometry_, block_sums_);
+    }
+    GramsFromBlockSums(block_sums_, geometry_.blocks_per_job, inputs_.gram_size, grams,
+                       finite_points);
+  }
+
+  void ComputeSquaredResiduals(std::span<const RowBatch> batches,
+                               std::span<const float* const> data,
+                               std::span<double> squared_residuals) override {
+    const std::vector<PassJob> jobs = MakePassJobs(num_times_, batches, data, num_angles());
+    HOMODYNE_CHECK(squared_residuals.size() == batches.size());
+    if (inputs_.laminar) {
+      EmulateCostLaunch<true>(inputs_, jobs, geometry_, block_sums_);
+    } else {
+      EmulateCostLaunch<false>(inputs_, jobs, geometry_, block_sums_);
+    }
+    CostsFromBlockSums(block_sums_, geometry_.blocks_per_job, num_angles(), squared_residuals);
+  }
+
+ private:
+  int num_angles() const { return static_cast<int>(inputs_.angles.size()); }
+
+  const DevicePassInputs inputs_;
+  const LaunchGeometry geometry_;
+  const int num_times_;
+  std::vector<double> block_sums_;  // the emulated launch's output
+};
+
+class EmulatedPassBackend : public PassBackend {
+ public:
+  explicit EmulatedPassBackend(LaunchGeometry geometry) : geometry_(geometry) {
+    HOMODYNE_CHECK(device_pass::IsValidGeometry(geometry));
+  }
+  BackendKind kind() const override { return BackendKind::kCuda; }
+  std::unique_ptr<PreparedPass> Prepare(const PassPoint& point) override {
+    return std::make_unique<EmulatedPreparedPass>(point, geometry_);
+  }
+
+ private:
+  const LaunchGeometry geometry_;
+};
+
+}  // namespace
+
+std::shared_ptr<PassBackend> MakeEmulatedPassBackend(LaunchGeometry geometry) {
+  return std::make_shared<EmulatedPassBackend>(geometry);
+}
+
+}  // namespace homodyne

@@ -1,0 +1,178 @@
+// Tests of the self-check of a device backend (src/objective/backend_self_check.h), without a GPU:
+// the host emulation stands for the device, and a backend that corrupts one Gram entry for a
+// device that computes wrongly. backend auto falls back to the CPU with the report; backend cuda
+// stops with its message.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "device_pass_comparison.h"
+#include "homodyne/errors.h"
+#include "objective/backend_self_check.h"
+#include "objective/batched_objective.h"
+#include "objective/device_pass_backend.h"
+#include "objective/pass_backend.h"
+
+namespace homodyne {
+namespace {
+
+using ::testing::HasSubstr;
+
+// The emulated backend with entry (2, 1) of the first Gram of every call changed by `factor`
+// relative to its scale (a device whose sums are wrong in one place).
+class CorruptingBackend : public PassBackend {
+ public:
+  explicit CorruptingBackend(double factor) : factor_(factor) {}
+  BackendKind kind() const override { return BackendKind::kCuda; }
+  std::unique_ptr<PreparedPass> Prepare(const PassPoint& point) override {
+    return std::make_unique<Pass>(emulated_->Prepare(point), factor_);
+  }
+
+ private:
+  class Pass : public PreparedPass {
+   public:
+    Pass(std::unique_ptr<PreparedPass> inner, double factor)
+        : inner_(std::move(inner)), factor_(factor) {}
+    int gram_size() const override { return inner_->gram_size(); }
+    void ComputeGrams(std::span<const RowBatch> batches, std::span<const float* const> data,
+                      std::span<Eigen::MatrixXd> grams, std::span<int64_t> finite_points) override {
+      inner_->ComputeGrams(batches, data, grams, finite_points);
+      Eigen::MatrixXd& gram = grams[0];
+      gram(2, 1) += factor_ * std::sqrt(gram(2, 2) * gram(1, 1));
+    }
+    void ComputeSquaredResiduals(std::span<const RowBatch> batches,
+                                 std::span<const float* const> data,
+                                 std::span<double> squared_residuals) override {
+      inner_->ComputeSquaredResiduals(batches, data, squared_residuals);
+    }
+
+   private:
+    std::unique_ptr<PreparedPass> inner_;
+    double factor_;
+  };
+
+  const std::shared_ptr<PassBackend> emulated_ = MakeEmulatedPassBackend({2, 64});
+  const double factor_;
+};
+
+class BackendSelfCheckTest : public ::testing::Test {
+ protected:
+  BackendSelfCheckTest()
+      : case_(device_pass_testing::MakeCase("self-check", AnalysisMode::kLaminarFlow, 150, 3000,
+                                            3)) {}
+
+  // A full pass on `backend`, then a cost pass, through the objective's interface.
+  device_pass_testing::PassSums Passes(PassBackend& backend) {
+    return device_pass_testing::ComputeAllSums(backend, case_);
+  }
+
+  std::shared_ptr<PassBackend> Checked(std::shared_ptr<PassBackend> device,
+                                       SelfCheckPolicy policy) {
+    return MakeSelfCheckingBackend(
+        std::move(device), MakeCpuPassBackend(), policy,
+        [this](const SelfCheckReport& report) { reports_.push_back(report); });
+  }
+
+  device_pass_testing::PassCase case_;
+  std::vector<SelfCheckReport> reports_;
+};
+
+TEST_F(BackendSelfCheckTest, PoliciesOfTheRequestedBackends) {
+  EXPECT_EQ(SelfCheckPolicyFor(BackendKind::kAuto), SelfCheckPolicy::kFallBack);
+  EXPECT_EQ(SelfCheckPolicyFor(BackendKind::kCuda), SelfCheckPolicy::kStop);
+}
+
+TEST_F(BackendSelfCheckTest, AnAgreeingDeviceComputesAfterTheCheck) {
+  const std::shared_ptr<PassBackend> emulated = MakeEmulatedPassBackend({2, 64});
+  const std::shared_ptr<PassBackend> checked = Checked(emulated, SelfCheckPolicy::kStop);
+
+  const device_pass_testing::PassSums sums = Passes(*checked);
+
+  ASSERT_EQ(reports_.size(), 1u);  // once, not per pass
+  const SelfCheckReport& report = reports_[0];
+  EXPECT_TRUE(report.ran);
+  EXPECT_TRUE(report.passed) << report.Describe();
+  EXPECT_LE(report.largest_difference, 1e-12);
+  EXPECT_GT(report.points, 0);
+  EXPECT_LE(report.points, kSelfCheckPoints);
+  EXPECT_GE(report.seconds, 0.0);
+  EXPECT_THAT(report.Describe(), HasSubstr("backend self-check passed"));
+  EXPECT_EQ(checked->kind(), BackendKind::kCuda);
+  EXPECT_TRUE(device_pass_testing::BitwiseEqual(sums, Passes(*emulated)));
+}
+
+TEST_F(BackendSelfCheckTest, AutoFallsBackToTheCpuWhenOneGramEntryIsWrong) {
+  const std::shared_ptr<PassBackend> checked =
+      Checked(std::make_shared<CorruptingBackend>(1e-8), SelfCheckPolicy::kFallBack);
+
+  const device_pass_testing::PassSums sums = Passes(*checked);
+
+  ASSERT_EQ(reports_.size(), 1u);
+  const SelfCheckReport& report = reports_[0];
+  EXPECT_FALSE(report.passed);
+  EXPECT_NEAR(report.largest_difference, 1e-8, 1e-10);
+  EXPECT_EQ(report.where, "batch 0 angle 0 Gram entry (2, 1)");
+  EXPECT_THAT(report.Describe(), HasSubstr("backend self-check failed"));
+  EXPECT_THAT(report.Describe(), HasSubstr("Gram entry (2, 1)"));
+  EXPECT_EQ(checked->kind(), BackendKind::kCpu);
+  // Every pass, the first included, is the CPU's.
+  EXPECT_TRUE(device_pass_testing::BitwiseEqual(sums, Passes(*MakeCpuPassBackend())));
+}
+
+TEST_F(BackendSelfCheckTest, CudaStopsWithTheDifferenceWhenOneGramEntryIsWrong) {
+  const std::shared_ptr<PassBackend> checked =
+      Checked(std::make_shared<CorruptingBackend>(1e-8), SelfCheckPolicy::kStop);
+  try {
+    Passes(*checked);
+    ADD_FAILURE() << "the passes ran on a device that failed its self-check";
+  } catch (const ConfigError& error) {
+    EXPECT_THAT(error.what(), HasSubstr("backend cuda: self-check failed: "));
+    EXPECT_THAT(error.what(), HasSubstr("batch 0 angle 0 Gram entry (2, 1)"));
+    EXPECT_THAT(error.what(), HasSubstr("use --backend cpu"));
+  }
+  ASSERT_EQ(reports_.size(), 1u);
+  EXPECT_FALSE(reports_[0].passed);
+}
+
+TEST_F(BackendSelfCheckTest, ADifferenceBelowTheToleranceIsAccepted) {
+  const std::shared_ptr<PassBackend> checked =
+      Checked(std::make_shared<CorruptingBackend>(1e-11), SelfCheckPolicy::kStop);
+  Passes(*checked);
+  ASSERT_EQ(reports_.size(), 1u);
+  EXPECT_TRUE(reports_[0].passed) << reports_[0].Describe();
+  EXPECT_EQ(checked->kind(), BackendKind::kCuda);
+}
+
+TEST_F(BackendSelfCheckTest, AModeTheDeviceLacksFallsBackOrStops) {
+  const HomodyneModel model = device_pass_testing::MakeModel(AnalysisMode::kTwoComponent, 12);
+  const std::vector<double> physical = {1000.0, -0.3, 10.0, 20000.0, -0.5, 0.0, 20.0,
+                                        0.5,    1.0,  0.3,  0.01,    0.5,  0.2, 2.0};
+  const ModelEvaluation evaluation(model, physical);
+  const std::vector<double> phi = {0.0}, contrast = {0.3}, offset = {1.0};
+  const std::vector<float> values(static_cast<size_t>(UpperTriangleSize(12)), 1.1f);
+  const std::vector<RowBatch> batches = SplitIntoBatches(12, 1000);
+  const std::vector<const float*> data = {values.data()};
+  std::vector<double> costs(1);
+
+  const std::shared_ptr<PassBackend> automatic =
+      Checked(MakeEmulatedPassBackend(), SelfCheckPolicy::kFallBack);
+  automatic->Prepare({&evaluation, phi, contrast, offset, {}})
+      ->ComputeSquaredResiduals(batches, data, costs);
+  ASSERT_EQ(reports_.size(), 1u);
+  EXPECT_THAT(reports_[0].failure, HasSubstr("not two_component"));
+  EXPECT_EQ(automatic->kind(), BackendKind::kCpu);
+  EXPECT_GT(costs[0], 0.0);
+
+  const std::shared_ptr<PassBackend> cuda =
+      Checked(MakeEmulatedPassBackend(), SelfCheckPolicy::kStop);
+  EXPECT_THROW(cuda->Prepare({&evaluation, phi, contrast, offset, {}})
+                   ->ComputeSquaredResiduals(batches, data, costs),
+               ConfigError);
+}
+
+}  // namespace
+}  // namespace homodyne

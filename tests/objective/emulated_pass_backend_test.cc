@@ -1,0 +1,195 @@
+// Tests of the host emulation of the CUDA backend (src/objective/emulated_pass_backend.cc): the
+// kernels' arithmetic and schedule (src/model/device/) against the CPU backend, on both homodyne
+// modes, odd sizes and several launch geometries; its independence of the chunking; and a whole
+// fit on it against the CPU fit (docs/backends.md, Verified where).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "device_pass_comparison.h"
+#include "homodyne/errors.h"
+#include "homodyne/model.h"
+#include "model/device/device_schedule.h"
+#include "objective/batched_objective.h"
+#include "objective/device_pass_backend.h"
+#include "objective/pass_backend.h"
+#include "optimize/levenberg_marquardt.h"
+#include "support/simulated_data_fixture.h"
+
+namespace homodyne {
+namespace {
+
+using device_pass::LaunchGeometry;
+using device_pass_testing::ComparisonCases;
+using device_pass_testing::ComputeAllSums;
+using device_pass_testing::ComputeSums;
+using device_pass_testing::LargestError;
+using device_pass_testing::PassCase;
+using device_pass_testing::PassSums;
+
+constexpr double kTolerance = 1e-12;  // docs/backends.md, Verified where
+
+const std::vector<LaunchGeometry> kGeometries = {{1, 1}, {4, 128}, {3, 32}, {1, 1024}, {7, 64}};
+
+std::string Describe(const LaunchGeometry& geometry) {
+  return std::to_string(geometry.blocks_per_job) + " blocks of " +
+         std::to_string(geometry.threads_per_block) + " threads";
+}
+
+TEST(DevicePointTest, GuardsAreTheModelsGuards) {
+  EXPECT_EQ(device_pass::kSmoothAbsEpsilon, model_limits::kSmoothAbsEpsilon);
+  EXPECT_EQ(device_pass::kLogG1DiffusionMin, model_limits::kLogG1DiffusionMin);
+  EXPECT_EQ(device_pass::kSincTaylorRadius, model_limits::kSincTaylorRadius);
+  EXPECT_EQ(device_pass::kG1Floor, model_limits::kG1Floor);
+  EXPECT_EQ(device_pass::kMaxGramSize, NumPhysicalParameters(AnalysisMode::kLaminarFlow) + 3);
+}
+
+TEST(DevicePointTest, LocatePointWalksThePackedTriangle) {
+  const int n = 9;
+  device_pass::PassJob job;
+  job.row_begin = 2;
+  job.row_end = 7;
+  job.points = UpperTriangleRowsSize(n, job.row_begin, job.row_end);
+  int64_t p = 0;
+  for (int i = job.row_begin; i < job.row_end; ++i) {
+    for (int j = i + 1; j < n; ++j, ++p) {
+      int located_i = -1, located_j = -1;
+      device_pass::LocatePoint(n, job, p, &located_i, &located_j);
+      EXPECT_EQ(located_i, i) << p;
+      EXPECT_EQ(located_j, j) << p;
+    }
+  }
+  EXPECT_EQ(p, job.points);
+}
+
+TEST(EmulatedPassBackendTest, EverySumAgreesWithTheCpuBackendOnEveryCaseAndGeometry) {
+  const std::shared_ptr<PassBackend> cpu = MakeCpuPassBackend();
+  for (const PassCase& pass_case : ComparisonCases()) {
+    const PassSums expected = ComputeAllSums(*cpu, pass_case);
+    for (const LaunchGeometry& geometry : kGeometries) {
+      SCOPED_TRACE(pass_case.name + ", " + Describe(geometry));
+      const std::shared_ptr<PassBackend> emulated = MakeEmulatedPassBackend(geometry);
+      const PassSums actual = ComputeAllSums(*emulated, pass_case);
+      std::string where;
+      EXPECT_LE(LargestError(actual, expected, &where), kTolerance) << where;
+      EXPECT_EQ(actual.finite, expected.finite);
+    }
+  }
+}
+
+TEST(EmulatedPassBackendTest, RobustLossesAgreeWithTheCpuBackend) {
+  const std::shared_ptr<PassBackend> cpu = MakeCpuPassBackend();
+  const std::shared_ptr<PassBackend> emulated = MakeEmulatedPassBackend({3, 64});
+  for (AnalysisMode mode : {AnalysisMode::kStatic, AnalysisMode::kLaminarFlow}) {
+    const PassCase pass_case = device_pass_testing::MakeCase("robust", mode, 80, 700, 3);
+    for (LossFunction function : {LossFunction::kSoftL1, LossFunction::kHuber,
+                                  LossFunction::kCauchy, LossFunction::kArctan}) {
+      SCOPED_TRACE(std::string(ToString(mode)) + " loss " +
+                   std::to_string(static_cast<int>(function)));
+      const PassLoss loss{function, 0.02};  // most residuals beyond the scale: robust regime
+      const PassSums expected = ComputeAllSums(*cpu, pass_case, loss);
+      const PassSums actual = ComputeAllSums(*emulated, pass_case, loss);
+      std::string where;
+      EXPECT_LE(LargestError(actual, expected, &where), kTolerance) << where;
+    }
+  }
+}
+
+TEST(EmulatedPassBackendTest, SumsOfABatchDoNotDependOnTheChunking) {
+  const std::shared_ptr<PassBackend> emulated = MakeEmulatedPassBackend({4, 32});
+  const PassCase pass_case =
+      device_pass_testing::MakeCase("chunking", AnalysisMode::kLaminarFlow, 120, 400, 4);
+  const int num_batches = static_cast<int>(pass_case.batches.size());
+  ASSERT_GT(num_batches, 6);
+  const PassSums whole = ComputeAllSums(*emulated, pass_case);
+  const size_t n = pass_case.phi.size();
+  for (const auto& [first, last] : {std::pair{0, 1}, std::pair{1, 4}, std::pair{4, num_batches}}) {
+    SCOPED_TRACE(std::to_string(first) + ".." + std::to_string(last));
+    const PassSums part = ComputeSums(*emulated, pass_case, PassLoss(), first, last);
+    for (size_t slot = 0; slot < part.grams.size(); ++slot) {
+      const size_t whole_slot = static_cast<size_t>(first) * n + slot;
+      for (int a = 0; a < part.grams[slot].rows(); ++a) {
+        for (int c = 0; c <= a; ++c) {
+          EXPECT_EQ(part.grams[slot](a, c), whole.grams[whole_slot](a, c)) << slot;
+        }
+      }
+      EXPECT_EQ(part.finite[slot], whole.finite[whole_slot]);
+    }
+    for (size_t b = 0; b < part.costs.size(); ++b) {
+      EXPECT_EQ(part.costs[b], whole.costs[static_cast<size_t>(first) + b]);
+    }
+  }
+}
+
+TEST(EmulatedPassBackendTest, ThreadsWithoutPointsAddNothing) {
+  // More threads than points: most threads' partial sums stay zero, and the sums agree with the
+  // geometry of one thread.
+  const PassCase pass_case =
+      device_pass_testing::MakeCase("few points", AnalysisMode::kStatic, 5, 100, 1);
+  const PassSums one_thread = ComputeAllSums(*MakeEmulatedPassBackend({1, 1}), pass_case);
+  const PassSums many = ComputeAllSums(*MakeEmulatedPassBackend({5, 256}), pass_case);
+  std::string where;
+  EXPECT_LE(LargestError(many, one_thread, &where), kTolerance) << where;
+  EXPECT_EQ(many.finite, one_thread.finite);
+}
+
+TEST(EmulatedPassBackendTest, TwoComponentIsRefusedByName) {
+  const HomodyneModel model = device_pass_testing::MakeModel(AnalysisMode::kTwoComponent, 10);
+  const std::vector<double> physical = {1000.0, -0.3, 10.0, 20000.0, -0.5, 0.0, 20.0,
+                                        0.5,    1.0,  0.3,  0.01,    0.5,  0.2, 2.0};
+  const ModelEvaluation evaluation(model, physical);
+  const std::vector<double> phi = {0.0}, contrast = {0.3}, offset = {1.0};
+  try {
+    MakeEmulatedPassBackend()->Prepare({&evaluation, phi, contrast, offset, {}});
+    ADD_FAILURE() << "Prepare accepted two_component";
+  } catch (const NotCompiledError& error) {
+    EXPECT_THAT(error.what(), ::testing::HasSubstr("not two_component"));
+  }
+}
+
+class EmulatedFitTest : public SimulatedDataTest {};
+
+// A whole fit on the emulation equals the CPU fit to 1e-10 (relative) in every parameter: both
+// modes under the linear loss, and laminar_flow under soft_l1.
+TEST_F(EmulatedFitTest, FitEqualsTheCpuFit) {
+  struct FitCase {
+    AnalysisMode mode;
+    LossOptions loss;
+  };
+  for (const FitCase& fit_case :
+       {FitCase{AnalysisMode::kStatic, {}}, FitCase{AnalysisMode::kLaminarFlow, {}},
+        FitCase{AnalysisMode::kLaminarFlow, {LossFunction::kSoftL1, 2.0}}}) {
+    SCOPED_TRACE(std::string(ToString(fit_case.mode)) + " loss " +
+                 std::to_string(static_cast<int>(fit_case.loss.function)));
+    const Config config = SimulationConfig(fit_case.mode, 40);
+    std::unique_ptr<BatchSource> source = SimulateAndOpen(config);
+    const PackedDataObjective::PackedData data = PackedDataObjective::LoadPackedData(*source);
+    PassOptions options;
+    options.batch_points = 170;
+    options.loss = fit_case.loss;
+    PackedDataObjective cpu(ModelOf(config, *source), AnglesOf(*source), 0.01, data, options,
+                            MakeCpuPassBackend());
+    PackedDataObjective emulated(ModelOf(config, *source), AnglesOf(*source), 0.01, data, options,
+                                 MakeEmulatedPassBackend({2, 64}));
+    Eigen::VectorXd start = Truth(config);
+    for (int a = 0; a < cpu.num_physical(); ++a) start[a] *= a % 2 == 0 ? 1.2 : 0.9;
+    const LevenbergMarquardtOptions lm = BoundedOptions(cpu);
+    const LevenbergMarquardtSummary expected = Minimize(lm, cpu, start);
+    const LevenbergMarquardtSummary actual = Minimize(lm, emulated, start);
+    ASSERT_TRUE(expected.IsConverged()) << expected.reason;
+    ASSERT_TRUE(actual.IsConverged()) << actual.reason;
+    EXPECT_EQ(actual.iterations, expected.iterations);
+    for (int a = 0; a < cpu.num_parameters(); ++a) {
+      EXPECT_NEAR(actual.theta[a], expected.theta[a], 1e-10 * std::abs(expected.theta[a]))
+          << "parameter " << a;
+    }
+    EXPECT_NEAR(actual.final_chi2, expected.final_chi2, 1e-10 * expected.final_chi2);
+  }
+}
+
+}  // namespace
+}  // namespace homodyne
