@@ -539,7 +539,7 @@ OTHER_TOOLS_FLAGS = {
                                                  "--kill-on-bad-exit", "--allow-run-as-root",
                                                  "--cpu-bind", "--ntasks-per-node", "--nodes"},
     "bench/ programs": {"--benchmark", "--methods", "--repeats", "--float32", "--cold",
-                        "--no-prefetch"},
+                        "--no-prefetch", "--sets", "--starts", "--losses", "--hot-fraction"},
     "pip, python3 -m venv": {"--no-build-isolation", "--system-site-packages"},
     "homodyne-plot (scripts/homodyne_plot.py)": {"--plot-dir", "--dpi", "--max-pixels",
                                                   "--cuts"},
