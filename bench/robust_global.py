@@ -3,7 +3,7 @@
 
 Usage: /usr/bin/python3 bench/robust_global.py [--bin DIR] [--sets N] [--starts K]
          [--losses soft_l1,cauchy] [--f-scale F] [--seed S] [--hot-fraction F] [--hot-value V]
-         [--work DIR]
+         [--fix-gamma-offset] [--work DIR]
   e.g. /usr/bin/python3 bench/robust_global.py --sets 8 --starts 3 --losses linear,soft_l1,cauchy
 
 For each of --sets seeded laminar-flow data sets (bench/global_success.py's truths, geometry and
@@ -40,6 +40,9 @@ def parse_args(argv):
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--hot-fraction", type=float, default=0.0025)
     p.add_argument("--hot-value", type=float, default=0.5)
+    p.add_argument("--fix-gamma-offset", action="store_true",
+                   help="hold gamma_dot_t_offset at 0 (its truth), as bench/global_success.py's "
+                        "option: removes the flat valley of gamma_dot_t0 and gamma_dot_t_offset")
     p.add_argument("--frames", default="150:300")
     p.add_argument("--angles", default="2:4")
     p.add_argument("--timeout", type=float, default=300)
@@ -53,9 +56,9 @@ def parse_args(argv):
     return args
 
 
-def write_config(path, ds, start, loss, f_scale):
+def write_config(path, ds, start, loss, f_scale, fix_gamma_offset=False):
     """global_success.py's config in the aps_old layout (add_outliers.py's), with the loss."""
-    gs.write_config(path, ds, start)
+    gs.write_config(path, ds, start, fix_gamma_offset)
     with open(path) as f:
         text = f.read()
     text = text.replace("format: aps_u", "format: aps_old")
@@ -101,7 +104,7 @@ def main(argv):
         for loss in args.losses:
             f_scale = args.f_scale if loss != "linear" else 1.0
             write_config(os.path.join(set_dir, f"{loss}_truth.yaml"), ds, ds["truth"], loss,
-                         f_scale)
+                         f_scale, args.fix_gamma_offset)
             ref = gs.run_fit(args, set_dir, f"{loss}_truth.yaml", f"{loss}_reference",
                              ["--global-search", "off"])
             if not ref["ok"]:
@@ -110,7 +113,8 @@ def main(argv):
             ref_cost = robust_cost(set_dir, f"{loss}_reference")
             for start_name, start in starts:
                 config = f"{loss}_{start_name}.yaml"
-                write_config(os.path.join(set_dir, config), ds, start, loss, f_scale)
+                write_config(os.path.join(set_dir, config), ds, start, loss, f_scale,
+                             args.fix_gamma_offset)
                 fit = gs.run_fit(args, set_dir, config, f"{loss}_{start_name}", [])
                 if not fit["ok"]:
                     rows[loss].append((False, float("inf"), fit["wall_s"], 0))
