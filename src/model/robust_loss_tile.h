@@ -8,7 +8,9 @@
 //   J row     *= sqrt(J_scale)            (every column of the model's Jacobian)
 //   e         *= rho'(z) / sqrt(J_scale)
 // so that J^T e of the rescaled tile is J^T (rho' e), the exact gradient of the cost, and J^T J
-// is scipy's Gauss-Newton model of its Hessian.
+// is scipy's Gauss-Newton model of its Hessian. Under PassWeighting::kIrls (robust_loss.h)
+// J_scale = max(rho'(z), DBL_EPSILON) instead: J^T e is the same gradient and J^T J is
+// J^T diag(rho') J, iteratively reweighted least squares.
 //
 // Included only by the per-level kernel sources (through homodyne_pass_variant.h and
 // two_component_pass_variant.h); the functions have internal linkage for the reasons of
@@ -67,7 +69,7 @@ inline void EvaluateLoss(double z, double* rho, double* d1, double* d2) {
 // are 0 too: z = 0 leaves them 0). Returns sum s^2 rho(z) over the points (data units squared).
 // Two passes, so that the second vectorises: the per-point factors (the loss's libm calls), then
 // every column of J scaled by its points' factors.
-template <LossFunction kFunction>
+template <LossFunction kFunction, PassWeighting kWeighting>
 inline double RescaleTileFor(double* tile, int count, int gram_size, double residual_scale) {
   constexpr double kEpsilon = 2.220446049250313e-16;  // DBL_EPSILON, as scipy's EPS
   double* residuals = tile + (gram_size - 1) * kTilePoints;
@@ -78,7 +80,7 @@ inline double RescaleTileFor(double* tile, int count, int gram_size, double resi
     const double z = u * u;
     double rho, d1, d2;
     EvaluateLoss<kFunction>(z, &rho, &d1, &d2);
-    double j_scale = d1 + 2.0 * z * d2;
+    double j_scale = kWeighting == PassWeighting::kIrls ? d1 : d1 + 2.0 * z * d2;
     if (j_scale < kEpsilon) j_scale = kEpsilon;
     const double row_scale = std::sqrt(j_scale);
     row_scales[t] = row_scale;
@@ -93,20 +95,31 @@ inline double RescaleTileFor(double* tile, int count, int gram_size, double resi
   return loss_sum * (residual_scale * residual_scale);
 }
 
-inline double RescaleTileForLoss(const PassLoss& loss, double* tile, int count, int gram_size) {
+template <PassWeighting kWeighting>
+inline double RescaleTileWith(const PassLoss& loss, double* tile, int count, int gram_size) {
   switch (loss.function) {
     case LossFunction::kSoftL1:
-      return RescaleTileFor<LossFunction::kSoftL1>(tile, count, gram_size, loss.residual_scale);
+      return RescaleTileFor<LossFunction::kSoftL1, kWeighting>(tile, count, gram_size,
+                                                               loss.residual_scale);
     case LossFunction::kHuber:
-      return RescaleTileFor<LossFunction::kHuber>(tile, count, gram_size, loss.residual_scale);
+      return RescaleTileFor<LossFunction::kHuber, kWeighting>(tile, count, gram_size,
+                                                              loss.residual_scale);
     case LossFunction::kCauchy:
-      return RescaleTileFor<LossFunction::kCauchy>(tile, count, gram_size, loss.residual_scale);
+      return RescaleTileFor<LossFunction::kCauchy, kWeighting>(tile, count, gram_size,
+                                                               loss.residual_scale);
     case LossFunction::kArctan:
-      return RescaleTileFor<LossFunction::kArctan>(tile, count, gram_size, loss.residual_scale);
+      return RescaleTileFor<LossFunction::kArctan, kWeighting>(tile, count, gram_size,
+                                                               loss.residual_scale);
     case LossFunction::kLinear:
       break;
   }
   return 0.0;  // linear: never called (the kernels keep their plain path)
+}
+
+inline double RescaleTileForLoss(const PassLoss& loss, double* tile, int count, int gram_size) {
+  return loss.weighting == PassWeighting::kIrls
+             ? RescaleTileWith<PassWeighting::kIrls>(loss, tile, count, gram_size)
+             : RescaleTileWith<PassWeighting::kScipy>(loss, tile, count, gram_size);
 }
 
 // sum s^2 rho((e / s)^2) over `count` residuals e (0 at non-finite data points).

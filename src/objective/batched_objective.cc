@@ -382,11 +382,18 @@ NormalEquations BatchedObjective::Accumulate(const Eigen::VectorXd& theta) {
   return result;
 }
 
-AngleGrams BatchedObjective::AccumulateAngleGrams(const Eigen::VectorXd& theta) {
+AngleGrams BatchedObjective::AccumulateAngleGrams(const Eigen::VectorXd& theta, bool weighted) {
   CheckTheta(theta);
   ++passes_;
   const int n_angles = num_angles();
-  const PassAt at(*this, theta, PassLoss());  // linear: the projection needs [J | e] as it is
+  // Plain: [J | e] as it is (the linear loss's projection); weighted: the reweighted rows of a
+  // robust loss's projection (variable_projection.h).
+  PassLoss loss;
+  if (weighted && !options_.loss.is_linear()) {
+    loss = PassLossOfFit();
+    loss.weighting = PassWeighting::kIrls;
+  }
+  const PassAt at(*this, theta, loss);
   const int g = at.pass->gram_size();
   const int num_batches = static_cast<int>(batches_.size());
   const int chunk_size = std::min(ChunkBatches(), std::max(num_batches, 1));
@@ -817,9 +824,10 @@ std::vector<RowBatch> SubsampleRows(int n, int row_stride, int64_t* total) {
   return rows;
 }
 
-PassOptions SubsamplePassOptions(std::shared_ptr<ProcessGroup> group) {
+PassOptions SubsamplePassOptions(std::shared_ptr<ProcessGroup> group, LossOptions loss) {
   PassOptions options;
   options.group = std::move(group);
+  options.loss = loss;
   return options;
 }
 
@@ -830,10 +838,11 @@ std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(BatchSource& source,
                                                             std::vector<double> phi_degrees,
                                                             double sigma, int row_stride,
                                                             std::shared_ptr<PassBackend> backend,
-                                                            std::shared_ptr<ProcessGroup> group) {
+                                                            std::shared_ptr<ProcessGroup> group,
+                                                            LossOptions loss) {
   int64_t total = 0;
   std::vector<RowBatch> rows = SubsampleRows(source.info().num_times(), row_stride, &total);
-  PassOptions options = SubsamplePassOptions(std::move(group));
+  PassOptions options = SubsamplePassOptions(std::move(group), loss);
   if (IsDistributed(options)) {
     // Only the rows of this rank's share: the same floats KeepOwnShare would keep.
     std::unique_ptr<InMemoryPassData> data =
@@ -860,7 +869,7 @@ std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(BatchSource& source,
 std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(
     const InMemoryPassData::PackedData& packed, HomodyneModel model,
     std::vector<double> phi_degrees, double sigma, int row_stride,
-    std::shared_ptr<PassBackend> backend, std::shared_ptr<ProcessGroup> group) {
+    std::shared_ptr<PassBackend> backend, std::shared_ptr<ProcessGroup> group, LossOptions loss) {
   const int n = model.num_times();
   int64_t total = 0;
   std::vector<RowBatch> rows = SubsampleRows(n, row_stride, &total);
@@ -874,7 +883,7 @@ std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(
   }
   return std::make_unique<BatchedObjective>(std::move(model), std::move(phi_degrees), sigma,
                                             std::make_unique<InMemoryPassData>(std::move(data)),
-                                            SubsamplePassOptions(std::move(group)), std::move(rows),
+                                            SubsamplePassOptions(std::move(group), loss), std::move(rows),
                                             std::move(backend));
 }
 

@@ -179,7 +179,8 @@ struct AngleGrams {
   //   e = data - c2                                      (column M)
   // at the evaluated theta; unscaled (no 1/sigma^2, each point once), full symmetric, and
   // reduced in batch order (deterministic). In the objective's scaling the pass's chi2 is
-  // 2 / sigma^2 * sum_k G_k(M, M).
+  // 2 / sigma^2 * sum_k G_k(M, M). A weighted pass (AccumulateAngleGrams) has each row of
+  // [J | e] times sqrt(rho'(z)) and s^2 sum rho(z) in G_k(M, M): its robust cost.
   std::vector<Eigen::MatrixXd> grams;
   int64_t finite_points = 0;  // finite upper-triangle points of all angles
 };
@@ -225,8 +226,11 @@ class BatchedObjective : public LeastSquaresProblem {
   const LossOptions& loss() const { return options_.loss; }
   // A full pass at theta that keeps every angle's sums apart (AngleGrams), for variable
   // projection. Counts as a pass (passes()); calls no on_chunk and takes no part in resume (a
-  // pending ResumePass state stays pending).
-  AngleGrams AccumulateAngleGrams(const Eigen::VectorXd& theta);
+  // pending ResumePass state stays pending). weighted = false: the plain [J | e] whatever the
+  // loss; true (a robust loss): each point's row of [J | e] weighted by sqrt(rho'(z)) and the
+  // (e, e) entry s^2 sum rho(z) (PassWeighting::kIrls, src/model/robust_loss.h); under the
+  // linear loss both are the plain pass.
+  AngleGrams AccumulateAngleGrams(const Eigen::VectorXd& theta, bool weighted = false);
   double sigma() const { return sigma_; }
 
   // Resume (docs/design.md section 6): the next Accumulate (state.full_pass) or Cost at bitwise
@@ -397,17 +401,19 @@ class PackedDataObjective : public BatchedObjective {
 // the source's DataError.
 // backend: as BatchedObjective's (null = the CPU backend); group: the ranks that share its passes
 // (PassOptions::group; null = this process alone). On several ranks each reads only the rows of
-// its share of the subsample's batches (what KeepOwnShare would keep).
+// its share of the subsample's batches (what KeepOwnShare would keep). loss: the fit's
+// (PassOptions::loss), which the global phase minimises too (docs/design.md section 4c).
 std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(
     BatchSource& source, HomodyneModel model, std::vector<double> phi_degrees, double sigma,
     int row_stride, std::shared_ptr<PassBackend> backend = nullptr,
-    std::shared_ptr<ProcessGroup> group = nullptr);
+    std::shared_ptr<ProcessGroup> group = nullptr, LossOptions loss = LossOptions());
 // The same from packed data already in memory (PackedDataObjective::data(), read from the same
 // source): the same floats, so the same objective, without reading the file again (row reads
 // of a compressed file decompress a whole chunk each).
 std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(
     const InMemoryPassData::PackedData& packed, HomodyneModel model,
     std::vector<double> phi_degrees, double sigma, int row_stride,
-    std::shared_ptr<PassBackend> backend = nullptr, std::shared_ptr<ProcessGroup> group = nullptr);
+    std::shared_ptr<PassBackend> backend = nullptr, std::shared_ptr<ProcessGroup> group = nullptr,
+    LossOptions loss = LossOptions());
 
 }  // namespace homodyne

@@ -170,13 +170,18 @@ NormalEquations VariableProjectionProblem::ProjectedEquations(const Eigen::Vecto
     if (std::abs(contrast) < kMinEvaluationContrast) contrast = kMinEvaluationContrast;
   }
   ++passes_;
-  const AngleGrams angle_grams = objective_.AccumulateAngleGrams(theta);
+  // Under a robust loss the pass weights each point's row by sqrt(rho'(z)) (see the top of
+  // variable_projection.h); under the linear loss it is the plain pass.
+  const AngleGrams angle_grams =
+      objective_.AccumulateAngleGrams(theta, /*weighted=*/!objective_.loss().is_linear());
   const int m = static_cast<int>(angle_grams.grams.front().rows()) - 1;  // e column
   const int ci = m - 2;                                                  // contrast column
   const int oi = m - 1;                                                  // offset column
 
-  // The exact quadratic in l: per angle, moving (contrast, offset) by u changes the residual
-  // by -(u_c g + u_o), so chi2 ~ sum_k u^T Q_k u - 2 u^T q_k + const with u = W_k l + base_k.
+  // The quadratic in l: per angle, moving (contrast, offset) by u changes the residual by
+  // -(u_c g + u_o), so chi2 ~ sum_k u^T Q_k u - 2 u^T q_k + const with u = W_k l + base_k
+  // (exact under the linear loss; under a robust one the majorizer of the cost, from the
+  // weighted Gram matrices).
   std::vector<Eigen::MatrixXd> w(static_cast<size_t>(n_angles), Eigen::MatrixXd(2, n_linear));
   std::vector<Eigen::Vector2d> base(static_cast<size_t>(n_angles));
   Eigen::MatrixXd a = Eigen::MatrixXd::Zero(n_linear, n_linear);
@@ -201,7 +206,8 @@ NormalEquations VariableProjectionProblem::ProjectedEquations(const Eigen::Vecto
   const Eigen::VectorXd l = SolveBoxedQuadratic(a, b, linear_lower, linear_upper, l0);
 
   // Each angle's Gram matrix moved to (contrast, offset) = W l + base: physical columns scale
-  // by contrast_new / contrast_evaluated, the residual column moves by -(du_c g + du_o).
+  // by contrast_new / contrast_evaluated, the residual column moves by -(du_c g + du_o). Under
+  // a robust loss its (e, e) entry becomes the majorizer at l: an upper bound of the cost there.
   const int p_full = objective_.num_parameters();
   const double scale = 2.0 / (objective_.sigma() * objective_.sigma());
   Eigen::MatrixXd jtj = Eigen::MatrixXd::Zero(p_full, p_full);

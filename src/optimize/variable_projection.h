@@ -18,6 +18,17 @@
 // judged with the best scaling for it, which widens the basin of convergence (measured in
 // docs/performance.md). The final covariance still comes from the full problem: the caller
 // refines from FullPoint() with the reduced problem (ReparametrizedProblem).
+//
+// Under a robust loss (the objective's PassOptions::loss; docs/design.md section 4c) the cost is
+// no quadratic in l. The pass then weights each point's row of [J | e] by sqrt(rho'(z)) at the
+// evaluated point (n, l0) (BatchedObjective::AccumulateAngleGrams, weighted), and the same
+// algebra gives one step of iteratively reweighted least squares: rho is concave in z, so the
+// weighted quadratic is a majorizer of the cost in l that touches it at l0; its boxed minimum l1
+// lowers the cost, and the value returned, the majorizer at l1, is an upper bound of the cost at
+// (n, l1), equal to it once l stops moving. The normal equations are the majorizer's: J^T
+// diag(rho') J and the exact gradient J^T (rho' e). l1 becomes the estimate of the next
+// evaluation, so along a local fit the scaling converges with the physical parameters; one pass
+// per evaluation, as under the linear loss.
 #pragma once
 
 #include <cstdint>
@@ -54,9 +65,11 @@ class VariableProjectionProblem : public LeastSquaresProblem {
   // The nonlinear parameters n (in the reduced layout's order).
   int num_parameters() const override { return static_cast<int>(nonlinear_.size()); }
   int64_t num_residuals() const override { return objective_.num_residuals(); }
-  // Kaufman's normal equations of chi2(n, l(n)) (see the top of this file), one pass.
+  // Kaufman's normal equations of chi2(n, l(n)) (see the top of this file), one pass; under a
+  // robust loss those of the majorizer of the robust cost at the new scaling.
   NormalEquations Accumulate(const Eigen::VectorXd& n) override;
-  // chi2(n, l(n)): the same pass (the projection needs the per-angle sums).
+  // chi2(n, l(n)): the same pass (the projection needs the per-angle sums); under a robust loss
+  // the majorizer's value, an upper bound of the robust cost at (n, linear_estimate()).
   double Cost(const Eigen::VectorXd& n) override;
 
   // Indices of the nonlinear and linear parameters in the reduced layout.
@@ -75,8 +88,10 @@ class VariableProjectionProblem : public LeastSquaresProblem {
   // Passes made so far.
   int64_t passes() const { return passes_; }
   // The linear estimate the next evaluation is taken at (the best scaling of the last one): the
-  // only state carried from one evaluation to the next. Results agree to rounding whatever it
-  // is; restoring it makes a replayed search (global_search.h) continue bitwise.
+  // only state carried from one evaluation to the next. Under the linear loss results agree to
+  // rounding whatever it is (under a robust loss an evaluation's value depends on it, as one
+  // reweighting step from it); restoring it makes a replayed search (global_search.h) continue
+  // bitwise.
   const Eigen::VectorXd& linear_estimate() const { return linear_estimate_; }
   void set_linear_estimate(const Eigen::VectorXd& estimate) { linear_estimate_ = estimate; }
 

@@ -153,7 +153,14 @@ std::vector<std::string> OtherMinimumWarnings(const FitResult& result, int64_t n
   const GlobalSearchRecord& search = result.global_search;
   if (search.chosen < 0 || search.search_points <= 0 || result.physical.empty()) return {};
   const double scale = static_cast<double>(num_points) / static_cast<double>(search.search_points);
-  const double reduced = std::max(result.reduced_chi_squared, 1.0);
+  // The minima's chi2 is what the phase minimised: 2 cost under a robust loss (docs/design.md
+  // section 4c), whose reduced value (the covariance's s^2) is then the unit.
+  const double reduced_objective =
+      result.loss == "linear"
+          ? result.reduced_chi_squared
+          : 2.0 * result.robust_cost /
+                static_cast<double>(std::max<int64_t>(result.degrees_of_freedom, 1));
+  const double reduced = std::max(reduced_objective, 1.0);
   const double chosen_chi2 = search.minima[static_cast<size_t>(search.chosen)].chi2;
   std::vector<std::string> names;
   std::string evidence;  // the lowest such minimum's differences

@@ -51,7 +51,8 @@ FitQuality AssessFitQuality(const FitQualityInputs& inputs);
 // plus 2 (the search's minima are fitted to a row subsample) is determined less well than its
 // uncertainty says (the surface is far from quadratic).
 // Returns the warning naming them (empty when none) and appends their names to `undetermined`.
-// Reads result.physical, reduced_chi_squared and global_search.
+// Reads result.physical, reduced_chi_squared (under a robust loss robust_cost and
+// degrees_of_freedom) and global_search.
 std::vector<std::string> OtherMinimumWarnings(const FitResult& result, int64_t num_points,
                                               std::vector<std::string>& undetermined);
 

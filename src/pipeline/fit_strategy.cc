@@ -154,10 +154,10 @@ class InMemoryStrategy : public FitStrategy {
   std::unique_ptr<BatchedObjective> SearchData(int row_stride) const override {
     if (group_->size() > 1) {
       return MakeRowSubsampleObjective(source_, model_, phi_degrees_, sigma_, row_stride,
-                                       backend_, group_);
+                                       backend_, group_, objective_->loss());
     }
     return MakeRowSubsampleObjective(objective_->data(), model_, phi_degrees_, sigma_, row_stride,
-                                     backend_, group_);
+                                     backend_, group_, objective_->loss());
   }
 
   static PassOptions InMemoryPassOptions(StrategyKind kind, const StrategyInputs& inputs) {
@@ -254,7 +254,7 @@ class StreamingStrategy : public FitStrategy {
   // Read from the file (the streaming objective reads the source only during its passes).
   std::unique_ptr<BatchedObjective> SearchData(int row_stride) const override {
     return MakeRowSubsampleObjective(source_, model_, phi_degrees_, sigma_, row_stride, backend_,
-                                     group_);
+                                     group_, objective_->loss());
   }
 
  private:

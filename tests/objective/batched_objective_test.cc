@@ -60,6 +60,58 @@ TEST_F(ObjectiveTest, GradientMatchesFiniteDifferencesOfCost) {
   }
 }
 
+TEST_F(ObjectiveTest, WeightedAngleGramsHoldTheRobustGradientCostAndReweightedCurvature) {
+  // The weighted pass of a robust loss (PassWeighting::kIrls; docs/design.md section 4c): per
+  // angle, J^T e is the exact gradient J^T (rho' e) that the scipy-rescaled pass (Accumulate)
+  // gives too, (e, e) is the robust cost, and J^T J is J^T diag(rho') J, which lies between the
+  // scipy model and the plain J^T J. Under the linear loss the weighted pass is the plain one.
+  const Config config = SimulationConfig(AnalysisMode::kLaminarFlow, 40);
+  std::unique_ptr<PackedDataObjective> plain = MakeObjective(config, 100);
+  PassOptions options;
+  options.batch_points = 100;
+  options.loss = LossOptions{LossFunction::kCauchy, 1.5};
+  PackedDataObjective robust(plain->model(), config.simulation.phi_angles_degrees, plain->sigma(),
+                             plain->data(), options);
+  Eigen::VectorXd theta = Truth(config);
+  theta[0] *= 1.2;                         // residuals of several sigma: the loss bites
+  theta[plain->OffsetIndex(1)] += 0.03;
+  const AngleGrams weighted = robust.AccumulateAngleGrams(theta, /*weighted=*/true);
+  const AngleGrams unweighted = robust.AccumulateAngleGrams(theta);
+  const NormalEquations scipy = robust.Accumulate(theta);
+  const int n_angles = robust.num_angles();
+  const int m = static_cast<int>(weighted.grams.front().rows()) - 1;
+  const double scale = 2.0 / (plain->sigma() * plain->sigma());
+  double cost = 0.0;
+  Eigen::VectorXd gradient = Eigen::VectorXd::Zero(robust.num_parameters());
+  for (int k = 0; k < n_angles; ++k) {
+    const Eigen::MatrixXd& g = weighted.grams[static_cast<size_t>(k)];
+    const Eigen::MatrixXd& p = unweighted.grams[static_cast<size_t>(k)];
+    cost += scale * g(m, m);
+    for (int c = 0; c < m; ++c) {
+      const int index = c < robust.num_physical() ? c
+                        : c == m - 2              ? robust.ContrastIndex(k)
+                                                  : robust.OffsetIndex(k);
+      gradient[index] -= scale * g(m, c);
+      // rho' <= 1: the reweighted curvature is below the plain one on the diagonal.
+      EXPECT_LE(g(c, c), p(c, c) * (1 + 1e-12)) << k << " " << c;
+    }
+  }
+  EXPECT_LT(cost, 0.9 * plain->Cost(theta));  // the loss bites at this point
+  EXPECT_NEAR(cost, scipy.chi2, 1e-12 * scipy.chi2);
+  EXPECT_NEAR(cost, robust.Cost(theta), 1e-12 * cost);
+  for (int j = 0; j < robust.num_parameters(); ++j) {
+    EXPECT_NEAR(gradient[j], scipy.jtr[j], 1e-9 * scipy.jtr.cwiseAbs().maxCoeff()) << j;
+  }
+  // Under the linear loss the weighted pass is bitwise the plain one.
+  const AngleGrams linear_weighted = plain->AccumulateAngleGrams(theta, /*weighted=*/true);
+  const AngleGrams linear_plain = plain->AccumulateAngleGrams(theta);
+  for (int k = 0; k < n_angles; ++k) {
+    EXPECT_TRUE((linear_weighted.grams[static_cast<size_t>(k)].array() ==
+                 linear_plain.grams[static_cast<size_t>(k)].array())
+                    .all());
+  }
+}
+
 TEST_F(ObjectiveTest, BitwiseIndependentOfThreadsAndCalls) {
   const Config config = SimulationConfig(AnalysisMode::kLaminarFlow, 40);
   std::unique_ptr<PackedDataObjective> objective = MakeObjective(config, 60);

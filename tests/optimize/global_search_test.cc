@@ -84,11 +84,28 @@ class GlobalSearchTest : public SimulatedDataTest {
     }
   }
 
-  // Method auto's coarse level (GlobalSearchInputs::coarse_data): every row_stride-th row.
+  // Method auto's coarse level (GlobalSearchInputs::coarse_data): every row_stride-th row, under
+  // the objective's loss.
   void UseCoarseLevel(int row_stride) {
     coarse_ = MakeRowSubsampleObjective(objective_->data(), objective_->model(),
                                         config_.simulation.phi_angles_degrees,
-                                        objective_->sigma(), row_stride);
+                                        objective_->sigma(), row_stride, nullptr, nullptr,
+                                        objective_->loss());
+  }
+
+  // The data with outliers (every 97th point of each angle's triangle 0.5 above its value, about
+  // 50 sigma: hot pixels) under the cauchy loss, f_scale 3 (docs/design.md section 4c).
+  void UseRobustLossOnOutliers() {
+    PackedDataObjective::PackedData data = objective_->data();
+    for (std::vector<float>& angle : data) {
+      for (size_t i = 0; i < angle.size(); i += 97) angle[i] += 0.5f;
+    }
+    PassOptions options;
+    options.batch_points = 4000;
+    options.loss = LossOptions{LossFunction::kCauchy, 3.0};
+    objective_ = std::make_unique<PackedDataObjective>(
+        objective_->model(), config_.simulation.phi_angles_degrees, objective_->sigma(),
+        std::move(data), options);
   }
 
   Config config_;
@@ -325,6 +342,30 @@ TEST_F(GlobalSearchTest, ResumedAutoSearchWithACoarseLevelIsBitwise) {
   ExpectResumedSearchIsBitwise(GlobalSearchMethod::kAuto, NlsqOptions{}, Inputs(), 40, "screening");
   ExpectResumedSearchIsBitwise(GlobalSearchMethod::kAuto, NlsqOptions{}, Inputs(), 3, "local fit");
   ExpectResumedSearchIsBitwise(GlobalSearchMethod::kAuto, NlsqOptions{}, Inputs(), 1, "refine");
+}
+
+TEST_F(GlobalSearchTest, RobustAutoSearchFindsTheRobustOptimumAndResumesBitwise) {
+  // Under a robust loss every evaluation is one reweighted pass (variable_projection.h), on both
+  // levels; the chosen minimum, refined on the full problem, is the robust optimum of the fit
+  // from the truth; a resumed search is bitwise the whole one.
+  UseRobustLossOnOutliers();
+  UseCoarseLevel(4);
+  const GlobalSearchSummary summary =
+      RunGlobalSearch(GlobalSearchMethod::kAuto, NlsqOptions{}, Inputs());
+  EXPECT_EQ(summary.screening_passes, summary.candidates);
+  EXPECT_EQ(summary.screening_passes + summary.local_fit_passes + summary.refine_passes,
+            summary.passes);
+  ExpectGlobalOptimum(summary);
+  ExpectResumedSearchIsBitwise(GlobalSearchMethod::kAuto, NlsqOptions{}, Inputs(), 40, "screening");
+  ExpectResumedSearchIsBitwise(GlobalSearchMethod::kAuto, NlsqOptions{}, Inputs(), 3, "local fit");
+  ExpectResumedSearchIsBitwise(GlobalSearchMethod::kAuto, NlsqOptions{}, Inputs(), 1, "refine");
+}
+
+TEST_F(GlobalSearchTest, RobustCmaesSearchResumesBitwise) {
+  UseRobustLossOnOutliers();
+  NlsqOptions nlsq;
+  nlsq.cmaes.preset = CmaesPreset::kCmaesFast;
+  ExpectResumedSearchIsBitwise(GlobalSearchMethod::kCmaes, nlsq, Inputs(), 5, "cmaes");
 }
 
 TEST_F(GlobalSearchTest, ResumedTwoComponentSearchIsBitwiseInItsMoves) {

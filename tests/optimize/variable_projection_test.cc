@@ -239,5 +239,110 @@ TEST_P(VariableProjectionModeTest, ReachesTheFullProblemsOptimum) {
 INSTANTIATE_TEST_SUITE_P(PerAngleModes, VariableProjectionModeTest,
                          ::testing::Values("individual", "auto", "constant", "fourier"));
 
+// Under a robust loss (docs/design.md section 4c): the fixture's data with outliers (every 97th
+// point of each angle's triangle 0.5 above its value, about 50 sigma: hot pixels) and the
+// objective of the cauchy loss, f_scale 3.
+class RobustVariableProjectionTest : public VariableProjectionTest {
+ protected:
+  void SetUpRobustProblem(int frames) {
+    SetUpProblem("individual", frames);
+    PackedDataObjective::PackedData data = objective_->data();
+    for (std::vector<float>& angle : data) {
+      for (size_t i = 0; i < angle.size(); i += 97) angle[i] += 0.5f;
+    }
+    PassOptions options;
+    options.batch_points = 2000;
+    options.loss = LossOptions{LossFunction::kCauchy, 3.0};
+    robust_ = std::make_unique<PackedDataObjective>(objective_->model(),
+                                                    config_.simulation.phi_angles_degrees,
+                                                    objective_->sigma(), std::move(data), options);
+  }
+
+  // The full problem's robust optimum over the scaling alone at the physical part of reduced
+  // (the physical parameters held by equal bounds), from reduced.
+  LevenbergMarquardtSummary BestScalingAt(const VariableProjectionProblem& projected,
+                                          const Eigen::VectorXd& reduced) const {
+    LevenbergMarquardtOptions held = ReducedOptions();
+    for (int j : projected.nonlinear_indices()) {
+      held.lower_bounds[j] = held.upper_bounds[j] = reduced[j];
+    }
+    held.ftol = held.xtol = held.gtol = 1e-14;
+    held.max_iterations = 500;
+    ReparametrizedProblem full(*robust_, map_);
+    return Minimize(held, full, reduced);
+  }
+
+  std::unique_ptr<PackedDataObjective> robust_;
+};
+
+TEST_F(RobustVariableProjectionTest, EvaluationsBoundTheRobustCostAndReachItsMinimumOverTheScaling) {
+  SetUpRobustProblem(60);
+  VariableProjectionProblem projected(*robust_, map_, bounds_, reduced_truth_);
+  Eigen::VectorXd n = projected.NonlinearPart(reduced_truth_);
+  n[0] *= 1.3;
+  n[3] *= 0.7;
+  n[6] += 1.0;
+  ReparametrizedProblem full(*robust_, map_);
+  // Each evaluation (one pass) is the majorizer of the robust cost at the scaling it leaves (the
+  // linear estimate): never below that cost, and never above the evaluation before (reweighting
+  // is a majorize-minimize iteration). At fixed physical parameters the evaluations are the
+  // iterations of reweighted least squares for the scaling.
+  double previous = std::numeric_limits<double>::infinity();
+  Eigen::VectorXd reduced = reduced_truth_;
+  const int64_t passes_before = projected.passes();
+  constexpr int kEvaluations = 30;
+  for (int evaluation = 0; evaluation < kEvaluations; ++evaluation) {
+    const double value = projected.Cost(n);
+    for (size_t i = 0; i < projected.nonlinear_indices().size(); ++i) {
+      reduced[projected.nonlinear_indices()[i]] = n[static_cast<Eigen::Index>(i)];
+    }
+    for (size_t i = 0; i < projected.linear_indices().size(); ++i) {
+      reduced[projected.linear_indices()[i]] =
+          projected.linear_estimate()[static_cast<Eigen::Index>(i)];
+    }
+    EXPECT_GE(value, full.Cost(reduced) * (1 - 1e-12)) << evaluation;
+    EXPECT_LE(value, previous * (1 + 1e-12)) << evaluation;
+    previous = value;
+  }
+  EXPECT_EQ(projected.passes() - passes_before, kEvaluations);
+  // Converged: the robust cost minimised over the scaling by the full problem's own fit.
+  const LevenbergMarquardtSummary best = BestScalingAt(projected, reduced);
+  EXPECT_NEAR(previous, best.final_chi2, 1e-9 * best.final_chi2);
+}
+
+TEST_F(RobustVariableProjectionTest, ProjectedFitReachesTheFullRobustOptimum) {
+  // From a poor start, the robust projected fit refined on the full problem ends where the full
+  // robust fit from the truth ends.
+  SetUpRobustProblem(80);
+  ReparametrizedProblem full(*robust_, map_);
+  LevenbergMarquardtOptions reference_options = ReducedOptions();
+  reference_options.max_iterations = 200;
+  const LevenbergMarquardtSummary reference = Minimize(reference_options, full, reduced_truth_);
+  ASSERT_TRUE(reference.IsConverged()) << reference.reason;
+
+  Eigen::VectorXd start = reduced_truth_;
+  VariableProjectionProblem projected(*robust_, map_, bounds_, start);
+  const std::vector<int>& nonlinear = projected.nonlinear_indices();
+  const double physical_start[7] = {900.0, -0.2, 0.0, 1.0e-3, 0.0, 0.0, 0.0};
+  for (size_t i = 0; i < nonlinear.size(); ++i) start[nonlinear[i]] = physical_start[i];
+  for (int j : projected.linear_indices()) start[j] = 0.5 * (start[j] + bounds_.lower[j]);
+  projected.set_linear_estimate(start(projected.linear_indices()));
+
+  LevenbergMarquardtOptions options = projected.LocalFitOptions(LevenbergMarquardtOptions{});
+  options.max_iterations = 200;
+  const LevenbergMarquardtSummary vp = Minimize(options, projected, projected.NonlinearPart(start));
+  ASSERT_TRUE(vp.IsConverged()) << vp.reason;
+  const LevenbergMarquardtSummary refined =
+      Minimize(ReducedOptions(), full, projected.ReducedPoint(vp.theta));
+  ASSERT_TRUE(refined.IsConverged()) << refined.reason;
+  EXPECT_NEAR(vp.final_chi2, reference.final_chi2, 1e-6 * reference.final_chi2);
+  EXPECT_NEAR(refined.final_chi2, reference.final_chi2, 1e-8 * reference.final_chi2);
+  for (int j = 0; j < full.num_parameters(); ++j) {
+    if (reference.uncertainties[j] == 0.0) continue;
+    EXPECT_NEAR(refined.theta[j], reference.theta[j], 1e-2 * reference.uncertainties[j])
+        << map_.reduced_names[static_cast<size_t>(j)];
+  }
+}
+
 }  // namespace
 }  // namespace homodyne

@@ -175,5 +175,23 @@ TEST(OtherMinimumWarningsTest, AHigherReducedChiSquaredWidensTheContour) {
   EXPECT_THAT(undetermined, ElementsAre("b"));
 }
 
+TEST(OtherMinimumWarningsTest, UnderARobustLossTheRobustCostSetsTheContour) {
+  // The minima's chi2 is 2 cost under a robust loss (docs/design.md section 4c), so the unit is
+  // 2 cost / dof = 1.4 here, not the plain reduced chi2 (3) the outliers inflate. 14 above on
+  // half the points is 28 on all: outside the robust contour (16 x 1.4 = 22.4), no warning;
+  // inside the plain one (48), where sqrt(28 / 3) + 2 = 5.1 SE would make b (6 SE away) evidence.
+  FitResult result = ResultWithMinima({{114.0, {1.0, 11.0}}});
+  result.reduced_chi_squared = 3.0;
+  result.loss = "cauchy";
+  result.degrees_of_freedom = 1000;
+  result.robust_cost = 700.0;
+  std::vector<std::string> undetermined;
+  EXPECT_THAT(OtherMinimumWarnings(result, 1000, undetermined), IsEmpty());
+  EXPECT_THAT(undetermined, IsEmpty());
+  result.loss = "linear";
+  EXPECT_EQ(OtherMinimumWarnings(result, 1000, undetermined).size(), 1u);
+  EXPECT_THAT(undetermined, ElementsAre("b"));
+}
+
 }  // namespace
 }  // namespace homodyne
