@@ -151,9 +151,9 @@ class EmulatedFitTest : public SimulatedDataTest {};
 // the truth (1.02 and 0.98 times it), with no global search, on a set whose both components decay
 // within the 4 s window and whose sample fraction rises; the three rate offsets (which trade with
 // their amplitudes over 4 s) and f2 (exactly degenerate with f0: docs/model.md, Two-component
-// mode) are held at the truth by equal bounds. With them free the fit ends in a flat valley where
-// the passes' differences of about 1e-13 move the end point by more than 1e-10, a property of the
-// problem's conditioning, not of the device arithmetic.
+// mode) are held at the truth by equal bounds. With the offsets free the fit ends against its
+// bounds in a flat valley where the passes' differences of about 1e-14 move the end point by more
+// than 1e-10 (3.6e-10), a property of the problem's conditioning, not of the device arithmetic.
 TEST_F(EmulatedFitTest, FitEqualsTheCpuFit) {
   struct FitCase {
     AnalysisMode mode;
