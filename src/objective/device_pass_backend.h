@@ -11,8 +11,9 @@
 //   - the CUDA backend (MakeCudaPassBackend, cuda_pass_backend.cc): the kernels of
 //     cuda/pass_kernels.cu.
 // Modes: static, laminar_flow and two_component (each its own kernel instantiation,
-// device_schedule.h DeviceMode); Prepare throws NotCompiledError for another mode (the self-check,
-// backend_self_check.h, then falls back to the CPU under backend auto).
+// device_schedule.h HomodyneDeviceMode, TwoComponentDeviceMode); Prepare throws NotCompiledError
+// for another mode (the self-check, backend_self_check.h, then falls back to the CPU under
+// backend auto).
 #pragma once
 
 #include <cstdint>

@@ -143,7 +143,7 @@ HOMODYNE_HOST_DEVICE inline void ThreadGramPartial(const typename Mode::Tables& 
 }
 
 // Thread `global_thread` of a job's cost pass: *partial += the cost terms of its points
-// (PointCost).
+// (Mode::Cost).
 template <class Mode>
 HOMODYNE_HOST_DEVICE inline void ThreadCostPartial(const typename Mode::Tables& tables,
                                                    const typename Mode::Angle& angle,

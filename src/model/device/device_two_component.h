@@ -89,7 +89,8 @@ struct TwoComponentAngleTerms {
 };
 
 // H_c at (i, j) for the component with cumulative table `cumulative` (the direct form of the CPU
-// body's SharedFactors) and, with kWithJacobian, dH_c / dC-difference's factor into *factor.
+// body's SharedFactors) and, with kWithJacobian, d H_c / d(C_j - C_i) into *factor (0 where the
+// clip binds).
 template <bool kWithJacobian>
 HOMODYNE_HOST_DEVICE inline double TransportFactor(const double* cumulative, double prefactor,
                                                    int i, int j, double* factor) {
