@@ -26,6 +26,8 @@ using device_pass::LossTerms;
 using device_pass::ModelTables;
 using device_pass::ModeShape;
 using device_pass::PassJob;
+using device_pass::TwoComponentAngleTerms;
+using device_pass::TwoComponentTables;
 
 // Every CUDA call is checked (docs/conventions.md habit 8): a failure throws Error naming the call
 // and the runtime's text.
@@ -100,10 +102,12 @@ class Stream {
 // The full-pass kernel (device_schedule.h): block blockIdx.x is block (blockIdx.x mod
 // blocks_per_job) of job (blockIdx.x / blocks_per_job); each thread's partial sums, then the
 // block's tree in shared memory, entry after entry, then thread 0 writes the block's sums.
-template <bool kLaminar>
-__global__ void GramKernel(ModelTables tables, const AngleTerms* angles, LossTerms loss,
-                           const PassJob* jobs, int blocks_per_job, double* block_sums) {
-  constexpr int kStride = ModeShape<kLaminar>::kTriangle + 1;
+// Mode: a DeviceMode of device_schedule.h (each mode its own instantiation, sized by its Gram).
+template <class Mode>
+__global__ void GramKernel(typename Mode::Tables tables, const typename Mode::Angle* angles,
+                           LossTerms loss, const PassJob* jobs, int blocks_per_job,
+                           double* block_sums) {
+  constexpr int kStride = Mode::Shape::kTriangle + 1;
   extern __shared__ double values[];  // blockDim.x
   const int t = static_cast<int>(threadIdx.x);
   const int threads = static_cast<int>(blockDim.x);
@@ -113,7 +117,7 @@ __global__ void GramKernel(ModelTables tables, const AngleTerms* angles, LossTer
   double partial[kStride];
 #pragma unroll
   for (int e = 0; e < kStride; ++e) partial[e] = 0.0;
-  device_pass::ThreadGramPartial<kLaminar>(
+  device_pass::ThreadGramPartial<Mode>(
       tables, angles[job.angle], loss, job, static_cast<int64_t>(block) * threads + t,
       static_cast<int64_t>(blocks_per_job) * threads, partial);
   double* out = block_sums + (static_cast<int64_t>(job_index) * blocks_per_job + block) * kStride;
@@ -131,9 +135,10 @@ __global__ void GramKernel(ModelTables tables, const AngleTerms* angles, LossTer
 }
 
 // The cost kernel: one partial sum per thread, the same tree, one sum per block.
-template <bool kLaminar>
-__global__ void CostKernel(ModelTables tables, const AngleTerms* angles, LossTerms loss,
-                           const PassJob* jobs, int blocks_per_job, double* block_sums) {
+template <class Mode>
+__global__ void CostKernel(typename Mode::Tables tables, const typename Mode::Angle* angles,
+                           LossTerms loss, const PassJob* jobs, int blocks_per_job,
+                           double* block_sums) {
   extern __shared__ double values[];  // blockDim.x
   const int t = static_cast<int>(threadIdx.x);
   const int threads = static_cast<int>(blockDim.x);
@@ -141,10 +146,9 @@ __global__ void CostKernel(ModelTables tables, const AngleTerms* angles, LossTer
   const int block = static_cast<int>(blockIdx.x) - job_index * blocks_per_job;
   const PassJob job = jobs[job_index];
   double partial = 0.0;
-  device_pass::ThreadCostPartial<kLaminar>(tables, angles[job.angle], loss, job,
-                                           static_cast<int64_t>(block) * threads + t,
-                                           static_cast<int64_t>(blocks_per_job) * threads,
-                                           &partial);
+  device_pass::ThreadCostPartial<Mode>(tables, angles[job.angle], loss, job,
+                                       static_cast<int64_t>(block) * threads + t,
+                                       static_cast<int64_t>(blocks_per_job) * threads, &partial);
   values[t] = partial;
   __syncthreads();
   for (int stride = threads / 2; stride > 0; stride /= 2) {
@@ -159,6 +163,24 @@ __global__ void CostKernel(ModelTables tables, const AngleTerms* angles, LossTer
 constexpr size_t kPartValues = size_t{1} << 24;
 
 enum class PassKind { kGrams, kCosts };
+
+// One launch of mode Mode's kernel of `kind`.
+template <class Mode>
+void LaunchKernel(PassKind kind, unsigned grid, unsigned threads, size_t shared,
+                  cudaStream_t stream, const typename Mode::Tables& tables,
+                  const typename Mode::Angle* angles, const LossTerms& loss, const PassJob* jobs,
+                  int blocks_per_job, double* block_sums) {
+  if (kind == PassKind::kGrams) {
+    GramKernel<Mode><<<grid, threads, shared, stream>>>(tables, angles, loss, jobs,
+                                                        blocks_per_job, block_sums);
+  } else {
+    CostKernel<Mode><<<grid, threads, shared, stream>>>(tables, angles, loss, jobs,
+                                                        blocks_per_job, block_sums);
+  }
+}
+
+// The mode of the point a runner holds.
+enum class DeviceMode { kStatic, kLaminarFlow, kTwoComponent };
 
 class CudaPassRunner final : public PassRunner {
  public:
@@ -202,7 +224,28 @@ class CudaPassRunner final : public PassRunner {
     // A copy from pageable memory may return before its DMA ends, and the kernels run on
     // non-blocking streams that do not wait for the default stream: wait here.
     Check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-    laminar_ = laminar;
+    mode_ = laminar ? DeviceMode::kLaminarFlow : DeviceMode::kStatic;
+    loss_ = loss;
+  }
+
+  void SetTwoComponentPoint(const double* host_arrays, int num_times, double transport_prefactor,
+                            const TwoComponentAngleTerms* angles, int num_angles,
+                            const LossTerms& loss) override {
+    Check(cudaSetDevice(device_), "cudaSetDevice");
+    const size_t count = static_cast<size_t>(
+        device_pass::TwoComponentTableDoubles(num_times, static_cast<int64_t>(num_angles)));
+    tables_.Reserve(count);
+    Check(cudaMemcpy(tables_.data(), host_arrays, count * sizeof(double), cudaMemcpyHostToDevice),
+          "cudaMemcpy two_component tables");
+    two_component_tables_ =
+        device_pass::TwoComponentTablesAt(num_times, transport_prefactor, tables_.data());
+    two_component_angles_.Reserve(static_cast<size_t>(num_angles));
+    Check(cudaMemcpy(two_component_angles_.data(), angles,
+                     static_cast<size_t>(num_angles) * sizeof(TwoComponentAngleTerms),
+                     cudaMemcpyHostToDevice),
+          "cudaMemcpy two_component angles");
+    Check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");  // as SetPoint
+    mode_ = DeviceMode::kTwoComponent;
     loss_ = loss;
   }
 
@@ -250,7 +293,10 @@ class CudaPassRunner final : public PassRunner {
       throw Error("CUDA pass kernels: invalid launch geometry");
     }
     Check(cudaSetDevice(device_), "cudaSetDevice");
-    const int gram_size = laminar_ ? ModeShape<true>::kGramSize : ModeShape<false>::kGramSize;
+    const int gram_size = mode_ == DeviceMode::kTwoComponent
+                              ? device_pass::TwoComponentShape::kGramSize
+                          : mode_ == DeviceMode::kLaminarFlow ? ModeShape<true>::kGramSize
+                                                              : ModeShape<false>::kGramSize;
     const size_t per_block =
         kind == PassKind::kGrams ? device_pass::TriangleEntries(gram_size) + 1 : 1;
     const size_t blocks = static_cast<size_t>(geometry.blocks_per_job);
@@ -297,25 +343,23 @@ class CudaPassRunner final : public PassRunner {
         const unsigned grid = static_cast<unsigned>(static_cast<size_t>(part_jobs) * blocks);
         const unsigned threads = static_cast<unsigned>(geometry.threads_per_block);
         const size_t shared = static_cast<size_t>(threads) * sizeof(double);
-        if (kind == PassKind::kGrams) {
-          if (laminar_) {
-            GramKernel<true><<<grid, threads, shared, stream>>>(
-                device_tables_, angles_.data(), loss_, slot.jobs.data(), geometry.blocks_per_job,
+        switch (mode_) {
+          case DeviceMode::kTwoComponent:
+            LaunchKernel<device_pass::TwoComponentDeviceMode>(
+                kind, grid, threads, shared, stream, two_component_tables_,
+                two_component_angles_.data(), loss_, slot.jobs.data(), geometry.blocks_per_job,
                 slot.sums.data());
-          } else {
-            GramKernel<false><<<grid, threads, shared, stream>>>(
-                device_tables_, angles_.data(), loss_, slot.jobs.data(), geometry.blocks_per_job,
-                slot.sums.data());
-          }
-        } else if (laminar_) {
-          CostKernel<true><<<grid, threads, shared, stream>>>(device_tables_, angles_.data(), loss_,
-                                                              slot.jobs.data(),
-                                                              geometry.blocks_per_job,
-                                                              slot.sums.data());
-        } else {
-          CostKernel<false><<<grid, threads, shared, stream>>>(
-              device_tables_, angles_.data(), loss_, slot.jobs.data(), geometry.blocks_per_job,
-              slot.sums.data());
+            break;
+          case DeviceMode::kLaminarFlow:
+            LaunchKernel<device_pass::HomodyneDeviceMode<true>>(
+                kind, grid, threads, shared, stream, device_tables_, angles_.data(), loss_,
+                slot.jobs.data(), geometry.blocks_per_job, slot.sums.data());
+            break;
+          case DeviceMode::kStatic:
+            LaunchKernel<device_pass::HomodyneDeviceMode<false>>(
+                kind, grid, threads, shared, stream, device_tables_, angles_.data(), loss_,
+                slot.jobs.data(), geometry.blocks_per_job, slot.sums.data());
+            break;
         }
         Check(cudaGetLastError(), "kernel launch");
         Check(cudaMemcpyAsync(slot.host_sums.data(), slot.sums.data(), part_sums * sizeof(double),
@@ -343,7 +387,9 @@ class CudaPassRunner final : public PassRunner {
   DeviceArray<double> tables_;
   DeviceArray<AngleTerms> angles_;
   ModelTables device_tables_;
-  bool laminar_ = false;
+  DeviceArray<TwoComponentAngleTerms> two_component_angles_;
+  TwoComponentTables two_component_tables_;
+  DeviceMode mode_ = DeviceMode::kStatic;
   LossTerms loss_;
   Slot slots_[2];
 };

@@ -60,13 +60,19 @@ class CudaPreparedPass : public PreparedPass {
   }
 
  private:
-  int num_angles() const { return static_cast<int>(inputs_.angles.size()); }
+  int num_angles() const { return inputs_.num_angles(); }
 
   // The runner, holding this pass's point.
   cuda::PassRunner& Runner() {
     if (device_->point_owner != this) {
-      device_->runner->SetPoint(inputs_.HostTables(), inputs_.laminar, inputs_.angles.data(),
-                                num_angles(), inputs_.loss);
+      if (inputs_.two_component) {
+        device_->runner->SetTwoComponentPoint(
+            inputs_.two_component_arrays.data(), inputs_.num_times, inputs_.transport_prefactor,
+            inputs_.two_component_angles.data(), num_angles(), inputs_.loss);
+      } else {
+        device_->runner->SetPoint(inputs_.HostTables(), inputs_.laminar, inputs_.angles.data(),
+                                  num_angles(), inputs_.loss);
+      }
       device_->point_owner = this;
     }
     return *device_->runner;

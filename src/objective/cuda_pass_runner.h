@@ -21,11 +21,20 @@ class PassRunner {
  public:
   virtual ~PassRunner() = default;
 
-  // Uploads the point's tables (host arrays of tables.num_times and 3 num_times values; the shear
-  // tables only when laminar), its angles and its loss. Later runs use them.
+  // Uploads a static or laminar_flow point's tables (host arrays of tables.num_times and
+  // 3 num_times values; the shear tables only when laminar), its angles and its loss. Later runs
+  // use them (the homodyne kernels).
   virtual void SetPoint(const device_pass::ModelTables& host_tables, bool laminar,
                         const device_pass::AngleTerms* angles, int num_angles,
                         const device_pass::LossTerms& loss) = 0;
+
+  // Uploads a two_component point: its tables' one array (host_arrays, TwoComponentTableDoubles(
+  // num_times, num_angles) values in the layout of device_two_component.h TwoComponentTablesAt),
+  // its angles and its loss. Later runs use them (the two_component kernels).
+  virtual void SetTwoComponentPoint(const double* host_arrays, int num_times,
+                                    double transport_prefactor,
+                                    const device_pass::TwoComponentAngleTerms* angles,
+                                    int num_angles, const device_pass::LossTerms& loss) = 0;
 
   // The full-pass kernel over jobs[0, num_jobs) (their data pointers are host pointers; the
   // runner copies the values to the device): block_sums receives, job after job, block after

@@ -10,8 +10,10 @@
 //     a kernel launch. For tests only (docs/backends.md): no config value selects it.
 //   - the CUDA backend (MakeCudaPassBackend, cuda_pass_backend.cc): the kernels of
 //     cuda/pass_kernels.cu.
-// Modes: static and laminar_flow; Prepare throws NotCompiledError for another mode (the
-// self-check, backend_self_check.h, then falls back to the CPU under backend auto).
+// Modes: static, laminar_flow and two_component (each its own kernel instantiation,
+// device_schedule.h HomodyneDeviceMode, TwoComponentDeviceMode); Prepare throws NotCompiledError
+// for another mode (the self-check, backend_self_check.h, then falls back to the CPU under
+// backend auto).
 #pragma once
 
 #include <cstdint>
@@ -30,6 +32,7 @@ namespace homodyne {
 // angles' terms and the loss.
 struct DevicePassInputs {
   bool laminar = false;
+  bool two_component = false;  // then only gram_size, the two_component_* members and loss
   int gram_size = 0;  // M + 1
   double diffusion_prefactor = 0.0;
   std::vector<double> cumulative_diffusion;              // N
@@ -38,13 +41,24 @@ struct DevicePassInputs {
   std::vector<double> cumulative_shear_derivatives;      // 3 N (laminar_flow)
   std::vector<device_pass::AngleTerms> angles;
   device_pass::LossTerms loss;
+  // two_component (device_two_component.h): the tables' one array (TwoComponentTablesAt layout),
+  // the model's N and q^2 / 2, and the angles' terms.
+  std::vector<double> two_component_arrays;
+  int num_times = 0;
+  double transport_prefactor = 0.0;
+  std::vector<device_pass::TwoComponentAngleTerms> two_component_angles;
   // The tables as the schedule reads them, pointing into this object's vectors.
   device_pass::ModelTables HostTables() const;
+  device_pass::TwoComponentTables HostTwoComponentTables() const;
+  int num_angles() const {
+    return static_cast<int>(two_component ? two_component_angles.size() : angles.size());
+  }
 };
 
 // The inputs at point: the tables of ModelEvaluation (docs/model.md, The time integrals) computed
-// by the same arithmetic as the CPU's, the angles' coefficients as the CPU kernel's. Throws
-// NotCompiledError naming the mode when it is not static or laminar_flow.
+// by the same arithmetic as the CPU's, the angles' coefficients as the CPU kernel's (two_component:
+// those of TwoComponentPoint, two_component_point.cc). Throws NotCompiledError naming the mode when
+// it is none of static, laminar_flow and two_component.
 DevicePassInputs MakeDevicePassInputs(const PassPoint& point);
 
 // The jobs of a call: job i * num_angles + k is batch i's angle k (the PreparedPass layout).

@@ -20,25 +20,25 @@ using device_pass::PassJob;
 
 // One launch of the full-pass kernel over `jobs`, emulated: block_sums receives, job after job and
 // block after block, each block's TriangleEntries + 1 sums (device_schedule.h).
-template <bool kLaminar>
-void EmulateGramLaunch(const DevicePassInputs& inputs, std::span<const PassJob> jobs,
+template <class Mode>
+void EmulateGramLaunch(const typename Mode::Tables& tables,
+                       std::span<const typename Mode::Angle> angles,
+                       const device_pass::LossTerms& loss, std::span<const PassJob> jobs,
                        const LaunchGeometry& geometry, std::vector<double>& block_sums) {
-  using Shape = device_pass::ModeShape<kLaminar>;
-  constexpr int kStride = Shape::kTriangle + 1;
+  constexpr int kStride = Mode::Shape::kTriangle + 1;
   const int threads = geometry.threads_per_block;
   const int blocks = geometry.blocks_per_job;
   const int64_t thread_stride = static_cast<int64_t>(blocks) * threads;
-  const device_pass::ModelTables tables = inputs.HostTables();
   block_sums.assign(jobs.size() * static_cast<size_t>(blocks) * kStride, 0.0);
   std::vector<double> partials(static_cast<size_t>(threads) * kStride);
   std::vector<double> values(static_cast<size_t>(threads));
   for (size_t job = 0; job < jobs.size(); ++job) {
-    const device_pass::AngleTerms& angle = inputs.angles[static_cast<size_t>(jobs[job].angle)];
+    const typename Mode::Angle& angle = angles[static_cast<size_t>(jobs[job].angle)];
     for (int block = 0; block < blocks; ++block) {
       std::fill(partials.begin(), partials.end(), 0.0);
       for (int t = 0; t < threads; ++t) {
-        device_pass::ThreadGramPartial<kLaminar>(
-            tables, angle, inputs.loss, jobs[job], static_cast<int64_t>(block) * threads + t,
+        device_pass::ThreadGramPartial<Mode>(
+            tables, angle, loss, jobs[job], static_cast<int64_t>(block) * threads + t,
             thread_stride, partials.data() + static_cast<size_t>(t) * kStride);
       }
       double* out = block_sums.data() + (job * blocks + static_cast<size_t>(block)) * kStride;
@@ -57,23 +57,24 @@ void EmulateGramLaunch(const DevicePassInputs& inputs, std::span<const PassJob> 
 
 // One launch of the cost kernel over `jobs`, emulated: block_sums receives one sum per block, job
 // after job.
-template <bool kLaminar>
-void EmulateCostLaunch(const DevicePassInputs& inputs, std::span<const PassJob> jobs,
+template <class Mode>
+void EmulateCostLaunch(const typename Mode::Tables& tables,
+                       std::span<const typename Mode::Angle> angles,
+                       const device_pass::LossTerms& loss, std::span<const PassJob> jobs,
                        const LaunchGeometry& geometry, std::vector<double>& block_sums) {
   const int threads = geometry.threads_per_block;
   const int blocks = geometry.blocks_per_job;
   const int64_t thread_stride = static_cast<int64_t>(blocks) * threads;
-  const device_pass::ModelTables tables = inputs.HostTables();
   block_sums.assign(jobs.size() * static_cast<size_t>(blocks), 0.0);
   std::vector<double> values(static_cast<size_t>(threads));
   for (size_t job = 0; job < jobs.size(); ++job) {
-    const device_pass::AngleTerms& angle = inputs.angles[static_cast<size_t>(jobs[job].angle)];
+    const typename Mode::Angle& angle = angles[static_cast<size_t>(jobs[job].angle)];
     for (int block = 0; block < blocks; ++block) {
       for (int t = 0; t < threads; ++t) {
         values[static_cast<size_t>(t)] = 0.0;
-        device_pass::ThreadCostPartial<kLaminar>(tables, angle, inputs.loss, jobs[job],
-                                                 static_cast<int64_t>(block) * threads + t,
-                                                 thread_stride, &values[static_cast<size_t>(t)]);
+        device_pass::ThreadCostPartial<Mode>(tables, angle, loss, jobs[job],
+                                             static_cast<int64_t>(block) * threads + t,
+                                             thread_stride, &values[static_cast<size_t>(t)]);
       }
       for (int stride = threads / 2; stride > 0; stride /= 2) {
         for (int t = 0; t < stride; ++t) device_pass::TreeStep(values.data(), t, stride);
@@ -96,10 +97,19 @@ class EmulatedPreparedPass : public PreparedPass {
                     std::span<Eigen::MatrixXd> grams, std::span<int64_t> finite_points) override {
     const std::vector<PassJob> jobs = MakePassJobs(num_times_, batches, data, num_angles());
     HOMODYNE_CHECK(grams.size() == jobs.size() && finite_points.size() == jobs.size());
-    if (inputs_.laminar) {
-      EmulateGramLaunch<true>(inputs_, jobs, geometry_, block_sums_);
+    if (inputs_.two_component) {
+      EmulateGramLaunch<device_pass::TwoComponentDeviceMode>(
+          inputs_.HostTwoComponentTables(),
+          std::span<const device_pass::TwoComponentAngleTerms>(inputs_.two_component_angles),
+          inputs_.loss, jobs, geometry_, block_sums_);
+    } else if (inputs_.laminar) {
+      EmulateGramLaunch<device_pass::HomodyneDeviceMode<true>>(
+          inputs_.HostTables(), std::span<const device_pass::AngleTerms>(inputs_.angles),
+          inputs_.loss, jobs, geometry_, block_sums_);
     } else {
-      EmulateGramLaunch<false>(inputs_, jobs, geometry_, block_sums_);
+      EmulateGramLaunch<device_pass::HomodyneDeviceMode<false>>(
+          inputs_.HostTables(), std::span<const device_pass::AngleTerms>(inputs_.angles),
+          inputs_.loss, jobs, geometry_, block_sums_);
     }
     GramsFromBlockSums(block_sums_, geometry_.blocks_per_job, inputs_.gram_size, grams,
                        finite_points);
@@ -110,16 +120,25 @@ class EmulatedPreparedPass : public PreparedPass {
                                std::span<double> squared_residuals) override {
     const std::vector<PassJob> jobs = MakePassJobs(num_times_, batches, data, num_angles());
     HOMODYNE_CHECK(squared_residuals.size() == batches.size());
-    if (inputs_.laminar) {
-      EmulateCostLaunch<true>(inputs_, jobs, geometry_, block_sums_);
+    if (inputs_.two_component) {
+      EmulateCostLaunch<device_pass::TwoComponentDeviceMode>(
+          inputs_.HostTwoComponentTables(),
+          std::span<const device_pass::TwoComponentAngleTerms>(inputs_.two_component_angles),
+          inputs_.loss, jobs, geometry_, block_sums_);
+    } else if (inputs_.laminar) {
+      EmulateCostLaunch<device_pass::HomodyneDeviceMode<true>>(
+          inputs_.HostTables(), std::span<const device_pass::AngleTerms>(inputs_.angles),
+          inputs_.loss, jobs, geometry_, block_sums_);
     } else {
-      EmulateCostLaunch<false>(inputs_, jobs, geometry_, block_sums_);
+      EmulateCostLaunch<device_pass::HomodyneDeviceMode<false>>(
+          inputs_.HostTables(), std::span<const device_pass::AngleTerms>(inputs_.angles),
+          inputs_.loss, jobs, geometry_, block_sums_);
     }
     CostsFromBlockSums(block_sums_, geometry_.blocks_per_job, num_angles(), squared_residuals);
   }
 
  private:
-  int num_angles() const { return static_cast<int>(inputs_.angles.size()); }
+  int num_angles() const { return inputs_.num_angles(); }
 
   const DevicePassInputs inputs_;
   const LaunchGeometry geometry_;

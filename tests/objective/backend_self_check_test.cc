@@ -59,6 +59,16 @@ class CorruptingBackend : public PassBackend {
   const double factor_;
 };
 
+// A device backend that cannot compute the point's mode: Prepare throws NotCompiledError, as
+// MakeDevicePassInputs does for a mode without device kernels.
+class RefusingBackend : public PassBackend {
+ public:
+  BackendKind kind() const override { return BackendKind::kCuda; }
+  std::unique_ptr<PreparedPass> Prepare(const PassPoint&) override {
+    throw NotCompiledError("the device passes do not compute this mode");
+  }
+};
+
 class BackendSelfCheckTest : public ::testing::Test {
  protected:
   BackendSelfCheckTest()
@@ -148,30 +158,33 @@ TEST_F(BackendSelfCheckTest, ADifferenceBelowTheToleranceIsAccepted) {
 }
 
 TEST_F(BackendSelfCheckTest, AModeTheDeviceLacksFallsBackOrStops) {
-  const HomodyneModel model = device_pass_testing::MakeModel(AnalysisMode::kTwoComponent, 12);
-  const std::vector<double> physical = {1000.0, -0.3, 10.0, 20000.0, -0.5, 0.0, 20.0,
-                                        0.5,    1.0,  0.3,  0.01,    0.5,  0.2, 2.0};
-  const ModelEvaluation evaluation(model, physical);
-  const std::vector<double> phi = {0.0}, contrast = {0.3}, offset = {1.0};
-  const std::vector<float> values(static_cast<size_t>(UpperTriangleSize(12)), 1.1f);
-  const std::vector<RowBatch> batches = SplitIntoBatches(12, 1000);
-  const std::vector<const float*> data = {values.data()};
-  std::vector<double> costs(1);
-
   const std::shared_ptr<PassBackend> automatic =
-      Checked(MakeEmulatedPassBackend(), SelfCheckPolicy::kFallBack);
-  automatic->Prepare({&evaluation, phi, contrast, offset, {}})
-      ->ComputeSquaredResiduals(batches, data, costs);
+      Checked(std::make_shared<RefusingBackend>(), SelfCheckPolicy::kFallBack);
+  const device_pass_testing::PassSums sums = Passes(*automatic);
   ASSERT_EQ(reports_.size(), 1u);
-  EXPECT_THAT(reports_[0].failure, HasSubstr("not two_component"));
+  EXPECT_FALSE(reports_[0].passed);
+  EXPECT_THAT(reports_[0].failure, HasSubstr("do not compute this mode"));
   EXPECT_EQ(automatic->kind(), BackendKind::kCpu);
-  EXPECT_GT(costs[0], 0.0);
+  EXPECT_GT(sums.costs[0], 0.0);
 
   const std::shared_ptr<PassBackend> cuda =
+      Checked(std::make_shared<RefusingBackend>(), SelfCheckPolicy::kStop);
+  EXPECT_THROW(Passes(*cuda), ConfigError);
+}
+
+// two_component has device kernels (src/model/device/device_two_component.h): the emulation
+// passes the self-check on it and the passes stay on the device backend.
+TEST_F(BackendSelfCheckTest, TwoComponentPassesTheSelfCheck) {
+  const device_pass_testing::PassCase two_component = device_pass_testing::MakeCase(
+      "self-check two_component", AnalysisMode::kTwoComponent, 60, 700, 3);
+  const std::shared_ptr<PassBackend> checked =
       Checked(MakeEmulatedPassBackend(), SelfCheckPolicy::kStop);
-  EXPECT_THROW(cuda->Prepare({&evaluation, phi, contrast, offset, {}})
-                   ->ComputeSquaredResiduals(batches, data, costs),
-               ConfigError);
+  const device_pass_testing::PassSums sums =
+      device_pass_testing::ComputeAllSums(*checked, two_component);
+  ASSERT_EQ(reports_.size(), 1u);
+  EXPECT_TRUE(reports_[0].passed) << reports_[0].Describe();
+  EXPECT_EQ(checked->kind(), BackendKind::kCuda);
+  EXPECT_GT(sums.costs[0], 0.0);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include "device_pass_comparison.h"
 #include "homodyne/errors.h"
+#include "model/two_component/two_component_point.h"
 #include "objective/batched_objective.h"
 #include "objective/cuda_device_query.h"
 #include "objective/device_pass_backend.h"
@@ -68,7 +69,8 @@ TEST(CudaPassBackendTest, RobustLossesAgreeWithTheCpuBackend) {
   SKIP_WITHOUT_DEVICE();
   const std::shared_ptr<PassBackend> cpu = MakeCpuPassBackend();
   const std::shared_ptr<PassBackend> device = MakeCudaPassBackend(0);
-  for (AnalysisMode mode : {AnalysisMode::kStatic, AnalysisMode::kLaminarFlow}) {
+  for (AnalysisMode mode :
+       {AnalysisMode::kStatic, AnalysisMode::kLaminarFlow, AnalysisMode::kTwoComponent}) {
     const PassCase pass_case = device_pass_testing::MakeCase("robust", mode, 80, 700, 3);
     for (LossFunction function : {LossFunction::kSoftL1, LossFunction::kHuber,
                                   LossFunction::kCauchy, LossFunction::kArctan}) {
@@ -108,11 +110,19 @@ TEST(CudaPassBackendTest, SumsOfABatchDoNotDependOnTheChunking) {
 
 class CudaFitTest : public SimulatedDataTest {};
 
+// As the emulation's fit test (emulated_pass_backend_test.cc, whose comment says why
+// two_component's set differs and four of its parameters are held).
 TEST_F(CudaFitTest, FitEqualsTheCpuFit) {
   SKIP_WITHOUT_DEVICE();
-  for (AnalysisMode mode : {AnalysisMode::kStatic, AnalysisMode::kLaminarFlow}) {
+  for (AnalysisMode mode :
+       {AnalysisMode::kStatic, AnalysisMode::kLaminarFlow, AnalysisMode::kTwoComponent}) {
     SCOPED_TRACE(std::string(ToString(mode)));
-    const Config config = SimulationConfig(mode, 40);
+    const bool two_component = mode == AnalysisMode::kTwoComponent;
+    Config config = SimulationConfig(mode, 40);
+    if (two_component) {
+      config.simulation.physical_parameters = {2.0e4, 0.3, 100.0, 5.0e4, -0.5, 0.0, 20.0,
+                                               0.5,   1.0, 0.3,   0.5,  0.5,  0.2, 2.0};
+    }
     std::unique_ptr<BatchSource> source = SimulateAndOpen(config);
     const PackedDataObjective::PackedData data = PackedDataObjective::LoadPackedData(*source);
     PassOptions options;
@@ -122,8 +132,18 @@ TEST_F(CudaFitTest, FitEqualsTheCpuFit) {
     PackedDataObjective device(ModelOf(config, *source), AnglesOf(*source), 0.01, data, options,
                                MakeCudaPassBackend(0));
     Eigen::VectorXd start = Truth(config);
-    for (int a = 0; a < cpu.num_physical(); ++a) start[a] *= a % 2 == 0 ? 1.2 : 0.9;
-    const LevenbergMarquardtOptions lm = BoundedOptions(cpu);
+    for (int a = 0; a < cpu.num_physical(); ++a) {
+      start[a] *= a % 2 == 0 ? (two_component ? 1.02 : 1.2) : (two_component ? 0.98 : 0.9);
+    }
+    LevenbergMarquardtOptions lm = BoundedOptions(cpu);
+    if (two_component) {
+      for (int held : {two_component::kDOffsetRef, two_component::kDOffsetSample,
+                       two_component::kVOffset, two_component::kF2}) {
+        start[held] = Truth(config)[held];
+        lm.lower_bounds[held] = start[held];
+        lm.upper_bounds[held] = start[held];
+      }
+    }
     const LevenbergMarquardtSummary expected = Minimize(lm, cpu, start);
     const LevenbergMarquardtSummary actual = Minimize(lm, device, start);
     ASSERT_TRUE(actual.IsConverged()) << actual.reason;

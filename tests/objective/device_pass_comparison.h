@@ -49,6 +49,9 @@ inline HomodyneModel MakeModel(AnalysisMode mode, int num_times) {
 
 inline std::vector<double> PhysicalOf(AnalysisMode mode) {
   if (mode == AnalysisMode::kStatic) return {3000.0, -0.5, 10.0};
+  if (mode == AnalysisMode::kTwoComponent) {  // as tests/support/simulated_data_fixture.h
+    return {1000.0, -0.3, 10.0, 20000.0, -0.5, 0.0, 20.0, 0.5, 1.0, 0.3, 0.01, 0.5, 0.2, 2.0};
+  }
   return {3000.0, -0.5, 10.0, 2.0e-3, 0.3, 1.0e-4, 5.0};
 }
 
@@ -183,12 +186,13 @@ inline bool BitwiseEqual(const PassSums& a, const PassSums& b) {
   return true;
 }
 
-// The cases every device backend is compared on: both modes, a large triangle in batches of
+// The cases every device backend is compared on: the three modes, a large triangle in batches of
 // 1500 points (not a multiple of any block size), a grid of 2 times (one point), batches of one
 // row, and a triangle whose first rows are all NaN.
 inline std::vector<PassCase> ComparisonCases() {
   std::vector<PassCase> cases;
-  for (AnalysisMode mode : {AnalysisMode::kStatic, AnalysisMode::kLaminarFlow}) {
+  for (AnalysisMode mode :
+       {AnalysisMode::kStatic, AnalysisMode::kLaminarFlow, AnalysisMode::kTwoComponent}) {
     const std::string prefix(ToString(mode));
     cases.push_back(MakeCase(prefix + " 200 times, batches of 1500", mode, 200, 1500, 5));
     cases.push_back(MakeCase(prefix + " one point", mode, 2, 1, 0));

@@ -28,9 +28,12 @@
 
 namespace homodyne::device_pass {
 
-// The largest Gram side of a mode the device passes compute: laminar_flow, 7 physical parameters,
-// contrast, offset and e.
-inline constexpr int kMaxGramSize = 10;
+// The largest Gram side of a mode the device passes compute: two_component, 14 physical
+// parameters, contrast, offset and e (device_two_component.h; laminar_flow's is 10). Each mode's
+// kernels are their own instantiation (device_schedule.h, HomodyneDeviceMode and
+// TwoComponentDeviceMode), sized by the mode's own Gram side, so this bound costs the homodyne
+// kernels no registers.
+inline constexpr int kMaxGramSize = 17;
 
 // Entries of the lower triangle and diagonal of a Gram matrix of side g, stored row by row:
 // entry (a, c), c <= a, at a (a + 1) / 2 + c.

@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "model/device/device_point.h"
+#include "model/device/device_two_component.h"
 
 namespace homodyne::device_pass {
 
@@ -70,24 +71,57 @@ HOMODYNE_HOST_DEVICE inline void LocatePoint(int n, const PassJob& job, int64_t 
   *j = low + 1 + static_cast<int>(p - (RowOffset(n, low) - base));
 }
 
+// The modes of the device passes, each a type the schedule and the kernels are instantiated on:
+// its tables, its angle terms, its Gram shape, and its point's row of [J | e] and cost term.
+template <bool kLaminar>
+struct HomodyneDeviceMode {  // static (false) and laminar_flow (true): device_point.h
+  using Tables = ModelTables;
+  using Angle = AngleTerms;
+  using Shape = ModeShape<kLaminar>;
+  HOMODYNE_HOST_DEVICE static void Row(const Tables& tables, const Angle& angle, int i, int j,
+                                       double data, double* row) {
+    PointModel<kLaminar, true>(tables, angle, i, j, data, row);
+  }
+  HOMODYNE_HOST_DEVICE static double Cost(const Tables& tables, const Angle& angle,
+                                          const LossTerms& loss, int i, int j, double data) {
+    return PointCost<kLaminar>(tables, angle, loss, i, j, data);
+  }
+};
+
+struct TwoComponentDeviceMode {  // two_component: device_two_component.h
+  using Tables = TwoComponentTables;
+  using Angle = TwoComponentAngleTerms;
+  using Shape = TwoComponentShape;
+  HOMODYNE_HOST_DEVICE static void Row(const Tables& tables, const Angle& angle, int i, int j,
+                                       double data, double* row) {
+    TwoComponentPointModel<true>(tables, angle, i, j, data, row);
+  }
+  HOMODYNE_HOST_DEVICE static double Cost(const Tables& tables, const Angle& angle,
+                                          const LossTerms& loss, int i, int j, double data) {
+    return TwoComponentPointCost(tables, angle, loss, i, j, data);
+  }
+};
+
 // Thread `global_thread` of a job's full pass: partial[0, kTriangle) += the lower triangle of
 // [J | e]^T [J | e] (row by row, TriangleEntries) over its points, each product added with one
 // fused multiply-add; partial[kTriangle] += the number of finite points. Under a robust loss the
 // rows are rescaled (RescaleRowForLoss) and the (e, e) entry sums s^2 rho(z) instead of e^2, as
 // the CPU kernel's Gram (robust_loss_tile.h AddRobustTileGram).
-template <bool kLaminar>
-HOMODYNE_HOST_DEVICE inline void ThreadGramPartial(const ModelTables& tables,
-                                                   const AngleTerms& angle, const LossTerms& loss,
-                                                   const PassJob& job, int64_t global_thread,
-                                                   int64_t thread_stride, double* partial) {
-  using Shape = ModeShape<kLaminar>;
+template <class Mode>
+HOMODYNE_HOST_DEVICE inline void ThreadGramPartial(const typename Mode::Tables& tables,
+                                                   const typename Mode::Angle& angle,
+                                                   const LossTerms& loss, const PassJob& job,
+                                                   int64_t global_thread, int64_t thread_stride,
+                                                   double* partial) {
+  using Shape = typename Mode::Shape;
   constexpr int g = Shape::kGramSize;
+  static_assert(g <= kMaxGramSize, "kMaxGramSize");
   for (int64_t p = global_thread; p < job.points; p += thread_stride) {
     int i, j;
     LocatePoint(tables.num_times, job, p, &i, &j);
     const double data = static_cast<double>(job.data[p]);
     double row[g];
-    PointModel<kLaminar, true>(tables, angle, i, j, data, row);
+    Mode::Row(tables, angle, i, j, data, row);
     double loss_term = 0.0;
     if (loss.function != 0) loss_term = RescaleRowForLoss(loss, g, row);
     // Every entry but (e, e), then (e, e): e^2, or under a robust loss the loss sum (not the
@@ -109,16 +143,17 @@ HOMODYNE_HOST_DEVICE inline void ThreadGramPartial(const ModelTables& tables,
 }
 
 // Thread `global_thread` of a job's cost pass: *partial += the cost terms of its points
-// (PointCost).
-template <bool kLaminar>
-HOMODYNE_HOST_DEVICE inline void ThreadCostPartial(const ModelTables& tables,
-                                                   const AngleTerms& angle, const LossTerms& loss,
-                                                   const PassJob& job, int64_t global_thread,
-                                                   int64_t thread_stride, double* partial) {
+// (Mode::Cost).
+template <class Mode>
+HOMODYNE_HOST_DEVICE inline void ThreadCostPartial(const typename Mode::Tables& tables,
+                                                   const typename Mode::Angle& angle,
+                                                   const LossTerms& loss, const PassJob& job,
+                                                   int64_t global_thread, int64_t thread_stride,
+                                                   double* partial) {
   for (int64_t p = global_thread; p < job.points; p += thread_stride) {
     int i, j;
     LocatePoint(tables.num_times, job, p, &i, &j);
-    *partial += PointCost<kLaminar>(tables, angle, loss, i, j, static_cast<double>(job.data[p]));
+    *partial += Mode::Cost(tables, angle, loss, i, j, static_cast<double>(job.data[p]));
   }
 }
 
