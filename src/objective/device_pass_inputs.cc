@@ -1,101 +1,32 @@
 // The device passes' host side (device_pass_backend.h): the plain inputs at a point, the jobs of a
 // call, and the block sums into per-batch sums. Compiled with contraction off (device_point.h).
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <numbers>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "homodyne/dataset.h"
 #include "homodyne/errors.h"
 #include "homodyne/model.h"
+#include "model/homodyne/homodyne_point.h"
 #include "model/two_component/two_component_point.h"
 #include "objective/device_pass_backend.h"
 
 namespace homodyne {
 namespace {
 
-using model_limits::kMinTimeGuardSeconds;
-using model_limits::kRateFloor;
 constexpr double kRadiansPerDegree = std::numbers::pi / 180.0;
 
-// The rate r(t) = max(amplitude ts^exponent + rate_offset, 1e-10) integrated by the cumulative
-// trapezoid in steps, with the integral's derivatives with respect to (amplitude, exponent,
-// rate_offset): the arithmetic of the CPU model's tables (docs/model.md, Rates, The time
-// integrals), so the device passes start from bitwise the CPU's tables.
-void IntegrateRate(const std::vector<double>& guarded_times, double amplitude, double exponent,
-                   double rate_offset, std::vector<double>* cumulative,
-                   std::vector<double>* derivatives) {
-  const std::size_t n = guarded_times.size();
-  cumulative->assign(n, 0.0);
-  derivatives->assign(3 * n, 0.0);
-  double* d_amplitude = derivatives->data();
-  double* d_exponent = d_amplitude + n;
-  double* d_offset = d_exponent + n;
-  double previous_rate = 0.0;
-  double previous_partials[3] = {0.0, 0.0, 0.0};
-  for (std::size_t k = 0; k < n; ++k) {
-    const double ts = guarded_times[k];
-    const double power = std::pow(ts, exponent);
-    const double raw_rate = amplitude * power + rate_offset;
-    const bool active = raw_rate > kRateFloor;
-    const double rate = active ? raw_rate : kRateFloor;
-    const double partials[3] = {
-        active ? power : 0.0, active ? amplitude * power * std::log(ts) : 0.0, active ? 1.0 : 0.0};
-    if (k > 0) {
-      (*cumulative)[k] = (*cumulative)[k - 1] + 0.5 * (previous_rate + rate);
-      d_amplitude[k] = d_amplitude[k - 1] + 0.5 * (previous_partials[0] + partials[0]);
-      d_exponent[k] = d_exponent[k - 1] + 0.5 * (previous_partials[1] + partials[1]);
-      d_offset[k] = d_offset[k - 1] + 0.5 * (previous_partials[2] + partials[2]);
-    }
-    previous_rate = rate;
-    for (int p = 0; p < 3; ++p) previous_partials[p] = partials[p];
-  }
-}
-
-// The two_component tables at `parameters` (two_component_point.h), by the arithmetic of the CPU
-// model's (TwoComponentPoint's constructor and BuildVelocityTables, two_component_point.cc), into
-// inputs->two_component_arrays (TwoComponentTablesAt layout) and the angles' terms.
 namespace tc = two_component;
 
-// pw(t, e) and d pw / d e.
-void PowerAndDerivative(double t, double exponent, double* power, double* derivative) {
-  if (!(t > 0.0)) {
-    *power = 0.0;
-    *derivative = 0.0;
-    return;
-  }
-  const double ts = t > tc::kPowerTimeFloor ? t : tc::kPowerTimeFloor;
-  *power = std::pow(ts, exponent);
-  *derivative = *power * std::log(ts);
-}
-
-// log(1 + e^x) without overflow, and its derivative 1 / (1 + e^-x).
-double Softplus(double x) { return (x > 0.0 ? x : 0.0) + std::log1p(std::exp(-std::fabs(x))); }
-double Logistic(double x) {
-  if (x >= 0.0) return 1.0 / (1.0 + std::exp(-x));
-  const double e = std::exp(x);
-  return e / (1.0 + e);
-}
-
-// Cumulative trapezoid with dt of `values` (N) and of their 3 partials (3 N) into cumulative (N)
-// and derivatives (3 N), the sum first, then times dt.
-void CumulativeTrapezoid(const std::vector<double>& values, const std::vector<double>& partials,
-                         double dt, double* cumulative, double* derivatives) {
-  const std::size_t n = values.size();
-  double sums[4] = {0.0, 0.0, 0.0, 0.0};
-  cumulative[0] = 0.0;
-  for (std::size_t p = 0; p < 3; ++p) derivatives[p * n] = 0.0;
-  for (std::size_t k = 1; k < n; ++k) {
-    sums[0] += 0.5 * (values[k - 1] + values[k]);
-    cumulative[k] = sums[0] * dt;
-    for (std::size_t p = 0; p < 3; ++p) {
-      sums[p + 1] += 0.5 * (partials[p * n + k - 1] + partials[p * n + k]);
-      derivatives[p * n + k] = sums[p + 1] * dt;
-    }
-  }
-}
+// The two_component tables at the point's parameters (two_component_point.h: the CPU model's own
+// ComputeTwoComponentTables; the velocity's sin/cos tables as BuildVelocityTables computes them,
+// two_component_point.cc), into inputs->two_component_arrays (TwoComponentTablesAt layout), and
+// the angles' terms.
 
 void MakeTwoComponentInputs(const PassPoint& point, DevicePassInputs* inputs) {
   const HomodyneModel& model = point.evaluation->model();
@@ -105,7 +36,6 @@ void MakeTwoComponentInputs(const PassPoint& point, DevicePassInputs* inputs) {
   const std::size_t n = t.size();
   const std::size_t num_angles = point.phi_degrees.size();
   const double q = model.geometry().q_inv_angstrom;
-  const double dt = model.geometry().dt_seconds;
   inputs->two_component = true;
   inputs->num_times = static_cast<int>(n);
   inputs->transport_prefactor = 0.5 * q * q;
@@ -114,44 +44,19 @@ void MakeTwoComponentInputs(const PassPoint& point, DevicePassInputs* inputs) {
           static_cast<int64_t>(n), static_cast<int64_t>(num_angles))),
       0.0);
   double* base = inputs->two_component_arrays.data();
-  // The two transports J_c(t) (floored at 0) and the velocity v(t), at 0, 4 N and 8 N.
-  std::vector<double> rate(n), partials(3 * n);
-  for (int c = 0; c < 3; ++c) {
-    const int first = c == 0 ? tc::kD0Ref : c == 1 ? tc::kD0Sample : tc::kV0;
-    const bool floored = c < 2;
-    const double amplitude = p[first], exponent = p[first + 1], rate_offset = p[first + 2];
-    for (std::size_t k = 0; k < n; ++k) {
-      double power = 0.0, dpower = 0.0;
-      PowerAndDerivative(t[k], exponent, &power, &dpower);
-      const double raw = amplitude * power + rate_offset;
-      const bool active = !floored || raw > 0.0;
-      rate[k] = active ? raw : 0.0;
-      partials[k] = active ? power : 0.0;
-      partials[n + k] = active ? amplitude * dpower : 0.0;
-      partials[2 * n + k] = active ? 1.0 : 0.0;
-    }
-    double* cumulative = base + 4 * n * static_cast<std::size_t>(c);
-    CumulativeTrapezoid(rate, partials, dt, cumulative, cumulative + n);
+  // The CPU model's tables (two_component_point.h), so the device passes start from bitwise the
+  // same: the two transports' integrals and the velocity's, each C (N) then its derivatives (3 N),
+  // at 0, 4 N and 8 N; x_s and its derivatives at 12 N and 13 N.
+  const TwoComponentTables tables = ComputeTwoComponentTables(model, p);
+  const TwoComponentTables::Integral* integrals[3] = {&tables.reference, &tables.sample,
+                                                      &tables.velocity};
+  for (std::size_t c = 0; c < 3; ++c) {
+    double* cumulative = base + 4 * n * c;
+    std::copy(integrals[c]->cumulative.begin(), integrals[c]->cumulative.end(), cumulative);
+    std::copy(integrals[c]->derivatives.begin(), integrals[c]->derivatives.end(), cumulative + n);
   }
-  // The sample fraction x_s(t) and its derivatives with respect to f0..f3, at 12 N and 13 N.
-  double* fraction = base + 12 * n;
-  double* fraction_derivatives = base + 13 * n;
-  const double f0 = p[tc::kF0], f1 = p[tc::kF1], f2 = p[tc::kF2], f3 = p[tc::kF3];
-  const double k50 = tc::kSoftClipSharpness;
-  for (std::size_t k = 0; k < n; ++k) {
-    const double argument = f1 * (t[k] - f2);
-    const bool clipped = argument > tc::kExpArgumentLimit || argument < -tc::kExpArgumentLimit;
-    const double e =
-        std::exp(clipped ? std::copysign(tc::kExpArgumentLimit, argument) : argument);
-    const double z = f0 * e + f3;
-    const double x_low = Softplus(k50 * z) / k50;
-    fraction[k] = 1.0 - Softplus(k50 * (1.0 - x_low)) / k50;
-    const double dx_dz = Logistic(k50 * (1.0 - x_low)) * Logistic(k50 * z);
-    fraction_derivatives[k] = dx_dz * e;
-    fraction_derivatives[n + k] = clipped ? 0.0 : dx_dz * f0 * e * (t[k] - f2);
-    fraction_derivatives[2 * n + k] = clipped ? 0.0 : dx_dz * (-f0 * e * f1);
-    fraction_derivatives[3 * n + k] = dx_dz;
-  }
+  std::copy(tables.fraction.begin(), tables.fraction.end(), base + 12 * n);
+  std::copy(tables.fraction_derivatives.begin(), tables.fraction_derivatives.end(), base + 13 * n);
   // The angles' terms and their tables sin(s C[v]_j), cos(s C[v]_j) (s C[v]_j = hi + lo exactly,
   // carried to second order), at 17 N + 2 N k.
   const double* velocity = base + 8 * n;
@@ -223,19 +128,13 @@ DevicePassInputs MakeDevicePassInputs(const PassPoint& point) {
   inputs.gram_size = model.num_point_derivatives() + 1;
   inputs.diffusion_prefactor = model.geometry().DiffusionPrefactor();
 
-  // The t -> 0 guard (docs/model.md, Rates): ts = max(t, eps_t), eps_t = max(|t1 - t0| / 2, 1e-8).
-  const std::vector<double>& t = model.times_seconds();
-  const std::size_t n = t.size();
-  const double half_spacing = 0.5 * std::abs(t[n > 1 ? 1 : 0] - t[0]);
-  const double eps_t = half_spacing > kMinTimeGuardSeconds ? half_spacing : kMinTimeGuardSeconds;
-  std::vector<double> guarded_times(n);
-  for (std::size_t k = 0; k < n; ++k) guarded_times[k] = t[k] > eps_t ? t[k] : eps_t;
-  IntegrateRate(guarded_times, parameters[kD0], parameters[kAlpha], parameters[kDOffset],
-                &inputs.cumulative_diffusion, &inputs.cumulative_diffusion_derivatives);
+  // The CPU model's tables (homodyne_point.h), so the device passes start from bitwise the same.
+  HomodyneRateTables tables = ComputeHomodyneRateTables(model, parameters);
+  inputs.cumulative_diffusion = std::move(tables.diffusion);
+  inputs.cumulative_diffusion_derivatives = std::move(tables.diffusion_derivatives);
   if (inputs.laminar) {
-    IntegrateRate(guarded_times, parameters[kGammaDot0], parameters[kBeta],
-                  parameters[kGammaDotOffset], &inputs.cumulative_shear,
-                  &inputs.cumulative_shear_derivatives);
+    inputs.cumulative_shear = std::move(tables.shear);
+    inputs.cumulative_shear_derivatives = std::move(tables.shear_derivatives);
   }
 
   // The angles' coefficients, as the CPU kernel's (docs/model.md, Shear factor).

@@ -287,6 +287,7 @@ echo "submitted job $job_id"
 job_field() { scontrol show job "$job_id" 2>/dev/null | grep -o "\b$1=[^ ]*" | head -1 | cut -d= -f2; }
 final=""
 last=""
+held_since=""
 misses=0
 deadline=$((SECONDS + timeout_s))
 while [ $SECONDS -lt $deadline ]; do
@@ -300,8 +301,16 @@ while [ $SECONDS -lt $deadline ]; do
     COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | BOOT_FAIL | DEADLINE | PREEMPTED)
       final=$state; break ;;
     PENDING)
-      # SLURM holds a requeued job for about two minutes; release it at once to keep the test short.
-      [ "$reason" = BeginTime ] && scontrol update JobId="$job_id" StartTime=now 2>/dev/null ;;
+      # SLURM holds a requeued job for about two minutes; release it sooner to keep the test short,
+      # but not at once: a start released while slurmd still tears down the previous one fails
+      # ("Job N already killed, do not launch batch job") and the job ends FAILED.
+      if [ "$reason" = BeginTime ]; then
+        [ -n "$held_since" ] || held_since=$SECONDS
+        if [ $((SECONDS - held_since)) -ge 10 ]; then
+          scontrol update JobId="$job_id" StartTime=now 2>/dev/null
+          held_since=""
+        fi
+      fi ;;
     "")
       misses=$((misses + 1))
       [ "$misses" -lt 10 ] || fail "slurmctld no longer answers for job $job_id" ;;

@@ -284,23 +284,11 @@ HomodynePoint::HomodynePoint(const HomodyneModel& model, std::span<const double>
       parameters_(physical_parameters.begin(), physical_parameters.end()),
       diffusion_prefactor_(model.geometry().DiffusionPrefactor()),
       sinc_prefactor_(model.geometry().SincPrefactor()) {
-  const std::vector<double>& t = model.times_seconds();
-  const std::size_t n = t.size();
-
-  // The t -> 0 guard (docs/model.md, Rates):
-  //   ts = max(t, eps_t), eps_t = max(|t[1] - t[0]| / 2, 1e-8).
-  const double spacing = std::abs(t[n > 1 ? 1 : 0] - t[0]);
-  const double half_spacing = 0.5 * spacing;
-  const double eps_t = half_spacing > kMinTimeGuardSeconds ? half_spacing : kMinTimeGuardSeconds;
-  std::vector<double> guarded_times(n);
-  for (std::size_t k = 0; k < n; ++k) guarded_times[k] = t[k] > eps_t ? t[k] : eps_t;
-
-  IntegrateRate(guarded_times, parameters_[kD0], parameters_[kAlpha], parameters_[kDOffset],
-                &cumulative_diffusion_, &cumulative_diffusion_derivatives_);
-  if (model.mode() == AnalysisMode::kLaminarFlow) {
-    IntegrateRate(guarded_times, parameters_[kGammaDot0], parameters_[kBeta],
-                  parameters_[kGammaDotOffset], &cumulative_shear_, &cumulative_shear_derivatives_);
-  }
+  HomodyneRateTables tables = ComputeHomodyneRateTables(model, physical_parameters);
+  cumulative_diffusion_ = std::move(tables.diffusion);
+  cumulative_diffusion_derivatives_ = std::move(tables.diffusion_derivatives);
+  cumulative_shear_ = std::move(tables.shear);
+  cumulative_shear_derivatives_ = std::move(tables.shear_derivatives);
 }
 
 std::unique_ptr<const ModePass> HomodynePoint::PreparePass(std::span<const double> phi_degrees,
@@ -402,6 +390,29 @@ void HomodynePoint::EvaluateSegmentOf(double phi_degrees, double contrast, doubl
 }
 
 }  // namespace
+
+HomodyneRateTables ComputeHomodyneRateTables(const HomodyneModel& model,
+                                             std::span<const double> physical_parameters) {
+  const std::vector<double>& t = model.times_seconds();
+  const std::size_t n = t.size();
+
+  // The t -> 0 guard (docs/model.md, Rates):
+  //   ts = max(t, eps_t), eps_t = max(|t[1] - t[0]| / 2, 1e-8).
+  const double spacing = std::abs(t[n > 1 ? 1 : 0] - t[0]);
+  const double half_spacing = 0.5 * spacing;
+  const double eps_t = half_spacing > kMinTimeGuardSeconds ? half_spacing : kMinTimeGuardSeconds;
+  std::vector<double> guarded_times(n);
+  for (std::size_t k = 0; k < n; ++k) guarded_times[k] = t[k] > eps_t ? t[k] : eps_t;
+
+  HomodyneRateTables tables;
+  IntegrateRate(guarded_times, physical_parameters[kD0], physical_parameters[kAlpha],
+                physical_parameters[kDOffset], &tables.diffusion, &tables.diffusion_derivatives);
+  if (model.mode() == AnalysisMode::kLaminarFlow) {
+    IntegrateRate(guarded_times, physical_parameters[kGammaDot0], physical_parameters[kBeta],
+                  physical_parameters[kGammaDotOffset], &tables.shear, &tables.shear_derivatives);
+  }
+  return tables;
+}
 
 std::unique_ptr<const ModePoint> MakeHomodynePoint(const HomodyneModel& model,
                                                    std::span<const double> physical_parameters) {

@@ -71,46 +71,12 @@ class TwoComponentPoint final : public ModePoint {
   TwoComponentPoint(const HomodyneModel& model, std::span<const double> p) : q_(model.geometry().q_inv_angstrom) {
     HOMODYNE_CHECK(p.size() == static_cast<std::size_t>(kNumPhysical));
     parameters_.assign(p.begin(), p.end());
-    const std::vector<double>& t = model.times_seconds();
-    const std::size_t n = t.size();
-    const double dt = model.geometry().dt_seconds;
-    std::vector<double> rate(n), partials(3 * n);
-    // The two transports J_c(t) and the velocity v(t).
-    for (int c = 0; c < 3; ++c) {
-      const int first = c == 0 ? kD0Ref : c == 1 ? kD0Sample : kV0;
-      const bool floored = c < 2;
-      const double amplitude = p[first], exponent = p[first + 1], rate_offset = p[first + 2];
-      for (std::size_t k = 0; k < n; ++k) {
-        double power = 0.0, dpower = 0.0;
-        PowerAndDerivative(t[k], exponent, &power, &dpower);
-        const double raw = amplitude * power + rate_offset;
-        const bool active = !floored || raw > 0.0;
-        rate[k] = active ? raw : 0.0;
-        partials[k] = active ? power : 0.0;
-        partials[n + k] = active ? amplitude * dpower : 0.0;
-        partials[2 * n + k] = active ? 1.0 : 0.0;
-      }
-      TransportTable& table = c == 0 ? reference_ : c == 1 ? sample_ : velocity_;
-      CumulativeTrapezoid(rate, partials, dt, &table.cumulative, &table.derivatives);
-    }
-    // The sample fraction x_s(t) and its derivatives with respect to f0..f3.
-    fraction_.assign(n, 0.0);
-    fraction_derivatives_.assign(4 * n, 0.0);
-    const double f0 = p[kF0], f1 = p[kF1], f2 = p[kF2], f3 = p[kF3];
-    const double k50 = kSoftClipSharpness;
-    for (std::size_t k = 0; k < n; ++k) {
-      const double argument = f1 * (t[k] - f2);
-      const bool clipped = argument > kExpArgumentLimit || argument < -kExpArgumentLimit;
-      const double e = std::exp(clipped ? std::copysign(kExpArgumentLimit, argument) : argument);
-      const double z = f0 * e + f3;
-      const double x_low = Softplus(k50 * z) / k50;
-      fraction_[k] = 1.0 - Softplus(k50 * (1.0 - x_low)) / k50;
-      const double dx_dz = Logistic(k50 * (1.0 - x_low)) * Logistic(k50 * z);
-      fraction_derivatives_[k] = dx_dz * e;
-      fraction_derivatives_[n + k] = clipped ? 0.0 : dx_dz * f0 * e * (t[k] - f2);
-      fraction_derivatives_[2 * n + k] = clipped ? 0.0 : dx_dz * (-f0 * e * f1);
-      fraction_derivatives_[3 * n + k] = dx_dz;
-    }
+    TwoComponentTables tables = ComputeTwoComponentTables(model, p);
+    reference_ = std::move(tables.reference);
+    sample_ = std::move(tables.sample);
+    velocity_ = std::move(tables.velocity);
+    fraction_ = std::move(tables.fraction);
+    fraction_derivatives_ = std::move(tables.fraction_derivatives);
   }
 
   void EvaluateSegment(double phi_degrees, double contrast, double offset, int i, int j_begin,
@@ -122,10 +88,7 @@ class TwoComponentPoint final : public ModePoint {
                                               const PassLoss& loss) const override;
 
  private:
-  struct TransportTable {
-    std::vector<double> cumulative;   // C[y], N values
-    std::vector<double> derivatives;  // 3 N: d C[y] / d(amplitude, exponent, offset)
-  };
+  using TransportTable = TwoComponentTables::Integral;
   pass_kernel::TwoComponentInputs Inputs() const;
 
   double q_;
@@ -354,6 +317,55 @@ const TwoComponentFunctions* TwoComponentFunctionsOf(IsaLevel level) {
 }
 
 }  // namespace pass_kernel
+
+TwoComponentTables ComputeTwoComponentTables(const HomodyneModel& model,
+                                             std::span<const double> p) {
+  using namespace two_component;  // NOLINT: the mode's own constants and indices
+  HOMODYNE_CHECK(p.size() == static_cast<std::size_t>(kNumPhysical));
+  TwoComponentTables tables;
+  const std::vector<double>& t = model.times_seconds();
+  const std::size_t n = t.size();
+  const double dt = model.geometry().dt_seconds;
+  std::vector<double> rate(n), partials(3 * n);
+  // The two transports J_c(t) and the velocity v(t).
+  for (int c = 0; c < 3; ++c) {
+    const int first = c == 0 ? kD0Ref : c == 1 ? kD0Sample : kV0;
+    const bool floored = c < 2;
+    const double amplitude = p[first], exponent = p[first + 1], rate_offset = p[first + 2];
+    for (std::size_t k = 0; k < n; ++k) {
+      double power = 0.0, dpower = 0.0;
+      PowerAndDerivative(t[k], exponent, &power, &dpower);
+      const double raw = amplitude * power + rate_offset;
+      const bool active = !floored || raw > 0.0;
+      rate[k] = active ? raw : 0.0;
+      partials[k] = active ? power : 0.0;
+      partials[n + k] = active ? amplitude * dpower : 0.0;
+      partials[2 * n + k] = active ? 1.0 : 0.0;
+    }
+    TwoComponentTables::Integral& table =
+        c == 0 ? tables.reference : c == 1 ? tables.sample : tables.velocity;
+    CumulativeTrapezoid(rate, partials, dt, &table.cumulative, &table.derivatives);
+  }
+  // The sample fraction x_s(t) and its derivatives with respect to f0..f3.
+  tables.fraction.assign(n, 0.0);
+  tables.fraction_derivatives.assign(4 * n, 0.0);
+  const double f0 = p[kF0], f1 = p[kF1], f2 = p[kF2], f3 = p[kF3];
+  const double k50 = kSoftClipSharpness;
+  for (std::size_t k = 0; k < n; ++k) {
+    const double argument = f1 * (t[k] - f2);
+    const bool clipped = argument > kExpArgumentLimit || argument < -kExpArgumentLimit;
+    const double e = std::exp(clipped ? std::copysign(kExpArgumentLimit, argument) : argument);
+    const double z = f0 * e + f3;
+    const double x_low = Softplus(k50 * z) / k50;
+    tables.fraction[k] = 1.0 - Softplus(k50 * (1.0 - x_low)) / k50;
+    const double dx_dz = Logistic(k50 * (1.0 - x_low)) * Logistic(k50 * z);
+    tables.fraction_derivatives[k] = dx_dz * e;
+    tables.fraction_derivatives[n + k] = clipped ? 0.0 : dx_dz * f0 * e * (t[k] - f2);
+    tables.fraction_derivatives[2 * n + k] = clipped ? 0.0 : dx_dz * (-f0 * e * f1);
+    tables.fraction_derivatives[3 * n + k] = dx_dz;
+  }
+  return tables;
+}
 
 std::unique_ptr<const ModePoint> MakeTwoComponentPoint(const HomodyneModel& model,
                                                        std::span<const double> physical_parameters) {

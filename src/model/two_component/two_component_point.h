@@ -55,6 +55,23 @@ inline constexpr double kSoftClipSharpness = 50.0;  // soft01's sharpness
 inline constexpr double kNormalizationFloor = 1e-10;
 }  // namespace two_component
 
+// The O(N) tables of the model at p (the formulas above): C[J_ref], C[J_sample] and C[v] with
+// their derivatives with respect to (amplitude, exponent, offset), and x_s with its derivatives
+// with respect to (f0, f1, f2, f3). Computed once per point by the CPU model and by the device
+// passes' inputs (src/objective/device_pass_inputs.cc), which so start from bitwise the same
+// tables.
+struct TwoComponentTables {
+  struct Integral {
+    std::vector<double> cumulative;   // C[y], N values
+    std::vector<double> derivatives;  // 3 N: d C[y] / d(amplitude, exponent, offset)
+  };
+  Integral reference, sample, velocity;
+  std::vector<double> fraction;              // x_s(t), N values
+  std::vector<double> fraction_derivatives;  // 4 N: d x_s / d(f0, f1, f2, f3)
+};
+TwoComponentTables ComputeTwoComponentTables(const HomodyneModel& model,
+                                             std::span<const double> physical_parameters);
+
 // The model of a two_component HomodyneModel at its 14 physical parameters. The mode catalog's
 // builder (mode_catalog.h).
 std::unique_ptr<const ModePoint> MakeTwoComponentPoint(const HomodyneModel& model,
