@@ -11,9 +11,9 @@
 # sized so that a pass is ~40 batches, which the signal counts below assume.
 # LOSS: optimization.nlsq.loss of the fit, linear (default) or a robust loss (then f_scale 2):
 # a robust fit resumes bitwise too (docs/model.md, Robust loss).
-# Every case but global_sigterm runs with the global phase and variable projection off, so that
-# the final local fit (whose checkpoints they test) starts at the config's values;
-# global_sigterm interrupts the global phase itself.
+# Every case but global_sigterm and global_kill9 runs with the global phase and variable
+# projection off, so that the final local fit (whose checkpoints they test) starts at the config's
+# values; global_sigterm and global_kill9 interrupt the global phase itself.
 # The faults are injected by FAULTS_PROGRAM, the test build homodyne_with_faults
 # (tests/cli/homodyne_with_faults.cc), through its variables
 # HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=N:SIGNAL (raise SIGNAL after N batches),
@@ -103,7 +103,7 @@ else
   strategy_flags=(--strategy "$strategy")
 fi
 local_only=(--global-search off --no-variable-projection)
-if [ "$case_name" = global_sigterm ]; then local_only=(); fi
+case "$case_name" in global_sigterm | global_kill9) local_only=() ;; esac
 fit() { "$bin_dir/homodyne" --config fit.yaml "${strategy_flags[@]}" "${local_only[@]}" "$@"; }
 # The same fit, by the program that injects the faults of the HOMODYNE_TEST_* variables.
 fit_with_faults() {
@@ -276,6 +276,28 @@ PY
     else
       echo "FAIL: external SIGTERM gave exit $code"; cat outside.log; failures=$((failures + 1))
     fi
+    ;;
+  global_kill9)
+    # kill -9 among the global phase's local fits (two thirds into the run, which is mostly the
+    # global phase): nothing is saved at the kill, so the resumed run starts from the newest
+    # periodic checkpoint of the phase, replays the work it records and returns bitwise the
+    # uninterrupted run's parameters.
+    total=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['batch_statistics']['batches'])" \
+      reference/nlsq/convergence_metrics.json)
+    rm -rf checkpoints
+    HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=$((total * 2 / 3)):9 fit_with_faults --output-dir killed \
+      > killed.log 2>&1
+    code=$?
+    [ "$code" -eq 137 ] || { echo "FAIL: the killed run exited $code, expected 137"; failures=$((failures + 1)); }
+    grep -q "global search local fit" killed.log ||
+      { echo "FAIL: the kill did not come among the global phase's local fits"; tail -5 killed.log; failures=$((failures + 1)); }
+    grep -q "^LM " killed.log &&
+      { echo "FAIL: the final fit had started before the kill"; failures=$((failures + 1)); }
+    [ "$(checkpoint_count)" -ge 1 ] || { echo "FAIL: no periodic checkpoint before kill -9"; failures=$((failures + 1)); }
+    expect_exit 0 "resumed from the checkpoint" fit --output-dir killed
+    grep -Eq "replaying [1-9][0-9]* evaluations and [0-9]+ local fits" <<<"$last_output" ||
+      { echo "FAIL: the resumed run did not replay the global phase's work"; failures=$((failures + 1)); }
+    same_results reference killed "global phase kill -9 + resume"
     ;;
   kill9)
     killed_run
