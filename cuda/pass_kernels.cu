@@ -37,22 +37,38 @@ void Check(cudaError_t status, const char* call) {
   }
 }
 
-// Device memory of T, grown on demand (never shrunk), freed on destruction.
-template <typename T>
-class DeviceArray {
+// Where a CudaArray's memory comes from: the device (cudaMalloc) or page-locked host memory
+// (cudaMallocHost: asynchronous copies).
+struct DeviceMemory {
+  static cudaError_t Allocate(void** data, size_t bytes) { return cudaMalloc(data, bytes); }
+  static cudaError_t Free(void* data) { return cudaFree(data); }
+  static constexpr const char* kAllocate = "cudaMalloc";
+  static constexpr const char* kFree = "cudaFree";
+};
+struct PinnedHostMemory {
+  static cudaError_t Allocate(void** data, size_t bytes) { return cudaMallocHost(data, bytes); }
+  static cudaError_t Free(void* data) { return cudaFreeHost(data); }
+  static constexpr const char* kAllocate = "cudaMallocHost";
+  static constexpr const char* kFree = "cudaFreeHost";
+};
+
+// Memory of T from Memory, grown on demand (never shrunk), freed on destruction.
+template <typename T, typename Memory>
+class CudaArray {
  public:
-  DeviceArray() = default;
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  ~DeviceArray() {
-    if (data_ != nullptr) cudaFree(data_);
+  CudaArray() = default;
+  CudaArray(const CudaArray&) = delete;
+  CudaArray& operator=(const CudaArray&) = delete;
+  ~CudaArray() {
+    if (data_ != nullptr) Memory::Free(data_);
   }
   void Reserve(size_t count) {
     if (count <= capacity_) return;
-    if (data_ != nullptr) Check(cudaFree(data_), "cudaFree");
+    if (data_ != nullptr) Check(Memory::Free(data_), Memory::kFree);
     data_ = nullptr;
     capacity_ = 0;
-    Check(cudaMalloc(reinterpret_cast<void**>(&data_), count * sizeof(T)), "cudaMalloc");
+    Check(Memory::Allocate(reinterpret_cast<void**>(&data_), count * sizeof(T)),
+          Memory::kAllocate);
     capacity_ = count;
   }
   T* data() const { return data_; }
@@ -61,31 +77,10 @@ class DeviceArray {
   T* data_ = nullptr;
   size_t capacity_ = 0;
 };
-
-// Page-locked host memory of T (cudaMallocHost: asynchronous copies), grown on demand.
 template <typename T>
-class PinnedArray {
- public:
-  PinnedArray() = default;
-  PinnedArray(const PinnedArray&) = delete;
-  PinnedArray& operator=(const PinnedArray&) = delete;
-  ~PinnedArray() {
-    if (data_ != nullptr) cudaFreeHost(data_);
-  }
-  void Reserve(size_t count) {
-    if (count <= capacity_) return;
-    if (data_ != nullptr) Check(cudaFreeHost(data_), "cudaFreeHost");
-    data_ = nullptr;
-    capacity_ = 0;
-    Check(cudaMallocHost(reinterpret_cast<void**>(&data_), count * sizeof(T)), "cudaMallocHost");
-    capacity_ = count;
-  }
-  T* data() const { return data_; }
-
- private:
-  T* data_ = nullptr;
-  size_t capacity_ = 0;
-};
+using DeviceArray = CudaArray<T, DeviceMemory>;
+template <typename T>
+using PinnedArray = CudaArray<T, PinnedHostMemory>;
 
 class Stream {
  public:

@@ -24,54 +24,37 @@ struct CudaDevice {
   const void* point_owner = nullptr;  // the CudaPreparedPass whose point SetPoint uploaded
 };
 
-class CudaPreparedPass : public PreparedPass {
+class CudaPreparedPass : public DevicePreparedPass {
  public:
   CudaPreparedPass(std::shared_ptr<CudaDevice> device, const PassPoint& point,
                    LaunchGeometry geometry)
-      : device_(std::move(device)),
-        inputs_(MakeDevicePassInputs(point)),
-        geometry_(geometry),
-        num_times_(point.evaluation->model().num_times()) {}
+      : DevicePreparedPass(point, geometry), device_(std::move(device)) {}
 
   ~CudaPreparedPass() override {
     if (device_->point_owner == this) device_->point_owner = nullptr;
   }
 
-  int gram_size() const override { return inputs_.gram_size; }
-
-  void ComputeGrams(std::span<const RowBatch> batches, std::span<const float* const> data,
-                    std::span<Eigen::MatrixXd> grams, std::span<int64_t> finite_points) override {
-    const std::vector<PassJob> jobs = MakePassJobs(num_times_, batches, data, num_angles());
-    HOMODYNE_CHECK(grams.size() == jobs.size() && finite_points.size() == jobs.size());
-    if (jobs.empty()) return;
-    Runner().RunGrams(jobs.data(), static_cast<int>(jobs.size()), geometry_, block_sums_);
-    GramsFromBlockSums(block_sums_, geometry_.blocks_per_job, inputs_.gram_size, grams,
-                       finite_points);
+ protected:
+  void LaunchGrams(std::span<const PassJob> jobs, std::vector<double>& block_sums) override {
+    Runner().RunGrams(jobs.data(), static_cast<int>(jobs.size()), geometry(), block_sums);
   }
-
-  void ComputeSquaredResiduals(std::span<const RowBatch> batches,
-                               std::span<const float* const> data,
-                               std::span<double> squared_residuals) override {
-    const std::vector<PassJob> jobs = MakePassJobs(num_times_, batches, data, num_angles());
-    HOMODYNE_CHECK(squared_residuals.size() == batches.size());
-    if (jobs.empty()) return;
-    Runner().RunCosts(jobs.data(), static_cast<int>(jobs.size()), geometry_, block_sums_);
-    CostsFromBlockSums(block_sums_, geometry_.blocks_per_job, num_angles(), squared_residuals);
+  void LaunchCosts(std::span<const PassJob> jobs, std::vector<double>& block_sums) override {
+    Runner().RunCosts(jobs.data(), static_cast<int>(jobs.size()), geometry(), block_sums);
   }
 
  private:
-  int num_angles() const { return inputs_.num_angles(); }
-
   // The runner, holding this pass's point.
   cuda::PassRunner& Runner() {
     if (device_->point_owner != this) {
-      if (inputs_.two_component) {
-        device_->runner->SetTwoComponentPoint(
-            inputs_.two_component_arrays.data(), inputs_.num_times, inputs_.transport_prefactor,
-            inputs_.two_component_angles.data(), num_angles(), inputs_.loss);
+      const DevicePassInputs& in = inputs();
+      if (in.two_component) {
+        device_->runner->SetTwoComponentPoint(in.two_component_arrays.data(), in.num_times,
+                                              in.transport_prefactor,
+                                              in.two_component_angles.data(), num_angles(),
+                                              in.loss);
       } else {
-        device_->runner->SetPoint(inputs_.HostTables(), inputs_.laminar, inputs_.angles.data(),
-                                  num_angles(), inputs_.loss);
+        device_->runner->SetPoint(in.HostTables(), in.laminar, in.angles.data(), num_angles(),
+                                  in.loss);
       }
       device_->point_owner = this;
     }
@@ -79,10 +62,6 @@ class CudaPreparedPass : public PreparedPass {
   }
 
   const std::shared_ptr<CudaDevice> device_;
-  const DevicePassInputs inputs_;
-  const LaunchGeometry geometry_;
-  const int num_times_;
-  std::vector<double> block_sums_;
 };
 
 class CudaPassBackend : public PassBackend {

@@ -76,6 +76,39 @@ void GramsFromBlockSums(std::span<const double> block_sums, int blocks_per_job, 
 void CostsFromBlockSums(std::span<const double> block_sums, int blocks_per_job, int num_angles,
                         std::span<double> squared_residuals);
 
+// What a device backend's PreparedPass shares: the inputs at the point, the jobs of a call
+// (MakePassJobs), and the launch's block sums reduced in block order (GramsFromBlockSums,
+// CostsFromBlockSums). A backend supplies the two launches: the CUDA kernels or their emulation.
+class DevicePreparedPass : public PreparedPass {
+ public:
+  DevicePreparedPass(const PassPoint& point, device_pass::LaunchGeometry geometry);
+
+  int gram_size() const override { return inputs_.gram_size; }
+  void ComputeGrams(std::span<const RowBatch> batches, std::span<const float* const> data,
+                    std::span<Eigen::MatrixXd> grams, std::span<int64_t> finite_points) override;
+  void ComputeSquaredResiduals(std::span<const RowBatch> batches,
+                               std::span<const float* const> data,
+                               std::span<double> squared_residuals) override;
+
+ protected:
+  // The block sums of a full pass (resp. a cost pass) over `jobs` (never empty) into block_sums,
+  // in the layout GramsFromBlockSums (resp. CostsFromBlockSums) reads.
+  virtual void LaunchGrams(std::span<const device_pass::PassJob> jobs,
+                           std::vector<double>& block_sums) = 0;
+  virtual void LaunchCosts(std::span<const device_pass::PassJob> jobs,
+                           std::vector<double>& block_sums) = 0;
+
+  const DevicePassInputs& inputs() const { return inputs_; }
+  const device_pass::LaunchGeometry& geometry() const { return geometry_; }
+  int num_angles() const { return inputs_.num_angles(); }
+
+ private:
+  const DevicePassInputs inputs_;
+  const device_pass::LaunchGeometry geometry_;
+  const int num_times_;
+  std::vector<double> block_sums_;  // the last launch's output
+};
+
 // The host emulation of the CUDA backend at `geometry` (IsValidGeometry; checked). kind() reports
 // kCuda: it stands for the CUDA backend wherever a test needs one without a device.
 std::shared_ptr<PassBackend> MakeEmulatedPassBackend(

@@ -84,66 +84,47 @@ void EmulateCostLaunch(const typename Mode::Tables& tables,
   }
 }
 
-class EmulatedPreparedPass : public PreparedPass {
+class EmulatedPreparedPass : public DevicePreparedPass {
  public:
   EmulatedPreparedPass(const PassPoint& point, LaunchGeometry geometry)
-      : inputs_(MakeDevicePassInputs(point)),
-        geometry_(geometry),
-        num_times_(point.evaluation->model().num_times()) {}
+      : DevicePreparedPass(point, geometry) {}
 
-  int gram_size() const override { return inputs_.gram_size; }
-
-  void ComputeGrams(std::span<const RowBatch> batches, std::span<const float* const> data,
-                    std::span<Eigen::MatrixXd> grams, std::span<int64_t> finite_points) override {
-    const std::vector<PassJob> jobs = MakePassJobs(num_times_, batches, data, num_angles());
-    HOMODYNE_CHECK(grams.size() == jobs.size() && finite_points.size() == jobs.size());
-    if (inputs_.two_component) {
+ protected:
+  void LaunchGrams(std::span<const PassJob> jobs, std::vector<double>& block_sums) override {
+    const DevicePassInputs& in = inputs();
+    if (in.two_component) {
       EmulateGramLaunch<device_pass::TwoComponentDeviceMode>(
-          inputs_.HostTwoComponentTables(),
-          std::span<const device_pass::TwoComponentAngleTerms>(inputs_.two_component_angles),
-          inputs_.loss, jobs, geometry_, block_sums_);
-    } else if (inputs_.laminar) {
+          in.HostTwoComponentTables(),
+          std::span<const device_pass::TwoComponentAngleTerms>(in.two_component_angles), in.loss,
+          jobs, geometry(), block_sums);
+    } else if (in.laminar) {
       EmulateGramLaunch<device_pass::HomodyneDeviceMode<true>>(
-          inputs_.HostTables(), std::span<const device_pass::AngleTerms>(inputs_.angles),
-          inputs_.loss, jobs, geometry_, block_sums_);
+          in.HostTables(), std::span<const device_pass::AngleTerms>(in.angles), in.loss, jobs,
+          geometry(), block_sums);
     } else {
       EmulateGramLaunch<device_pass::HomodyneDeviceMode<false>>(
-          inputs_.HostTables(), std::span<const device_pass::AngleTerms>(inputs_.angles),
-          inputs_.loss, jobs, geometry_, block_sums_);
+          in.HostTables(), std::span<const device_pass::AngleTerms>(in.angles), in.loss, jobs,
+          geometry(), block_sums);
     }
-    GramsFromBlockSums(block_sums_, geometry_.blocks_per_job, inputs_.gram_size, grams,
-                       finite_points);
   }
 
-  void ComputeSquaredResiduals(std::span<const RowBatch> batches,
-                               std::span<const float* const> data,
-                               std::span<double> squared_residuals) override {
-    const std::vector<PassJob> jobs = MakePassJobs(num_times_, batches, data, num_angles());
-    HOMODYNE_CHECK(squared_residuals.size() == batches.size());
-    if (inputs_.two_component) {
+  void LaunchCosts(std::span<const PassJob> jobs, std::vector<double>& block_sums) override {
+    const DevicePassInputs& in = inputs();
+    if (in.two_component) {
       EmulateCostLaunch<device_pass::TwoComponentDeviceMode>(
-          inputs_.HostTwoComponentTables(),
-          std::span<const device_pass::TwoComponentAngleTerms>(inputs_.two_component_angles),
-          inputs_.loss, jobs, geometry_, block_sums_);
-    } else if (inputs_.laminar) {
+          in.HostTwoComponentTables(),
+          std::span<const device_pass::TwoComponentAngleTerms>(in.two_component_angles), in.loss,
+          jobs, geometry(), block_sums);
+    } else if (in.laminar) {
       EmulateCostLaunch<device_pass::HomodyneDeviceMode<true>>(
-          inputs_.HostTables(), std::span<const device_pass::AngleTerms>(inputs_.angles),
-          inputs_.loss, jobs, geometry_, block_sums_);
+          in.HostTables(), std::span<const device_pass::AngleTerms>(in.angles), in.loss, jobs,
+          geometry(), block_sums);
     } else {
       EmulateCostLaunch<device_pass::HomodyneDeviceMode<false>>(
-          inputs_.HostTables(), std::span<const device_pass::AngleTerms>(inputs_.angles),
-          inputs_.loss, jobs, geometry_, block_sums_);
+          in.HostTables(), std::span<const device_pass::AngleTerms>(in.angles), in.loss, jobs,
+          geometry(), block_sums);
     }
-    CostsFromBlockSums(block_sums_, geometry_.blocks_per_job, num_angles(), squared_residuals);
   }
-
- private:
-  int num_angles() const { return inputs_.num_angles(); }
-
-  const DevicePassInputs inputs_;
-  const LaunchGeometry geometry_;
-  const int num_times_;
-  std::vector<double> block_sums_;  // the emulated launch's output
 };
 
 class EmulatedPassBackend : public PassBackend {

@@ -190,6 +190,13 @@ checkpoint_count() { find checkpoints -name 'homodyne_state_batch_*.h5' 2>/dev/n
 newest_checkpoint() { find checkpoints -name 'homodyne_state_batch_*.h5' | sort | tail -1; }
 
 # Leaves checkpoints of a fit killed with SIGKILL after $kill_at batches (several passes in).
+# reference_batches: the batches the uninterrupted reference fit computed (its
+# convergence_metrics.json batch_statistics.batches), to place a signal in its run.
+reference_batches() {
+  python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['batch_statistics']['batches'])" \
+    reference/nlsq/convergence_metrics.json
+}
+
 killed_run() {
   rm -rf checkpoints
   HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=$kill_at:9 fit_with_faults --output-dir killed > /dev/null 2>&1
@@ -220,8 +227,7 @@ case "$case_name" in
     # SIGTERM two thirds into the run, which is mostly the global phase (its screening is about
     # a quarter of it, the final fit from its minimum a few passes): among the local fits. The
     # resumed run replays the screening and the local fits done.
-    total=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['batch_statistics']['batches'])" \
-      reference/nlsq/convergence_metrics.json)
+    total=$(reference_batches)
     rm -rf checkpoints
     HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=$((total * 2 / 3)):15 expect_exit 3 \
       "interrupted by SIGTERM" fit_with_faults --output-dir midway
@@ -282,8 +288,7 @@ PY
     # global phase): nothing is saved at the kill, so the resumed run starts from the newest
     # periodic checkpoint of the phase, replays the work it records and returns bitwise the
     # uninterrupted run's parameters.
-    total=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['batch_statistics']['batches'])" \
-      reference/nlsq/convergence_metrics.json)
+    total=$(reference_batches)
     rm -rf checkpoints
     HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=$((total * 2 / 3)):9 fit_with_faults --output-dir killed \
       > killed.log 2>&1

@@ -268,18 +268,22 @@ HOMODYNE_HOST_DEVICE inline double RescaleRowForLoss(const LossTerms& loss, int 
   return rho * (loss.residual_scale * loss.residual_scale);
 }
 
-// The point's term of a cost pass: e^2 (linear loss) or s^2 rho((e / s)^2); 0 for a non-finite
-// data value.
-template <bool kLaminar>
-HOMODYNE_HOST_DEVICE inline double PointCost(const ModelTables& tables, const AngleTerms& angle,
-                                             const LossTerms& loss, int i, int j, double data) {
-  if (!IsFiniteValue(data)) return 0.0;
-  const double e = data - PointModel<kLaminar, false>(tables, angle, i, j, data, nullptr);
+// A residual's term of a cost pass, every mode's: e^2 (linear loss) or s^2 rho((e / s)^2).
+HOMODYNE_HOST_DEVICE inline double ResidualCost(const LossTerms& loss, double e) {
   if (loss.function == 0) return e * e;
   const double u = e / loss.residual_scale;
   double rho, d1, d2;
   EvaluateLoss(loss.function, u * u, &rho, &d1, &d2);
   return rho * (loss.residual_scale * loss.residual_scale);
+}
+
+// The point's term of a cost pass (ResidualCost); 0 for a non-finite data value.
+template <bool kLaminar>
+HOMODYNE_HOST_DEVICE inline double PointCost(const ModelTables& tables, const AngleTerms& angle,
+                                             const LossTerms& loss, int i, int j, double data) {
+  if (!IsFiniteValue(data)) return 0.0;
+  return ResidualCost(loss,
+                      data - PointModel<kLaminar, false>(tables, angle, i, j, data, nullptr));
 }
 
 }  // namespace homodyne::device_pass

@@ -183,12 +183,8 @@ HOMODYNE_HOST_DEVICE inline double TwoComponentPointCost(const TwoComponentTable
                                                          const LossTerms& loss, int i, int j,
                                                          double data) {
   if (!IsFiniteValue(data)) return 0.0;
-  const double e = data - TwoComponentPointModel<false>(tables, angle, i, j, data, nullptr);
-  if (loss.function == 0) return e * e;
-  const double u = e / loss.residual_scale;
-  double rho, d1, d2;
-  EvaluateLoss(loss.function, u * u, &rho, &d1, &d2);
-  return rho * (loss.residual_scale * loss.residual_scale);
+  return ResidualCost(loss,
+                      data - TwoComponentPointModel<false>(tables, angle, i, j, data, nullptr));
 }
 
 }  // namespace homodyne::device_pass
