@@ -53,6 +53,7 @@ struct GlobalSearchRecord {
     std::string status;              // the local fit's LM status
     int iterations = 0;              // of that local fit
     int64_t passes = 0;              // of that local fit, over the search data
+    int reached_by = 1;              // local fits that ended in this minimum
   };
   std::string method = "off";  // off | auto | multi_start | cmaes
   std::string reason;          // the key or flag that chose it

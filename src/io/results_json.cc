@@ -112,7 +112,8 @@ ordered_json GlobalSearchJson(const GlobalSearchRecord& global) {
                       {"start", minimum.start},
                       {"status", minimum.status},
                       {"iterations", minimum.iterations},
-                      {"passes", minimum.passes}});
+                      {"passes", minimum.passes},
+                      {"reached_by", minimum.reached_by}});
   }
   return {{"method", global.method},
           {"reason", global.reason},

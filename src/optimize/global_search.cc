@@ -160,16 +160,25 @@ class Search {
     return minimum;
   }
 
+  // Whether two minima are the same one: chi2 within kSameMinimumChi2 (relative) and the
+  // physical parameters within kSameMinimumDistance (unit coordinates, max norm).
+  bool SameMinimum(const GlobalMinimum& a, const GlobalMinimum& b) const {
+    const bool same_chi2 =
+        std::abs(a.chi2 - b.chi2) <= kSameMinimumChi2 * std::max(a.chi2, b.chi2);
+    if (!same_chi2) return false;
+    const Eigen::VectorXd a_unit = space_.ToUnit(projected_.NonlinearPart(a.reduced));
+    const Eigen::VectorXd b_unit = space_.ToUnit(projected_.NonlinearPart(b.reduced));
+    return (a_unit - b_unit).cwiseAbs().maxCoeff() <= kSameMinimumDistance;
+  }
+
   // Adds a minimum unless it is one already found (then keeps the lower chi2 of the two).
   void Record(GlobalMinimum minimum) {
     if (!std::isfinite(minimum.chi2)) return;
-    const Eigen::VectorXd unit = space_.ToUnit(projected_.NonlinearPart(minimum.reduced));
     for (GlobalMinimum& known : summary_.minima) {
-      const Eigen::VectorXd known_unit = space_.ToUnit(projected_.NonlinearPart(known.reduced));
-      const bool same_chi2 = std::abs(known.chi2 - minimum.chi2) <=
-                             kSameMinimumChi2 * std::max(known.chi2, minimum.chi2);
-      if (same_chi2 && (unit - known_unit).cwiseAbs().maxCoeff() <= kSameMinimumDistance) {
+      if (SameMinimum(known, minimum)) {
+        const int reached_by = known.reached_by + minimum.reached_by;
         if (minimum.chi2 < known.chi2) known = std::move(minimum);
+        known.reached_by = reached_by;
         return;
       }
     }
@@ -525,8 +534,10 @@ void RefineCoarseMinima(Search& search, const NlsqOptions& nlsq, int count,
   summary.minima.clear();
   for (size_t i = 0; i < chosen.size(); ++i) {
     ++summary.refined_fits;
-    search.Record(search.LocalFit(search.Physical(chosen[i].reduced), chosen[i].start,
-                                  nlsq.tolerance, 0, &chosen[i].reduced));
+    GlobalMinimum refined = search.LocalFit(search.Physical(chosen[i].reduced), chosen[i].start,
+                                            nlsq.tolerance, 0, &chosen[i].reduced);
+    refined.reached_by = chosen[i].reached_by;
+    search.Record(std::move(refined));
     if (!search.Report("refine", static_cast<int>(i) + 1, static_cast<int>(chosen.size()))) {
       return;
     }

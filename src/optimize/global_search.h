@@ -42,6 +42,9 @@ struct GlobalMinimum {
   int iterations = 0;       // of its local fit
   std::string status;       // its local fit's LM status, e.g. "converged (ftol)"
   int64_t passes = 0;       // passes over the search data it took
+  // Local fits that ended in it (summed by GlobalSearch's Record as fits reach the same minimum;
+  // a refinement carries its coarse minimum's count). Not in the trail: a replay recounts it.
+  int reached_by = 1;
 };
 
 // What the global phase computed so far, in the fixed order of its work. A checkpoint keeps it

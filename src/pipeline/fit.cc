@@ -159,6 +159,14 @@ class FitRun {
       }
       if (global.chosen >= 0)
         fit_start_ = global.minima[static_cast<size_t>(global.chosen)].reduced;
+      // The phase's minimum is of a row subsample: a projected local fit on all the data takes
+      // it the rest of the way in a few passes, where the final fit alone would crawl along
+      // the valleys of correlated parameters (docs/design.md section 4b).
+      if (search_row_stride_ > 1 && config_.nlsq.variable_projection && !lm_.resume_state) {
+        fit_start_ = ProjectedLocalFit(fit_->strategy->objective(), parameters.map,
+                                       parameters.reduced_bounds, fit_start_, lm_);
+        fit_->checkpoints->StopIfInterrupted();
+      }
       ReportPhase("global search", SecondsSince(phase_start));
     } else if (config_.nlsq.variable_projection && !lm_.resume_state) {
       fit_start_ = ProjectedLocalFit(fit_->strategy->objective(), parameters.map,

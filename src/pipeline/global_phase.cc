@@ -130,6 +130,7 @@ GlobalSearchRecord GlobalSearchRecordOf(const GlobalSearchSummary& summary,
     entry.status = minimum.status;
     entry.iterations = minimum.iterations;
     entry.passes = minimum.passes;
+    entry.reached_by = minimum.reached_by;
     record.minima.push_back(std::move(entry));
   }
   return record;

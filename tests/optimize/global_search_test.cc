@@ -140,6 +140,11 @@ TEST_F(GlobalSearchTest, AutoFindsTheGlobalOptimumFromTheMidpoints) {
   for (size_t i = 1; i < summary.minima.size(); ++i) {
     EXPECT_LE(summary.minima[i - 1].chi2, summary.minima[i].chi2);
   }
+  // Every local fit ends in one minimum: the start and the 12 ranked candidates.
+  int reached = 0;
+  for (const GlobalMinimum& minimum : summary.minima) reached += minimum.reached_by;
+  EXPECT_EQ(reached, summary.local_fits);
+  EXPECT_EQ(summary.local_fits, 13);
   ExpectGlobalOptimum(summary);
 }
 
