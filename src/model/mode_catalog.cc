@@ -138,6 +138,7 @@ const std::array<ModeDefinition, 3>& Catalog() {
                      {kD0, kAlpha, kDOffset},
                      /*angle_dependent=*/false,
                      /*exact_degeneracies=*/false,
+                     /*profile_check=*/false,
                      &MakeHomodynePoint,
                      /*search_moves=*/{}},
       ModeDefinition{AnalysisMode::kLaminarFlow,
@@ -147,6 +148,7 @@ const std::array<ModeDefinition, 3>& Catalog() {
                      {kD0, kAlpha, kDOffset, kGammaDotT0, kBeta, kGammaDotTOffset, kPhi0Definition},
                      /*angle_dependent=*/true,
                      /*exact_degeneracies=*/false,
+                     /*profile_check=*/false,
                      &MakeHomodynePoint,
                      /*search_moves=*/{}},
       ModeDefinition{AnalysisMode::kTwoComponent,
@@ -156,6 +158,7 @@ const std::array<ModeDefinition, 3>& Catalog() {
                      TwoComponentParameters(),
                      /*angle_dependent=*/true,
                      /*exact_degeneracies=*/true,
+                     /*profile_check=*/true,
                      &MakeTwoComponentPoint,
                      TwoComponentSearchMoves()},
   };

@@ -79,6 +79,10 @@ struct ModeDefinition {
   // enter only as f0 exp(-f1 f2)): the LM core then holds such a parameter on its bound
   // (LevenbergMarquardtOptions::hold_bound_parameters_on_undetermined_directions).
   bool exact_degeneracies = false;
+  // True when full validation checks the uncertainties of the correlated physical parameters by
+  // profile points (src/pipeline/fit_solution.h ProfileWarnings): correlated, curved valleys are
+  // the rule in the mode, and the check costs up to two local fits per such parameter.
+  bool profile_check = false;
   ModePointBuilder evaluate = nullptr;
   std::vector<SearchMoveStage> search_moves;  // in order; none for the homodyne modes
 };

@@ -11,13 +11,16 @@
 #include "fit_solution.h"
 #include "fit_strategy.h"
 #include "global_phase.h"
+#include "interrupts.h"
 
 #include <spdlog/spdlog.h>
 
 #include <Eigen/Dense>
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,15 +32,18 @@
 #include "homodyne/errors.h"
 #include "homodyne/process_group.h"
 #include "homodyne/results.h"
+#include "model/mode_catalog.h"
 #include "objective/batched_objective.h"
 #include "optimize/global_search.h"
 #include "optimize/levenberg_marquardt.h"
 #include "optimize/per_angle_mode.h"
+#include "optimize/variable_projection.h"
 
 namespace homodyne {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -229,9 +235,10 @@ class FitRun {
       sum_of_squares =
           fit_->strategy->objective().SumOfSquares(fit_->parameters->map.Expand(summary_.theta));
     }
-    outcome_.physical =
-        RecordSolution(summary_, lm_, *fit_->parameters, fit_->plan.scaling, objective,
-                       fit_->phi_degrees, !config_.performance.fast_mode, recorded, sum_of_squares);
+    outcome_.physical = RecordSolution(summary_, lm_, *fit_->parameters, fit_->plan.scaling,
+                                       objective, fit_->phi_degrees,
+                                       !config_.performance.fast_mode, recorded, sum_of_squares,
+                                       ProfileProbeOfTheSolution());
     RecordTotals(
         {summary_, source_.info(), objective, checkpoints.statistics(), checkpoints.saves(),
          *fit_->backend.backend, fit_->plan.size.threads, SecondsSince(start_)},
@@ -249,6 +256,71 @@ class FitRun {
     outcome_.exit_code = recorded.convergence_status == "failed" ? kExitFailure : kExitSuccess;
     outcome_.result = std::move(recorded);
     return std::move(outcome_);
+  }
+
+  // The profile points of the uncertainty check (fit_solution.h ProfileWarnings): a projected
+  // local fit of all the data with one physical parameter held (at most kProfileIterations
+  // iterations: a profile point still above `enough` then counts as not flagged; a signal stops
+  // it). None (no check) for a mode whose catalog entry does not ask for it (profile_check), under
+  // a robust loss, whose projected chi2 is not the reported one, without variable projection,
+  // without a solution, and above global_search.max_points points, where each profile point
+  // would cost the passes of a local fit over all the data.
+  ProfileProbe ProfileProbeOfTheSolution() {
+    static constexpr int kProfileIterations = 50;
+    BatchedObjective& objective = fit_->strategy->objective();
+    if (!DefinitionOf(config_.analysis_mode).profile_check || !config_.nlsq.loss.is_linear() ||
+        !config_.nlsq.variable_projection ||
+        summary_.theta.size() == 0 ||
+        objective.num_points() > config_.nlsq.global_search.max_points) {
+      return nullptr;
+    }
+    return [this, &objective](const std::string& name, double value, double enough) {
+      const FitParameters& parameters = *fit_->parameters;
+      const ScalingMap& map = parameters.map;
+      const auto at = std::find(parameters.full_names.begin(), parameters.full_names.end(), name);
+      if (at == parameters.full_names.end()) return kNaN;
+      const int full = static_cast<int>(at - parameters.full_names.begin());
+      int reduced = -1;  // its column: a unit row of the map (a fitted physical parameter)
+      for (int r = 0; r < map.num_reduced(); ++r) {
+        if (map.matrix(full, r) == 1.0 && map.matrix.row(full).cwiseAbs().sum() == 1.0) reduced = r;
+      }
+      BoundBox bounds = parameters.reduced_bounds;
+      if (reduced < 0 || bounds.lower.size() == 0 || !(value >= bounds.lower[reduced]) ||
+          !(value <= bounds.upper[reduced])) {
+        return kNaN;
+      }
+      bounds.lower[reduced] = value;
+      bounds.upper[reduced] = value;
+      // From where the covariance puts the profile's point (the other parameters moved along
+      // their regression on this one) when that is inside the bounds: on a quadratic surface it
+      // is the answer, and the fit only corrects it. Else from the solution.
+      Eigen::VectorXd start = summary_.theta;
+      const Eigen::MatrixXd& covariance = summary_.covariance;
+      if (covariance.rows() == start.size() && covariance(reduced, reduced) > 0.0) {
+        const Eigen::VectorXd moved =
+            start + covariance.col(reduced) *
+                        ((value - summary_.theta[reduced]) / covariance(reduced, reduced));
+        if ((moved.array() >= bounds.lower.array()).all() &&
+            (moved.array() <= bounds.upper.array()).all()) {
+          start = moved;
+        }
+      }
+      start[reduced] = value;
+      VariableProjectionProblem projected(objective, map, bounds, start);
+      LevenbergMarquardtOptions options = projected.LocalFitOptions(lm_);
+      options.statistical_tolerance = 0.0;
+      options.max_iterations = std::min(options.max_iterations, kProfileIterations);
+      bool below = false;  // stopped once its chi2 was below `enough`
+      options.callback = [&below, enough](const LevenbergMarquardtIteration& iteration) {
+        below = iteration.chi2 < enough;
+        return !below && InterruptSignal() == 0;
+      };
+      const LevenbergMarquardtSummary fit =
+          Minimize(options, projected, projected.NonlinearPart(start));
+      const bool finished = below || fit.IsConverged() ||
+                            fit.status == LevenbergMarquardtStatus::kMaxIterations;
+      return finished ? fit.final_chi2 : kNaN;
+    };
   }
 
   const Config& config_;

@@ -210,6 +210,64 @@ std::vector<std::string> OtherMinimumWarnings(const FitResult& result, int64_t n
           "; the uncertainties understate how far the data let them move"};
 }
 
+std::vector<std::string> ProfileWarnings(const FitResult& result, const ProfileProbe& probe,
+                                         std::vector<std::string>& undetermined) {
+  if (!probe || result.covariance.empty() || result.physical.empty()) return {};
+  const size_t n = result.covariance_names.size();
+  if (result.covariance.size() != n * n) return {};
+  const auto index_of = [&result](const std::string& name) -> int {
+    const auto at = std::find(result.covariance_names.begin(), result.covariance_names.end(), name);
+    return at == result.covariance_names.end()
+               ? -1
+               : static_cast<int>(at - result.covariance_names.begin());
+  };
+  const auto covariance = [&result, n](int i, int j) {
+    return result.covariance[static_cast<size_t>(i) * n + static_cast<size_t>(j)];
+  };
+  const double reduced = std::max(result.reduced_chi_squared, 1.0);
+  std::vector<std::string> names;
+  std::string evidence;
+  for (const ParameterEstimate& estimate : result.physical) {
+    if (!(estimate.uncertainty > 0.0) || !estimate.at_bound.empty() ||
+        std::find(undetermined.begin(), undetermined.end(), estimate.name) != undetermined.end()) {
+      continue;
+    }
+    const int i = index_of(estimate.name);
+    if (i < 0 || !(covariance(i, i) > 0.0)) continue;
+    double largest = 0.0;  // the largest |correlation| with another physical parameter
+    for (const ParameterEstimate& other : result.physical) {
+      const int j = index_of(other.name);
+      if (j < 0 || j == i || !(covariance(j, j) > 0.0)) continue;
+      largest = std::max(largest, std::abs(covariance(i, j)) /
+                                      std::sqrt(covariance(i, i) * covariance(j, j)));
+    }
+    if (!(largest >= kProfileCorrelation && largest < 0.99)) continue;
+    for (const double side : {-1.0, 1.0}) {
+      const double held = estimate.value + side * kProfileStandardErrors * estimate.uncertainty;
+      const double enough = result.chi_squared + kProfileRise * reduced;
+      const double rise = (probe(estimate.name, held, enough) - result.chi_squared) / reduced;
+      if (!(rise < kProfileRise)) continue;  // NaN: no profile point on this side
+      names.push_back(estimate.name);
+      char text[200];
+      std::snprintf(text, sizeof(text), "%s held at %.4g", estimate.name.c_str(), held);
+      evidence += (evidence.empty() ? "" : ", ") + std::string(text);
+      break;
+    }
+  }
+  if (names.empty()) return {};
+  std::string list;
+  for (const std::string& name : names) {
+    list += (list.empty() ? "" : ", ") + name;
+    undetermined.push_back(name);
+  }
+  char rises[160];
+  std::snprintf(rises, sizeof(rises),
+                " (%g standard errors from the result, the other parameters refitted, chi2 rises "
+                "by less than %g reduced chi2, where a quadratic surface rises by %g: ",
+                kProfileStandardErrors, kProfileRise, kProfileStandardErrors * kProfileStandardErrors);
+  return {"the data do not determine " + list + rises + evidence +
+          "): the uncertainties understate how far the data let them move"};
+}
 
 FitQuality AssessFitQuality(const FitQualityInputs& inputs) {
   static const char* const kLevels[] = {"good", "marginal", "poor"};
@@ -270,7 +328,8 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
                                    const FitParameters& parameters, const ResolvedScaling& scaling,
                                    const BatchedObjective& objective,
                                    const std::vector<double>& phi_degrees, bool full_validation,
-                                   FitResult& result, std::optional<double> sum_of_squares) {
+                                   FitResult& result, std::optional<double> sum_of_squares,
+                                   const ProfileProbe& profile) {
   const ScalingMap& map = parameters.map;
   const std::vector<std::string>& names = PhysicalParameterNames(result.analysis_mode);
   const int n_physical = static_cast<int>(names.size());
@@ -346,6 +405,16 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
       spdlog::warn("{}", warning);
       result.warnings.push_back(warning);
     }
+    // The profile check skips what is named undetermined already.
+    std::vector<std::string> named = quality_inputs.undetermined;
+    named.insert(named.end(), loosely_determined.begin(), loosely_determined.end());
+    const size_t before = named.size();
+    for (const std::string& warning : ProfileWarnings(result, profile, named)) {
+      spdlog::warn("{}", warning);
+      result.warnings.push_back(warning);
+    }
+    loosely_determined.insert(loosely_determined.end(), named.begin() + static_cast<long>(before),
+                              named.end());
     for (const std::string& name : loosely_determined) {
       if (std::find(quality_inputs.undetermined.begin(), quality_inputs.undetermined.end(),
                     name) == quality_inputs.undetermined.end()) {

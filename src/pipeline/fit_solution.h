@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -56,6 +57,30 @@ FitQuality AssessFitQuality(const FitQualityInputs& inputs);
 std::vector<std::string> OtherMinimumWarnings(const FitResult& result, int64_t num_points,
                                               std::vector<std::string>& undetermined);
 
+// chi2 of the fit with the named physical parameter held at `value` and every other fitted
+// parameter refitted from the solution (a profile point); the fit may stop as soon as its chi2
+// is below `enough` (then returns that chi2). NaN when it cannot be computed (the value is
+// outside the parameter's bounds, the parameter is not fitted, or the fit failed).
+using ProfileProbe =
+    std::function<double(const std::string& name, double value, double enough)>;
+
+// The profile check of the uncertainties (docs/results.md, What the uncertainties mean), part of
+// full validation: each physical parameter that is fitted, off its bounds, not named
+// undetermined yet (`undetermined`), and correlated with another physical parameter by
+// kProfileCorrelation or more in magnitude but by less than 0.99 with every one (pairs beyond
+// 0.99 get CorrelationWarnings) is held kProfileStandardErrors standard errors from the result,
+// on each side, and the rest refitted (probe). On a quadratic chi2 surface chi2 rises by
+// kProfileStandardErrors^2 s^2 there (s^2: the reduced chi2, at least 1); a rise below
+// kProfileRise s^2 means the surface is flatter along that profile than the curvature at the
+// result says, so the uncertainty understates how far the data let the parameter move.
+// Returns the warning naming those parameters (empty when none) and appends them to
+// `undetermined`. Reads result.physical, covariance and reduced_chi_squared.
+inline constexpr double kProfileCorrelation = 0.9;
+inline constexpr double kProfileStandardErrors = 4.0;
+inline constexpr double kProfileRise = 12.0;
+std::vector<std::string> ProfileWarnings(const FitResult& result, const ProfileProbe& probe,
+                                         std::vector<std::string>& undetermined);
+
 // Fills result.physical, per_angle, covariance_names, covariance, per_angle_mode, chi_squared,
 // reduced_chi_squared, degrees_of_freedom, convergence_status, quality_flag and quality_reasons
 // (AssessFitQuality, in fast mode too), and appends to
@@ -78,7 +103,8 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
                                    const BatchedObjective& objective,
                                    const std::vector<double>& phi_degrees, bool full_validation,
                                    FitResult& result,
-                                   std::optional<double> sum_of_squares = std::nullopt);
+                                   std::optional<double> sum_of_squares = std::nullopt,
+                                   const ProfileProbe& profile = nullptr);
 
 // What the result's totals are counted from, at the end of a fit.
 struct FitTotals {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -190,6 +191,103 @@ TEST(OtherMinimumWarningsTest, UnderARobustLossTheRobustCostSetsTheContour) {
   EXPECT_THAT(undetermined, IsEmpty());
   result.loss = "linear";
   EXPECT_EQ(OtherMinimumWarnings(result, 1000, undetermined).size(), 1u);
+  EXPECT_THAT(undetermined, ElementsAre("b"));
+}
+
+
+// A result with three physical parameters: a = 1 +- 0.1 and b = 5 +- 1 correlated by `ab`, c =
+// 0 +- 2 uncorrelated; chi2 1000, reduced chi2 1.
+FitResult ResultWithCorrelation(double ab) {
+  FitResult result;
+  result.physical = {{"a", 1.0, 0.1, ""}, {"b", 5.0, 1.0, ""}, {"c", 0.0, 2.0, ""}};
+  result.covariance_names = {"a", "b", "c"};
+  result.covariance = {0.01, ab * 0.1, 0.0, ab * 0.1, 1.0, 0.0, 0.0, 0.0, 4.0};
+  result.chi_squared = 1000.0;
+  result.reduced_chi_squared = 1.0;
+  return result;
+}
+
+// A probe of a chi2 surface that rises by rise(name) * (d / 4 SE)^2 from the result, recording
+// each call.
+struct RecordingProbe {
+  std::vector<std::string> calls;
+  std::function<double(const std::string&)> rise;
+  ProfileProbe Probe(const FitResult& result) {
+    return [this, &result](const std::string& name, double value, double enough) {
+      calls.push_back(name + "@" + std::to_string(value));
+      for (const ParameterEstimate& estimate : result.physical) {
+        if (estimate.name != name) continue;
+        const double d = (value - estimate.value) / (4.0 * estimate.uncertainty);
+        EXPECT_DOUBLE_EQ(enough, result.chi_squared + kProfileRise);
+        return result.chi_squared + rise(name) * d * d;
+      }
+      return std::nan("");
+    };
+  }
+};
+
+TEST(ProfileWarningsTest, AFlatterProfileOfACorrelatedParameterNamesIt) {
+  // a and b correlated by 0.95: both are held 4 SE away (a at 0.6 and 1.4); a's profile rises
+  // by 9, b's by 16 as a quadratic surface would. c (uncorrelated) is not probed.
+  const FitResult result = ResultWithCorrelation(0.95);
+  RecordingProbe probe;
+  probe.rise = [](const std::string& name) { return name == "a" ? 9.0 : 16.0; };
+  std::vector<std::string> undetermined;
+  const std::vector<std::string> warnings =
+      ProfileWarnings(result, probe.Probe(result), undetermined);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], HasSubstr("the data do not determine a ("));
+  EXPECT_THAT(warnings[0], HasSubstr("a held at 0.6"));
+  EXPECT_THAT(undetermined, ElementsAre("a"));
+  // a stops at its first flagged side; b is probed on both sides.
+  EXPECT_EQ(probe.calls.size(), 3u);
+}
+
+TEST(ProfileWarningsTest, OnlyParametersCorrelatedBetweenTheLimitsAreProbed) {
+  std::vector<std::string> undetermined;
+  for (const double ab : {0.5, 0.995}) {  // below 0.9; beyond 0.99 (a pair warning of its own)
+    const FitResult result = ResultWithCorrelation(ab);
+    RecordingProbe probe;
+    probe.rise = [](const std::string&) { return 1.0; };
+    EXPECT_THAT(ProfileWarnings(result, probe.Probe(result), undetermined), IsEmpty()) << ab;
+    EXPECT_THAT(probe.calls, IsEmpty()) << ab;
+  }
+  // Parameters already named undetermined, on a bound, or held are skipped too.
+  FitResult result = ResultWithCorrelation(0.95);
+  result.physical[1].at_bound = "lower";
+  undetermined = {"a"};
+  RecordingProbe probe;
+  probe.rise = [](const std::string&) { return 1.0; };
+  EXPECT_THAT(ProfileWarnings(result, probe.Probe(result), undetermined), IsEmpty());
+  EXPECT_THAT(probe.calls, IsEmpty());
+}
+
+TEST(ProfileWarningsTest, NoProfilePointOrAQuadraticRiseIsNoEvidence) {
+  const FitResult result = ResultWithCorrelation(-0.95);
+  std::vector<std::string> undetermined;
+  // A profile point that cannot be computed (NaN: outside the bounds, a failed fit) on each side.
+  const ProfileProbe none = [](const std::string&, double, double) { return std::nan(""); };
+  EXPECT_THAT(ProfileWarnings(result, none, undetermined), IsEmpty());
+  // A rise of 12.5 (above kProfileRise, 12): within what a nearly quadratic surface gives.
+  RecordingProbe probe;
+  probe.rise = [](const std::string&) { return 12.5; };
+  EXPECT_THAT(ProfileWarnings(result, probe.Probe(result), undetermined), IsEmpty());
+  EXPECT_EQ(probe.calls.size(), 4u);
+  // No probe (the mode does not ask for the check): nothing.
+  EXPECT_THAT(ProfileWarnings(result, nullptr, undetermined), IsEmpty());
+  EXPECT_THAT(undetermined, IsEmpty());
+}
+
+TEST(ProfileWarningsTest, AHigherReducedChiSquaredScalesTheRise) {
+  // Reduced chi2 2: a rise of 20 in chi2 is 10 reduced units, below 12.
+  FitResult result = ResultWithCorrelation(0.95);
+  result.reduced_chi_squared = 2.0;
+  const ProfileProbe probe = [&result](const std::string& name, double, double enough) {
+    EXPECT_DOUBLE_EQ(enough, result.chi_squared + 2.0 * kProfileRise);
+    return result.chi_squared + (name == "b" ? 20.0 : 40.0);
+  };
+  std::vector<std::string> undetermined;
+  EXPECT_EQ(ProfileWarnings(result, probe, undetermined).size(), 1u);
   EXPECT_THAT(undetermined, ElementsAre("b"));
 }
 
