@@ -54,7 +54,7 @@ TEST(CudaPassBackendTest, EverySumAgreesWithTheCpuAndTheEmulationOnEveryCaseAndG
     for (const LaunchGeometry& geometry : kGeometries) {
       SCOPED_TRACE(pass_case.name + ", " + std::to_string(geometry.blocks_per_job) + " x " +
                    std::to_string(geometry.threads_per_block));
-      const PassSums device = ComputeAllSums(*MakeCudaPassBackend(0, geometry), pass_case);
+      const PassSums device = ComputeAllSums(*MakeCudaPassBackend({0}, geometry), pass_case);
       const PassSums emulated = ComputeAllSums(*MakeEmulatedPassBackend(geometry), pass_case);
       std::string where;
       EXPECT_LE(LargestError(device, expected, &where), kTolerance) << "vs CPU: " << where;
@@ -68,7 +68,7 @@ TEST(CudaPassBackendTest, EverySumAgreesWithTheCpuAndTheEmulationOnEveryCaseAndG
 TEST(CudaPassBackendTest, RobustLossesAgreeWithTheCpuBackend) {
   SKIP_WITHOUT_DEVICE();
   const std::shared_ptr<PassBackend> cpu = MakeCpuPassBackend();
-  const std::shared_ptr<PassBackend> device = MakeCudaPassBackend(0);
+  const std::shared_ptr<PassBackend> device = MakeCudaPassBackend({0});
   for (AnalysisMode mode :
        {AnalysisMode::kStatic, AnalysisMode::kLaminarFlow, AnalysisMode::kTwoComponent}) {
     const PassCase pass_case = device_pass_testing::MakeCase("robust", mode, 80, 700, 3);
@@ -88,7 +88,7 @@ TEST(CudaPassBackendTest, RobustLossesAgreeWithTheCpuBackend) {
 
 TEST(CudaPassBackendTest, SumsOfABatchDoNotDependOnTheChunking) {
   SKIP_WITHOUT_DEVICE();
-  const std::shared_ptr<PassBackend> device = MakeCudaPassBackend(0);
+  const std::shared_ptr<PassBackend> device = MakeCudaPassBackend({0});
   const PassCase pass_case =
       device_pass_testing::MakeCase("chunking", AnalysisMode::kLaminarFlow, 120, 400, 4);
   const int num_batches = static_cast<int>(pass_case.batches.size());
@@ -130,7 +130,7 @@ TEST_F(CudaFitTest, FitEqualsTheCpuFit) {
     PackedDataObjective cpu(ModelOf(config, *source), AnglesOf(*source), 0.01, data, options,
                             MakeCpuPassBackend());
     PackedDataObjective device(ModelOf(config, *source), AnglesOf(*source), 0.01, data, options,
-                               MakeCudaPassBackend(0));
+                               MakeCudaPassBackend({0}));
     Eigen::VectorXd start = Truth(config);
     for (int a = 0; a < cpu.num_physical(); ++a) {
       start[a] *= a % 2 == 0 ? (two_component ? 1.02 : 1.2) : (two_component ? 0.98 : 0.9);
