@@ -126,7 +126,7 @@ struct DevicePassBackend::Devices {
     std::unique_ptr<PassDevice> device;
     std::unique_ptr<ResidentDataCache> cache;  // destroyed before the device
   };
-  std::vector<Slot> slots;
+  std::vector<std::shared_ptr<Slot>> slots;  // shared with the single-device views (OnDevice)
 };
 
 namespace {
@@ -190,7 +190,7 @@ class DevicePreparedPass final : public PreparedPass {
     auto run_share = [&](int d) {
       const size_t first = static_cast<size_t>(bounds[static_cast<size_t>(d)]) * angles;
       const size_t count = static_cast<size_t>(bounds[static_cast<size_t>(d) + 1]) * angles - first;
-      DevicePassBackend::Devices::Slot& slot = devices_->slots[static_cast<size_t>(d)];
+      DevicePassBackend::Devices::Slot& slot = *devices_->slots[static_cast<size_t>(d)];
       Share& share = shares_[static_cast<size_t>(d)];
       const std::span<PassJob> share_jobs(jobs.data() + first, count);
       slot.cache->Resolve(stable_data_id_, share_jobs, share.resident);
@@ -248,11 +248,20 @@ DevicePassBackend::DevicePassBackend(std::vector<std::unique_ptr<PassDevice>> de
   HOMODYNE_CHECK(!devices.empty() && device_pass::IsValidGeometry(geometry));
   for (std::unique_ptr<PassDevice>& device : devices) {
     HOMODYNE_CHECK(device != nullptr);
-    Devices::Slot slot;
-    slot.cache = std::make_unique<ResidentDataCache>(*device);
-    slot.device = std::move(device);
+    auto slot = std::make_shared<Devices::Slot>();
+    slot->cache = std::make_unique<ResidentDataCache>(*device);
+    slot->device = std::move(device);
     devices_->slots.push_back(std::move(slot));
   }
+}
+
+DevicePassBackend::DevicePassBackend(std::shared_ptr<Devices> devices, LaunchGeometry geometry)
+    : devices_(std::move(devices)), geometry_(geometry) {}
+
+std::shared_ptr<PassBackend> DevicePassBackend::OnDevice(int index) const {
+  auto one = std::make_shared<Devices>();
+  one->slots.push_back(devices_->slots.at(static_cast<size_t>(index)));
+  return std::shared_ptr<PassBackend>(new DevicePassBackend(std::move(one), geometry_));
 }
 
 std::unique_ptr<PreparedPass> DevicePassBackend::Prepare(const PassPoint& point) {
@@ -262,11 +271,11 @@ std::unique_ptr<PreparedPass> DevicePassBackend::Prepare(const PassPoint& point)
 int DevicePassBackend::num_devices() const { return static_cast<int>(devices_->slots.size()); }
 
 PassDevice& DevicePassBackend::device(int index) const {
-  return *devices_->slots.at(static_cast<size_t>(index)).device;
+  return *devices_->slots.at(static_cast<size_t>(index))->device;
 }
 
 const ResidentDataCache& DevicePassBackend::cache(int index) const {
-  return *devices_->slots.at(static_cast<size_t>(index)).cache;
+  return *devices_->slots.at(static_cast<size_t>(index))->cache;
 }
 
 }  // namespace homodyne

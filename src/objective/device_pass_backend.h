@@ -187,10 +187,16 @@ class DevicePassBackend : public PassBackend {
   int num_devices() const;
   PassDevice& device(int index) const;
   const ResidentDataCache& cache(int index) const;
+  // A backend on device `index` alone, sharing the device and its resident data with this one:
+  // what the self-check compares device by device (backend_self_check.h). Used, as this one, one
+  // pass at a time.
+  std::shared_ptr<PassBackend> OnDevice(int index) const;
 
   struct Devices;  // the devices and their caches, shared with the passes
 
  private:
+  DevicePassBackend(std::shared_ptr<Devices> devices, device_pass::LaunchGeometry geometry);
+
   const std::shared_ptr<Devices> devices_;
   const device_pass::LaunchGeometry geometry_;
 };
@@ -206,6 +212,9 @@ struct EmulatedDeviceOptions {
   // Device memory each emulated device gives resident data (FreeResidentBytes: this less what it
   // holds): a small value makes the resident cache fall back to copies on every pass.
   int64_t memory_bytes = int64_t{1} << 40;
+  // A test hook for the self-check: this device's block sums are off by a factor (1 + 1e-6)
+  // (-1: none).
+  int faulty_device = -1;
 };
 
 // What an emulated device has done since it was made: the counts of data arrays (one batch's

@@ -95,8 +95,10 @@ void EmulateCostLaunch(const typename Mode::Tables& tables,
 // read only those copies.
 class EmulatedPassDevice final : public PassDevice {
  public:
-  EmulatedPassDevice(int index, int64_t memory_bytes)
-      : description_("emulated device " + std::to_string(index)), memory_bytes_(memory_bytes) {}
+  EmulatedPassDevice(int index, int64_t memory_bytes, bool faulty)
+      : description_("emulated device " + std::to_string(index)),
+        memory_bytes_(memory_bytes),
+        faulty_(faulty) {}
 
   const std::string& description() const override { return description_; }
 
@@ -159,6 +161,9 @@ class EmulatedPassDevice final : public PassDevice {
     } else {
       LaunchCosts(inputs, launch_jobs_, geometry, block_sums);
     }
+    if (faulty_) {
+      for (double& sum : block_sums) sum *= 1.0 + 1e-6;
+    }
   }
 
   EmulatedDeviceCounters counters() const {
@@ -220,6 +225,7 @@ class EmulatedPassDevice final : public PassDevice {
 
   const std::string description_;
   const int64_t memory_bytes_;
+  const bool faulty_;  // EmulatedDeviceOptions::faulty_device
   std::map<const float*, Allocation> memory_;  // resident arrays by address
   int64_t held_bytes_ = 0;
   std::vector<float> staging_;          // a launch's copied values
@@ -235,7 +241,8 @@ std::shared_ptr<PassBackend> MakeEmulatedPassBackend(LaunchGeometry geometry,
                  options.memory_bytes >= 0);
   std::vector<std::unique_ptr<PassDevice>> devices;
   for (int d = 0; d < options.num_devices; ++d) {
-    devices.push_back(std::make_unique<EmulatedPassDevice>(d, options.memory_bytes));
+    devices.push_back(
+        std::make_unique<EmulatedPassDevice>(d, options.memory_bytes, d == options.faulty_device));
   }
   return std::make_shared<DevicePassBackend>(std::move(devices), geometry);
 }
