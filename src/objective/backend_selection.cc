@@ -124,9 +124,9 @@ BackendChoice SelectBackend(BackendKind requested, const std::vector<int>& gpu_d
   if (cuda.backend == nullptr) {
     throw ConfigError("backend cuda: " + cuda.why_not + "; use --backend cpu or auto");
   }
-  return SelfChecked(std::move(cuda.backend), requested,
-                     "backend cuda on " + cuda.devices +
-                         " (self-checked against the CPU before the first pass)");
+  return SelfChecked(
+      std::move(cuda.backend), requested,
+      "backend cuda on " + cuda.devices + " (self-checked against the CPU before the first pass)");
 }
 
 std::string BackendBuildDescription() {

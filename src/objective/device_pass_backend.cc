@@ -81,7 +81,8 @@ void ResidentDataCache::Resolve(uint64_t stable_data_id, std::span<PassJob> jobs
         "more needed by this chunk, {:.1f} MiB free for them): the batches not yet on the device "
         "are copied to the device on every pass",
         device_.description(), static_cast<double>(resident_bytes_) / kMiB,
-        static_cast<double>(bytes) / kMiB, static_cast<double>(std::max<int64_t>(free_bytes, 0)) / kMiB);
+        static_cast<double>(bytes) / kMiB,
+        static_cast<double>(std::max<int64_t>(free_bytes, 0)) / kMiB);
     return;
   }
   allocations_.push_back(allocation);
@@ -106,8 +107,7 @@ std::vector<int> DeviceShareBounds(std::span<const RowBatch> batches, int num_de
   HOMODYNE_CHECK(num_devices >= 1);
   int64_t total = 0;
   for (const RowBatch& batch : batches) total += batch.points;
-  std::vector<int> bounds(static_cast<size_t>(num_devices) + 1,
-                          static_cast<int>(batches.size()));
+  std::vector<int> bounds(static_cast<size_t>(num_devices) + 1, static_cast<int>(batches.size()));
   bounds[0] = 0;
   // Device d starts at the first batch whose preceding points reach d / num_devices of the total.
   int64_t before = 0;

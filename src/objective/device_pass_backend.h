@@ -36,7 +36,7 @@ namespace homodyne {
 struct DevicePassInputs {
   bool laminar = false;
   bool two_component = false;  // then only gram_size, the two_component_* members and loss
-  int gram_size = 0;  // M + 1
+  int gram_size = 0;           // M + 1
   double diffusion_prefactor = 0.0;
   std::vector<double> cumulative_diffusion;              // N
   std::vector<double> cumulative_diffusion_derivatives;  // 3 N
@@ -118,8 +118,7 @@ class PassDevice {
   // cuda_pass_runner.h). block_sums receives what GramsFromBlockSums (kGrams) or
   // CostsFromBlockSums (kCosts) read, for these jobs.
   virtual void Launch(DevicePassKind kind, const DevicePassInputs& inputs, uint64_t point_serial,
-                      std::span<const device_pass::PassJob> jobs,
-                      std::span<const uint8_t> resident,
+                      std::span<const device_pass::PassJob> jobs, std::span<const uint8_t> resident,
                       const device_pass::LaunchGeometry& geometry,
                       std::vector<double>& block_sums) = 0;
 };
@@ -162,8 +161,8 @@ class ResidentDataCache {
   void FreeAll();
 
   PassDevice& device_;
-  uint64_t id_ = 0;        // the data whose arrays are held (0: none)
-  bool full_ = false;      // these data's arrays no longer fit: no further uploads
+  uint64_t id_ = 0;    // the data whose arrays are held (0: none)
+  bool full_ = false;  // these data's arrays no longer fit: no further uploads
   std::map<std::pair<const float*, int64_t>, const float*> arrays_;  // (host, points) -> device
   std::vector<float*> allocations_;
   int64_t resident_bytes_ = 0;
@@ -223,7 +222,7 @@ struct EmulatedDeviceCounters {
   int64_t resident_uploads = 0;  // arrays uploaded once, kept for later passes
   int64_t launch_copies = 0;     // arrays copied for one launch (streamed or not resident)
   int64_t launches = 0;
-  int64_t resident_bytes = 0;    // held now
+  int64_t resident_bytes = 0;  // held now
 };
 
 // The host emulation of the CUDA backend at `geometry` (IsValidGeometry; checked) on
@@ -248,11 +247,12 @@ inline constexpr device_pass::LaunchGeometry kCudaLaunchGeometry{1, 128};
 // (cudaMemGetInfo's free memory less this).
 inline constexpr int64_t kCudaResidentReserveBytes = int64_t{512} << 20;
 
-// The CUDA backend on CUDA devices `devices` (indices, at least one, no repeats; cuda/pass_kernels.cu
-// through cuda_pass_runner.h): a DevicePassBackend running the schedule of the host emulation at
-// `geometry` on each. kind() is kCuda. Throws Error naming the device when one cannot be used,
-// NotCompiledError in a build without CUDA. Used behind its self-check (backend_self_check.h;
-// SelectBackend).
+// The CUDA backend on CUDA devices `devices` (indices, at least one, no repeats;
+// cuda/pass_kernels.cu through cuda_pass_runner.h): a DevicePassBackend running the schedule of the
+// host emulation at `geometry` on each. kind() is kCuda. Throws Error naming the CUDA call when a
+// device cannot be used (SelectBackend names the devices), NotCompiledError in a build without
+// CUDA. Used behind its self-check
+// (backend_self_check.h; SelectBackend).
 std::shared_ptr<PassBackend> MakeCudaPassBackend(
     std::vector<int> devices, device_pass::LaunchGeometry geometry = kCudaLaunchGeometry);
 

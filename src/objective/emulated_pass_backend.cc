@@ -225,11 +225,11 @@ class EmulatedPassDevice final : public PassDevice {
 
   const std::string description_;
   const int64_t memory_bytes_;
-  const bool faulty_;  // EmulatedDeviceOptions::faulty_device
+  const bool faulty_;                          // EmulatedDeviceOptions::faulty_device
   std::map<const float*, Allocation> memory_;  // resident arrays by address
   int64_t held_bytes_ = 0;
-  std::vector<float> staging_;          // a launch's copied values
-  std::vector<PassJob> launch_jobs_;    // a launch's jobs, data on the device
+  std::vector<float> staging_;        // a launch's copied values
+  std::vector<PassJob> launch_jobs_;  // a launch's jobs, data on the device
   EmulatedDeviceCounters counters_;
 };
 

@@ -103,7 +103,8 @@ TEST(DeviceShareBoundsTest, ContiguousSharesOfAboutEqualPoints) {
   // More devices than batches: the last devices have no share.
   EXPECT_EQ(DeviceShareBounds(four, 5), (std::vector<int>{0, 1, 2, 3, 4, 4}));
   // Unequal batches: the shares balance points, not batches.
-  const std::vector<RowBatch> uneven = {{0, 1, 0, 30}, {1, 2, 30, 2}, {2, 3, 32, 2}, {3, 4, 34, 26}};
+  const std::vector<RowBatch> uneven = {
+      {0, 1, 0, 30}, {1, 2, 30, 2}, {2, 3, 32, 2}, {3, 4, 34, 26}};
   EXPECT_EQ(DeviceShareBounds(uneven, 2), (std::vector<int>{0, 1, 4}));
   EXPECT_EQ(DeviceShareBounds(std::vector<RowBatch>{}, 2), (std::vector<int>{0, 0, 0}));
 }
@@ -175,9 +176,8 @@ TEST(SeveralDevicesTest, SumsAreBitwiseThoseOfOneDevice) {
         // A chunking of the batches into calls changes nothing either.
         const int half = static_cast<int>(pass_case.batches.size()) / 2;
         if (half > 0) {
-          const PassSums part = device_pass_testing::ComputeSums(*backend, pass_case, PassLoss(),
-                                                                 half, static_cast<int>(
-                                                                           pass_case.batches.size()));
+          const PassSums part = device_pass_testing::ComputeSums(
+              *backend, pass_case, PassLoss(), half, static_cast<int>(pass_case.batches.size()));
           for (size_t slot = 0; slot < part.grams.size(); ++slot) {
             const size_t whole = static_cast<size_t>(half) * pass_case.phi.size() + slot;
             EXPECT_TRUE(part.grams[slot].triangularView<Eigen::Lower>().toDenseMatrix() ==
@@ -250,8 +250,7 @@ TEST_F(DeviceFitTest, InMemoryFitUploadsOnceStreamingFitCopiesEveryPassSameResul
   // Streamed data (buffers reused): copied every pass, never cached; the same fit.
   const std::shared_ptr<PassBackend> streamed = MakeEmulatedPassBackend(kGeometry);
   BatchedObjective streaming(ModelOf(config, *source), AnglesOf(*source), 0.01,
-                             MakeStreamingPassData(*source, /*prefetch=*/false), options,
-                             streamed);
+                             MakeStreamingPassData(*source, /*prefetch=*/false), options, streamed);
   ExpectBitwiseEqual(Fit(streaming, config), expected);
   EXPECT_EQ(streaming.passes(), in_memory.passes());
   EXPECT_EQ(TotalResidentUploads(*streamed), 0);
