@@ -153,8 +153,8 @@ __global__ void CostKernel(typename Mode::Tables tables, const typename Mode::An
   if (t == 0) block_sums[static_cast<int64_t>(job_index) * blocks_per_job + block] = values[0];
 }
 
-// Data values per part of a launch (64 MiB of float32): what one staging buffer holds. A job
-// larger than this is a part of its own.
+// Data values copied per part of a launch (64 MiB of float32): what one staging buffer holds. A
+// job larger than this is a part of its own; resident jobs copy nothing and take no room.
 constexpr size_t kPartValues = size_t{1} << 24;
 
 enum class PassKind { kGrams, kCosts };
@@ -244,14 +244,51 @@ class CudaPassRunner final : public PassRunner {
     loss_ = loss;
   }
 
-  void RunGrams(const PassJob* jobs, int num_jobs, const LaunchGeometry& geometry,
-                std::vector<double>& block_sums) override {
-    Run(PassKind::kGrams, jobs, num_jobs, geometry, block_sums);
+  void RunGrams(const PassJob* jobs, const unsigned char* resident, int num_jobs,
+                const LaunchGeometry& geometry, std::vector<double>& block_sums) override {
+    Run(PassKind::kGrams, jobs, resident, num_jobs, geometry, block_sums);
   }
 
-  void RunCosts(const PassJob* jobs, int num_jobs, const LaunchGeometry& geometry,
-                std::vector<double>& block_sums) override {
-    Run(PassKind::kCosts, jobs, num_jobs, geometry, block_sums);
+  void RunCosts(const PassJob* jobs, const unsigned char* resident, int num_jobs,
+                const LaunchGeometry& geometry, std::vector<double>& block_sums) override {
+    Run(PassKind::kCosts, jobs, resident, num_jobs, geometry, block_sums);
+  }
+
+  int64_t FreeMemoryBytes() override {
+    Check(cudaSetDevice(device_), "cudaSetDevice");
+    size_t free_bytes = 0;
+    size_t total_bytes = 0;
+    Check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+    return static_cast<int64_t>(free_bytes);
+  }
+
+  float* AllocateResident(int64_t values) override {
+    Check(cudaSetDevice(device_), "cudaSetDevice");
+    void* array = nullptr;
+    Check(cudaMalloc(&array, static_cast<size_t>(values) * sizeof(float)),
+          "cudaMalloc resident data");
+    return static_cast<float*>(array);
+  }
+
+  void UploadResident(float* const* devices, const float* const* hosts, const int64_t* values,
+                      int count) override {
+    Check(cudaSetDevice(device_), "cudaSetDevice");
+    for (int i = 0; i < count; ++i) {
+      Check(cudaMemcpy(devices[i], hosts[i], static_cast<size_t>(values[i]) * sizeof(float),
+                       cudaMemcpyHostToDevice),
+            "cudaMemcpy resident data");
+    }
+    // As SetPoint: the kernels' non-blocking streams do not wait for these copies.
+    Check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  }
+
+  void FreeResident(float* array) override {
+    cudaError_t status = cudaSetDevice(device_);
+    if (status == cudaSuccess) status = cudaFree(array);
+    if (status != cudaSuccess) {
+      std::fprintf(stderr, "CUDA pass kernels: cudaFree resident data: %s\n",
+                   cudaGetErrorString(status));
+    }
   }
 
   const std::string& device_description() const override { return description_; }
@@ -282,8 +319,8 @@ class CudaPassRunner final : public PassRunner {
     slot.pending = false;
   }
 
-  void Run(PassKind kind, const PassJob* jobs, int num_jobs, const LaunchGeometry& geometry,
-           std::vector<double>& block_sums) {
+  void Run(PassKind kind, const PassJob* jobs, const unsigned char* resident, int num_jobs,
+           const LaunchGeometry& geometry, std::vector<double>& block_sums) {
     if (!device_pass::IsValidGeometry(geometry)) {
       throw Error("CUDA pass kernels: invalid launch geometry");
     }
@@ -300,12 +337,14 @@ class CudaPassRunner final : public PassRunner {
     int part = 0;
     try {
       while (next < num_jobs) {
-        // The part: jobs [next, last) of at most kPartValues values (at least one job).
+        // The part: jobs [next, last) with at most kPartValues values to copy (at least one
+        // job; resident jobs copy nothing).
         int last = next;
         size_t values = 0;
-        while (last < num_jobs &&
-               (last == next || values + static_cast<size_t>(jobs[last].points) <= kPartValues)) {
-          values += static_cast<size_t>(jobs[last].points);
+        while (last < num_jobs) {
+          const size_t copied = resident[last] != 0 ? 0 : static_cast<size_t>(jobs[last].points);
+          if (last > next && values + copied > kPartValues) break;
+          values += copied;
           ++last;
         }
         Slot& slot = slots_[part % 2];
@@ -320,17 +359,21 @@ class CudaPassRunner final : public PassRunner {
         slot.host_sums.Reserve(part_sums);
         size_t at = 0;
         for (int job = next; job < last; ++job) {
-          const size_t count = static_cast<size_t>(jobs[job].points);
-          std::memcpy(slot.staging.data() + at, jobs[job].data, count * sizeof(float));
           PassJob device_job = jobs[job];
-          device_job.data = slot.data.data() + at;
+          if (resident[job] == 0) {
+            const size_t count = static_cast<size_t>(jobs[job].points);
+            std::memcpy(slot.staging.data() + at, jobs[job].data, count * sizeof(float));
+            device_job.data = slot.data.data() + at;
+            at += count;
+          }  // else: its pointer is a device address already
           slot.host_jobs.data()[job - next] = device_job;
-          at += count;
         }
         const cudaStream_t stream = slot.stream->get();
-        Check(cudaMemcpyAsync(slot.data.data(), slot.staging.data(), values * sizeof(float),
-                              cudaMemcpyHostToDevice, stream),
-              "cudaMemcpyAsync data");
+        if (values > 0) {
+          Check(cudaMemcpyAsync(slot.data.data(), slot.staging.data(), values * sizeof(float),
+                                cudaMemcpyHostToDevice, stream),
+                "cudaMemcpyAsync data");
+        }
         Check(cudaMemcpyAsync(slot.jobs.data(), slot.host_jobs.data(),
                               static_cast<size_t>(part_jobs) * sizeof(PassJob),
                               cudaMemcpyHostToDevice, stream),

@@ -245,6 +245,9 @@ struct PerformanceOptions {
   bool memory_limit_from_command_line = false;    // memory_limit_gb is the shell's, not the file's
   bool fast_mode = false;                         // performance.fast_mode (or top-level fast_mode)
   BackendKind backend = BackendKind::kCpu;        // performance.backend: cpu | cuda | auto
+  // performance.gpu_devices: the CUDA devices the cuda backend computes on (indices as the CUDA
+  // runtime numbers them, distinct, >= 0); empty (the key absent or null) = every visible device.
+  std::vector<int> gpu_devices;
   std::optional<int> cpu_threads;  // performance.computation.cpu_threads; null/auto = all cores
   bool enable_progress = true;     // performance.enable_progress
 };

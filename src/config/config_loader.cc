@@ -873,6 +873,23 @@ void ParsePerformance(const ConfigReader& reader, Config& config) {
     reader.Require(backend.has_value(), "performance.backend", "must be one of cpu, cuda, auto");
     p.backend = *backend;
   }
+  const std::string devices_path = "performance.gpu_devices";
+  if (const YAML::Node devices = reader.Find(devices_path); Present(devices)) {
+    const std::string rule =
+        "must be a list of distinct CUDA device indices (integers >= 0), e.g. [0, 1], or null "
+        "for every visible device";
+    if (!devices.IsSequence() || devices.size() == 0) reader.Fail(devices_path, devices, rule);
+    for (size_t i = 0; i < devices.size(); ++i) {
+      double value = 0.0;
+      if (!devices[i].IsScalar() || !YAML::convert<double>::decode(devices[i], value) ||
+          value != std::floor(value) || value < 0.0 || value > 1.0e6 ||
+          std::find(p.gpu_devices.begin(), p.gpu_devices.end(), static_cast<int>(value)) !=
+              p.gpu_devices.end()) {
+        reader.Fail(devices_path, devices, rule);
+      }
+      p.gpu_devices.push_back(static_cast<int>(value));
+    }
+  }
   const std::string threads_path = "performance.computation.cpu_threads";
   const YAML::Node threads = reader.Find(threads_path);
   if (Present(threads) && !(threads.IsScalar() && Lower(threads.Scalar()) == "auto")) {

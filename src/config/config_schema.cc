@@ -5,7 +5,7 @@
 // experimental_data.{cache_directory, use_caching}, anti_degeneracy.execute_layers,
 // optimization.angle_filtering, output.formats.{yaml, npz}, output.include_diagnostics), plus the
 // additions of homodyne-cpp (performance.{strategy_override,
-// memory_limit_gb, fast_mode, backend, computation.cpu_threads},
+// memory_limit_gb, fast_mode, backend, gpu_devices, computation.cpu_threads},
 // optimization.streaming.{batch_size, enable_compression, ...} also under
 // optimization.nlsq.streaming, top-level fast_mode, simulation.*). Which of them the engine reads
 // is documented in docs/configuration.md; the rest are accepted so that reference configs load.
@@ -119,7 +119,8 @@ const SchemaRow kSchema[] = {
     {"optimization.lsq", "*"},
     {"optimization_config", "*"},
     {"noise_estimation", "*"},
-    {"performance", "strategy_override memory_limit_gb enable_progress fast_mode backend"},
+    {"performance",
+     "strategy_override memory_limit_gb enable_progress fast_mode backend gpu_devices"},
     {"performance.memory_optimization",
      "enabled max_memory_usage_gb chunk_size enable_caching cache_strategy"},
     {"performance.computation", "enable_jit cpu_threads vectorization_level"},

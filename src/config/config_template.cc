@@ -129,6 +129,7 @@ performance:
   strategy_override: null   # standard | large | chunked | streaming; null = automatic
   memory_limit_gb: null     # memory budget [GB]; > 0; null = HOMODYNE_MEMORY_LIMIT or the OS
   backend: cpu              # cpu | cuda | auto. Default cpu
+  gpu_devices: null         # CUDA devices of backend cuda/auto, e.g. [0, 1]; null = all visible
   fast_mode: false          # skip per-iteration NaN/Inf and end-on-bound checks. Default false
   enable_progress: true     # progress lines during the fit. Default true
   computation:

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "homodyne/backend.h"
 #include "homodyne/errors.h"
@@ -17,30 +18,64 @@
 namespace homodyne {
 namespace {
 
-// The CUDA backend on device 0, or why there is none: the build, the machine, or the device.
-// Asks the CUDA runtime only in a build that links it.
+// The CUDA backend on the devices asked for (gpu_devices; empty: every visible device), or why
+// there is none: the build, the machine, the list, or a device.
 struct CudaAvailability {
   std::shared_ptr<PassBackend> backend;  // null when CUDA cannot run
   std::string why_not;                   // set when backend is null
-  std::string device;                    // "NAME (X GiB)" of device 0 when found
+  std::string devices;  // "device 0: NAME (X GiB)" (one device) or "devices 0, 1 (...)"
 };
 
-CudaAvailability FindCuda() {
+std::string JoinIndices(const std::vector<int>& indices) {
+  std::string text;
+  for (size_t i = 0; i < indices.size(); ++i) {
+    text += (i == 0 ? "" : ", ") + std::to_string(indices[i]);
+  }
+  return text;
+}
+
+CudaAvailability FindCuda(const std::vector<int>& gpu_devices) {
   CudaAvailability availability;
   if (!cuda::BuiltWithCuda()) {
     availability.why_not = "built without CUDA";
     return availability;
   }
-  const cuda::DeviceQuery devices = cuda::QueryDevices();
-  if (devices.device_count == 0) {
-    availability.why_not = "no CUDA device (" + devices.error + ")";
+  const cuda::DeviceQuery query = cuda::QueryDevices();
+  if (query.device_count == 0) {
+    availability.why_not = "no CUDA device (" + query.error + ")";
     return availability;
   }
-  availability.device = devices.device0;
+  std::vector<int> devices = gpu_devices;
+  if (devices.empty()) {
+    for (int d = 0; d < query.device_count; ++d) devices.push_back(d);
+  }
+  for (const int device : devices) {
+    if (device < 0 || device >= query.device_count) {
+      availability.why_not = "performance.gpu_devices names device " + std::to_string(device) +
+                             ", but the CUDA runtime sees " + std::to_string(query.device_count) +
+                             " device(s), numbered from 0";
+      return availability;
+    }
+  }
+  const std::string which = devices.size() == 1 ? "device " + std::to_string(devices[0])
+                                                : "devices " + JoinIndices(devices);
   try {
-    availability.backend = MakeCudaPassBackend(0);
+    availability.backend = MakeCudaPassBackend(devices);
   } catch (const Error& error) {
-    availability.why_not = "CUDA device 0 (" + devices.device0 + ") unusable: " + error.what();
+    availability.why_not = "CUDA " + which +
+                           (devices == std::vector<int>{0} ? " (" + query.device0 + ")" : "") +
+                           " unusable: " + error.what();
+    return availability;
+  }
+  if (devices.size() == 1 && devices[0] == 0) {
+    availability.devices = which + ": " + query.device0;
+  } else {
+    const auto& backend = dynamic_cast<const DevicePassBackend&>(*availability.backend);
+    availability.devices = which + " (";
+    for (int d = 0; d < backend.num_devices(); ++d) {
+      availability.devices += (d == 0 ? "" : "; ") + backend.device(d).description();
+    }
+    availability.devices += ")";
   }
   return availability;
 }
@@ -68,15 +103,15 @@ BackendChoice SelfChecked(std::shared_ptr<PassBackend> device, BackendKind reque
 
 }  // namespace
 
-BackendChoice SelectBackend(BackendKind requested) {
+BackendChoice SelectBackend(BackendKind requested, const std::vector<int>& gpu_devices) {
   if (requested == BackendKind::kCpu) return {MakeCpuPassBackend(), "backend cpu", nullptr};
-  CudaAvailability cuda = FindCuda();
+  CudaAvailability cuda = FindCuda(gpu_devices);
   if (requested == BackendKind::kAuto) {
     if (cuda.backend == nullptr) {
       return {MakeCpuPassBackend(), "backend auto: cpu (" + cuda.why_not + ")", nullptr};
     }
     return SelfChecked(std::move(cuda.backend), requested,
-                       "backend auto: cuda on device 0: " + cuda.device +
+                       "backend auto: cuda on " + cuda.devices +
                            " (self-checked against the CPU before the first pass)");
   }
   // docs/design.md section 5: a backend this build or machine lacks is an error, never a silent
@@ -89,9 +124,9 @@ BackendChoice SelectBackend(BackendKind requested) {
   if (cuda.backend == nullptr) {
     throw ConfigError("backend cuda: " + cuda.why_not + "; use --backend cpu or auto");
   }
-  return SelfChecked(std::move(cuda.backend), requested,
-                     "backend cuda on device 0: " + cuda.device +
-                         " (self-checked against the CPU before the first pass)");
+  return SelfChecked(
+      std::move(cuda.backend), requested,
+      "backend cuda on " + cuda.devices + " (self-checked against the CPU before the first pass)");
 }
 
 std::string BackendBuildDescription() {

@@ -13,6 +13,7 @@
 #include "homodyne/dataset.h"
 #include "homodyne/errors.h"
 #include "homodyne/model.h"
+#include "objective/device_pass_backend.h"
 
 namespace homodyne {
 namespace {
@@ -161,17 +162,49 @@ class SelfCheckingBackend : public PassBackend,
     }
     subsample.points = UpperTriangleRowsSize(num_times, subsample.row_begin, subsample.row_end);
     const std::span<const float* const> subsample_data = data.first(point.phi_degrees.size());
+    // The check's arrays (a prefix of the first batch's) are copied for its launches, not kept
+    // on the device.
+    PassPoint check_point = point;
+    check_point.stable_data_id = 0;
+    // Each device of a backend on several (DevicePassBackend::OnDevice) on the whole subsample.
+    std::vector<std::pair<std::string, std::shared_ptr<PassBackend>>> units;
+    const auto* devices = dynamic_cast<const DevicePassBackend*>(device_.get());
+    if (devices != nullptr && devices->num_devices() > 1) {
+      for (int d = 0; d < devices->num_devices(); ++d) {
+        units.emplace_back(devices->device(d).description() + ": ", devices->OnDevice(d));
+      }
+    } else {
+      units.emplace_back("", device_);
+    }
     SelfCheckReport report;
-    const auto start = std::chrono::steady_clock::now();
-    try {
-      report =
-          CompareBackends(*device_, *reference_, point, std::span(&subsample, 1), subsample_data);
-    } catch (const Error& error) {  // NotCompiledError (a mode it lacks), a device error
-      report.ran = true;
-      report.points = subsample.points;
-      report.failure = error.what();
-      report.seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    for (const auto& [name, unit] : units) {
+      SelfCheckReport unit_report;
+      const auto start = std::chrono::steady_clock::now();
+      try {
+        unit_report = CompareBackends(*unit, *reference_, check_point, std::span(&subsample, 1),
+                                      subsample_data);
+      } catch (const Error& error) {  // NotCompiledError (a mode it lacks), a device error
+        unit_report.ran = true;
+        unit_report.points = subsample.points;
+        unit_report.failure = error.what();
+        unit_report.seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      }
+      if (!unit_report.failure.empty()) unit_report.failure = name + unit_report.failure;
+      if (!unit_report.where.empty()) unit_report.where = name + unit_report.where;
+      // The report of the devices: the first failure, else the largest difference.
+      const double seconds = report.seconds + unit_report.seconds;
+      const bool worse = !report.ran || (report.failure.empty() && !unit_report.failure.empty()) ||
+                         (report.failure.empty() &&
+                          !(unit_report.largest_difference <= report.largest_difference));
+      if (worse) {
+        const bool passed = (!report.ran || report.passed) && unit_report.passed;
+        report = unit_report;
+        report.passed = passed;
+      } else {
+        report.passed = report.passed && unit_report.passed;
+      }
+      report.seconds = seconds;
     }
     if (on_report_) on_report_(report);
     if (report.passed) return;

@@ -61,7 +61,11 @@ inline constexpr int64_t kSelfCheckPoints = 4096;
 // check fails, or the device backend throws NotCompiledError (a mode it lacks) or Error while it
 // runs: kFallBack computes this and every later pass on `reference` and kind() reports
 // reference's kind; kStop throws ConfigError starting "backend cuda: self-check failed: ". The
-// check runs once per wrapper.
+// check runs once per wrapper. A DevicePassBackend on several devices (device_pass_backend.h) is
+// checked device by device, each on the whole subsample (DevicePassBackend::OnDevice); the report
+// is the first device's failure or else the largest difference, its `where` (or failure) starting
+// with that device's description. The check's data are not kept on the device (its
+// PassPoint::stable_data_id is 0).
 std::shared_ptr<PassBackend> MakeSelfCheckingBackend(
     std::shared_ptr<PassBackend> device, std::shared_ptr<PassBackend> reference,
     SelfCheckPolicy policy, std::function<void(const SelfCheckReport&)> on_report);

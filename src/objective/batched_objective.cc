@@ -2,6 +2,7 @@
 // equations as passes over a fixed batch list, chunk by chunk, the per-batch sums of a chunk
 // computed by the backend (backend.h) and reduced here in batch order.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <span>
@@ -74,6 +75,11 @@ std::vector<RowBatch> SplitIntoBatches(int n_times, int64_t batch_points) {
   return batches;
 }
 
+uint64_t NewStableDataId() {
+  static std::atomic<uint64_t> last_id{0};
+  return last_id.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+
 void InMemoryPassData::Fetch(std::span<const RowBatch> batches, int first, int last, int num_angles,
                              std::vector<const float*>& pointers) {
   pointers.clear();
@@ -139,6 +145,7 @@ void InMemoryPassData::KeepOnly(std::span<const RowBatch> batches,
     data_[static_cast<size_t>(k)] = std::move(values);  // the full array is freed here
   }
   runs_ = std::move(kept);
+  stable_data_id_ = NewStableDataId();  // other arrays: copies of the old ones must not be used
 }
 
 std::unique_ptr<InMemoryPassData> InMemoryPassData::ReadRuns(
@@ -285,7 +292,7 @@ struct BatchedObjective::PassAt {
                                      static_cast<size_t>(objective.num_angles())),
              std::span<const double>(theta.data() + objective.OffsetIndex(0),
                                      static_cast<size_t>(objective.num_angles())),
-             loss})) {}
+             loss, objective.data_->stable_data_id()})) {}
   PassAt(const PassAt&) = delete;
   PassAt& operator=(const PassAt&) = delete;
 

@@ -74,7 +74,18 @@ class PassData {
   // fetches must stay within one run. Data read from the file on every pass ignore it.
   virtual void KeepOnly(std::span<const RowBatch> /*batches*/,
                         std::span<const std::pair<int, int>> /*runs*/, int /*num_angles*/) {}
+  // Nonzero when every pointer Fetch hands out stays valid, its values unchanged, for as long
+  // as this id is returned (data in memory); a data object that replaces its values (KeepOnly)
+  // takes a new id, and no two data objects of a process ever return the same nonzero id
+  // (NewStableDataId). 0: Fetch may reuse its buffers for other values (streaming). The
+  // objective passes it to its backend (pass_backend.h PassPoint::stable_data_id), so a device
+  // backend keeps stable data on the device, uploaded once (docs/backends.md).
+  virtual uint64_t stable_data_id() const { return 0; }
 };
+
+// A nonzero id no earlier call of this process returned (thread-safe): the identity of a set of
+// stable data (PassData::stable_data_id).
+uint64_t NewStableDataId();
 
 // The batches a rank of `size` ranks computes in every pass of an objective on `batches` whose
 // chunks hold chunk_batches batches (BatchedObjective's pass chunk: chunks start at multiples of
@@ -89,7 +100,8 @@ class InMemoryPassData : public PassData {
  public:
   // One packed strict upper triangle per angle (dataset.h order, UpperTriangleSize(N) values).
   using PackedData = std::vector<std::vector<float>>;
-  explicit InMemoryPassData(PackedData data) : data_(std::move(data)) {}
+  explicit InMemoryPassData(PackedData data)
+      : data_(std::move(data)), stable_data_id_(NewStableDataId()) {}
   // Only the rows of batches[first, last) of each run (sorted, disjoint; RankShareRuns) of every
   // angle, read from the source in blocks of whole rows (about rows_block_points points per read,
   // rows that follow each other in one read): what KeepOnly(batches, runs) keeps of the whole
@@ -111,6 +123,9 @@ class InMemoryPassData : public PassData {
   // The rows data() holds, ascending (row i's segment j = i+1..N-1 of the packed triangle, one
   // after another): every row of the triangle, or those of the kept runs.
   std::vector<int> HeldRows(std::span<const RowBatch> batches) const;
+  // Stable: the arrays are never written after construction; KeepOnly, which replaces them,
+  // takes a new id.
+  uint64_t stable_data_id() const override { return stable_data_id_; }
 
  private:
   struct Run {
@@ -125,6 +140,7 @@ class InMemoryPassData : public PassData {
                                     std::span<const std::pair<int, int>> runs, int64_t* held);
   PackedData data_;
   std::vector<Run> runs_;  // empty: every batch, at its offset
+  uint64_t stable_data_id_;
 };
 
 // Batches read from the file on every pass (streaming strategy): the batches of the next fetch

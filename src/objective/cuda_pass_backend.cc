@@ -1,9 +1,12 @@
-// The CUDA backend (device_pass_backend.h): the device passes' inputs and jobs
-// (device_pass_inputs.cc) run by the kernels of cuda/pass_kernels.cu through cuda_pass_runner.h,
-// their block sums added in block order on the host as the emulation adds them. Compiled with
-// contraction off (device_point.h).
+// The CUDA backend (device_pass_backend.h): a DevicePassBackend whose devices are CUDA devices,
+// each running the kernels of cuda/pass_kernels.cu through cuda_pass_runner.h; their block sums
+// are added in block order on the host as the emulation's are. Compiled with contraction off
+// (device_point.h).
+#include <algorithm>
 #include <memory>
+#include <set>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -17,74 +20,73 @@ namespace {
 using device_pass::LaunchGeometry;
 using device_pass::PassJob;
 
-// The device's state, shared by the backend's passes (one at a time: PreparedPass): the runner
-// and which pass's point it holds.
-struct CudaDevice {
-  std::unique_ptr<cuda::PassRunner> runner;
-  const void* point_owner = nullptr;  // the CudaPreparedPass whose point SetPoint uploaded
-};
-
-class CudaPreparedPass : public DevicePreparedPass {
+// One CUDA device: its runner, and which pass's point the runner holds (by the pass's serial).
+class CudaPassDevice final : public PassDevice {
  public:
-  CudaPreparedPass(std::shared_ptr<CudaDevice> device, const PassPoint& point,
-                   LaunchGeometry geometry)
-      : DevicePreparedPass(point, geometry), device_(std::move(device)) {}
+  explicit CudaPassDevice(int device)
+      : runner_(cuda::MakePassRunner(device)),
+        description_("CUDA device " + std::to_string(device) + ": " +
+                     runner_->device_description()) {}
 
-  ~CudaPreparedPass() override {
-    if (device_->point_owner == this) device_->point_owner = nullptr;
-  }
+  const std::string& description() const override { return description_; }
 
- protected:
-  void LaunchGrams(std::span<const PassJob> jobs, std::vector<double>& block_sums) override {
-    Runner().RunGrams(jobs.data(), static_cast<int>(jobs.size()), geometry(), block_sums);
+  int64_t FreeResidentBytes() override {
+    return std::max<int64_t>(runner_->FreeMemoryBytes() - kCudaResidentReserveBytes, 0);
   }
-  void LaunchCosts(std::span<const PassJob> jobs, std::vector<double>& block_sums) override {
-    Runner().RunCosts(jobs.data(), static_cast<int>(jobs.size()), geometry(), block_sums);
-  }
-
- private:
-  // The runner, holding this pass's point.
-  cuda::PassRunner& Runner() {
-    if (device_->point_owner != this) {
-      const DevicePassInputs& in = inputs();
-      if (in.two_component) {
-        device_->runner->SetTwoComponentPoint(in.two_component_arrays.data(), in.num_times,
-                                              in.transport_prefactor,
-                                              in.two_component_angles.data(), num_angles(),
-                                              in.loss);
-      } else {
-        device_->runner->SetPoint(in.HostTables(), in.laminar, in.angles.data(), num_angles(),
-                                  in.loss);
-      }
-      device_->point_owner = this;
+  float* AllocateResident(int64_t values) override { return runner_->AllocateResident(values); }
+  void UploadResident(std::span<const Upload> uploads) override {
+    std::vector<float*> devices;
+    std::vector<const float*> hosts;
+    std::vector<int64_t> values;
+    for (const Upload& upload : uploads) {
+      devices.push_back(upload.device_values);
+      hosts.push_back(upload.host);
+      values.push_back(upload.values);
     }
-    return *device_->runner;
+    runner_->UploadResident(devices.data(), hosts.data(), values.data(),
+                            static_cast<int>(uploads.size()));
   }
+  void FreeResident(float* device_array) override { runner_->FreeResident(device_array); }
 
-  const std::shared_ptr<CudaDevice> device_;
-};
-
-class CudaPassBackend : public PassBackend {
- public:
-  CudaPassBackend(int device, LaunchGeometry geometry)
-      : device_(std::make_shared<CudaDevice>()), geometry_(geometry) {
-    HOMODYNE_CHECK(device_pass::IsValidGeometry(geometry));
-    device_->runner = cuda::MakePassRunner(device);
-  }
-  BackendKind kind() const override { return BackendKind::kCuda; }
-  std::unique_ptr<PreparedPass> Prepare(const PassPoint& point) override {
-    return std::make_unique<CudaPreparedPass>(device_, point, geometry_);
+  void Launch(DevicePassKind kind, const DevicePassInputs& inputs, uint64_t point_serial,
+              std::span<const PassJob> jobs, std::span<const uint8_t> resident,
+              const LaunchGeometry& geometry, std::vector<double>& block_sums) override {
+    HOMODYNE_CHECK(resident.size() == jobs.size());
+    if (point_serial != point_serial_) {
+      point_serial_ = 0;  // until the upload succeeds
+      if (inputs.two_component) {
+        runner_->SetTwoComponentPoint(
+            inputs.two_component_arrays.data(), inputs.num_times, inputs.transport_prefactor,
+            inputs.two_component_angles.data(), inputs.num_angles(), inputs.loss);
+      } else {
+        runner_->SetPoint(inputs.HostTables(), inputs.laminar, inputs.angles.data(),
+                          inputs.num_angles(), inputs.loss);
+      }
+      point_serial_ = point_serial;
+    }
+    const int num_jobs = static_cast<int>(jobs.size());
+    if (kind == DevicePassKind::kGrams) {
+      runner_->RunGrams(jobs.data(), resident.data(), num_jobs, geometry, block_sums);
+    } else {
+      runner_->RunCosts(jobs.data(), resident.data(), num_jobs, geometry, block_sums);
+    }
   }
 
  private:
-  const std::shared_ptr<CudaDevice> device_;
-  const LaunchGeometry geometry_;
+  const std::unique_ptr<cuda::PassRunner> runner_;
+  const std::string description_;
+  uint64_t point_serial_ = 0;  // the point the runner holds (0: none)
 };
 
 }  // namespace
 
-std::shared_ptr<PassBackend> MakeCudaPassBackend(int device, LaunchGeometry geometry) {
-  return std::make_shared<CudaPassBackend>(device, geometry);
+std::shared_ptr<PassBackend> MakeCudaPassBackend(std::vector<int> devices,
+                                                 LaunchGeometry geometry) {
+  HOMODYNE_CHECK(!devices.empty() &&
+                 std::set<int>(devices.begin(), devices.end()).size() == devices.size());
+  std::vector<std::unique_ptr<PassDevice>> cuda_devices;
+  for (const int device : devices) cuda_devices.push_back(std::make_unique<CudaPassDevice>(device));
+  return std::make_shared<DevicePassBackend>(std::move(cuda_devices), geometry);
 }
 
 }  // namespace homodyne

@@ -17,8 +17,11 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include <Eigen/Dense>
@@ -33,7 +36,7 @@ namespace homodyne {
 struct DevicePassInputs {
   bool laminar = false;
   bool two_component = false;  // then only gram_size, the two_component_* members and loss
-  int gram_size = 0;  // M + 1
+  int gram_size = 0;           // M + 1
   double diffusion_prefactor = 0.0;
   std::vector<double> cumulative_diffusion;              // N
   std::vector<double> cumulative_diffusion_derivatives;  // 3 N
@@ -76,54 +79,181 @@ void GramsFromBlockSums(std::span<const double> block_sums, int blocks_per_job, 
 void CostsFromBlockSums(std::span<const double> block_sums, int blocks_per_job, int num_angles,
                         std::span<double> squared_residuals);
 
-// What a device backend's PreparedPass shares: the inputs at the point, the jobs of a call
-// (MakePassJobs), and the launch's block sums reduced in block order (GramsFromBlockSums,
-// CostsFromBlockSums). A backend supplies the two launches: the CUDA kernels or their emulation.
-class DevicePreparedPass : public PreparedPass {
+// What a device pass computes in one launch: the full pass (Gram matrices) or the cost pass.
+enum class DevicePassKind { kGrams, kCosts };
+
+// One device of a device backend: the CUDA device of cuda_pass_backend.cc, or its host emulation
+// (emulated_pass_backend.cc). Used by one thread at a time (a call's shares run on one thread per
+// device).
+class PassDevice {
  public:
-  DevicePreparedPass(const PassPoint& point, device_pass::LaunchGeometry geometry);
+  virtual ~PassDevice() = default;
 
-  int gram_size() const override { return inputs_.gram_size; }
-  void ComputeGrams(std::span<const RowBatch> batches, std::span<const float* const> data,
-                    std::span<Eigen::MatrixXd> grams, std::span<int64_t> finite_points) override;
-  void ComputeSquaredResiduals(std::span<const RowBatch> batches,
-                               std::span<const float* const> data,
-                               std::span<double> squared_residuals) override;
+  // "device K: NAME (X GiB), sm_XY" (or the emulation's), for the log.
+  virtual const std::string& description() const = 0;
 
- protected:
-  // The block sums of a full pass (resp. a cost pass) over `jobs` (never empty) into block_sums,
-  // in the layout GramsFromBlockSums (resp. CostsFromBlockSums) reads.
-  virtual void LaunchGrams(std::span<const device_pass::PassJob> jobs,
-                           std::vector<double>& block_sums) = 0;
-  virtual void LaunchCosts(std::span<const device_pass::PassJob> jobs,
-                           std::vector<double>& block_sums) = 0;
+  // Resident data (ResidentDataCache). Bytes the device can give resident data now: CUDA:
+  // cudaMemGetInfo's free memory less kCudaResidentReserveBytes; the emulation: its configured
+  // memory less what it holds.
+  virtual int64_t FreeResidentBytes() = 0;
+  // A device array of `values` floats (values >= 1); throws Error when the device cannot
+  // allocate it.
+  virtual float* AllocateResident(int64_t values) = 0;
+  // One array's upload: `values` floats from `host` to `device_values` (inside an
+  // AllocateResident array).
+  struct Upload {
+    float* device_values = nullptr;
+    const float* host = nullptr;
+    int64_t values = 0;
+  };
+  // The uploads, complete on return (later launches read them).
+  virtual void UploadResident(std::span<const Upload> uploads) = 0;
+  // Frees an array of AllocateResident. Does not throw (a failure is logged).
+  virtual void FreeResident(float* device_array) = 0;
 
-  const DevicePassInputs& inputs() const { return inputs_; }
-  const device_pass::LaunchGeometry& geometry() const { return geometry_; }
-  int num_angles() const { return inputs_.num_angles(); }
-
- private:
-  const DevicePassInputs inputs_;
-  const device_pass::LaunchGeometry geometry_;
-  const int num_times_;
-  std::vector<double> block_sums_;  // the last launch's output
+  // The `kind` kernel over `jobs` (never empty) at the point `inputs`, whose tables the device
+  // uploads when point_serial differs from the last launch's (a serial is never reused).
+  // jobs[i].data is the device address of resident data when resident[i] != 0, else a host
+  // address whose values the device copies for this launch (the pinned double-buffered path of
+  // cuda_pass_runner.h). block_sums receives what GramsFromBlockSums (kGrams) or
+  // CostsFromBlockSums (kCosts) read, for these jobs.
+  virtual void Launch(DevicePassKind kind, const DevicePassInputs& inputs, uint64_t point_serial,
+                      std::span<const device_pass::PassJob> jobs, std::span<const uint8_t> resident,
+                      const device_pass::LaunchGeometry& geometry,
+                      std::vector<double>& block_sums) = 0;
 };
 
-// The host emulation of the CUDA backend at `geometry` (IsValidGeometry; checked). kind() reports
-// kCuda: it stands for the CUDA backend wherever a test needs one without a device.
+// The resident data of one device: device copies of stable data (pass_backend.h
+// PassPoint::stable_data_id), uploaded the first time a call uses them and read by every later
+// call in place of a copy. The contract:
+//   - An array is cached under the key (stable data id, host pointer, points). The id is unique
+//     in the process and never reused (NewStableDataId), and data whose values change take a new
+//     id (InMemoryPassData::KeepOnly), so an array of other data at a reused address, or replaced
+//     values, can never be mistaken for a cached array; within one id the values behind a pointer
+//     never change (the PassData contract).
+//   - One id at a time: a call on another nonzero id first frees every array of the previous one
+//     (the global phase's subsample, then the strategy's data, one after the other).
+//   - Memory: the arrays a call lacks are uploaded together, in one allocation, when they fit in
+//     FreeResidentBytes(). When they do not, these data get no further uploads on this device:
+//     their arrays not yet resident are copied for every launch from then on, and one warning
+//     says so ("... copied to the device on every pass"). The arrays already resident stay.
+//   - id 0 (buffers reused from call to call: streaming): nothing is cached or freed; every array
+//     is copied for each launch.
+// The sums do not depend on where the values come from (the same floats), so a pass gives bitwise
+// the same result with and without the cache.
+class ResidentDataCache {
+ public:
+  explicit ResidentDataCache(PassDevice& device) : device_(device) {}
+  ResidentDataCache(const ResidentDataCache&) = delete;
+  ResidentDataCache& operator=(const ResidentDataCache&) = delete;
+  ~ResidentDataCache();  // frees the device arrays
+
+  // For a call on data of stable_data_id: resident[i] = 1 and jobs[i].data = the device copy for
+  // every job whose array is (or now becomes) resident; resident[i] = 0 and jobs[i] unchanged for
+  // the others.
+  void Resolve(uint64_t stable_data_id, std::span<device_pass::PassJob> jobs,
+               std::vector<uint8_t>& resident);
+
+  int64_t resident_arrays() const { return static_cast<int64_t>(arrays_.size()); }
+  int64_t resident_bytes() const { return resident_bytes_; }
+
+ private:
+  void FreeAll();
+
+  PassDevice& device_;
+  uint64_t id_ = 0;    // the data whose arrays are held (0: none)
+  bool full_ = false;  // these data's arrays no longer fit: no further uploads
+  std::map<std::pair<const float*, int64_t>, const float*> arrays_;  // (host, points) -> device
+  std::vector<float*> allocations_;
+  int64_t resident_bytes_ = 0;
+};
+
+// A device backend on one or several devices (the CUDA backend, its host emulation). Its
+// PreparedPass computes a call's batches split into contiguous shares of about equal points,
+// one per device in device order (a device with no share takes no part), the shares on one host
+// thread per device at once; each device's block sums go to their jobs' places, and the
+// batches' sums are added in block order on the host (GramsFromBlockSums, CostsFromBlockSums).
+// A job's block sums depend only on the job, so the per-batch sums are bitwise the same for any
+// number of devices, and so is every pass the objective reduces from them in batch order.
+class DevicePassBackend : public PassBackend {
+ public:
+  // devices: at least one. geometry: IsValidGeometry (checked).
+  DevicePassBackend(std::vector<std::unique_ptr<PassDevice>> devices,
+                    device_pass::LaunchGeometry geometry);
+  BackendKind kind() const override { return BackendKind::kCuda; }
+  std::unique_ptr<PreparedPass> Prepare(const PassPoint& point) override;
+
+  int num_devices() const;
+  PassDevice& device(int index) const;
+  const ResidentDataCache& cache(int index) const;
+  // A backend on device `index` alone, sharing the device and its resident data with this one:
+  // what the self-check compares device by device (backend_self_check.h). Used, as this one, one
+  // pass at a time.
+  std::shared_ptr<PassBackend> OnDevice(int index) const;
+
+  struct Devices;  // the devices and their caches, shared with the passes
+
+ private:
+  DevicePassBackend(std::shared_ptr<Devices> devices, device_pass::LaunchGeometry geometry);
+
+  const std::shared_ptr<Devices> devices_;
+  const device_pass::LaunchGeometry geometry_;
+};
+
+// The shares of a call's batches on `num_devices` devices: device d computes batches
+// [bounds[d], bounds[d + 1]) (num_devices + 1 entries, bounds[0] = 0, the last batches.size()),
+// contiguous runs of about equal points; depends only on the batches' points and the count.
+std::vector<int> DeviceShareBounds(std::span<const RowBatch> batches, int num_devices);
+
+// The emulated devices of MakeEmulatedPassBackend (a test hook: no config value selects them).
+struct EmulatedDeviceOptions {
+  int num_devices = 1;  // emulated devices, >= 1
+  // Device memory each emulated device gives resident data (FreeResidentBytes: this less what it
+  // holds): a small value makes the resident cache fall back to copies on every pass.
+  int64_t memory_bytes = int64_t{1} << 40;
+  // A test hook for the self-check: this device's block sums are off by a factor (1 + 1e-6)
+  // (-1: none).
+  int faulty_device = -1;
+};
+
+// What an emulated device has done since it was made: the counts of data arrays (one batch's
+// values of one angle) uploaded to its resident memory and copied for a single launch.
+struct EmulatedDeviceCounters {
+  int64_t resident_uploads = 0;  // arrays uploaded once, kept for later passes
+  int64_t launch_copies = 0;     // arrays copied for one launch (streamed or not resident)
+  int64_t launches = 0;
+  int64_t resident_bytes = 0;  // held now
+};
+
+// The host emulation of the CUDA backend at `geometry` (IsValidGeometry; checked) on
+// options.num_devices emulated devices: a DevicePassBackend whose devices run the kernels'
+// schedule on the host and model device memory (resident arrays copied into memory of their own,
+// up to options.memory_bytes; launch copies of the others). kind() reports kCuda: it stands for
+// the CUDA backend wherever a test needs one without a device.
 std::shared_ptr<PassBackend> MakeEmulatedPassBackend(
-    device_pass::LaunchGeometry geometry = device_pass::LaunchGeometry());
+    device_pass::LaunchGeometry geometry = device_pass::LaunchGeometry(),
+    EmulatedDeviceOptions options = EmulatedDeviceOptions());
+
+// The counters of each emulated device of a MakeEmulatedPassBackend backend, in device order.
+std::vector<EmulatedDeviceCounters> EmulatedCounters(const PassBackend& emulated);
 
 // The default launch geometry of the CUDA backend: 1 block of 128 threads per job (a batch's
 // angle): a batch of 1e4 points gives each thread about 78 points, so the block's reduction tree
 // (56 entries, 7 steps each) stays a small part of the work (docs/backends.md, Expected speed).
 inline constexpr device_pass::LaunchGeometry kCudaLaunchGeometry{1, 128};
 
-// The CUDA backend on device `device` (cuda/pass_kernels.cu through cuda_pass_runner.h): the
-// schedule of the host emulation at `geometry`, on the device. kind() is kCuda. Throws Error when
-// the device cannot be used, NotCompiledError in a build without CUDA. Used behind its self-check
+// Device memory the CUDA backend leaves to the pass buffers (two 64 MiB parts of data, their
+// staging, jobs and block sums) and the runtime when it decides whether resident data fit
+// (cudaMemGetInfo's free memory less this).
+inline constexpr int64_t kCudaResidentReserveBytes = int64_t{512} << 20;
+
+// The CUDA backend on CUDA devices `devices` (indices, at least one, no repeats;
+// cuda/pass_kernels.cu through cuda_pass_runner.h): a DevicePassBackend running the schedule of the
+// host emulation at `geometry` on each. kind() is kCuda. Throws Error naming the CUDA call when a
+// device cannot be used (SelectBackend names the devices), NotCompiledError in a build without
+// CUDA. Used behind its self-check
 // (backend_self_check.h; SelectBackend).
 std::shared_ptr<PassBackend> MakeCudaPassBackend(
-    int device, device_pass::LaunchGeometry geometry = kCudaLaunchGeometry);
+    std::vector<int> devices, device_pass::LaunchGeometry geometry = kCudaLaunchGeometry);
 
 }  // namespace homodyne

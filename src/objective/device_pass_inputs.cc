@@ -213,33 +213,4 @@ void CostsFromBlockSums(std::span<const double> block_sums, int blocks_per_job, 
   }
 }
 
-DevicePreparedPass::DevicePreparedPass(const PassPoint& point, device_pass::LaunchGeometry geometry)
-    : inputs_(MakeDevicePassInputs(point)),
-      geometry_(geometry),
-      num_times_(point.evaluation->model().num_times()) {}
-
-void DevicePreparedPass::ComputeGrams(std::span<const RowBatch> batches,
-                                      std::span<const float* const> data,
-                                      std::span<Eigen::MatrixXd> grams,
-                                      std::span<int64_t> finite_points) {
-  const std::vector<device_pass::PassJob> jobs =
-      MakePassJobs(num_times_, batches, data, num_angles());
-  HOMODYNE_CHECK(grams.size() == jobs.size() && finite_points.size() == jobs.size());
-  if (jobs.empty()) return;
-  LaunchGrams(jobs, block_sums_);
-  GramsFromBlockSums(block_sums_, geometry_.blocks_per_job, inputs_.gram_size, grams,
-                     finite_points);
-}
-
-void DevicePreparedPass::ComputeSquaredResiduals(std::span<const RowBatch> batches,
-                                                 std::span<const float* const> data,
-                                                 std::span<double> squared_residuals) {
-  const std::vector<device_pass::PassJob> jobs =
-      MakePassJobs(num_times_, batches, data, num_angles());
-  HOMODYNE_CHECK(squared_residuals.size() == batches.size());
-  if (jobs.empty()) return;
-  LaunchCosts(jobs, block_sums_);
-  CostsFromBlockSums(block_sums_, geometry_.blocks_per_job, num_angles(), squared_residuals);
-}
-
 }  // namespace homodyne

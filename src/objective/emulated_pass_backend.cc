@@ -2,11 +2,16 @@
 // (src/model/device/device_schedule.h) run sequentially, thread after thread of each block, then
 // the block's reduction tree step after step, then the blocks in block order. It computes every
 // sum in the order a launch does, so it verifies the kernels' arithmetic and schedule on a machine
-// without a GPU (docs/backends.md). Compiled with contraction off (device_point.h).
+// without a GPU (docs/backends.md). Its devices model the CUDA backend's data movement (resident
+// arrays, copies per launch) with counters for the tests, and several of them model several GPUs.
+// Compiled with contraction off (device_point.h).
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "homodyne/errors.h"
@@ -84,67 +89,174 @@ void EmulateCostLaunch(const typename Mode::Tables& tables,
   }
 }
 
-class EmulatedPreparedPass : public DevicePreparedPass {
+// An emulated device: the kernels' schedule on the host (above), and device memory modelled as
+// memory of its own: resident arrays are copied into it once (UploadResident), the values of the
+// other jobs into a staging copy for each launch, as the CUDA runner copies them; the launches
+// read only those copies.
+class EmulatedPassDevice final : public PassDevice {
  public:
-  EmulatedPreparedPass(const PassPoint& point, LaunchGeometry geometry)
-      : DevicePreparedPass(point, geometry) {}
+  EmulatedPassDevice(int index, int64_t memory_bytes, bool faulty)
+      : description_("emulated device " + std::to_string(index)),
+        memory_bytes_(memory_bytes),
+        faulty_(faulty) {}
 
- protected:
-  void LaunchGrams(std::span<const PassJob> jobs, std::vector<double>& block_sums) override {
-    const DevicePassInputs& in = inputs();
+  const std::string& description() const override { return description_; }
+
+  int64_t FreeResidentBytes() override { return std::max<int64_t>(memory_bytes_ - held_bytes_, 0); }
+
+  float* AllocateResident(int64_t values) override {
+    HOMODYNE_CHECK(values >= 1);
+    const int64_t bytes = values * static_cast<int64_t>(sizeof(float));
+    if (bytes > FreeResidentBytes()) {
+      throw Error(description_ + ": out of emulated device memory");
+    }
+    auto array = std::make_unique<float[]>(static_cast<size_t>(values));
+    float* device_array = array.get();
+    memory_.emplace(device_array, Allocation{std::move(array), values});
+    held_bytes_ += bytes;
+    return device_array;
+  }
+
+  void UploadResident(std::span<const Upload> uploads) override {
+    for (const Upload& upload : uploads) {
+      HOMODYNE_CHECK(InResidentMemory(upload.device_values, upload.values));
+      std::copy(upload.host, upload.host + upload.values, upload.device_values);
+      ++counters_.resident_uploads;
+    }
+  }
+
+  void FreeResident(float* device_array) override {
+    const auto found = memory_.find(device_array);
+    HOMODYNE_CHECK(found != memory_.end());
+    held_bytes_ -= found->second.values * static_cast<int64_t>(sizeof(float));
+    memory_.erase(found);
+  }
+
+  void Launch(DevicePassKind kind, const DevicePassInputs& inputs, uint64_t /*point_serial*/,
+              std::span<const PassJob> jobs, std::span<const uint8_t> resident,
+              const LaunchGeometry& geometry, std::vector<double>& block_sums) override {
+    HOMODYNE_CHECK(!jobs.empty() && resident.size() == jobs.size());
+    ++counters_.launches;
+    // The launch's jobs with their data on the "device": resident arrays where they are (checked
+    // to lie in this device's memory), the others copied into the staging memory.
+    int64_t staged = 0;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      if (resident[i] == 0) staged += jobs[i].points;
+    }
+    staging_.resize(static_cast<size_t>(staged));
+    launch_jobs_.assign(jobs.begin(), jobs.end());
+    int64_t at = 0;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      if (resident[i] != 0) {
+        HOMODYNE_CHECK(InResidentMemory(jobs[i].data, jobs[i].points));
+        continue;
+      }
+      std::copy(jobs[i].data, jobs[i].data + jobs[i].points, staging_.data() + at);
+      launch_jobs_[i].data = staging_.data() + at;
+      at += jobs[i].points;
+      ++counters_.launch_copies;
+    }
+    if (kind == DevicePassKind::kGrams) {
+      LaunchGrams(inputs, launch_jobs_, geometry, block_sums);
+    } else {
+      LaunchCosts(inputs, launch_jobs_, geometry, block_sums);
+    }
+    if (faulty_) {
+      for (double& sum : block_sums) sum *= 1.0 + 1e-6;
+    }
+  }
+
+  EmulatedDeviceCounters counters() const {
+    EmulatedDeviceCounters counters = counters_;
+    counters.resident_bytes = held_bytes_;
+    return counters;
+  }
+
+ private:
+  struct Allocation {
+    std::unique_ptr<float[]> array;
+    int64_t values = 0;
+  };
+
+  // Whether [data, data + values) lies inside one resident allocation.
+  bool InResidentMemory(const float* data, int64_t values) const {
+    auto found = memory_.upper_bound(data);
+    if (found == memory_.begin()) return false;
+    --found;
+    const float* begin = found->first;
+    return data >= begin && data + values <= begin + found->second.values;
+  }
+
+  static void LaunchGrams(const DevicePassInputs& in, std::span<const PassJob> jobs,
+                          const LaunchGeometry& geometry, std::vector<double>& block_sums) {
     if (in.two_component) {
       EmulateGramLaunch<device_pass::TwoComponentDeviceMode>(
           in.HostTwoComponentTables(),
           std::span<const device_pass::TwoComponentAngleTerms>(in.two_component_angles), in.loss,
-          jobs, geometry(), block_sums);
+          jobs, geometry, block_sums);
     } else if (in.laminar) {
       EmulateGramLaunch<device_pass::HomodyneDeviceMode<true>>(
           in.HostTables(), std::span<const device_pass::AngleTerms>(in.angles), in.loss, jobs,
-          geometry(), block_sums);
+          geometry, block_sums);
     } else {
       EmulateGramLaunch<device_pass::HomodyneDeviceMode<false>>(
           in.HostTables(), std::span<const device_pass::AngleTerms>(in.angles), in.loss, jobs,
-          geometry(), block_sums);
+          geometry, block_sums);
     }
   }
 
-  void LaunchCosts(std::span<const PassJob> jobs, std::vector<double>& block_sums) override {
-    const DevicePassInputs& in = inputs();
+  static void LaunchCosts(const DevicePassInputs& in, std::span<const PassJob> jobs,
+                          const LaunchGeometry& geometry, std::vector<double>& block_sums) {
     if (in.two_component) {
       EmulateCostLaunch<device_pass::TwoComponentDeviceMode>(
           in.HostTwoComponentTables(),
           std::span<const device_pass::TwoComponentAngleTerms>(in.two_component_angles), in.loss,
-          jobs, geometry(), block_sums);
+          jobs, geometry, block_sums);
     } else if (in.laminar) {
       EmulateCostLaunch<device_pass::HomodyneDeviceMode<true>>(
           in.HostTables(), std::span<const device_pass::AngleTerms>(in.angles), in.loss, jobs,
-          geometry(), block_sums);
+          geometry, block_sums);
     } else {
       EmulateCostLaunch<device_pass::HomodyneDeviceMode<false>>(
           in.HostTables(), std::span<const device_pass::AngleTerms>(in.angles), in.loss, jobs,
-          geometry(), block_sums);
+          geometry, block_sums);
     }
   }
-};
 
-class EmulatedPassBackend : public PassBackend {
- public:
-  explicit EmulatedPassBackend(LaunchGeometry geometry) : geometry_(geometry) {
-    HOMODYNE_CHECK(device_pass::IsValidGeometry(geometry));
-  }
-  BackendKind kind() const override { return BackendKind::kCuda; }
-  std::unique_ptr<PreparedPass> Prepare(const PassPoint& point) override {
-    return std::make_unique<EmulatedPreparedPass>(point, geometry_);
-  }
-
- private:
-  const LaunchGeometry geometry_;
+  const std::string description_;
+  const int64_t memory_bytes_;
+  const bool faulty_;                          // EmulatedDeviceOptions::faulty_device
+  std::map<const float*, Allocation> memory_;  // resident arrays by address
+  int64_t held_bytes_ = 0;
+  std::vector<float> staging_;        // a launch's copied values
+  std::vector<PassJob> launch_jobs_;  // a launch's jobs, data on the device
+  EmulatedDeviceCounters counters_;
 };
 
 }  // namespace
 
-std::shared_ptr<PassBackend> MakeEmulatedPassBackend(LaunchGeometry geometry) {
-  return std::make_shared<EmulatedPassBackend>(geometry);
+std::shared_ptr<PassBackend> MakeEmulatedPassBackend(LaunchGeometry geometry,
+                                                     EmulatedDeviceOptions options) {
+  HOMODYNE_CHECK(device_pass::IsValidGeometry(geometry) && options.num_devices >= 1 &&
+                 options.memory_bytes >= 0);
+  std::vector<std::unique_ptr<PassDevice>> devices;
+  for (int d = 0; d < options.num_devices; ++d) {
+    devices.push_back(
+        std::make_unique<EmulatedPassDevice>(d, options.memory_bytes, d == options.faulty_device));
+  }
+  return std::make_shared<DevicePassBackend>(std::move(devices), geometry);
+}
+
+std::vector<EmulatedDeviceCounters> EmulatedCounters(const PassBackend& emulated) {
+  const auto* backend = dynamic_cast<const DevicePassBackend*>(&emulated);
+  HOMODYNE_CHECK(backend != nullptr);
+  std::vector<EmulatedDeviceCounters> counters;
+  for (int d = 0; d < backend->num_devices(); ++d) {
+    const auto* device = dynamic_cast<const EmulatedPassDevice*>(&backend->device(d));
+    HOMODYNE_CHECK(device != nullptr);
+    counters.push_back(device->counters());
+  }
+  return counters;
 }
 
 }  // namespace homodyne

@@ -44,6 +44,15 @@ struct PassPoint {
   // The loss the pass applies (src/model/robust_loss.h): linear gives the sums documented below;
   // another rescales each point's row of [J | e] and puts s^2 sum rho(z) where e^T e would be.
   PassLoss loss;
+  // Where the data pointers of the passes' calls come from (PassData::stable_data_id):
+  //   0 (the default): buffers that may be reused with other values from one call to the next
+  //     (streaming's double buffers, a test's vectors): a backend reads them during the call only;
+  //   nonzero: every pointer the calls pass points at values that stay valid and unchanged for
+  //     as long as data of this id exist, and no two data of one process ever share an id. A
+  //     device backend may then keep a copy of a (id, pointer, points) array on the device and
+  //     use it in later calls instead of copying the values again (device_pass_backend.h,
+  //     ResidentDataCache).
+  uint64_t stable_data_id = 0;
 };
 
 // The per-batch sums of passes at one point, on one backend. Used by one pass at a time (not

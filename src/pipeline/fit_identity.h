@@ -172,7 +172,7 @@ void VisitStreaming(Struct& streaming, Visitor& visit) {
 template <typename Struct, typename Visitor>
 void VisitPerformance(Struct& performance, Visitor& visit) {
   auto& [strategy_override, memory_limit_gb, memory_limit_from_command_line, fast_mode, backend,
-         cpu_threads, enable_progress] = performance;
+         gpu_devices, cpu_threads, enable_progress] = performance;
   // The strategies compute bitwise the same passes (objective.h), and a fit may fall back to a
   // leaner one after an allocation failure: a checkpoint of one resumes in another.
   visit("performance.strategy_override", kNotNumbersField, strategy_override);
@@ -185,6 +185,8 @@ void VisitPerformance(Struct& performance, Visitor& visit) {
   // Only the CPU computes passes in this version (SelectBackend refuses cuda; auto means cpu).
   // A backend that computes passes must give the CPU's numbers before this role can stay.
   visit("performance.backend", kNotNumbersField, backend);
+  // The batches split over the devices give bitwise the sums of one (device_pass_backend.h).
+  visit("performance.gpu_devices", kNotNumbersField, gpu_devices);
   // Sums are reduced in batch and block order, whatever the thread count.
   visit("performance.computation.cpu_threads", kNotNumbersField, cpu_threads);
   visit("performance.enable_progress", kNotNumbersField, enable_progress);

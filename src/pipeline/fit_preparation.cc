@@ -30,7 +30,8 @@ namespace {
 void SelectBackendStep(PreparedFit& fit) {
   fit.result.analysis_mode = fit.config.analysis_mode;
   try {
-    fit.backend = SelectBackend(fit.config.performance.backend);
+    fit.backend =
+        SelectBackend(fit.config.performance.backend, fit.config.performance.gpu_devices);
   } catch (const ConfigError& error) {
     throw ConfigError(fit.config.source_path + ": " + error.what());
   }

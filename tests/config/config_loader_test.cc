@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "config_test_util.h"
 #include "homodyne/config.h"
@@ -490,6 +491,26 @@ performance:
   EXPECT_EQ(config.performance.backend, BackendKind::kCuda);
   EXPECT_FALSE(config.performance.enable_progress);
   EXPECT_EQ(config.performance.cpu_threads, 16);
+}
+
+TEST(ConfigPerformanceTest, GpuDevicesIsAListOfDistinctIndicesOrEveryVisibleDevice) {
+  EXPECT_TRUE(ParseConfig("analysis_mode: static\n", "g.yaml").performance.gpu_devices.empty());
+  EXPECT_TRUE(ParseConfig("performance: {gpu_devices: null}\n", "g.yaml")
+                  .performance.gpu_devices.empty());
+  EXPECT_EQ(ParseConfig("performance: {gpu_devices: [2, 0]}\n", "g.yaml").performance.gpu_devices,
+            (std::vector<int>{2, 0}));
+  for (const char* bad : {"1", "[]", "[-1]", "[0, 0]", "[1.5]", "[gpu0]", "{a: 1}", "[[0]]"}) {
+    SCOPED_TRACE(bad);
+    try {
+      ParseConfig(std::string("performance: {gpu_devices: ") + bad + "}\n", "g.yaml");
+      ADD_FAILURE() << "accepted";
+    } catch (const ConfigError& error) {
+      EXPECT_THAT(error.what(), HasSubstr("g.yaml: performance.gpu_devices = "));
+      EXPECT_THAT(error.what(), HasSubstr("must be a list of distinct CUDA device indices "
+                                          "(integers >= 0), e.g. [0, 1], or null for every "
+                                          "visible device"));
+    }
+  }
 }
 
 TEST(ConfigPerformanceTest, TopLevelFastModeAliasAndAutoThreads) {

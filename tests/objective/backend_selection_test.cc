@@ -93,14 +93,14 @@ TEST(BackendSelectionTest, BuildDescriptionSaysWhetherTheBuildHasCuda) {
 
 TEST(BackendSelectionTest, TheCudaBackendNamesTheCallThatFailsWithoutADevice) {
   if (!cuda::BuiltWithCuda()) {
-    EXPECT_THROW(MakeCudaPassBackend(0), NotCompiledError);
+    EXPECT_THROW(MakeCudaPassBackend({0}), NotCompiledError);
     return;
   }
   if (cuda::QueryDevices().device_count > 0) {
     GTEST_SKIP() << "a CUDA device is present: cuda_pass_backend_test.cc";
   }
   try {
-    MakeCudaPassBackend(0);
+    MakeCudaPassBackend({0});
     ADD_FAILURE() << "the CUDA backend was made without a device";
   } catch (const Error& error) {
     EXPECT_THAT(error.what(), StartsWith("CUDA pass kernels: cuda"));

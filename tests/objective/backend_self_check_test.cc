@@ -157,6 +157,47 @@ TEST_F(BackendSelfCheckTest, ADifferenceBelowTheToleranceIsAccepted) {
   EXPECT_EQ(checked->kind(), BackendKind::kCuda);
 }
 
+TEST_F(BackendSelfCheckTest, EveryDeviceOfSeveralIsChecked) {
+  // Three emulated devices; the last one's sums are off by 1e-6. The subsample is one batch, which
+  // a pass would give to device 0 alone: the check runs it on each device.
+  for (const SelfCheckPolicy policy : {SelfCheckPolicy::kStop, SelfCheckPolicy::kFallBack}) {
+    reports_.clear();
+    EmulatedDeviceOptions devices;
+    devices.num_devices = 3;
+    devices.faulty_device = 2;
+    const std::shared_ptr<PassBackend> checked =
+        Checked(MakeEmulatedPassBackend({2, 64}, devices), policy);
+    if (policy == SelfCheckPolicy::kStop) {
+      try {
+        Passes(*checked);
+        ADD_FAILURE() << "the passes ran on devices one of which failed its self-check";
+      } catch (const ConfigError& error) {
+        EXPECT_THAT(error.what(), HasSubstr("backend cuda: self-check failed: "));
+        EXPECT_THAT(error.what(), HasSubstr("(emulated device 2: batch 0 angle "));
+      }
+    } else {
+      const device_pass_testing::PassSums sums = Passes(*checked);
+      EXPECT_EQ(checked->kind(), BackendKind::kCpu);
+      EXPECT_TRUE(device_pass_testing::BitwiseEqual(sums, Passes(*MakeCpuPassBackend())));
+    }
+    ASSERT_EQ(reports_.size(), 1u);
+    EXPECT_FALSE(reports_[0].passed);
+    EXPECT_NEAR(reports_[0].largest_difference, 1e-6, 1e-7);
+    EXPECT_THAT(reports_[0].where, ::testing::StartsWith("emulated device 2: "));
+  }
+  // Three agreeing devices pass, the report naming the device of the largest difference.
+  reports_.clear();
+  EmulatedDeviceOptions agreeing;
+  agreeing.num_devices = 3;
+  const std::shared_ptr<PassBackend> checked =
+      Checked(MakeEmulatedPassBackend({2, 64}, agreeing), SelfCheckPolicy::kStop);
+  Passes(*checked);
+  ASSERT_EQ(reports_.size(), 1u);
+  EXPECT_TRUE(reports_[0].passed) << reports_[0].Describe();
+  EXPECT_THAT(reports_[0].where, ::testing::StartsWith("emulated device "));
+  EXPECT_EQ(checked->kind(), BackendKind::kCuda);
+}
+
 TEST_F(BackendSelfCheckTest, AModeTheDeviceLacksFallsBackOrStops) {
   const std::shared_ptr<PassBackend> automatic =
       Checked(std::make_shared<RefusingBackend>(), SelfCheckPolicy::kFallBack);

@@ -26,7 +26,7 @@ TEST(CudaDeviceTest, RuntimeDescribesTheDeviceAndCudaIsSelectedBehindItsSelfChec
   EXPECT_THAT(devices.device0, HasSubstr(" GiB)"));
   for (BackendKind requested : {BackendKind::kCuda, BackendKind::kAuto}) {
     SCOPED_TRACE(std::string(ToString(requested)));
-    const BackendChoice choice = SelectBackend(requested);
+    const BackendChoice choice = SelectBackend(requested, {0});
     EXPECT_THAT(choice.reason, HasSubstr("cuda on device 0: " + devices.device0));
     ASSERT_NE(choice.self_check, nullptr);
     EXPECT_EQ(choice.backend->kind(), BackendKind::kCuda);

@@ -1,6 +1,7 @@
 // Tests of the CUDA backend's kernels on a device (ctest label gpu; skipped, with the reason,
 // without CUDA or a device): the comparisons the host emulation passes on every machine
-// (emulated_pass_backend_test.cc), run on the device. docs/backends.md, Running the GPU tests.
+// (emulated_pass_backend_test.cc, emulated_devices_test.cc), run on the device. docs/backends.md,
+// Running the GPU tests.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -54,7 +55,7 @@ TEST(CudaPassBackendTest, EverySumAgreesWithTheCpuAndTheEmulationOnEveryCaseAndG
     for (const LaunchGeometry& geometry : kGeometries) {
       SCOPED_TRACE(pass_case.name + ", " + std::to_string(geometry.blocks_per_job) + " x " +
                    std::to_string(geometry.threads_per_block));
-      const PassSums device = ComputeAllSums(*MakeCudaPassBackend(0, geometry), pass_case);
+      const PassSums device = ComputeAllSums(*MakeCudaPassBackend({0}, geometry), pass_case);
       const PassSums emulated = ComputeAllSums(*MakeEmulatedPassBackend(geometry), pass_case);
       std::string where;
       EXPECT_LE(LargestError(device, expected, &where), kTolerance) << "vs CPU: " << where;
@@ -65,10 +66,34 @@ TEST(CudaPassBackendTest, EverySumAgreesWithTheCpuAndTheEmulationOnEveryCaseAndG
   }
 }
 
+// Resident data and several devices (docs/backends.md): the sums of data copied for each pass on
+// device 0, bitwise again from data resident on device 0 (uploaded by the first call, read in
+// place by the second) and on every visible device (the batches split over them).
+TEST(CudaPassBackendTest, ResidentDataAndEveryDeviceGiveBitwiseTheCopiedSums) {
+  SKIP_WITHOUT_DEVICE();
+  std::vector<int> all;
+  for (int d = 0; d < cuda::QueryDevices().device_count; ++d) all.push_back(d);
+  for (const PassCase& pass_case : ComparisonCases()) {
+    SCOPED_TRACE(pass_case.name);
+    const PassSums copied = ComputeAllSums(*MakeCudaPassBackend({0}), pass_case);
+    const std::shared_ptr<PassBackend> resident = MakeCudaPassBackend({0});
+    const uint64_t id = NewStableDataId();
+    for (int call = 0; call < 2; ++call) {
+      EXPECT_TRUE(device_pass_testing::BitwiseEqual(
+          ComputeAllSums(*resident, pass_case, PassLoss(), id), copied))
+          << "call " << call;
+    }
+    const std::shared_ptr<PassBackend> every = MakeCudaPassBackend(all);
+    EXPECT_TRUE(device_pass_testing::BitwiseEqual(ComputeAllSums(*every, pass_case), copied));
+    EXPECT_TRUE(device_pass_testing::BitwiseEqual(
+        ComputeAllSums(*every, pass_case, PassLoss(), NewStableDataId()), copied));
+  }
+}
+
 TEST(CudaPassBackendTest, RobustLossesAgreeWithTheCpuBackend) {
   SKIP_WITHOUT_DEVICE();
   const std::shared_ptr<PassBackend> cpu = MakeCpuPassBackend();
-  const std::shared_ptr<PassBackend> device = MakeCudaPassBackend(0);
+  const std::shared_ptr<PassBackend> device = MakeCudaPassBackend({0});
   for (AnalysisMode mode :
        {AnalysisMode::kStatic, AnalysisMode::kLaminarFlow, AnalysisMode::kTwoComponent}) {
     const PassCase pass_case = device_pass_testing::MakeCase("robust", mode, 80, 700, 3);
@@ -88,7 +113,7 @@ TEST(CudaPassBackendTest, RobustLossesAgreeWithTheCpuBackend) {
 
 TEST(CudaPassBackendTest, SumsOfABatchDoNotDependOnTheChunking) {
   SKIP_WITHOUT_DEVICE();
-  const std::shared_ptr<PassBackend> device = MakeCudaPassBackend(0);
+  const std::shared_ptr<PassBackend> device = MakeCudaPassBackend({0});
   const PassCase pass_case =
       device_pass_testing::MakeCase("chunking", AnalysisMode::kLaminarFlow, 120, 400, 4);
   const int num_batches = static_cast<int>(pass_case.batches.size());
@@ -121,7 +146,7 @@ TEST_F(CudaFitTest, FitEqualsTheCpuFit) {
     Config config = SimulationConfig(mode, 40);
     if (two_component) {
       config.simulation.physical_parameters = {2.0e4, 0.3, 100.0, 5.0e4, -0.5, 0.0, 20.0,
-                                               0.5,   1.0, 0.3,   0.5,  0.5,  0.2, 2.0};
+                                               0.5,   1.0, 0.3,   0.5,   0.5,  0.2, 2.0};
     }
     std::unique_ptr<BatchSource> source = SimulateAndOpen(config);
     const PackedDataObjective::PackedData data = PackedDataObjective::LoadPackedData(*source);
@@ -130,7 +155,7 @@ TEST_F(CudaFitTest, FitEqualsTheCpuFit) {
     PackedDataObjective cpu(ModelOf(config, *source), AnglesOf(*source), 0.01, data, options,
                             MakeCpuPassBackend());
     PackedDataObjective device(ModelOf(config, *source), AnglesOf(*source), 0.01, data, options,
-                               MakeCudaPassBackend(0));
+                               MakeCudaPassBackend({0}));
     Eigen::VectorXd start = Truth(config);
     for (int a = 0; a < cpu.num_physical(); ++a) {
       start[a] *= a % 2 == 0 ? (two_component ? 1.02 : 1.2) : (two_component ? 0.98 : 0.9);

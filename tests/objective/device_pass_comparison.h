@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <memory>
 #include <random>
@@ -109,10 +110,12 @@ struct PassSums {
   std::vector<double> costs;
 };
 
+// stable_data_id: PassPoint::stable_data_id (0: the data count as buffers reused between calls).
 inline PassSums ComputeSums(PassBackend& backend, const PassCase& pass_case, const PassLoss& loss,
-                            int first, int last) {
+                            int first, int last, uint64_t stable_data_id = 0) {
   const ModelEvaluation evaluation(pass_case.model, pass_case.physical);
-  const PassPoint point{&evaluation, pass_case.phi, pass_case.contrast, pass_case.offset, loss};
+  const PassPoint point{&evaluation,      pass_case.phi, pass_case.contrast,
+                        pass_case.offset, loss,          stable_data_id};
   const std::unique_ptr<PreparedPass> pass = backend.Prepare(point);
   const std::span<const RowBatch> batches =
       std::span<const RowBatch>(pass_case.batches)
@@ -129,8 +132,9 @@ inline PassSums ComputeSums(PassBackend& backend, const PassCase& pass_case, con
 }
 
 inline PassSums ComputeAllSums(PassBackend& backend, const PassCase& pass_case,
-                               const PassLoss& loss = PassLoss()) {
-  return ComputeSums(backend, pass_case, loss, 0, static_cast<int>(pass_case.batches.size()));
+                               const PassLoss& loss = PassLoss(), uint64_t stable_data_id = 0) {
+  return ComputeSums(backend, pass_case, loss, 0, static_cast<int>(pass_case.batches.size()),
+                     stable_data_id);
 }
 
 // The largest error of `actual` against `expected` by the measure at the top of this file, over
