@@ -74,7 +74,7 @@ using ProfileProbe =
 // kProfileRise s^2 means the surface is flatter along that profile than the curvature at the
 // result says, so the uncertainty understates how far the data let the parameter move.
 // Returns the warning naming those parameters (empty when none) and appends them to
-// `undetermined`. Reads result.physical, covariance and reduced_chi_squared.
+// `undetermined`. Reads result.physical, covariance, chi_squared and reduced_chi_squared.
 inline constexpr double kProfileCorrelation = 0.9;
 inline constexpr double kProfileStandardErrors = 4.0;
 inline constexpr double kProfileRise = 12.0;
