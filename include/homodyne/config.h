@@ -203,6 +203,10 @@ struct NlsqOptions {
   // docs/design.md section 4: ftol/xtol may stop a fit only when the Gauss-Newton step is at most
   // this many standard errors. optimization.nlsq.statistical_tolerance, >= 0 (0 disables).
   double statistical_tolerance = 1e-3;
+  // The profile check of the uncertainties (docs/results.md, What the uncertainties mean):
+  // optimization.nlsq.profile_check, true or false; absent (nullopt) = the mode's default (on for
+  // two_component, off for the homodyne modes, where it costs as much as the rest of a fit).
+  std::optional<bool> profile_check;
   GlobalSearchOptions global_search;
   MultiStartOptions multi_start;
   CmaesSearchOptions cmaes;

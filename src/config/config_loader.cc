@@ -603,8 +603,8 @@ void ParseNlsq(const ConfigReader& reader, Config& config) {
   }
 }
 
-// optimization.nlsq.{variable_projection, statistical_tolerance, global_search, multi_start,
-// cmaes} (config.h GlobalSearchOptions, MultiStartOptions, CmaesSearchOptions).
+// optimization.nlsq.{variable_projection, statistical_tolerance, profile_check, global_search,
+// multi_start, cmaes} (config.h GlobalSearchOptions, MultiStartOptions, CmaesSearchOptions).
 void ParseGlobalSearch(const ConfigReader& reader, Config& config) {
   NlsqOptions& nlsq = config.nlsq;
   const std::string base = "optimization.nlsq.";
@@ -615,6 +615,7 @@ void ParseGlobalSearch(const ConfigReader& reader, Config& config) {
                    "must be >= 0 (0 disables the check)");
     nlsq.statistical_tolerance = *value;
   }
+  nlsq.profile_check = reader.Bool(base + "profile_check");
   // A key that holds one of a few names (an enum of config.h): its value, in any case, parsed by
   // `parse` (config.h's Parse... function); any other value fails with "must be one of" the names
   // of `allowed`, in that order. False when the key is absent.

@@ -88,6 +88,8 @@ optimization:
     statistical_tolerance: 1.0e-3  # ftol/xtol stop only when the Gauss-Newton step is at most
                                    # this many standard errors; >= 0, 0 disables. Default 1e-3
     variable_projection: true      # local fits solve contrast/offset exactly. Default true
+    profile_check: null            # check the uncertainties by profile points: true, false, or
+                                   # null for the mode's default (two_component only)
     solver: lm                     # standard strategy: lm (our LM core) or ceres. Default lm
     global_search:                 # the global phase before the fit (docs/configuration.md)
       method: auto                 # auto | off | multi_start | cmaes. Default auto

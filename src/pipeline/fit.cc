@@ -261,14 +261,17 @@ class FitRun {
   // The profile points of the uncertainty check (fit_solution.h ProfileWarnings): a projected
   // local fit of all the data with one physical parameter held (at most kProfileIterations
   // iterations: a profile point still above `enough` then counts as not flagged; a signal stops
-  // it). None (no check) for a mode whose catalog entry does not ask for it (profile_check), under
+  // it). None (no check) when optimization.nlsq.profile_check, else the mode's catalog entry
+  // (profile_check), does not ask for it, under
   // a robust loss, whose projected chi2 is not the reported one, without variable projection,
   // without a solution, and above global_search.max_points points, where each profile point
   // would cost the passes of a local fit over all the data.
   ProfileProbe ProfileProbeOfTheSolution() {
     static constexpr int kProfileIterations = 50;
     BatchedObjective& objective = fit_->strategy->objective();
-    if (!DefinitionOf(config_.analysis_mode).profile_check || !config_.nlsq.loss.is_linear() ||
+    const bool asked =
+        config_.nlsq.profile_check.value_or(DefinitionOf(config_.analysis_mode).profile_check);
+    if (!asked || !config_.nlsq.loss.is_linear() ||
         !config_.nlsq.variable_projection ||
         summary_.theta.size() == 0 ||
         objective.num_points() > config_.nlsq.global_search.max_points) {

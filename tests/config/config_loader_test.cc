@@ -396,6 +396,26 @@ TEST(ConfigNlsqTest, GlobalSearchMethodInAnyCase) {
   EXPECT_TRUE(config.nlsq.global_search.method_from_config);
 }
 
+TEST(ConfigNlsqTest, ProfileCheckIsTheModesDefaultUnlessSet) {
+  // Absent or null: the mode decides (docs/results.md, What the uncertainties mean).
+  EXPECT_FALSE(ParseConfig("analysis_mode: static\n", "p.yaml").nlsq.profile_check.has_value());
+  EXPECT_FALSE(ParseConfig("optimization: {nlsq: {profile_check: null}}\n", "p.yaml")
+                   .nlsq.profile_check.has_value());
+  EXPECT_EQ(ParseConfig("optimization: {nlsq: {profile_check: true}}\n", "p.yaml")
+                .nlsq.profile_check,
+            std::optional<bool>(true));
+  EXPECT_EQ(ParseConfig("optimization: {nlsq: {profile_check: false}}\n", "p.yaml")
+                .nlsq.profile_check,
+            std::optional<bool>(false));
+  try {
+    ParseConfig("optimization: {nlsq: {profile_check: sometimes}}\n", "p.yaml");
+    ADD_FAILURE() << "accepted";
+  } catch (const ConfigError& error) {
+    EXPECT_THAT(error.what(), HasSubstr("optimization.nlsq.profile_check"));
+    EXPECT_THAT(error.what(), HasSubstr("sometimes"));
+  }
+}
+
 TEST(ConfigNlsqTest, GlobalSearchSectionsNamesInAnyCase) {
   const Config defaults = ParseConfig("analysis_mode: static\n", "n.yaml");
   EXPECT_EQ(defaults.nlsq.multi_start.sampling_strategy, SamplingStrategy::kLatinHypercube);
