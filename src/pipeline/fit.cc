@@ -37,7 +37,6 @@
 #include "optimize/global_search.h"
 #include "optimize/levenberg_marquardt.h"
 #include "optimize/per_angle_mode.h"
-#include "optimize/variable_projection.h"
 
 namespace homodyne {
 namespace {
@@ -258,21 +257,19 @@ class FitRun {
     return std::move(outcome_);
   }
 
-  // The profile points of the uncertainty check (fit_solution.h ProfileWarnings): a projected
-  // local fit of all the data with one physical parameter held (at most kProfileIterations
-  // iterations: a profile point still above `enough` then counts as not flagged; a signal stops
-  // it). None (no check) when optimization.nlsq.profile_check, else the mode's catalog entry
-  // (profile_check), does not ask for it, under
-  // a robust loss, whose projected chi2 is not the reported one, without variable projection,
-  // without a solution, and above global_search.max_points points, where each profile point
-  // would cost the passes of a local fit over all the data.
+  // The profile points of the uncertainty check (fit_solution.h ProfileWarnings): ProfilePoint
+  // (global_phase.h) on all the data, at most kProfileIterations iterations (a point still above
+  // `enough` then counts as not flagged). None (no check) when optimization.nlsq.profile_check,
+  // else the mode's catalog entry (profile_check), does not ask for it, under a robust loss,
+  // whose projected chi2 is not the reported one, without variable projection, without a
+  // solution, and above global_search.max_points points, where each profile point would cost
+  // the passes of a local fit over all the data.
   ProfileProbe ProfileProbeOfTheSolution() {
     static constexpr int kProfileIterations = 50;
     BatchedObjective& objective = fit_->strategy->objective();
     const bool asked =
         config_.nlsq.profile_check.value_or(DefinitionOf(config_.analysis_mode).profile_check);
-    if (!asked || !config_.nlsq.loss.is_linear() ||
-        !config_.nlsq.variable_projection ||
+    if (!asked || !config_.nlsq.loss.is_linear() || !config_.nlsq.variable_projection ||
         summary_.theta.size() == 0 ||
         objective.num_points() > config_.nlsq.global_search.max_points) {
       return nullptr;
@@ -287,42 +284,8 @@ class FitRun {
       for (int r = 0; r < map.num_reduced(); ++r) {
         if (map.matrix(full, r) == 1.0 && map.matrix.row(full).cwiseAbs().sum() == 1.0) reduced = r;
       }
-      BoundBox bounds = parameters.reduced_bounds;
-      if (reduced < 0 || bounds.lower.size() == 0 || !(value >= bounds.lower[reduced]) ||
-          !(value <= bounds.upper[reduced])) {
-        return kNaN;
-      }
-      bounds.lower[reduced] = value;
-      bounds.upper[reduced] = value;
-      // From where the covariance puts the profile's point (the other parameters moved along
-      // their regression on this one) when that is inside the bounds: on a quadratic surface it
-      // is the answer, and the fit only corrects it. Else from the solution.
-      Eigen::VectorXd start = summary_.theta;
-      const Eigen::MatrixXd& covariance = summary_.covariance;
-      if (covariance.rows() == start.size() && covariance(reduced, reduced) > 0.0) {
-        const Eigen::VectorXd moved =
-            start + covariance.col(reduced) *
-                        ((value - summary_.theta[reduced]) / covariance(reduced, reduced));
-        if ((moved.array() >= bounds.lower.array()).all() &&
-            (moved.array() <= bounds.upper.array()).all()) {
-          start = moved;
-        }
-      }
-      start[reduced] = value;
-      VariableProjectionProblem projected(objective, map, bounds, start);
-      LevenbergMarquardtOptions options = projected.LocalFitOptions(lm_);
-      options.statistical_tolerance = 0.0;
-      options.max_iterations = std::min(options.max_iterations, kProfileIterations);
-      bool below = false;  // stopped once its chi2 was below `enough`
-      options.callback = [&below, enough](const LevenbergMarquardtIteration& iteration) {
-        below = iteration.chi2 < enough;
-        return !below && InterruptSignal() == 0;
-      };
-      const LevenbergMarquardtSummary fit =
-          Minimize(options, projected, projected.NonlinearPart(start));
-      const bool finished = below || fit.IsConverged() ||
-                            fit.status == LevenbergMarquardtStatus::kMaxIterations;
-      return finished ? fit.final_chi2 : kNaN;
+      return ProfilePoint(objective, map, parameters.reduced_bounds, summary_.theta,
+                          summary_.covariance, reduced, value, enough, lm_, kProfileIterations);
     };
   }
 

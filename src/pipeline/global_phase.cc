@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <limits>
 #include <string>
 
 #include "interrupts.h"
@@ -91,6 +92,44 @@ Eigen::VectorXd ProjectedLocalFit(BatchedObjective& objective, const ScalingMap&
       Minimize(options, projected, projected.NonlinearPart(start));
   spdlog::info("projected local fit: {}", fit.BriefReport());
   return projected.ReducedPoint(fit.theta);
+}
+
+double ProfilePoint(BatchedObjective& objective, const ScalingMap& map, const BoundBox& bounds,
+                    const Eigen::VectorXd& theta, const Eigen::MatrixXd& covariance, int held,
+                    double value, double enough, const LevenbergMarquardtOptions& lm,
+                    int max_iterations) {
+  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  if (held < 0 || held >= theta.size() || bounds.lower.size() != theta.size() ||
+      !(value >= bounds.lower[held]) || !(value <= bounds.upper[held])) {
+    return kNaN;
+  }
+  BoundBox profile_bounds = bounds;
+  profile_bounds.lower[held] = value;
+  profile_bounds.upper[held] = value;
+  // On a quadratic surface the regression's point is the answer, and the fit only corrects it.
+  Eigen::VectorXd start = theta;
+  if (covariance.rows() == theta.size() && covariance(held, held) > 0.0) {
+    const Eigen::VectorXd moved =
+        theta + covariance.col(held) * ((value - theta[held]) / covariance(held, held));
+    if ((moved.array() >= bounds.lower.array()).all() &&
+        (moved.array() <= bounds.upper.array()).all()) {
+      start = moved;
+    }
+  }
+  start[held] = value;
+  VariableProjectionProblem projected(objective, map, profile_bounds, start);
+  LevenbergMarquardtOptions options = projected.LocalFitOptions(lm);
+  options.statistical_tolerance = 0.0;
+  options.max_iterations = std::min(options.max_iterations, max_iterations);
+  bool below = false;  // stopped once its chi2 was below `enough`
+  options.callback = [&below, enough](const LevenbergMarquardtIteration& iteration) {
+    below = iteration.chi2 < enough;
+    return !below && InterruptSignal() == 0;
+  };
+  const LevenbergMarquardtSummary fit = Minimize(options, projected, projected.NonlinearPart(start));
+  const bool finished =
+      below || fit.IsConverged() || fit.status == LevenbergMarquardtStatus::kMaxIterations;
+  return finished ? fit.final_chi2 : kNaN;
 }
 
 GlobalSearchRecord GlobalSearchRecordOf(const GlobalSearchSummary& summary,

@@ -69,6 +69,18 @@ Eigen::VectorXd ProjectedLocalFit(BatchedObjective& objective, const ScalingMap&
                                   const BoundBox& bounds, const Eigen::VectorXd& start,
                                   const LevenbergMarquardtOptions& lm);
 
+// A profile point of the solution `theta` (reduced layout; `covariance` its covariance, or empty):
+// a projected local fit of `objective` with reduced parameter `held` fixed at `value` and the
+// others free (at most max_iterations iterations, statistical hold off), from where the
+// covariance's regression on that parameter puts them when that lies inside `bounds`, else from
+// theta. It stops as soon as its chi2 is below `enough`. Returns that chi2, or the fit's at
+// convergence or max_iterations; NaN when `value` is outside the bounds or the fit failed or was
+// stopped by a signal (src/pipeline/fit_solution.h ProfileProbe).
+double ProfilePoint(BatchedObjective& objective, const ScalingMap& map, const BoundBox& bounds,
+                    const Eigen::VectorXd& theta, const Eigen::MatrixXd& covariance, int held,
+                    double value, double enough, const LevenbergMarquardtOptions& lm,
+                    int max_iterations);
+
 // The global phase's summary for the result files (results.h), with the physical parameters of
 // each minimum by name (names: the mode's physical parameter names).
 GlobalSearchRecord GlobalSearchRecordOf(const GlobalSearchSummary& summary,
