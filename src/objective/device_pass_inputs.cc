@@ -57,8 +57,8 @@ void MakeTwoComponentInputs(const PassPoint& point, DevicePassInputs* inputs) {
   }
   std::copy(tables.fraction.begin(), tables.fraction.end(), base + 12 * n);
   std::copy(tables.fraction_derivatives.begin(), tables.fraction_derivatives.end(), base + 13 * n);
-  // The angles' terms and their tables sin(s C[v]_j), cos(s C[v]_j) (s C[v]_j = hi + lo exactly,
-  // carried to second order), at 17 N + 2 N k.
+  // The angles' terms and their tables sin(s C[v]_j), cos(s C[v]_j) (FillVelocityPhaseTables),
+  // at 17 N + 2 N k.
   const double* velocity = base + 8 * n;
   for (std::size_t k = 0; k < num_angles; ++k) {
     const double psi = (point.phi_degrees[k] + p[tc::kPhi0Het]) * kRadiansPerDegree;
@@ -70,15 +70,7 @@ void MakeTwoComponentInputs(const PassPoint& point, DevicePassInputs* inputs) {
     angle.angle = static_cast<int>(k);
     inputs->two_component_angles.push_back(angle);
     double* sin_table = base + 17 * n + 2 * n * k;
-    double* cos_table = sin_table + n;
-    const double s = angle.phase_per_unit;
-    for (std::size_t j = 0; j < n; ++j) {
-      const double hi = s * velocity[j];
-      const double lo = std::fma(s, velocity[j], -hi);
-      const double sin_hi = std::sin(hi), cos_hi = std::cos(hi);
-      sin_table[j] = sin_hi + lo * cos_hi;
-      cos_table[j] = cos_hi - lo * sin_hi;
-    }
+    FillVelocityPhaseTables(angle.phase_per_unit, {velocity, n}, sin_table, sin_table + n);
   }
 }
 

@@ -129,9 +129,7 @@ class TwoComponentPass final : public ModePass {
 
  private:
   // The angles' tables sin(s C[v]_j) and cos(s C[v]_j) (TwoComponentAngle::velocity_sin,
-  // velocity_cos; s = phase_per_unit): s C[v]_j = hi + lo exactly (lo from an FMA),
-  // sin(hi + lo) = sin(hi) + lo cos(hi), cos(hi + lo) = cos(hi) - lo sin(hi) (|lo| <= ulp(hi) / 2:
-  // the next terms are below the rounding of the values).
+  // velocity_cos; s = phase_per_unit; FillVelocityPhaseTables).
   void BuildVelocityTables() {
     const std::size_t n = static_cast<std::size_t>(inputs_.num_times);
     const double* velocity = inputs_.cumulative_velocity;
@@ -139,14 +137,7 @@ class TwoComponentPass final : public ModePass {
     for (std::size_t k = 0; k < angles_.size(); ++k) {
       double* sin_table = velocity_tables_.data() + 2 * n * k;
       double* cos_table = sin_table + n;
-      const double s = angles_[k].phase_per_unit;
-      for (std::size_t j = 0; j < n; ++j) {
-        const double hi = s * velocity[j];
-        const double lo = std::fma(s, velocity[j], -hi);
-        const double sin_hi = std::sin(hi), cos_hi = std::cos(hi);
-        sin_table[j] = sin_hi + lo * cos_hi;
-        cos_table[j] = cos_hi - lo * sin_hi;
-      }
+      FillVelocityPhaseTables(angles_[k].phase_per_unit, {velocity, n}, sin_table, cos_table);
       angles_[k].velocity_sin = sin_table;
       angles_[k].velocity_cos = cos_table;
     }
@@ -317,6 +308,17 @@ const TwoComponentFunctions* TwoComponentFunctionsOf(IsaLevel level) {
 }
 
 }  // namespace pass_kernel
+
+void FillVelocityPhaseTables(double s, std::span<const double> velocity, double* sin_table,
+                             double* cos_table) {
+  for (std::size_t j = 0; j < velocity.size(); ++j) {
+    const double hi = s * velocity[j];
+    const double lo = std::fma(s, velocity[j], -hi);
+    const double sin_hi = std::sin(hi), cos_hi = std::cos(hi);
+    sin_table[j] = sin_hi + lo * cos_hi;
+    cos_table[j] = cos_hi - lo * sin_hi;
+  }
+}
 
 TwoComponentTables ComputeTwoComponentTables(const HomodyneModel& model,
                                              std::span<const double> p) {

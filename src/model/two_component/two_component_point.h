@@ -72,6 +72,14 @@ struct TwoComponentTables {
 TwoComponentTables ComputeTwoComponentTables(const HomodyneModel& model,
                                              std::span<const double> physical_parameters);
 
+// One angle's tables sin(s C[v]_j) and cos(s C[v]_j), j < velocity.size() (s: the angle's phase
+// per unit of C[v]), into sin_table and cos_table (velocity.size() values each): s C[v]_j =
+// hi + lo exactly (lo from an FMA), sin(hi + lo) = sin(hi) + lo cos(hi), cos(hi + lo) =
+// cos(hi) - lo sin(hi) (|lo| <= ulp(hi) / 2: the next terms are below the rounding of the
+// values). The CPU model and the device passes' inputs both fill theirs here, bitwise the same.
+void FillVelocityPhaseTables(double s, std::span<const double> velocity, double* sin_table,
+                             double* cos_table);
+
 // The model of a two_component HomodyneModel at its 14 physical parameters. The mode catalog's
 // builder (mode_catalog.h).
 std::unique_ptr<const ModePoint> MakeTwoComponentPoint(const HomodyneModel& model,
