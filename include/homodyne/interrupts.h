@@ -15,6 +15,10 @@ void RequestInterrupt(int signal_number);
 // checks between chunks, candidates and iterations): it returns the largest signal number any
 // rank received, so that every rank stops at the same point.
 int InterruptSignal();
+// The signal this process received, or 0: never collective. For work that ranks do apart, at
+// points the other ranks do not reach together (the global phase's local fits spread over ranks,
+// global_search.h); the ranks agree at their next InterruptSignal.
+int InterruptSignalHere();
 // Clears the flag (before a new fit in the same process).
 void ClearInterrupt();
 

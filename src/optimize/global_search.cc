@@ -8,6 +8,7 @@
 #include <limits>
 #include <numeric>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -24,6 +25,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // The staged grid (method auto): at most this many values along a decade-spanning parameter,
 // and this many phi0 values spread over its bounds.
@@ -67,6 +69,13 @@ std::string Format(const char* format, double value) {
   return text;
 }
 
+// A screened candidate: where it starts and its projected chi2.
+struct Candidate {
+  Eigen::VectorXd n;
+  double chi2 = kInf;
+  int index = 0;  // screening order
+};
+
 // The projected problem on the search data, the unit box and the counters shared by every
 // method.
 class Search {
@@ -95,6 +104,11 @@ class Search {
     }
     UseSymmetricLogForOffsets();
     start_ = ClipToBox(projected_.NonlinearPart(inputs.start));
+    start_scaling_ = inputs.start(projected_.linear_indices());
+    if (inputs.spread_group != nullptr && inputs.spread_group->size() > 1 &&
+        !inputs.stop_requested_here) {
+      throw std::invalid_argument("global search: spread over ranks without stop_requested_here");
+    }
     // The trail starts as the whole replay: a checkpoint written while it is replayed must not
     // lose its later part.
     trail_ = inputs.replay;
@@ -113,52 +127,103 @@ class Search {
       chi2 = inputs_.replay.evaluations[replayed_evaluations_++];
       ++replayed_passes_;
     } else {
-      RestoreProjectionStateOnce();
-      chi2 = active_->Cost(n);
-      if (!std::isfinite(chi2)) chi2 = kInf;
-      trail_.evaluations.push_back(chi2);
-      trail_.projection_state = active_->linear_estimate();
+      chi2 = Evaluate(n);
+      AddToTrail(chi2);
     }
     best_seen_ = std::min(best_seen_, chi2);
     return chi2;
   }
 
+  // Screens candidates [first, last) (Screen each; spread over the ranks when spreading()).
+  void ScreenRound(std::vector<Candidate>& candidates, int first, int last) {
+    int next = first;
+    // The replay is a prefix of the work: its items first, on every rank alike.
+    while (next < last && (!spreading() || replayed_evaluations_ < inputs_.replay.evaluations.size())) {
+      candidates[static_cast<size_t>(next)].chi2 = Screen(candidates[static_cast<size_t>(next)].n);
+      ++next;
+    }
+    if (next == last) return;
+    const int mine = next + inputs_.spread_group->rank();
+    double chi2 = kNaN;  // this rank has no item in the round
+    if (mine < last) chi2 = Evaluate(candidates[static_cast<size_t>(mine)].n);
+    const std::vector<double> all = GatherRound(std::span<const double>(&chi2, 1));
+    for (int item = next; item < last; ++item) {
+      const double value = all[static_cast<size_t>(item - next)];
+      if (item != mine) ++passes_elsewhere_;
+      candidates[static_cast<size_t>(item)].chi2 = value;
+      AddToTrail(value);
+      best_seen_ = std::min(best_seen_, value);
+    }
+  }
+
   // A projected local fit from n with the given ftol (or the replayed one): its minimum.
   // max_iterations > 0 caps the fit's iterations below the search's own. scaling: where the
-  // first evaluation takes the linear parameters from (a reduced point); null = where the
-  // previous evaluation left them.
+  // first evaluation takes the linear parameters from (a reduced point); null = the start's.
   GlobalMinimum LocalFit(const Eigen::VectorXd& n, int start_index, double ftol,
                          int max_iterations = 0, const Eigen::VectorXd* scaling = nullptr) {
     ++summary_.local_fits;
     if (std::optional<GlobalMinimum> replayed = ReplayedMinimum()) return *replayed;
-    RestoreProjectionStateOnce();
-    if (scaling != nullptr) {
-      active_->set_linear_estimate((*scaling)(active_->linear_indices()));
-    }
-    const int64_t passes_before = active_->passes();
-    LevenbergMarquardtOptions options = active_->LocalFitOptions(inputs_.local);
-    options.ftol = ftol;
-    if (max_iterations > 0) {
-      options.max_iterations = std::min(options.max_iterations, max_iterations);
-    }
-    // The statistical hold (lm.h) only matters for the fit that is reported; in a false minimum
-    // it would hold a search's local fit for dozens of iterations. The final fit applies it.
-    options.statistical_tolerance = 0.0;
-    const LevenbergMarquardtSummary fit = Minimize(options, *active_, n);
-    GlobalMinimum minimum;
-    minimum.reduced = active_->ReducedPoint(fit.theta);
-    minimum.chi2 = std::isfinite(fit.final_chi2) ? fit.final_chi2 : kInf;
-    minimum.start = start_index;
-    minimum.iterations = fit.iterations;
-    minimum.status = std::string(ToString(fit.status));
-    minimum.passes = active_->passes() - passes_before;
-    if (fit.status == LevenbergMarquardtStatus::kStoppedByCallback) {
+    const FinishedFit fit = FitLocally(n, start_index, ftol, max_iterations, scaling);
+    if (fit.stopped) {
       summary_.stopped = true;  // not a finished fit: not in the trail, a resume repeats it
     } else {
-      AddToTrail(minimum);
+      AddToTrail(fit.minimum);
     }
-    return minimum;
+    return fit.minimum;
   }
+
+  // LocalFit from each of starts [first, last) (spread over the ranks when spreading()), in
+  // order. The trail gets the finished fits up to the first one a signal stopped.
+  std::vector<GlobalMinimum> LocalFitRound(const std::vector<Candidate>& starts, int first,
+                                           int last, double ftol, int max_iterations) {
+    std::vector<GlobalMinimum> minima;
+    int next = first;
+    while (next < last && (!spreading() || replayed_minima_ < inputs_.replay.minima.size())) {
+      const Candidate& start = starts[static_cast<size_t>(next++)];
+      minima.push_back(LocalFit(start.n, start.index, ftol, max_iterations));
+    }
+    if (next == last) return minima;
+    // One record per rank: finished (1), stopped (0) or no item (-1); status, iterations,
+    // passes, start, chi2; the reduced point.
+    constexpr int kHeader = 6;
+    const int size = kHeader + map_size_;
+    std::vector<double> record(static_cast<size_t>(size), 0.0);
+    record[0] = -1.0;
+    const int mine = next + inputs_.spread_group->rank();
+    if (mine < last) {
+      const Candidate& start = starts[static_cast<size_t>(mine)];
+      const FinishedFit fit = FitLocally(start.n, start.index, ftol, max_iterations, nullptr);
+      record[0] = fit.stopped ? 0.0 : 1.0;
+      record[1] = static_cast<double>(fit.status);
+      record[2] = fit.minimum.iterations;
+      record[3] = static_cast<double>(fit.minimum.passes);
+      record[4] = fit.minimum.start;
+      record[5] = fit.minimum.chi2;
+      std::copy(fit.minimum.reduced.begin(), fit.minimum.reduced.end(), record.begin() + kHeader);
+    }
+    const std::vector<double> all = GatherRound(record);
+    bool stopped = false;
+    for (int item = next; item < last; ++item) {
+      const double* entry = all.data() + static_cast<size_t>(item - next) * size;
+      GlobalMinimum minimum;
+      minimum.status = ToString(static_cast<LevenbergMarquardtStatus>(entry[1]));
+      minimum.iterations = static_cast<int>(entry[2]);
+      minimum.passes = static_cast<int64_t>(entry[3]);
+      minimum.start = static_cast<int>(entry[4]);
+      minimum.chi2 = entry[5];
+      minimum.reduced = Eigen::Map<const Eigen::VectorXd>(entry + kHeader, map_size_);
+      ++summary_.local_fits;
+      if (item != mine) passes_elsewhere_ += minimum.passes;
+      stopped = stopped || entry[0] != 1.0;
+      if (!stopped) AddToTrail(minimum);
+      minima.push_back(std::move(minimum));
+    }
+    if (stopped) summary_.stopped = true;
+    return minima;
+  }
+
+  // Items per round of a stage: the ranks when spreading(), else 1.
+  int round_size() const { return spreading() ? inputs_.spread_group->size() : 1; }
 
   // Whether two minima are the same one: chi2 within kSameMinimumChi2 (relative) and the
   // physical parameters within kSameMinimumDistance (unit coordinates, max norm).
@@ -206,13 +271,16 @@ class Search {
     return best;
   }
 
-  // Passes computed in this run (on either level), and replayed from the trail.
-  int64_t passes() const { return projected_.passes() + (coarse_ ? coarse_->passes() : 0); }
+  // Passes computed in this run (on either level; spread work on every rank's), and replayed
+  // from the trail.
+  int64_t passes() const {
+    return projected_.passes() + (coarse_ ? coarse_->passes() + passes_elsewhere_ : 0);
+  }
   int64_t replayed_passes() const { return replayed_passes_; }
   // Batches computed in this run: each level's passes times its batches.
   int64_t batches() const {
     return projected_.passes() * inputs_.data->num_batches() +
-           (coarse_ ? coarse_->passes() * coarse_data_->num_batches() : 0);
+           (coarse_ ? (coarse_->passes() + passes_elsewhere_) * coarse_data_->num_batches() : 0);
   }
   const GlobalSearchTrail& trail() const { return trail_; }
   // Of the data the search runs on now (the coarse level until RefineOnSearchData).
@@ -233,7 +301,7 @@ class Search {
   // A minimum at n without a local fit (its best scaling from one pass), or the replayed one.
   GlobalMinimum Unrefined(const Eigen::VectorXd& n, double chi2) {
     if (std::optional<GlobalMinimum> replayed = ReplayedMinimum()) return *replayed;
-    RestoreProjectionStateOnce();
+    active_->set_linear_estimate(start_scaling_);
     const int64_t passes_before = active_->passes();
     GlobalMinimum minimum;
     minimum.reduced = active_->ReducedPoint(n);
@@ -249,6 +317,70 @@ class Search {
   }
 
  private:
+  // A local fit's minimum, its LM status, and whether a signal stopped it (not finished).
+  struct FinishedFit {
+    GlobalMinimum minimum;
+    LevenbergMarquardtStatus status = LevenbergMarquardtStatus::kNotRun;
+    bool stopped = false;
+  };
+
+  // Whether the items of a stage are spread over ranks now: on the coarse level, with a
+  // spread_group of several ranks (GlobalSearchInputs::spread_group).
+  bool spreading() const {
+    return inputs_.spread_group != nullptr && inputs_.spread_group->size() > 1 &&
+           on_coarse_level();
+  }
+  // Every rank's `mine` (the same size on every rank), in rank order.
+  std::vector<double> GatherRound(std::span<const double> mine) {
+    ProcessGroup& group = *inputs_.spread_group;
+    const std::vector<int> counts(static_cast<size_t>(group.size()), static_cast<int>(mine.size()));
+    std::vector<double> all(mine.size() * counts.size());
+    group.AllGather(mine, counts, all);
+    return all;
+  }
+
+  // chi2 of the projected problem at n, one pass from the start's scaling: every evaluation is
+  // independent of the ones before it, so they may run in any order or on any rank (+inf where
+  // it is not finite).
+  double Evaluate(const Eigen::VectorXd& n) {
+    active_->set_linear_estimate(start_scaling_);
+    const double chi2 = active_->Cost(n);
+    return std::isfinite(chi2) ? chi2 : kInf;
+  }
+
+  // The projected local fit of LocalFit (not replayed, not recorded). Spread, its callback
+  // watches this rank's signal only (the other ranks are at other points of their own fits).
+  FinishedFit FitLocally(const Eigen::VectorXd& n, int start_index, double ftol,
+                         int max_iterations, const Eigen::VectorXd* scaling) {
+    active_->set_linear_estimate(scaling != nullptr ? (*scaling)(active_->linear_indices())
+                                                    : start_scaling_);
+    const int64_t passes_before = active_->passes();
+    LevenbergMarquardtOptions options = active_->LocalFitOptions(inputs_.local);
+    options.ftol = ftol;
+    if (max_iterations > 0) {
+      options.max_iterations = std::min(options.max_iterations, max_iterations);
+    }
+    if (spreading()) {
+      options.callback = [this](const LevenbergMarquardtIteration&) {
+        return !inputs_.stop_requested_here();
+      };
+    }
+    // The statistical hold (lm.h) only matters for the fit that is reported; in a false minimum
+    // it would hold a search's local fit for dozens of iterations. The final fit applies it.
+    options.statistical_tolerance = 0.0;
+    const LevenbergMarquardtSummary fit = Minimize(options, *active_, n);
+    FinishedFit result;
+    result.status = fit.status;
+    result.stopped = fit.status == LevenbergMarquardtStatus::kStoppedByCallback;
+    result.minimum.reduced = active_->ReducedPoint(fit.theta);
+    result.minimum.chi2 = std::isfinite(fit.final_chi2) ? fit.final_chi2 : kInf;
+    result.minimum.start = start_index;
+    result.minimum.iterations = fit.iterations;
+    result.minimum.status = std::string(ToString(fit.status));
+    result.minimum.passes = active_->passes() - passes_before;
+    return result;
+  }
+
   // The next replayed minimum, if the replay has one left (its passes count as replayed).
   std::optional<GlobalMinimum> ReplayedMinimum() {
     if (replayed_minima_ >= inputs_.replay.minima.size()) return std::nullopt;
@@ -256,19 +388,15 @@ class Search {
     replayed_passes_ += minimum.passes;
     return minimum;
   }
-  // Before the first evaluation after a replay: the projected problem's state as the
-  // interrupted run left it (variable_projection.h linear_estimate). With a coarse level, the
-  // state is the coarse problem's: the refinements on the search data each set their own
-  // (LocalFit's scaling), so nothing carries over from one to the next.
-  void RestoreProjectionStateOnce() {
-    if (state_restored_) return;
-    state_restored_ = true;
-    if (!inputs_.replay.empty() && inputs_.replay.projection_state.size() > 0) {
-      (coarse_ ? *coarse_ : projected_).set_linear_estimate(inputs_.replay.projection_state);
-    }
-  }
+  // The trail's projection_state is the last evaluation's scaling, as checkpoints have always
+  // held it; the search itself no longer reads it back (every evaluation starts from the
+  // start's scaling, Evaluate).
   void AddToTrail(const GlobalMinimum& minimum) {
     trail_.minima.push_back(minimum);
+    trail_.projection_state = active_->linear_estimate();
+  }
+  void AddToTrail(double evaluation) {
+    trail_.evaluations.push_back(evaluation);
     trail_.projection_state = active_->linear_estimate();
   }
 
@@ -320,14 +448,8 @@ class Search {
   size_t replayed_evaluations_ = 0;
   size_t replayed_minima_ = 0;
   int64_t replayed_passes_ = 0;
-  bool state_restored_ = false;
-};
-
-// A screened candidate: where it starts and its projected chi2.
-struct Candidate {
-  Eigen::VectorXd n;
-  double chi2 = kInf;
-  int index = 0;  // screening order
+  Eigen::VectorXd start_scaling_;  // the start's linear part: where every evaluation starts
+  int64_t passes_elsewhere_ = 0;   // coarse-level passes of items other ranks computed (spread)
 };
 
 // Candidates ranked by chi2 (ties by screening order, so the ranking is deterministic).
@@ -342,14 +464,16 @@ void SortByChi2(std::vector<GlobalMinimum>& minima) {
                    [](const GlobalMinimum& a, const GlobalMinimum& b) { return a.chi2 < b.chi2; });
 }
 
-// Screens every candidate in order (one pass each); false when stopped.
+// Screens every candidate in order (one pass each; a round of them at a time when spread over
+// ranks); false when stopped.
 bool ScreenAll(Search& search, std::vector<Candidate>& candidates, GlobalSearchSummary& summary) {
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    candidates[i].chi2 = search.Screen(candidates[i].n);
-    ++summary.candidates;
-    if (!search.Report("screening", static_cast<int>(i) + 1, static_cast<int>(candidates.size()))) {
-      return false;
-    }
+  const int total = static_cast<int>(candidates.size());
+  for (int first = 0; first < total;) {
+    const int last = std::min(first + search.round_size(), total);
+    search.ScreenRound(candidates, first, last);
+    summary.candidates += last - first;
+    if (!search.Report("screening", last, total)) return false;
+    first = last;
   }
   return true;
 }
@@ -472,12 +596,15 @@ std::vector<Candidate> ChooseStarts(std::vector<Candidate> screened, const std::
 bool FitFrom(Search& search, const std::vector<Candidate>& starts, double ftol,
              int max_iterations = 0, const char* stage = "local fit",
              int* fits_counter = nullptr) {
-  for (size_t i = 0; i < starts.size(); ++i) {
-    if (fits_counter != nullptr) ++*fits_counter;
-    search.Record(search.LocalFit(starts[i].n, starts[i].index, ftol, max_iterations));
-    if (!search.Report(stage, static_cast<int>(i) + 1, static_cast<int>(starts.size()))) {
-      return false;
+  const int total = static_cast<int>(starts.size());
+  for (int first = 0; first < total;) {
+    const int last = std::min(first + search.round_size(), total);
+    for (GlobalMinimum& minimum : search.LocalFitRound(starts, first, last, ftol, max_iterations)) {
+      if (fits_counter != nullptr) ++*fits_counter;
+      search.Record(std::move(minimum));
     }
+    if (!search.Report(stage, last, total)) return false;
+    first = last;
   }
   return true;
 }

@@ -28,6 +28,7 @@
 
 #include "homodyne/config.h"
 #include "homodyne/fit_events.h"
+#include "homodyne/process_group.h"
 #include "optimize/levenberg_marquardt.h"
 #include "objective/batched_objective.h"
 #include "optimize/per_angle_mode.h"
@@ -55,7 +56,8 @@ struct GlobalSearchTrail {
   std::vector<double> evaluations;     // chi2 of every one-pass evaluation (screening, CMA-ES)
   std::vector<GlobalMinimum> minima;   // every local fit's (or unrefined point's) minimum
   // The projected problem's linear estimate after the last entry (VariableProjectionProblem::
-  // linear_estimate), where the first evaluation after the replay is taken.
+  // linear_estimate). Checkpoints hold it; the search does not need it to continue, since every
+  // evaluation and local fit starts from the start's scaling (or a minimum's, refinements).
   Eigen::VectorXd projection_state;
   bool empty() const { return evaluations.empty() && minima.empty(); }
 };
@@ -112,9 +114,22 @@ struct GlobalSearchInputs {
   // any new work (empty: none). A longer run's trail is not checked against this one's work:
   // the checkpoint identity (config and data hashes) guarantees they are the same search.
   GlobalSearchTrail replay;
-  // Called after every screened candidate, local fit and CMA-ES generation; return false to
-  // stop (summary.stopped; the best point so far is still returned). Optional.
+  // Called after every screened candidate, local fit and CMA-ES generation (spread: after every
+  // round); return false to stop (summary.stopped; the best point so far is still returned).
+  // Optional.
   std::function<bool(const GlobalSearchProgress&)> on_progress;
+  // Method auto on several ranks (docs/design.md section 5b): the coarse level's screening, local
+  // fits and moved fits are spread over the ranks of this group instead of sharing each pass.
+  // Item i of a stage runs on rank i mod K, in rounds of K items; after each round the ranks
+  // exchange its results and every rank records them in item order, so the search takes
+  // bitwise the single process's path (each item is independent of the others: every screening
+  // and local fit starts from the start's scaling). on_progress is called once per round. Needs
+  // coarse_data held whole by every rank, with passes of its own (no group); the refinements
+  // on `data` share its passes as before. Null, one rank or no coarse level: nothing spread.
+  ProcessGroup* spread_group = nullptr;
+  // With spread_group: whether a signal reached this rank (not collective). A spread local fit
+  // stops when it is true; the round then ends (the ranks agree in on_progress). Required then.
+  std::function<bool()> stop_requested_here;
 };
 
 // Runs the method (not kOff: std::invalid_argument) and returns the summary;

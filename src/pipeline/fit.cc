@@ -86,8 +86,14 @@ class FitRun {
       search_data_ = fit_->strategy->SearchData(search_row_stride_);
     }
     if (config_.nlsq.global_search.method == GlobalSearchMethod::kAuto) {
+      // On several ranks every rank holds the whole coarse level (at most about
+      // kCoarseSearchPoints points): the phase spreads its candidates and local fits over the
+      // ranks there, not each pass (global_search.h, GlobalSearchInputs::spread_group).
       coarse_row_stride_ = CoarseRowStride(info.num_times(), points, search_row_stride_);
-      if (coarse_row_stride_ > 0) coarse_data_ = fit_->strategy->SearchData(coarse_row_stride_);
+      if (coarse_row_stride_ > 0) {
+        coarse_data_ = fit_->strategy->SearchData(coarse_row_stride_,
+                                                  CurrentProcessGroup()->size() > 1);
+      }
     }
     // On several ranks, each keeps only the data of its share of the batches from now on (the
     // in-memory strategies and the subsamples read only those rows already: nothing to free).

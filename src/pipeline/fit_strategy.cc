@@ -151,10 +151,12 @@ class InMemoryStrategy : public FitStrategy {
   // One process copies the rows from the data in memory (a compressed file would decompress a
   // chunk for each row read); the ranks of a job, which hold only their own rows, read the rows
   // of their share of the subsample from the file. The same floats either way.
-  std::unique_ptr<BatchedObjective> SearchData(int row_stride) const override {
+  std::unique_ptr<BatchedObjective> SearchData(int row_stride,
+                                               bool whole_on_every_rank) const override {
     if (group_->size() > 1) {
       return MakeRowSubsampleObjective(source_, model_, phi_degrees_, sigma_, row_stride,
-                                       backend_, group_, objective_->loss());
+                                       backend_, whole_on_every_rank ? nullptr : group_,
+                                       objective_->loss());
     }
     return MakeRowSubsampleObjective(objective_->data(), model_, phi_degrees_, sigma_, row_stride,
                                      backend_, group_, objective_->loss());
@@ -252,9 +254,10 @@ class StreamingStrategy : public FitStrategy {
   BatchedObjective& objective() override { return *objective_; }
 
   // Read from the file (the streaming objective reads the source only during its passes).
-  std::unique_ptr<BatchedObjective> SearchData(int row_stride) const override {
+  std::unique_ptr<BatchedObjective> SearchData(int row_stride,
+                                               bool whole_on_every_rank) const override {
     return MakeRowSubsampleObjective(source_, model_, phi_degrees_, sigma_, row_stride, backend_,
-                                     group_, objective_->loss());
+                                     whole_on_every_rank ? nullptr : group_, objective_->loss());
   }
 
  private:

@@ -50,8 +50,12 @@ class FitStrategy {
   const std::vector<ScalingEstimate>& scaling_from_data() const { return scaling_from_data_; }
 
   // The global phase's data: every row_stride-th row of each angle's upper triangle, the same
-  // rows and floats whatever the strategy (so every strategy searches alike, bitwise).
-  virtual std::unique_ptr<BatchedObjective> SearchData(int row_stride) const = 0;
+  // rows and floats whatever the strategy (so every strategy searches alike, bitwise). On several
+  // ranks its passes are shared by them, each rank holding its share of the rows; whole_on_every_rank:
+  // every rank holds every row instead and passes run on this process alone (the coarse level,
+  // whose work the global phase spreads over the ranks by candidates: global_search.h).
+  virtual std::unique_ptr<BatchedObjective> SearchData(int row_stride,
+                                                       bool whole_on_every_rank = false) const = 0;
 
   // On several ranks (include/homodyne/process_group.h): frees the data of the batches other
   // ranks compute (BatchedObjective::KeepOwnShare), once SearchData has run. The in-memory

@@ -7,6 +7,7 @@
 #include <limits>
 #include <string>
 
+#include "homodyne/process_group.h"
 #include "interrupts.h"
 #include "optimize/variable_projection.h"
 
@@ -43,6 +44,15 @@ GlobalSearchSummary RunGlobalPhase(const GlobalPhaseContext& context) {
   inputs.local = context.lm;
   inputs.local.resume_state.reset();
   inputs.local.callback = [](const LevenbergMarquardtIteration&) { return InterruptSignal() == 0; };
+  // On several ranks the coarse level is held whole by each (fit.cc, SearchDataStep): its
+  // candidates and local fits are spread over the ranks.
+  if (ProcessGroup& group = *CurrentProcessGroup(); group.size() > 1 && context.coarse_data) {
+    inputs.spread_group = &group;
+    inputs.stop_requested_here = [] { return InterruptSignalHere() != 0; };
+    spdlog::info("global search {}: the coarse level's candidates and local fits spread over {} "
+                 "ranks",
+                 ToString(method), group.size());
+  }
   inputs.replay = checkpoints.global_search_trail();
   if (!inputs.replay.empty()) {
     spdlog::info("global search {}: replaying {} evaluations and {} local fits from the checkpoint",

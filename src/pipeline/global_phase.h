@@ -44,7 +44,8 @@ struct GlobalPhaseContext {
   BatchedObjective& data;  // FitStrategy::SearchData: every row_stride-th row
   int row_stride = 1;
   // Method auto: its coarse level (GlobalSearchInputs::coarse_data), every coarse_row_stride-th
-  // row (CoarseRowStride); null = none.
+  // row (CoarseRowStride); null = none. On several ranks every rank holds it whole, with passes
+  // of its own (FitStrategy::SearchData, whole_on_every_rank): the phase spreads its work there.
   BatchedObjective* coarse_data = nullptr;
   int coarse_row_stride = 0;
   // The reduced layout (map), its bounds and the start; lm: the final fit's tolerances, which

@@ -38,6 +38,8 @@ int InterruptSignal() {
   return static_cast<int>(group.MaxOverRanks(signal_number));
 }
 
+int InterruptSignalHere() { return g_interrupt_signal.load(); }
+
 void RequestInterrupt(int signal_number) { g_interrupt_signal.store(signal_number); }
 
 void ClearInterrupt() { g_interrupt_signal.store(0); }

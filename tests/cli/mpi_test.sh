@@ -9,6 +9,10 @@
 #   bitwise MODE STRATEGY   MODE static or laminar_flow; STRATEGY standard, large, chunked or
 #                           streaming; the global phase on (multi_start, small); 2 and 3 ranks
 #                           (and 1 for static)
+#   spread_phase STRATEGY   laminar_flow with method auto on data large enough for its coarse
+#                           level, whose candidates and local fits the ranks share: 2 and 3 ranks
+#                           bitwise the single process; SIGTERM on rank 1 only in the middle of
+#                           the phase, resumed on 3 ranks and in one process
 #   signal_one_rank STRATEGY   SIGTERM raised on rank 1 only (2 ranks) in the middle of a pass,
 #                              then resumes on 3 ranks and in one process (STRATEGY streaming
 #                              or chunked)
@@ -40,11 +44,13 @@ fi
 # Every rank single-threaded: 3 ranks on 2 cores are oversubscribed already.
 export OMP_NUM_THREADS=1
 
-# write_config MODE FREQUENCY [INTERVAL]: fit.yaml and its simulated data sim.h5 (small: a fit
-# takes about a second); checkpoints every FREQUENCY batches and INTERVAL seconds (default 0;
-# chunked: chunks of FREQUENCY batches).
+# write_config MODE FREQUENCY [INTERVAL [FRAMES [METHOD]]]: fit.yaml and its simulated data sim.h5
+# (small: a fit takes about a second); checkpoints every FREQUENCY batches and INTERVAL seconds
+# (default 0; chunked: chunks of FREQUENCY batches); FRAMES frames (default 120) and the global
+# phase's METHOD (default multi_start).
 write_config() {
-  local mode=$1 frequency=$2 interval=${3:-0} names values truth
+  local mode=$1 frequency=$2 interval=${3:-0} frames=${4:-120} method=${5:-multi_start}
+  local names values truth
   if [ "$mode" = static ]; then
     names="[D0, alpha, D_offset]"; values="[1300, -0.4, 12]"
     truth="{D0: 1000, alpha: -0.5, D_offset: 10}"
@@ -71,7 +77,7 @@ initial_parameters:
 optimization:
   nlsq:
     max_iterations: 40
-    global_search: {method: multi_start}
+    global_search: {method: $method}
     multi_start: {n_starts: 3, refine_top_k: 1}
   streaming:
     batch_size: 1500
@@ -81,7 +87,7 @@ optimization:
 simulation:
   output: ./sim.h5
   format: aps_u
-  frames: 120
+  frames: $frames
   phi_angles: [0, 45, 90]
   parameters: $truth
   contrast: [0.3, 0.28, 0.25]
@@ -127,6 +133,40 @@ case "$case_name" in
           { echo "FAIL: no communication line for $k ranks"; failures=$((failures + 1)); }
       fi
     done
+    ;;
+  spread_phase)
+    strategy=$1
+    # 300 frames: about 1.3e5 points, a coarse level of every 3rd row. No periodic save.
+    write_config laminar_flow 4 100000 300 auto
+    flags=(--config fit.yaml --strategy "$strategy" --threads 1)
+    expect_exit 0 "results in" "$bin_dir/homodyne" "${flags[@]}" --output-dir single
+    grep -q "screening and local fits on" <<<"$last_output" ||
+      { echo "FAIL: the phase had no coarse level"; failures=$((failures + 1)); }
+    for k in 2 3; do
+      expect_exit 0 "results in" ranks "$k" "$bin_dir/homodyne" "${flags[@]}" --output-dir "ranks$k"
+      same_results single "ranks$k"
+      grep -q "candidates and local fits spread over $k ranks" <<<"$last_output" ||
+        { echo "FAIL: $k ranks did not spread the coarse level"; failures=$((failures + 1)); }
+    done
+    rm -rf checkpoints
+    # SIGTERM on rank 1 only, after 33000 batches: in the coarse local fits (a coarse pass is
+    # about 100 batches, the screening 305 passes). Every rank stops at the end of the round.
+    expect_exit 3 "interrupted by SIGTERM; checkpoint saved" ranks 2 bash -c '
+      [ "${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}" = 1 ] &&
+        export HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=33000:15
+      exec "$@"' rank "$faults_program" "${flags[@]}" --output-dir interrupted
+    [ "$(checkpoint_count)" -eq 1 ] ||
+      { echo "FAIL: $(checkpoint_count) checkpoints after the interruption, expected 1"; failures=$((failures + 1)); }
+    grep -q "global search local fit" <<<"$last_output" ||
+      { echo "FAIL: not stopped in the local fits"; failures=$((failures + 1)); }
+    cp -r checkpoints checkpoints_copy
+    expect_exit 0 "resumed from the checkpoint" ranks 3 "$bin_dir/homodyne" "${flags[@]}" \
+      --output-dir resumed3
+    same_results single resumed3
+    rm -rf checkpoints && mv checkpoints_copy checkpoints
+    expect_exit 0 "resumed from the checkpoint" "$bin_dir/homodyne" "${flags[@]}" \
+      --output-dir resumed1
+    same_results single resumed1
     ;;
   signal_one_rank)
     strategy=$1

@@ -7,8 +7,11 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <Eigen/Dense>
@@ -19,6 +22,7 @@
 #include "optimize/reparametrized_problem.h"
 #include "optimize/per_angle_mode.h"
 #include "support/simulated_data_fixture.h"
+#include "support/thread_ranks.h"
 
 namespace homodyne {
 namespace {
@@ -347,6 +351,144 @@ TEST_F(GlobalSearchTest, ResumedAutoSearchWithACoarseLevelIsBitwise) {
   ExpectResumedSearchIsBitwise(GlobalSearchMethod::kAuto, NlsqOptions{}, Inputs(), 40, "screening");
   ExpectResumedSearchIsBitwise(GlobalSearchMethod::kAuto, NlsqOptions{}, Inputs(), 3, "local fit");
   ExpectResumedSearchIsBitwise(GlobalSearchMethod::kAuto, NlsqOptions{}, Inputs(), 1, "refine");
+}
+
+// Method auto spread over in-process ranks (GlobalSearchInputs::spread_group; docs/design.md
+// section 5b): threads stand for the ranks of a job, each with its own copy of the data and of
+// the coarse level (every row on every rank), as fit.cc builds them.
+class SpreadSearchTest : public GlobalSearchTest {
+ protected:
+  static constexpr int kCoarseRowStride = 4;
+
+  // What one rank returns, and the passes its own coarse level computed.
+  struct RankRun {
+    GlobalSearchSummary summary;
+    int64_t own_coarse_passes = 0;
+    int reports = 0;
+    GlobalSearchTrail saved;  // the trail of its last progress report
+  };
+
+  // RunGlobalSearch(kAuto) on `ranks` thread ranks, from `replay`. signal_on_rank1_after: rank
+  // 1's stop_requested_here turns true at its n-th call (0: never), as a signal that reached
+  // that rank alone; the ranks agree on stopping in on_progress, as FitCheckpoints does.
+  std::vector<RankRun> RunOnRanks(int ranks, const GlobalSearchTrail& replay = {},
+                                  int signal_on_rank1_after = 0) {
+    SharedState state(ranks);
+    std::vector<RankRun> runs(static_cast<size_t>(ranks));
+    std::vector<std::thread> threads;
+    for (int r = 0; r < ranks; ++r) {
+      threads.emplace_back([&, r] {
+        omp_set_num_threads(1);
+        ThreadRank group(state, r, ranks);
+        PackedDataObjective data(objective_->model(), config_.simulation.phi_angles_degrees,
+                                 objective_->sigma(), objective_->data(), 4000);
+        std::unique_ptr<BatchedObjective> coarse = MakeRowSubsampleObjective(
+            data.data(), data.model(), config_.simulation.phi_angles_degrees, data.sigma(),
+            kCoarseRowStride, nullptr, nullptr, data.loss());
+        GlobalSearchInputs inputs = Inputs();
+        inputs.data = &data;
+        inputs.coarse_data = coarse.get();
+        inputs.replay = replay;
+        inputs.spread_group = &group;
+        int calls = 0;
+        bool signalled = false;
+        inputs.stop_requested_here = [&] {
+          ++calls;
+          signalled = signalled || (r == 1 && signal_on_rank1_after > 0 &&
+                                    calls >= signal_on_rank1_after);
+          return signalled;
+        };
+        RankRun& run = runs[static_cast<size_t>(r)];
+        inputs.on_progress = [&](const GlobalSearchProgress& progress) {
+          ++run.reports;
+          run.saved = *progress.trail;
+          return group.MaxOverRanks(signalled ? 1 : 0) == 0;
+        };
+        run.summary = RunGlobalSearch(GlobalSearchMethod::kAuto, NlsqOptions{}, inputs);
+        run.own_coarse_passes = coarse->passes();
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    return runs;
+  }
+
+  // One process's search, on the same coarse level.
+  GlobalSearchSummary RunSingle(const GlobalSearchTrail& replay = {}) {
+    omp_set_num_threads(1);
+    UseCoarseLevel(kCoarseRowStride);
+    GlobalSearchInputs inputs = Inputs();
+    inputs.replay = replay;
+    return RunGlobalSearch(GlobalSearchMethod::kAuto, NlsqOptions{}, inputs);
+  }
+
+  static void ExpectSameSearch(const GlobalSearchSummary& a, const GlobalSearchSummary& b,
+                               const std::string& what) {
+    SCOPED_TRACE(what);
+    ASSERT_EQ(a.minima.size(), b.minima.size());
+    for (size_t i = 0; i < a.minima.size(); ++i) {
+      EXPECT_EQ(a.minima[i].chi2, b.minima[i].chi2) << "minimum " << i;
+      EXPECT_TRUE((a.minima[i].reduced.array() == b.minima[i].reduced.array()).all())
+          << "minimum " << i;
+      EXPECT_EQ(a.minima[i].reached_by, b.minima[i].reached_by) << "minimum " << i;
+      EXPECT_EQ(a.minima[i].status, b.minima[i].status) << "minimum " << i;
+    }
+    EXPECT_EQ(a.passes, b.passes);
+    EXPECT_EQ(a.candidates, b.candidates);
+    EXPECT_EQ(a.local_fits, b.local_fits);
+    EXPECT_EQ(a.local_fit_passes, b.local_fit_passes);
+    EXPECT_EQ(a.refine_passes, b.refine_passes);
+    EXPECT_EQ(a.trail.evaluations, b.trail.evaluations);
+    ASSERT_EQ(a.trail.minima.size(), b.trail.minima.size());
+    for (size_t i = 0; i < a.trail.minima.size(); ++i) {
+      EXPECT_EQ(a.trail.minima[i].chi2, b.trail.minima[i].chi2) << "trail minimum " << i;
+      EXPECT_EQ(a.trail.minima[i].passes, b.trail.minima[i].passes) << "trail minimum " << i;
+      EXPECT_EQ(a.trail.minima[i].iterations, b.trail.minima[i].iterations);
+    }
+  }
+};
+
+TEST_F(SpreadSearchTest, EveryRankCountTakesBitwiseTheSingleProcessPath) {
+  const GlobalSearchSummary single = RunSingle();
+  ASSERT_GT(single.coarse_points, 0);
+  const int64_t coarse_passes = single.passes - single.refine_passes;
+  for (int ranks : {2, 3}) {
+    const std::vector<RankRun> runs = RunOnRanks(ranks);
+    for (int r = 0; r < ranks; ++r) {
+      const RankRun& run = runs[static_cast<size_t>(r)];
+      const std::string what = std::to_string(ranks) + " ranks, rank " + std::to_string(r);
+      ExpectSameSearch(single, run.summary, what);
+      EXPECT_EQ(single.batches, run.summary.batches) << what;  // every rank counts every batch
+      // The coarse level's work was shared: each rank computed a part of its passes (the
+      // refinements, on the search data, run on every rank here: no group of their own).
+      EXPECT_GT(run.own_coarse_passes, 0) << what;
+      EXPECT_LT(run.own_coarse_passes, coarse_passes * 2 / ranks) << what;
+      // One progress report per round of `ranks` items, not per item.
+      EXPECT_LT(run.reports, single.candidates / ranks + single.local_fits) << what;
+    }
+  }
+}
+
+TEST_F(SpreadSearchTest, ASignalOnOneRankStopsEveryRankAndTheTrailResumesBitwise) {
+  const GlobalSearchSummary single = RunSingle();
+  // The signal reaches rank 1 during its first spread local fit (its 5th LM iteration).
+  const std::vector<RankRun> stopped = RunOnRanks(2, {}, 5);
+  for (const RankRun& run : stopped) {
+    EXPECT_TRUE(run.summary.stopped);
+    // The screening is all in the trail; of the round that was stopped, only the fit that
+    // finished before the one stopped (rank 0's item).
+    EXPECT_EQ(run.saved.evaluations, single.trail.evaluations);
+    EXPECT_EQ(run.saved.minima.size(), 1u);
+  }
+  EXPECT_EQ(stopped[0].saved.minima.front().chi2, stopped[1].saved.minima.front().chi2);
+  EXPECT_EQ(stopped[0].saved.minima.front().chi2, single.trail.minima.front().chi2);
+
+  // Resumed by one process, and by a job of 3 ranks: bitwise the uninterrupted search.
+  const GlobalSearchSummary resumed = RunSingle(stopped[0].saved);
+  ExpectSameSearch(single, resumed, "resumed by one process");
+  EXPECT_GT(resumed.replayed_passes, 0);
+  for (const RankRun& run : RunOnRanks(3, stopped[1].saved)) {
+    ExpectSameSearch(single, run.summary, "resumed on 3 ranks");
+  }
 }
 
 TEST_F(GlobalSearchTest, RobustAutoSearchFindsTheRobustOptimumAndResumesBitwise) {
