@@ -149,7 +149,9 @@ void PerformanceLog::OnGlobalSearch(const GlobalSearchProgress& progress) {
     stage_steps_ = 0;
     stage_begin_seconds_ = last_step_seconds_;
   }
-  ++stage_steps_;
+  // Items done in the stage: a report follows every item, or every round of items spread over
+  // ranks (global_search.h), so the index, not the count of reports.
+  stage_steps_ = progress.index;
   // The fit saves after the step callbacks: those saves fall into the next step's wall time.
   const double seconds =
       std::max(0.0, progress.seconds - last_step_seconds_ - (saved_seconds_ - saved_at_last_step_));
