@@ -138,7 +138,8 @@ class Search {
   void ScreenRound(std::vector<Candidate>& candidates, int first, int last) {
     int next = first;
     // The replay is a prefix of the work: its items first, on every rank alike.
-    while (next < last && (!spreading() || replayed_evaluations_ < inputs_.replay.evaluations.size())) {
+    const size_t replayed = inputs_.replay.evaluations.size();
+    while (next < last && (!spreading() || replayed_evaluations_ < replayed)) {
       candidates[static_cast<size_t>(next)].chi2 = Screen(candidates[static_cast<size_t>(next)].n);
       ++next;
     }

@@ -51,9 +51,10 @@ class FitStrategy {
 
   // The global phase's data: every row_stride-th row of each angle's upper triangle, the same
   // rows and floats whatever the strategy (so every strategy searches alike, bitwise). On several
-  // ranks its passes are shared by them, each rank holding its share of the rows; whole_on_every_rank:
-  // every rank holds every row instead and passes run on this process alone (the coarse level,
-  // whose work the global phase spreads over the ranks by candidates: global_search.h).
+  // ranks its passes are shared by them, each rank holding its share of the rows;
+  // whole_on_every_rank: every rank holds every row instead and passes run on this process alone
+  // (the coarse level, whose work the global phase spreads over the ranks by candidates:
+  // global_search.h).
   virtual std::unique_ptr<BatchedObjective> SearchData(int row_stride,
                                                        bool whole_on_every_rank = false) const = 0;
 
