@@ -211,5 +211,22 @@ inline void FlushLaneGram(const double* lanes, int gram_size, double* gram) {
   });
 }
 
+// Adds one tile's sums of a scaling pass (PassColumns::kScaling, src/objective/pass_backend.h) to
+// an angle's 3 x 3 Gram matrix of [g, 1, e] (column major; lower triangle and diagonal): g = d c2
+// / d contrast, 1 = d c2 / d offset, e = data - c2, each 0 at non-finite data points, over the
+// tile's `finite` finite points; and `finite` to finite_points. The (offset, offset) entry is
+// the count itself (the sum of 1 over the finite points, exact).
+inline void AddScalingTileSums(double sum_gg, double sum_g, double sum_eg, double sum_e,
+                               double sum_ee, int64_t finite, double* gram,
+                               int64_t& finite_points) {
+  gram[0] += sum_gg;                       // (g, g)
+  gram[1] += sum_g;                        // (1, g)
+  gram[2] += sum_eg;                       // (e, g)
+  gram[4] += static_cast<double>(finite);  // (1, 1)
+  gram[5] += sum_e;                        // (e, 1)
+  gram[8] += sum_ee;                       // (e, e)
+  finite_points += finite;
+}
+
 }  // namespace
 }  // namespace homodyne::pass_kernel

@@ -126,6 +126,12 @@ class TwoComponentPass final : public ModePass {
     functions_->sum_squared_residuals(inputs_, row_begin, row_end, data, squared_residuals,
                                       scratch.factors.data(), scratch.tile.data());
   }
+  void AccumulateScalingRows(int row_begin, int row_end, const float* const* data,
+                             double* const* grams, int64_t* finite_points,
+                             PassScratch& scratch) const override {
+    functions_->accumulate_scaling_rows(inputs_, row_begin, row_end, data, grams, finite_points,
+                                        scratch.factors.data());
+  }
 
  private:
   // The angles' tables sin(s C[v]_j) and cos(s C[v]_j) (TwoComponentAngle::velocity_sin,
