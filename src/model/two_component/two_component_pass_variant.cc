@@ -313,8 +313,9 @@ void TileScalingSums(const TwoComponentAngle& angle, const ProductTables& tables
   const TileModel tile = TileModelOf(tables, factors);
   const double contrast = angle.contrast;
   const double offset = angle.offset;
-  double sum_gg = 0.0, sum_g = 0.0, sum_eg = 0.0, sum_e = 0.0, sum_ee = 0.0;
-  int64_t finite = 0;
+  // The finite count as a double sum (exact: at most kTilePoints), which keeps the loop in one
+  // vector type.
+  double sum_gg = 0.0, sum_g = 0.0, sum_eg = 0.0, sum_e = 0.0, sum_ee = 0.0, finite = 0.0;
 #pragma omp simd reduction(+ : sum_gg, sum_g, sum_eg, sum_e, sum_ee, finite)
   for (int t = 0; t < count; ++t) {
     const double d = static_cast<double>(data[t]);
@@ -328,9 +329,10 @@ void TileScalingSums(const TwoComponentAngle& angle, const ProductTables& tables
     sum_eg += e * g;
     sum_e += e;
     sum_ee += e * e;
-    finite += is_finite ? 1 : 0;
+    finite += is_finite ? 1.0 : 0.0;
   }
-  AddScalingTileSums(sum_gg, sum_g, sum_eg, sum_e, sum_ee, finite, gram, finite_points);
+  AddScalingTileSums(sum_gg, sum_g, sum_eg, sum_e, sum_ee, static_cast<int64_t>(finite), gram,
+                     finite_points);
 }
 
 // The tile's term of a cost pass: sum e^2 (linear loss) or s^2 sum rho(z) (robust loss).
