@@ -339,15 +339,18 @@ void ExpectScalingSumsMatchFullGram(const KernelCase& c, IsaLevel level) {
   std::vector<Eigen::MatrixXd> full(c.phi.size(), Eigen::MatrixXd::Zero(g, g));
   std::vector<Eigen::MatrixXd> scaling(c.phi.size(), Eigen::MatrixXd::Zero(3, 3));
   std::vector<int64_t> full_finite(c.phi.size(), 0), scaling_finite(c.phi.size(), 0);
+  // Fresh workspaces each: the scaling pass sizes its own per-thread sums.
   PassKernel::Workspace workspace(g);
+  PassKernel::Workspace scaling_workspace(g);
   const int split = c.n / 3;
   for (auto [row_begin, row_end] : {std::pair{0, split}, std::pair{split, c.n}}) {
     std::vector<const float*> pointers;
     for (const auto& values : data) {
       pointers.push_back(values.data() + UpperTriangleRowOffset(c.n, row_begin));
     }
+    kernel.AccumulateScalingRows(row_begin, row_end, pointers, scaling, scaling_finite,
+                                 scaling_workspace);
     kernel.AccumulateRows(row_begin, row_end, pointers, full, full_finite, workspace);
-    kernel.AccumulateScalingRows(row_begin, row_end, pointers, scaling, scaling_finite, workspace);
   }
   for (size_t k = 0; k < c.phi.size(); ++k) {
     EXPECT_EQ(scaling_finite[k], full_finite[k]) << "angle " << k;

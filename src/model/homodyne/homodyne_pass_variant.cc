@@ -439,12 +439,12 @@ double TileSquaredResiduals(const AngleCoefficients& angle, const ProductTables&
 }
 
 // The tile's terms of a scaling pass (PassKernel::AccumulateScalingRows): adds to the angle's
-// 3 x 3 Gram matrix of [g, 1, e] over the finite points (g = g1^2 = d c2 / d contrast, 1 = d c2
-// / d offset; column major, lower triangle and diagonal) and their number to finite_points. The
-// same values as the tile's columns in AccumulateTile, summed by one simd reduction each.
+// scaling sums (gram_block.h: the 3 x 3 Gram of [g, 1, e] over the finite points, g = g1^2 = d c2
+// / d contrast, 1 = d c2 / d offset, and their count). The same values as the tile's columns in
+// AccumulateTile, summed by one simd reduction each.
 template <bool kLaminar, SinCosForm kForm>
 void TileScalingSums(const AngleCoefficients& angle, const ProductTables& tables, const float* data,
-                     int count, const Scratch& scratch, double* gram, int64_t& finite_points) {
+                     int count, const Scratch& scratch, double* sums) {
   const TileModel tile = TileModelOf<kForm>(angle, tables, scratch);
   const double contrast = angle.contrast;
   const double offset = angle.offset;
@@ -466,8 +466,7 @@ void TileScalingSums(const AngleCoefficients& angle, const ProductTables& tables
     sum_ee += e * e;
     finite += is_finite ? 1.0 : 0.0;
   }
-  AddScalingTileSums(sum_gg, sum_g, sum_eg, sum_e, sum_ee, static_cast<int64_t>(finite), gram,
-                     finite_points);
+  AddScalingTileSums(sum_gg, sum_g, sum_eg, sum_e, sum_ee, finite, sums);
 }
 
 // The tile's term of a cost pass: sum e^2 (linear loss) or s^2 sum rho(z) (robust loss).
@@ -605,38 +604,41 @@ void SumSquaredResiduals(const Inputs& in, int row_begin, int row_end, const flo
 
 void AccumulateScalingRows(const Inputs& in, int row_begin, int row_end, const float* const* data,
                            double* const* grams, int64_t* finite_points, const Scratch& scratch) {
+  // Per-thread sums in the scratch (its lane Grams' space), flushed once at the end.
+  for (int k = 0; k < in.num_angles; ++k) {
+    ClearScalingSums(scratch.lane_grams + k * kScalingSumsDoubles);
+  }
   SeparableExpRowCache row_factors;
   ForEachTile(in.num_times, row_begin, row_end, [&](int i, int j, int count, int64_t point) {
     TileSharedFactors<false>(in, i, j, count, &row_factors, scratch);
     for (int k = 0; k < in.num_angles; ++k) {
       const AngleCoefficients& angle = in.angles[k];
       const float* values = data[k] + point;
+      double* sums = scratch.lane_grams + k * kScalingSumsDoubles;
       ProductTables tables;
       if (!in.laminar) {
-        TileScalingSums<false, SinCosForm::kVector>(angle, tables, values, count, scratch, grams[k],
-                                                    finite_points[k]);
+        TileScalingSums<false, SinCosForm::kVector>(angle, tables, values, count, scratch, sums);
         continue;
       }
       switch (LaminarForm(angle, i, j, count, scratch, &tables)) {
         case SinCosForm::kLibm:
-          TileScalingSums<true, SinCosForm::kLibm>(angle, tables, values, count, scratch, grams[k],
-                                                   finite_points[k]);
+          TileScalingSums<true, SinCosForm::kLibm>(angle, tables, values, count, scratch, sums);
           break;
         case SinCosForm::kVector:
-          TileScalingSums<true, SinCosForm::kVector>(angle, tables, values, count, scratch,
-                                                     grams[k], finite_points[k]);
+          TileScalingSums<true, SinCosForm::kVector>(angle, tables, values, count, scratch, sums);
           break;
         case SinCosForm::kProduct:
-          TileScalingSums<true, SinCosForm::kProduct>(angle, tables, values, count, scratch,
-                                                      grams[k], finite_points[k]);
+          TileScalingSums<true, SinCosForm::kProduct>(angle, tables, values, count, scratch, sums);
           break;
         case SinCosForm::kSeries:
-          TileScalingSums<true, SinCosForm::kSeries>(angle, tables, values, count, scratch,
-                                                     grams[k], finite_points[k]);
+          TileScalingSums<true, SinCosForm::kSeries>(angle, tables, values, count, scratch, sums);
           break;
       }
     }
   });
+  for (int k = 0; k < in.num_angles; ++k) {
+    FlushScalingSums(scratch.lane_grams + k * kScalingSumsDoubles, grams[k], finite_points[k]);
+  }
 }
 
 }  // namespace

@@ -64,7 +64,7 @@ struct Scratch {
   double* smoothing_shear = nullptr;  // kTilePoints: M_G - |diff_G| = 1e-12 / (M_G + |diff_G|)
   double* tile = nullptr;          // kTilePoints PaddedTileColumns(gram_size), zero-initialised
   // The angles' lane Grams (gram_block.h): LaneGramDoubles(gram_size) per angle, num_angles of
-  // them (accumulate_rows only).
+  // them (accumulate_rows; accumulate_scaling_rows keeps its sums there, gram_block.h).
   double* lane_grams = nullptr;
 };
 
@@ -84,7 +84,8 @@ struct Functions {
   // For every angle k, adds the 3 x 3 Gram matrix of [d c2 / d contrast, d c2 / d offset, e]
   // over rows [row_begin, row_end) to grams[k] (column major; lower triangle and diagonal) and
   // the number of finite data points to finite_points[k]: the scaling pass (linear loss only;
-  // PassKernel::AccumulateScalingRows). Reads no Jacobian factors and no lane Grams.
+  // PassKernel::AccumulateScalingRows). Reads no Jacobian factors; scratch.lane_grams holds the
+  // angles' per-thread sums (kScalingSumsDoubles each, gram_block.h).
   void (*accumulate_scaling_rows)(const Inputs& inputs, int row_begin, int row_end,
                                   const float* const* data, double* const* grams,
                                   int64_t* finite_points, const Scratch& scratch);

@@ -306,10 +306,10 @@ double TileSquaredResiduals(const TwoComponentAngle& angle, const ProductTables&
 }
 
 // The tile's terms of a scaling pass (ModePass::AccumulateScalingRows): adds the 3 x 3 Gram of
-// [g, 1, e] over its finite points to gram (AddScalingTileSums, gram_block.h), the values of the
-// tile's columns in AccumulateTile.
+// [g, 1, e] over its finite points and their count to the angle's sums (gram_block.h), the values
+// of the tile's columns in AccumulateTile.
 void TileScalingSums(const TwoComponentAngle& angle, const ProductTables& tables, const float* data,
-                     int count, const double* factors, double* gram, int64_t& finite_points) {
+                     int count, const double* factors, double* sums) {
   const TileModel tile = TileModelOf(tables, factors);
   const double contrast = angle.contrast;
   const double offset = angle.offset;
@@ -331,8 +331,7 @@ void TileScalingSums(const TwoComponentAngle& angle, const ProductTables& tables
     sum_ee += e * e;
     finite += is_finite ? 1.0 : 0.0;
   }
-  AddScalingTileSums(sum_gg, sum_g, sum_eg, sum_e, sum_ee, static_cast<int64_t>(finite), gram,
-                     finite_points);
+  AddScalingTileSums(sum_gg, sum_g, sum_eg, sum_e, sum_ee, finite, sums);
 }
 
 // The tile's term of a cost pass: sum e^2 (linear loss) or s^2 sum rho(z) (robust loss).
@@ -384,16 +383,21 @@ void SumSquaredResiduals(const TwoComponentInputs& in, int row_begin, int row_en
 
 void AccumulateScalingRows(const TwoComponentInputs& in, int row_begin, int row_end,
                            const float* const* data, double* const* grams, int64_t* finite_points,
-                           double* factors) {
+                           double* factors, double* sums) {
+  // Per-thread sums, flushed once at the end (gram_block.h).
+  for (int k = 0; k < in.num_angles; ++k) ClearScalingSums(sums + k * kScalingSumsDoubles);
   SeparableExpRowCache row_caches[2];
   ForEachTile(in.num_times, row_begin, row_end, [&](int i, int j, int count, int64_t point) {
     SharedFactors<false>(in, i, j, count, row_caches, factors);
     for (int k = 0; k < in.num_angles; ++k) {
       const TwoComponentAngle& angle = in.angles[k];
-      TileScalingSums(angle, TablesOf(angle, i, j), data[k] + point, count, factors, grams[k],
-                      finite_points[k]);
+      TileScalingSums(angle, TablesOf(angle, i, j), data[k] + point, count, factors,
+                      sums + k * kScalingSumsDoubles);
     }
   });
+  for (int k = 0; k < in.num_angles; ++k) {
+    FlushScalingSums(sums + k * kScalingSumsDoubles, grams[k], finite_points[k]);
+  }
 }
 
 }  // namespace
