@@ -2,10 +2,11 @@
 // angles, N = 2000 fitted times (5,997,000 upper-triangle points), float32 data in memory (the
 // "large" strategy). Accumulate = residuals + Jacobian + normal equations; Cost = residuals and
 // chi2 only; ScalingGrams = the scaling pass of variable projection's cost (AccumulateAngleGrams
-// with PassColumns::kScaling: per angle the 3 x 3 Gram of the contrast, offset and e columns). The *Cauchy cases: the same passes under the robust loss cauchy (docs/model.md, Robust
-// loss). items_per_second = upper-triangle points per second. Threads: arg (1, 2). The context
-// lines name the pass kernel's instruction-set level (pass_kernel: ..., chosen as in a fit:
-// HOMODYNE_ISA or the best for this CPU); bench/isa_dispatch.sh compares levels and builds.
+// with PassColumns::kScaling: per angle the 3 x 3 Gram of the contrast, offset and e columns). The
+// *Cauchy cases: the same passes under the robust loss cauchy (docs/model.md, Robust loss).
+// items_per_second = upper-triangle points per second. Threads: arg (1, 2). The context lines name
+// the pass kernel's instruction-set level (pass_kernel: ..., chosen as in a fit: HOMODYNE_ISA or
+// the best for this CPU); bench/isa_dispatch.sh compares levels and builds.
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
