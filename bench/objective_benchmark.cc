@@ -1,10 +1,12 @@
 // Throughput of one fitting pass (PackedDataObjective): laminar_flow, static and two_component, 3
 // angles, N = 2000 fitted times (5,997,000 upper-triangle points), float32 data in memory (the
 // "large" strategy). Accumulate = residuals + Jacobian + normal equations; Cost = residuals and
-// chi2 only. The *Cauchy cases: the same passes under the robust loss cauchy (docs/model.md, Robust
-// loss). items_per_second = upper-triangle points per second. Threads: arg (1, 2). The context
-// lines name the pass kernel's instruction-set level (pass_kernel: ..., chosen as in a fit:
-// HOMODYNE_ISA or the best for this CPU); bench/isa_dispatch.sh compares levels and builds.
+// chi2 only; ScalingGrams = the scaling pass of variable projection's cost (AccumulateAngleGrams
+// with PassColumns::kScaling: per angle the 3 x 3 Gram of the contrast, offset and e columns). The
+// *Cauchy cases: the same passes under the robust loss cauchy (docs/model.md, Robust loss).
+// items_per_second = upper-triangle points per second. Threads: arg (1, 2). The context lines name
+// the pass kernel's instruction-set level (pass_kernel: ..., chosen as in a fit: HOMODYNE_ISA or
+// the best for this CPU); bench/isa_dispatch.sh compares levels and builds.
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
@@ -94,6 +96,18 @@ void BM_CostLaminar(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * objective.num_points());
 }
 
+void BM_ScalingGramsLaminar(benchmark::State& state) {
+  omp_set_num_threads(static_cast<int>(state.range(0)));
+  PackedDataObjective& objective = LaminarObjective();
+  const Eigen::VectorXd theta = Theta();
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(
+        objective.AccumulateAngleGrams(theta, false, homodyne::PassColumns::kScaling)
+            .finite_points);
+  }
+  state.SetItemsProcessed(state.iterations() * objective.num_points());
+}
+
 Eigen::VectorXd StaticTheta() {
   Eigen::VectorXd theta(9);
   theta << 3100.0, -0.45, 11.0, 0.3, 0.3, 0.3, 1.0, 1.0, 1.0;
@@ -113,6 +127,18 @@ void BM_CostStatic(benchmark::State& state) {
   PackedDataObjective& objective = StaticObjective();
   const Eigen::VectorXd theta = StaticTheta();
   for (auto _ : state) benchmark::DoNotOptimize(objective.Cost(theta));
+  state.SetItemsProcessed(state.iterations() * objective.num_points());
+}
+
+void BM_ScalingGramsStatic(benchmark::State& state) {
+  omp_set_num_threads(static_cast<int>(state.range(0)));
+  PackedDataObjective& objective = StaticObjective();
+  const Eigen::VectorXd theta = StaticTheta();
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(
+        objective.AccumulateAngleGrams(theta, false, homodyne::PassColumns::kScaling)
+            .finite_points);
+  }
   state.SetItemsProcessed(state.iterations() * objective.num_points());
 }
 
@@ -142,6 +168,18 @@ void BM_CostTwoComponent(benchmark::State& state) {
   PackedDataObjective& objective = TwoComponentObjective();
   const Eigen::VectorXd theta = TwoComponentTheta();
   for (auto _ : state) benchmark::DoNotOptimize(objective.Cost(theta));
+  state.SetItemsProcessed(state.iterations() * objective.num_points());
+}
+
+void BM_ScalingGramsTwoComponent(benchmark::State& state) {
+  omp_set_num_threads(static_cast<int>(state.range(0)));
+  PackedDataObjective& objective = TwoComponentObjective();
+  const Eigen::VectorXd theta = TwoComponentTheta();
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(
+        objective.AccumulateAngleGrams(theta, false, homodyne::PassColumns::kScaling)
+            .finite_points);
+  }
   state.SetItemsProcessed(state.iterations() * objective.num_points());
 }
 
@@ -191,10 +229,17 @@ void BM_CostStaticCauchy(benchmark::State& state) {
 
 BENCHMARK(BM_AccumulateLaminar)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_CostLaminar)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_ScalingGramsLaminar)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AccumulateStatic)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_CostStatic)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_ScalingGramsStatic)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AccumulateTwoComponent)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_CostTwoComponent)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_ScalingGramsTwoComponent)
+    ->Arg(1)
+    ->Arg(2)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK(BM_AccumulateLaminarCauchy)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_CostLaminarCauchy)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AccumulateStaticCauchy)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();

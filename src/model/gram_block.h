@@ -211,5 +211,40 @@ inline void FlushLaneGram(const double* lanes, int gram_size, double* gram) {
   });
 }
 
+// The sums of a scaling pass (PassColumns::kScaling, src/objective/pass_backend.h) for one angle
+// of one batch: the 3 x 3 Gram matrix of [g, 1, e] (column major; lower triangle and diagonal),
+// g = d c2 / d contrast, 1 = d c2 / d offset, e = data - c2, each 0 at non-finite data points.
+// The (1, 1) entry, the sum of 1 over the finite points, is their count (exact). They are added
+// up per thread in the scratch (kScalingSumsDoubles per angle) and flushed into the caller's
+// Gram matrix once per batch, like the lane Grams: the Gram matrices of batches that other
+// threads compute may share a cache line with this one's.
+inline constexpr int kScalingSumsDoubles = 9;
+
+inline void ClearScalingSums(double* sums) {
+  for (int i = 0; i < kScalingSumsDoubles; ++i) sums[i] = 0.0;
+}
+
+// Adds one tile's sums over its `finite` finite points.
+inline void AddScalingTileSums(double sum_gg, double sum_g, double sum_eg, double sum_e,
+                               double sum_ee, double finite, double* sums) {
+  sums[0] += sum_gg;  // (g, g)
+  sums[1] += sum_g;   // (1, g)
+  sums[2] += sum_eg;  // (e, g)
+  sums[4] += finite;  // (1, 1)
+  sums[5] += sum_e;   // (e, 1)
+  sums[8] += sum_ee;  // (e, e)
+}
+
+// gram += the sums (lower triangle and diagonal), finite_points += their count.
+inline void FlushScalingSums(const double* sums, double* gram, int64_t& finite_points) {
+  gram[0] += sums[0];
+  gram[1] += sums[1];
+  gram[2] += sums[2];
+  gram[4] += sums[4];
+  gram[5] += sums[5];
+  gram[8] += sums[8];
+  finite_points += static_cast<int64_t>(sums[4]);
+}
+
 }  // namespace
 }  // namespace homodyne::pass_kernel

@@ -30,6 +30,7 @@ PassKernel::PassKernel(const ModelEvaluation& evaluation, std::span<const double
     : num_times_(evaluation.model().num_times()),
       gram_size_(evaluation.model().num_point_derivatives() + 1),
       level_(level),
+      linear_loss_(loss.function == LossFunction::kLinear),
       num_angles_(static_cast<int>(phi_degrees.size())) {
   HOMODYNE_CHECK(phi_degrees.size() == contrast.size() && contrast.size() == offset.size());
   HOMODYNE_CHECK(CpuSupportsIsaLevel(level));
@@ -52,6 +53,25 @@ void PassKernel::AccumulateRows(int row_begin, int row_end, std::span<const floa
   }
   pass_->AccumulateRows(row_begin, row_end, data.data(), gram_data.data(), finite_points.data(),
                         workspace.scratch_);
+}
+
+void PassKernel::AccumulateScalingRows(int row_begin, int row_end,
+                                       std::span<const float* const> data,
+                                       std::span<Eigen::MatrixXd> grams,
+                                       std::span<int64_t> finite_points,
+                                       Workspace& workspace) const {
+  HOMODYNE_CHECK(linear_loss_);
+  HOMODYNE_CHECK(0 <= row_begin && row_begin <= row_end && row_end <= num_times_);
+  HOMODYNE_CHECK(data.size() == static_cast<size_t>(num_angles_) &&
+                 grams.size() == static_cast<size_t>(num_angles_) &&
+                 finite_points.size() == static_cast<size_t>(num_angles_));
+  std::vector<double*> gram_data(static_cast<size_t>(num_angles_));
+  for (size_t k = 0; k < gram_data.size(); ++k) {
+    HOMODYNE_CHECK(grams[k].rows() == 3 && grams[k].cols() == 3);
+    gram_data[k] = grams[k].data();
+  }
+  pass_->AccumulateScalingRows(row_begin, row_end, data.data(), gram_data.data(),
+                               finite_points.data(), workspace.scratch_);
 }
 
 double PassKernel::SumSquaredResiduals(int row_begin, int row_end,

@@ -76,6 +76,17 @@ class PassKernel {
                       std::span<Eigen::MatrixXd> grams, std::span<int64_t> finite_points,
                       Workspace& workspace) const;
 
+  // The scaling pass (PassColumns::kScaling, src/objective/pass_backend.h): adds, for every
+  // angle k, the 3 x 3 Gram matrix of [d c2 / d contrast_k, d c2 / d offset_k, e] over rows
+  // [row_begin, row_end) to grams[k] (3 x 3; lower triangle and diagonal updated) and the number
+  // of finite data points to finite_points[k]; data as AccumulateRows. The entries equal those
+  // of AccumulateRows' Gram at the contrast, offset and e columns up to the order of the
+  // additions (a few ulp), the counts exactly; the work is about a cost pass's. The kernel's loss
+  // must be linear.
+  void AccumulateScalingRows(int row_begin, int row_end, std::span<const float* const> data,
+                             std::span<Eigen::MatrixXd> grams, std::span<int64_t> finite_points,
+                             Workspace& workspace) const;
+
   // sum over angles and rows of e^2 (finite data points only).
   double SumSquaredResiduals(int row_begin, int row_end, std::span<const float* const> data,
                              Workspace& workspace) const;
@@ -84,6 +95,7 @@ class PassKernel {
   int num_times_;
   int gram_size_;
   IsaLevel level_;
+  bool linear_loss_;
   std::unique_ptr<const ModePass> pass_;  // the mode's body at the point, for these angles
   int num_angles_;
 };

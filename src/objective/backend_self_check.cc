@@ -166,6 +166,8 @@ class SelfCheckingBackend : public PassBackend,
     // on the device.
     PassPoint check_point = point;
     check_point.stable_data_id = 0;
+    // The check compares full passes, whichever columns the pass that triggers it asks for.
+    check_point.columns = PassColumns::kAll;
     // Each device of a backend on several (DevicePassBackend::OnDevice) on the whole subsample.
     std::vector<std::pair<std::string, std::shared_ptr<PassBackend>>> units;
     const auto* devices = dynamic_cast<const DevicePassBackend*>(device_.get());
@@ -234,7 +236,9 @@ class SelfCheckingPreparedPass : public PreparedPass {
   SelfCheckingPreparedPass(std::shared_ptr<SelfCheckingBackend> backend, const PassPoint& point)
       : backend_(std::move(backend)), point_(point) {}
 
-  int gram_size() const override { return point_.evaluation->model().num_point_derivatives() + 1; }
+  int gram_size() const override {
+    return GramSizeOf(point_.columns, point_.evaluation->model().num_point_derivatives() + 1);
+  }
 
   void ComputeGrams(std::span<const RowBatch> batches, std::span<const float* const> data,
                     std::span<Eigen::MatrixXd> grams, std::span<int64_t> finite_points) override {

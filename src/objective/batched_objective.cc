@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "homodyne/errors.h"
 #include "objective/batched_objective.h"
 #include "objective/c2_rows.h"
 #include "objective/pass_backend.h"
@@ -282,7 +283,8 @@ void BatchedObjective::BeginPass(const Eigen::VectorXd& theta, bool full_pass) {
 // per-angle scaling): what every pass at theta needs. Not copyable (the prepared pass refers to
 // the evaluation).
 struct BatchedObjective::PassAt {
-  PassAt(const BatchedObjective& objective, const Eigen::VectorXd& theta, PassLoss loss)
+  PassAt(const BatchedObjective& objective, const Eigen::VectorXd& theta, PassLoss loss,
+         PassColumns columns = PassColumns::kAll)
       : evaluation(
             objective.model_,
             std::span<const double>(theta.data(), static_cast<size_t>(objective.num_physical_))),
@@ -292,7 +294,7 @@ struct BatchedObjective::PassAt {
                                      static_cast<size_t>(objective.num_angles())),
              std::span<const double>(theta.data() + objective.OffsetIndex(0),
                                      static_cast<size_t>(objective.num_angles())),
-             loss, objective.data_->stable_data_id()})) {}
+             loss, objective.data_->stable_data_id(), columns})) {}
   PassAt(const PassAt&) = delete;
   PassAt& operator=(const PassAt&) = delete;
 
@@ -389,8 +391,11 @@ NormalEquations BatchedObjective::Accumulate(const Eigen::VectorXd& theta) {
   return result;
 }
 
-AngleGrams BatchedObjective::AccumulateAngleGrams(const Eigen::VectorXd& theta, bool weighted) {
+AngleGrams BatchedObjective::AccumulateAngleGrams(const Eigen::VectorXd& theta, bool weighted,
+                                                  PassColumns columns) {
   CheckTheta(theta);
+  // The scaling columns' sums are the plain [J | e]'s: no weighted variant.
+  HOMODYNE_CHECK(columns == PassColumns::kAll || !weighted || options_.loss.is_linear());
   ++passes_;
   const int n_angles = num_angles();
   // Plain: [J | e] as it is (the linear loss's projection); weighted: the reweighted rows of a
@@ -400,7 +405,7 @@ AngleGrams BatchedObjective::AccumulateAngleGrams(const Eigen::VectorXd& theta, 
     loss = PassLossOfFit();
     loss.weighting = PassWeighting::kIrls;
   }
-  const PassAt at(*this, theta, loss);
+  const PassAt at(*this, theta, loss, columns);
   const int g = at.pass->gram_size();
   const int num_batches = static_cast<int>(batches_.size());
   const int chunk_size = std::min(ChunkBatches(), std::max(num_batches, 1));

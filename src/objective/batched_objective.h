@@ -188,12 +188,21 @@ struct PassOptions {
 class PassBackend;   // backend.h: computes the per-batch sums of a pass
 class PreparedPass;  // backend.h: a backend bound to one point
 
+// Which columns of [J | e] a prepared pass's Gram matrices cover (pass_backend.h,
+// PassPoint::columns).
+//   kAll: every column, [d c2 / d(physical..., contrast_k, offset_k) | e] (M + 1 = P_phys + 3);
+//   kScaling: the scaling columns and e only, [d c2 / d contrast_k, d c2 / d offset_k, e] (3):
+//     the sums that the projected chi2 of variable projection needs (variable_projection.h),
+//     for about the price of a cost pass on the CPU. Linear loss only.
+enum class PassColumns { kAll, kScaling };
+
 // Per-angle sums of one full pass, for variable projection (variable_projection.h).
 struct AngleGrams {
   // grams[k]: for angle k, the Gram matrix G = [J | e]^T [J | e] over its finite points, with
   //   J = d c2 / d(physical..., contrast_k, offset_k)   (M = P_phys + 2 columns, model units)
   //   e = data - c2                                      (column M)
-  // at the evaluated theta; unscaled (no 1/sigma^2, each point once), full symmetric, and
+  // at the evaluated theta (a PassColumns::kScaling pass: the 3 x 3 matrices of the contrast_k,
+  // offset_k and e columns); unscaled (no 1/sigma^2, each point once), full symmetric, and
   // reduced in batch order (deterministic). In the objective's scaling the pass's chi2 is
   // 2 / sigma^2 * sum_k G_k(M, M). A weighted pass (AccumulateAngleGrams) has each row of
   // [J | e] times sqrt(rho'(z)) and s^2 sum rho(z) in G_k(M, M): its robust cost.
@@ -245,8 +254,12 @@ class BatchedObjective : public LeastSquaresProblem {
   // pending ResumePass state stays pending). weighted = false: the plain [J | e] whatever the
   // loss; true (a robust loss): each point's row of [J | e] weighted by sqrt(rho'(z)) and the
   // (e, e) entry s^2 sum rho(z) (PassWeighting::kIrls, src/model/robust_loss.h); under the
-  // linear loss both are the plain pass.
-  AngleGrams AccumulateAngleGrams(const Eigen::VectorXd& theta, bool weighted = false);
+  // linear loss both are the plain pass. columns = PassColumns::kScaling (pass_backend.h): the
+  // 3 x 3 Gram matrices of [d c2 / d contrast_k, d c2 / d offset_k, e] only (the plain ones;
+  // not weighted under a robust loss), about a cost pass's work on the CPU; a pass all the
+  // same.
+  AngleGrams AccumulateAngleGrams(const Eigen::VectorXd& theta, bool weighted = false,
+                                  PassColumns columns = PassColumns::kAll);
   double sigma() const { return sigma_; }
 
   // Resume (docs/design.md section 6): the next Accumulate (state.full_pass) or Cost at bitwise

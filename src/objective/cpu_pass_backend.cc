@@ -52,9 +52,10 @@ class CpuPreparedPass : public PreparedPass {
  public:
   explicit CpuPreparedPass(const PassPoint& point)
       : kernel_(*point.evaluation, point.phi_degrees, point.contrast, point.offset,
-                ActiveIsaLevel(), point.loss) {}
+                ActiveIsaLevel(), point.loss),
+        columns_(point.columns) {}
 
-  int gram_size() const override { return kernel_.gram_size(); }
+  int gram_size() const override { return GramSizeOf(columns_, kernel_.gram_size()); }
 
   void ComputeGrams(std::span<const RowBatch> batches, std::span<const float* const> data,
                     std::span<Eigen::MatrixXd> grams, std::span<int64_t> finite_points) override {
@@ -64,14 +65,22 @@ class CpuPreparedPass : public PreparedPass {
                    finite_points.size() == entries);
     for (Eigen::MatrixXd& gram : grams) gram.setZero();
     std::fill(finite_points.begin(), finite_points.end(), 0);
+    // Workspaces of the kernel's full side for either columns (the scaling pass uses their
+    // factor columns only).
     ForEachBatch(batches, n_angles, kernel_.gram_size(),
                  [&](int b, PassKernel::Workspace& workspace) {
                    const size_t slot = static_cast<size_t>(b) * n_angles;
                    const RowBatch& batch = batches[static_cast<size_t>(b)];
                    const size_t count = static_cast<size_t>(n_angles);
-                   kernel_.AccumulateRows(batch.row_begin, batch.row_end,
-                                          data.subspan(slot, count), grams.subspan(slot, count),
-                                          finite_points.subspan(slot, count), workspace);
+                   if (columns_ == PassColumns::kScaling) {
+                     kernel_.AccumulateScalingRows(
+                         batch.row_begin, batch.row_end, data.subspan(slot, count),
+                         grams.subspan(slot, count), finite_points.subspan(slot, count), workspace);
+                   } else {
+                     kernel_.AccumulateRows(batch.row_begin, batch.row_end,
+                                            data.subspan(slot, count), grams.subspan(slot, count),
+                                            finite_points.subspan(slot, count), workspace);
+                   }
                  });
   }
 
@@ -94,6 +103,7 @@ class CpuPreparedPass : public PreparedPass {
 
  private:
   const PassKernel kernel_;
+  const PassColumns columns_;
 };
 
 class CpuPassBackend : public PassBackend {
@@ -103,6 +113,8 @@ class CpuPassBackend : public PassBackend {
     HOMODYNE_CHECK(point.evaluation != nullptr &&
                    point.contrast.size() == point.phi_degrees.size() &&
                    point.offset.size() == point.phi_degrees.size());
+    HOMODYNE_CHECK(point.columns == PassColumns::kAll ||
+                   point.loss.function == LossFunction::kLinear);
     return std::make_unique<CpuPreparedPass>(point);
   }
 };

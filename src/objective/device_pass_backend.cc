@@ -265,6 +265,14 @@ std::shared_ptr<PassBackend> DevicePassBackend::OnDevice(int index) const {
 }
 
 std::unique_ptr<PreparedPass> DevicePassBackend::Prepare(const PassPoint& point) {
+  if (point.columns == PassColumns::kScaling) {
+    // No device kernel of its own for the scaling columns yet: the full pass's sub-blocks
+    // (docs/backends.md, What does not exist yet).
+    PassPoint full_point = point;
+    full_point.columns = PassColumns::kAll;
+    return ScalingPassFromFullPass(
+        std::make_unique<DevicePreparedPass>(full_point, geometry_, devices_));
+  }
   return std::make_unique<DevicePreparedPass>(point, geometry_, devices_);
 }
 

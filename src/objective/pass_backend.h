@@ -34,6 +34,13 @@
 
 namespace homodyne {
 
+// PassColumns (which columns of [J | e] a pass's Gram matrices cover) is in batched_objective.h.
+
+// The side of the Gram matrices of a pass over `columns` for a model of full_gram_size = M + 1.
+inline int GramSizeOf(PassColumns columns, int full_gram_size) {
+  return columns == PassColumns::kScaling ? 3 : full_gram_size;
+}
+
 // The point theta of a pass, as a backend needs it. Views: what they refer to must outlive every
 // PreparedPass made from this point.
 struct PassPoint {
@@ -53,6 +60,8 @@ struct PassPoint {
   //     use it in later calls instead of copying the values again (device_pass_backend.h,
   //     ResidentDataCache).
   uint64_t stable_data_id = 0;
+  // The columns of ComputeGrams' matrices (PassColumns); kScaling requires the linear loss.
+  PassColumns columns = PassColumns::kAll;
 };
 
 // The per-batch sums of passes at one point, on one backend. Used by one pass at a time (not
@@ -65,13 +74,15 @@ class PreparedPass {
  public:
   virtual ~PreparedPass() = default;
 
-  // M + 1 = P_phys + 3: the side of each angle's Gram matrix ([J | e], objective.h AngleGrams).
+  // The side of each angle's Gram matrix: M + 1 = P_phys + 3 ([J | e], objective.h AngleGrams)
+  // for PassColumns::kAll, 3 for kScaling (GramSizeOf).
   virtual int gram_size() const = 0;
 
   // Sets grams[i * num_angles + k] (gram_size() square, allocated by the caller) to angle k's
   // unscaled Gram matrix [J | e]^T [J | e] over batch i's finite data points (J = d c2 /
-  // d(physical..., contrast_k, offset_k), e = data - c2), and finite_points[...] to their
-  // number. Only the lower triangle and the diagonal are defined on return.
+  // d(physical..., contrast_k, offset_k), e = data - c2; under PassColumns::kScaling J = d c2 /
+  // d(contrast_k, offset_k) only), and finite_points[...] to their number. Only the lower
+  // triangle and the diagonal are defined on return.
   virtual void ComputeGrams(std::span<const RowBatch> batches, std::span<const float* const> data,
                             std::span<Eigen::MatrixXd> grams, std::span<int64_t> finite_points) = 0;
 
@@ -95,7 +106,14 @@ class PassBackend {
 };
 
 // The CPU backend: the batches of each call over the worker pool's threads (worker_pool.h; a
-// call with too few points for them runs on the calling thread), PassKernel per batch.
+// call with too few points for them runs on the calling thread), PassKernel per batch (for
+// PassColumns::kScaling its own kernel, PassKernel::AccumulateScalingRows).
 std::shared_ptr<PassBackend> MakeCpuPassBackend();
+
+// A PassColumns::kScaling pass made from a prepared kAll pass at the same point (a backend
+// without a kernel of its own for the scaling columns: the device backends): ComputeGrams
+// computes the full Gram matrices and keeps their 3 x 3 sub-blocks of the contrast, offset and e
+// columns, so the sums are those of the full pass; ComputeSquaredResiduals is the full pass's.
+std::unique_ptr<PreparedPass> ScalingPassFromFullPass(std::unique_ptr<PreparedPass> full_pass);
 
 }  // namespace homodyne

@@ -150,34 +150,29 @@ LevenbergMarquardtOptions VariableProjectionProblem::LocalFitOptions(
   return base;
 }
 
-NormalEquations VariableProjectionProblem::ProjectedEquations(const Eigen::VectorXd& n,
-                                                              Eigen::VectorXd* reduced_point) {
-  const int p_physical = objective_.num_physical();
-  const int n_angles = objective_.num_angles();
+VariableProjectionProblem::EvaluatedPoint VariableProjectionProblem::EvaluatedPointAt(
+    const Eigen::VectorXd& n) const {
   const int n_linear = static_cast<int>(linear_.size());
-  const Eigen::VectorXd linear_lower = bounds_.lower(linear_);
-  const Eigen::VectorXd linear_upper = bounds_.upper(linear_);
-
-  // The evaluated point: n with the current linear estimate (contrasts kept off 0).
-  Eigen::VectorXd z(map_.num_reduced());
-  for (size_t i = 0; i < nonlinear_.size(); ++i) z[nonlinear_[i]] = n[static_cast<Eigen::Index>(i)];
-  const Eigen::VectorXd l0 = linear_estimate_.cwiseMax(linear_lower).cwiseMin(linear_upper);
-  for (int i = 0; i < n_linear; ++i) z[linear_[static_cast<size_t>(i)]] = l0[i];
-  const Eigen::VectorXd theta_on_map = map_.Expand(z);
-  Eigen::VectorXd theta = theta_on_map;
-  for (int k = 0; k < n_angles; ++k) {
-    double& contrast = theta[objective_.ContrastIndex(k)];
+  EvaluatedPoint point;
+  point.z.resize(map_.num_reduced());
+  for (size_t i = 0; i < nonlinear_.size(); ++i) {
+    point.z[nonlinear_[i]] = n[static_cast<Eigen::Index>(i)];
+  }
+  point.l0 = linear_estimate_.cwiseMax(bounds_.lower(linear_)).cwiseMin(bounds_.upper(linear_));
+  for (int i = 0; i < n_linear; ++i) point.z[linear_[static_cast<size_t>(i)]] = point.l0[i];
+  point.theta_on_map = map_.Expand(point.z);
+  point.theta = point.theta_on_map;
+  for (int k = 0; k < objective_.num_angles(); ++k) {
+    double& contrast = point.theta[objective_.ContrastIndex(k)];
     if (std::abs(contrast) < kMinEvaluationContrast) contrast = kMinEvaluationContrast;
   }
-  ++passes_;
-  // Under a robust loss the pass weights each point's row by sqrt(rho'(z)) (see the top of
-  // variable_projection.h); under the linear loss it is the plain pass.
-  const AngleGrams angle_grams =
-      objective_.AccumulateAngleGrams(theta, /*weighted=*/!objective_.loss().is_linear());
-  const int m = static_cast<int>(angle_grams.grams.front().rows()) - 1;  // e column
-  const int ci = m - 2;                                                  // contrast column
-  const int oi = m - 1;                                                  // offset column
+  return point;
+}
 
+VariableProjectionProblem::ScalingSolution VariableProjectionProblem::SolveScaling(
+    const EvaluatedPoint& point, const std::vector<Eigen::Matrix3d>& scaling_grams) const {
+  const int n_angles = objective_.num_angles();
+  const int n_linear = static_cast<int>(linear_.size());
   // The quadratic in l: per angle, moving (contrast, offset) by u changes the residual by
   // -(u_c g + u_o), so chi2 ~ sum_k u^T Q_k u - 2 u^T q_k + const with u = W_k l + base_k
   // (exact under the linear loss; under a robust one the majorizer of the cost, from the
@@ -187,7 +182,7 @@ NormalEquations VariableProjectionProblem::ProjectedEquations(const Eigen::Vecto
   Eigen::MatrixXd a = Eigen::MatrixXd::Zero(n_linear, n_linear);
   Eigen::VectorXd b = Eigen::VectorXd::Zero(n_linear);
   for (int k = 0; k < n_angles; ++k) {
-    const Eigen::MatrixXd& gram = angle_grams.grams[static_cast<size_t>(k)];
+    const Eigen::Matrix3d& gram = scaling_grams[static_cast<size_t>(k)];
     const int rows[2] = {objective_.ContrastIndex(k), objective_.OffsetIndex(k)};
     Eigen::MatrixXd& wk = w[static_cast<size_t>(k)];
     for (int r = 0; r < 2; ++r) {
@@ -195,15 +190,50 @@ NormalEquations VariableProjectionProblem::ProjectedEquations(const Eigen::Vecto
         wk(r, i) = map_.matrix(rows[r], linear_[static_cast<size_t>(i)]);
       // (contrast, offset) at l = 0, minus the evaluated values: u = W l + base.
       base[static_cast<size_t>(k)][r] =
-          theta_on_map[rows[r]] - (wk.row(r) * l0)(0) - theta[rows[r]];
+          point.theta_on_map[rows[r]] - (wk.row(r) * point.l0)(0) - point.theta[rows[r]];
     }
     Eigen::Matrix2d q;
-    q << gram(ci, ci), gram(ci, oi), gram(oi, ci), gram(oi, oi);
-    const Eigen::Vector2d qe(gram(m, ci), gram(m, oi));
+    q << gram(0, 0), gram(0, 1), gram(1, 0), gram(1, 1);
+    const Eigen::Vector2d qe(gram(2, 0), gram(2, 1));
     a += wk.transpose() * q * wk;
     b += wk.transpose() * (qe - q * base[static_cast<size_t>(k)]);
   }
-  const Eigen::VectorXd l = SolveBoxedQuadratic(a, b, linear_lower, linear_upper, l0);
+  ScalingSolution solution;
+  solution.l = SolveBoxedQuadratic(a, b, bounds_.lower(linear_), bounds_.upper(linear_), point.l0);
+  solution.moves.resize(static_cast<size_t>(n_angles));
+  for (int k = 0; k < n_angles; ++k) {
+    solution.moves[static_cast<size_t>(k)] =
+        w[static_cast<size_t>(k)] * solution.l + base[static_cast<size_t>(k)];
+  }
+  return solution;
+}
+
+NormalEquations VariableProjectionProblem::ProjectedEquations(const Eigen::VectorXd& n,
+                                                              Eigen::VectorXd* reduced_point) {
+  const int p_physical = objective_.num_physical();
+  const int n_angles = objective_.num_angles();
+  const int n_linear = static_cast<int>(linear_.size());
+  const Eigen::VectorXd linear_lower = bounds_.lower(linear_);
+  const Eigen::VectorXd linear_upper = bounds_.upper(linear_);
+
+  // The evaluated point: n with the current linear estimate (contrasts kept off 0).
+  const EvaluatedPoint point = EvaluatedPointAt(n);
+  const Eigen::VectorXd& theta = point.theta;
+  ++passes_;
+  // Under a robust loss the pass weights each point's row by sqrt(rho'(z)) (see the top of
+  // variable_projection.h); under the linear loss it is the plain pass.
+  const AngleGrams angle_grams =
+      objective_.AccumulateAngleGrams(theta, /*weighted=*/!objective_.loss().is_linear());
+  const int m = static_cast<int>(angle_grams.grams.front().rows()) - 1;  // e column
+  const int ci = m - 2;                                                  // contrast column
+  const int oi = m - 1;                                                  // offset column
+  std::vector<Eigen::Matrix3d> scaling_grams(static_cast<size_t>(n_angles));
+  for (int k = 0; k < n_angles; ++k) {
+    scaling_grams[static_cast<size_t>(k)] =
+        angle_grams.grams[static_cast<size_t>(k)].bottomRightCorner(3, 3);
+  }
+  const ScalingSolution scaling = SolveScaling(point, scaling_grams);
+  const Eigen::VectorXd& l = scaling.l;
 
   // Each angle's Gram matrix moved to (contrast, offset) = W l + base: physical columns scale
   // by contrast_new / contrast_evaluated, the residual column moves by -(du_c g + du_o). Under
@@ -216,7 +246,7 @@ NormalEquations VariableProjectionProblem::ProjectedEquations(const Eigen::Vecto
   std::vector<int> index(static_cast<size_t>(m));
   for (int i = 0; i < p_physical; ++i) index[static_cast<size_t>(i)] = i;
   for (int k = 0; k < n_angles; ++k) {
-    const Eigen::Vector2d u = w[static_cast<size_t>(k)] * l + base[static_cast<size_t>(k)];
+    const Eigen::Vector2d& u = scaling.moves[static_cast<size_t>(k)];
     const double contrast_evaluated = theta[objective_.ContrastIndex(k)];
     Eigen::MatrixXd transform = Eigen::MatrixXd::Identity(m + 1, m + 1);
     for (int i = 0; i < p_physical; ++i) {
@@ -261,10 +291,34 @@ NormalEquations VariableProjectionProblem::ProjectedEquations(const Eigen::Vecto
   result.num_points = 2 * angle_grams.finite_points;
   if (std::isfinite(chi2) && l.allFinite()) linear_estimate_ = l;
   if (reduced_point != nullptr) {
-    *reduced_point = z;
+    *reduced_point = point.z;
     for (int i = 0; i < n_linear; ++i) (*reduced_point)[linear_[static_cast<size_t>(i)]] = l[i];
   }
   return result;
+}
+
+double VariableProjectionProblem::ProjectedCost(const Eigen::VectorXd& n) {
+  const int n_angles = objective_.num_angles();
+  const EvaluatedPoint point = EvaluatedPointAt(n);
+  ++passes_;
+  const AngleGrams angle_grams =
+      objective_.AccumulateAngleGrams(point.theta, /*weighted=*/false, PassColumns::kScaling);
+  std::vector<Eigen::Matrix3d> scaling_grams(static_cast<size_t>(n_angles));
+  for (int k = 0; k < n_angles; ++k) {
+    scaling_grams[static_cast<size_t>(k)] = angle_grams.grams[static_cast<size_t>(k)];
+  }
+  const ScalingSolution scaling = SolveScaling(point, scaling_grams);
+  // The (e, e) entry of each angle's Gram moved to (contrast, offset) = W l + base: t^T G t with
+  // t = (-u_c, -u_o, 1), as ProjectedEquations' transform gives it.
+  const double scale = 2.0 / (objective_.sigma() * objective_.sigma());
+  double chi2 = 0.0;
+  for (int k = 0; k < n_angles; ++k) {
+    const Eigen::Vector2d& u = scaling.moves[static_cast<size_t>(k)];
+    const Eigen::Vector3d t(-u[0], -u[1], 1.0);
+    chi2 += scale * (t.transpose() * scaling_grams[static_cast<size_t>(k)] * t)(0, 0);
+  }
+  if (std::isfinite(chi2) && scaling.l.allFinite()) linear_estimate_ = scaling.l;
+  return chi2;
 }
 
 NormalEquations VariableProjectionProblem::Accumulate(const Eigen::VectorXd& n) {
@@ -272,6 +326,9 @@ NormalEquations VariableProjectionProblem::Accumulate(const Eigen::VectorXd& n) 
 }
 
 double VariableProjectionProblem::Cost(const Eigen::VectorXd& n) {
+  // Under the linear loss the projected chi2 needs only the scaling columns' sums (a pass of
+  // about a cost pass's work on the CPU); under a robust loss the weighted full pass.
+  if (objective_.loss().is_linear()) return ProjectedCost(n);
   return ProjectedEquations(n, nullptr).chi2;
 }
 

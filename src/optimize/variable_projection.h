@@ -11,6 +11,10 @@
 //     matrices at the point evaluated give the quadratic in l, and transform exactly to the
 //     Gram matrices at (n, l(n)) (the Jacobian's physical columns scale with the contrast, the
 //     residual moves along the contrast and offset columns), so no second pass is needed;
+//   - a cost evaluation (Cost: the LM core's trial points, the global phase's screening and
+//     CMA-ES) needs only the 3 x 3 Gram of [d c2 / d contrast_k, d c2 / d offset_k, e] per angle
+//     (the quadratic in l and the residual's move): one scaling pass (PassColumns::kScaling),
+//     about a cost pass's work on the CPU instead of a full pass's;
 //   - Kaufman's normal equations: the Schur complement of the free linear block,
 //       H = H_nn - H_nl H_ll^-1 H_ln,   g = g_n - H_nl H_ll^-1 g_l   (g_l = 0 at l(n)),
 //     the Gauss-Newton model of chi2(n, l(n)); linear parameters held on a bound are constants.
@@ -68,8 +72,10 @@ class VariableProjectionProblem : public LeastSquaresProblem {
   // Kaufman's normal equations of chi2(n, l(n)) (see the top of this file), one pass; under a
   // robust loss those of the majorizer of the robust cost at the new scaling.
   NormalEquations Accumulate(const Eigen::VectorXd& n) override;
-  // chi2(n, l(n)): the same pass (the projection needs the per-angle sums); under a robust loss
-  // the majorizer's value, an upper bound of the robust cost at (n, linear_estimate()).
+  // chi2(n, l(n)): one scaling pass (the projection needs only the per-angle sums of the
+  // contrast, offset and e columns), the same l(n) as Accumulate; under a robust loss the full
+  // weighted pass and the majorizer's value, an upper bound of the robust cost at (n,
+  // linear_estimate()).
   double Cost(const Eigen::VectorXd& n) override;
 
   // Indices of the nonlinear and linear parameters in the reduced layout.
@@ -96,9 +102,34 @@ class VariableProjectionProblem : public LeastSquaresProblem {
   void set_linear_estimate(const Eigen::VectorXd& estimate) { linear_estimate_ = estimate; }
 
  private:
+  // Where an evaluation at n takes its pass: the reduced point z (n with the linear estimate l0,
+  // clipped to its bounds), theta_on_map = map(z), and theta, theta_on_map with every contrast
+  // kept off 0 (kMinEvaluationContrast).
+  struct EvaluatedPoint {
+    Eigen::VectorXd z;
+    Eigen::VectorXd l0;
+    Eigen::VectorXd theta_on_map;
+    Eigen::VectorXd theta;
+  };
+  // The best scaling l(n) in its bounds and each angle's move u_k = (contrast, offset) at l(n)
+  // minus those at the evaluated theta.
+  struct ScalingSolution {
+    Eigen::VectorXd l;
+    std::vector<Eigen::Vector2d> moves;
+  };
+  EvaluatedPoint EvaluatedPointAt(const Eigen::VectorXd& n) const;
+  // The boxed quadratic in l from each angle's 3 x 3 Gram matrix of [d c2 / d contrast_k,
+  // d c2 / d offset_k, e] at point.theta (full symmetric), solved from point.l0: what both
+  // ProjectedEquations and ProjectedCost solve.
+  ScalingSolution SolveScaling(const EvaluatedPoint& point,
+                               const std::vector<Eigen::Matrix3d>& scaling_grams) const;
   // One pass at n with the current linear estimate; returns the reduced normal equations at
   // (n, l(n)) with chi2, and stores l(n) as the next estimate.
   NormalEquations ProjectedEquations(const Eigen::VectorXd& n, Eigen::VectorXd* reduced_point);
+  // chi2(n, l(n)) from one scaling pass (PassColumns::kScaling; linear loss only): the same l(n)
+  // as ProjectedEquations (SolveScaling), stored as the next estimate, and its chi2 up to the
+  // rounding of other sums.
+  double ProjectedCost(const Eigen::VectorXd& n);
 
   BatchedObjective& objective_;
   ScalingMap map_;

@@ -323,5 +323,104 @@ TEST(PassKernelTest, TwoComponentWithPhasesBeyondTheVectorRangeMatches) {
   ExpectKernelMatchesReferenceAtEveryLevel(c, 1e-10);
 }
 
+// The scaling pass (PassKernel::AccumulateScalingRows): its 3 x 3 sums equal the full pass's
+// Gram entries of the contrast, offset and e columns (relative to the diagonal scales, as the
+// reference comparison) and its finite counts the full pass's, at every level, over rows split
+// into two batches, with the NaN and inf points of MakeData.
+void ExpectScalingSumsMatchFullGram(const KernelCase& c, IsaLevel level) {
+  SCOPED_TRACE("instruction-set level " + std::string(ToString(level)));
+  const HomodyneModel model(c.mode, c.geometry, Times(c.n, c.geometry.dt_seconds));
+  const std::vector<std::vector<float>> data = MakeData(model, c, c.physical);
+  std::vector<double> start = c.physical;
+  for (double& value : start) value *= 1.05;
+  const ModelEvaluation evaluation(model, start);
+  const PassKernel kernel(evaluation, c.phi, c.contrast, c.offset, level);
+  const int g = kernel.gram_size();
+  std::vector<Eigen::MatrixXd> full(c.phi.size(), Eigen::MatrixXd::Zero(g, g));
+  std::vector<Eigen::MatrixXd> scaling(c.phi.size(), Eigen::MatrixXd::Zero(3, 3));
+  std::vector<int64_t> full_finite(c.phi.size(), 0), scaling_finite(c.phi.size(), 0);
+  // Fresh workspaces each: the scaling pass sizes its own per-thread sums.
+  PassKernel::Workspace workspace(g);
+  PassKernel::Workspace scaling_workspace(g);
+  const int split = c.n / 3;
+  for (auto [row_begin, row_end] : {std::pair{0, split}, std::pair{split, c.n}}) {
+    std::vector<const float*> pointers;
+    for (const auto& values : data) {
+      pointers.push_back(values.data() + UpperTriangleRowOffset(c.n, row_begin));
+    }
+    kernel.AccumulateScalingRows(row_begin, row_end, pointers, scaling, scaling_finite,
+                                 scaling_workspace);
+    kernel.AccumulateRows(row_begin, row_end, pointers, full, full_finite, workspace);
+  }
+  for (size_t k = 0; k < c.phi.size(); ++k) {
+    EXPECT_EQ(scaling_finite[k], full_finite[k]) << "angle " << k;
+    EXPECT_LT(scaling_finite[k], UpperTriangleSize(c.n));  // the non-finite points are left out
+    const Eigen::MatrixXd expected = full[k].bottomRightCorner(3, 3);
+    EXPECT_EQ(scaling[k](1, 1), static_cast<double>(full_finite[k]));  // sum of 1, exact
+    for (int a = 0; a < 3; ++a) {
+      for (int col = 0; col <= a; ++col) {
+        const double scale = std::sqrt(expected(a, a) * expected(col, col));
+        EXPECT_GT(scale, 0.0);
+        EXPECT_NEAR(scaling[k](a, col) / scale, expected(a, col) / scale, 1e-12)
+            << "angle " << k << " entry (" << a << ", " << col << ")";
+      }
+    }
+  }
+}
+
+// Every form of a laminar tile's sin and cos (homodyne_pass_variant.cc, SinCosForm) is taken by
+// one of the laminar cases: the default case's perpendicular angle (kSeries) and other angles
+// (kVector), the wide gap (kLibm), the slow shear (kProduct, and the separable diffusion).
+TEST(PassKernelTest, ScalingSumsMatchTheFullGramInEveryMode) {
+  std::vector<std::pair<std::string, KernelCase>> cases;
+  KernelCase laminar;
+  laminar.physical = {3000.0, -0.5, 10.0, 2.0e-3, 0.3, 1.0e-4, 5.0};
+  cases.emplace_back("laminar_flow", laminar);
+  KernelCase wide_gap = laminar;
+  wide_gap.geometry.gap_angstrom = 2.0e11;
+  cases.emplace_back("laminar_flow, phases beyond the vector range", wide_gap);
+  KernelCase slow = laminar;
+  slow.n = 560;
+  slow.physical = {20.0, 0.0, 0.0, 2.0e-5, 0.3, 1.0e-6, 5.0};
+  cases.emplace_back("laminar_flow, slow diffusion and shear", slow);
+  KernelCase floored = laminar;
+  floored.physical = {3.0e6, 0.0, 0.0, 2.0e-3, 0.3, 1.0e-4, 5.0};
+  cases.emplace_back("laminar_flow, clipped and floored", floored);
+  KernelCase static_case;
+  static_case.mode = AnalysisMode::kStatic;
+  static_case.physical = {3000.0, -0.5, 10.0};
+  cases.emplace_back("static", static_case);
+  KernelCase static_slow = static_case;
+  static_slow.n = 560;
+  static_slow.physical = {20.0, 0.0, 0.0};
+  cases.emplace_back("static, slow diffusion", static_slow);
+  cases.emplace_back("two_component", TwoComponentCase());
+  KernelCase two_component_fast = TwoComponentCase();
+  two_component_fast.physical[6] = 3.0e8;
+  cases.emplace_back("two_component, large phases", two_component_fast);
+  for (const auto& [name, c] : cases) {
+    SCOPED_TRACE(name);
+    for (IsaLevel level : LevelsToTest()) ExpectScalingSumsMatchFullGram(c, level);
+  }
+}
+
+// The scaling pass is the linear loss's only.
+TEST(PassKernelDeathTest, ScalingSumsRefuseARobustLoss) {
+  KernelCase c;
+  c.mode = AnalysisMode::kStatic;
+  c.physical = {3000.0, -0.5, 10.0};
+  const HomodyneModel model(c.mode, c.geometry, Times(c.n, c.geometry.dt_seconds));
+  const std::vector<std::vector<float>> data = MakeData(model, c, c.physical);
+  const ModelEvaluation evaluation(model, c.physical);
+  const PassKernel kernel(evaluation, c.phi, c.contrast, c.offset, ActiveIsaLevel(),
+                          PassLoss{LossFunction::kCauchy, 0.02});
+  std::vector<Eigen::MatrixXd> scaling(c.phi.size(), Eigen::MatrixXd::Zero(3, 3));
+  std::vector<int64_t> finite(c.phi.size(), 0);
+  PassKernel::Workspace workspace(kernel.gram_size());
+  std::vector<const float*> pointers;
+  for (const auto& values : data) pointers.push_back(values.data());
+  EXPECT_DEATH(kernel.AccumulateScalingRows(0, c.n, pointers, scaling, finite, workspace), "");
+}
+
 }  // namespace
 }  // namespace homodyne

@@ -141,6 +141,63 @@ TEST_F(ObjectiveTest, BitwiseIndependentOfThreadsAndCalls) {
   EXPECT_DOUBLE_EQ(cost_one, one.chi2);
 }
 
+// The scaling pass (PassColumns::kScaling): per angle the 3 x 3 Gram of the contrast, offset
+// and e columns, equal to the full pass's sub-block to 1e-12 (relative to the diagonal scales)
+// with the same finite count, NaN points skipped; bitwise the same on 1 and 2 threads and for
+// any chunking of the batches.
+TEST_F(ObjectiveTest, ScalingAngleGramsAreTheFullGramsSubBlocksBitwiseForAnyThreadsAndChunks) {
+  for (AnalysisMode mode : {AnalysisMode::kLaminarFlow, AnalysisMode::kStatic}) {
+    SCOPED_TRACE(std::string(ToString(mode)));
+    const Config config = SimulationConfig(mode, 40);
+    std::unique_ptr<PackedDataObjective> reference = MakeObjective(config, 60);
+    PackedDataObjective::PackedData data = reference->data();
+    data[0][17] = std::numeric_limits<float>::quiet_NaN();
+    data[1][400] = std::numeric_limits<float>::infinity();
+    Eigen::VectorXd theta = Truth(config);
+    theta[0] *= 1.1;
+    theta[reference->OffsetIndex(1)] += 0.02;
+    auto objective_with_chunks = [&](int chunk_batches) {
+      PassOptions options;
+      options.batch_points = 60;
+      options.chunk_batches = chunk_batches;
+      return std::make_unique<PackedDataObjective>(reference->model(),
+                                                   config.simulation.phi_angles_degrees,
+                                                   reference->sigma(), data, options);
+    };
+    std::unique_ptr<PackedDataObjective> objective = objective_with_chunks(0);
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    const AngleGrams full = objective->AccumulateAngleGrams(theta);
+    const AngleGrams one =
+        objective->AccumulateAngleGrams(theta, /*weighted=*/false, PassColumns::kScaling);
+    omp_set_num_threads(2);
+    const AngleGrams two =
+        objective->AccumulateAngleGrams(theta, /*weighted=*/false, PassColumns::kScaling);
+    const AngleGrams by_one_batch = objective_with_chunks(1)->AccumulateAngleGrams(
+        theta, /*weighted=*/false, PassColumns::kScaling);
+    const AngleGrams by_three_batches = objective_with_chunks(3)->AccumulateAngleGrams(
+        theta, /*weighted=*/false, PassColumns::kScaling);
+    omp_set_num_threads(threads);
+    EXPECT_EQ(one.finite_points, full.finite_points);
+    EXPECT_EQ(one.finite_points, 3 * UpperTriangleSize(reference->model().num_times()) - 2);
+    for (size_t k = 0; k < full.grams.size(); ++k) {
+      const Eigen::MatrixXd expected = full.grams[k].bottomRightCorner(3, 3);
+      ASSERT_EQ(one.grams[k].rows(), 3);
+      for (int a = 0; a < 3; ++a) {
+        for (int c = 0; c < 3; ++c) {
+          const double scale = std::sqrt(expected(a, a) * expected(c, c));
+          EXPECT_NEAR(one.grams[k](a, c) / scale, expected(a, c) / scale, 1e-12)
+              << "angle " << k << " (" << a << ", " << c << ")";
+        }
+      }
+      for (const AngleGrams* other : {&two, &by_one_batch, &by_three_batches}) {
+        EXPECT_TRUE((one.grams[k].array() == other->grams[k].array()).all()) << "angle " << k;
+        EXPECT_EQ(one.finite_points, other->finite_points);
+      }
+    }
+  }
+}
+
 TEST_F(ObjectiveTest, SkipsNonFiniteDataPoints) {
   const std::vector<double> times = {0.1, 0.2, 0.3, 0.4};
   HomodyneModel model(AnalysisMode::kStatic, ScatteringGeometry{}, times);

@@ -110,12 +110,14 @@ struct PassSums {
   std::vector<double> costs;
 };
 
-// stable_data_id: PassPoint::stable_data_id (0: the data count as buffers reused between calls).
+// stable_data_id: PassPoint::stable_data_id (0: the data count as buffers reused between calls);
+// columns: PassPoint::columns.
 inline PassSums ComputeSums(PassBackend& backend, const PassCase& pass_case, const PassLoss& loss,
-                            int first, int last, uint64_t stable_data_id = 0) {
+                            int first, int last, uint64_t stable_data_id = 0,
+                            PassColumns columns = PassColumns::kAll) {
   const ModelEvaluation evaluation(pass_case.model, pass_case.physical);
-  const PassPoint point{&evaluation,      pass_case.phi, pass_case.contrast,
-                        pass_case.offset, loss,          stable_data_id};
+  const PassPoint point{&evaluation,    pass_case.phi, pass_case.contrast, pass_case.offset, loss,
+                        stable_data_id, columns};
   const std::unique_ptr<PreparedPass> pass = backend.Prepare(point);
   const std::span<const RowBatch> batches =
       std::span<const RowBatch>(pass_case.batches)
@@ -132,9 +134,10 @@ inline PassSums ComputeSums(PassBackend& backend, const PassCase& pass_case, con
 }
 
 inline PassSums ComputeAllSums(PassBackend& backend, const PassCase& pass_case,
-                               const PassLoss& loss = PassLoss(), uint64_t stable_data_id = 0) {
+                               const PassLoss& loss = PassLoss(), uint64_t stable_data_id = 0,
+                               PassColumns columns = PassColumns::kAll) {
   return ComputeSums(backend, pass_case, loss, 0, static_cast<int>(pass_case.batches.size()),
-                     stable_data_id);
+                     stable_data_id, columns);
 }
 
 // The largest error of `actual` against `expected` by the measure at the top of this file, over

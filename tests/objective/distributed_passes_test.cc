@@ -1,10 +1,10 @@
 // Distributed passes (batched_objective.h, PassOptions::group; docs/design.md section 5b) without
 // MPI: K threads stand for K ranks, each with its own objective that keeps only its share of the
 // data (KeepOwnShare), joined by an in-process ProcessGroup. Every rank's full pass, cost pass,
-// per-angle pass and sum of squares must be bitwise those of one process, for K = 1 to 4, in
-// laminar_flow and static, with chunks that split ranks' shares across chunk boundaries, and for
-// a pass resumed at a batch that is not a chunk boundary. The MPI build's own group is tested
-// end to end by tests/cli/mpi_test.sh.
+// per-angle pass (all columns and the scaling columns) and sum of squares must be bitwise those of
+// one process, for K = 1 to 4, in laminar_flow and static, with chunks that split ranks' shares
+// across chunk boundaries, and for a pass resumed at a batch that is not a chunk boundary. The MPI
+// build's own group is tested end to end by tests/cli/mpi_test.sh.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -36,6 +36,7 @@ struct PassResults {
   NormalEquations full;
   double cost = 0.0;
   AngleGrams angle_grams;
+  AngleGrams scaling_grams;  // PassColumns::kScaling
   double sum_of_squares = 0.0;
   NormalEquations resumed;  // a full pass resumed from a state saved at batch resume_at
   int64_t finite_points = 0;
@@ -53,6 +54,12 @@ void ExpectBitwiseEqual(const PassResults& a, const PassResults& b, int ranks, i
   for (size_t k = 0; k < a.angle_grams.grams.size(); ++k) {
     EXPECT_TRUE((a.angle_grams.grams[k].array() == b.angle_grams.grams[k].array()).all());
   }
+  ASSERT_EQ(a.scaling_grams.grams.size(), b.scaling_grams.grams.size());
+  for (size_t k = 0; k < a.scaling_grams.grams.size(); ++k) {
+    EXPECT_EQ(a.scaling_grams.grams[k].rows(), 3);
+    EXPECT_TRUE((a.scaling_grams.grams[k].array() == b.scaling_grams.grams[k].array()).all());
+  }
+  EXPECT_EQ(a.scaling_grams.finite_points, b.scaling_grams.finite_points);
   EXPECT_EQ(a.sum_of_squares, b.sum_of_squares);
   EXPECT_TRUE((a.resumed.jtj.array() == b.resumed.jtj.array()).all());
   EXPECT_EQ(a.resumed.chi2, b.resumed.chi2);
@@ -105,6 +112,8 @@ TEST_P(DistributedPassesTest, EveryRankCountGivesBitwiseTheSingleProcessPasses) 
     results.full = objective->Accumulate(theta);
     results.cost = objective->Cost(theta);
     results.angle_grams = objective->AccumulateAngleGrams(theta);
+    results.scaling_grams =
+        objective->AccumulateAngleGrams(theta, /*weighted=*/false, PassColumns::kScaling);
     results.sum_of_squares = objective->SumOfSquares(theta);
     if (resume != nullptr) {
       objective->ResumePass(*resume);
@@ -203,6 +212,8 @@ PassResults PassesAt(BatchedObjective& objective, const Eigen::VectorXd& theta) 
   results.full = objective.Accumulate(theta);
   results.cost = objective.Cost(theta);
   results.angle_grams = objective.AccumulateAngleGrams(theta);
+  results.scaling_grams =
+      objective.AccumulateAngleGrams(theta, /*weighted=*/false, PassColumns::kScaling);
   results.sum_of_squares = objective.SumOfSquares(theta);
   results.finite_points = objective.num_residuals();
   results.range = objective.finite_value_range();

@@ -106,6 +106,38 @@ TEST(EmulatedPassBackendTest, RobustLossesAgreeWithTheCpuBackend) {
   }
 }
 
+// A device backend's scaling pass (PassColumns::kScaling) is the adapter around its full pass
+// (ScalingPassFromFullPass): bitwise the full Gram matrices' 3 x 3 sub-blocks of the contrast,
+// offset and e columns, the same finite counts and cost sums; and within the backends' tolerance
+// of the CPU backend's own scaling kernel.
+TEST(EmulatedPassBackendTest, ScalingPassIsTheFullPassesSubBlocks) {
+  const std::shared_ptr<PassBackend> cpu = MakeCpuPassBackend();
+  const std::shared_ptr<PassBackend> emulated = MakeEmulatedPassBackend({3, 64});
+  for (const PassCase& pass_case : ComparisonCases()) {
+    SCOPED_TRACE(pass_case.name);
+    const PassSums full = ComputeAllSums(*emulated, pass_case);
+    const PassSums scaling =
+        ComputeAllSums(*emulated, pass_case, PassLoss(), 0, PassColumns::kScaling);
+    const PassSums cpu_scaling =
+        ComputeAllSums(*cpu, pass_case, PassLoss(), 0, PassColumns::kScaling);
+    ASSERT_EQ(scaling.grams.size(), full.grams.size());
+    for (size_t slot = 0; slot < full.grams.size(); ++slot) {
+      ASSERT_EQ(scaling.grams[slot].rows(), 3);
+      const Eigen::MatrixXd expected = full.grams[slot].bottomRightCorner(3, 3);
+      for (int a = 0; a < 3; ++a) {
+        for (int c = 0; c <= a; ++c) {
+          EXPECT_EQ(scaling.grams[slot](a, c), expected(a, c)) << slot;
+        }
+      }
+    }
+    EXPECT_EQ(scaling.finite, full.finite);
+    EXPECT_EQ(scaling.costs, full.costs);
+    std::string where;
+    EXPECT_LE(LargestError(scaling, cpu_scaling, &where), kTolerance) << where;
+    EXPECT_EQ(scaling.finite, cpu_scaling.finite);
+  }
+}
+
 TEST(EmulatedPassBackendTest, SumsOfABatchDoNotDependOnTheChunking) {
   const std::shared_ptr<PassBackend> emulated = MakeEmulatedPassBackend({4, 32});
   const PassCase pass_case =

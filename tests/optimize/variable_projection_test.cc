@@ -171,6 +171,67 @@ TEST_F(VariableProjectionTest, ProjectedChi2IsTheMinimumOverTheScaling) {
   EXPECT_LT(chi2, full.Cost(start) * (1 - 1e-6));  // the truth's scaling is not the best here
 }
 
+// Cost takes a scaling pass (PassColumns::kScaling) under the linear loss, Accumulate a full one:
+// from the same linear estimate both solve the same boxed quadratic, so they give the same chi2
+// and leave the same next estimate (to the rounding of the passes' other sums), in every
+// per-angle mode, with the scaling free and with bounds that bind on it.
+TEST_F(VariableProjectionTest, CostAndAccumulateGiveTheSameChi2AndLinearEstimate) {
+  for (const char* mode : {"individual", "fourier", "constant", "auto"}) {
+    for (bool binding : {false, true}) {
+      SCOPED_TRACE(std::string(mode) + (binding ? ", bounds that bind" : ", free scaling"));
+      SetUpProblem(mode);
+      BoundBox bounds = bounds_;
+      const Eigen::VectorXd estimate = reduced_truth_;
+      if (binding) {
+        // Contrast-like coefficients held below the truth's, offset-like ones above it.
+        for (int j = 0; j < map_.num_reduced(); ++j) {
+          const std::string& name = map_.reduced_names[static_cast<size_t>(j)];
+          if (name.find("contrast") != std::string::npos) {
+            bounds.upper[j] = reduced_truth_[j] - 0.2 * std::abs(reduced_truth_[j]) - 1e-3;
+            bounds.lower[j] = std::min(bounds.lower[j], bounds.upper[j] - 1.0);
+          } else if (name.find("offset") != std::string::npos) {
+            bounds.lower[j] = reduced_truth_[j] + 0.01 * std::abs(reduced_truth_[j]) + 1e-3;
+            bounds.upper[j] = std::max(bounds.upper[j], bounds.lower[j] + 1.0);
+          }
+        }
+      }
+      VariableProjectionProblem projected(*objective_, map_, bounds, estimate);
+      Eigen::VectorXd n = projected.NonlinearPart(reduced_truth_);
+      n[0] *= 1.2;
+      n[3] *= 0.8;
+      const Eigen::VectorXd start_estimate = projected.linear_estimate();
+      const int64_t passes_before = objective_->passes();
+      const double cost = projected.Cost(n);
+      EXPECT_EQ(objective_->passes(), passes_before + 1);
+      const Eigen::VectorXd cost_estimate = projected.linear_estimate();
+      projected.set_linear_estimate(start_estimate);
+      const NormalEquations equations = projected.Accumulate(n);
+      const Eigen::VectorXd accumulate_estimate = projected.linear_estimate();
+      EXPECT_NEAR(cost, equations.chi2, 1e-12 * equations.chi2);
+      ASSERT_EQ(cost_estimate.size(), accumulate_estimate.size());
+      // constant: no linear parameters (the scaling is frozen in the map).
+      if (std::string(mode) == "constant") {
+        EXPECT_EQ(cost_estimate.size(), 0);
+        continue;
+      }
+      ASSERT_GT(cost_estimate.size(), 0);
+      const double estimate_scale = accumulate_estimate.cwiseAbs().maxCoeff();
+      int held = 0;
+      for (Eigen::Index i = 0; i < accumulate_estimate.size(); ++i) {
+        EXPECT_NEAR(cost_estimate[i], accumulate_estimate[i], 1e-12 * estimate_scale) << i;
+        const int j = projected.linear_indices()[static_cast<size_t>(i)];
+        if (cost_estimate[i] == bounds.lower[j] || cost_estimate[i] == bounds.upper[j]) ++held;
+      }
+      EXPECT_TRUE((cost_estimate.array() != start_estimate.array()).any());  // it moved
+      if (binding) {
+        EXPECT_GT(held, 0);
+      } else {
+        EXPECT_EQ(held, 0);
+      }
+    }
+  }
+}
+
 TEST_F(VariableProjectionTest, GradientIsHalfTheProjectedChi2Gradient) {
   SetUpProblem("individual");
   VariableProjectionProblem projected(*objective_, map_, bounds_, reduced_truth_);

@@ -365,39 +365,70 @@ void AccumulateTile(const AngleCoefficients& angle, const ProductTables& tables,
   }
 }
 
+// The per-point model of a tile without derivatives: the tile's columns and the angle's
+// coefficients as the loops of TileSquaredResiduals and TileScalingSums read them.
+struct TileModel {
+  const double* g1d;
+  const double* m_g;
+  const double* inverse_m_g;
+  const double* smoothing;
+  // The tables (kProduct; the tile's smoothing column otherwise, read and unused).
+  const double* product_sin_j;
+  const double* product_cos_j;
+  double product_sin_i;
+  double product_cos_i;
+  double s;
+  double inverse_s;  // inf where s = 0 (only the Taylor branch is then taken)
+};
+
+template <SinCosForm kForm>
+TileModel TileModelOf(const AngleCoefficients& angle, const ProductTables& tables,
+                      const Scratch& scratch) {
+  const double* smoothing = scratch.smoothing_shear;
+  return {scratch.g1_diffusion,
+          scratch.m_shear,
+          scratch.inverse_m_shear,
+          smoothing,
+          kForm == SinCosForm::kProduct ? tables.sin_j : smoothing,
+          kForm == SinCosForm::kProduct ? tables.cos_j : smoothing,
+          tables.sin_i,
+          tables.cos_i,
+          angle.phase_per_step,
+          1.0 / angle.phase_per_step};
+}
+
+// g1^2 at point t of the tile, g1 floored at kG1Floor: d c2 / d contrast (c2 = offset + contrast
+// g1^2). Inline into the callers' simd loops.
+template <bool kLaminar, SinCosForm kForm>
+inline double FlooredG1Squared(const TileModel& tile, int t) {
+  double g1 = tile.g1d[t];
+  if constexpr (kLaminar) {
+    const double phase = tile.s * tile.m_g[t];
+    double sinc, dsinc;
+    PhaseSinc<kForm>(phase, tile.s * tile.smoothing[t], tile.product_sin_j[t],
+                     tile.product_cos_j[t], tile.product_sin_i, tile.product_cos_i,
+                     tile.inverse_s * tile.inverse_m_g[t], &sinc, &dsinc);
+    g1 = tile.g1d[t] * (sinc * sinc);
+  }
+  const double g1_floored = g1 > kG1Floor ? g1 : kG1Floor;
+  return g1_floored * g1_floored;
+}
+
 // The sum of e^2 over the tile's finite points; with kStoreResiduals, instead stores e (0 at
 // non-finite points) in residuals[0, count) for a robust loss's sum and returns 0.
 template <bool kLaminar, SinCosForm kForm, bool kStoreResiduals = false>
 double TileSquaredResiduals(const AngleCoefficients& angle, const ProductTables& tables,
                             const float* data, int count, const Scratch& scratch,
                             double* residuals = nullptr) {
-  const double* g1d = scratch.g1_diffusion;
-  const double* m_g = scratch.m_shear;
-  const double* inverse_m_g = scratch.inverse_m_shear;
-  const double* smoothing = scratch.smoothing_shear;
-  // The tables (kProduct; the tile's smoothing column otherwise, read and unused).
-  const double* product_sin_j = kForm == SinCosForm::kProduct ? tables.sin_j : smoothing;
-  const double* product_cos_j = kForm == SinCosForm::kProduct ? tables.cos_j : smoothing;
-  const double product_sin_i = tables.sin_i, product_cos_i = tables.cos_i;
+  const TileModel tile = TileModelOf<kForm>(angle, tables, scratch);
   const double contrast = angle.contrast;
   const double offset = angle.offset;
-  const double s = angle.phase_per_step;
-  const double inverse_s = 1.0 / s;  // inf where s = 0 (only the Taylor branch is then taken)
   double sum = 0.0;
 #pragma omp simd reduction(+ : sum)
   for (int t = 0; t < count; ++t) {
     const double d = static_cast<double>(data[t]);
     const bool is_finite = (d - d) == 0.0;
-    double g1 = g1d[t];
-    if constexpr (kLaminar) {
-      const double phase = s * m_g[t];
-      double sinc, dsinc;
-      PhaseSinc<kForm>(phase, s * smoothing[t], product_sin_j[t], product_cos_j[t], product_sin_i,
-                       product_cos_i, inverse_s * inverse_m_g[t], &sinc, &dsinc);
-      g1 = g1d[t] * (sinc * sinc);
-    }
-    const double g1_floored = g1 > kG1Floor ? g1 : kG1Floor;
-    const double e = d - (offset + contrast * (g1_floored * g1_floored));
+    const double e = d - (offset + contrast * FlooredG1Squared<kLaminar, kForm>(tile, t));
     if constexpr (kStoreResiduals) {
       residuals[t] = is_finite ? e : 0.0;
     } else {
@@ -405,6 +436,37 @@ double TileSquaredResiduals(const AngleCoefficients& angle, const ProductTables&
     }
   }
   return sum;
+}
+
+// The tile's terms of a scaling pass (PassKernel::AccumulateScalingRows): adds to the angle's
+// scaling sums (gram_block.h: the 3 x 3 Gram of [g, 1, e] over the finite points, g = g1^2 = d c2
+// / d contrast, 1 = d c2 / d offset, and their count). The same values as the tile's columns in
+// AccumulateTile, summed by one simd reduction each.
+template <bool kLaminar, SinCosForm kForm>
+void TileScalingSums(const AngleCoefficients& angle, const ProductTables& tables, const float* data,
+                     int count, const Scratch& scratch, double* sums) {
+  const TileModel tile = TileModelOf<kForm>(angle, tables, scratch);
+  const double contrast = angle.contrast;
+  const double offset = angle.offset;
+  // The finite count as a double sum (exact: at most kTilePoints), which keeps the loop in one
+  // vector type.
+  double sum_gg = 0.0, sum_g = 0.0, sum_eg = 0.0, sum_e = 0.0, sum_ee = 0.0, finite = 0.0;
+#pragma omp simd reduction(+ : sum_gg, sum_g, sum_eg, sum_e, sum_ee, finite)
+  for (int t = 0; t < count; ++t) {
+    const double d = static_cast<double>(data[t]);
+    const bool is_finite = (d - d) == 0.0;
+    const double g1_squared = FlooredG1Squared<kLaminar, kForm>(tile, t);
+    const double g = is_finite ? g1_squared : 0.0;
+    // d - c2 would be NaN for non-finite d.
+    const double e = is_finite ? d - (offset + contrast * g1_squared) : 0.0;
+    sum_gg += g * g;
+    sum_g += g;
+    sum_eg += e * g;
+    sum_e += e;
+    sum_ee += e * e;
+    finite += is_finite ? 1.0 : 0.0;
+  }
+  AddScalingTileSums(sum_gg, sum_g, sum_eg, sum_e, sum_ee, finite, sums);
 }
 
 // The tile's term of a cost pass: sum e^2 (linear loss) or s^2 sum rho(z) (robust loss).
@@ -540,9 +602,48 @@ void SumSquaredResiduals(const Inputs& in, int row_begin, int row_end, const flo
   });
 }
 
+void AccumulateScalingRows(const Inputs& in, int row_begin, int row_end, const float* const* data,
+                           double* const* grams, int64_t* finite_points, const Scratch& scratch) {
+  // Per-thread sums in the scratch (its lane Grams' space), flushed once at the end.
+  for (int k = 0; k < in.num_angles; ++k) {
+    ClearScalingSums(scratch.lane_grams + k * kScalingSumsDoubles);
+  }
+  SeparableExpRowCache row_factors;
+  ForEachTile(in.num_times, row_begin, row_end, [&](int i, int j, int count, int64_t point) {
+    TileSharedFactors<false>(in, i, j, count, &row_factors, scratch);
+    for (int k = 0; k < in.num_angles; ++k) {
+      const AngleCoefficients& angle = in.angles[k];
+      const float* values = data[k] + point;
+      double* sums = scratch.lane_grams + k * kScalingSumsDoubles;
+      ProductTables tables;
+      if (!in.laminar) {
+        TileScalingSums<false, SinCosForm::kVector>(angle, tables, values, count, scratch, sums);
+        continue;
+      }
+      switch (LaminarForm(angle, i, j, count, scratch, &tables)) {
+        case SinCosForm::kLibm:
+          TileScalingSums<true, SinCosForm::kLibm>(angle, tables, values, count, scratch, sums);
+          break;
+        case SinCosForm::kVector:
+          TileScalingSums<true, SinCosForm::kVector>(angle, tables, values, count, scratch, sums);
+          break;
+        case SinCosForm::kProduct:
+          TileScalingSums<true, SinCosForm::kProduct>(angle, tables, values, count, scratch, sums);
+          break;
+        case SinCosForm::kSeries:
+          TileScalingSums<true, SinCosForm::kSeries>(angle, tables, values, count, scratch, sums);
+          break;
+      }
+    }
+  });
+  for (int k = 0; k < in.num_angles; ++k) {
+    FlushScalingSums(scratch.lane_grams + k * kScalingSumsDoubles, grams[k], finite_points[k]);
+  }
+}
+
 }  // namespace
 
 // External linkage from the declaration in homodyne_pass_variant.h.
-const Functions kFunctions = {&AccumulateRows, &SumSquaredResiduals};
+const Functions kFunctions = {&AccumulateRows, &SumSquaredResiduals, &AccumulateScalingRows};
 
 }  // namespace homodyne::pass_kernel::HOMODYNE_PASS_KERNEL_LEVEL

@@ -64,11 +64,11 @@ struct Scratch {
   double* smoothing_shear = nullptr;  // kTilePoints: M_G - |diff_G| = 1e-12 / (M_G + |diff_G|)
   double* tile = nullptr;          // kTilePoints PaddedTileColumns(gram_size), zero-initialised
   // The angles' lane Grams (gram_block.h): LaneGramDoubles(gram_size) per angle, num_angles of
-  // them (accumulate_rows only).
+  // them (accumulate_rows; accumulate_scaling_rows keeps its sums there, gram_block.h).
   double* lane_grams = nullptr;
 };
 
-// The two entry points of one level (their contracts are PassKernel's, pass_kernel.h).
+// The entry points of one level (their contracts are PassKernel's, pass_kernel.h).
 struct Functions {
   // For every angle k, adds [J | e]^T [J | e] over rows [row_begin, row_end) to grams[k] (column
   // major, gram_size x gram_size as Eigen stores it; lower triangle and diagonal) and the number
@@ -81,6 +81,14 @@ struct Functions {
   void (*sum_squared_residuals)(const Inputs& inputs, int row_begin, int row_end,
                                 const float* const* data, double* squared_residuals,
                                 const Scratch& scratch);
+  // For every angle k, adds the 3 x 3 Gram matrix of [d c2 / d contrast, d c2 / d offset, e]
+  // over rows [row_begin, row_end) to grams[k] (column major; lower triangle and diagonal) and
+  // the number of finite data points to finite_points[k]: the scaling pass (linear loss only;
+  // PassKernel::AccumulateScalingRows). Reads no Jacobian factors; scratch.lane_grams holds the
+  // angles' per-thread sums (kScalingSumsDoubles each, gram_block.h).
+  void (*accumulate_scaling_rows)(const Inputs& inputs, int row_begin, int row_end,
+                                  const float* const* data, double* const* grams,
+                                  int64_t* finite_points, const Scratch& scratch);
 };
 
 // One definition per level the build compiles (src/model/CMakeLists.txt); only those are linked.

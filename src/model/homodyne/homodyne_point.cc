@@ -205,6 +205,16 @@ class HomodynePass final : public ModePass {
                                       squared_residuals, ScratchOf(scratch));
   }
 
+  void AccumulateScalingRows(int row_begin, int row_end, const float* const* data,
+                             double* const* grams, int64_t* finite_points,
+                             PassScratch& scratch) const override {
+    // The per-thread scaling sums live in the lane Grams' space (gram_block.h).
+    const size_t sums = static_cast<size_t>(pass_kernel::kScalingSumsDoubles) * angles_.size();
+    if (scratch.lane_grams.size() < sums) scratch.lane_grams.resize(sums);
+    functions_->accumulate_scaling_rows(Inputs(scratch.gram_size), row_begin, row_end, data, grams,
+                                        finite_points, ScratchOf(scratch));
+  }
+
  private:
   pass_kernel::Inputs Inputs(int gram_size) const {
     pass_kernel::Inputs inputs;

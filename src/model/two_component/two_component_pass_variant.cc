@@ -246,31 +246,56 @@ void AccumulateTile(const TwoComponentInputs& in, const TwoComponentAngle& angle
   }
 }
 
+// The per-point model of a tile without derivatives: the factor columns and the angle's tables
+// as the loops of TileSquaredResiduals and TileScalingSums read them.
+struct TileModel {
+  const double* hr_col;
+  const double* hs_col;
+  const double* a_col;
+  const double* b_col;
+  const double* inverse_den_col;
+  const double* sin_j;
+  const double* cos_j;
+  double sin_i;
+  double cos_i;
+};
+
+TileModel TileModelOf(const ProductTables& tables, const double* factors) {
+  return {factors + kHr * kTile,
+          factors + kHs * kTile,
+          factors + kA * kTile,
+          factors + kB * kTile,
+          factors + kInverseDen * kTile,
+          tables.sin_j,
+          tables.cos_j,
+          tables.sin_i,
+          tables.cos_i};
+}
+
+// g = num / den at point t of the tile: d c2 / d contrast (c2 = offset + contrast g). Inline into
+// the callers' simd loops.
+inline double TileG(const TileModel& tile, int t) {
+  const double cos_phase = tile.cos_j[t] * tile.cos_i + tile.sin_j[t] * tile.sin_i;
+  const double hr = tile.hr_col[t], hs = tile.hs_col[t], a = tile.a_col[t], b = tile.b_col[t];
+  const double num = a * a * hr * hr + b * b * hs * hs + 2.0 * (a * b) * hr * hs * cos_phase;
+  return num * tile.inverse_den_col[t];
+}
+
 // The sum of e^2 over the tile's finite points; with kStoreResiduals, instead stores e (0 at
 // non-finite points) in residuals[0, count) for a robust loss's sum and returns 0.
 template <bool kStoreResiduals = false>
 double TileSquaredResiduals(const TwoComponentAngle& angle, const ProductTables& tables,
                             const float* data, int count, const double* factors,
                             double* residuals = nullptr) {
-  const double* hr_col = factors + kHr * kTile;
-  const double* hs_col = factors + kHs * kTile;
-  const double* a_col = factors + kA * kTile;
-  const double* b_col = factors + kB * kTile;
-  const double* inverse_den_col = factors + kInverseDen * kTile;
+  const TileModel tile = TileModelOf(tables, factors);
   const double contrast = angle.contrast;
   const double offset = angle.offset;
-  const double* sin_j = tables.sin_j;
-  const double* cos_j = tables.cos_j;
-  const double sin_i = tables.sin_i, cos_i = tables.cos_i;
   double sum = 0.0;
 #pragma omp simd reduction(+ : sum)
   for (int t = 0; t < count; ++t) {
     const double d = static_cast<double>(data[t]);
     const bool is_finite = (d - d) == 0.0;
-    const double cos_phase = cos_j[t] * cos_i + sin_j[t] * sin_i;
-    const double hr = hr_col[t], hs = hs_col[t], a = a_col[t], b = b_col[t];
-    const double num = a * a * hr * hr + b * b * hs * hs + 2.0 * (a * b) * hr * hs * cos_phase;
-    const double e = d - (offset + contrast * (num * inverse_den_col[t]));
+    const double e = d - (offset + contrast * TileG(tile, t));
     if constexpr (kStoreResiduals) {
       residuals[t] = is_finite ? e : 0.0;
     } else {
@@ -278,6 +303,35 @@ double TileSquaredResiduals(const TwoComponentAngle& angle, const ProductTables&
     }
   }
   return sum;
+}
+
+// The tile's terms of a scaling pass (ModePass::AccumulateScalingRows): adds the 3 x 3 Gram of
+// [g, 1, e] over its finite points and their count to the angle's sums (gram_block.h), the values
+// of the tile's columns in AccumulateTile.
+void TileScalingSums(const TwoComponentAngle& angle, const ProductTables& tables, const float* data,
+                     int count, const double* factors, double* sums) {
+  const TileModel tile = TileModelOf(tables, factors);
+  const double contrast = angle.contrast;
+  const double offset = angle.offset;
+  // The finite count as a double sum (exact: at most kTilePoints), which keeps the loop in one
+  // vector type.
+  double sum_gg = 0.0, sum_g = 0.0, sum_eg = 0.0, sum_e = 0.0, sum_ee = 0.0, finite = 0.0;
+#pragma omp simd reduction(+ : sum_gg, sum_g, sum_eg, sum_e, sum_ee, finite)
+  for (int t = 0; t < count; ++t) {
+    const double d = static_cast<double>(data[t]);
+    const bool is_finite = (d - d) == 0.0;
+    const double g_model = TileG(tile, t);
+    const double g = is_finite ? g_model : 0.0;
+    // d - c2 would be NaN for non-finite d.
+    const double e = is_finite ? d - (offset + contrast * g_model) : 0.0;
+    sum_gg += g * g;
+    sum_g += g;
+    sum_eg += e * g;
+    sum_e += e;
+    sum_ee += e * e;
+    finite += is_finite ? 1.0 : 0.0;
+  }
+  AddScalingTileSums(sum_gg, sum_g, sum_eg, sum_e, sum_ee, finite, sums);
 }
 
 // The tile's term of a cost pass: sum e^2 (linear loss) or s^2 sum rho(z) (robust loss).
@@ -327,9 +381,29 @@ void SumSquaredResiduals(const TwoComponentInputs& in, int row_begin, int row_en
   });
 }
 
+void AccumulateScalingRows(const TwoComponentInputs& in, int row_begin, int row_end,
+                           const float* const* data, double* const* grams, int64_t* finite_points,
+                           double* factors, double* sums) {
+  // Per-thread sums, flushed once at the end (gram_block.h).
+  for (int k = 0; k < in.num_angles; ++k) ClearScalingSums(sums + k * kScalingSumsDoubles);
+  SeparableExpRowCache row_caches[2];
+  ForEachTile(in.num_times, row_begin, row_end, [&](int i, int j, int count, int64_t point) {
+    SharedFactors<false>(in, i, j, count, row_caches, factors);
+    for (int k = 0; k < in.num_angles; ++k) {
+      const TwoComponentAngle& angle = in.angles[k];
+      TileScalingSums(angle, TablesOf(angle, i, j), data[k] + point, count, factors,
+                      sums + k * kScalingSumsDoubles);
+    }
+  });
+  for (int k = 0; k < in.num_angles; ++k) {
+    FlushScalingSums(sums + k * kScalingSumsDoubles, grams[k], finite_points[k]);
+  }
+}
+
 }  // namespace
 
 // External linkage from the declaration in two_component_pass_variant.h.
-const TwoComponentFunctions kTwoComponentFunctions = {&AccumulateRows, &SumSquaredResiduals};
+const TwoComponentFunctions kTwoComponentFunctions = {&AccumulateRows, &SumSquaredResiduals,
+                                                      &AccumulateScalingRows};
 
 }  // namespace homodyne::pass_kernel::HOMODYNE_PASS_KERNEL_LEVEL

@@ -58,6 +58,11 @@ struct TwoComponentFunctions {
   void (*sum_squared_residuals)(const TwoComponentInputs& inputs, int row_begin, int row_end,
                                 const float* const* data, double* squared_residuals,
                                 double* factors, double* tile);
+  // grams[k]: 3 x 3 (ModePass::AccumulateScalingRows; linear loss only); sums: the angles'
+  // per-thread scaling sums (kScalingSumsDoubles each, gram_block.h).
+  void (*accumulate_scaling_rows)(const TwoComponentInputs& inputs, int row_begin, int row_end,
+                                  const float* const* data, double* const* grams,
+                                  int64_t* finite_points, double* factors, double* sums);
 };
 
 // The body of `level`, or nullptr when this build lacks it.

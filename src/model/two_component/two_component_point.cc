@@ -126,6 +126,15 @@ class TwoComponentPass final : public ModePass {
     functions_->sum_squared_residuals(inputs_, row_begin, row_end, data, squared_residuals,
                                       scratch.factors.data(), scratch.tile.data());
   }
+  void AccumulateScalingRows(int row_begin, int row_end, const float* const* data,
+                             double* const* grams, int64_t* finite_points,
+                             PassScratch& scratch) const override {
+    // The per-thread scaling sums live in the lane Grams' space (gram_block.h).
+    const size_t sums = static_cast<size_t>(pass_kernel::kScalingSumsDoubles) * angles_.size();
+    if (scratch.lane_grams.size() < sums) scratch.lane_grams.resize(sums);
+    functions_->accumulate_scaling_rows(inputs_, row_begin, row_end, data, grams, finite_points,
+                                        scratch.factors.data(), scratch.lane_grams.data());
+  }
 
  private:
   // The angles' tables sin(s C[v]_j) and cos(s C[v]_j) (TwoComponentAngle::velocity_sin,
