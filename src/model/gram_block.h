@@ -224,9 +224,30 @@ inline void ClearScalingSums(double* sums) {
   for (int i = 0; i < kScalingSumsDoubles; ++i) sums[i] = 0.0;
 }
 
-// Adds one tile's sums over its `finite` finite points.
-inline void AddScalingTileSums(double sum_gg, double sum_g, double sum_eg, double sum_e,
-                               double sum_ee, double finite, double* sums) {
+// Adds one tile's terms to the sums: data[0, count) of one angle whose model is
+// c2 = offset + contrast g, with g_at(t) = g at point t of the tile (a mode body's inline model,
+// inlined into the simd loop; capture the model's columns by value: a lambda capturing them by
+// reference measured 1.3 to 2x slower, its loop not vectorised). The finite count is a double sum (exact: at most kTilePoints),
+// which keeps the loop in one vector type.
+template <typename GAt>
+inline void AddScalingTile(const float* data, int count, double contrast, double offset,
+                           GAt g_at, double* sums) {
+  double sum_gg = 0.0, sum_g = 0.0, sum_eg = 0.0, sum_e = 0.0, sum_ee = 0.0, finite = 0.0;
+#pragma omp simd reduction(+ : sum_gg, sum_g, sum_eg, sum_e, sum_ee, finite)
+  for (int t = 0; t < count; ++t) {
+    const double d = static_cast<double>(data[t]);
+    const bool is_finite = (d - d) == 0.0;
+    const double g_model = g_at(t);
+    const double g = is_finite ? g_model : 0.0;
+    // d - c2 would be NaN for non-finite d.
+    const double e = is_finite ? d - (offset + contrast * g_model) : 0.0;
+    sum_gg += g * g;
+    sum_g += g;
+    sum_eg += e * g;
+    sum_e += e;
+    sum_ee += e * e;
+    finite += is_finite ? 1.0 : 0.0;
+  }
   sums[0] += sum_gg;  // (g, g)
   sums[1] += sum_g;   // (1, g)
   sums[2] += sum_eg;  // (e, g)

@@ -446,27 +446,9 @@ template <bool kLaminar, SinCosForm kForm>
 void TileScalingSums(const AngleCoefficients& angle, const ProductTables& tables, const float* data,
                      int count, const Scratch& scratch, double* sums) {
   const TileModel tile = TileModelOf<kForm>(angle, tables, scratch);
-  const double contrast = angle.contrast;
-  const double offset = angle.offset;
-  // The finite count as a double sum (exact: at most kTilePoints), which keeps the loop in one
-  // vector type.
-  double sum_gg = 0.0, sum_g = 0.0, sum_eg = 0.0, sum_e = 0.0, sum_ee = 0.0, finite = 0.0;
-#pragma omp simd reduction(+ : sum_gg, sum_g, sum_eg, sum_e, sum_ee, finite)
-  for (int t = 0; t < count; ++t) {
-    const double d = static_cast<double>(data[t]);
-    const bool is_finite = (d - d) == 0.0;
-    const double g1_squared = FlooredG1Squared<kLaminar, kForm>(tile, t);
-    const double g = is_finite ? g1_squared : 0.0;
-    // d - c2 would be NaN for non-finite d.
-    const double e = is_finite ? d - (offset + contrast * g1_squared) : 0.0;
-    sum_gg += g * g;
-    sum_g += g;
-    sum_eg += e * g;
-    sum_e += e;
-    sum_ee += e * e;
-    finite += is_finite ? 1.0 : 0.0;
-  }
-  AddScalingTileSums(sum_gg, sum_g, sum_eg, sum_e, sum_ee, finite, sums);
+  AddScalingTile(
+      data, count, angle.contrast, angle.offset,
+      [tile](int t) { return FlooredG1Squared<kLaminar, kForm>(tile, t); }, sums);
 }
 
 // The tile's term of a cost pass: sum e^2 (linear loss) or s^2 sum rho(z) (robust loss).
@@ -515,50 +497,57 @@ SinCosForm LaminarForm(const AngleCoefficients& angle, int i, int j_begin, int c
   return SinCosForm::kProduct;
 }
 
+// For every tile of rows [row_begin, row_end): its shared factors (TileSharedFactors<kFullPass>),
+// then, for every angle k, body.template operator()<kLaminar, kForm>(k, angle, tables, values,
+// count) with the angle's form of sin and cos (LaminarForm; kVector for static flow), its product
+// tables and its data values of the tile.
+template <bool kFullPass, typename Body>
+void ForEachAngleTile(const Inputs& in, int row_begin, int row_end, const float* const* data,
+                      const Scratch& scratch, Body&& body) {
+  SeparableExpRowCache row_factors;
+  ForEachTile(in.num_times, row_begin, row_end, [&](int i, int j, int count, int64_t point) {
+    TileSharedFactors<kFullPass>(in, i, j, count, &row_factors, scratch);
+    for (int k = 0; k < in.num_angles; ++k) {
+      const AngleCoefficients& angle = in.angles[k];
+      const float* values = data[k] + point;
+      ProductTables tables;
+      if (!in.laminar) {
+        body.template operator()<false, SinCosForm::kVector>(k, angle, tables, values, count);
+        continue;
+      }
+      switch (LaminarForm(angle, i, j, count, scratch, &tables)) {
+        case SinCosForm::kLibm:
+          body.template operator()<true, SinCosForm::kLibm>(k, angle, tables, values, count);
+          break;
+        case SinCosForm::kVector:
+          body.template operator()<true, SinCosForm::kVector>(k, angle, tables, values, count);
+          break;
+        case SinCosForm::kProduct:
+          body.template operator()<true, SinCosForm::kProduct>(k, angle, tables, values, count);
+          break;
+        case SinCosForm::kSeries:
+          body.template operator()<true, SinCosForm::kSeries>(k, angle, tables, values, count);
+          break;
+      }
+    }
+  });
+}
+
 void AccumulateRows(const Inputs& in, int row_begin, int row_end, const float* const* data,
                     double* const* grams, int64_t* finite_points, const Scratch& scratch) {
   const int lane_gram_doubles = LaneGramDoubles(in.gram_size);
   for (int k = 0; k < in.num_angles; ++k) {
     ClearLaneGram(in.gram_size, scratch.lane_grams + k * lane_gram_doubles);
   }
-  SeparableExpRowCache row_factors;
-  ForEachTile(in.num_times, row_begin, row_end, [&](int i, int j, int count, int64_t point) {
-    TileSharedFactors<true>(in, i, j, count, &row_factors, scratch);
-    for (int k = 0; k < in.num_angles; ++k) {
-      const AngleCoefficients& angle = in.angles[k];
-      const float* values = data[k] + point;
-      double* lanes = scratch.lane_grams + k * lane_gram_doubles;
-      ProductTables tables;
-      if (!in.laminar) {
-        AccumulateTile<false, SinCosForm::kVector>(angle, tables, values, count, in.gram_size,
-                                                   in.loss, scratch, lanes, grams[k],
-                                                   finite_points[k]);
-        continue;
-      }
-      switch (LaminarForm(angle, i, j, count, scratch, &tables)) {
-        case SinCosForm::kLibm:
-          AccumulateTile<true, SinCosForm::kLibm>(angle, tables, values, count, in.gram_size,
-                                                  in.loss, scratch, lanes, grams[k],
-                                                  finite_points[k]);
-          break;
-        case SinCosForm::kVector:
-          AccumulateTile<true, SinCosForm::kVector>(angle, tables, values, count, in.gram_size,
-                                                    in.loss, scratch, lanes, grams[k],
-                                                    finite_points[k]);
-          break;
-        case SinCosForm::kProduct:
-          AccumulateTile<true, SinCosForm::kProduct>(angle, tables, values, count, in.gram_size,
-                                                     in.loss, scratch, lanes, grams[k],
-                                                     finite_points[k]);
-          break;
-        case SinCosForm::kSeries:
-          AccumulateTile<true, SinCosForm::kSeries>(angle, tables, values, count, in.gram_size,
-                                                    in.loss, scratch, lanes, grams[k],
-                                                    finite_points[k]);
-          break;
-      }
-    }
-  });
+  ForEachAngleTile<true>(
+      in, row_begin, row_end, data, scratch,
+      [&]<bool kLaminar, SinCosForm kForm>(int k, const AngleCoefficients& angle,
+                                           const ProductTables& tables, const float* values,
+                                           int count) {
+        AccumulateTile<kLaminar, kForm>(angle, tables, values, count, in.gram_size, in.loss,
+                                        scratch, scratch.lane_grams + k * lane_gram_doubles,
+                                        grams[k], finite_points[k]);
+      });
   if (in.loss.function == LossFunction::kLinear) {
     for (int k = 0; k < in.num_angles; ++k) {
       FlushLaneGram(scratch.lane_grams + k * lane_gram_doubles, in.gram_size, grams[k]);
@@ -568,38 +557,14 @@ void AccumulateRows(const Inputs& in, int row_begin, int row_end, const float* c
 
 void SumSquaredResiduals(const Inputs& in, int row_begin, int row_end, const float* const* data,
                          double* squared_residuals, const Scratch& scratch) {
-  SeparableExpRowCache row_factors;
-  ForEachTile(in.num_times, row_begin, row_end, [&](int i, int j, int count, int64_t point) {
-    TileSharedFactors<false>(in, i, j, count, &row_factors, scratch);
-    for (int k = 0; k < in.num_angles; ++k) {
-      const AngleCoefficients& angle = in.angles[k];
-      const float* values = data[k] + point;
-      ProductTables tables;
-      if (!in.laminar) {
-        squared_residuals[k] += TileCost<false, SinCosForm::kVector>(angle, tables, values, count,
-                                                                     in.loss, scratch);
-        continue;
-      }
-      switch (LaminarForm(angle, i, j, count, scratch, &tables)) {
-        case SinCosForm::kLibm:
-          squared_residuals[k] += TileCost<true, SinCosForm::kLibm>(angle, tables, values, count,
-                                                                    in.loss, scratch);
-          break;
-        case SinCosForm::kVector:
-          squared_residuals[k] += TileCost<true, SinCosForm::kVector>(angle, tables, values,
-                                                                      count, in.loss, scratch);
-          break;
-        case SinCosForm::kProduct:
-          squared_residuals[k] += TileCost<true, SinCosForm::kProduct>(angle, tables, values,
-                                                                       count, in.loss, scratch);
-          break;
-        case SinCosForm::kSeries:
-          squared_residuals[k] += TileCost<true, SinCosForm::kSeries>(angle, tables, values,
-                                                                      count, in.loss, scratch);
-          break;
-      }
-    }
-  });
+  ForEachAngleTile<false>(
+      in, row_begin, row_end, data, scratch,
+      [&]<bool kLaminar, SinCosForm kForm>(int k, const AngleCoefficients& angle,
+                                           const ProductTables& tables, const float* values,
+                                           int count) {
+        squared_residuals[k] +=
+            TileCost<kLaminar, kForm>(angle, tables, values, count, in.loss, scratch);
+      });
 }
 
 void AccumulateScalingRows(const Inputs& in, int row_begin, int row_end, const float* const* data,
@@ -608,34 +573,14 @@ void AccumulateScalingRows(const Inputs& in, int row_begin, int row_end, const f
   for (int k = 0; k < in.num_angles; ++k) {
     ClearScalingSums(scratch.lane_grams + k * kScalingSumsDoubles);
   }
-  SeparableExpRowCache row_factors;
-  ForEachTile(in.num_times, row_begin, row_end, [&](int i, int j, int count, int64_t point) {
-    TileSharedFactors<false>(in, i, j, count, &row_factors, scratch);
-    for (int k = 0; k < in.num_angles; ++k) {
-      const AngleCoefficients& angle = in.angles[k];
-      const float* values = data[k] + point;
-      double* sums = scratch.lane_grams + k * kScalingSumsDoubles;
-      ProductTables tables;
-      if (!in.laminar) {
-        TileScalingSums<false, SinCosForm::kVector>(angle, tables, values, count, scratch, sums);
-        continue;
-      }
-      switch (LaminarForm(angle, i, j, count, scratch, &tables)) {
-        case SinCosForm::kLibm:
-          TileScalingSums<true, SinCosForm::kLibm>(angle, tables, values, count, scratch, sums);
-          break;
-        case SinCosForm::kVector:
-          TileScalingSums<true, SinCosForm::kVector>(angle, tables, values, count, scratch, sums);
-          break;
-        case SinCosForm::kProduct:
-          TileScalingSums<true, SinCosForm::kProduct>(angle, tables, values, count, scratch, sums);
-          break;
-        case SinCosForm::kSeries:
-          TileScalingSums<true, SinCosForm::kSeries>(angle, tables, values, count, scratch, sums);
-          break;
-      }
-    }
-  });
+  ForEachAngleTile<false>(
+      in, row_begin, row_end, data, scratch,
+      [&]<bool kLaminar, SinCosForm kForm>(int k, const AngleCoefficients& angle,
+                                           const ProductTables& tables, const float* values,
+                                           int count) {
+        TileScalingSums<kLaminar, kForm>(angle, tables, values, count, scratch,
+                                         scratch.lane_grams + k * kScalingSumsDoubles);
+      });
   for (int k = 0; k < in.num_angles; ++k) {
     FlushScalingSums(scratch.lane_grams + k * kScalingSumsDoubles, grams[k], finite_points[k]);
   }

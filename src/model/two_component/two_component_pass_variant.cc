@@ -311,27 +311,8 @@ double TileSquaredResiduals(const TwoComponentAngle& angle, const ProductTables&
 void TileScalingSums(const TwoComponentAngle& angle, const ProductTables& tables, const float* data,
                      int count, const double* factors, double* sums) {
   const TileModel tile = TileModelOf(tables, factors);
-  const double contrast = angle.contrast;
-  const double offset = angle.offset;
-  // The finite count as a double sum (exact: at most kTilePoints), which keeps the loop in one
-  // vector type.
-  double sum_gg = 0.0, sum_g = 0.0, sum_eg = 0.0, sum_e = 0.0, sum_ee = 0.0, finite = 0.0;
-#pragma omp simd reduction(+ : sum_gg, sum_g, sum_eg, sum_e, sum_ee, finite)
-  for (int t = 0; t < count; ++t) {
-    const double d = static_cast<double>(data[t]);
-    const bool is_finite = (d - d) == 0.0;
-    const double g_model = TileG(tile, t);
-    const double g = is_finite ? g_model : 0.0;
-    // d - c2 would be NaN for non-finite d.
-    const double e = is_finite ? d - (offset + contrast * g_model) : 0.0;
-    sum_gg += g * g;
-    sum_g += g;
-    sum_eg += e * g;
-    sum_e += e;
-    sum_ee += e * e;
-    finite += is_finite ? 1.0 : 0.0;
-  }
-  AddScalingTileSums(sum_gg, sum_g, sum_eg, sum_e, sum_ee, finite, sums);
+  AddScalingTile(data, count, angle.contrast, angle.offset,
+                 [tile](int t) { return TileG(tile, t); }, sums);
 }
 
 // The tile's term of a cost pass: sum e^2 (linear loss) or s^2 sum rho(z) (robust loss).
