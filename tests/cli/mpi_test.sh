@@ -107,6 +107,21 @@ ranks() {
   timeout 120 "${launcher[@]}" -n "$k" "$@"
 }
 
+# resume_on_3_ranks_and_one_process REFERENCE: the checkpoint in ./checkpoints resumed by a job
+# of 3 ranks and, from a copy, by the single process (homodyne with the caller's `flags`); both
+# must hold bitwise the results in REFERENCE.
+resume_on_3_ranks_and_one_process() {
+  local reference=$1
+  cp -r checkpoints checkpoints_copy
+  expect_exit 0 "resumed from the checkpoint" ranks 3 "$bin_dir/homodyne" "${flags[@]}" \
+    --output-dir resumed3
+  same_results "$reference" resumed3
+  rm -rf checkpoints && mv checkpoints_copy checkpoints
+  expect_exit 0 "resumed from the checkpoint" "$bin_dir/homodyne" "${flags[@]}" \
+    --output-dir resumed1
+  same_results "$reference" resumed1
+}
+
 checkpoint_count() { find checkpoints -name 'homodyne_state_batch_*.h5' 2>/dev/null | wc -l; }
 
 case "$case_name" in
@@ -159,14 +174,7 @@ case "$case_name" in
       { echo "FAIL: $(checkpoint_count) checkpoints after the interruption, expected 1"; failures=$((failures + 1)); }
     grep -q "global search local fit" <<<"$last_output" ||
       { echo "FAIL: not stopped in the local fits"; failures=$((failures + 1)); }
-    cp -r checkpoints checkpoints_copy
-    expect_exit 0 "resumed from the checkpoint" ranks 3 "$bin_dir/homodyne" "${flags[@]}" \
-      --output-dir resumed3
-    same_results single resumed3
-    rm -rf checkpoints && mv checkpoints_copy checkpoints
-    expect_exit 0 "resumed from the checkpoint" "$bin_dir/homodyne" "${flags[@]}" \
-      --output-dir resumed1
-    same_results single resumed1
+    resume_on_3_ranks_and_one_process single
     ;;
   signal_one_rank)
     strategy=$1
@@ -187,14 +195,7 @@ case "$case_name" in
       { echo "FAIL: the interrupted job wrote results"; failures=$((failures + 1)); }
     # Resumed by a job of another rank count, and (from a copy) by the single process: both
     # bitwise the reference.
-    cp -r checkpoints checkpoints_copy
-    expect_exit 0 "resumed from the checkpoint" ranks 3 "$bin_dir/homodyne" "${flags[@]}" \
-      --output-dir resumed3
-    same_results reference resumed3
-    rm -rf checkpoints && mv checkpoints_copy checkpoints
-    expect_exit 0 "resumed from the checkpoint" "$bin_dir/homodyne" "${flags[@]}" \
-      --output-dir resumed1
-    same_results reference resumed1
+    resume_on_3_ranks_and_one_process reference
     ;;
   rank_killed)
     write_config laminar_flow 100000
