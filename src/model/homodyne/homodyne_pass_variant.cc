@@ -32,17 +32,30 @@ constexpr int kTile = kTilePoints;
 constexpr int kPhi0Column = kPhi0;  // the tile column of d c2 / d phi0
 
 // sinc(x) = sin(x)/x and its derivative (docs/model.md, Shear factor, Jacobian) from sin x, cos
-// x and 1 / x (the angle's 1 / s times the point's 1 / M_G: no division per angle), with the
-// reference's Taylor branch for |x| < 1e-4. Branch-free (both sides computed, one selected; the
-// unselected side may be NaN where s = 0).
+// x and 1 / x (the angle's 1 / s times the point's 1 / M_G: no division per angle). kTaylor: with
+// the reference's Taylor branch for |x| < 1e-4, its divisions by 6, 120, 3 and 30 as products
+// with the rounded reciprocals (a division per vector is as slow as a dozen products; the terms
+// differ by an ulp of themselves, below 1e-24 of sinc and 1 ulp of sinc'). Branch-free (both
+// sides computed, one selected; the unselected side may be NaN where s = 0). Without kTaylor
+// (the product form, whose phases are all >= kProductMinPhase) the direct side only.
+template <bool kTaylor>
 inline void SincFromSinCos(double x, double sin_x, double cos_x, double inverse, double* sinc,
                            double* dsinc) {
-  const double x2 = x * x;
-  const bool taylor = std::fabs(x) < kSincTaylorRadius;
-  const double sinc_taylor = 1.0 - x2 / 6.0 + x2 * x2 / 120.0;
-  const double dsinc_taylor = -x / 3.0 + x * x2 / 30.0;
-  *sinc = taylor ? sinc_taylor : sin_x * inverse;
-  *dsinc = taylor ? dsinc_taylor : (x * cos_x - sin_x) * (inverse * inverse);
+  const double direct_sinc = sin_x * inverse;
+  const double direct_dsinc = (x * cos_x - sin_x) * (inverse * inverse);
+  if constexpr (kTaylor) {
+    constexpr double kSixth = 1.0 / 6.0, kOver120 = 1.0 / 120.0;
+    constexpr double kThird = 1.0 / 3.0, kOver30 = 1.0 / 30.0;
+    const double x2 = x * x;
+    const bool taylor = std::fabs(x) < kSincTaylorRadius;
+    const double sinc_taylor = 1.0 - x2 * kSixth + x2 * x2 * kOver120;
+    const double dsinc_taylor = -x * kThird + x * x2 * kOver30;
+    *sinc = taylor ? sinc_taylor : direct_sinc;
+    *dsinc = taylor ? dsinc_taylor : direct_dsinc;
+  } else {
+    *sinc = direct_sinc;
+    *dsinc = direct_dsinc;
+  }
 }
 
 // How a laminar tile computes sin and cos of its phases x = s M_G:
@@ -132,7 +145,7 @@ inline void PhaseSinc(double x, double delta, double sin_j, double cos_j, double
   } else {
     double sin_x, cos_x;
     PhaseSinCos<kForm>(x, delta, sin_j, cos_j, sin_i, cos_i, &sin_x, &cos_x);
-    SincFromSinCos(x, sin_x, cos_x, inverse, sinc, dsinc);
+    SincFromSinCos<kForm != SinCosForm::kProduct>(x, sin_x, cos_x, inverse, sinc, dsinc);
   }
 }
 
@@ -377,6 +390,10 @@ struct TileModel {
   const double* product_cos_j;
   double product_sin_i;
   double product_cos_i;
+  // kProduct: S[i] / s, K[i] / s and s^2 / 2 (FlooredG1Squared).
+  double product_sin_i_over_s;
+  double product_cos_i_over_s;
+  double half_s_squared;
   double s;
   double inverse_s;  // inf where s = 0 (only the Taylor branch is then taken)
 };
@@ -385,6 +402,8 @@ template <SinCosForm kForm>
 TileModel TileModelOf(const AngleCoefficients& angle, const ProductTables& tables,
                       const Scratch& scratch) {
   const double* smoothing = scratch.smoothing_shear;
+  const double s = angle.phase_per_step;
+  const double inverse_s = 1.0 / s;
   return {scratch.g1_diffusion,
           scratch.m_shear,
           scratch.inverse_m_shear,
@@ -393,16 +412,35 @@ TileModel TileModelOf(const AngleCoefficients& angle, const ProductTables& table
           kForm == SinCosForm::kProduct ? tables.cos_j : smoothing,
           tables.sin_i,
           tables.cos_i,
-          angle.phase_per_step,
-          1.0 / angle.phase_per_step};
+          tables.sin_i * inverse_s,
+          tables.cos_i * inverse_s,
+          0.5 * (s * s),
+          s,
+          inverse_s};
 }
 
 // g1^2 at point t of the tile, g1 floored at kG1Floor: d c2 / d contrast (c2 = offset + contrast
 // g1^2). Inline into the callers' simd loops.
+// kProduct: sinc x = (sin x / s) / M_G without sinc' or the Taylor branch (the tile's phases are
+// all >= kProductMinPhase), and sin x / s from PhaseSinCos's sum with the angle's 1 / s taken
+// into the row's table values: with delta = s r (r the smoothing M_G - |diff_G|),
+//   sin x / s = (sin A / s) (1 - delta^2 / 2) + cos A r = P + r (cos A - (s^2 / 2) r P),
+//   P = sin A / s = S[j] (K[i] / s) - K[j] (S[i] / s),  cos A = K[j] K[i] + S[j] S[i]:
+// 7 lane operations for sinc's numerator instead of 11 (the same terms, rounded in another order).
 template <bool kLaminar, SinCosForm kForm>
 inline double FlooredG1Squared(const TileModel& tile, int t) {
   double g1 = tile.g1d[t];
-  if constexpr (kLaminar) {
+  if constexpr (kLaminar && kForm == SinCosForm::kProduct) {
+    const double sin_j = tile.product_sin_j[t], cos_j = tile.product_cos_j[t];
+    const double sin_a_over_s =
+        sin_j * tile.product_cos_i_over_s - cos_j * tile.product_sin_i_over_s;
+    const double cos_a = cos_j * tile.product_cos_i + sin_j * tile.product_sin_i;
+    const double r = tile.smoothing[t];
+    const double sin_x_over_s =
+        sin_a_over_s + r * (cos_a - (tile.half_s_squared * r) * sin_a_over_s);
+    const double sinc = sin_x_over_s * tile.inverse_m_g[t];
+    g1 = tile.g1d[t] * (sinc * sinc);
+  } else if constexpr (kLaminar) {
     const double phase = tile.s * tile.m_g[t];
     double sinc, dsinc;
     PhaseSinc<kForm>(phase, tile.s * tile.smoothing[t], tile.product_sin_j[t],
