@@ -553,17 +553,6 @@ SinCosForm LaminarForm(const AngleCoefficients& angle, int i, int j_begin, int c
   return SinCosForm::kProduct;
 }
 
-// Asks the cache for the kTilePoints float32 values from `next` on: the angle's data of the next
-// tile (the packed data of a batch's rows is contiguous; a prefetch never faults, also past the
-// end of the data). The data is the passes' only stream from memory, a cache line per 16 points,
-// and each angle's tile reads 1 KiB of it before the walk goes on to the next angle's array: the
-// hardware's prefetch did not keep up (the cost pass waited on these loads for about 40 % of its
-// time: docs/performance.md, Cost and scaling passes).
-inline void PrefetchNextTile(const float* next) {
-  constexpr int kFloatsPerLine = 16;
-  for (int t = 0; t < kTile; t += kFloatsPerLine) __builtin_prefetch(next + t, 0, 3);
-}
-
 // For every tile of rows [row_begin, row_end): its shared factors (TileSharedFactors<kFullPass>),
 // then, for every angle k, body.template operator()<kLaminar, kForm>(k, angle, tables, values,
 // count) with the angle's form of sin and cos (LaminarForm; kVector for static flow), its product
