@@ -136,13 +136,13 @@ inline void PhaseSinc(double x, double inverse, double* sinc, double* dsinc) {
 }
 
 // The product form's sinc x and cos x (x = s M_G, all phases of the tile >= kProductMinPhase, so
-// no Taylor branch) from sin x / s, PhaseSinCos's sum with the angle's 1 / s taken into the row's
-// table values: with delta = s r (r the smoothing M_G - |diff_G|) and h = s^2 / 2,
+// no Taylor branch) from sin x / s, the sums of SinCosForm::kProduct with the angle's 1 / s taken
+// into the row's table values: with delta = s r (r the smoothing M_G - |diff_G|) and h = s^2 / 2,
 //   sin x / s = (sin A / s) (1 - delta^2 / 2) + cos A r = P + r (cos A - h r P),
 //   cos x = cos A (1 - delta^2 / 2) - sin A delta = cos A - h r (2 P + r cos A),
 //   P = sin A / s = S[j] (K[i] / s) - K[j] (S[i] / s),  cos A = K[j] K[i] + S[j] S[i],
-// sinc x = (sin x / s) (1 / M_G): 8 lane operations for sinc (instead of 11 and the Taylor
-// select's 8) and 3 more for cos x. The same terms as PhaseSinCos, rounded in another order.
+// sinc x = (sin x / s) (1 / M_G): 8 lane operations for sinc (instead of 11, and the Taylor
+// select's 8 and 2 divisions) and 3 more for cos x. The same terms, rounded in another order.
 inline void ProductSinc(double sin_j, double cos_j, double sin_i, double cos_i,
                         double sin_i_over_s, double cos_i_over_s, double half_s_squared,
                         double smoothing, double inverse_m, double* sinc, double* cos_x) {
