@@ -64,6 +64,18 @@ inline void ForEachTile(int n, int row_begin, int row_end, Tile tile) {
   }
 }
 
+// Asks the cache for the kTilePoints float32 values from `next` on: the angle's data of the next
+// tile, which every mode's walk (ForEachTile's callers) asks for before the angle's tile (the
+// packed data of a batch's rows is contiguous; a prefetch never faults, also past the end of the
+// data). The data is the passes' only stream from memory, a cache line per 16 points, and each
+// angle's tile reads 1 KiB of it before the walk goes on to the next angle's array: the
+// hardware's prefetch did not keep up (the laminar cost pass waited on these loads for about
+// 40 % of its time: docs/performance.md, Cost and scaling passes).
+inline void PrefetchNextTile(const float* next) {
+  constexpr int kFloatsPerLine = 16;
+  for (int t = 0; t < kTilePoints; t += kFloatsPerLine) __builtin_prefetch(next + t, 0, 3);
+}
+
 // gram += tile^T tile (lower triangle and diagonal) over the tile's first `count` points.
 inline void AddTileGram(const double* tile, int count, int gram_size, double* gram) {
   const int padded = PaddedTileColumns(gram_size);

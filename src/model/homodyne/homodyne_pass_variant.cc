@@ -33,14 +33,19 @@ constexpr int kPhi0Column = kPhi0;  // the tile column of d c2 / d phi0
 
 // sinc(x) = sin(x)/x and its derivative (docs/model.md, Shear factor, Jacobian) from sin x, cos
 // x and 1 / x (the angle's 1 / s times the point's 1 / M_G: no division per angle), with the
-// reference's Taylor branch for |x| < 1e-4. Branch-free (both sides computed, one selected; the
-// unselected side may be NaN where s = 0).
+// reference's Taylor branch for |x| < 1e-4, its divisions by 6, 120, 3 and 30 as products with
+// the rounded reciprocals (the branch is computed for every point, and a division per vector
+// costs as much as a dozen products; the terms differ by an ulp of themselves: below 1e-24 of
+// sinc, 1 ulp of sinc'). Branch-free (both sides computed, one selected; the unselected side may
+// be NaN where s = 0).
 inline void SincFromSinCos(double x, double sin_x, double cos_x, double inverse, double* sinc,
                            double* dsinc) {
+  constexpr double kSixth = 1.0 / 6.0, kOver120 = 1.0 / 120.0;
+  constexpr double kThird = 1.0 / 3.0, kOver30 = 1.0 / 30.0;
   const double x2 = x * x;
   const bool taylor = std::fabs(x) < kSincTaylorRadius;
-  const double sinc_taylor = 1.0 - x2 / 6.0 + x2 * x2 / 120.0;
-  const double dsinc_taylor = -x / 3.0 + x * x2 / 30.0;
+  const double sinc_taylor = 1.0 - x2 * kSixth + x2 * x2 * kOver120;
+  const double dsinc_taylor = -x * kThird + x * x2 * kOver30;
   *sinc = taylor ? sinc_taylor : sin_x * inverse;
   *dsinc = taylor ? dsinc_taylor : (x * cos_x - sin_x) * (inverse * inverse);
 }
@@ -54,7 +59,8 @@ inline void SincFromSinCos(double x, double sin_x, double cos_x, double inverse,
 //       sin A = S[j] K[i] - K[j] S[i],  cos A = K[j] K[i] + S[j] S[i]  (S, K: the angle's tables,
 //       AngleCoefficients::shear_sin, shear_cos),
 //       sin x = sin A (1 - delta^2 / 2) + cos A delta,
-//       cos x = cos A (1 - delta^2 / 2) - sin A delta.
+//       cos x = cos A (1 - delta^2 / 2) - sin A delta
+//     (evaluated as ProductSinc: with 1 / s in the row's table values, no Taylor select).
 //     Its error is a few units of 1e-16 absolute in sin x and cos x (and delta^3 / 6), which
 //     sinc = sin x / x and sinc' = (x cos x - sin x) / x^2 divide by x and x^2: a tile takes it
 //     only where all its phases are at least kProductMinPhase and delta at most kProductMaxDelta
@@ -79,21 +85,15 @@ struct ProductTables {
   double cos_i = 0.0;             // K[i]
 };
 
-// sin_j, cos_j: S[j] and K[j] of the point; sin_i, cos_i: S[i] and K[i] (kProduct only).
+// sin x and cos x in the direct forms (kLibm, kVector).
 template <SinCosForm kForm>
-inline void PhaseSinCos(double x, double delta, double sin_j, double cos_j, double sin_i,
-                        double cos_i, double* sin_x, double* cos_x) {
+inline void PhaseSinCos(double x, double* sin_x, double* cos_x) {
+  static_assert(kForm == SinCosForm::kLibm || kForm == SinCosForm::kVector);
   if constexpr (kForm == SinCosForm::kLibm) {
     *sin_x = std::sin(x);
     *cos_x = std::cos(x);
-  } else if constexpr (kForm == SinCosForm::kVector) {
-    vector_math::SinCos(x, sin_x, cos_x);
   } else {
-    const double sin_a = sin_j * cos_i - cos_j * sin_i;
-    const double cos_a = cos_j * cos_i + sin_j * sin_i;
-    const double cos_delta = 1.0 - 0.5 * (delta * delta);
-    *sin_x = sin_a * cos_delta + cos_a * delta;
-    *cos_x = cos_a * cos_delta - sin_a * delta;
+    vector_math::SinCos(x, sin_x, cos_x);
   }
 }
 
@@ -122,18 +122,36 @@ inline void SincSeries(double x, double* sinc, double* dsinc) {
   *dsinc = q * x;
 }
 
-// sinc and sinc' of the phase x in the tile's form (SinCosForm); delta and the table values as
-// PhaseSinCos, inverse = 1 / x as SincFromSinCos.
+// sinc and sinc' of the phase x in the tile's form (SinCosForm other than kProduct, which
+// ProductSinc computes); inverse = 1 / x as SincFromSinCos.
 template <SinCosForm kForm>
-inline void PhaseSinc(double x, double delta, double sin_j, double cos_j, double sin_i,
-                      double cos_i, double inverse, double* sinc, double* dsinc) {
+inline void PhaseSinc(double x, double inverse, double* sinc, double* dsinc) {
   if constexpr (kForm == SinCosForm::kSeries) {
     SincSeries(x, sinc, dsinc);
   } else {
     double sin_x, cos_x;
-    PhaseSinCos<kForm>(x, delta, sin_j, cos_j, sin_i, cos_i, &sin_x, &cos_x);
+    PhaseSinCos<kForm>(x, &sin_x, &cos_x);
     SincFromSinCos(x, sin_x, cos_x, inverse, sinc, dsinc);
   }
+}
+
+// The product form's sinc x and cos x (x = s M_G, all phases of the tile >= kProductMinPhase, so
+// no Taylor branch) from sin x / s, the sums of SinCosForm::kProduct with the angle's 1 / s taken
+// into the row's table values: with delta = s r (r the smoothing M_G - |diff_G|) and h = s^2 / 2,
+//   sin x / s = (sin A / s) (1 - delta^2 / 2) + cos A r = P + r (cos A - h r P),
+//   cos x = cos A (1 - delta^2 / 2) - sin A delta = cos A - h r (2 P + r cos A),
+//   P = sin A / s = S[j] (K[i] / s) - K[j] (S[i] / s),  cos A = K[j] K[i] + S[j] S[i],
+// sinc x = (sin x / s) (1 / M_G): 8 lane operations for sinc (instead of 11, and the Taylor
+// select's 8 and 2 divisions) and 3 more for cos x. The same terms, rounded in another order.
+inline void ProductSinc(double sin_j, double cos_j, double sin_i, double cos_i,
+                        double sin_i_over_s, double cos_i_over_s, double half_s_squared,
+                        double smoothing, double inverse_m, double* sinc, double* cos_x) {
+  const double sin_a_over_s = sin_j * cos_i_over_s - cos_j * sin_i_over_s;
+  const double cos_a = cos_j * cos_i + sin_j * sin_i;
+  const double h_r = half_s_squared * smoothing;
+  const double sin_x_over_s = sin_a_over_s + smoothing * (cos_a - h_r * sin_a_over_s);
+  *sinc = sin_x_over_s * inverse_m;
+  *cos_x = cos_a - h_r * (2.0 * sin_a_over_s + smoothing * cos_a);
 }
 
 // The diffusion factor g1d = exp(-w M_D) of a tile in per-row separable form (issue 24;
@@ -309,9 +327,9 @@ void AccumulateTile(const AngleCoefficients& angle, const ProductTables& tables,
   const double* m_g = scratch.m_shear;
   const double* inverse_m_g = scratch.inverse_m_shear;
   const double* smoothing = scratch.smoothing_shear;
-  // The tables (kProduct; the tile's smoothing column otherwise, read and unused).
-  const double* product_sin_j = kForm == SinCosForm::kProduct ? tables.sin_j : smoothing;
-  const double* product_cos_j = kForm == SinCosForm::kProduct ? tables.cos_j : smoothing;
+  // The tables (kProduct only: null and unread otherwise).
+  const double* product_sin_j = tables.sin_j;
+  const double* product_cos_j = tables.cos_j;
   const double product_sin_i = tables.sin_i, product_cos_i = tables.cos_i;
   const double* dm = scratch.dm_shear;
   const double contrast = angle.contrast;
@@ -319,6 +337,11 @@ void AccumulateTile(const AngleCoefficients& angle, const ProductTables& tables,
   const double s = angle.phase_per_step;
   const double inverse_s = 1.0 / s;  // inf where s = 0 (only the Taylor branch is then taken)
   const double ds = angle.dphase_dphi0_per_step;
+  // kProduct (ProductSinc): the row's table values over s, s^2 / 2, and d s / d phi0 over s.
+  const double product_sin_i_over_s = product_sin_i * inverse_s;
+  const double product_cos_i_over_s = product_cos_i * inverse_s;
+  const double half_s_squared = 0.5 * (s * s);
+  const double ds_over_s = ds * inverse_s;
   int64_t finite = 0;
 #pragma omp simd reduction(+ : finite)
   for (int t = 0; t < count; ++t) {
@@ -326,11 +349,22 @@ void AccumulateTile(const AngleCoefficients& angle, const ProductTables& tables,
     const double weight = (d - d) == 0.0 ? 1.0 : 0.0;  // 0 for NaN and +-inf
     double g1 = g1d[t];
     double dg1_dphase = 0.0;
-    if constexpr (kLaminar) {
+    // kProduct: x d g1 / d phase (x the phase), which the phase's columns scale by 1 / M_G and
+    // d s / d phi0 / s (x / M_G = s, x / s = M_G): no phase, no 1 / x.
+    double dg1_dphase_times_phase = 0.0;
+    if constexpr (kLaminar && kForm == SinCosForm::kProduct) {
+      double sinc, cos_x;
+      ProductSinc(product_sin_j[t], product_cos_j[t], product_sin_i, product_cos_i,
+                  product_sin_i_over_s, product_cos_i_over_s, half_s_squared, smoothing[t],
+                  inverse_m_g[t], &sinc, &cos_x);
+      const double g1d_sinc = g1d[t] * sinc;
+      g1 = g1d_sinc * sinc;
+      // x sinc'(x) = cos x - sinc x.
+      dg1_dphase_times_phase = 2.0 * g1d_sinc * (cos_x - sinc);
+    } else if constexpr (kLaminar) {
       const double phase = s * m_g[t];
       double sinc, dsinc;
-      PhaseSinc<kForm>(phase, s * smoothing[t], product_sin_j[t], product_cos_j[t], product_sin_i,
-                       product_cos_i, inverse_s * inverse_m_g[t], &sinc, &dsinc);
+      PhaseSinc<kForm>(phase, inverse_s * inverse_m_g[t], &sinc, &dsinc);
       g1 = g1d[t] * (sinc * sinc);
       dg1_dphase = g1d[t] * 2.0 * sinc * dsinc;
     }
@@ -344,12 +378,20 @@ void AccumulateTile(const AngleCoefficients& angle, const ProductTables& tables,
     tile[1 * kTile + t] = dc2_dlog * dlog[1 * kTile + t];
     tile[2 * kTile + t] = dc2_dlog * dlog[2 * kTile + t];
     if constexpr (kLaminar) {
-      const double dc2_dphase = dc2_dg1 * dg1_dphase;
-      const double dc2_dm = dc2_dphase * s;
+      double dc2_dm, dc2_dphi0;
+      if constexpr (kForm == SinCosForm::kProduct) {
+        const double dc2_dphase_times_phase = dc2_dg1 * dg1_dphase_times_phase;
+        dc2_dm = dc2_dphase_times_phase * inverse_m_g[t];
+        dc2_dphi0 = dc2_dphase_times_phase * ds_over_s;
+      } else {
+        const double dc2_dphase = dc2_dg1 * dg1_dphase;
+        dc2_dm = dc2_dphase * s;
+        dc2_dphi0 = dc2_dphase * ds * m_g[t];
+      }
       tile[3 * kTile + t] = dc2_dm * dm[0 * kTile + t];
       tile[4 * kTile + t] = dc2_dm * dm[1 * kTile + t];
       tile[5 * kTile + t] = dc2_dm * dm[2 * kTile + t];
-      tile[kPhi0Column * kTile + t] = dc2_dphase * ds * m_g[t];
+      tile[kPhi0Column * kTile + t] = dc2_dphi0;
     }
     tile[kPhysical * kTile + t] = weight * g1_squared;  // d c2 / d contrast
     tile[(kPhysical + 1) * kTile + t] = weight;         // d c2 / d offset
@@ -372,11 +414,15 @@ struct TileModel {
   const double* m_g;
   const double* inverse_m_g;
   const double* smoothing;
-  // The tables (kProduct; the tile's smoothing column otherwise, read and unused).
+  // The tables (kProduct only: null and unread otherwise).
   const double* product_sin_j;
   const double* product_cos_j;
   double product_sin_i;
   double product_cos_i;
+  // kProduct: S[i] / s, K[i] / s and s^2 / 2 (ProductSinc).
+  double product_sin_i_over_s;
+  double product_cos_i_over_s;
+  double half_s_squared;
   double s;
   double inverse_s;  // inf where s = 0 (only the Taylor branch is then taken)
 };
@@ -385,29 +431,39 @@ template <SinCosForm kForm>
 TileModel TileModelOf(const AngleCoefficients& angle, const ProductTables& tables,
                       const Scratch& scratch) {
   const double* smoothing = scratch.smoothing_shear;
+  const double s = angle.phase_per_step;
+  const double inverse_s = 1.0 / s;
   return {scratch.g1_diffusion,
           scratch.m_shear,
           scratch.inverse_m_shear,
           smoothing,
-          kForm == SinCosForm::kProduct ? tables.sin_j : smoothing,
-          kForm == SinCosForm::kProduct ? tables.cos_j : smoothing,
+          tables.sin_j,
+          tables.cos_j,
           tables.sin_i,
           tables.cos_i,
-          angle.phase_per_step,
-          1.0 / angle.phase_per_step};
+          tables.sin_i * inverse_s,
+          tables.cos_i * inverse_s,
+          0.5 * (s * s),
+          s,
+          inverse_s};
 }
 
 // g1^2 at point t of the tile, g1 floored at kG1Floor: d c2 / d contrast (c2 = offset + contrast
 // g1^2). Inline into the callers' simd loops.
+// kProduct: sinc from ProductSinc, without sinc' or the Taylor select.
 template <bool kLaminar, SinCosForm kForm>
 inline double FlooredG1Squared(const TileModel& tile, int t) {
   double g1 = tile.g1d[t];
-  if constexpr (kLaminar) {
+  if constexpr (kLaminar && kForm == SinCosForm::kProduct) {
+    double sinc, cos_x;  // cos_x unused: the compiler drops it
+    ProductSinc(tile.product_sin_j[t], tile.product_cos_j[t], tile.product_sin_i,
+                tile.product_cos_i, tile.product_sin_i_over_s, tile.product_cos_i_over_s,
+                tile.half_s_squared, tile.smoothing[t], tile.inverse_m_g[t], &sinc, &cos_x);
+    g1 = tile.g1d[t] * (sinc * sinc);
+  } else if constexpr (kLaminar) {
     const double phase = tile.s * tile.m_g[t];
     double sinc, dsinc;
-    PhaseSinc<kForm>(phase, tile.s * tile.smoothing[t], tile.product_sin_j[t],
-                     tile.product_cos_j[t], tile.product_sin_i, tile.product_cos_i,
-                     tile.inverse_s * tile.inverse_m_g[t], &sinc, &dsinc);
+    PhaseSinc<kForm>(phase, tile.inverse_s * tile.inverse_m_g[t], &sinc, &dsinc);
     g1 = tile.g1d[t] * (sinc * sinc);
   }
   const double g1_floored = g1 > kG1Floor ? g1 : kG1Floor;
@@ -510,6 +566,7 @@ void ForEachAngleTile(const Inputs& in, int row_begin, int row_end, const float*
     for (int k = 0; k < in.num_angles; ++k) {
       const AngleCoefficients& angle = in.angles[k];
       const float* values = data[k] + point;
+      PrefetchNextTile(values + count);
       ProductTables tables;
       if (!in.laminar) {
         body.template operator()<false, SinCosForm::kVector>(k, angle, tables, values, count);

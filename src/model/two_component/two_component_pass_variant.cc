@@ -337,6 +337,7 @@ void AccumulateRows(const TwoComponentInputs& in, int row_begin, int row_end,
     SharedFactors<true>(in, i, j, count, row_caches, factors);
     for (int k = 0; k < in.num_angles; ++k) {
       const TwoComponentAngle& angle = in.angles[k];
+      PrefetchNextTile(data[k] + point + count);
       AccumulateTile(in, angle, TablesOf(angle, i, j), i, j, data[k] + point, count, factors,
                      tile, lane_grams + k * lane_gram_doubles, grams[k], finite_points[k]);
     }
@@ -356,6 +357,7 @@ void SumSquaredResiduals(const TwoComponentInputs& in, int row_begin, int row_en
     SharedFactors<false>(in, i, j, count, row_caches, factors);
     for (int k = 0; k < in.num_angles; ++k) {
       const TwoComponentAngle& angle = in.angles[k];
+      PrefetchNextTile(data[k] + point + count);
       squared_residuals[k] +=
           TileCost(angle, TablesOf(angle, i, j), data[k] + point, count, in.loss, factors, tile);
     }
@@ -372,6 +374,7 @@ void AccumulateScalingRows(const TwoComponentInputs& in, int row_begin, int row_
     SharedFactors<false>(in, i, j, count, row_caches, factors);
     for (int k = 0; k < in.num_angles; ++k) {
       const TwoComponentAngle& angle = in.angles[k];
+      PrefetchNextTile(data[k] + point + count);
       TileScalingSums(angle, TablesOf(angle, i, j), data[k] + point, count, factors,
                       sums + k * kScalingSumsDoubles);
     }
