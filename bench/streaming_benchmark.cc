@@ -179,9 +179,9 @@ int main(int argc, char** argv) {
     // How the float32 reads go (docs/design.md section 8, Input): directly, or through HDF5.
     const std::vector<std::string> read_paths = homodyne::io_internal::Float32ReadPaths(*source);
     for (size_t k = 0; k < read_paths.size(); ++k) {
-      std::printf("angle %zu: float32 reads %s%s\n", k,
-                  read_paths[k].empty() ? "direct (preadv)" : "through HDF5: ",
-                  read_paths[k].c_str());
+      std::printf(
+          "angle %zu: float32 reads %s%s\n", k,
+          read_paths[k].empty() ? "direct (preadv)" : "through HDF5: ", read_paths[k].c_str());
     }
 
     const Clock::time_point load_start = Clock::now();

@@ -646,15 +646,14 @@ void HdfBatchSource::PlanDirectReadsOfEveryAngle(bool allowed) {
   for (size_t k = 0; k < angles; ++k) {
     if (file_descriptor_.valid()) {
       why_not.clear();
-      direct_layouts_[k] = io_internal::PlanDirectReads(
-          file_.get(), Dataset(static_cast<int>(k)), file_descriptor_.get(), window, &why_not);
+      direct_layouts_[k] = io_internal::PlanDirectReads(file_.get(), Dataset(static_cast<int>(k)),
+                                                        file_descriptor_.get(), window, &why_not);
     }
     why_not_direct_[k] = direct_layouts_[k] ? "" : why_not;
   }
 }
 
-void HdfBatchSource::ReadRowsDirectly(int angle, int row_begin, int row_end,
-                                      std::span<float> out) {
+void HdfBatchSource::ReadRowsDirectly(int angle, int row_begin, int row_end, std::span<float> out) {
   const int64_t n = info_.num_times();
   HOMODYNE_CHECK(row_begin >= 0 && row_begin <= row_end && row_end <= n);
   HOMODYNE_CHECK(static_cast<int64_t>(out.size()) == UpperTriangleRowsSize(n, row_begin, row_end));

@@ -92,7 +92,9 @@ FileDescriptor DuplicateHdf5FileDescriptor(hid_t file, std::string* why_not) {
     return FileDescriptor();
   }
   const int fd = fcntl(*static_cast<int*>(handle), F_DUPFD_CLOEXEC, 0);
-  if (fd < 0) *why_not = std::string("cannot duplicate the file descriptor: ") + std::strerror(errno);
+  if (fd < 0) {
+    *why_not = std::string("cannot duplicate the file descriptor: ") + std::strerror(errno);
+  }
   return FileDescriptor(fd);
 }
 
@@ -105,8 +107,8 @@ DirectLayout::Run DirectLayout::RunAt(int64_t row, int64_t column) const {
                  grid_column < chunk_grid_columns_);
   const size_t index = static_cast<size_t>(grid_row * chunk_grid_columns_ + grid_column);
   HOMODYNE_CHECK(index < chunk_offsets_.size() && chunk_offsets_[index] >= 0);
-  const int64_t within = (row - chunk_row * chunk_rows_) * chunk_columns_ +
-                         (column - chunk_column * chunk_columns_);
+  const int64_t within =
+      (row - chunk_row * chunk_rows_) * chunk_columns_ + (column - chunk_column * chunk_columns_);
   return {chunk_offsets_[index] + within * kValueBytes,
           (chunk_column + 1) * chunk_columns_ - column};
 }

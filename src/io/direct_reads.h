@@ -80,9 +80,9 @@ class DirectLayout {
  private:
   int64_t chunk_rows_;
   int64_t chunk_columns_;
-  int64_t first_chunk_row_;     // chunk grid indices of chunk_offsets_[0]
-  int64_t first_chunk_column_;  //
-  int64_t chunk_grid_columns_;  // chunk columns per row of chunk_offsets_
+  int64_t first_chunk_row_;             // chunk grid indices of chunk_offsets_[0]
+  int64_t first_chunk_column_;          //
+  int64_t chunk_grid_columns_;          // chunk columns per row of chunk_offsets_
   std::vector<int64_t> chunk_offsets_;  // -1: not needed
 };
 

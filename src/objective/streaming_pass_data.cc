@@ -137,8 +137,8 @@ class StreamingPassData : public PassData {
         ReadWithRetries(
             first + static_cast<int>(c), batch, k,
             std::span<float>(
-                buffer.values.data() + buffer.starts[c * static_cast<size_t>(num_angles) +
-                                                     static_cast<size_t>(k)],
+                buffer.values.data() +
+                    buffer.starts[c * static_cast<size_t>(num_angles) + static_cast<size_t>(k)],
                 static_cast<size_t>(batch.points)));
       }
     }

@@ -54,10 +54,10 @@ TestFileSpec Float32Spec(int frames, int chunk_rows, int chunk_cols = 0) {
 // How CopyWithStorage stores the matrices.
 struct Storage {
   bool contiguous = false;
-  hsize_t chunk[2] = {0, 0};       // when chunked
+  hsize_t chunk[2] = {0, 0};  // when chunked
   hid_t file_type = H5T_IEEE_F32LE;
-  hsize_t user_block = 0;          // bytes before HDF5's superblock; 0 or a power of 2 >= 512
-  int unwritten_chunk_row = -1;    // >= 0: chunk (row, column) of every matrix is never written
+  hsize_t user_block = 0;        // bytes before HDF5's superblock; 0 or a power of 2 >= 512
+  int unwritten_chunk_row = -1;  // >= 0: chunk (row, column) of every matrix is never written
   int unwritten_chunk_column = -1;
 };
 
@@ -67,15 +67,14 @@ void Check(bool ok, const std::string& what) {
 
 // Copies the APS-U file `source` to `target` with every matrix stored as `storage` says (values
 // read and written as native float: the same bits).
-void CopyWithStorage(const std::string& source, const std::string& target,
-                     const Storage& storage) {
+void CopyWithStorage(const std::string& source, const std::string& target, const Storage& storage) {
   io_internal::InitializeHdf5();
   using io_internal::Hid;
   Hid create = io_internal::PlistHid(H5Pcreate(H5P_FILE_CREATE));
   if (storage.user_block > 0) Check(H5Pset_userblock(create.get(), storage.user_block) >= 0, "ub");
   Hid from = io_internal::FileHid(H5Fopen(source.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
-  Hid to = io_internal::FileHid(
-      H5Fcreate(target.c_str(), H5F_ACC_TRUNC, create.get(), H5P_DEFAULT));
+  Hid to =
+      io_internal::FileHid(H5Fcreate(target.c_str(), H5F_ACC_TRUNC, create.get(), H5P_DEFAULT));
   Check(from.valid() && to.valid(), "open " + source + " / create " + target);
   Check(H5Ocopy(from.get(), "/xpcs", to.get(), "/xpcs", H5P_DEFAULT, H5P_DEFAULT) >= 0, "copy");
   for (const std::string& name : io_internal::GroupMemberNames(
@@ -96,9 +95,9 @@ void CopyWithStorage(const std::string& source, const std::string& target,
       tile[1] = storage.chunk[1];
     }
     Hid space = io_internal::SpaceHid(H5Screate_simple(2, dims.data(), nullptr));
-    Hid matrix = io_internal::DatasetHid(H5Dcreate2(to.get(), path.c_str(), storage.file_type,
-                                                    space.get(), H5P_DEFAULT, dcpl.get(),
-                                                    H5P_DEFAULT));
+    Hid matrix =
+        io_internal::DatasetHid(H5Dcreate2(to.get(), path.c_str(), storage.file_type, space.get(),
+                                           H5P_DEFAULT, dcpl.get(), H5P_DEFAULT));
     Check(matrix.valid(), "create " + path);
     // Tile by tile (chunk by chunk), so that one chunk can be left unwritten (unallocated).
     for (hsize_t r = 0; r < dims[0]; r += tile[0]) {
@@ -109,8 +108,7 @@ void CopyWithStorage(const std::string& source, const std::string& target,
         }
         const hsize_t start[2] = {r, c};
         const hsize_t count[2] = {std::min(tile[0], dims[0] - r), std::min(tile[1], dims[1] - c)};
-        Check(H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr) >=
-                  0,
+        Check(H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr) >= 0,
               "select");
         Check(H5Dwrite(matrix.get(), H5T_NATIVE_FLOAT, space.get(), space.get(), H5P_DEFAULT,
                        values.data()) >= 0,
@@ -236,9 +234,9 @@ TEST_F(DirectReadsTest, UnallocatedChunkReadsThroughHdf5) {
   const std::string path = PathOf("hole.h5");
   WriteTestFile(source, Float32Spec(41, 7));
   // Chunk (1, 3) holds rows 10..19, columns 30..39: upper triangle, needed.
-  CopyWithStorage(source, path,
-                  Storage{.chunk = {10, 10}, .unwritten_chunk_row = 1,
-                          .unwritten_chunk_column = 3});
+  CopyWithStorage(
+      source, path,
+      Storage{.chunk = {10, 10}, .unwritten_chunk_row = 1, .unwritten_chunk_column = 3});
   Open(SelectionFor(path));
   EXPECT_THAT(ReadPaths(), Each(HasSubstr("not allocated")));
   ExpectBitwiseEqualReads(*direct_, *hdf5_);
@@ -249,9 +247,9 @@ TEST_F(DirectReadsTest, UnallocatedChunkBelowTheDiagonalStillReadsDirectly) {
   const std::string source = PathOf("source.h5");
   const std::string path = PathOf("hole_below.h5");
   WriteTestFile(source, Float32Spec(41, 7));
-  CopyWithStorage(source, path,
-                  Storage{.chunk = {10, 10}, .unwritten_chunk_row = 3,
-                          .unwritten_chunk_column = 1});
+  CopyWithStorage(
+      source, path,
+      Storage{.chunk = {10, 10}, .unwritten_chunk_row = 3, .unwritten_chunk_column = 1});
   Open(SelectionFor(path));
   EXPECT_THAT(ReadPaths(), Each(std::string()));
   ExpectBitwiseEqualReads(*direct_, *hdf5_);
