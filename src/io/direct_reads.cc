@@ -285,6 +285,16 @@ void DirectReader::Read(int fd, const DirectLayout& layout, std::span<const RowS
   if (!std::is_sorted(pieces_.begin(), pieces_.end(), by_offset)) {
     std::sort(pieces_.begin(), pieces_.end(), by_offset);
   }
+  int64_t output_bytes = 0;
+  for (const Piece& piece : pieces_) output_bytes += piece.bytes;
+  if (output_bytes > bounce_above_bytes_) {
+    ReadThroughBounceBuffer(fd);
+  } else {
+    ReadInPlace(fd);
+  }
+}
+
+void DirectReader::ReadInPlace(int fd) {
   if (scratch_.empty()) scratch_.resize(static_cast<size_t>(kMaxGapBytes));
   size_t next = 0;
   while (next < pieces_.size()) {
@@ -304,6 +314,37 @@ void DirectReader::Read(int fd, const DirectLayout& layout, std::span<const RowS
       ++next;
     }
     ReadFully(fd, iovecs_, start, position - start);
+  }
+}
+
+void DirectReader::ReadThroughBounceBuffer(int fd) {
+  if (bounce_.empty()) bounce_.resize(static_cast<size_t>(bounce_bytes_));
+  size_t next = 0;
+  while (next < pieces_.size()) {
+    const size_t group = next;
+    const int64_t start = pieces_[next].offset;
+    int64_t end = start;
+    while (next < pieces_.size()) {
+      const Piece& piece = pieces_[next];
+      if (piece.offset < end || piece.offset - end > kMaxGapBytes ||
+          piece.offset + piece.bytes - start > bounce_bytes_) {
+        break;
+      }
+      end = piece.offset + piece.bytes;
+      ++next;
+    }
+    if (next == group) {  // one piece larger than the bounce buffer: read in place
+      iovec whole{pieces_[next].out, static_cast<size_t>(pieces_[next].bytes)};
+      ReadFully(fd, std::span<iovec>(&whole, 1), pieces_[next].offset, pieces_[next].bytes);
+      ++next;
+      continue;
+    }
+    iovec span{bounce_.data(), static_cast<size_t>(end - start)};
+    ReadFully(fd, std::span<iovec>(&span, 1), start, end - start);
+    for (size_t k = group; k < next; ++k) {
+      std::memcpy(pieces_[k].out, bounce_.data() + (pieces_[k].offset - start),
+                  static_cast<size_t>(pieces_[k].bytes));
+    }
   }
 }
 

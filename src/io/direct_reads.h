@@ -108,13 +108,28 @@ inline constexpr int64_t kMaxDirectChunks = int64_t{1} << 16;
 
 // Reads segments with preadv on one descriptor. Segments are sorted by file offset and read with
 // one call per run of them whose gaps are at most kMaxGapBytes (gaps are read into a scratch
-// buffer and dropped) and at most IOV_MAX pieces long. Not thread-safe (one reader per object).
+// buffer and dropped) and at most IOV_MAX pieces long; large reads go through a bounce buffer
+// (kBounceAboveBytes). Not thread-safe (one reader per object).
 class DirectReader {
  public:
   // Gaps up to this many bytes are read rather than skipped by another call: on the 2-core test
   // machine (a virtual machine with page-table isolation) a preadv costs about 5 us, the time
   // to copy about 40 KB from the page cache (docs/performance.md, Streaming passes).
   static constexpr int64_t kMaxGapBytes = int64_t{32} << 10;
+  // A read of more than this many bytes of values is copied through a bounce buffer of
+  // kBounceBytes (the file span of a run of pieces read into it, then each piece copied out):
+  // its destination is likely out of the caches (the in-memory strategies' load, 4 MB reads
+  // into a 50 MB array), and the kernel's copy into it was measured slower than a copy into a
+  // buffer the cache holds plus a memcpy out (docs/performance.md, Streaming passes). Smaller
+  // reads (streaming's chunk of batches of one angle, about 640 KB at 2 threads, into buffers
+  // reused every fetch) are read in place.
+  static constexpr int64_t kBounceAboveBytes = int64_t{1} << 20;
+  static constexpr int64_t kBounceBytes = int64_t{1} << 20;
+
+  // The thresholds may be lowered (tests: every path on small data).
+  explicit DirectReader(int64_t bounce_above_bytes = kBounceAboveBytes,
+                        int64_t bounce_bytes = kBounceBytes)
+      : bounce_above_bytes_(bounce_above_bytes), bounce_bytes_(bounce_bytes) {}
 
   // Reads every segment through `layout` from `fd`. Throws std::runtime_error naming the
   // cause on an I/O error or when the file ends before a needed byte (a truncated file); `out`
@@ -122,13 +137,22 @@ class DirectReader {
   void Read(int fd, const DirectLayout& layout, std::span<const RowSegment> segments);
 
  private:
+  // The pieces of one Read, in file order.
   struct Piece {
     int64_t offset = 0;
     int64_t bytes = 0;
     float* out = nullptr;
   };
+  // Reads pieces_ with preadv straight into their outputs, gaps into scratch_.
+  void ReadInPlace(int fd);
+  // Reads pieces_ through bounce_; a piece larger than it is read in place.
+  void ReadThroughBounceBuffer(int fd);
+
+  int64_t bounce_above_bytes_;
+  int64_t bounce_bytes_;
   std::vector<Piece> pieces_;
   std::vector<char> scratch_;
+  std::vector<char> bounce_;
   std::vector<iovec> iovecs_;
 };
 

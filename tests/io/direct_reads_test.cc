@@ -1,19 +1,24 @@
 // Tests of the direct float32 reads (src/io/direct_reads.h; docs/design.md section 8, Input):
-// where they apply they give bitwise HDF5's values, where they cannot be proven the source reads
-// through HDF5, and a file cut short under the source is a DataError, not a crash.
+// where they apply they give bitwise HDF5's values (in place and through the bounce buffer),
+// where they cannot be proven the source reads through HDF5, and a file cut short under the
+// source is a DataError, not a crash.
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <hdf5.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <thread>
 #include <vector>
 
 #include "homodyne/dataset.h"
 #include "homodyne/errors.h"
+#include "io/direct_reads.h"
 #include "io/hdf5_util.h"
 #include "io/read_paths.h"
 #include "io_test_util.h"
@@ -278,6 +283,94 @@ TEST_F(DirectReadsTest, Float64AndCompressedReadThroughHdf5) {
     Open(SelectionFor(path));
     EXPECT_THAT(ReadPaths(), Each(HasSubstr(reason))) << path;
     ExpectBitwiseEqualReads(*direct_, *hdf5_);
+  }
+}
+
+// Reads of more than a MiB go through the bounce buffer (an 800-frame matrix: its triangle is
+// 1.3 MB), here with chunks split across columns (pieces out of output order).
+TEST_F(DirectReadsTest, LargeReadsThroughTheBounceBufferGiveTheSameBits) {
+  const std::string path = PathOf("large.h5");
+  TestFileSpec spec = Float32Spec(800, 60, 300);
+  spec.num_matrices = 1;
+  spec.phi_values = {0.0};
+  spec.bins = {1};
+  WriteTestFile(path, spec);
+  Open(SelectionFor(path));
+  EXPECT_THAT(ReadPaths(), Each(std::string()));
+  const int n = direct_->info().num_times();
+  ASSERT_GT(UpperTriangleSize(n) * static_cast<int64_t>(sizeof(float)),
+            io_internal::DirectReader::kBounceAboveBytes);
+  ExpectBitwiseEqualReads(*direct_, *hdf5_);
+}
+
+// A raw file of a `rows` x `columns` float matrix, value (r, c) = r * columns + c, and a
+// descriptor of it.
+class RawMatrixFile {
+ public:
+  RawMatrixFile(const std::string& path, int64_t rows, int64_t columns) : columns_(columns) {
+    std::vector<float> values(static_cast<size_t>(rows * columns));
+    for (size_t k = 0; k < values.size(); ++k) values[k] = static_cast<float>(k);
+    std::ofstream(path, std::ios::binary)
+        .write(reinterpret_cast<const char*>(values.data()),
+               static_cast<std::streamsize>(values.size() * sizeof(float)));
+    fd_ = io_internal::FileDescriptor(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  }
+  int fd() const { return fd_.get(); }
+  float ValueAt(int64_t row, int64_t column) const {
+    return static_cast<float>(row * columns_ + column);
+  }
+
+ private:
+  int64_t columns_;
+  io_internal::FileDescriptor fd_;
+};
+
+// Every path of DirectReader on one contiguous matrix: in place, through a bounce buffer with
+// several runs, and pieces larger than the bounce buffer read in place.
+TEST_F(DirectReadsTest, ReaderGivesTheValuesOnEveryPath) {
+  const int64_t size = 200;
+  const RawMatrixFile file(PathOf("raw.bin"), size, size);
+  ASSERT_TRUE(file.fd() >= 0);
+  const io_internal::DirectLayout layout(size, size, 0, 0, 1, {0});
+  // Rows 10..139 from the column after the diagonal, as the source reads them.
+  std::vector<io_internal::RowSegment> segments;
+  std::vector<float> out(static_cast<size_t>(UpperTriangleRowsSize(size - 1, 9, 139)), -1.0f);
+  float* next = out.data();
+  for (int64_t row = 10; row < 140; ++row) {
+    segments.push_back({row, row + 1, size - row - 1, next});
+    next += size - row - 1;
+  }
+  ASSERT_EQ(next, out.data() + out.size());
+  for (auto [bounce_above, bounce] :
+       {std::pair<int64_t, int64_t>{int64_t{1} << 40, 4096}, std::pair<int64_t, int64_t>{0, 4096},
+        std::pair<int64_t, int64_t>{0, 256}}) {
+    std::fill(out.begin(), out.end(), -1.0f);
+    io_internal::DirectReader reader(bounce_above, bounce);
+    reader.Read(file.fd(), layout, segments);
+    size_t p = 0;
+    for (const io_internal::RowSegment& segment : segments) {
+      for (int64_t c = 0; c < segment.count; ++c, ++p) {
+        ASSERT_EQ(out[p], file.ValueAt(segment.row, segment.column + c))
+            << "bounce above " << bounce_above << ", bounce " << bounce << ", row " << segment.row;
+      }
+    }
+  }
+}
+
+// Past the end of the file: a std::runtime_error saying so, on every path.
+TEST_F(DirectReadsTest, ReaderReportsAShortRead) {
+  const RawMatrixFile file(PathOf("raw.bin"), 50, 50);
+  const io_internal::DirectLayout layout(100, 50, 0, 0, 1, {0});  // claims 100 rows
+  std::vector<float> out(50);
+  const io_internal::RowSegment beyond{60, 0, 50, out.data()};
+  for (int64_t bounce_above : {int64_t{1} << 40, int64_t{0}}) {
+    io_internal::DirectReader reader(bounce_above, 4096);
+    try {
+      reader.Read(file.fd(), layout, {&beyond, 1});
+      FAIL() << "no error reading past the end";
+    } catch (const std::runtime_error& error) {
+      EXPECT_THAT(error.what(), StartsWith("short read: the file ends before byte"));
+    }
   }
 }
 
