@@ -4,7 +4,8 @@
 // frame slicing, phi normalisation and phi_filtering, as docs/design.md section 8 describes them.
 // Where the reference silently truncates or guesses, this reader stops with a DataError whose
 // message starts with the file path (a count mismatch between bins and matrices, a target q far
-// from every ring). Matrix values are only read by the BatchSource, as hyperslabs of row ranges.
+// from every ring). Matrix values are only read by the BatchSource: as hyperslabs of row ranges
+// through HDF5, or, for uncompressed float32, directly with preadv (io/direct_reads.h).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -569,6 +570,8 @@ class HdfBatchSource final : public BatchSource {
   void ReleaseReadBuffers() override {
     float_blocks_ = {};
     double_blocks_ = {};
+    direct_reader_.ReleaseBuffers();
+    segments_ = {};
   }
 
  private:

@@ -131,6 +131,14 @@ class DirectReader {
                         int64_t bounce_bytes = kBounceBytes)
       : bounce_above_bytes_(bounce_above_bytes), bounce_bytes_(bounce_bytes) {}
 
+  // Frees the scratch and bounce buffers (allocated again by the next Read that needs them).
+  void ReleaseBuffers() {
+    pieces_ = {};
+    scratch_ = {};
+    bounce_ = {};
+    iovecs_ = {};
+  }
+
   // Reads every segment through `layout` from `fd`. Throws std::runtime_error naming the
   // cause on an I/O error or when the file ends before a needed byte (a truncated file); `out`
   // then holds partial values.
