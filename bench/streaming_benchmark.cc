@@ -33,6 +33,7 @@
 #include "homodyne/dataset.h"
 #include "homodyne/errors.h"
 #include "homodyne/model.h"
+#include "io/read_paths.h"
 #include "objective/batched_objective.h"
 
 namespace {
@@ -174,6 +175,14 @@ int main(int argc, char** argv) {
                 static_cast<long long>(arguments.batch_points), options.chunk_batches,
                 arguments.prefetch ? "on" : "off",
                 arguments.cold ? ", cold (file dropped from the page cache before every pass)" : "");
+
+    // How the float32 reads go (docs/design.md section 8, Input): directly, or through HDF5.
+    const std::vector<std::string> read_paths = homodyne::io_internal::Float32ReadPaths(*source);
+    for (size_t k = 0; k < read_paths.size(); ++k) {
+      std::printf(
+          "angle %zu: float32 reads %s%s\n", k,
+          read_paths[k].empty() ? "direct (preadv)" : "through HDF5: ", read_paths[k].c_str());
+    }
 
     const Clock::time_point load_start = Clock::now();
     homodyne::PackedDataObjective in_memory(model, phi, 0.01,

@@ -119,8 +119,8 @@ class BatchSource {
   // reads only the needed hyperslabs (memory grows with the block, not with N^2).
   virtual void ReadCorrectedRows(int angle, int row_begin, int row_end, std::span<double> out);
 
-  // Frees what the source keeps between reads (the HDF5 source's row blocks, at most 16 MB:
-  // docs/design.md section 8); the next read reads the file again. For callers done reading for
+  // Frees what the source keeps between reads (the HDF5 source's row blocks, at most 16 MB, and
+  // its direct reads' buffers: docs/design.md section 8); the next read reads the file again. For callers done reading for
   // a while, e.g. after loading the data into memory.
   virtual void ReleaseReadBuffers() {}
 };

@@ -4,12 +4,14 @@
 // frame slicing, phi normalisation and phi_filtering, as docs/design.md section 8 describes them.
 // Where the reference silently truncates or guesses, this reader stops with a DataError whose
 // message starts with the file path (a count mismatch between bins and matrices, a target q far
-// from every ring). Matrix values are only read by the BatchSource, as hyperslabs of row ranges.
+// from every ring). Matrix values are only read by the BatchSource: as hyperslabs of row ranges
+// through HDF5, or, for uncompressed float32, directly with preadv (io/direct_reads.h).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <utility>
@@ -17,7 +19,9 @@
 #include "homodyne/dataset.h"
 #include "homodyne/errors.h"
 #include "io/dataset_validation.h"
+#include "io/direct_reads.h"
 #include "io/hdf5_util.h"
+#include "io/read_paths.h"
 #include "model/diagonal_correction.h"
 
 namespace homodyne {
@@ -534,12 +538,16 @@ OpenedDataset Inspect(const DataSelection& selection) {
 
 class HdfBatchSource final : public BatchSource {
  public:
-  explicit HdfBatchSource(OpenedDataset opened)
+  // Decides here, once, which angles' float32 reads are direct (PlanDirectReads).
+  HdfBatchSource(OpenedDataset opened, bool allow_direct_reads)
       : info_(std::move(opened.info)), file_(std::move(opened.file)) {
     datasets_.resize(info_.angles.size());
+    PlanDirectReadsOfEveryAngle(allow_direct_reads);
   }
 
   const DatasetInfo& info() const override { return info_; }
+  // Float32ReadPaths (read_paths.h).
+  const std::vector<std::string>& float32_read_paths() const { return why_not_direct_; }
 
   // Reads may come from another thread than the open (streaming's prefetch thread).
   void ReadUpperTriangleRows(int angle, int row_begin, int row_end,
@@ -548,6 +556,11 @@ class HdfBatchSource final : public BatchSource {
     ReadRows(angle, row_begin, row_end, out);
   }
   void ReadUpperTriangleRows(int angle, int row_begin, int row_end, std::span<float> out) override {
+    HOMODYNE_CHECK(angle >= 0 && angle < info_.num_angles());
+    if (direct_layouts_[static_cast<size_t>(angle)]) {
+      ReadRowsDirectly(angle, row_begin, row_end, out);
+      return;
+    }
     io_internal::InitializeHdf5();
     ReadRows(angle, row_begin, row_end, out);
   }
@@ -557,6 +570,8 @@ class HdfBatchSource final : public BatchSource {
   void ReleaseReadBuffers() override {
     float_blocks_ = {};
     double_blocks_ = {};
+    direct_reader_.ReleaseBuffers();
+    segments_ = {};
   }
 
  private:
@@ -569,6 +584,12 @@ class HdfBatchSource final : public BatchSource {
   // chunks span the rows: one decompression per chunk per pass, one read per block).
   template <typename T>
   void ReadRows(int angle, int row_begin, int row_end, std::span<T> out);
+
+  // The direct path of ReadRows<float> (io/direct_reads.h): each fitted row's segment read with
+  // preadv straight into `out`, one call per run of rows. The same values, bit for bit.
+  void ReadRowsDirectly(int angle, int row_begin, int row_end, std::span<float> out);
+  // Fills direct_layouts_ and why_not_direct_ (every angle through HDF5 when not allowed).
+  void PlanDirectReadsOfEveryAngle(bool allowed);
 
   // Reads a rectangle of file rows/columns relative to the window origin (raw grid indices).
   template <typename T>
@@ -608,7 +629,55 @@ class HdfBatchSource final : public BatchSource {
   int64_t block_rows_ = 0;  // 0 until BlockRows() has looked at the layout
   std::vector<RowBlock<float>> float_blocks_;    // one per angle
   std::vector<RowBlock<double>> double_blocks_;  // one per angle
+  // The direct float32 reads: our descriptor of the file, per angle its layout (nullopt: reads
+  // through HDF5) and why not (empty when direct), the reader's buffers.
+  io_internal::FileDescriptor file_descriptor_;
+  std::vector<std::optional<io_internal::DirectLayout>> direct_layouts_;
+  std::vector<std::string> why_not_direct_;
+  io_internal::DirectReader direct_reader_;
+  std::vector<io_internal::RowSegment> segments_;
 };
+
+void HdfBatchSource::PlanDirectReadsOfEveryAngle(bool allowed) {
+  const size_t angles = info_.angles.size();
+  direct_layouts_.assign(angles, std::nullopt);
+  why_not_direct_.assign(angles, allowed ? "" : "direct reads not allowed");
+  if (!allowed) return;
+  std::string why_not;
+  file_descriptor_ = io_internal::DuplicateHdf5FileDescriptor(file_.get(), &why_not);
+  const io_internal::DirectReadWindow window{info_.first_frame, info_.num_raw_frames};
+  for (size_t k = 0; k < angles; ++k) {
+    if (file_descriptor_.valid()) {
+      why_not.clear();
+      direct_layouts_[k] = io_internal::PlanDirectReads(file_.get(), Dataset(static_cast<int>(k)),
+                                                        file_descriptor_.get(), window, &why_not);
+    }
+    why_not_direct_[k] = direct_layouts_[k] ? "" : why_not;
+  }
+}
+
+void HdfBatchSource::ReadRowsDirectly(int angle, int row_begin, int row_end, std::span<float> out) {
+  const int64_t n = info_.num_times();
+  HOMODYNE_CHECK(row_begin >= 0 && row_begin <= row_end && row_end <= n);
+  HOMODYNE_CHECK(static_cast<int64_t>(out.size()) == UpperTriangleRowsSize(n, row_begin, row_end));
+  // Fitted (i, j), j = i+1..n-1, is raw (i+1, j+1): file row first+i+1 from column first+i+2 on.
+  const int64_t first = info_.first_frame;
+  segments_.clear();
+  float* next = out.data();
+  for (int64_t i = row_begin; i < row_end && i < n - 1; ++i) {
+    segments_.push_back({first + i + 1, first + i + 2, n - 1 - i, next});
+    next += n - 1 - i;
+  }
+  try {
+    direct_reader_.Read(file_descriptor_.get(), *direct_layouts_[static_cast<size_t>(angle)],
+                        segments_);
+  } catch (const std::runtime_error& failure) {
+    Fail(info_.file_path, "cannot read rows " + std::to_string(first + row_begin + 1) + ".." +
+                              std::to_string(first + row_end) + " of " +
+                              info_.angles[static_cast<size_t>(angle)].dataset_path + " (" +
+                              failure.what() + ")");
+  }
+}
 
 hid_t HdfBatchSource::Dataset(int angle) {
   HOMODYNE_CHECK(angle >= 0 && angle < info_.num_angles());
@@ -804,7 +873,17 @@ void BatchSource::ReadCorrectedRows(int angle, int row_begin, int row_end, std::
 DatasetInfo InspectDataset(const DataSelection& selection) { return Inspect(selection).info; }
 
 std::unique_ptr<BatchSource> OpenBatchSource(const DataSelection& selection) {
-  return std::make_unique<HdfBatchSource>(Inspect(selection));
+  return std::make_unique<HdfBatchSource>(Inspect(selection), /*allow_direct_reads=*/true);
+}
+
+std::unique_ptr<BatchSource> io_internal::OpenHdfBatchSource(const DataSelection& selection,
+                                                             bool allow_direct_reads) {
+  return std::make_unique<HdfBatchSource>(Inspect(selection), allow_direct_reads);
+}
+
+std::vector<std::string> io_internal::Float32ReadPaths(const BatchSource& source) {
+  const auto* hdf_source = dynamic_cast<const HdfBatchSource*>(&source);
+  return hdf_source != nullptr ? hdf_source->float32_read_paths() : std::vector<std::string>{};
 }
 
 NonFiniteCount CountNonFinite(BatchSource& source, int rows_per_batch) {

@@ -91,29 +91,68 @@ class StreamingPassData : public PassData {
 
  private:
   // Reads batches [first, last); `chunk` holds exactly those batches. Runs on the caller's
-  // thread or the prefetch thread, never on both at once.
+  // thread or the prefetch thread, never on both at once. Angle by angle, the chunk's batches lie
+  // next to each other in row order, which is the packed upper triangle of the chunk's rows: one
+  // read per angle fetches them all (one preadv for direct reads, docs/design.md section 8). If
+  // that read fails, or a fault is injected into one of its batches, the batches are read one by
+  // one with their retries, so the retries and the error are those of the batch that fails.
   void ReadChunk(std::span<const RowBatch> chunk, int first, int last, int num_angles,
                  ChunkBuffer& buffer) {
     // Holds no chunk until the read succeeds: a failed read leaves part-written values behind.
     buffer.first = buffer.last = -1;
-    size_t total = 0;
-    for (const RowBatch& batch : chunk) total += static_cast<size_t>(batch.points) * num_angles;
+    size_t chunk_points = 0;  // per angle
+    bool consecutive = true;
+    for (size_t c = 0; c < chunk.size(); ++c) {
+      chunk_points += static_cast<size_t>(chunk[c].points);
+      if (c > 0) {
+        consecutive = consecutive && chunk[c].row_begin == chunk[c - 1].row_end &&
+                      chunk[c].offset == chunk[c - 1].offset + chunk[c - 1].points;
+      }
+    }
+    const size_t total = chunk_points * static_cast<size_t>(num_angles);
     // Never shrinks: the buffers settle at the largest chunk, so memory stays constant per pass.
     if (buffer.values.size() < total) buffer.values.resize(total);
-    buffer.starts.clear();
-    size_t start = 0;
-    for (size_t c = 0; c < chunk.size(); ++c) {
-      const RowBatch& batch = chunk[c];
-      for (int k = 0; k < num_angles; ++k) {
-        buffer.starts.push_back(start);
+    // starts[c * num_angles + k]: batch c of angle k, in the order Fetch hands them out.
+    buffer.starts.assign(chunk.size() * static_cast<size_t>(num_angles), 0);
+    for (int k = 0; k < num_angles; ++k) {
+      size_t start = static_cast<size_t>(k) * chunk_points;
+      for (size_t c = 0; c < chunk.size(); ++c) {
+        buffer.starts[c * static_cast<size_t>(num_angles) + static_cast<size_t>(k)] = start;
+        start += static_cast<size_t>(chunk[c].points);
+      }
+    }
+    for (int k = 0; k < num_angles; ++k) {
+      float* angle_values = buffer.values.data() + static_cast<size_t>(k) * chunk_points;
+      if (consecutive && chunk.size() > 1 && !FaultInjectedInto(first, last)) {
+        try {
+          ReadC2Rows(source_, k, chunk.front().row_begin, chunk.back().row_end,
+                     std::span<float>(angle_values, chunk_points));
+          continue;
+        } catch (const Error&) {
+          // Read again batch by batch below, with retries.
+        }
+      }
+      for (size_t c = 0; c < chunk.size(); ++c) {
+        const RowBatch& batch = chunk[c];
         ReadWithRetries(
             first + static_cast<int>(c), batch, k,
-            std::span<float>(buffer.values.data() + start, static_cast<size_t>(batch.points)));
-        start += static_cast<size_t>(batch.points);
+            std::span<float>(
+                buffer.values.data() +
+                    buffer.starts[c * static_cast<size_t>(num_angles) + static_cast<size_t>(k)],
+                static_cast<size_t>(batch.points)));
       }
     }
     buffer.first = first;
     buffer.last = last;
+  }
+
+  // Whether the installed injector fails a read of one of batches [first, last).
+  bool FaultInjectedInto(int first, int last) const {
+    if (faults_ == nullptr) return false;
+    for (int b = first; b < last; ++b) {
+      if (faults_->FailBatchRead(b)) return true;
+    }
+    return false;
   }
 
   // One batch of one angle, retried max_retries times with doubling backoff; then a DataError

@@ -1,9 +1,10 @@
 // The large, chunked and streaming strategies (objective.h) on simulated files: bitwise the same
-// fit whatever the strategy, chunk size, prefetching or thread count, in laminar_flow and
-// two_component, and a pass interrupted and resumed bitwise in both; parameter recovery on >= 1e6
-// points; a fit started at the optimum stays there; a poor start reaches the same optimum; an
-// injected read fault is retried, then stops the pass naming the batch; a corrupt compressed chunk
-// in the middle of the file stops a prefetching pass with an error naming file and dataset.
+// fit whatever the strategy, chunk size, prefetching, thread count or read path (float64 through
+// HDF5, float32 read directly), in laminar_flow and two_component, and a pass interrupted and
+// resumed bitwise in both; parameter recovery on >= 1e6 points; a fit started at the optimum
+// stays there; a poor start reaches the same optimum; an injected read fault is retried, then
+// stops the pass naming the batch; a corrupt compressed chunk in the middle of the file stops a
+// prefetching pass with an error naming file and dataset.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <hdf5.h>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "homodyne/errors.h"
+#include "io/read_paths.h"
 #include "objective/batched_objective.h"
 #include "optimize/levenberg_marquardt.h"
 #include "pipeline/fault_injection.h"
@@ -66,7 +68,8 @@ class StrategiesByModeTest : public StrategiesTest,
            << fit.reason << " (reduced chi2 " << fit.reduced_chi2 << ")";
   }
 
-  void ExpectStrategiesBitwiseEqual(const LossOptions& loss);
+  // dtype: the simulated file's ("float32" files are read directly: docs/design.md section 8).
+  void ExpectStrategiesBitwiseEqual(const LossOptions& loss, const std::string& dtype = "float64");
 };
 
 std::string ModeName(const ::testing::TestParamInfo<AnalysisMode>& info) {
@@ -88,9 +91,17 @@ void ExpectBitwiseEqual(const LevenbergMarquardtSummary& a, const LevenbergMarqu
 
 // Large, chunked and streaming (with and without prefetch, several chunk sizes and thread counts)
 // fit bitwise the same under `loss`.
-void StrategiesByModeTest::ExpectStrategiesBitwiseEqual(const LossOptions& loss) {
-  const Config config = SimulationConfig(GetParam(), 150);
+void StrategiesByModeTest::ExpectStrategiesBitwiseEqual(const LossOptions& loss,
+                                                        const std::string& dtype) {
+  Config config = SimulationConfig(GetParam(), 150);
+  config.simulation.dtype = dtype;
   std::unique_ptr<BatchSource> source = SimulateAndOpen(config);
+  const bool direct = dtype == "float32";  // uncompressed little-endian float32
+  const std::vector<std::string> read_paths = io_internal::Float32ReadPaths(*source);
+  ASSERT_EQ(static_cast<int>(read_paths.size()), source->info().num_angles());
+  for (const std::string& why_not_direct : read_paths) {
+    EXPECT_EQ(why_not_direct.empty(), direct) << why_not_direct;
+  }
   const HomodyneModel model = ModelOf(config, *source);
   const std::vector<double> phi = AnglesOf(*source);
   constexpr int64_t kBatchPoints = 300;
@@ -132,6 +143,12 @@ void StrategiesByModeTest::ExpectStrategiesBitwiseEqual(const LossOptions& loss)
 
 TEST_P(StrategiesByModeTest, LargeChunkedAndStreamingGiveBitwiseTheSameFit) {
   ExpectStrategiesBitwiseEqual(LossOptions{});
+}
+
+// The same from a float32 file, whose values every strategy reads directly (one preadv per
+// read; streaming reads a chunk's batches of one angle with one read).
+TEST_P(StrategiesByModeTest, LargeChunkedAndStreamingGiveBitwiseTheSameFitFromDirectReads) {
+  ExpectStrategiesBitwiseEqual(LossOptions{}, "float32");
 }
 
 // The same under a robust loss (docs/model.md, Robust loss): the rescaled Gram matrices and the

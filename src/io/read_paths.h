@@ -1,0 +1,24 @@
+// Which path the HDF5 data source reads float32 values by (docs/design.md section 8, Input):
+// directly with preadv (io/direct_reads.h) or through HDF5. Private to src/io, its tests and
+// bench/streaming_benchmark.cc (which prints it). No HDF5 types here.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "homodyne/dataset.h"
+
+namespace homodyne::io_internal {
+
+// OpenBatchSource with the direct reads allowed (as OpenBatchSource) or not (every read through
+// HDF5: the reference the tests compare the direct reads with).
+std::unique_ptr<BatchSource> OpenHdfBatchSource(const DataSelection& selection,
+                                                bool allow_direct_reads);
+
+// Per angle of a source made by OpenBatchSource or OpenHdfBatchSource: "" when its float32 reads
+// are direct, otherwise why they go through HDF5 ("stored with a filter", ...). Empty for any
+// other source.
+std::vector<std::string> Float32ReadPaths(const BatchSource& source);
+
+}  // namespace homodyne::io_internal
