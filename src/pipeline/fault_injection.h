@@ -45,8 +45,10 @@ class FaultInjector {
   virtual bool FailAllocation(std::string_view /*site*/) const { return false; }
 
   // Asked before each read of a streamed batch (every angle, every retry;
-  // src/objective/streaming_pass_data.cc). True: the read throws DataError, as a truncated file or
-  // an unreadable dataset would, and the retries and the stop with a checkpoint follow.
+  // src/objective/streaming_pass_data.cc), and for every batch of a chunk before the chunk's
+  // one read per angle: the answer for a batch must not depend on how often it was asked. True:
+  // the read throws DataError, as a truncated file or an unreadable dataset would, and the
+  // retries and the stop with a checkpoint follow.
   virtual bool FailBatchRead(int /*batch_index*/) const { return false; }
 
   // Asked once per fit when its checkpoint orchestration starts
