@@ -58,6 +58,14 @@ constexpr double kMinStartSeparation = 0.1;
 // parameters to this distance (max norm, unit coordinates).
 constexpr double kSameMinimumChi2 = 1e-6;
 constexpr double kSameMinimumDistance = 1e-2;
+// A refinement stops once it has joined a minimum already refined (Search::JoinedMinimum): its
+// point within this distance (max norm, unit coordinates; the separation of the local fits'
+// starts) and its chi2 at most kDegenerateChi2 units of reduced chi2 above it. On the 1.2e7-point benchmark three of four
+// refinements crawl 26 to 34 passes along the gamma_dot_t0 / beta / gamma_dot_t_offset valley
+// into the first one's minimum, and cross into this reach 5 to 7 passes before they end
+// (docs/performance.md, The global phase).
+constexpr double kJoinDistance = kMinStartSeparation;
+constexpr const char* kJoinedStatus = "joined a refined minimum";
 // Two distinct minima are reported degenerate when their chi2 differ by less than
 // degeneracy_threshold (relative, the reference's key) and by less than this many units of the
 // best minimum's reduced chi2 (the data cannot tell them apart).
@@ -161,10 +169,12 @@ class Search {
   // max_iterations > 0 caps the fit's iterations below the search's own. scaling: where the
   // first evaluation takes the linear parameters from (a reduced point); null = the start's.
   GlobalMinimum LocalFit(const Eigen::VectorXd& n, int start_index, double ftol,
-                         int max_iterations = 0, const Eigen::VectorXd* scaling = nullptr) {
+                         int max_iterations = 0, const Eigen::VectorXd* scaling = nullptr,
+                         bool stop_on_joining = false) {
     ++summary_.local_fits;
     if (std::optional<GlobalMinimum> replayed = ReplayedMinimum()) return *replayed;
-    const FinishedFit fit = FitLocally(n, start_index, ftol, max_iterations, scaling);
+    const FinishedFit fit =
+        FitLocally(n, start_index, ftol, max_iterations, scaling, stop_on_joining);
     if (fit.stopped) {
       summary_.stopped = true;  // not a finished fit: not in the trail, a resume repeats it
     } else {
@@ -193,7 +203,8 @@ class Search {
     const int mine = next + inputs_.spread_group->rank();
     if (mine < last) {
       const Candidate& start = starts[static_cast<size_t>(mine)];
-      const FinishedFit fit = FitLocally(start.n, start.index, ftol, max_iterations, nullptr);
+      const FinishedFit fit =
+          FitLocally(start.n, start.index, ftol, max_iterations, nullptr, false);
       record[0] = fit.stopped ? 0.0 : 1.0;
       record[1] = static_cast<double>(fit.status);
       record[2] = fit.minimum.iterations;
@@ -352,7 +363,8 @@ class Search {
   // The projected local fit of LocalFit (not replayed, not recorded). Spread, its callback
   // watches this rank's signal only (the other ranks are at other points of their own fits).
   FinishedFit FitLocally(const Eigen::VectorXd& n, int start_index, double ftol,
-                         int max_iterations, const Eigen::VectorXd* scaling) {
+                         int max_iterations, const Eigen::VectorXd* scaling,
+                         bool stop_on_joining) {
     active_->set_linear_estimate(scaling != nullptr ? (*scaling)(active_->linear_indices())
                                                     : start_scaling_);
     const int64_t passes_before = active_->passes();
@@ -366,12 +378,33 @@ class Search {
         return !inputs_.stop_requested_here();
       };
     }
+    // A refinement that has joined a minimum already refined stops there (JoinedMinimum).
+    std::optional<GlobalMinimum> joined;
+    if (stop_on_joining) {
+      options.callback = [this, &joined,
+                          watch_signal = spreading()](const LevenbergMarquardtIteration& step) {
+        if (watch_signal && inputs_.stop_requested_here()) return false;
+        if (step.iteration > 0 && !step.step_accepted) return true;  // the point did not move
+        joined = JoinedMinimum(step.theta, step.chi2);
+        return !joined.has_value();
+      };
+    }
     // The statistical hold (lm.h) only matters for the fit that is reported; in a false minimum
     // it would hold a search's local fit for dozens of iterations. The final fit applies it.
     options.statistical_tolerance = 0.0;
     const LevenbergMarquardtSummary fit = Minimize(options, *active_, n);
     FinishedFit result;
     result.status = fit.status;
+    if (fit.status == LevenbergMarquardtStatus::kStoppedByCallback && joined) {
+      // Finished: recorded as the minimum it joined, with its own start, iterations and passes.
+      result.minimum = *joined;
+      result.minimum.start = start_index;
+      result.minimum.iterations = fit.iterations;
+      result.minimum.status = kJoinedStatus;
+      result.minimum.passes = active_->passes() - passes_before;
+      result.minimum.reached_by = 1;
+      return result;
+    }
     result.stopped = fit.status == LevenbergMarquardtStatus::kStoppedByCallback;
     result.minimum.reduced = active_->ReducedPoint(fit.theta);
     result.minimum.chi2 = std::isfinite(fit.final_chi2) ? fit.final_chi2 : kInf;
@@ -380,6 +413,23 @@ class Search {
     result.minimum.status = std::string(ToString(fit.status));
     result.minimum.passes = active_->passes() - passes_before;
     return result;
+  }
+
+  // The minimum already found (summary_.minima) that a fit at n with chi2 has joined, if any:
+  // n within kJoinDistance of it (max norm, unit coordinates) and chi2 above its chi2 by at
+  // most kDegenerateChi2 units of its reduced chi2, the difference the data cannot tell from 0.
+  // A fit still below it is not stopped: it may end in a better minimum.
+  std::optional<GlobalMinimum> JoinedMinimum(const Eigen::VectorXd& n, double chi2) const {
+    if (!std::isfinite(chi2)) return std::nullopt;
+    const Eigen::VectorXd unit = space_.ToUnit(n);
+    const double reduced_units = static_cast<double>(std::max<int64_t>(dof(), 1));
+    for (const GlobalMinimum& known : summary_.minima) {
+      const double gap = chi2 - known.chi2;
+      if (!(gap >= 0.0 && gap <= kDegenerateChi2 * known.chi2 / reduced_units)) continue;
+      const Eigen::VectorXd known_unit = space_.ToUnit(projected_.NonlinearPart(known.reduced));
+      if ((unit - known_unit).cwiseAbs().maxCoeff() <= kJoinDistance) return known;
+    }
+    return std::nullopt;
   }
 
   // The next replayed minimum, if the replay has one left (its passes count as replayed).
@@ -645,7 +695,9 @@ std::vector<Candidate> MovedStarts(const Search& search, const GlobalSearchSumma
 
 // With a coarse level: the distinct coarse minima within kRefineWindow reduced chi2 of the best
 // (at most `count`, the best first), each refined by a local fit on the search data from its
-// reduced point (its scaling too). They replace the coarse minima in summary.minima.
+// reduced point (its scaling too). They replace the coarse minima in summary.minima. A
+// refinement that joins a minimum refined before it stops there and counts as that minimum
+// (Search::JoinedMinimum).
 void RefineCoarseMinima(Search& search, const NlsqOptions& nlsq, int count,
                         GlobalSearchSummary& summary) {
   std::vector<GlobalMinimum> coarse = summary.minima;
@@ -663,7 +715,9 @@ void RefineCoarseMinima(Search& search, const NlsqOptions& nlsq, int count,
   for (size_t i = 0; i < chosen.size(); ++i) {
     ++summary.refined_fits;
     GlobalMinimum refined = search.LocalFit(search.Physical(chosen[i].reduced), chosen[i].start,
-                                            nlsq.tolerance, 0, &chosen[i].reduced);
+                                            nlsq.tolerance, 0, &chosen[i].reduced,
+                                            /*stop_on_joining=*/true);
+    if (refined.status == kJoinedStatus) ++summary.joined_refinements;
     refined.reached_by = chosen[i].reached_by;
     search.Record(std::move(refined));
     if (!search.Report("refine", static_cast<int>(i) + 1, static_cast<int>(chosen.size()))) {
@@ -908,6 +962,7 @@ std::string GlobalSearchSummary::BriefReport() const {
   if (coarse_points > 0) {
     line += ": " + first_level + " over " + points_text(coarse_points, coarse_row_stride) + ", " +
             std::to_string(refined_fits) + " refinements " + std::to_string(refine_passes) +
+            (joined_refinements > 0 ? " (" + std::to_string(joined_refinements) + " joined)" : "") +
             " over " + points_text(search_points, row_stride);
   } else {
     line += " over " + points_text(search_points, row_stride) + ": " + first_level;

@@ -72,6 +72,9 @@ struct GlobalSearchSummary {
   int cmaes_runs = 0;              // CMA-ES runs (1 + restarts)
   int moved_fits = 0;              // of the local fits, those from the mode's search moves
   int refined_fits = 0;            // of the local fits, coarse minima refined on the search data
+  // Of the refinements, those stopped once they had joined a minimum refined before them
+  // (docs/design.md section 4b, Coarse to fine).
+  int joined_refinements = 0;
   int64_t passes = 0;              // passes over the search data (replayed ones included)
   // How the passes were spent (replayed ones included): one per screened candidate or CMA-ES
   // evaluation, the local fits from screened candidates (or CMA-ES points), the moved fits.

@@ -35,8 +35,10 @@ class GlobalSearchTest : public SimulatedDataTest {
     SetUpMode(AnalysisMode::kLaminarFlow);
   }
 
-  void SetUpMode(AnalysisMode mode) {
-    config_ = SimulationConfig(mode, 120);
+  void SetUpMode(AnalysisMode mode, int frames = 120,
+                 const std::vector<double>& physical_parameters = {}) {
+    config_ = SimulationConfig(mode, frames);
+    if (!physical_parameters.empty()) config_.simulation.physical_parameters = physical_parameters;
     objective_ = MakeObjective(config_, 4000);
     truth_ = Truth(config_);
     std::vector<ScalingEstimate> starts;
@@ -532,6 +534,48 @@ TEST_F(GlobalSearchTest, ResumedCmaesSearchIsBitwise) {
   nlsq.cmaes.preset = CmaesPreset::kCmaesFast;
   // Stopped inside CMA-ES (the staged grid is screened first).
   ExpectResumedSearchIsBitwise(GlobalSearchMethod::kCmaes, nlsq, Inputs(), 5, "cmaes");
+}
+
+TEST_F(GlobalSearchTest, ARefinementThatJoinsARefinedMinimumStopsThereAndResumesBitwise) {
+  // beta 0: gamma_dot_t0 and gamma_dot_t_offset form a flat valley, along which the coarse fits
+  // stop at distinct points. Their refinements on all rows crawl into one minimum; those that
+  // reach a minimum refined before them stop there (docs/design.md section 4b, coarse to fine).
+  SetUpMode(AnalysisMode::kLaminarFlow, 120, {3000.0, -0.5, 10.0, 2.0e-4, 0.0, -5.0e-5, 5.0});
+  UseCoarseLevel(4);
+  const GlobalSearchSummary summary =
+      RunGlobalSearch(GlobalSearchMethod::kAuto, NlsqOptions{}, Inputs());
+  ASSERT_EQ(summary.refined_fits, 4) << summary.BriefReport();
+  EXPECT_EQ(summary.joined_refinements, 3) << summary.BriefReport();
+  EXPECT_NE(summary.BriefReport().find("4 refinements " + std::to_string(summary.refine_passes) +
+                                       " (3 joined)"),
+            std::string::npos)
+      << summary.BriefReport();
+  // In the trail, a joined refinement holds the minimum it joined: bitwise one of the
+  // refinements before it, with its own passes.
+  const std::vector<GlobalMinimum>& trail = summary.trail.minima;
+  ASSERT_GE(trail.size(), 4u);
+  const size_t first_refinement = trail.size() - 4;
+  int joined = 0;
+  for (size_t i = first_refinement; i < trail.size(); ++i) {
+    if (trail[i].status != "joined a refined minimum") continue;
+    ++joined;
+    EXPECT_GT(trail[i].passes, 0);
+    bool found = false;
+    for (size_t j = first_refinement; j < i; ++j) {
+      found = found || (trail[j].chi2 == trail[i].chi2 &&
+                        (trail[j].reduced.array() == trail[i].reduced.array()).all());
+    }
+    EXPECT_TRUE(found) << "refinement " << i - first_refinement;
+  }
+  EXPECT_EQ(joined, 3);
+  // The joined refinements count for the minimum they joined (each with its coarse minimum's
+  // local fits), which is the only one.
+  ASSERT_EQ(summary.minima.size(), 1u);
+  EXPECT_GE(summary.minima.front().reached_by, 4);
+  ExpectGlobalOptimum(summary, {"D0", "alpha", "D_offset"});
+  // Stopped after the first refinement, and after a joined one.
+  ExpectResumedSearchIsBitwise(GlobalSearchMethod::kAuto, NlsqOptions{}, Inputs(), 1, "refine");
+  ExpectResumedSearchIsBitwise(GlobalSearchMethod::kAuto, NlsqOptions{}, Inputs(), 3, "refine");
 }
 
 }  // namespace
