@@ -56,6 +56,15 @@ TestFileSpec Float32Spec(int frames, int chunk_rows, int chunk_cols = 0) {
   return spec;
 }
 
+// Float32Spec with one matrix (phi 0, bin 1): the tests of one large matrix.
+TestFileSpec SingleFloat32Spec(int frames, int chunk_rows, int chunk_cols = 0) {
+  TestFileSpec spec = Float32Spec(frames, chunk_rows, chunk_cols);
+  spec.num_matrices = 1;
+  spec.phi_values = {0.0};
+  spec.bins = {1};
+  return spec;
+}
+
 // How CopyWithStorage stores the matrices.
 struct Storage {
   bool contiguous = false;
@@ -182,10 +191,7 @@ TEST_F(DirectReadsTest, ChunksSplitAcrossColumnsReadDirectlyTheSameBits) {
 // than one preadv may take (IOV_MAX).
 TEST_F(DirectReadsTest, ManySmallChunksReadDirectlyTheSameBits) {
   const std::string path = PathOf("small_tiles.h5");
-  TestFileSpec spec = Float32Spec(300, 4, 3);
-  spec.num_matrices = 1;
-  spec.phi_values = {0.0};
-  spec.bins = {1};
+  TestFileSpec spec = SingleFloat32Spec(300, 4, 3);
   WriteTestFile(path, spec);
   Open(SelectionFor(path));
   EXPECT_THAT(ReadPaths(), Each(std::string()));
@@ -290,10 +296,7 @@ TEST_F(DirectReadsTest, Float64AndCompressedReadThroughHdf5) {
 // 1.3 MB), here with chunks split across columns (pieces out of output order).
 TEST_F(DirectReadsTest, LargeReadsThroughTheBounceBufferGiveTheSameBits) {
   const std::string path = PathOf("large.h5");
-  TestFileSpec spec = Float32Spec(800, 60, 300);
-  spec.num_matrices = 1;
-  spec.phi_values = {0.0};
-  spec.bins = {1};
+  TestFileSpec spec = SingleFloat32Spec(800, 60, 300);
   WriteTestFile(path, spec);
   Open(SelectionFor(path));
   EXPECT_THAT(ReadPaths(), Each(std::string()));
@@ -379,10 +382,7 @@ TEST_F(DirectReadsTest, ReaderReportsAShortRead) {
 // read.
 TEST_F(DirectReadsTest, FileTruncatedUnderTheSourceIsADataError) {
   const std::string path = PathOf("truncated.h5");
-  TestFileSpec spec = Float32Spec(300, 30);
-  spec.num_matrices = 1;
-  spec.phi_values = {0.0};
-  spec.bins = {1};
+  TestFileSpec spec = SingleFloat32Spec(300, 30);
   WriteTestFile(path, spec);
   std::unique_ptr<BatchSource> source = OpenBatchSource(SelectionFor(path));
   ASSERT_THAT(io_internal::Float32ReadPaths(*source), Each(std::string()));
@@ -411,10 +411,7 @@ TEST_F(DirectReadsTest, FileTruncatedUnderTheSourceIsADataError) {
 // a crash.
 TEST_F(DirectReadsTest, FileTruncatedBeforeOpeningIsADataError) {
   const std::string path = PathOf("truncated_before.h5");
-  TestFileSpec spec = Float32Spec(300, 30);
-  spec.num_matrices = 1;
-  spec.phi_values = {0.0};
-  spec.bins = {1};
+  TestFileSpec spec = SingleFloat32Spec(300, 30);
   WriteTestFile(path, spec);
   std::filesystem::resize_file(path, std::filesystem::file_size(path) / 2);
   try {
