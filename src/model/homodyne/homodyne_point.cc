@@ -9,6 +9,7 @@
 // as the reference, so it agrees with it to rounding at any phase size.
 #include "model/homodyne/homodyne_point.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <memory>
@@ -22,6 +23,7 @@
 #include "model/homodyne/homodyne_pass_variant.h"
 #include "model/mode_point.h"
 #include "model/separable_exp.h"
+#include "model/vector_math.h"
 
 namespace homodyne {
 namespace {
@@ -62,10 +64,13 @@ inline void SincAndDerivative(double x, double* sinc, double* derivative) {
 // derivatives of the integral with respect to (amplitude, exponent, rate_offset): columns of n
 // values in `derivatives` (3 n). Where the floor is active the rate's derivatives are zero (as
 // JAX's autodiff of the floor).
-void IntegrateRate(const std::vector<double>& guarded_times, double amplitude, double exponent,
-                   double rate_offset, std::vector<double>* cumulative,
+// log_guarded_times[k] = log(guarded_times[k]), computed once for both rates: ts^exponent is
+// exp(exponent log ts) (one exp per time instead of a pow and a log; within a few ulp of pow,
+// docs/performance.md, Per-pass set-up).
+void IntegrateRate(const std::vector<double>& log_guarded_times, double amplitude,
+                   double exponent, double rate_offset, std::vector<double>* cumulative,
                    std::vector<double>* derivatives) {
-  const std::size_t n = guarded_times.size();
+  const std::size_t n = log_guarded_times.size();
   cumulative->assign(n, 0.0);
   derivatives->assign(3 * n, 0.0);
   double* d_amplitude = derivatives->data();
@@ -75,13 +80,13 @@ void IntegrateRate(const std::vector<double>& guarded_times, double amplitude, d
   double previous_rate = 0.0;
   double previous_partials[3] = {0.0, 0.0, 0.0};
   for (std::size_t k = 0; k < n; ++k) {
-    const double ts = guarded_times[k];
-    const double power = std::pow(ts, exponent);
+    const double log_ts = log_guarded_times[k];
+    const double power = std::exp(exponent * log_ts);
     const double raw_rate = amplitude * power + rate_offset;
     const bool active = raw_rate > kRateFloor;
     const double rate = active ? raw_rate : kRateFloor;
     const double partials[3] = {
-        active ? power : 0.0, active ? amplitude * power * std::log(ts) : 0.0, active ? 1.0 : 0.0};
+        active ? power : 0.0, active ? amplitude * power * log_ts : 0.0, active ? 1.0 : 0.0};
     if (k > 0) {
       (*cumulative)[k] = (*cumulative)[k - 1] + 0.5 * (previous_rate + rate);
       d_amplitude[k] = d_amplitude[k - 1] + 0.5 * (previous_partials[0] + partials[0]);
@@ -260,7 +265,10 @@ class HomodynePass final : public ModePass {
   // The angles' tables sin(s C_G[j]) and cos(s C_G[j]) (AngleCoefficients::shear_sin, shear_cos;
   // s = phase_per_step): s C_G[j] = hi + lo exactly (lo from an FMA), sin(hi + lo) = sin(hi) +
   // lo cos(hi) and cos(hi + lo) = cos(hi) - lo sin(hi) (|lo| <= ulp(hi) / 2: the next terms are
-  // below the rounding of the values).
+  // below the rounding of the values). sin(hi) and cos(hi) from vector_math::SinCos in a
+  // vectorised loop (a few ulp; a pass of the global phase's coarse level spent about as long
+  // on libm's 2 N calls per angle as on its points: docs/performance.md, Per-pass set-up), or
+  // libm where a phase exceeds its domain (C_G grows, so the ends of the table bound |hi|).
   void BuildShearTables() {
     const std::vector<double>& shear = point_.cumulative_shear_;
     const size_t n = shear.size();
@@ -269,12 +277,28 @@ class HomodynePass final : public ModePass {
       double* sin_table = shear_tables_.data() + 2 * n * k;
       double* cos_table = sin_table + n;
       const double s = angles_[k].phase_per_step;
-      for (size_t j = 0; j < n; ++j) {
-        const double hi = s * shear[j];
-        const double lo = std::fma(s, shear[j], -hi);
-        const double sin_hi = std::sin(hi), cos_hi = std::cos(hi);
-        sin_table[j] = sin_hi + lo * cos_hi;
-        cos_table[j] = cos_hi - lo * sin_hi;
+      const double* c_g = shear.data();
+      const bool vector_domain =
+          n == 0 || std::max(std::fabs(s * c_g[0]), std::fabs(s * c_g[n - 1])) <=
+                        vector_math::kSinCosMaxArgument;  // NaN: libm
+      if (vector_domain) {
+#pragma omp simd
+        for (size_t j = 0; j < n; ++j) {
+          const double hi = s * c_g[j];
+          const double lo = std::fma(s, c_g[j], -hi);
+          double sin_hi, cos_hi;
+          vector_math::SinCos(hi, &sin_hi, &cos_hi);
+          sin_table[j] = sin_hi + lo * cos_hi;
+          cos_table[j] = cos_hi - lo * sin_hi;
+        }
+      } else {
+        for (size_t j = 0; j < n; ++j) {
+          const double hi = s * c_g[j];
+          const double lo = std::fma(s, c_g[j], -hi);
+          const double sin_hi = std::sin(hi), cos_hi = std::cos(hi);
+          sin_table[j] = sin_hi + lo * cos_hi;
+          cos_table[j] = cos_hi - lo * sin_hi;
+        }
       }
       angles_[k].shear_sin = sin_table;
       angles_[k].shear_cos = cos_table;
@@ -411,14 +435,16 @@ HomodyneRateTables ComputeHomodyneRateTables(const HomodyneModel& model,
   const double spacing = std::abs(t[n > 1 ? 1 : 0] - t[0]);
   const double half_spacing = 0.5 * spacing;
   const double eps_t = half_spacing > kMinTimeGuardSeconds ? half_spacing : kMinTimeGuardSeconds;
-  std::vector<double> guarded_times(n);
-  for (std::size_t k = 0; k < n; ++k) guarded_times[k] = t[k] > eps_t ? t[k] : eps_t;
+  std::vector<double> log_guarded_times(n);
+  for (std::size_t k = 0; k < n; ++k) {
+    log_guarded_times[k] = std::log(t[k] > eps_t ? t[k] : eps_t);
+  }
 
   HomodyneRateTables tables;
-  IntegrateRate(guarded_times, physical_parameters[kD0], physical_parameters[kAlpha],
+  IntegrateRate(log_guarded_times, physical_parameters[kD0], physical_parameters[kAlpha],
                 physical_parameters[kDOffset], &tables.diffusion, &tables.diffusion_derivatives);
   if (model.mode() == AnalysisMode::kLaminarFlow) {
-    IntegrateRate(guarded_times, physical_parameters[kGammaDot0], physical_parameters[kBeta],
+    IntegrateRate(log_guarded_times, physical_parameters[kGammaDot0], physical_parameters[kBeta],
                   physical_parameters[kGammaDotOffset], &tables.shear, &tables.shear_derivatives);
   }
   return tables;
