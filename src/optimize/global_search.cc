@@ -237,15 +237,23 @@ class Search {
   // Items per round of a stage: the ranks when spreading(), else 1.
   int round_size() const { return spreading() ? inputs_.spread_group->size() : 1; }
 
+  // The distance of two physical points in the search's unit coordinates (max norm): what the
+  // starts' separation, the same-minimum test and the joining of refinements measure.
+  double UnitDistance(const Eigen::VectorXd& a, const Eigen::VectorXd& b) const {
+    return (space_.ToUnit(a) - space_.ToUnit(b)).cwiseAbs().maxCoeff();
+  }
+  // chi2 per degree of freedom of the data the search runs on now (dof() at least 1).
+  double ReducedChi2(double chi2) const {
+    return chi2 / static_cast<double>(std::max<int64_t>(dof(), 1));
+  }
+
   // Whether two minima are the same one: chi2 within kSameMinimumChi2 (relative) and the
   // physical parameters within kSameMinimumDistance (unit coordinates, max norm).
   bool SameMinimum(const GlobalMinimum& a, const GlobalMinimum& b) const {
     const bool same_chi2 =
         std::abs(a.chi2 - b.chi2) <= kSameMinimumChi2 * std::max(a.chi2, b.chi2);
     if (!same_chi2) return false;
-    const Eigen::VectorXd a_unit = space_.ToUnit(projected_.NonlinearPart(a.reduced));
-    const Eigen::VectorXd b_unit = space_.ToUnit(projected_.NonlinearPart(b.reduced));
-    return (a_unit - b_unit).cwiseAbs().maxCoeff() <= kSameMinimumDistance;
+    return UnitDistance(Physical(a.reduced), Physical(b.reduced)) <= kSameMinimumDistance;
   }
 
   // Adds a minimum unless it is one already found (then keeps the lower chi2 of the two).
@@ -421,13 +429,10 @@ class Search {
   // A fit still below it is not stopped: it may end in a better minimum.
   std::optional<GlobalMinimum> JoinedMinimum(const Eigen::VectorXd& n, double chi2) const {
     if (!std::isfinite(chi2)) return std::nullopt;
-    const Eigen::VectorXd unit = space_.ToUnit(n);
-    const double reduced_units = static_cast<double>(std::max<int64_t>(dof(), 1));
     for (const GlobalMinimum& known : summary_.minima) {
       const double gap = chi2 - known.chi2;
-      if (!(gap >= 0.0 && gap <= kDegenerateChi2 * known.chi2 / reduced_units)) continue;
-      const Eigen::VectorXd known_unit = space_.ToUnit(projected_.NonlinearPart(known.reduced));
-      if ((unit - known_unit).cwiseAbs().maxCoeff() <= kJoinDistance) return known;
+      if (!(gap >= 0.0 && gap <= kDegenerateChi2 * ReducedChi2(known.chi2))) continue;
+      if (UnitDistance(n, Physical(known.reduced)) <= kJoinDistance) return known;
     }
     return std::nullopt;
   }
@@ -629,11 +634,9 @@ std::vector<Candidate> ChooseStarts(std::vector<Candidate> screened, const std::
     if (added >= count) break;
     if (!std::isfinite(candidate.chi2)) break;
     if (std::find(fixed.begin(), fixed.end(), candidate.index) != fixed.end()) continue;
-    const Eigen::VectorXd unit = search.space().ToUnit(candidate.n);
     bool separate = true;
     for (const Candidate& other : chosen) {
-      separate = separate && (unit - search.space().ToUnit(other.n)).cwiseAbs().maxCoeff() >=
-                                 kMinStartSeparation;
+      separate = separate && search.UnitDistance(candidate.n, other.n) >= kMinStartSeparation;
     }
     if (!separate) continue;
     chosen.push_back(candidate);
@@ -703,7 +706,7 @@ void RefineCoarseMinima(Search& search, const NlsqOptions& nlsq, int count,
   std::vector<GlobalMinimum> coarse = summary.minima;
   SortByChi2(coarse);
   if (coarse.empty()) return;
-  const double reduced = coarse.front().chi2 / static_cast<double>(std::max<int64_t>(search.dof(), 1));
+  const double reduced = search.ReducedChi2(coarse.front().chi2);
   const double limit = coarse.front().chi2 + kRefineWindow * reduced;
   std::vector<GlobalMinimum> chosen;
   for (const GlobalMinimum& minimum : coarse) {
@@ -912,7 +915,7 @@ void WarnAboutDegenerateMinima(const Search& search, double threshold,
     if (relative > threshold) continue;
     // And statistically alike: with 1e7 points every local minimum is within 10% of the best,
     // so the difference must also be within kDegenerateChi2 in units of the best reduced chi2.
-    const double reduced = best.chi2 / static_cast<double>(std::max<int64_t>(search.dof(), 1));
+    const double reduced = search.ReducedChi2(best.chi2);
     if (other.chi2 - best.chi2 > kDegenerateChi2 * reduced) continue;
     std::string differ;
     const Eigen::VectorXd best_physical = search.Physical(best.reduced);
