@@ -269,6 +269,27 @@ class HomodynePass final : public ModePass {
   // vectorised loop (a few ulp; with the rates' single log, the set-up of a pass at N = 600 fell
   // from 50 to 28 us: docs/performance.md, Per-pass set-up), or libm where a phase exceeds its
   // domain (C_G grows, so the ends of the table bound |hi|).
+  // One angle's tables (BuildShearTables), sin(hi) and cos(hi) from vector_math::SinCos
+  // (kVector) or libm.
+  template <bool kVector>
+  static void FillShearTable(double s, const double* c_g, size_t n, double* sin_table,
+                             double* cos_table) {
+#pragma omp simd
+    for (size_t j = 0; j < n; ++j) {
+      const double hi = s * c_g[j];
+      const double lo = std::fma(s, c_g[j], -hi);
+      double sin_hi, cos_hi;
+      if constexpr (kVector) {
+        vector_math::SinCos(hi, &sin_hi, &cos_hi);
+      } else {
+        sin_hi = std::sin(hi);
+        cos_hi = std::cos(hi);
+      }
+      sin_table[j] = sin_hi + lo * cos_hi;
+      cos_table[j] = cos_hi - lo * sin_hi;
+    }
+  }
+
   void BuildShearTables() {
     const std::vector<double>& shear = point_.cumulative_shear_;
     const size_t n = shear.size();
@@ -282,23 +303,9 @@ class HomodynePass final : public ModePass {
           n == 0 || std::max(std::fabs(s * c_g[0]), std::fabs(s * c_g[n - 1])) <=
                         vector_math::kSinCosMaxArgument;  // NaN: libm
       if (vector_domain) {
-#pragma omp simd
-        for (size_t j = 0; j < n; ++j) {
-          const double hi = s * c_g[j];
-          const double lo = std::fma(s, c_g[j], -hi);
-          double sin_hi, cos_hi;
-          vector_math::SinCos(hi, &sin_hi, &cos_hi);
-          sin_table[j] = sin_hi + lo * cos_hi;
-          cos_table[j] = cos_hi - lo * sin_hi;
-        }
+        FillShearTable<true>(s, c_g, n, sin_table, cos_table);
       } else {
-        for (size_t j = 0; j < n; ++j) {
-          const double hi = s * c_g[j];
-          const double lo = std::fma(s, c_g[j], -hi);
-          const double sin_hi = std::sin(hi), cos_hi = std::cos(hi);
-          sin_table[j] = sin_hi + lo * cos_hi;
-          cos_table[j] = cos_hi - lo * sin_hi;
-        }
+        FillShearTable<false>(s, c_g, n, sin_table, cos_table);
       }
       angles_[k].shear_sin = sin_table;
       angles_[k].shear_cos = cos_table;
