@@ -124,6 +124,28 @@ resume_on_3_ranks_and_one_process() {
 
 checkpoint_count() { find checkpoints -name 'homodyne_state_batch_*.h5' 2>/dev/null | wc -l; }
 
+# signal_rank_1 BATCHES:SIGNAL COMMAND...: COMMAND on 2 ranks, rank 1 alone with
+# HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=BATCHES:SIGNAL (the faults program raises signal number
+# SIGNAL once it has counted BATCHES batches).
+signal_rank_1() {
+  local spec=$1
+  shift
+  ranks 2 bash -c '
+    [ "${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}" = 1 ] &&
+      export HOMODYNE_TEST_SIGNAL_AFTER_BATCHES="$0"
+    exec "$@"' "$spec" "$@"
+}
+
+# interrupt_rank_1_after BATCHES: a job of 2 ranks of the faults program (with the caller's
+# `flags`, output in ./interrupted) whose rank 1 alone gets SIGTERM after BATCHES batches; it
+# must exit 3 and leave exactly one checkpoint. Its output stays in last_output.
+interrupt_rank_1_after() {
+  expect_exit 3 "interrupted by SIGTERM; checkpoint saved" \
+    signal_rank_1 "$1:15" "$faults_program" "${flags[@]}" --output-dir interrupted
+  [ "$(checkpoint_count)" -eq 1 ] ||
+    { echo "FAIL: $(checkpoint_count) checkpoints after the interruption, expected 1"; failures=$((failures + 1)); }
+}
+
 case "$case_name" in
   bitwise)
     mode=$1 strategy=$2
@@ -166,12 +188,7 @@ case "$case_name" in
     rm -rf checkpoints
     # SIGTERM on rank 1 only, after 33000 batches: in the coarse local fits (a coarse pass is
     # about 100 batches, the screening 305 passes). Every rank stops at the end of the round.
-    expect_exit 3 "interrupted by SIGTERM; checkpoint saved" ranks 2 bash -c '
-      [ "${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}" = 1 ] &&
-        export HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=33000:15
-      exec "$@"' rank "$faults_program" "${flags[@]}" --output-dir interrupted
-    [ "$(checkpoint_count)" -eq 1 ] ||
-      { echo "FAIL: $(checkpoint_count) checkpoints after the interruption, expected 1"; failures=$((failures + 1)); }
+    interrupt_rank_1_after 33000
     grep -q "global search local fit" <<<"$last_output" ||
       { echo "FAIL: not stopped in the local fits"; failures=$((failures + 1)); }
     resume_on_3_ranks_and_one_process single
@@ -185,12 +202,7 @@ case "$case_name" in
     expect_exit 0 "results in" "$bin_dir/homodyne" "${flags[@]}" --output-dir reference
     rm -rf checkpoints
     # SIGTERM on rank 1 only, after 30 batches: every rank stops at the same chunk boundary.
-    expect_exit 3 "interrupted by SIGTERM; checkpoint saved" ranks 2 bash -c '
-      [ "${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}" = 1 ] &&
-        export HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=30:15
-      exec "$@"' rank "$faults_program" "${flags[@]}" --output-dir interrupted
-    [ "$(checkpoint_count)" -eq 1 ] ||
-      { echo "FAIL: $(checkpoint_count) checkpoints after the interruption, expected 1"; failures=$((failures + 1)); }
+    interrupt_rank_1_after 30
     [ ! -e interrupted/nlsq/parameters.json ] ||
       { echo "FAIL: the interrupted job wrote results"; failures=$((failures + 1)); }
     # Resumed by a job of another rank count, and (from a copy) by the single process: both
@@ -202,10 +214,7 @@ case "$case_name" in
     flags=(--config fit.yaml --strategy streaming --threads 1 --global-search off
            --no-variable-projection)
     start=$(date +%s)
-    ranks 2 bash -c '
-      [ "${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}" = 1 ] &&
-        export HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=30:9
-      exec "$@"' rank "$faults_program" "${flags[@]}" --output-dir killed > killed.log 2>&1
+    signal_rank_1 30:9 "$faults_program" "${flags[@]}" --output-dir killed > killed.log 2>&1
     code=$?
     seconds=$(( $(date +%s) - start ))
     if [ "$code" -eq 0 ] || [ "$code" -eq 124 ]; then
