@@ -19,10 +19,13 @@ namespace homodyne {
 namespace {
 
 // A call with fewer points than this is computed on the calling thread: starting a parallel
-// region costs more than the work (and far more on a loaded machine, where the threads wait
-// for time slices: 80x slower measured on a 1e4-point pass at load 7 on 2 cores). Each batch's
-// sums are the same either way.
-constexpr int64_t kMinParallelChunkPoints = 1 << 16;
+// region costs more than the work. Since a worker that has not woken by the time the caller has
+// taken the last batch no longer takes part (worker_pool.h), a region costs the caller a wake-up
+// call even on a loaded machine, not a wait for the scheduler (before, this was 1 << 16, and a
+// 1e4-point pass at load 7 on 2 cores was 80x slower in parallel). The global phase's coarse
+// level (about 5e4 points, docs/design.md section 4b) is above it: its passes use every thread
+// (docs/performance.md, The global phase). Each batch's sums are the same either way.
+constexpr int64_t kMinParallelChunkPoints = 1 << 13;
 
 // True when the batches are worth a parallel region.
 bool ParallelWorthIt(std::span<const RowBatch> batches, int num_angles) {

@@ -48,7 +48,11 @@ thread_local bool on_worker_thread = false;
 
 class WorkerPool {
  public:
-  // ParallelFor with the loop lock held by the caller.
+  // ParallelFor with the loop lock held by the caller. The caller takes indices too; once none
+  // are left it closes the loop and waits only for the workers that joined it before: a worker
+  // that has not woken by then (on a loaded machine it may wait milliseconds for a time slice)
+  // no longer takes part, so a short loop costs the caller a wake-up call, never a wait for the
+  // scheduler.
   void Run(int count, int threads, const std::function<void(int, int)>& body) {
     EnsureWorkers(threads - 1);
     {
@@ -56,17 +60,21 @@ class WorkerPool {
       body_ = &body;
       count_ = count;
       participants_ = std::min(threads - 1, static_cast<int>(workers_.size()));
+      closed_ = false;
       next_.store(0, std::memory_order_relaxed);
       failed_.store(false, std::memory_order_relaxed);
       error_ = nullptr;
-      remaining_.store(participants_, std::memory_order_relaxed);
       generation_.fetch_add(1, std::memory_order_release);
     }
     wake_.notify_all();
     Participate(body, count, 0);
-    if (!SpinUntil([this] { return remaining_.load(std::memory_order_acquire) == 0; })) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      closed_ = true;  // from here on active_ only falls
+    }
+    if (!SpinUntil([this] { return active_.load(std::memory_order_acquire) == 0; })) {
       std::unique_lock<std::mutex> lock(mutex_);
-      done_.wait(lock, [this] { return remaining_.load(std::memory_order_acquire) == 0; });
+      done_.wait(lock, [this] { return active_.load(std::memory_order_acquire) == 0; });
     }
     std::exception_ptr error;
     {
@@ -115,20 +123,22 @@ class WorkerPool {
         wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
       }
       // The loop to join, read under the lock so that generation and loop agree (a worker that
-      // is not part of a loop may see the next one's instead; it never sees a mix).
+      // is not part of a loop may see the next one's instead; it never sees a mix). A loop the
+      // caller has closed (Run) is not joined.
       const std::function<void(int, int)>* body = nullptr;
       int count = 0;
       bool participant = false;
       {
         std::lock_guard<std::mutex> lock(mutex_);
         seen = generation_.load(std::memory_order_acquire);
-        participant = slot <= participants_ && body_ != nullptr;
+        participant = slot <= participants_ && body_ != nullptr && !closed_;
+        if (participant) active_.fetch_add(1, std::memory_order_relaxed);
         body = body_;
         count = count_;
       }
       if (!participant) continue;
       Participate(*body, count, slot);
-      if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      if (active_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
         std::lock_guard<std::mutex> lock(mutex_);
         done_.notify_one();
       }
@@ -137,16 +147,18 @@ class WorkerPool {
 
   std::mutex loop_mutex_;
   std::vector<std::thread> workers_;  // detached; slot k + 1 is workers_[k]
-  // The loop being run, under mutex_ (next_, failed_, remaining_ also change without it).
+  // The loop being run, under mutex_ (next_, failed_, active_ also change without it).
   std::mutex mutex_;
   std::condition_variable wake_;  // a new generation
-  std::condition_variable done_;  // remaining_ reached 0
+  std::condition_variable done_;  // active_ reached 0 after the loop was closed
   std::atomic<uint64_t> generation_{0};
   const std::function<void(int, int)>* body_ = nullptr;
   int count_ = 0;
-  int participants_ = 0;  // workers with slots 1 .. participants_ take part
+  int participants_ = 0;  // workers with slots 1 .. participants_ may take part
+  bool closed_ = false;   // no index left for a worker that has not joined yet
   std::atomic<int> next_{0};
-  std::atomic<int> remaining_{0};  // participants not yet done
+  std::atomic<int> active_{0};  // workers that joined the loop and are not done (under mutex_
+                                // it rises, only before closed_)
   std::atomic<bool> failed_{false};
   std::exception_ptr error_;
 };

@@ -20,7 +20,8 @@ namespace homodyne {
 // order). Indices are handed out in increasing order to whichever thread is free (a dynamic
 // schedule); `slot` in [0, threads) names the thread that runs the call, so that per-thread
 // scratch of this loop can be indexed by it: no two calls of one loop with the same slot run at
-// once. Returns when
+// once. A worker that has not woken by the time the calling thread has taken the last index
+// does not take part (the call does not wait for the scheduler to run it). Returns when
 // every call has returned. If calls throw, the first exception caught is rethrown here after the
 // others have finished (the remaining indices are skipped).
 //
