@@ -344,7 +344,7 @@ void TileSharedFactors(const Inputs& in, int i, int j_begin, int count,
 // rows for non-finite data, then gram += tile^T tile (lower triangle).
 // Under the linear loss the tile goes into the angle's lane Gram (lanes; gram_block.h), under a
 // robust loss straight into gram.
-template <bool kLaminar, SinCosForm kForm>
+template <bool kLaminar, SinCosForm kForm, bool kLinear>
 void AccumulateTile(const AngleCoefficients& angle, const ProductTables& tables, const float* data,
                     int count, int gram_size, const PassLoss& loss, const Scratch& scratch,
                     double* lanes, double* gram, int64_t& finite_points) {
@@ -431,14 +431,20 @@ void AccumulateTile(const AngleCoefficients& angle, const ProductTables& tables,
       tile[kPhi0Column * kTile + t] = dc2_dphi0;
     }
     tile[kPhysical * kTile + t] = weight * g1_squared;  // d c2 / d contrast
-    tile[(kPhysical + 1) * kTile + t] = weight;         // d c2 / d offset
     // weight * (d - c2) would be NaN for non-finite d.
-    tile[(kPhysical + 2) * kTile + t] = weight > 0.0 ? d - c2 : 0.0;
+    const double e = weight > 0.0 ? d - c2 : 0.0;
+    if constexpr (kLinear) {
+      // d c2 / d offset (= weight) is not stored: AddTileToOffsetLaneGram sums its Gram row.
+      tile[(kPhysical + 1) * kTile + t] = e;
+    } else {
+      tile[(kPhysical + 1) * kTile + t] = weight;  // d c2 / d offset
+      tile[(kPhysical + 2) * kTile + t] = e;
+    }
     finite += weight > 0.0 ? 1 : 0;
   }
   finite_points += finite;
-  if (loss.function == LossFunction::kLinear) {
-    AddTileToLaneGram(tile, count, gram_size, lanes);
+  if constexpr (kLinear) {
+    AddTileToOffsetLaneGram(tile, count, finite, gram_size, lanes);
   } else {
     AddRobustTileGram(loss, tile, count, gram_size, gram);
   }
@@ -661,13 +667,20 @@ void AccumulateRows(const Inputs& in, int row_begin, int row_end, const float* c
       [&]<bool kLaminar, SinCosForm kForm>(int k, const AngleCoefficients& angle,
                                            const ProductTables& tables, const float* values,
                                            int count) {
-        AccumulateTile<kLaminar, kForm>(angle, tables, values, count, in.gram_size, in.loss,
-                                        scratch, scratch.lane_grams + k * lane_gram_doubles,
-                                        grams[k], finite_points[k]);
+        if (in.loss.function == LossFunction::kLinear) {
+          AccumulateTile<kLaminar, kForm, true>(angle, tables, values, count, in.gram_size,
+                                                in.loss, scratch,
+                                                scratch.lane_grams + k * lane_gram_doubles,
+                                                grams[k], finite_points[k]);
+        } else {
+          AccumulateTile<kLaminar, kForm, false>(angle, tables, values, count, in.gram_size,
+                                                 in.loss, scratch, nullptr, grams[k],
+                                                 finite_points[k]);
+        }
       });
   if (in.loss.function == LossFunction::kLinear) {
     for (int k = 0; k < in.num_angles; ++k) {
-      FlushLaneGram(scratch.lane_grams + k * lane_gram_doubles, in.gram_size, grams[k]);
+      FlushOffsetLaneGram(scratch.lane_grams + k * lane_gram_doubles, in.gram_size, grams[k]);
     }
   }
 }
