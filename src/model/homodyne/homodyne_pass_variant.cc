@@ -349,6 +349,8 @@ void AccumulateTile(const AngleCoefficients& angle, const ProductTables& tables,
                     int count, int gram_size, const PassLoss& loss, const Scratch& scratch,
                     double* lanes, double* gram, int64_t& finite_points) {
   constexpr int kPhysical = kLaminar ? 7 : 3;
+  // AddTileToOffsetLaneGram: the tile's kPhysical + 2 columns end in a single-row block.
+  static_assert((kPhysical + 2) % 4 == 1);
   // Column c of the tile at tile + c kTile (written with constant offsets: vectorises).
   double* const tile = scratch.tile;
   const double* g1d = scratch.g1_diffusion;
