@@ -370,7 +370,9 @@ void ExpectScalingSumsMatchFullGram(const KernelCase& c, IsaLevel level) {
 
 // Every form of a laminar tile's sin and cos (homodyne_pass_variant.cc, SinCosForm) is taken by
 // one of the laminar cases: the default case's perpendicular angle (kSeries) and other angles
-// (kVector), the wide gap (kLibm), the slow shear (kProduct, and the separable diffusion).
+// (kMixed where a tile's phases cross 0.5 rad), the wide gap (kLibm, and kVector where a tile's
+// first smoothing is too large for kMixed), the slow shear (kProduct, and the separable
+// diffusion).
 TEST(PassKernelTest, ScalingSumsMatchTheFullGramInEveryMode) {
   std::vector<std::pair<std::string, KernelCase>> cases;
   KernelCase laminar;

@@ -70,14 +70,21 @@ inline void SincFromSinCos(double x, double sin_x, double cos_x, double inverse,
 //     nearly perpendicular to the flow). The series is accurate to 2 ulp there; the reference's
 //     (x cos x - sin x) / x^2 cancels digits at small x (3 ulp / x^2 relative), which the direct
 //     form shares.
-enum class SinCosForm { kVector, kLibm, kProduct, kSeries };
+//   kMixed: the tiles whose phases cross kSeriesMaxPhase (on a typical grid the first tile of
+//     every row, its phases rising from about 0): per point the series of kSeries where the phase
+//     is below kSeriesMaxPhase, the product form of kProduct elsewhere (both computed, one
+//     selected: one loop and one Gram update, no sin or cos), where the product form's conditions
+//     hold at the tile's first point apart from its phase (MixedFormApplies). Each point gets
+//     the accuracy of its form (kSeriesMaxPhase = kProductMinPhase).
+enum class SinCosForm { kVector, kLibm, kProduct, kSeries, kMixed };
 
 inline constexpr double kSeriesMaxPhase = 0.5;
 
 inline constexpr double kProductMinPhase = 0.5;
+static_assert(kProductMinPhase == kSeriesMaxPhase, "kMixed splits its points at one phase");
 inline constexpr double kProductMaxDelta = 1e-5;
 
-// The angle's tables at row i and the tile's columns (kProduct only).
+// The angle's tables at row i and the tile's columns (kProduct and kMixed only).
 struct ProductTables {
   const double* sin_j = nullptr;  // S[j_begin + t]
   const double* cos_j = nullptr;  // K[j_begin + t]
@@ -100,8 +107,8 @@ inline void PhaseSinCos(double x, double* sin_x, double* cos_x) {
 // sinc(x) = sum_k (-1)^k x^(2k) / (2k+1)! to k = 7 and sinc'(x) = x sum_k (-1)^k 2k x^(2k-2) /
 // (2k+1)! to k = 8, for |x| <= kSeriesMaxPhase: the first terms left out are below 2e-22 and
 // 1e-17 of the values. Horner in z = x^2.
-inline void SincSeries(double x, double* sinc, double* dsinc) {
-  const double z = x * x;
+// SincSeriesOfSquare: the same from z = x^2, with sinc'(x) / x for sinc'.
+inline void SincSeriesOfSquare(double z, double* sinc, double* dsinc_over_x) {
   double p = -1.0 / 1307674368000.0;  // -1/15!
   p = p * z + 1.0 / 6227020800.0;     // 1/13!
   p = p * z - 1.0 / 39916800.0;       // -1/11!
@@ -119,7 +126,13 @@ inline void SincSeries(double x, double* sinc, double* dsinc) {
   q = q * z - 6.0 / 5040.0;             // 6/7!
   q = q * z + 4.0 / 120.0;              // 4/5!
   q = q * z - 2.0 / 6.0;                // 2/3!
-  *dsinc = q * x;
+  *dsinc_over_x = q;
+}
+
+inline void SincSeries(double x, double* sinc, double* dsinc) {
+  double dsinc_over_x;
+  SincSeriesOfSquare(x * x, sinc, &dsinc_over_x);
+  *dsinc = dsinc_over_x * x;
 }
 
 // sinc and sinc' of the phase x in the tile's form (SinCosForm other than kProduct, which
@@ -152,6 +165,22 @@ inline void ProductSinc(double sin_j, double cos_j, double sin_i, double cos_i,
   const double sin_x_over_s = sin_a_over_s + smoothing * (cos_a - h_r * sin_a_over_s);
   *sinc = sin_x_over_s * inverse_m;
   *cos_x = cos_a - h_r * (2.0 * sin_a_over_s + smoothing * cos_a);
+}
+
+// kMixed: sinc x and x sinc'(x) of the phase x = s M_G (z = x^2) from SincSeriesOfSquare where
+// |x| < kSeriesMaxPhase, from ProductSinc (x sinc' = cos x - sinc) elsewhere; both computed,
+// one selected (both finite at every point of a kMixed tile).
+inline void MixedSinc(double z, double sin_j, double cos_j, double sin_i, double cos_i,
+                      double sin_i_over_s, double cos_i_over_s, double half_s_squared,
+                      double smoothing, double inverse_m, double* sinc, double* x_dsinc) {
+  double series_sinc, series_dsinc_over_x;
+  SincSeriesOfSquare(z, &series_sinc, &series_dsinc_over_x);
+  double product_sinc, cos_x;
+  ProductSinc(sin_j, cos_j, sin_i, cos_i, sin_i_over_s, cos_i_over_s, half_s_squared, smoothing,
+              inverse_m, &product_sinc, &cos_x);
+  const bool series = z < kSeriesMaxPhase * kSeriesMaxPhase;
+  *sinc = series ? series_sinc : product_sinc;
+  *x_dsinc = series ? series_dsinc_over_x * z : cos_x - product_sinc;
 }
 
 // The diffusion factor g1d = exp(-w M_D) of a tile in per-row separable form (issue 24;
@@ -315,11 +344,13 @@ void TileSharedFactors(const Inputs& in, int i, int j_begin, int count,
 // rows for non-finite data, then gram += tile^T tile (lower triangle).
 // Under the linear loss the tile goes into the angle's lane Gram (lanes; gram_block.h), under a
 // robust loss straight into gram.
-template <bool kLaminar, SinCosForm kForm>
+template <bool kLaminar, SinCosForm kForm, bool kLinear>
 void AccumulateTile(const AngleCoefficients& angle, const ProductTables& tables, const float* data,
                     int count, int gram_size, const PassLoss& loss, const Scratch& scratch,
                     double* lanes, double* gram, int64_t& finite_points) {
   constexpr int kPhysical = kLaminar ? 7 : 3;
+  // AddTileToOffsetLaneGram: the tile's kPhysical + 2 columns end in a single-row block.
+  static_assert((kPhysical + 2) % 4 == 1);
   // Column c of the tile at tile + c kTile (written with constant offsets: vectorises).
   double* const tile = scratch.tile;
   const double* g1d = scratch.g1_diffusion;
@@ -327,7 +358,7 @@ void AccumulateTile(const AngleCoefficients& angle, const ProductTables& tables,
   const double* m_g = scratch.m_shear;
   const double* inverse_m_g = scratch.inverse_m_shear;
   const double* smoothing = scratch.smoothing_shear;
-  // The tables (kProduct only: null and unread otherwise).
+  // The tables (kProduct and kMixed only: null and unread otherwise).
   const double* product_sin_j = tables.sin_j;
   const double* product_cos_j = tables.cos_j;
   const double product_sin_i = tables.sin_i, product_cos_i = tables.cos_i;
@@ -361,6 +392,14 @@ void AccumulateTile(const AngleCoefficients& angle, const ProductTables& tables,
       g1 = g1d_sinc * sinc;
       // x sinc'(x) = cos x - sinc x.
       dg1_dphase_times_phase = 2.0 * g1d_sinc * (cos_x - sinc);
+    } else if constexpr (kLaminar && kForm == SinCosForm::kMixed) {
+      const double phase = s * m_g[t];
+      double sinc, x_dsinc;
+      MixedSinc(phase * phase, product_sin_j[t], product_cos_j[t], product_sin_i, product_cos_i,
+                product_sin_i_over_s, product_cos_i_over_s, half_s_squared, smoothing[t],
+                inverse_m_g[t], &sinc, &x_dsinc);
+      g1 = g1d[t] * (sinc * sinc);  // as FlooredG1Squared
+      dg1_dphase_times_phase = 2.0 * (g1d[t] * sinc) * x_dsinc;
     } else if constexpr (kLaminar) {
       const double phase = s * m_g[t];
       double sinc, dsinc;
@@ -379,7 +418,7 @@ void AccumulateTile(const AngleCoefficients& angle, const ProductTables& tables,
     tile[2 * kTile + t] = dc2_dlog * dlog[2 * kTile + t];
     if constexpr (kLaminar) {
       double dc2_dm, dc2_dphi0;
-      if constexpr (kForm == SinCosForm::kProduct) {
+      if constexpr (kForm == SinCosForm::kProduct || kForm == SinCosForm::kMixed) {
         const double dc2_dphase_times_phase = dc2_dg1 * dg1_dphase_times_phase;
         dc2_dm = dc2_dphase_times_phase * inverse_m_g[t];
         dc2_dphi0 = dc2_dphase_times_phase * ds_over_s;
@@ -394,14 +433,20 @@ void AccumulateTile(const AngleCoefficients& angle, const ProductTables& tables,
       tile[kPhi0Column * kTile + t] = dc2_dphi0;
     }
     tile[kPhysical * kTile + t] = weight * g1_squared;  // d c2 / d contrast
-    tile[(kPhysical + 1) * kTile + t] = weight;         // d c2 / d offset
     // weight * (d - c2) would be NaN for non-finite d.
-    tile[(kPhysical + 2) * kTile + t] = weight > 0.0 ? d - c2 : 0.0;
+    const double e = weight > 0.0 ? d - c2 : 0.0;
+    if constexpr (kLinear) {
+      // d c2 / d offset (= weight) is not stored: AddTileToOffsetLaneGram sums its Gram row.
+      tile[(kPhysical + 1) * kTile + t] = e;
+    } else {
+      tile[(kPhysical + 1) * kTile + t] = weight;  // d c2 / d offset
+      tile[(kPhysical + 2) * kTile + t] = e;
+    }
     finite += weight > 0.0 ? 1 : 0;
   }
   finite_points += finite;
-  if (loss.function == LossFunction::kLinear) {
-    AddTileToLaneGram(tile, count, gram_size, lanes);
+  if constexpr (kLinear) {
+    AddTileToOffsetLaneGram(tile, count, finite, gram_size, lanes);
   } else {
     AddRobustTileGram(loss, tile, count, gram_size, gram);
   }
@@ -414,7 +459,7 @@ struct TileModel {
   const double* m_g;
   const double* inverse_m_g;
   const double* smoothing;
-  // The tables (kProduct only: null and unread otherwise).
+  // The tables (kProduct and kMixed only: null and unread otherwise).
   const double* product_sin_j;
   const double* product_cos_j;
   double product_sin_i;
@@ -459,6 +504,13 @@ inline double FlooredG1Squared(const TileModel& tile, int t) {
     ProductSinc(tile.product_sin_j[t], tile.product_cos_j[t], tile.product_sin_i,
                 tile.product_cos_i, tile.product_sin_i_over_s, tile.product_cos_i_over_s,
                 tile.half_s_squared, tile.smoothing[t], tile.inverse_m_g[t], &sinc, &cos_x);
+    g1 = tile.g1d[t] * (sinc * sinc);
+  } else if constexpr (kLaminar && kForm == SinCosForm::kMixed) {
+    const double phase = tile.s * tile.m_g[t];
+    double sinc, x_dsinc;  // x_dsinc unused: the compiler drops it
+    MixedSinc(phase * phase, tile.product_sin_j[t], tile.product_cos_j[t], tile.product_sin_i,
+              tile.product_cos_i, tile.product_sin_i_over_s, tile.product_cos_i_over_s,
+              tile.half_s_squared, tile.smoothing[t], tile.inverse_m_g[t], &sinc, &x_dsinc);
     g1 = tile.g1d[t] * (sinc * sinc);
   } else if constexpr (kLaminar) {
     const double phase = tile.s * tile.m_g[t];
@@ -537,6 +589,15 @@ bool ProductFormApplies(const AngleCoefficients& angle, const Scratch& scratch) 
          abs_s * scratch.smoothing_shear[0] <= kProductMaxDelta;
 }
 
+// True when the mixed form applies to the laminar tile for the angle (a tile that neither kSeries
+// nor kProduct takes): the angle has tables and the tile's first point, whose delta is the
+// tile's largest, has delta at most kProductMaxDelta, so every point in product form (phase at
+// least kProductMinPhase) has too.
+bool MixedFormApplies(const AngleCoefficients& angle, const Scratch& scratch) {
+  return angle.shear_sin != nullptr &&
+         std::fabs(angle.phase_per_step) * scratch.smoothing_shear[0] <= kProductMaxDelta;
+}
+
 // The laminar tile's form of sin and cos for the angle (SinCosForm) and, for kProduct, its
 // tables at row i and the tile's columns.
 SinCosForm LaminarForm(const AngleCoefficients& angle, int i, int j_begin, int count,
@@ -545,12 +606,16 @@ SinCosForm LaminarForm(const AngleCoefficients& angle, int i, int j_begin, int c
   if (std::fabs(angle.phase_per_step) * scratch.m_shear[count - 1] <= kSeriesMaxPhase) {
     return SinCosForm::kSeries;
   }
-  if (!ProductFormApplies(angle, scratch)) return SinCosForm::kVector;
+  SinCosForm form = SinCosForm::kProduct;
+  if (!ProductFormApplies(angle, scratch)) {
+    if (!MixedFormApplies(angle, scratch)) return SinCosForm::kVector;
+    form = SinCosForm::kMixed;
+  }
   tables->sin_j = angle.shear_sin + j_begin;
   tables->cos_j = angle.shear_cos + j_begin;
   tables->sin_i = angle.shear_sin[i];
   tables->cos_i = angle.shear_cos[i];
-  return SinCosForm::kProduct;
+  return form;
 }
 
 // For every tile of rows [row_begin, row_end): its shared factors (TileSharedFactors<kFullPass>),
@@ -585,6 +650,9 @@ void ForEachAngleTile(const Inputs& in, int row_begin, int row_end, const float*
         case SinCosForm::kSeries:
           body.template operator()<true, SinCosForm::kSeries>(k, angle, tables, values, count);
           break;
+        case SinCosForm::kMixed:
+          body.template operator()<true, SinCosForm::kMixed>(k, angle, tables, values, count);
+          break;
       }
     }
   });
@@ -601,13 +669,20 @@ void AccumulateRows(const Inputs& in, int row_begin, int row_end, const float* c
       [&]<bool kLaminar, SinCosForm kForm>(int k, const AngleCoefficients& angle,
                                            const ProductTables& tables, const float* values,
                                            int count) {
-        AccumulateTile<kLaminar, kForm>(angle, tables, values, count, in.gram_size, in.loss,
-                                        scratch, scratch.lane_grams + k * lane_gram_doubles,
-                                        grams[k], finite_points[k]);
+        if (in.loss.function == LossFunction::kLinear) {
+          AccumulateTile<kLaminar, kForm, true>(angle, tables, values, count, in.gram_size,
+                                                in.loss, scratch,
+                                                scratch.lane_grams + k * lane_gram_doubles,
+                                                grams[k], finite_points[k]);
+        } else {
+          AccumulateTile<kLaminar, kForm, false>(angle, tables, values, count, in.gram_size,
+                                                 in.loss, scratch, nullptr, grams[k],
+                                                 finite_points[k]);
+        }
       });
   if (in.loss.function == LossFunction::kLinear) {
     for (int k = 0; k < in.num_angles; ++k) {
-      FlushLaneGram(scratch.lane_grams + k * lane_gram_doubles, in.gram_size, grams[k]);
+      FlushOffsetLaneGram(scratch.lane_grams + k * lane_gram_doubles, in.gram_size, grams[k]);
     }
   }
 }
