@@ -63,6 +63,11 @@ struct GlobalSearchRecord {
   int cmaes_runs = 0;
   int moved_fits = 0;             // of local_fits, those from the mode's search moves
   int refined_fits = 0;           // of local_fits, coarse minima refined on the search data
+  // Method auto: ranked local fits and refinements that stopped on joining a minimum found
+  // before them, and ranked starts left out (docs/design.md section 4b).
+  int joined_local_fits = 0;
+  int joined_refinements = 0;
+  int starts_left_out = 0;
   int64_t passes = 0;             // over the search data (and its coarse level)
   int64_t screening_passes = 0;   // of passes: screening (or CMA-ES evaluations)
   int64_t local_fit_passes = 0;   // ... local fits from screened candidates (or CMA-ES points)

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <optional>
@@ -66,6 +67,24 @@ constexpr double kSameMinimumDistance = 1e-2;
 // (docs/performance.md, The global phase).
 constexpr double kJoinDistance = kMinStartSeparation;
 constexpr const char* kJoinedStatus = "joined a refined minimum";
+// Method auto's local fits from the screened candidates join the same way: one that joins a
+// minimum found before it (on the level they run on) stops there and counts as that minimum.
+constexpr const char* kJoinedFoundStatus = "joined a minimum found before";
+// Method auto launches its ranked local fits (the best screened first) until the lowest minimum
+// found so far has been reached from kAutoArrivals of their starts (converged there or joined
+// it; the starts are at least kMinStartSeparation apart) with its decade-spanning parameters
+// inside the box (more than kInteriorMargin from their bounds, unit coordinates). From then on
+// it fits only the starts whose screened chi2 is within kRefineWindow reduced chi2 of that
+// minimum's (a start already that good may still end lower). The user's start is always fitted.
+// A false minimum where the flow vanished leaves phi0, beta and gamma_dot_t_offset free: fits
+// from different starts end at different points of it (distinct minima of one chi2), so they
+// do not add up; the true minimum pins every parameter. A lowest minimum with a decade-spanning
+// parameter on a bound (no flow: gamma_dot_t0 on its lower bound) is the trap the phase exists
+// for: while it is the lowest, kAutoReserveFits more ranked starts (per unit) are fitted after
+// the kAutoLocalFits. Measured in docs/performance.md (The global phase, Fewer local fits).
+constexpr int kAutoArrivals = 3;
+constexpr double kInteriorMargin = 1e-3;
+constexpr int kAutoReserveFits = 12;
 // Two distinct minima are reported degenerate when their chi2 differ by less than
 // degeneracy_threshold (relative, the reference's key) and by less than this many units of the
 // best minimum's reduced chi2 (the data cannot tell them apart).
@@ -168,13 +187,15 @@ class Search {
   // A projected local fit from n with the given ftol (or the replayed one): its minimum.
   // max_iterations > 0 caps the fit's iterations below the search's own. scaling: where the
   // first evaluation takes the linear parameters from (a reduced point); null = the start's.
+  // joined_status: non-null = the fit stops once it has joined a minimum found before it
+  // (JoinedMinimum) and is recorded as that minimum with this status.
   GlobalMinimum LocalFit(const Eigen::VectorXd& n, int start_index, double ftol,
                          int max_iterations = 0, const Eigen::VectorXd* scaling = nullptr,
-                         bool stop_on_joining = false) {
+                         const char* joined_status = nullptr) {
     ++summary_.local_fits;
     if (std::optional<GlobalMinimum> replayed = ReplayedMinimum()) return *replayed;
     const FinishedFit fit =
-        FitLocally(n, start_index, ftol, max_iterations, scaling, stop_on_joining);
+        FitLocally(n, start_index, ftol, max_iterations, scaling, joined_status, nullptr);
     if (fit.stopped) {
       summary_.stopped = true;  // not a finished fit: not in the trail, a resume repeats it
     } else {
@@ -183,55 +204,128 @@ class Search {
     return fit.minimum;
   }
 
-  // LocalFit from each of starts [first, last) (spread over the ranks when spreading()), in
-  // order. The trail gets the finished fits up to the first one a signal stopped.
-  std::vector<GlobalMinimum> LocalFitRound(const std::vector<Candidate>& starts, int first,
-                                           int last, double ftol, int max_iterations) {
-    std::vector<GlobalMinimum> minima;
-    int next = first;
-    while (next < last && (!spreading() || replayed_minima_ < inputs_.replay.minima.size())) {
-      const Candidate& start = starts[static_cast<size_t>(next++)];
-      minima.push_back(LocalFit(start.n, start.index, ftol, max_iterations));
+  // The local fits of one round from starts[first] on: LocalFit (with joined_status) from each
+  // start that `launch` accepts, in order, each handed to `take` (and each start it declines to
+  // `leave`) as soon as the starts before it have been. `launch` is asked of a start once the
+  // fits before it have gone to `take`, as one process asks it, so a start's fate and a fit's
+  // joining depend only on the fits before it, whatever the rank count. Returns the index after
+  // the round's last start: one start, or spread over the ranks (spreading()), the starts up to
+  // the round_size()-th one that `launch` accepts before the round. Those are fitted at once,
+  // one per rank (without stopping on joining, but listing the iterates where a fit could
+  // have); then the round is taken in order: a fitted start `launch` now declines is discarded,
+  // a fit that would have joined a minimum taken before it is cut at that iterate (its passes
+  // past it discarded, not counted), and a start it now accepts that was not fitted is fitted
+  // on every rank alike. The trail gets the finished fits up to the first one a signal stopped.
+  int LocalFitRound(const std::vector<Candidate>& starts, int first, double ftol,
+                    int max_iterations, const char* joined_status,
+                    const std::function<bool(const Candidate&, int item)>& launch,
+                    const std::function<void(GlobalMinimum)>& take,
+                    const std::function<void(const Candidate&, int item)>& leave) {
+    const int total = static_cast<int>(starts.size());
+    // The replay is a prefix of the work: its items one by one, on every rank alike.
+    if (!spreading() || replayed_minima_ < inputs_.replay.minima.size()) {
+      const Candidate& start = starts[static_cast<size_t>(first)];
+      if (launch(start, first)) {
+        take(LocalFit(start.n, start.index, ftol, max_iterations, nullptr, joined_status));
+      } else {
+        leave(start, first);
+      }
+      return first + 1;
     }
-    if (next == last) return minima;
+    std::vector<int> fitted;  // the round's starts fitted at once: fitted[r] on rank r
+    int end = first;
+    while (end < total && static_cast<int>(fitted.size()) < round_size()) {
+      if (launch(starts[static_cast<size_t>(end)], end)) fitted.push_back(end);
+      ++end;
+    }
     // One record per rank: finished (1), stopped (0) or no item (-1); status, iterations,
-    // passes, start, chi2; the reduced point.
-    constexpr int kHeader = 6;
-    const int size = kHeader + map_size_;
-    std::vector<double> record(static_cast<size_t>(size), 0.0);
+    // passes, start, chi2, the number of listed iterates; the reduced point; each listed
+    // iterate (iteration, passes, chi2, its point).
+    constexpr int kHeader = 7;
+    const int step_size = 3 + dimensions();
+    std::vector<double> record(static_cast<size_t>(kHeader + map_size_), 0.0);
     record[0] = -1.0;
-    const int mine = next + inputs_.spread_group->rank();
-    if (mine < last) {
-      const Candidate& start = starts[static_cast<size_t>(mine)];
-      const FinishedFit fit =
-          FitLocally(start.n, start.index, ftol, max_iterations, nullptr, false);
+    const int my_slot = inputs_.spread_group->rank();
+    if (my_slot < static_cast<int>(fitted.size())) {
+      const Candidate& start = starts[static_cast<size_t>(fitted[static_cast<size_t>(my_slot)])];
+      std::vector<FitStep> steps;
+      const FinishedFit fit = FitLocally(start.n, start.index, ftol, max_iterations, nullptr,
+                                         nullptr, joined_status != nullptr ? &steps : nullptr);
       record[0] = fit.stopped ? 0.0 : 1.0;
       record[1] = static_cast<double>(fit.status);
       record[2] = fit.minimum.iterations;
       record[3] = static_cast<double>(fit.minimum.passes);
       record[4] = fit.minimum.start;
       record[5] = fit.minimum.chi2;
+      record[6] = static_cast<double>(steps.size());
       std::copy(fit.minimum.reduced.begin(), fit.minimum.reduced.end(), record.begin() + kHeader);
+      for (const FitStep& step : steps) {
+        record.push_back(step.iteration);
+        record.push_back(static_cast<double>(step.passes));
+        record.push_back(step.chi2);
+        record.insert(record.end(), step.theta.begin(), step.theta.end());
+      }
     }
-    const std::vector<double> all = GatherRound(record);
+    // The records differ in length: their lengths first.
+    const double length = static_cast<double>(record.size());
+    const std::vector<double> lengths = GatherRound(std::span<const double>(&length, 1));
+    std::vector<int> counts;
+    std::vector<size_t> offsets;
+    size_t offset = 0;
+    for (double value : lengths) {
+      counts.push_back(static_cast<int>(value));
+      offsets.push_back(offset);
+      offset += static_cast<size_t>(counts.back());
+    }
+    std::vector<double> all(offset);
+    inputs_.spread_group->AllGather(record, counts, all);
     bool stopped = false;
-    for (int item = next; item < last; ++item) {
-      const double* entry = all.data() + static_cast<size_t>(item - next) * size;
+    for (int item = first; item < end; ++item) {
+      const Candidate& start = starts[static_cast<size_t>(item)];
+      const auto at = std::find(fitted.begin(), fitted.end(), item);
+      const int slot = at == fitted.end() ? -1 : static_cast<int>(at - fitted.begin());
+      const double* entry = slot < 0 ? nullptr : all.data() + offsets[static_cast<size_t>(slot)];
+      const int64_t computed_passes = slot < 0 ? 0 : static_cast<int64_t>(entry[3]);
+      if (!stopped && !launch(start, item)) {
+        if (slot == my_slot) passes_discarded_ += computed_passes;
+        leave(start, item);
+        continue;
+      }
+      if (slot < 0) {
+        if (stopped) continue;
+        take(LocalFit(start.n, start.index, ftol, max_iterations, nullptr, joined_status));
+        stopped = summary_.stopped;
+        continue;
+      }
       GlobalMinimum minimum;
       minimum.status = ToString(static_cast<LevenbergMarquardtStatus>(entry[1]));
       minimum.iterations = static_cast<int>(entry[2]);
-      minimum.passes = static_cast<int64_t>(entry[3]);
+      minimum.passes = computed_passes;
       minimum.start = static_cast<int>(entry[4]);
       minimum.chi2 = entry[5];
       minimum.reduced = Eigen::Map<const Eigen::VectorXd>(entry + kHeader, map_size_);
+      const bool finished = entry[0] == 1.0;
+      const double* step = entry + kHeader + map_size_;
+      for (int i = 0; finished && i < static_cast<int>(entry[6]); ++i, step += step_size) {
+        const Eigen::VectorXd theta = Eigen::Map<const Eigen::VectorXd>(step + 3, dimensions());
+        if (std::optional<GlobalMinimum> joined = JoinedMinimum(theta, step[2])) {
+          minimum = JoinedFit(*joined, minimum.start, static_cast<int>(step[0]),
+                              static_cast<int64_t>(step[1]), joined_status);
+          break;
+        }
+      }
       ++summary_.local_fits;
-      if (item != mine) passes_elsewhere_ += minimum.passes;
-      stopped = stopped || entry[0] != 1.0;
+      if (slot == my_slot) {
+        passes_discarded_ += computed_passes - minimum.passes;
+      } else {
+        passes_elsewhere_ += minimum.passes;
+      }
+      stopped = stopped || !finished;
       if (!stopped) AddToTrail(minimum);
-      minima.push_back(std::move(minimum));
+      take(std::move(minimum));
     }
     if (stopped) summary_.stopped = true;
-    return minima;
+    return end;
   }
 
   // Items per round of a stage: the ranks when spreading(), else 1.
@@ -241,6 +335,20 @@ class Search {
   // starts' separation, the same-minimum test and the joining of refinements measure.
   double UnitDistance(const Eigen::VectorXd& a, const Eigen::VectorXd& b) const {
     return (space_.ToUnit(a) - space_.ToUnit(b)).cwiseAbs().maxCoeff();
+  }
+  // Whether the physical point n has every decade-spanning parameter (the search's log-scaled
+  // axes: D0, gamma_dot_t0, ...) more than kInteriorMargin from its bounds in unit coordinates.
+  // Such a parameter on a bound means the effect it scales has vanished (no flow, no decay);
+  // the others (phi0, the offsets) reach their bounds wherever the data leave them loose.
+  bool ScalesInsideBox(const Eigen::VectorXd& n) const {
+    const Eigen::VectorXd unit = space_.ToUnit(n);
+    for (int i = 0; i < dimensions(); ++i) {
+      if (!space_.log_scale[static_cast<size_t>(i)] || !(space_.upper[i] > space_.lower[i])) {
+        continue;
+      }
+      if (!(unit[i] > kInteriorMargin && unit[i] < 1.0 - kInteriorMargin)) return false;
+    }
+    return true;
   }
   // chi2 per degree of freedom of the data the search runs on now (dof() at least 1).
   double ReducedChi2(double chi2) const {
@@ -294,13 +402,16 @@ class Search {
   // Passes computed in this run (on either level; spread work on every rank's), and replayed
   // from the trail.
   int64_t passes() const {
-    return projected_.passes() + (coarse_ ? coarse_->passes() + passes_elsewhere_ : 0);
+    return projected_.passes() +
+           (coarse_ ? coarse_->passes() + passes_elsewhere_ - passes_discarded_ : 0);
   }
   int64_t replayed_passes() const { return replayed_passes_; }
   // Batches computed in this run: each level's passes times its batches.
   int64_t batches() const {
     return projected_.passes() * inputs_.data->num_batches() +
-           (coarse_ ? (coarse_->passes() + passes_elsewhere_) * coarse_data_->num_batches() : 0);
+           (coarse_ ? (coarse_->passes() + passes_elsewhere_ - passes_discarded_) *
+                          coarse_data_->num_batches()
+                    : 0);
   }
   const GlobalSearchTrail& trail() const { return trail_; }
   // Of the data the search runs on now (the coarse level until RefineOnSearchData).
@@ -337,6 +448,14 @@ class Search {
   }
 
  private:
+  // An iterate of a local fit where it could join a known minimum (JoinedMinimum): its start
+  // (iteration 0) or an accepted step of a fit not yet ended, with the passes taken so far.
+  struct FitStep {
+    int iteration = 0;
+    int64_t passes = 0;
+    double chi2 = kInf;
+    Eigen::VectorXd theta;
+  };
   // A local fit's minimum, its LM status, and whether a signal stopped it (not finished).
   struct FinishedFit {
     GlobalMinimum minimum;
@@ -370,9 +489,11 @@ class Search {
 
   // The projected local fit of LocalFit (not replayed, not recorded). Spread, its callback
   // watches this rank's signal only (the other ranks are at other points of their own fits).
+  // joined_status: non-null = stop once joined (JoinedMinimum; recorded as JoinedFit says).
+  // steps: non-null = run to the end, listing every iterate where it could join instead.
   FinishedFit FitLocally(const Eigen::VectorXd& n, int start_index, double ftol,
                          int max_iterations, const Eigen::VectorXd* scaling,
-                         bool stop_on_joining) {
+                         const char* joined_status, std::vector<FitStep>* steps) {
     active_->set_linear_estimate(scaling != nullptr ? (*scaling)(active_->linear_indices())
                                                     : start_scaling_);
     const int64_t passes_before = active_->passes();
@@ -386,14 +507,23 @@ class Search {
         return !inputs_.stop_requested_here();
       };
     }
-    // A refinement that has joined a minimum already refined stops there (JoinedMinimum).
+    // A fit that has joined a minimum found before it stops there (JoinedMinimum).
     std::optional<GlobalMinimum> joined;
-    if (stop_on_joining) {
-      options.callback = [this, &joined,
+    FitStep joined_at;
+    if (joined_status != nullptr || steps != nullptr) {
+      options.callback = [this, &joined, &joined_at, steps, passes_before,
                           watch_signal = spreading()](const LevenbergMarquardtIteration& step) {
         if (watch_signal && inputs_.stop_requested_here()) return false;
+        if (step.ended_fit) return true;  // an ended fit is not stopped (its own minimum)
         if (step.iteration > 0 && !step.step_accepted) return true;  // the point did not move
+        const FitStep here{step.iteration, active_->passes() - passes_before, step.chi2, {}};
+        if (steps != nullptr) {
+          steps->push_back(here);
+          steps->back().theta = step.theta;
+          return true;
+        }
         joined = JoinedMinimum(step.theta, step.chi2);
+        if (joined) joined_at = here;
         return !joined.has_value();
       };
     }
@@ -404,13 +534,8 @@ class Search {
     FinishedFit result;
     result.status = fit.status;
     if (fit.status == LevenbergMarquardtStatus::kStoppedByCallback && joined) {
-      // Finished: recorded as the minimum it joined, with its own start, iterations and passes.
-      result.minimum = *joined;
-      result.minimum.start = start_index;
-      result.minimum.iterations = fit.iterations;
-      result.minimum.status = kJoinedStatus;
-      result.minimum.passes = active_->passes() - passes_before;
-      result.minimum.reached_by = 1;
+      result.minimum = JoinedFit(*joined, start_index, joined_at.iteration, joined_at.passes,
+                                 joined_status);
       return result;
     }
     result.stopped = fit.status == LevenbergMarquardtStatus::kStoppedByCallback;
@@ -435,6 +560,19 @@ class Search {
       if (UnitDistance(n, Physical(known.reduced)) <= kJoinDistance) return known;
     }
     return std::nullopt;
+  }
+
+  // A fit that joined `known` at an iterate: finished, recorded as the minimum it joined, with
+  // its own start, iterations and passes, and `status`.
+  static GlobalMinimum JoinedFit(const GlobalMinimum& known, int start_index, int iterations,
+                                 int64_t passes, const char* status) {
+    GlobalMinimum minimum = known;
+    minimum.start = start_index;
+    minimum.iterations = iterations;
+    minimum.status = status;
+    minimum.passes = passes;
+    minimum.reached_by = 1;
+    return minimum;
   }
 
   // The next replayed minimum, if the replay has one left (its passes count as replayed).
@@ -506,6 +644,9 @@ class Search {
   int64_t replayed_passes_ = 0;
   Eigen::VectorXd start_scaling_;  // the start's linear part: where every evaluation starts
   int64_t passes_elsewhere_ = 0;   // coarse-level passes of items other ranks computed (spread)
+  // Coarse-level passes this rank computed for nothing (spread): a start declined after it was
+  // fitted, a fit's passes past the iterate where it joined (LocalFitRound).
+  int64_t passes_discarded_ = 0;
 };
 
 // Candidates ranked by chi2 (ties by screening order, so the ranking is deterministic).
@@ -645,22 +786,64 @@ std::vector<Candidate> ChooseStarts(std::vector<Candidate> screened, const std::
   return chosen;
 }
 
-// Local fits from each start, in order (max_iterations as LocalFit), reported as `stage`;
-// false when stopped.
+// How FitFrom runs its fits: max_iterations as LocalFit; joined_status non-null = a fit stops
+// once it joins a minimum found before it (counted in joined_counter); launch(start, position
+// in the starts) = whether to fit a start, asked in order once the fits before it are recorded
+// (null: every start; it must not change anything: it is asked again), and left_out(position)
+// for each start it declined.
+struct FitRules {
+  int max_iterations = 0;
+  const char* stage = "local fit";
+  int* fits_counter = nullptr;
+  const char* joined_status = nullptr;
+  int* joined_counter = nullptr;
+  std::function<bool(const Candidate&, int position)> launch;
+  std::function<void(int position)> left_out;
+};
+
+// Local fits from the starts, in order, reported as `rules.stage`; false when stopped.
 bool FitFrom(Search& search, const std::vector<Candidate>& starts, double ftol,
-             int max_iterations = 0, const char* stage = "local fit",
-             int* fits_counter = nullptr) {
+             const FitRules& rules = {}) {
   const int total = static_cast<int>(starts.size());
-  for (int first = 0; first < total;) {
-    const int last = std::min(first + search.round_size(), total);
-    for (GlobalMinimum& minimum : search.LocalFitRound(starts, first, last, ftol, max_iterations)) {
-      if (fits_counter != nullptr) ++*fits_counter;
-      search.Record(std::move(minimum));
+  const auto launch = [&rules](const Candidate& start, int item) {
+    return !rules.launch || rules.launch(start, item);
+  };
+  const auto take = [&search, &rules](GlobalMinimum minimum) {
+    if (rules.fits_counter != nullptr) ++*rules.fits_counter;
+    if (rules.joined_counter != nullptr && rules.joined_status != nullptr &&
+        minimum.status == rules.joined_status) {
+      ++*rules.joined_counter;
     }
-    if (!search.Report(stage, last, total)) return false;
-    first = last;
+    search.Record(std::move(minimum));
+  };
+  const auto leave = [&rules](const Candidate&, int item) {
+    if (rules.left_out) rules.left_out(item);
+  };
+  for (int first = 0; first < total;) {
+    const int next = search.LocalFitRound(starts, first, ftol, rules.max_iterations,
+                                          rules.joined_status, launch, take, leave);
+    if (!search.Report(rules.stage, next, total)) return false;
+    first = next;
   }
   return true;
+}
+
+// Whether method auto fits the ranked start at `rank` (0 = the best screened; kAutoArrivals,
+// kAutoReserveFits): one of the first `ranked` while the lowest minimum found so far has been
+// reached from fewer than kAutoArrivals starts or has a decade-spanning parameter on a bound,
+// or while the start's screened chi2 is within kRefineWindow reduced chi2 of that minimum's; one
+// of the reserve after them only while that minimum has a decade-spanning parameter on a bound.
+bool WorthFitting(const Search& search, const GlobalSearchSummary& summary,
+                  const Candidate& start, int rank, int ranked) {
+  const GlobalMinimum* best = nullptr;
+  for (const GlobalMinimum& minimum : summary.minima) {
+    if (best == nullptr || minimum.chi2 < best->chi2) best = &minimum;
+  }
+  if (best == nullptr) return rank < ranked;
+  const bool trapped = !search.ScalesInsideBox(search.Physical(best->reduced));
+  if (rank >= ranked) return trapped;
+  if (best->reached_by < kAutoArrivals || trapped) return true;
+  return start.chi2 <= best->chi2 + kRefineWindow * search.ReducedChi2(best->chi2);
 }
 
 // The best stage.from_minima distinct minima found so far, each moved by each of the stage's
@@ -718,8 +901,7 @@ void RefineCoarseMinima(Search& search, const NlsqOptions& nlsq, int count,
   for (size_t i = 0; i < chosen.size(); ++i) {
     ++summary.refined_fits;
     GlobalMinimum refined = search.LocalFit(search.Physical(chosen[i].reduced), chosen[i].start,
-                                            nlsq.tolerance, 0, &chosen[i].reduced,
-                                            /*stop_on_joining=*/true);
+                                            nlsq.tolerance, 0, &chosen[i].reduced, kJoinedStatus);
     if (refined.status == kJoinedStatus) ++summary.joined_refinements;
     refined.reached_by = chosen[i].reached_by;
     search.Record(std::move(refined));
@@ -739,15 +921,28 @@ void RunAuto(Search& search, const NlsqOptions& nlsq, GlobalSearchSummary& summa
     candidates.push_back({std::move(n), kInf, static_cast<int>(candidates.size())});
   }
   if (!ScreenAll(search, candidates, summary)) return;
-  if (!FitFrom(search, ChooseStarts(candidates, {0}, units * kAutoLocalFits, search),
-               nlsq.tolerance)) {
+  // The user's start (screening index 0) first, then the ranked ones while they are worth it.
+  FitRules rules;
+  rules.joined_status = kJoinedFoundStatus;
+  rules.joined_counter = &summary.joined_local_fits;
+  // position - 1: the rank after the user's start.
+  rules.launch = [&search, &summary, units](const Candidate& start, int position) {
+    return start.index == 0 ||
+           WorthFitting(search, summary, start, position - 1, units * kAutoLocalFits);
+  };
+  rules.left_out = [&summary, units](int position) {
+    if (position - 1 < units * kAutoLocalFits) ++summary.skipped_starts;  // not the reserve
+  };
+  if (!FitFrom(search, ChooseStarts(candidates, {0}, units * (kAutoLocalFits + kAutoReserveFits), search),
+               nlsq.tolerance, rules)) {
     return;
   }
   for (const SearchMoveStage& stage : DefinitionOf(search.mode()).search_moves) {
-    if (!FitFrom(search, MovedStarts(search, summary, stage), nlsq.tolerance,
-                 stage.max_iterations, "moved fit", &summary.moved_fits)) {
-      return;
-    }
+    FitRules moved;
+    moved.max_iterations = stage.max_iterations;
+    moved.stage = "moved fit";
+    moved.fits_counter = &summary.moved_fits;
+    if (!FitFrom(search, MovedStarts(search, summary, stage), nlsq.tolerance, moved)) return;
   }
   if (search.on_coarse_level()) {
     RefineCoarseMinima(search, nlsq, units * kAutoRefinements, summary);
@@ -959,6 +1154,10 @@ std::string GlobalSearchSummary::BriefReport() const {
   const std::string first_level =
       "screening " + std::to_string(screening_passes) + ", local fits " +
       std::to_string(local_fit_passes) +
+      (joined_local_fits > 0 || skipped_starts > 0
+           ? " (" + std::to_string(joined_local_fits) + " joined, " +
+                 std::to_string(skipped_starts) + " starts left out)"
+           : "") +
       (moved_fits > 0
            ? ", " + std::to_string(moved_fits) + " moved fits " + std::to_string(moved_fit_passes)
            : "");

@@ -75,6 +75,11 @@ struct GlobalSearchSummary {
   // Of the refinements, those stopped once they had joined a minimum refined before them
   // (docs/design.md section 4b, Coarse to fine).
   int joined_refinements = 0;
+  // Method auto's local fits from the screened candidates (docs/design.md section 4b): those
+  // stopped once they had joined a minimum found before them, and the ranked starts left out
+  // once the best minimum had been reached from kAutoArrivals starts.
+  int joined_local_fits = 0;
+  int skipped_starts = 0;
   int64_t passes = 0;              // passes over the search data (replayed ones included)
   // How the passes were spent (replayed ones included): one per screened candidate or CMA-ES
   // evaluation, the local fits from screened candidates (or CMA-ES points), the moved fits.

@@ -154,6 +154,9 @@ GlobalSearchRecord GlobalSearchRecordOf(const GlobalSearchSummary& summary,
   record.cmaes_runs = summary.cmaes_runs;
   record.moved_fits = summary.moved_fits;
   record.refined_fits = summary.refined_fits;
+  record.joined_local_fits = summary.joined_local_fits;
+  record.joined_refinements = summary.joined_refinements;
+  record.starts_left_out = summary.skipped_starts;
   record.passes = summary.passes;
   record.screening_passes = summary.screening_passes;
   record.local_fit_passes = summary.local_fit_passes;

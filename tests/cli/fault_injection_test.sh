@@ -224,12 +224,13 @@ case "$case_name" in
     grep -Eq "replaying [1-9][0-9]* evaluations and 0 local fits" <<<"$last_output" ||
       { echo "FAIL: the resumed run did not replay the screening"; failures=$((failures + 1)); }
     same_results reference interrupted "global phase SIGTERM + resume"
-    # SIGTERM two thirds into the run, which is mostly the global phase (its screening is about
-    # a quarter of it, the final fit from its minimum a few passes): among the local fits. The
+    # SIGTERM four fifths into the run, which is mostly the global phase (its screening is about
+    # two thirds of it since the ranked local fits stop early, the final fit from its minimum a
+    # few passes): among the local fits, after the first ones (linear and cauchy loss alike). The
     # resumed run replays the screening and the local fits done.
     total=$(reference_batches)
     rm -rf checkpoints
-    HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=$((total * 2 / 3)):15 expect_exit 3 \
+    HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=$((total * 4 / 5)):15 expect_exit 3 \
       "interrupted by SIGTERM" fit_with_faults --output-dir midway
     expect_exit 0 "resumed from the checkpoint" fit --output-dir midway
     grep -Eq "replaying [1-9][0-9]* evaluations and [1-9][0-9]* local fits" <<<"$last_output" ||
@@ -284,13 +285,13 @@ PY
     fi
     ;;
   global_kill9)
-    # kill -9 among the global phase's local fits (two thirds into the run, which is mostly the
+    # kill -9 among the global phase's local fits (four fifths into the run, which is mostly the
     # global phase): nothing is saved at the kill, so the resumed run starts from the newest
     # periodic checkpoint of the phase, replays the work it records and returns bitwise the
     # uninterrupted run's parameters.
     total=$(reference_batches)
     rm -rf checkpoints
-    HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=$((total * 2 / 3)):9 fit_with_faults --output-dir killed \
+    HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=$((total * 4 / 5)):9 fit_with_faults --output-dir killed \
       > killed.log 2>&1
     code=$?
     [ "$code" -eq 137 ] || { echo "FAIL: the killed run exited $code, expected 137"; failures=$((failures + 1)); }

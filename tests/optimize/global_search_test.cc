@@ -146,11 +146,15 @@ TEST_F(GlobalSearchTest, AutoFindsTheGlobalOptimumFromTheMidpoints) {
   for (size_t i = 1; i < summary.minima.size(); ++i) {
     EXPECT_LE(summary.minima[i - 1].chi2, summary.minima[i].chi2);
   }
-  // Every local fit ends in one minimum: the start and the 12 ranked candidates.
+  // Every local fit ends in one minimum (or joins one found before it). The ranked fits stop
+  // once the lowest minimum, inside the box, has been reached from 3 starts: of the start and
+  // the 12 ranked candidates, some are left out.
   int reached = 0;
   for (const GlobalMinimum& minimum : summary.minima) reached += minimum.reached_by;
   EXPECT_EQ(reached, summary.local_fits);
-  EXPECT_EQ(summary.local_fits, 13);
+  EXPECT_GT(summary.skipped_starts, 0) << summary.BriefReport();
+  EXPECT_EQ(summary.local_fits + summary.skipped_starts, 13) << summary.BriefReport();
+  EXPECT_GE(summary.minima.front().reached_by, 3) << summary.BriefReport();
   ExpectGlobalOptimum(summary);
 }
 
@@ -452,6 +456,10 @@ class SpreadSearchTest : public GlobalSearchTest {
 TEST_F(SpreadSearchTest, EveryRankCountTakesBitwiseTheSingleProcessPath) {
   const GlobalSearchSummary single = RunSingle();
   ASSERT_GT(single.coarse_points, 0);
+  // The single process's coarse fits joined minima found before them and left starts out: the
+  // ranks, which fit a round's starts at once, take them in order as it did (LocalFitRound).
+  EXPECT_GT(single.joined_local_fits, 0) << single.BriefReport();
+  EXPECT_GT(single.skipped_starts, 0) << single.BriefReport();
   const int64_t coarse_passes = single.passes - single.refine_passes;
   for (int ranks : {2, 3}) {
     const std::vector<RankRun> runs = RunOnRanks(ranks);
@@ -464,8 +472,11 @@ TEST_F(SpreadSearchTest, EveryRankCountTakesBitwiseTheSingleProcessPath) {
       // refinements, on the search data, run on every rank here: no group of their own).
       EXPECT_GT(run.own_coarse_passes, 0) << what;
       EXPECT_LT(run.own_coarse_passes, coarse_passes * 2 / ranks) << what;
-      // One progress report per round of `ranks` items, not per item.
-      EXPECT_LT(run.reports, single.candidates / ranks + single.local_fits) << what;
+      // One progress report per round of `ranks` items, not per item (the ranked starts: at
+      // most 12 and 12 in reserve, and the user's; the refinements report one by one).
+      EXPECT_LE(run.reports, (single.candidates + ranks - 1) / ranks + (25 + ranks - 1) / ranks +
+                                 single.refined_fits)
+          << what;
     }
   }
 }
@@ -540,21 +551,23 @@ TEST_F(GlobalSearchTest, ARefinementThatJoinsARefinedMinimumStopsThereAndResumes
   // beta 0: gamma_dot_t0 and gamma_dot_t_offset form a flat valley, along which the coarse fits
   // stop at distinct points. Their refinements on all rows crawl into one minimum; those that
   // reach a minimum refined before them stop there (docs/design.md section 4b, coarse to fine).
+  // On every 3rd row the coarse fits end at 3 distinct minima of the valley within the refining
+  // window (they join each other there too: the coarse level's joined fits).
   SetUpMode(AnalysisMode::kLaminarFlow, 120, {3000.0, -0.5, 10.0, 2.0e-4, 0.0, -5.0e-5, 5.0});
-  UseCoarseLevel(4);
+  UseCoarseLevel(3);
   const GlobalSearchSummary summary =
       RunGlobalSearch(GlobalSearchMethod::kAuto, NlsqOptions{}, Inputs());
-  ASSERT_EQ(summary.refined_fits, 4) << summary.BriefReport();
-  EXPECT_EQ(summary.joined_refinements, 3) << summary.BriefReport();
-  EXPECT_NE(summary.BriefReport().find("4 refinements " + std::to_string(summary.refine_passes) +
-                                       " (3 joined)"),
+  ASSERT_EQ(summary.refined_fits, 3) << summary.BriefReport();
+  EXPECT_EQ(summary.joined_refinements, 1) << summary.BriefReport();
+  EXPECT_NE(summary.BriefReport().find("3 refinements " + std::to_string(summary.refine_passes) +
+                                       " (1 joined)"),
             std::string::npos)
       << summary.BriefReport();
   // In the trail, a joined refinement holds the minimum it joined: bitwise one of the
   // refinements before it, with its own passes.
   const std::vector<GlobalMinimum>& trail = summary.trail.minima;
-  ASSERT_GE(trail.size(), 4u);
-  const size_t first_refinement = trail.size() - 4;
+  ASSERT_GE(trail.size(), 3u);
+  const size_t first_refinement = trail.size() - 3;
   int joined = 0;
   for (size_t i = first_refinement; i < trail.size(); ++i) {
     if (trail[i].status != "joined a refined minimum") continue;
@@ -567,15 +580,65 @@ TEST_F(GlobalSearchTest, ARefinementThatJoinsARefinedMinimumStopsThereAndResumes
     }
     EXPECT_TRUE(found) << "refinement " << i - first_refinement;
   }
-  EXPECT_EQ(joined, 3);
-  // The joined refinements count for the minimum they joined (each with its coarse minimum's
-  // local fits), which is the only one.
-  ASSERT_EQ(summary.minima.size(), 1u);
-  EXPECT_GE(summary.minima.front().reached_by, 4);
+  EXPECT_EQ(joined, 1);
+  // The joined refinement counts for the minimum it joined (with its coarse minimum's local
+  // fits).
+  ASSERT_EQ(summary.minima.size(), 2u);
+  EXPECT_GE(summary.minima.front().reached_by, 2);
   ExpectGlobalOptimum(summary, {"D0", "alpha", "D_offset"});
-  // Stopped after the first refinement, and after a joined one.
+  // Stopped after the first refinement, and after the last.
   ExpectResumedSearchIsBitwise(GlobalSearchMethod::kAuto, NlsqOptions{}, Inputs(), 1, "refine");
   ExpectResumedSearchIsBitwise(GlobalSearchMethod::kAuto, NlsqOptions{}, Inputs(), 3, "refine");
+}
+
+TEST_F(GlobalSearchTest, CoarseFitsJoinFoundMinimaAndStopOnceTheBestIsReachedFromThreeStarts) {
+  // Method auto's ranked local fits (docs/design.md section 4b): a fit that comes within reach
+  // of a minimum found before it stops there and counts as that minimum; once the lowest
+  // minimum (inside the box) has been reached from 3 starts, the remaining ranked starts whose
+  // screening chi2 is not within reach of it are left out.
+  UseCoarseLevel(4);
+  const GlobalSearchSummary summary =
+      RunGlobalSearch(GlobalSearchMethod::kAuto, NlsqOptions{}, Inputs());
+  EXPECT_GT(summary.joined_local_fits, 0) << summary.BriefReport();
+  EXPECT_GT(summary.skipped_starts, 0) << summary.BriefReport();
+  const int coarse_fits = summary.local_fits - summary.refined_fits;
+  EXPECT_EQ(coarse_fits + summary.skipped_starts, 13) << summary.BriefReport();
+  EXPECT_NE(summary.BriefReport().find("(" + std::to_string(summary.joined_local_fits) +
+                                       " joined, " + std::to_string(summary.skipped_starts) +
+                                       " starts left out)"),
+            std::string::npos)
+      << summary.BriefReport();
+  // In the trail, a joined coarse fit holds the minimum it joined: bitwise a fit's before it,
+  // with its own start, iterations and passes.
+  const std::vector<GlobalMinimum>& trail = summary.trail.minima;
+  ASSERT_EQ(trail.size(), static_cast<size_t>(summary.local_fits));
+  int joined = 0;
+  for (int i = 0; i < coarse_fits; ++i) {
+    if (trail[static_cast<size_t>(i)].status != "joined a minimum found before") continue;
+    ++joined;
+    EXPECT_GT(trail[static_cast<size_t>(i)].passes, 0);
+    bool found = false;
+    for (int j = 0; j < i; ++j) {
+      found = found || (trail[static_cast<size_t>(j)].chi2 == trail[static_cast<size_t>(i)].chi2 &&
+                        (trail[static_cast<size_t>(j)].reduced.array() ==
+                         trail[static_cast<size_t>(i)].reduced.array())
+                            .all() &&
+                        trail[static_cast<size_t>(j)].start != trail[static_cast<size_t>(i)].start);
+    }
+    EXPECT_TRUE(found) << "coarse fit " << i;
+  }
+  EXPECT_EQ(joined, summary.joined_local_fits);
+  // The chosen minimum was reached from 3 starts or more on the coarse level.
+  EXPECT_GE(summary.minima.front().reached_by, 3) << summary.BriefReport();
+  EXPECT_EQ(summary.screening_passes + summary.local_fit_passes + summary.refine_passes,
+            summary.passes);
+  ExpectGlobalOptimum(summary);
+  // Stopped after each of the first local fits (a joined one among them) and resumed: bitwise,
+  // with the same starts left out.
+  for (int stop_after : {2, 3, 4, 5}) {
+    ExpectResumedSearchIsBitwise(GlobalSearchMethod::kAuto, NlsqOptions{}, Inputs(), stop_after,
+                                 "local fit");
+  }
 }
 
 }  // namespace
