@@ -206,25 +206,45 @@ inline void ClearLaneGram(int gram_size, double* lanes) {
   for (int k = 0; k < LaneGramDoubles(gram_size); ++k) lanes[k] = 0.0;
 }
 
-// lanes += tile^T tile over the tile's first `count` points, [J | e] in columns [0, gram_size).
-// Zeroes the tile's points [count, count rounded up to kGramLanes) first (the vector steps read
-// them).
-inline void AddTileToLaneGram(double* tile, int count, int gram_size, double* lanes) {
+// lanes += tile^T tile over the tile's first `count` points, tile columns [0, columns), in the
+// lane Gram's order (ForEachLaneGramEntry). Zeroes the tile's points [count, count rounded up to
+// kGramLanes) first (the vector steps read them). kColumnSums: also column_sums (columns entries
+// of kGramLanes lanes) += the sum of each column, from the last row's single-row blocks
+// (AddLaneBlock<1, ..., true>), which needs columns % 4 == 1.
+template <bool kColumnSums>
+inline void AddTileColumnsToLaneGram(double* tile, int count, int columns, double* lanes,
+                                     double* column_sums) {
   constexpr int kTile = kTilePoints;
   const int padded_count = (count + kGramLanes - 1) / kGramLanes * kGramLanes;
-  for (int c = 0; c < gram_size; ++c) {
+  for (int c = 0; c < columns; ++c) {
     for (int t = count; t < padded_count; ++t) tile[c * kTile + t] = 0.0;
   }
   int offset = 0;
-  for (int a0 = 0; a0 < gram_size; a0 += 4) {
-    const int rows = gram_size - a0 < 4 ? gram_size - a0 : 4;
+  for (int a0 = 0; a0 < columns; a0 += 4) {
+    const int rows = columns - a0 < 4 ? columns - a0 : 4;
+    const bool sums_here = kColumnSums && a0 + rows == columns;  // the last row, a single one
     for (int c0 = 0; c0 < a0; c0 += 4) {
-      AddLaneBlockOfRows<false>(rows, tile, padded_count, a0, c0, lanes + offset);
+      if (sums_here) {
+        AddLaneBlock<1, false, true>(tile, padded_count, a0, c0, lanes + offset,
+                                     column_sums + c0 * kGramLanes);
+      } else {
+        AddLaneBlockOfRows<false>(rows, tile, padded_count, a0, c0, lanes + offset);
+      }
       offset += rows * 4 * kGramLanes;
     }
-    AddLaneBlockOfRows<true>(rows, tile, padded_count, a0, a0, lanes + offset);
+    if (sums_here) {
+      AddLaneBlock<1, true, true>(tile, padded_count, a0, a0, lanes + offset,
+                                  column_sums + a0 * kGramLanes);
+    } else {
+      AddLaneBlockOfRows<true>(rows, tile, padded_count, a0, a0, lanes + offset);
+    }
     offset += rows * (rows + 1) / 2 * kGramLanes;
   }
+}
+
+// lanes += tile^T tile over the tile's first `count` points, [J | e] in columns [0, gram_size).
+inline void AddTileToLaneGram(double* tile, int count, int gram_size, double* lanes) {
+  AddTileColumnsToLaneGram<false>(tile, count, gram_size, lanes, nullptr);
 }
 
 // The full pass's Gram under the linear loss (AccumulateRows), whose column of d c2 / d offset is
@@ -233,10 +253,10 @@ inline void AddTileToLaneGram(double* tile, int count, int gram_size, double* la
 // for static and 9 for laminar flow), their lane Gram is kept as AddTileToLaneGram's, and the
 // offset column's Gram row, (offset, c) = the sum of column c over the finite points and
 // (offset, offset) = their count, comes from the last row's single-row blocks
-// (AddLaneBlock<1, ..., true>): 2 (gram_size - 1) FMA per point fewer (55 -> 45 laminar, 21 ->
-// 15 static). The angle's lanes: the lane Gram (LaneGramDoubles(gram_size - 1)), then the column
-// sums' lanes (gram_size - 1 entries of kGramLanes), then the count: LaneGramDoubles(gram_size)
-// holds them. finite: the tile's finite points.
+// (AddTileColumnsToLaneGram<true>): 2 (gram_size - 1) FMA per point fewer (55 -> 45 laminar,
+// 21 -> 15 static). The angle's lanes: the lane Gram (LaneGramDoubles(gram_size - 1)), then the
+// column sums' lanes (gram_size - 1 entries of kGramLanes), then the count:
+// LaneGramDoubles(gram_size) holds them. finite: the tile's finite points.
 inline int OffsetColumnSumsAt(int gram_size) { return LaneGramDoubles(gram_size - 1); }
 inline int OffsetCountAt(int gram_size) {
   return OffsetColumnSumsAt(gram_size) + (gram_size - 1) * kGramLanes;
@@ -244,34 +264,8 @@ inline int OffsetCountAt(int gram_size) {
 
 inline void AddTileToOffsetLaneGram(double* tile, int count, int64_t finite, int gram_size,
                                     double* lanes) {
-  constexpr int kTile = kTilePoints;
-  const int columns = gram_size - 1;
-  const int padded_count = (count + kGramLanes - 1) / kGramLanes * kGramLanes;
-  for (int c = 0; c < columns; ++c) {
-    for (int t = count; t < padded_count; ++t) tile[c * kTile + t] = 0.0;
-  }
-  double* column_sums = lanes + OffsetColumnSumsAt(gram_size);
-  int offset = 0;
-  for (int a0 = 0; a0 < columns; a0 += 4) {
-    const int rows = columns - a0 < 4 ? columns - a0 : 4;
-    const bool last = a0 + rows == columns;  // a single row (columns % 4 == 1)
-    for (int c0 = 0; c0 < a0; c0 += 4) {
-      if (last) {
-        AddLaneBlock<1, false, true>(tile, padded_count, a0, c0, lanes + offset,
-                                     column_sums + c0 * kGramLanes);
-      } else {
-        AddLaneBlockOfRows<false>(rows, tile, padded_count, a0, c0, lanes + offset);
-      }
-      offset += rows * 4 * kGramLanes;
-    }
-    if (last) {
-      AddLaneBlock<1, true, true>(tile, padded_count, a0, a0, lanes + offset,
-                                  column_sums + a0 * kGramLanes);
-    } else {
-      AddLaneBlockOfRows<true>(rows, tile, padded_count, a0, a0, lanes + offset);
-    }
-    offset += rows * (rows + 1) / 2 * kGramLanes;
-  }
+  AddTileColumnsToLaneGram<true>(tile, count, gram_size - 1, lanes,
+                                 lanes + OffsetColumnSumsAt(gram_size));
   lanes[OffsetCountAt(gram_size)] += static_cast<double>(finite);
 }
 
