@@ -401,17 +401,17 @@ class Search {
 
   // Passes computed in this run (on either level; spread work on every rank's), and replayed
   // from the trail.
-  int64_t passes() const {
-    return projected_.passes() +
-           (coarse_ ? coarse_->passes() + passes_elsewhere_ - passes_discarded_ : 0);
-  }
+  int64_t passes() const { return projected_.passes() + coarse_passes(); }
   int64_t replayed_passes() const { return replayed_passes_; }
   // Batches computed in this run: each level's passes times its batches.
   int64_t batches() const {
     return projected_.passes() * inputs_.data->num_batches() +
-           (coarse_ ? (coarse_->passes() + passes_elsewhere_ - passes_discarded_) *
-                          coarse_data_->num_batches()
-                    : 0);
+           (coarse_ ? coarse_passes() * coarse_data_->num_batches() : 0);
+  }
+  // The coarse level's passes of passes(): this rank's, the other ranks' spread work, less
+  // the passes computed for nothing (0 without a coarse level).
+  int64_t coarse_passes() const {
+    return coarse_ ? coarse_->passes() + passes_elsewhere_ - passes_discarded_ : 0;
   }
   const GlobalSearchTrail& trail() const { return trail_; }
   // Of the data the search runs on now (the coarse level until RefineOnSearchData).
