@@ -1,12 +1,14 @@
 // The roofline of the fitting pass (docs/performance.md, "Roofline of the fitting pass"): the
 // machine's limits and the pass kernel's parts, measured.
-//   1. FMA peak: independent chains of 8-lane double FMAs (AVX-512), 1 and 2 threads.
+//   1. FMA peak: independent chains of double FMAs of the widest vector the CPU has (AVX-512: 8
+//      lanes, AVX2: 4; roofline_kernels.h), 1 and 2 threads.
 //   2. Read bandwidth: the sum of a 512 MiB float32 array, 1 and 2 threads.
 //   3. The pass kernel on one thread (PassKernel, the process's instruction-set level) over the
 //      benchmark grid of bench/objective_benchmark.cc (3 angles, N = 2000, 5,997,000 points):
 //      full pass (AccumulateRows), cost pass (SumSquaredResiduals), and the Gram update alone
-//      over the same tiles, as 4 x 4 blocks per tile (AddTileGram) and as the lane Gram
-//      (AddTileToLaneGram), in CPU seconds of the calling thread.
+//      over the same tiles, as 4 x 4 blocks per tile (AddTileGram), as the lane Gram
+//      (AddTileToLaneGram) and as the offset lane Gram of the full pass under the linear loss
+//      (AddTileToOffsetLaneGram), in CPU seconds of the calling thread.
 // Every figure is the best of `repeats` runs (argument 1, default 5): other processes only slow
 // a run down. Usage: roofline_benchmark [repeats]; with ROOFLINE_PASS_ONLY set in the
 // environment, only part 3.
@@ -27,7 +29,34 @@
 #include "model/tile.h"
 #include "roofline_kernels.h"
 
+namespace homodyne::roofline {
+
+#if defined(ROOFLINE_HAS_AVX2)
+namespace avx2 {
+extern const Probes kProbes;
+}
+#endif
+#if defined(ROOFLINE_HAS_AVX512)
+namespace avx512 {
+extern const Probes kProbes;
+}
+#endif
+
+const Probes* BestProbes() {
+#if defined(ROOFLINE_HAS_AVX512)
+  if (__builtin_cpu_supports("avx512f")) return &avx512::kProbes;
+#endif
+#if defined(ROOFLINE_HAS_AVX2)
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return &avx2::kProbes;
+#endif
+  return nullptr;
+}
+
+}  // namespace homodyne::roofline
+
 namespace {
+
+using homodyne::roofline::Probes;
 
 double WallSeconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
@@ -54,16 +83,17 @@ double BestSeconds(int repeats, Clock clock, Body body) {
 
 volatile double g_sink = 0.0;
 
-void FmaPeak(int repeats) {
-  using homodyne::roofline::FmaChains;
+void FmaPeak(const Probes& probes, int repeats) {
+  const auto FmaChains = probes.fma_chains;
+  const double lanes = probes.lanes;
   const int64_t iterations = 100'000'000;
-  std::printf("FMA peak (8-lane double FMA chains, AVX-512; %lld FMA steps per chain)\n",
-              static_cast<long long>(iterations));
+  std::printf("FMA peak (%d-lane double FMA chains, %s; %lld FMA steps per chain)\n",
+              probes.lanes, probes.level, static_cast<long long>(iterations));
   for (int chains : {1, 2, 4, 8, 10}) {
     const double seconds = BestSeconds(repeats, ThreadCpuSeconds,
                                        [&] { g_sink = g_sink + FmaChains(chains, iterations); });
     std::printf("  1 thread (CPU time), %2d chains: %.3g double FMA/s\n", chains,
-                8.0 * chains * static_cast<double>(iterations) / seconds);
+                lanes * chains * static_cast<double>(iterations) / seconds);
   }
   for (int threads : {1, 2}) {
     const double seconds = BestSeconds(repeats, WallSeconds, [&] {
@@ -75,11 +105,11 @@ void FmaPeak(int repeats) {
       }
     });
     std::printf("  %d thread(s) (wall time), 10 chains each: %.3g double FMA/s\n", threads,
-                8.0 * 10.0 * threads * static_cast<double>(iterations) / seconds);
+                lanes * 10.0 * threads * static_cast<double>(iterations) / seconds);
   }
 }
 
-void ReadBandwidth(int repeats) {
+void ReadBandwidth(const Probes& probes, int repeats) {
   const int64_t count = int64_t{1} << 27;  // 512 MiB of float32
   float* values = static_cast<float*>(std::aligned_alloc(64, static_cast<size_t>(count) * 4));
 #pragma omp parallel for schedule(static) num_threads(2)
@@ -91,7 +121,7 @@ void ReadBandwidth(int repeats) {
       {
         const int t = omp_get_thread_num();
         const int64_t begin = count * t / threads, end = count * (t + 1) / threads;
-        const double value = homodyne::roofline::SumFloats(values + begin, end - begin);
+        const double value = probes.sum_floats(values + begin, end - begin);
 #pragma omp critical
         g_sink = g_sink + value;
       }
@@ -103,7 +133,8 @@ void ReadBandwidth(int repeats) {
   std::free(values);
 }
 
-void PassParts(homodyne::AnalysisMode mode, const char* name, int repeats) {
+void PassParts(const Probes& probes, homodyne::AnalysisMode mode, const char* name,
+               int repeats) {
   const int n = 2000;
   std::vector<double> times(n);
   for (int i = 0; i < n; ++i) times[static_cast<size_t>(i)] = (i + 1) * 0.1;
@@ -153,7 +184,7 @@ void PassParts(homodyne::AnalysisMode mode, const char* name, int repeats) {
     for (int i = 0; i < n; ++i) {
       for (int j = i + 1; j < n; j += kTile) {
         const int count = std::min(kTile, n - j);
-        homodyne::roofline::RepeatTileGram(tile.data(), count, g, static_cast<int>(phi.size()),
+        probes.repeat_tile_gram(tile.data(), count, g, static_cast<int>(phi.size()),
                                            gram.data());
       }
     }
@@ -163,8 +194,17 @@ void PassParts(homodyne::AnalysisMode mode, const char* name, int repeats) {
     for (int i = 0; i < n; ++i) {
       for (int j = i + 1; j < n; j += kTile) {
         const int count = std::min(kTile, n - j);
-        homodyne::roofline::RepeatLaneGram(tile.data(), count, g, static_cast<int>(phi.size()),
+        probes.repeat_lane_gram(tile.data(), count, g, static_cast<int>(phi.size()),
                                            lanes.data(), gram.data());
+      }
+    }
+  });
+  const double offset_lane_seconds = BestSeconds(repeats, ThreadCpuSeconds, [&] {
+    for (int i = 0; i < n; ++i) {
+      for (int j = i + 1; j < n; j += kTile) {
+        const int count = std::min(kTile, n - j);
+        probes.repeat_offset_lane_gram(tile.data(), count, g, static_cast<int>(phi.size()),
+                                       lanes.data(), gram.data());
       }
     }
   });
@@ -174,11 +214,15 @@ void PassParts(homodyne::AnalysisMode mode, const char* name, int repeats) {
               std::string(homodyne::ToString(kernel.isa_level())).c_str(),
               static_cast<long long>(points));
   std::printf("  full pass:   %.4f s = %.3g points/s\n", full, p / full);
-  std::printf("    the Gram update alone over the same tiles:\n");
+  std::printf("    the Gram update alone over the same tiles (%s):\n", probes.level);
   std::printf("    Gram update as 4 x 4 blocks per tile (AddTileGram): %.4f s = %.3g points/s\n",
               gram_seconds, p / gram_seconds);
   std::printf("    Gram update as lane Gram (AddTileToLaneGram): %.4f s = %.3g points/s\n",
               lane_seconds, p / lane_seconds);
+  std::printf(
+      "    Gram update as offset lane Gram (AddTileToOffsetLaneGram, the full pass's): %.4f s = "
+      "%.3g points/s\n",
+      offset_lane_seconds, p / offset_lane_seconds);
   std::printf("  cost pass:   %.4f s = %.3g points/s\n", cost, p / cost);
 }
 
@@ -186,13 +230,19 @@ void PassParts(homodyne::AnalysisMode mode, const char* name, int repeats) {
 
 int main(int argc, char** argv) {
   const int repeats = argc > 1 ? std::max(1, std::atoi(argv[1])) : 5;
-  if (!homodyne::roofline::CpuHasAvx512()) {
-    std::printf("This CPU has no AVX-512: the FMA and bandwidth probes are skipped.\n");
-  } else if (std::getenv("ROOFLINE_PASS_ONLY") == nullptr) {
-    FmaPeak(repeats);
-    ReadBandwidth(repeats);
+  const Probes* probes = homodyne::roofline::BestProbes();
+  if (probes == nullptr) {
+    std::fprintf(stderr,
+                 "roofline_benchmark: this CPU has neither AVX2 with FMA nor AVX-512, the levels "
+                 "its probes are built for\n");
+    return 1;
   }
-  PassParts(homodyne::AnalysisMode::kLaminarFlow, "laminar_flow", repeats);
-  PassParts(homodyne::AnalysisMode::kStatic, "static", repeats);
+  std::printf("Probes at level %s (%d doubles per vector)\n", probes->level, probes->lanes);
+  if (std::getenv("ROOFLINE_PASS_ONLY") == nullptr) {
+    FmaPeak(*probes, repeats);
+    ReadBandwidth(*probes, repeats);
+  }
+  PassParts(*probes, homodyne::AnalysisMode::kLaminarFlow, "laminar_flow", repeats);
+  PassParts(*probes, homodyne::AnalysisMode::kStatic, "static", repeats);
   return 0;
 }

@@ -1,21 +1,36 @@
-// The AVX-512 probes of roofline_kernels.h (compiled with -march=x86-64-v4, bench/CMakeLists.txt).
+// The probes of roofline_kernels.h for one vector level: compiled once per level with its -march
+// and ROOFLINE_LEVEL set to its name (bench/CMakeLists.txt), defining
+// homodyne::roofline::<level>::kProbes.
 #include "roofline_kernels.h"
 
 #include "model/gram_block.h"
 
-namespace homodyne::roofline {
-namespace {
-typedef double Vector8 __attribute__((vector_size(64)));
-}  // namespace
+#ifndef ROOFLINE_LEVEL
+#error "ROOFLINE_LEVEL (avx2 or avx512) must name the level"
+#endif
 
-bool CpuHasAvx512() { return __builtin_cpu_supports("avx512f"); }
+#define ROOFLINE_STRING_(x) #x
+#define ROOFLINE_STRING(x) ROOFLINE_STRING_(x)
+
+namespace homodyne::roofline::ROOFLINE_LEVEL {
+namespace {
+
+#if defined(__AVX512F__)
+constexpr int kLanes = 8;
+#else
+constexpr int kLanes = 4;
+#endif
+typedef double Vector __attribute__((vector_size(8 * kLanes)));
 
 double FmaChains(int chains, int64_t iterations) {
   // x = x * a + b keeps |x| bounded (a < 1); ten accumulators cover the FMA latency (4 cycles) of
   // two pipes.
-  const Vector8 a = {0.999999, 0.999998, 0.999997, 0.999996, 0.999995, 0.999994, 0.999993, 0.99999};
-  const Vector8 b = {1e-7, 2e-7, 3e-7, 4e-7, 5e-7, 6e-7, 7e-7, 8e-7};
-  Vector8 x[10];
+  Vector a, b;
+  for (int l = 0; l < kLanes; ++l) {
+    a[l] = 0.999999 - 1e-6 * l;
+    b[l] = 1e-7 * (l + 1);
+  }
+  Vector x[10];
   for (int c = 0; c < 10; ++c) x[c] = b * (c + 1);
   switch (chains) {
 #define HOMODYNE_FMA_CASE(N)                                          \
@@ -37,7 +52,7 @@ double FmaChains(int chains, int64_t iterations) {
   }
   double sum = 0.0;
   for (int c = 0; c < 10; ++c) {
-    for (int l = 0; l < 8; ++l) sum += x[c][l];
+    for (int l = 0; l < kLanes; ++l) sum += x[c][l];
   }
   return sum;
 }
@@ -65,4 +80,19 @@ void RepeatLaneGram(double* tile, int count, int gram_size, int repeats, double*
   pass_kernel::FlushLaneGram(lanes, gram_size, gram);
 }
 
-}  // namespace homodyne::roofline
+void RepeatOffsetLaneGram(double* tile, int count, int gram_size, int repeats, double* lanes,
+                          double* gram) {
+  for (int r = 0; r < repeats; ++r) {
+    pass_kernel::AddTileToOffsetLaneGram(tile, count, count, gram_size, lanes);
+    __asm__ volatile("" : : "r"(lanes) : "memory");
+  }
+  pass_kernel::FlushOffsetLaneGram(lanes, gram_size, gram);
+}
+
+}  // namespace
+
+extern const Probes kProbes;
+const Probes kProbes = {ROOFLINE_STRING(ROOFLINE_LEVEL), kLanes, &FmaChains, &SumFloats,
+                        &RepeatTileGram, &RepeatLaneGram, &RepeatOffsetLaneGram};
+
+}  // namespace homodyne::roofline::ROOFLINE_LEVEL

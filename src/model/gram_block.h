@@ -166,9 +166,21 @@ inline void AddLaneBlock(const double* tile, int padded_count, int a0, int c0, d
   }
 }
 
+// The block of `rows` rows at (a0, c0) (AddLaneBlock). A full off-diagonal block has 16
+// accumulators and 8 loaded vectors; where vector registers are 16 (AVX2 and below: kGramLanes
+// < 8) it is done as two blocks of 2 rows (8 accumulators each: no spills; the 4 x 4 block spilled
+// 2 of its accumulators every step). The sums are the same: each entry's lanes add the same
+// products in the same order whichever block computes them.
 template <bool kDiagonal>
 inline void AddLaneBlockOfRows(int rows, const double* tile, int padded_count, int a0, int c0,
                                double* lanes) {
+  if constexpr (!kDiagonal && kGramLanes < 8) {
+    if (rows == 4) {
+      AddLaneBlock<2, false>(tile, padded_count, a0, c0, lanes);
+      AddLaneBlock<2, false>(tile, padded_count, a0 + 2, c0, lanes + 2 * 4 * kGramLanes);
+      return;
+    }
+  }
   switch (rows) {
     case 1:
       return AddLaneBlock<1, kDiagonal>(tile, padded_count, a0, c0, lanes);
