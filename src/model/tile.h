@@ -3,8 +3,11 @@
 
 namespace homodyne::pass_kernel {
 
-// Points per tile (one row segment); the vector loops run over a tile.
-inline constexpr int kTilePoints = 256;
+// Points per tile (one row segment); the vector loops run over a tile. A full pass's tile of
+// [J | e] and its angle-independent factor columns are kTilePoints doubles each: at 128 points the
+// laminar ones (9 + 10 columns, 19 KiB) stay in a 32 KiB L1 data cache, at 256 they did not
+// (docs/performance.md, "Tiles of 128 points").
+inline constexpr int kTilePoints = 128;
 
 // Columns of a tile of [J | e]: the Gram side padded with zero columns to a multiple of 4.
 constexpr int PaddedTileColumns(int gram_size) { return (gram_size + 3) / 4 * 4; }
