@@ -165,10 +165,18 @@ ProductTables TablesOf(const TwoComponentAngle& angle, int i, int j_begin) {
 
 // One angle of one tile: [J | e] (as TwoComponentPoint::EvaluateSegment), zero rows for non-finite
 // data, then gram += tile^T tile.
+// kLinear (in.loss is linear): the tile leaves out d c2 / d offset (1 at every finite point, 0
+// elsewhere), [J_phys, d c2 / d contrast, e] in its 16 columns, and goes into the angle's lane
+// Gram (lanes; AddTileToLastRowApartOffsetLaneGram adds the offset column's Gram row from the
+// column sums and the finite count); else the tile holds all gram_size columns and goes straight
+// into gram (AddRobustTileGram).
+template <bool kLinear>
 void AccumulateTile(const TwoComponentInputs& in, const TwoComponentAngle& angle,
                     const ProductTables& tables, int i, int j_begin, const float* data, int count,
                     const double* factors, double* tile, double* lanes, double* gram,
                     int64_t& finite_points) {
+  // AddTileToLastRowApartOffsetLaneGram: the linear loss's tile columns are a multiple of 4.
+  static_assert((tc::kNumPhysical + 2) % 4 == 0);
   const int n = in.num_times;
   const double* hr_col = factors + kHr * kTile;
   const double* hs_col = factors + kHs * kTile;
@@ -232,15 +240,21 @@ void AccumulateTile(const TwoComponentInputs& in, const TwoComponentAngle& angle
     tile[(tc::kF0 + 3) * kTile + t] = c_du * dxi3 + c_dw * dxj[3 * n + t];
     tile[tc::kPhi0Het * kTile + t] = c_phase * ds * dv;
     tile[tc::kNumPhysical * kTile + t] = weight * g;         // d c2 / d contrast
-    tile[(tc::kNumPhysical + 1) * kTile + t] = weight;       // d c2 / d offset
-    tile[(tc::kNumPhysical + 2) * kTile + t] = weight > 0.0 ? d - c2 : 0.0;
+    // weight * (d - c2) would be NaN for non-finite d.
+    const double e = weight > 0.0 ? d - c2 : 0.0;
+    if constexpr (kLinear) {
+      // d c2 / d offset (= weight) is not stored: AddTileToLastRowApartOffsetLaneGram sums its
+      // Gram row.
+      tile[(tc::kNumPhysical + 1) * kTile + t] = e;
+    } else {
+      tile[(tc::kNumPhysical + 1) * kTile + t] = weight;  // d c2 / d offset
+      tile[(tc::kNumPhysical + 2) * kTile + t] = e;
+    }
     finite += weight > 0.0 ? 1 : 0;
   }
   finite_points += finite;
-  // Under the linear loss into the angle's lane Gram (gram_block.h), under a robust loss straight
-  // into its Gram matrix.
-  if (in.loss.function == LossFunction::kLinear) {
-    AddTileToLaneGram(tile, count, in.gram_size, lanes);
+  if constexpr (kLinear) {
+    AddTileToLastRowApartOffsetLaneGram(tile, count, finite, in.gram_size, lanes);
   } else {
     AddRobustTileGram(in.loss, tile, count, in.gram_size, gram);
   }
@@ -338,13 +352,19 @@ void AccumulateRows(const TwoComponentInputs& in, int row_begin, int row_end,
     for (int k = 0; k < in.num_angles; ++k) {
       const TwoComponentAngle& angle = in.angles[k];
       PrefetchNextTile(data[k] + point + count);
-      AccumulateTile(in, angle, TablesOf(angle, i, j), i, j, data[k] + point, count, factors,
-                     tile, lane_grams + k * lane_gram_doubles, grams[k], finite_points[k]);
+      if (in.loss.function == LossFunction::kLinear) {
+        AccumulateTile<true>(in, angle, TablesOf(angle, i, j), i, j, data[k] + point, count,
+                             factors, tile, lane_grams + k * lane_gram_doubles, grams[k],
+                             finite_points[k]);
+      } else {
+        AccumulateTile<false>(in, angle, TablesOf(angle, i, j), i, j, data[k] + point, count,
+                              factors, tile, nullptr, grams[k], finite_points[k]);
+      }
     }
   });
   if (in.loss.function == LossFunction::kLinear) {
     for (int k = 0; k < in.num_angles; ++k) {
-      FlushLaneGram(lane_grams + k * lane_gram_doubles, in.gram_size, grams[k]);
+      FlushLastRowApartOffsetLaneGram(lane_grams + k * lane_gram_doubles, in.gram_size, grams[k]);
     }
   }
 }
