@@ -49,31 +49,32 @@ inline void AddGramBlock(const double* tile, int count, int a0, int c0, int g, d
 }
 
 // The tiles of rows [row_begin, row_end) of the strict upper triangle of an n-point grid, in the
-// packed order of dataset.h: for each row i, the segments j = i+1.. of at most kTilePoints points.
+// packed order of dataset.h: for each row i, the segments j = i+1.. of at most kPoints points.
 // Calls tile(i, j_begin, count, point) for each, point being the segment's offset in the rows'
 // packed data. The walk every mode's pass body makes.
-template <typename Tile>
+template <int kPoints = kTilePoints, typename Tile>
 inline void ForEachTile(int n, int row_begin, int row_end, Tile tile) {
   int64_t point = 0;
   for (int i = row_begin; i < row_end; ++i) {
-    for (int j = i + 1; j < n; j += kTilePoints) {
-      const int count = n - j < kTilePoints ? n - j : kTilePoints;
+    for (int j = i + 1; j < n; j += kPoints) {
+      const int count = n - j < kPoints ? n - j : kPoints;
       tile(i, j, count, point);
       point += count;
     }
   }
 }
 
-// Asks the cache for the kTilePoints float32 values from `next` on: the angle's data of the next
+// Asks the cache for the kPoints float32 values from `next` on: the angle's data of the next
 // tile, which every mode's walk (ForEachTile's callers) asks for before the angle's tile (the
 // packed data of a batch's rows is contiguous; a prefetch never faults, also past the end of the
 // data). The data is the passes' only stream from memory, a cache line per 16 points, and each
 // angle's tile reads 1 KiB of it before the walk goes on to the next angle's array: the
 // hardware's prefetch did not keep up (the laminar cost pass waited on these loads for about
 // 40 % of its time: docs/performance.md, Cost and scaling passes).
+template <int kPoints = kTilePoints>
 inline void PrefetchNextTile(const float* next) {
   constexpr int kFloatsPerLine = 16;
-  for (int t = 0; t < kTilePoints; t += kFloatsPerLine) __builtin_prefetch(next + t, 0, 3);
+  for (int t = 0; t < kPoints; t += kFloatsPerLine) __builtin_prefetch(next + t, 0, 3);
 }
 
 // gram += tile^T tile (lower triangle and diagonal) over the tile's first `count` points.

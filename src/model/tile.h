@@ -9,6 +9,12 @@ namespace homodyne::pass_kernel {
 // (docs/performance.md, "Tiles of 128 points").
 inline constexpr int kTilePoints = 128;
 
+// Points per row segment of the homodyne cost and scaling passes, which build no tile of [J | e]
+// and read 4 factor columns (homodyne_pass_variant.cc, ForEachAngleTile): their per-segment
+// set-up (the factors' forms, each angle's form) paid twice as often at 128 points made the
+// static cost pass about 20 % slower (docs/performance.md, "Tiles of 128 points").
+inline constexpr int kCostTilePoints = 256;
+
 // Columns of a tile of [J | e]: the Gram side padded with zero columns to a multiple of 4.
 constexpr int PaddedTileColumns(int gram_size) { return (gram_size + 3) / 4 * 4; }
 

@@ -622,16 +622,21 @@ SinCosForm LaminarForm(const AngleCoefficients& angle, int i, int j_begin, int c
 // then, for every angle k, body.template operator()<kLaminar, kForm>(k, angle, tables, values,
 // count) with the angle's form of sin and cos (LaminarForm; kVector for static flow), its product
 // tables and its data values of the tile.
+// Tiles of kTilePoints in the full pass, kCostTilePoints in the others (tile.h; the scratch's
+// columns hold that many: Scratch).
 template <bool kFullPass, typename Body>
 void ForEachAngleTile(const Inputs& in, int row_begin, int row_end, const float* const* data,
                       const Scratch& scratch, Body&& body) {
+  constexpr int kPoints = kFullPass ? kTilePoints : kCostTilePoints;
+  static_assert(kPoints <= kSeparableExpBlock, "a tile lies in at most two blocks");
   SeparableExpRowCache row_factors;
-  ForEachTile(in.num_times, row_begin, row_end, [&](int i, int j, int count, int64_t point) {
+  ForEachTile<kPoints>(in.num_times, row_begin, row_end, [&](int i, int j, int count,
+                                                             int64_t point) {
     TileSharedFactors<kFullPass>(in, i, j, count, &row_factors, scratch);
     for (int k = 0; k < in.num_angles; ++k) {
       const AngleCoefficients& angle = in.angles[k];
       const float* values = data[k] + point;
-      PrefetchNextTile(values + count);
+      PrefetchNextTile<kPoints>(values + count);
       ProductTables tables;
       if (!in.laminar) {
         body.template operator()<false, SinCosForm::kVector>(k, angle, tables, values, count);

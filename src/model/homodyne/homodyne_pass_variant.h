@@ -54,7 +54,9 @@ struct Inputs {
 
 // Per-thread scratch (carved from PassScratch, mode_point.h): the angle-independent factors of one tile
 // and one angle's tile of [J | e] (column c at c kTilePoints, columns padded with zeros to a
-// multiple of 4: PaddedTileColumns).
+// multiple of 4: PaddedTileColumns). The cost and scaling passes' tiles have kCostTilePoints
+// (tile.h): their scratch has g1_diffusion, m_shear, inverse_m_shear and smoothing_shear that
+// long, no derivative columns (null), and `tile` holds at least kCostTilePoints doubles.
 struct Scratch {
   double* g1_diffusion = nullptr;  // kTilePoints
   double* dlog_g1d = nullptr;      // 3 kTilePoints: d log g1d / d(D0, alpha, D_off)

@@ -207,7 +207,7 @@ class HomodynePass final : public ModePass {
   void SumSquaredResiduals(int row_begin, int row_end, const float* const* data,
                            double* squared_residuals, PassScratch& scratch) const override {
     functions_->sum_squared_residuals(Inputs(scratch.gram_size), row_begin, row_end, data,
-                                      squared_residuals, ScratchOf(scratch));
+                                      squared_residuals, CostScratchOf(scratch));
   }
 
   void AccumulateScalingRows(int row_begin, int row_end, const float* const* data,
@@ -217,7 +217,7 @@ class HomodynePass final : public ModePass {
     const size_t sums = static_cast<size_t>(pass_kernel::kScalingSumsDoubles) * angles_.size();
     if (scratch.lane_grams.size() < sums) scratch.lane_grams.resize(sums);
     functions_->accumulate_scaling_rows(Inputs(scratch.gram_size), row_begin, row_end, data, grams,
-                                        finite_points, ScratchOf(scratch));
+                                        finite_points, CostScratchOf(scratch));
   }
 
  private:
@@ -250,6 +250,26 @@ class HomodynePass final : public ModePass {
             factors + 9 * kTile,
             factors + 5 * kTile,
             factors + 8 * kTile,
+            scratch.tile.data(),
+            scratch.lane_grams.data()};
+  }
+
+  // The factor columns of the passes without derivatives (cost, scaling), whose tiles have
+  // kCostTilePoints (homodyne_pass_variant.cc, ForEachAngleTile): the four columns they read, that
+  // long; no derivative columns. The tile holds a robust loss's residuals of a tile.
+  static pass_kernel::Scratch CostScratchOf(PassScratch& scratch) {
+    constexpr int kPoints = pass_kernel::kCostTilePoints;
+    static_assert(4 * kPoints <= pass_kernel::kTilePoints * PassScratch::kFactorColumns);
+    // PassScratch's tile: kTilePoints * PaddedTileColumns(gram_size) doubles, gram_size at least
+    // the static mode's 6.
+    static_assert(kPoints <= pass_kernel::kTilePoints * pass_kernel::PaddedTileColumns(6));
+    double* factors = scratch.factors.data();
+    return {factors,
+            nullptr,
+            factors + kPoints,
+            factors + 2 * kPoints,
+            nullptr,
+            factors + 3 * kPoints,
             scratch.tile.data(),
             scratch.lane_grams.data()};
   }
