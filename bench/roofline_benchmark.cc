@@ -185,7 +185,7 @@ void PassParts(const Probes& probes, homodyne::AnalysisMode mode, const char* na
       for (int j = i + 1; j < n; j += kTile) {
         const int count = std::min(kTile, n - j);
         probes.repeat_tile_gram(tile.data(), count, g, static_cast<int>(phi.size()),
-                                           gram.data());
+                                gram.data());
       }
     }
   });
@@ -195,7 +195,7 @@ void PassParts(const Probes& probes, homodyne::AnalysisMode mode, const char* na
       for (int j = i + 1; j < n; j += kTile) {
         const int count = std::min(kTile, n - j);
         probes.repeat_lane_gram(tile.data(), count, g, static_cast<int>(phi.size()),
-                                           lanes.data(), gram.data());
+                                lanes.data(), gram.data());
       }
     }
   });

@@ -8,8 +8,8 @@
 // (BuildSeparableExpFactors), F once per row and block, so a point costs one product instead of
 // a square root and an exp. Both come from libm with the argument's rounding carried
 // (vector_math::ExpOfScaledDifference), within a few ulp of exact at any argument size. A tile
-// (row i, one row segment of at most kTilePoints <= kSeparableExpBlock columns, so at most two
-// blocks) takes the form only where (SeparableExpApplies)
+// (row i, one row segment of at most kSeparableExpBlock columns, so at most two blocks) takes the
+// form only where (SeparableExpApplies)
 //   - the smoothing is negligible: M - |diff| <= eps / (2 d0) (d0 the tile's smallest |diff|, at
 //     its first column) changes exp(-w M) by w (M - |diff|) and diff / M (taken as -1 for
 //     diff = C[i] - C[j]) by (M - |diff|) / d0, both at most kSeparableExpNegligible;
@@ -28,9 +28,9 @@
 
 namespace homodyne::pass_kernel {
 
-// Twice the tile (a tile lies in at most two blocks): half as many row factors, each a libm exp,
-// as blocks of one tile (measured: the static cost pass about 9 % slower with blocks of 128).
-inline constexpr int kSeparableExpBlock = 2 * kTilePoints;
+// The longest row segment of any pass (tile.h), so that a segment lies in at most two blocks;
+// blocks as short as the full pass's tiles would double the row factors, each a libm exp.
+inline constexpr int kSeparableExpBlock = kCostTilePoints;
 static_assert(kTilePoints <= kSeparableExpBlock, "a tile lies in at most two blocks");
 inline constexpr double kSeparableExpNegligible = 1e-16;
 inline constexpr double kSeparableExpMaxExponent = 690.0;
