@@ -180,33 +180,25 @@ void PassParts(const Probes& probes, homodyne::AnalysisMode mode, const char* na
     for (int t = 0; t < kTile; ++t) tile[static_cast<size_t>(c * kTile + t)] = 1e-3 * (c + t);
   }
   std::vector<double> gram(static_cast<size_t>(g * g), 0.0);
-  const double gram_seconds = BestSeconds(repeats, ThreadCpuSeconds, [&] {
-    for (int i = 0; i < n; ++i) {
-      for (int j = i + 1; j < n; j += kTile) {
-        const int count = std::min(kTile, n - j);
-        probes.repeat_tile_gram(tile.data(), count, g, static_cast<int>(phi.size()),
-                                gram.data());
-      }
-    }
-  });
   std::vector<double> lanes(static_cast<size_t>(homodyne::pass_kernel::LaneGramDoubles(g)), 0.0);
-  const double lane_seconds = BestSeconds(repeats, ThreadCpuSeconds, [&] {
-    for (int i = 0; i < n; ++i) {
-      for (int j = i + 1; j < n; j += kTile) {
-        const int count = std::min(kTile, n - j);
-        probes.repeat_lane_gram(tile.data(), count, g, static_cast<int>(phi.size()),
-                                lanes.data(), gram.data());
+  const int angles = static_cast<int>(phi.size());
+  // The best CPU seconds of update(count) for every tile of the pass (each row's segments of
+  // kTile points).
+  const auto tiles_seconds = [&](auto update) {
+    return BestSeconds(repeats, ThreadCpuSeconds, [&] {
+      for (int i = 0; i < n; ++i) {
+        for (int j = i + 1; j < n; j += kTile) update(std::min(kTile, n - j));
       }
-    }
+    });
+  };
+  const double gram_seconds = tiles_seconds([&](int count) {
+    probes.repeat_tile_gram(tile.data(), count, g, angles, gram.data());
   });
-  const double offset_lane_seconds = BestSeconds(repeats, ThreadCpuSeconds, [&] {
-    for (int i = 0; i < n; ++i) {
-      for (int j = i + 1; j < n; j += kTile) {
-        const int count = std::min(kTile, n - j);
-        probes.repeat_offset_lane_gram(tile.data(), count, g, static_cast<int>(phi.size()),
-                                       lanes.data(), gram.data());
-      }
-    }
+  const double lane_seconds = tiles_seconds([&](int count) {
+    probes.repeat_lane_gram(tile.data(), count, g, angles, lanes.data(), gram.data());
+  });
+  const double offset_lane_seconds = tiles_seconds([&](int count) {
+    probes.repeat_offset_lane_gram(tile.data(), count, g, angles, lanes.data(), gram.data());
   });
   g_sink = g_sink + gram[0];
   const double p = static_cast<double>(points);

@@ -598,8 +598,8 @@ bool MixedFormApplies(const AngleCoefficients& angle, const Scratch& scratch) {
          std::fabs(angle.phase_per_step) * scratch.smoothing_shear[0] <= kProductMaxDelta;
 }
 
-// The laminar tile's form of sin and cos for the angle (SinCosForm) and, for kProduct, its
-// tables at row i and the tile's columns.
+// The laminar tile's form of sin and cos for the angle (SinCosForm) and, for kProduct and
+// kMixed, its tables at row i and the tile's columns.
 SinCosForm LaminarForm(const AngleCoefficients& angle, int i, int j_begin, int count,
                        const Scratch& scratch, ProductTables* tables) {
   if (NeedsLibm(angle, count, scratch)) return SinCosForm::kLibm;
