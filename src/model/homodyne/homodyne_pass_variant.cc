@@ -70,27 +70,46 @@ inline void SincFromSinCos(double x, double sin_x, double cos_x, double inverse,
 //     nearly perpendicular to the flow). The series is accurate to 2 ulp there; the reference's
 //     (x cos x - sin x) / x^2 cancels digits at small x (3 ulp / x^2 relative), which the direct
 //     form shares.
-//   kMixed: the tiles whose phases cross kSeriesMaxPhase (on a typical grid the first tile of
-//     every row, its phases rising from about 0): per point the series of kSeries where the phase
-//     is below kSeriesMaxPhase, the product form of kProduct elsewhere (both computed, one
-//     selected: one loop and one Gram update, no sin or cos), where the product form's conditions
-//     hold at the tile's first point apart from its phase (MixedFormApplies). Each point gets
-//     the accuracy of its form (kSeriesMaxPhase = kProductMinPhase).
-enum class SinCosForm { kVector, kLibm, kProduct, kSeries, kMixed };
+//   kSeriesThenProduct: the tiles whose phases cross kSeriesMaxPhase (on a typical grid the first
+//     tile of every row, its phases rising from about 0): the points below kSeriesMaxPhase in
+//     kSeries, the others in kProduct, as two loops over the tile's two ranges (ForEachFormRange;
+//     ProductTables::series_end), where the product form's conditions hold at the tile's first
+//     point apart from its phase (SeriesThenProductApplies). Each point gets the accuracy of its
+//     form (kSeriesMaxPhase = kProductMinPhase). (Until issue 24's sixth step both forms were
+//     computed at every point of such a tile and one selected: 1.7 times the product form's
+//     instructions per point.)
+enum class SinCosForm { kVector, kLibm, kProduct, kSeries, kSeriesThenProduct };
 
 inline constexpr double kSeriesMaxPhase = 0.5;
 
 inline constexpr double kProductMinPhase = 0.5;
-static_assert(kProductMinPhase == kSeriesMaxPhase, "kMixed splits its points at one phase");
+static_assert(kProductMinPhase == kSeriesMaxPhase,
+              "kSeriesThenProduct splits its points at one phase");
 inline constexpr double kProductMaxDelta = 1e-5;
 
-// The angle's tables at row i and the tile's columns (kProduct and kMixed only).
+// The angle's tables at row i and the tile's columns (kProduct and kSeriesThenProduct only).
 struct ProductTables {
   const double* sin_j = nullptr;  // S[j_begin + t]
   const double* cos_j = nullptr;  // K[j_begin + t]
   double sin_i = 0.0;             // S[i]
   double cos_i = 0.0;             // K[i]
+  // kSeriesThenProduct: the tile's first point in product form (its phase at least
+  // kProductMinPhase; the points before it in kSeries).
+  int series_end = 0;
 };
+
+// Calls range.template operator()<kRangeForm>(begin, end) for each range [begin, end) of the
+// tile's points that one form computes: [0, count) in kForm, or for kSeriesThenProduct
+// [0, series_end) in kSeries and [series_end, count) in kProduct.
+template <SinCosForm kForm, typename Range>
+inline void ForEachFormRange(const ProductTables& tables, int count, Range&& range) {
+  if constexpr (kForm == SinCosForm::kSeriesThenProduct) {
+    range.template operator()<SinCosForm::kSeries>(0, tables.series_end);
+    range.template operator()<SinCosForm::kProduct>(tables.series_end, count);
+  } else {
+    range.template operator()<kForm>(0, count);
+  }
+}
 
 // sin x and cos x in the direct forms (kLibm, kVector).
 template <SinCosForm kForm>
@@ -135,8 +154,8 @@ inline void SincSeries(double x, double* sinc, double* dsinc) {
   *dsinc = dsinc_over_x * x;
 }
 
-// sinc and sinc' of the phase x in the tile's form (SinCosForm other than kProduct, which
-// ProductSinc computes); inverse = 1 / x as SincFromSinCos.
+// sinc and sinc' of the phase x in the form kForm (kVector, kLibm or kSeries; kProduct is
+// ProductSinc); inverse = 1 / x as SincFromSinCos.
 template <SinCosForm kForm>
 inline void PhaseSinc(double x, double inverse, double* sinc, double* dsinc) {
   if constexpr (kForm == SinCosForm::kSeries) {
@@ -167,22 +186,6 @@ inline void ProductSinc(double sin_j, double cos_j, double sin_i, double cos_i,
   *cos_x = cos_a - h_r * (2.0 * sin_a_over_s + smoothing * cos_a);
 }
 
-// kMixed: sinc x and x sinc'(x) of the phase x = s M_G (z = x^2) from SincSeriesOfSquare where
-// |x| < kSeriesMaxPhase, from ProductSinc (x sinc' = cos x - sinc) elsewhere; both computed,
-// one selected (both finite at every point of a kMixed tile).
-inline void MixedSinc(double z, double sin_j, double cos_j, double sin_i, double cos_i,
-                      double sin_i_over_s, double cos_i_over_s, double half_s_squared,
-                      double smoothing, double inverse_m, double* sinc, double* x_dsinc) {
-  double series_sinc, series_dsinc_over_x;
-  SincSeriesOfSquare(z, &series_sinc, &series_dsinc_over_x);
-  double product_sinc, cos_x;
-  ProductSinc(sin_j, cos_j, sin_i, cos_i, sin_i_over_s, cos_i_over_s, half_s_squared, smoothing,
-              inverse_m, &product_sinc, &cos_x);
-  const bool series = z < kSeriesMaxPhase * kSeriesMaxPhase;
-  *sinc = series ? series_sinc : product_sinc;
-  *x_dsinc = series ? series_dsinc_over_x * z : cos_x - product_sinc;
-}
-
 // The diffusion factor g1d = exp(-w M_D) of a tile in per-row separable form (issue 24;
 // separable_exp.h): where it applies, one product per point, and diff_D / M_D = -1.
 bool DiffusionSeparable(const Inputs& in, int i, int j_begin, int count,
@@ -196,29 +199,42 @@ bool DiffusionSeparable(const Inputs& in, int i, int j_begin, int count,
 //   M_G = d sqrt(1 + u),  M_G - d = d (u/2 - u^2/8 + u^3/16),
 //   d / M_G = 1 - u/2 + 3u^2/8 - 5u^3/16,
 // and 1 / M_G = (1 / d) (d / M_G): one reciprocal per point instead of a square root and two
-// divisions. The series' next terms are below 35 u^4 / 128 relative: a tile takes this form where
-// u <= kShearSeriesMaxU at its first point (the smallest d), so they are below 3e-21
-// (ShearSeparable); the direct form elsewhere (the tiles next to the diagonal where C_G grows
-// slowly).
+// divisions. The series' next terms are below 35 u^4 / 128 relative: a point takes this form
+// where u <= kShearSeriesMaxU, so they are below 3e-21 (ShearSeriesBegin); the direct form
+// elsewhere (the points next to the diagonal where C_G grows slowly).
 inline constexpr double kShearSeriesMaxU = 1e-5;
 
-bool ShearSeparable(const Inputs& in, int i, int j_begin) {
-  const double d0 = in.cumulative_shear[j_begin] - in.cumulative_shear[i];
-  return d0 > 0.0 && kSmoothAbsEpsilon <= kShearSeriesMaxU * (d0 * d0);  // NaN fails
+// The first point t of the tile (row i, columns j_begin + [0, count)) from which on the shear
+// series applies (u <= kShearSeriesMaxU, d > 0), count if none. d grows along the row, so the
+// points that qualify are a suffix of the tile: a binary search. NaN never qualifies (where C_G
+// holds NaN the split point is arbitrary, and both forms give NaN).
+int ShearSeriesBegin(const Inputs& in, int i, int j_begin, int count) {
+  const double c_g_i = in.cumulative_shear[i];
+  const double* c_g = in.cumulative_shear + j_begin;
+  const auto qualifies = [&](int t) {
+    const double d = c_g[t] - c_g_i;
+    return d > 0.0 && kSmoothAbsEpsilon <= kShearSeriesMaxU * (d * d);
+  };
+  int low = 0, high = count;  // the answer lies in [low, high]
+  while (low < high) {
+    const int middle = low + (high - low) / 2;
+    if (qualifies(middle)) {
+      high = middle;
+    } else {
+      low = middle + 1;
+    }
+  }
+  return low;
 }
 
-// Angle-independent factors of row i, columns [j_begin, j_begin + count), into the scratch. Per
-// point of the tile (t = j - j_begin):
-//   g1d = exp(clip(-w M_D, -700, 0)), d log g1d / d theta_D = -w (diff_D / M_D) (dC_D[i] - dC_D[j])
-//   (zero where the clip binds); laminar: M_G, d M_G / d theta_G = (diff_G / M_G) (dC_G[i] -
-//   dC_G[j]).
-// Also 1 / M_G and the smoothing M_G - |diff_G| (laminar).
-// kSeparableDiffusion: g1d and its derivatives from the separable form (SeparableExpTile, which
-// `diffusion` holds), diff_D / M_D = -1. kSeparableShear: M_G, 1 / M_G and the smoothing from one
-// reciprocal of |diff_G| (ShearSeparable).
-template <bool kLaminar, bool kWithDerivatives, bool kSeparableDiffusion, bool kSeparableShear>
-void SharedFactors(const Inputs& in, int i, int j_begin, int count,
-                   const SeparableExpTile& diffusion, const Scratch& scratch) {
+// The diffusion factors of row i, columns [j_begin, j_begin + count), into the scratch. Per point
+// of the tile (t = j - j_begin): g1d = exp(clip(-w M_D, -700, 0)) and, with kWithDerivatives,
+// d log g1d / d theta_D = -w (diff_D / M_D) (dC_D[i] - dC_D[j]) (zero where the clip binds).
+// kSeparable: g1d from the separable form (SeparableExpTile, which `diffusion` holds),
+// diff_D / M_D = -1.
+template <bool kWithDerivatives, bool kSeparable>
+void DiffusionFactors(const Inputs& in, int i, int j_begin, int count,
+                      const SeparableExpTile& diffusion, const Scratch& scratch) {
   const int n = in.num_times;
   const double w = in.diffusion_prefactor;
   const double* c_d = in.cumulative_diffusion + j_begin;
@@ -230,7 +246,7 @@ void SharedFactors(const Inputs& in, int i, int j_begin, int count,
   double* dlog0 = scratch.dlog_g1d;
   double* dlog1 = dlog0 + kTile;
   double* dlog2 = dlog1 + kTile;
-  if constexpr (kSeparableDiffusion) {
+  if constexpr (kSeparable) {
     const double* factors_j = diffusion.factors_j;
     const double factor_low = diffusion.factor_low, factor_high = diffusion.factor_high;
     const int split = diffusion.split;
@@ -259,98 +275,91 @@ void SharedFactors(const Inputs& in, int i, int j_begin, int count,
       }
     }
   }
-  if constexpr (kLaminar) {
-    const double* c_g = in.cumulative_shear + j_begin;
-    const double* dc_g = in.cumulative_shear_derivatives + j_begin;
-    const double c_g_i = in.cumulative_shear[i];
-    const double* dc_g_all = in.cumulative_shear_derivatives;
-    const double dc_g_i0 = dc_g_all[i], dc_g_i1 = dc_g_all[n + i], dc_g_i2 = dc_g_all[2 * n + i];
-    double* m_g = scratch.m_shear;
-    double* inverse_m_g = scratch.inverse_m_shear;
-    double* smoothing = scratch.smoothing_shear;
-    double* dm0 = scratch.dm_shear;
-    double* dm1 = dm0 + kTile;
-    double* dm2 = dm1 + kTile;
-    if constexpr (kSeparableShear) {
+}
+
+// The laminar shear factors of row i at the tile's points [t_begin, t_end) (columns j_begin + t)
+// into the scratch: M_G, 1 / M_G, the smoothing M_G - |diff_G| and, with kWithDerivatives,
+// d M_G / d theta_G = (diff_G / M_G) (dC_G[i] - dC_G[j]). kSeries: from one reciprocal of
+// |diff_G| (ShearSeriesBegin), the direct form otherwise.
+template <bool kWithDerivatives, bool kSeries>
+void ShearFactors(const Inputs& in, int i, int j_begin, int t_begin, int t_end,
+                  const Scratch& scratch) {
+  const int n = in.num_times;
+  const double* c_g = in.cumulative_shear + j_begin;
+  const double* dc_g = in.cumulative_shear_derivatives + j_begin;
+  const double c_g_i = in.cumulative_shear[i];
+  const double* dc_g_all = in.cumulative_shear_derivatives;
+  const double dc_g_i0 = dc_g_all[i], dc_g_i1 = dc_g_all[n + i], dc_g_i2 = dc_g_all[2 * n + i];
+  double* m_g = scratch.m_shear;
+  double* inverse_m_g = scratch.inverse_m_shear;
+  double* smoothing = scratch.smoothing_shear;
+  double* dm0 = scratch.dm_shear;
+  double* dm1 = dm0 + kTile;
+  double* dm2 = dm1 + kTile;
+  if constexpr (kSeries) {
 #pragma omp simd
-      for (int t = 0; t < count; ++t) {
-        const double distance = c_g[t] - c_g_i;  // |diff_G|
-        const double inverse_distance = 1.0 / distance;
-        const double u = kSmoothAbsEpsilon * (inverse_distance * inverse_distance);
-        // sqrt(1 + u) - 1 and 1 / sqrt(1 + u) to third order in u (ShearSeparable).
-        const double smoothing_ratio = u * (0.5 - u * (0.125 - u * 0.0625));
-        const double distance_over_m = 1.0 - u * (0.5 - u * (0.375 - u * 0.3125));
-        smoothing[t] = distance * smoothing_ratio;
-        m_g[t] = distance + smoothing[t];
-        inverse_m_g[t] = inverse_distance * distance_over_m;
-        if constexpr (kWithDerivatives) {
-          // diff_G / M_G = -distance / M_G.
-          dm0[t] = -distance_over_m * (dc_g_i0 - dc_g[t]);
-          dm1[t] = -distance_over_m * (dc_g_i1 - dc_g[n + t]);
-          dm2[t] = -distance_over_m * (dc_g_i2 - dc_g[2 * n + t]);
-        }
+    for (int t = t_begin; t < t_end; ++t) {
+      const double distance = c_g[t] - c_g_i;  // |diff_G|
+      const double inverse_distance = 1.0 / distance;
+      const double u = kSmoothAbsEpsilon * (inverse_distance * inverse_distance);
+      // sqrt(1 + u) - 1 and 1 / sqrt(1 + u) to third order in u (ShearSeriesBegin).
+      const double smoothing_ratio = u * (0.5 - u * (0.125 - u * 0.0625));
+      const double distance_over_m = 1.0 - u * (0.5 - u * (0.375 - u * 0.3125));
+      smoothing[t] = distance * smoothing_ratio;
+      m_g[t] = distance + smoothing[t];
+      inverse_m_g[t] = inverse_distance * distance_over_m;
+      if constexpr (kWithDerivatives) {
+        // diff_G / M_G = -distance / M_G.
+        dm0[t] = -distance_over_m * (dc_g_i0 - dc_g[t]);
+        dm1[t] = -distance_over_m * (dc_g_i1 - dc_g[n + t]);
+        dm2[t] = -distance_over_m * (dc_g_i2 - dc_g[2 * n + t]);
       }
-    } else {
+    }
+  } else {
 #pragma omp simd
-      for (int t = 0; t < count; ++t) {
-        const double diff = c_g_i - c_g[t];
-        const double m = std::sqrt(diff * diff + kSmoothAbsEpsilon);
-        const double inverse_m = 1.0 / m;
-        m_g[t] = m;
-        inverse_m_g[t] = inverse_m;
-        smoothing[t] = kSmoothAbsEpsilon / (m + std::fabs(diff));
-        if constexpr (kWithDerivatives) {
-          const double unit = diff * inverse_m;
-          dm0[t] = unit * (dc_g_i0 - dc_g[t]);
-          dm1[t] = unit * (dc_g_i1 - dc_g[n + t]);
-          dm2[t] = unit * (dc_g_i2 - dc_g[2 * n + t]);
-        }
+    for (int t = t_begin; t < t_end; ++t) {
+      const double diff = c_g_i - c_g[t];
+      const double m = std::sqrt(diff * diff + kSmoothAbsEpsilon);
+      const double inverse_m = 1.0 / m;
+      m_g[t] = m;
+      inverse_m_g[t] = inverse_m;
+      smoothing[t] = kSmoothAbsEpsilon / (m + std::fabs(diff));
+      if constexpr (kWithDerivatives) {
+        const double unit = diff * inverse_m;
+        dm0[t] = unit * (dc_g_i0 - dc_g[t]);
+        dm1[t] = unit * (dc_g_i1 - dc_g[n + t]);
+        dm2[t] = unit * (dc_g_i2 - dc_g[2 * n + t]);
       }
     }
   }
 }
 
-// The angle-independent factors of the tile (SharedFactors), the diffusion factor in separable
-// form where it applies (DiffusionSeparable).
+// The angle-independent factors of row i, columns [j_begin, j_begin + count), into the scratch:
+// the diffusion factors (DiffusionFactors; separable where DiffusionSeparable) and, laminar, the
+// shear factors (ShearFactors: the direct form before ShearSeriesBegin, the series from there).
 template <bool kWithDerivatives>
 void TileSharedFactors(const Inputs& in, int i, int j_begin, int count,
                        SeparableExpRowCache* cache, const Scratch& scratch) {
   SeparableExpTile diffusion;
-  const bool separable = DiffusionSeparable(in, i, j_begin, count, cache, &diffusion);
-  if (!in.laminar) {
-    if (separable) {
-      SharedFactors<false, kWithDerivatives, true, false>(in, i, j_begin, count, diffusion,
-                                                          scratch);
-    } else {
-      SharedFactors<false, kWithDerivatives, false, false>(in, i, j_begin, count, diffusion,
-                                                           scratch);
-    }
-    return;
-  }
-  const bool shear_separable = ShearSeparable(in, i, j_begin);
-  if (separable && shear_separable) {
-    SharedFactors<true, kWithDerivatives, true, true>(in, i, j_begin, count, diffusion, scratch);
-  } else if (separable) {
-    SharedFactors<true, kWithDerivatives, true, false>(in, i, j_begin, count, diffusion, scratch);
-  } else if (shear_separable) {
-    SharedFactors<true, kWithDerivatives, false, true>(in, i, j_begin, count, diffusion, scratch);
+  if (DiffusionSeparable(in, i, j_begin, count, cache, &diffusion)) {
+    DiffusionFactors<kWithDerivatives, true>(in, i, j_begin, count, diffusion, scratch);
   } else {
-    SharedFactors<true, kWithDerivatives, false, false>(in, i, j_begin, count, diffusion,
-                                                        scratch);
+    DiffusionFactors<kWithDerivatives, false>(in, i, j_begin, count, diffusion, scratch);
   }
+  if (!in.laminar) return;
+  const int series_begin = ShearSeriesBegin(in, i, j_begin, count);
+  ShearFactors<kWithDerivatives, false>(in, i, j_begin, 0, series_begin, scratch);
+  ShearFactors<kWithDerivatives, true>(in, i, j_begin, series_begin, count, scratch);
 }
 
-// One angle of one tile: the rows of [J | e] (docs/model.md, Jacobian; as ModelEvaluation), zero
-// rows for non-finite data, then gram += tile^T tile (lower triangle).
-// Under the linear loss the tile goes into the angle's lane Gram (lanes; gram_block.h), under a
-// robust loss straight into gram.
+// One angle's rows of [J | e] at the tile's points [t_begin, t_end) in the form kForm (docs/model.md,
+// Jacobian; as ModelEvaluation), zero rows for non-finite data, into the scratch's tile; returns
+// the number of finite data points among them. Under the linear loss the offset column is left
+// out (AddTileToOffsetLaneGram sums its Gram row).
 template <bool kLaminar, SinCosForm kForm, bool kLinear>
-void AccumulateTile(const AngleCoefficients& angle, const ProductTables& tables, const float* data,
-                    int count, int gram_size, const PassLoss& loss, const Scratch& scratch,
-                    double* lanes, double* gram, int64_t& finite_points) {
+int64_t FillTileRows(const AngleCoefficients& angle, const ProductTables& tables, const float* data,
+                     int t_begin, int t_end, const Scratch& scratch) {
   constexpr int kPhysical = kLaminar ? 7 : 3;
-  // AddTileToOffsetLaneGram: the tile's kPhysical + 2 columns end in a single-row block.
-  static_assert((kPhysical + 2) % 4 == 1);
   // Column c of the tile at tile + c kTile (written with constant offsets: vectorises).
   double* const tile = scratch.tile;
   const double* g1d = scratch.g1_diffusion;
@@ -358,7 +367,7 @@ void AccumulateTile(const AngleCoefficients& angle, const ProductTables& tables,
   const double* m_g = scratch.m_shear;
   const double* inverse_m_g = scratch.inverse_m_shear;
   const double* smoothing = scratch.smoothing_shear;
-  // The tables (kProduct and kMixed only: null and unread otherwise).
+  // The tables (kProduct only: null and unread otherwise).
   const double* product_sin_j = tables.sin_j;
   const double* product_cos_j = tables.cos_j;
   const double product_sin_i = tables.sin_i, product_cos_i = tables.cos_i;
@@ -375,7 +384,7 @@ void AccumulateTile(const AngleCoefficients& angle, const ProductTables& tables,
   const double ds_over_s = ds * inverse_s;
   int64_t finite = 0;
 #pragma omp simd reduction(+ : finite)
-  for (int t = 0; t < count; ++t) {
+  for (int t = t_begin; t < t_end; ++t) {
     const double d = static_cast<double>(data[t]);
     const double weight = (d - d) == 0.0 ? 1.0 : 0.0;  // 0 for NaN and +-inf
     double g1 = g1d[t];
@@ -392,14 +401,6 @@ void AccumulateTile(const AngleCoefficients& angle, const ProductTables& tables,
       g1 = g1d_sinc * sinc;
       // x sinc'(x) = cos x - sinc x.
       dg1_dphase_times_phase = 2.0 * g1d_sinc * (cos_x - sinc);
-    } else if constexpr (kLaminar && kForm == SinCosForm::kMixed) {
-      const double phase = s * m_g[t];
-      double sinc, x_dsinc;
-      MixedSinc(phase * phase, product_sin_j[t], product_cos_j[t], product_sin_i, product_cos_i,
-                product_sin_i_over_s, product_cos_i_over_s, half_s_squared, smoothing[t],
-                inverse_m_g[t], &sinc, &x_dsinc);
-      g1 = g1d[t] * (sinc * sinc);  // as FlooredG1Squared
-      dg1_dphase_times_phase = 2.0 * (g1d[t] * sinc) * x_dsinc;
     } else if constexpr (kLaminar) {
       const double phase = s * m_g[t];
       double sinc, dsinc;
@@ -418,7 +419,7 @@ void AccumulateTile(const AngleCoefficients& angle, const ProductTables& tables,
     tile[2 * kTile + t] = dc2_dlog * dlog[2 * kTile + t];
     if constexpr (kLaminar) {
       double dc2_dm, dc2_dphi0;
-      if constexpr (kForm == SinCosForm::kProduct || kForm == SinCosForm::kMixed) {
+      if constexpr (kForm == SinCosForm::kProduct) {
         const double dc2_dphase_times_phase = dc2_dg1 * dg1_dphase_times_phase;
         dc2_dm = dc2_dphase_times_phase * inverse_m_g[t];
         dc2_dphi0 = dc2_dphase_times_phase * ds_over_s;
@@ -444,11 +445,29 @@ void AccumulateTile(const AngleCoefficients& angle, const ProductTables& tables,
     }
     finite += weight > 0.0 ? 1 : 0;
   }
+  return finite;
+}
+
+// One angle of one tile: its rows of [J | e] (FillTileRows, over the ranges of ForEachFormRange),
+// then gram += tile^T tile (lower triangle). Under the linear loss the tile goes into the angle's
+// lane Gram (lanes; gram_block.h), under a robust loss straight into gram.
+template <bool kLaminar, SinCosForm kForm, bool kLinear>
+void AccumulateTile(const AngleCoefficients& angle, const ProductTables& tables, const float* data,
+                    int count, int gram_size, const PassLoss& loss, const Scratch& scratch,
+                    double* lanes, double* gram, int64_t& finite_points) {
+  constexpr int kPhysical = kLaminar ? 7 : 3;
+  // AddTileToOffsetLaneGram: the tile's kPhysical + 2 columns end in a single-row block.
+  static_assert((kPhysical + 2) % 4 == 1);
+  int64_t finite = 0;
+  ForEachFormRange<kForm>(tables, count, [&]<SinCosForm kRangeForm>(int t_begin, int t_end) {
+    finite += FillTileRows<kLaminar, kRangeForm, kLinear>(angle, tables, data, t_begin, t_end,
+                                                         scratch);
+  });
   finite_points += finite;
   if constexpr (kLinear) {
-    AddTileToOffsetLaneGram(tile, count, finite, gram_size, lanes);
+    AddTileToOffsetLaneGram(scratch.tile, count, finite, gram_size, lanes);
   } else {
-    AddRobustTileGram(loss, tile, count, gram_size, gram);
+    AddRobustTileGram(loss, scratch.tile, count, gram_size, gram);
   }
 }
 
@@ -459,7 +478,7 @@ struct TileModel {
   const double* m_g;
   const double* inverse_m_g;
   const double* smoothing;
-  // The tables (kProduct and kMixed only: null and unread otherwise).
+  // The tables (kProduct only: null and unread otherwise).
   const double* product_sin_j;
   const double* product_cos_j;
   double product_sin_i;
@@ -505,13 +524,6 @@ inline double FlooredG1Squared(const TileModel& tile, int t) {
                 tile.product_cos_i, tile.product_sin_i_over_s, tile.product_cos_i_over_s,
                 tile.half_s_squared, tile.smoothing[t], tile.inverse_m_g[t], &sinc, &cos_x);
     g1 = tile.g1d[t] * (sinc * sinc);
-  } else if constexpr (kLaminar && kForm == SinCosForm::kMixed) {
-    const double phase = tile.s * tile.m_g[t];
-    double sinc, x_dsinc;  // x_dsinc unused: the compiler drops it
-    MixedSinc(phase * phase, tile.product_sin_j[t], tile.product_cos_j[t], tile.product_sin_i,
-              tile.product_cos_i, tile.product_sin_i_over_s, tile.product_cos_i_over_s,
-              tile.half_s_squared, tile.smoothing[t], tile.inverse_m_g[t], &sinc, &x_dsinc);
-    g1 = tile.g1d[t] * (sinc * sinc);
   } else if constexpr (kLaminar) {
     const double phase = tile.s * tile.m_g[t];
     double sinc, dsinc;
@@ -522,18 +534,19 @@ inline double FlooredG1Squared(const TileModel& tile, int t) {
   return g1_floored * g1_floored;
 }
 
-// The sum of e^2 over the tile's finite points; with kStoreResiduals, instead stores e (0 at
-// non-finite points) in residuals[0, count) for a robust loss's sum and returns 0.
+// The sum of e^2 over the finite points among the tile's points [t_begin, t_end) in the form
+// kForm; with kStoreResiduals, instead stores e (0 at non-finite points) in
+// residuals[t_begin, t_end) for a robust loss's sum and returns 0.
 template <bool kLaminar, SinCosForm kForm, bool kStoreResiduals = false>
 double TileSquaredResiduals(const AngleCoefficients& angle, const ProductTables& tables,
-                            const float* data, int count, const Scratch& scratch,
+                            const float* data, int t_begin, int t_end, const Scratch& scratch,
                             double* residuals = nullptr) {
   const TileModel tile = TileModelOf<kForm>(angle, tables, scratch);
   const double contrast = angle.contrast;
   const double offset = angle.offset;
   double sum = 0.0;
 #pragma omp simd reduction(+ : sum)
-  for (int t = 0; t < count; ++t) {
+  for (int t = t_begin; t < t_end; ++t) {
     const double d = static_cast<double>(data[t]);
     const bool is_finite = (d - d) == 0.0;
     const double e = d - (offset + contrast * FlooredG1Squared<kLaminar, kForm>(tile, t));
@@ -549,25 +562,36 @@ double TileSquaredResiduals(const AngleCoefficients& angle, const ProductTables&
 // The tile's terms of a scaling pass (PassKernel::AccumulateScalingRows): adds to the angle's
 // scaling sums (gram_block.h: the 3 x 3 Gram of [g, 1, e] over the finite points, g = g1^2 = d c2
 // / d contrast, 1 = d c2 / d offset, and their count). The same values as the tile's columns in
-// AccumulateTile, summed by one simd reduction each.
+// AccumulateTile, summed by one simd reduction each per range of ForEachFormRange.
 template <bool kLaminar, SinCosForm kForm>
 void TileScalingSums(const AngleCoefficients& angle, const ProductTables& tables, const float* data,
                      int count, const Scratch& scratch, double* sums) {
-  const TileModel tile = TileModelOf<kForm>(angle, tables, scratch);
-  AddScalingTile(
-      data, count, angle.contrast, angle.offset,
-      [tile](int t) { return FlooredG1Squared<kLaminar, kForm>(tile, t); }, sums);
+  ForEachFormRange<kForm>(tables, count, [&]<SinCosForm kRangeForm>(int t_begin, int t_end) {
+    const TileModel tile = TileModelOf<kRangeForm>(angle, tables, scratch);
+    AddScalingTile(
+        data + t_begin, t_end - t_begin, angle.contrast, angle.offset,
+        [tile, t_begin](int t) { return FlooredG1Squared<kLaminar, kRangeForm>(tile, t_begin + t); },
+        sums);
+  });
 }
 
-// The tile's term of a cost pass: sum e^2 (linear loss) or s^2 sum rho(z) (robust loss).
+// The tile's term of a cost pass: sum e^2 (linear loss; a sum per range of ForEachFormRange) or
+// s^2 sum rho(z) (robust loss).
 template <bool kLaminar, SinCosForm kForm>
 double TileCost(const AngleCoefficients& angle, const ProductTables& tables, const float* data,
                 int count, const PassLoss& loss, const Scratch& scratch) {
-  if (loss.function == LossFunction::kLinear) {
-    return TileSquaredResiduals<kLaminar, kForm>(angle, tables, data, count, scratch);
-  }
-  TileSquaredResiduals<kLaminar, kForm, true>(angle, tables, data, count, scratch, scratch.tile);
-  return LossSum(loss, scratch.tile, count);
+  const bool linear = loss.function == LossFunction::kLinear;
+  double sum = 0.0;
+  ForEachFormRange<kForm>(tables, count, [&]<SinCosForm kRangeForm>(int t_begin, int t_end) {
+    if (linear) {
+      sum += TileSquaredResiduals<kLaminar, kRangeForm>(angle, tables, data, t_begin, t_end,
+                                                        scratch);
+    } else {
+      TileSquaredResiduals<kLaminar, kRangeForm, true>(angle, tables, data, t_begin, t_end,
+                                                       scratch, scratch.tile);
+    }
+  });
+  return linear ? sum : LossSum(loss, scratch.tile, count);
 }
 
 // True when a laminar tile's phases exceed vector_math::kSinCosMaxArgument. M_G grows along a row
@@ -580,26 +604,40 @@ bool NeedsLibm(const AngleCoefficients& angle, int count, const Scratch& scratch
 // True when the product form applies to every point of the laminar tile for the angle: the angle
 // has tables, all phases are at least kProductMinPhase and all deltas at most kProductMaxDelta.
 // M_G grows along the row and M_G - |diff_G| shrinks, so the tile's first point has the smallest
-// phase and the largest delta. (Splitting a tile at the first point that qualifies, so that the
-// tiles next to the diagonal take the product form for their later points too, measured slower:
-// docs/performance.md, Roofline of the fitting pass.)
+// phase and the largest delta.
 bool ProductFormApplies(const AngleCoefficients& angle, const Scratch& scratch) {
   const double abs_s = std::fabs(angle.phase_per_step);
   return angle.shear_sin != nullptr && abs_s * scratch.m_shear[0] >= kProductMinPhase &&
          abs_s * scratch.smoothing_shear[0] <= kProductMaxDelta;
 }
 
-// True when the mixed form applies to the laminar tile for the angle (a tile that neither kSeries
-// nor kProduct takes): the angle has tables and the tile's first point, whose delta is the
-// tile's largest, has delta at most kProductMaxDelta, so every point in product form (phase at
-// least kProductMinPhase) has too.
-bool MixedFormApplies(const AngleCoefficients& angle, const Scratch& scratch) {
+// True when kSeriesThenProduct applies to the laminar tile for the angle (a tile that neither
+// kSeries nor kProduct takes): the angle has tables and the tile's first point, whose delta is
+// the tile's largest, has delta at most kProductMaxDelta, so every point in product form (phase
+// at least kProductMinPhase) has too.
+bool SeriesThenProductApplies(const AngleCoefficients& angle, const Scratch& scratch) {
   return angle.shear_sin != nullptr &&
          std::fabs(angle.phase_per_step) * scratch.smoothing_shear[0] <= kProductMaxDelta;
 }
 
+// The first point of the laminar tile whose phase for the angle is at least kProductMinPhase
+// (count if none): M_G grows along the row, so a binary search.
+int FirstProductPoint(const AngleCoefficients& angle, int count, const Scratch& scratch) {
+  const double abs_s = std::fabs(angle.phase_per_step);
+  int low = 0, high = count;  // the answer lies in [low, high]
+  while (low < high) {
+    const int middle = low + (high - low) / 2;
+    if (abs_s * scratch.m_shear[middle] >= kProductMinPhase) {
+      high = middle;
+    } else {
+      low = middle + 1;
+    }
+  }
+  return low;
+}
+
 // The laminar tile's form of sin and cos for the angle (SinCosForm) and, for kProduct and
-// kMixed, its tables at row i and the tile's columns.
+// kSeriesThenProduct, its tables at row i and the tile's columns (and the split point).
 SinCosForm LaminarForm(const AngleCoefficients& angle, int i, int j_begin, int count,
                        const Scratch& scratch, ProductTables* tables) {
   if (NeedsLibm(angle, count, scratch)) return SinCosForm::kLibm;
@@ -608,8 +646,9 @@ SinCosForm LaminarForm(const AngleCoefficients& angle, int i, int j_begin, int c
   }
   SinCosForm form = SinCosForm::kProduct;
   if (!ProductFormApplies(angle, scratch)) {
-    if (!MixedFormApplies(angle, scratch)) return SinCosForm::kVector;
-    form = SinCosForm::kMixed;
+    if (!SeriesThenProductApplies(angle, scratch)) return SinCosForm::kVector;
+    form = SinCosForm::kSeriesThenProduct;
+    tables->series_end = FirstProductPoint(angle, count, scratch);
   }
   tables->sin_j = angle.shear_sin + j_begin;
   tables->cos_j = angle.shear_cos + j_begin;
@@ -655,8 +694,9 @@ void ForEachAngleTile(const Inputs& in, int row_begin, int row_end, const float*
         case SinCosForm::kSeries:
           body.template operator()<true, SinCosForm::kSeries>(k, angle, tables, values, count);
           break;
-        case SinCosForm::kMixed:
-          body.template operator()<true, SinCosForm::kMixed>(k, angle, tables, values, count);
+        case SinCosForm::kSeriesThenProduct:
+          body.template operator()<true, SinCosForm::kSeriesThenProduct>(k, angle, tables, values,
+                                                                         count);
           break;
       }
     }
