@@ -370,9 +370,10 @@ void ExpectScalingSumsMatchFullGram(const KernelCase& c, IsaLevel level) {
 
 // Every form of a laminar tile's sin and cos (homodyne_pass_variant.cc, SinCosForm) is taken by
 // one of the laminar cases: the default case's perpendicular angle (kSeries) and other angles
-// (kMixed where a tile's phases cross 0.5 rad), the wide gap (kLibm, and kVector where a tile's
-// first smoothing is too large for kMixed), the slow shear (kProduct, and the separable
-// diffusion).
+// (kSeriesThenProduct where a tile's phases cross 0.5 rad), the wide gap (kLibm, and kVector where
+// a tile's first smoothing is too large for the product form), the slow shear (kProduct, the
+// separable diffusion, and tiles whose first points take the direct form of M_G and the others
+// its series).
 TEST(PassKernelTest, ScalingSumsMatchTheFullGramInEveryMode) {
   std::vector<std::pair<std::string, KernelCase>> cases;
   KernelCase laminar;
