@@ -214,6 +214,19 @@ inline void ForEachLaneGramEntry(int gram_size, Entry entry) {
   }
 }
 
+// A tile's `count` rounded up to whole vectors of kGramLanes points: the points the lane Gram's
+// blocks read (ZeroTilePadding zeroes the ones past count).
+inline int PaddedCount(int count) { return (count + kGramLanes - 1) / kGramLanes * kGramLanes; }
+
+// Zeroes the points [count, PaddedCount(count)) of the tile's columns [column_begin, column_end).
+inline void ZeroTilePadding(double* tile, int column_begin, int column_end, int count) {
+  constexpr int kTile = kTilePoints;
+  const int padded_count = PaddedCount(count);
+  for (int c = column_begin; c < column_end; ++c) {
+    for (int t = count; t < padded_count; ++t) tile[c * kTile + t] = 0.0;
+  }
+}
+
 // Zeroes the lane Gram of one angle (LaneGramDoubles(gram_size) doubles).
 inline void ClearLaneGram(int gram_size, double* lanes) {
   for (int k = 0; k < LaneGramDoubles(gram_size); ++k) lanes[k] = 0.0;
@@ -227,11 +240,8 @@ inline void ClearLaneGram(int gram_size, double* lanes) {
 template <bool kColumnSums>
 inline void AddTileColumnsToLaneGram(double* tile, int count, int columns, double* lanes,
                                      double* column_sums) {
-  constexpr int kTile = kTilePoints;
-  const int padded_count = (count + kGramLanes - 1) / kGramLanes * kGramLanes;
-  for (int c = 0; c < columns; ++c) {
-    for (int t = count; t < padded_count; ++t) tile[c * kTile + t] = 0.0;
-  }
+  const int padded_count = PaddedCount(count);
+  ZeroTilePadding(tile, 0, columns, count);
   int offset = 0;
   for (int a0 = 0; a0 < columns; a0 += 4) {
     const int rows = columns - a0 < 4 ? columns - a0 : 4;
@@ -302,12 +312,11 @@ inline int OffsetLastRowAt(int gram_size) {
 
 inline void AddTileToLastRowApartOffsetLaneGram(double* tile, int count, int64_t finite,
                                                 int gram_size, double* lanes) {
-  constexpr int kTile = kTilePoints;
   const int columns = gram_size - 1;
   const int last = columns - 1;
-  const int padded_count = (count + kGramLanes - 1) / kGramLanes * kGramLanes;
+  const int padded_count = PaddedCount(count);
   // AddTileColumnsToLaneGram zeroes the padding of the other columns.
-  for (int t = count; t < padded_count; ++t) tile[last * kTile + t] = 0.0;
+  ZeroTilePadding(tile, last, columns, count);
   AddTileColumnsToLaneGram<false>(tile, count, last, lanes, nullptr);
   double* last_row = lanes + OffsetLastRowAt(gram_size);
   double* column_sums = lanes + OffsetColumnSumsAt(gram_size);
@@ -333,6 +342,13 @@ inline void FlushLaneGram(const double* lanes, int gram_size, double* gram) {
   });
 }
 
+// The Gram column of a tile column under the offset lane Grams (AddTileToOffsetLaneGram,
+// AddTileToLastRowApartOffsetLaneGram), whose tiles hold [J_phys, contrast, e]: the Gram's
+// columns are [J_phys, contrast, offset, e], so the tile's last column (gram_size - 2) is e's.
+inline int OffsetTileGramColumn(int tile_column, int gram_size) {
+  return tile_column < gram_size - 2 ? tile_column : gram_size - 1;
+}
+
 // gram += the offset column's Gram row of AddTileToOffsetLaneGram's lanes (the column sums and
 // the count; LaneSum), gram column major with side gram_size, its columns [J_phys, contrast,
 // offset, e].
@@ -354,12 +370,9 @@ inline void FlushOffsetColumnSums(const double* lanes, int gram_size, double* gr
 // gram += the sums of AddTileToOffsetLaneGram (LaneSum; lower triangle and diagonal); gram is
 // column major with side gram_size, its columns [J_phys, contrast, offset, e].
 inline void FlushOffsetLaneGram(const double* lanes, int gram_size, double* gram) {
-  const int offset_column = gram_size - 2;
-  const int e_column = gram_size - 1;
-  // The tile's columns [0, offset_column) are the Gram's; its last is e.
-  const auto gram_index = [&](int c) { return c < offset_column ? c : e_column; };
   ForEachLaneGramEntry(gram_size - 1, [&](int row, int column, int offset) {
-    gram[gram_index(row) + gram_index(column) * gram_size] += LaneSum(lanes + offset);
+    gram[OffsetTileGramColumn(row, gram_size) +
+         OffsetTileGramColumn(column, gram_size) * gram_size] += LaneSum(lanes + offset);
   });
   FlushOffsetColumnSums(lanes, gram_size, gram);
 }
@@ -370,13 +383,13 @@ inline void FlushLastRowApartOffsetLaneGram(const double* lanes, int gram_size, 
   const int offset_column = gram_size - 2;
   const int e_column = gram_size - 1;
   // The tile's columns [0, offset_column) are the Gram's; its last, offset_column, is e.
-  const auto gram_index = [&](int c) { return c < offset_column ? c : e_column; };
   ForEachLaneGramEntry(offset_column, [&](int row, int column, int offset) {
     gram[row + column * gram_size] += LaneSum(lanes + offset);
   });
   const double* last_row = lanes + OffsetLastRowAt(gram_size);
   for (int c = 0; c <= offset_column; ++c) {
-    gram[e_column + gram_index(c) * gram_size] += LaneSum(last_row + c * kGramLanes);  // (e, c)
+    gram[e_column + OffsetTileGramColumn(c, gram_size) * gram_size] +=
+        LaneSum(last_row + c * kGramLanes);  // (e, c)
   }
   FlushOffsetColumnSums(lanes, gram_size, gram);
 }

@@ -352,10 +352,10 @@ void TileSharedFactors(const Inputs& in, int i, int j_begin, int count,
   ShearFactors<kWithDerivatives, true>(in, i, j_begin, series_begin, count, scratch);
 }
 
-// One angle's rows of [J | e] at the tile's points [t_begin, t_end) in the form kForm (docs/model.md,
-// Jacobian; as ModelEvaluation), zero rows for non-finite data, into the scratch's tile; returns
-// the number of finite data points among them. Under the linear loss the offset column is left
-// out (AddTileToOffsetLaneGram sums its Gram row).
+// One angle's rows of [J | e] at the tile's points [t_begin, t_end) in the form kForm
+// (docs/model.md, Jacobian; as ModelEvaluation), zero rows for non-finite data, into the scratch's
+// tile; returns the number of finite data points among them. Under the linear loss the offset
+// column is left out (AddTileToOffsetLaneGram sums its Gram row).
 template <bool kLaminar, SinCosForm kForm, bool kLinear>
 int64_t FillTileRows(const AngleCoefficients& angle, const ProductTables& tables, const float* data,
                      int t_begin, int t_end, const Scratch& scratch) {
@@ -570,7 +570,9 @@ void TileScalingSums(const AngleCoefficients& angle, const ProductTables& tables
     const TileModel tile = TileModelOf<kRangeForm>(angle, tables, scratch);
     AddScalingTile(
         data + t_begin, t_end - t_begin, angle.contrast, angle.offset,
-        [tile, t_begin](int t) { return FlooredG1Squared<kLaminar, kRangeForm>(tile, t_begin + t); },
+        [tile, t_begin](int t) {
+          return FlooredG1Squared<kLaminar, kRangeForm>(tile, t_begin + t);
+        },
         sums);
   });
 }
