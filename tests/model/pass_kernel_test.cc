@@ -17,6 +17,7 @@
 
 #include "model/isa_level.h"
 #include "model/pass_kernel.h"
+#include "model/tile.h"
 #include "model/vector_math.h"
 #include "homodyne/dataset.h"
 #include "homodyne/model.h"
@@ -315,6 +316,15 @@ TEST(PassKernelTest, TwoComponentMatchesReferenceModel) {
   ExpectKernelMatchesReferenceAtEveryLevel(TwoComponentCase(), 1e-12);
 }
 
+// Rows longer than the cost pass's row segments (kCostTilePoints, tile.h): the segments of both
+// passes straddle two blocks of the separable transport factors (separable_exp.h), and the cost
+// pass's segments hold two or more of the full pass's tiles.
+TEST(PassKernelTest, TwoComponentRowsAcrossFactorBlocksMatch) {
+  KernelCase c = TwoComponentCase();
+  c.n = 2 * pass_kernel::kCostTilePoints + 48;
+  ExpectKernelMatchesReferenceAtEveryLevel(c, 1e-12);
+}
+
 TEST(PassKernelTest, TwoComponentWithPhasesBeyondTheVectorRangeMatches) {
   // A fast flow makes q cos(psi) (C[v]_j - C[v]_i) exceed 1e5 rad away from the diagonal: those
   // tiles use libm.
@@ -398,6 +408,9 @@ TEST(PassKernelTest, ScalingSumsMatchTheFullGramInEveryMode) {
   static_slow.physical = {20.0, 0.0, 0.0};
   cases.emplace_back("static, slow diffusion", static_slow);
   cases.emplace_back("two_component", TwoComponentCase());
+  KernelCase two_component_long = TwoComponentCase();
+  two_component_long.n = 2 * pass_kernel::kCostTilePoints + 48;
+  cases.emplace_back("two_component, rows across factor blocks", two_component_long);
   KernelCase two_component_fast = TwoComponentCase();
   two_component_fast.physical[6] = 3.0e8;
   cases.emplace_back("two_component, large phases", two_component_fast);

@@ -21,27 +21,44 @@ namespace homodyne::pass_kernel::HOMODYNE_PASS_KERNEL_LEVEL {
 namespace {
 
 namespace tc = ::homodyne::two_component;
-constexpr int kTile = kTilePoints;
 
-// Factor columns of one tile (column c at factors + c kTile).
+// Points per tile of the full pass (its tile of [J | e] and factor columns) and per row segment of
+// the cost and scaling passes, which build no tile of [J | e] and read kNumCostFactors columns
+// (tile.h).
+constexpr int kTile = kTilePoints;
+constexpr int kCostTile = kCostTilePoints;
+static_assert(kTile <= kSeparableExpBlock && kCostTile <= kSeparableExpBlock,
+              "a row segment lies in at most two blocks (separable_exp.h)");
+
+// Factor columns of one tile. The first kNumCostFactors, which every pass reads, lie at
+// factors + c ColumnPoints (the full pass's tile or the cost and scaling passes' row segment); the
+// derivative columns, which the full pass alone fills and reads, at factors + c kTile.
 enum FactorColumn : int {
-  kHr = 0,         // H_ref
-  kHs = 1,         // H_sample
-  kDHr = 2,        // 3 columns: d H_ref / d(D0_ref, alpha_ref, D_offset_ref)
-  kDHs = 5,        // 3 columns: d H_sample / d(sample parameters)
-  kDv = 8,         // C[v]_j - C[v]_i
-  kDDv = 9,        // 3 columns: d (C[v]_j - C[v]_i) / d(v0, v_beta, v_offset)
-  kA = 12,         // x_r,i x_r,j
-  kB = 13,         // x_s,i x_s,j
-  kInverseDen = 14,  // 1 / den, den = max(N_i N_j, 1e-10) (one division per point, not per angle)
-  kDDenDu = 15,    // d den / d x_s,i (0 where the floor binds)
-  kDDenDw = 16,    // d den / d x_s,j
-  kW = 17,         // x_s,j
+  kHr = 0,          // H_ref
+  kHs = 1,          // H_sample
+  kA = 2,           // x_r,i x_r,j
+  kB = 3,           // x_s,i x_s,j
+  kInverseDen = 4,  // 1 / den, den = max(N_i N_j, 1e-10) (one division per point, not per angle)
+  kNumCostFactors = 5,
+  kDHr = 5,      // 3 columns: d H_ref / d(D0_ref, alpha_ref, D_offset_ref)
+  kDHs = 8,      // 3 columns: d H_sample / d(sample parameters)
+  kDv = 11,      // C[v]_j - C[v]_i
+  kDDv = 12,     // 3 columns: d (C[v]_j - C[v]_i) / d(v0, v_beta, v_offset)
+  kDDenDu = 15,  // d den / d x_s,i (0 where the floor binds)
+  kDDenDw = 16,  // d den / d x_s,j
+  kW = 17,       // x_s,j
   kNumFactors = 18,
 };
-static_assert(kNumFactors <= 32, "PassScratch::kFactorColumns");
+static_assert(kNumFactors == kTwoComponentFactorColumns &&
+              kNumCostFactors == kTwoComponentCostFactorColumns);
 
-// The angle-independent factors of row i, columns [j_begin, j_begin + count).
+// Points per tile of the pass that fills the factor columns with or without derivatives (the full
+// pass; the cost and scaling passes).
+template <bool kWithDerivatives>
+inline constexpr int ColumnPoints = kWithDerivatives ? kTile : kCostTile;
+
+// The angle-independent factors of row i, columns [j_begin, j_begin + count), count at most
+// ColumnPoints<kWithDerivatives>; the derivative columns only kWithDerivatives.
 //
 // H_r and H_s in per-row separable form where it applies (issue 24; separable_exp.h): one
 // product per point, and diff / M = 1 (C[J_c] does not decrease: J_c >= 0).
@@ -49,6 +66,7 @@ static_assert(kNumFactors <= 32, "PassScratch::kFactorColumns");
 template <bool kWithDerivatives>
 void SharedFactors(const TwoComponentInputs& in, int i, int j_begin, int count,
                      SeparableExpRowCache* row_caches, double* factors) {
+  constexpr int kPoints = ColumnPoints<kWithDerivatives>;
   const int n = in.num_times;
   const double w_q = in.transport_prefactor;
   for (int c = 0; c < 2; ++c) {
@@ -59,7 +77,7 @@ void SharedFactors(const TwoComponentInputs& in, int i, int j_begin, int count,
     const double ci = cum[i];
     const double di0 = dcum[i], di1 = dcum[n + i], di2 = dcum[2 * n + i];
     const double* dj = dcum + j_begin;
-    double* h = factors + (c == 0 ? kHr : kHs) * kTile;
+    double* h = factors + (c == 0 ? kHr : kHs) * kPoints;
     double* dh0 = factors + (c == 0 ? kDHr : kDHs) * kTile;
     double* dh1 = dh0 + kTile;
     double* dh2 = dh1 + kTile;
@@ -121,12 +139,12 @@ void SharedFactors(const TwoComponentInputs& in, int i, int j_begin, int count,
     const double u = in.fraction[i], ur = 1.0 - u;
     const double norm_i = u * u + ur * ur;
     const double* xj = in.fraction + j_begin;
-    double* a = factors + kA * kTile;
-    double* b = factors + kB * kTile;
+    double* a = factors + kA * kPoints;
+    double* b = factors + kB * kPoints;
     double* dden_du = factors + kDDenDu * kTile;
     double* dden_dw = factors + kDDenDw * kTile;
     double* w_out = factors + kW * kTile;
-    double* inverse_den = factors + kInverseDen * kTile;
+    double* inverse_den = factors + kInverseDen * kPoints;
 #pragma omp simd
     for (int t = 0; t < count; ++t) {
       const double w = xj[t], wr = 1.0 - w;
@@ -260,8 +278,9 @@ void AccumulateTile(const TwoComponentInputs& in, const TwoComponentAngle& angle
   }
 }
 
-// The per-point model of a tile without derivatives: the factor columns and the angle's tables
-// as the loops of TileSquaredResiduals and TileScalingSums read them.
+// The per-point model of a cost or scaling pass's row segment (kCostTile points, no derivatives):
+// the factor columns and the angle's tables as the loops of TileSquaredResiduals and
+// TileScalingSums read them.
 struct TileModel {
   const double* hr_col;
   const double* hs_col;
@@ -275,11 +294,11 @@ struct TileModel {
 };
 
 TileModel TileModelOf(const ProductTables& tables, const double* factors) {
-  return {factors + kHr * kTile,
-          factors + kHs * kTile,
-          factors + kA * kTile,
-          factors + kB * kTile,
-          factors + kInverseDen * kTile,
+  return {factors + kHr * kCostTile,
+          factors + kHs * kCostTile,
+          factors + kA * kCostTile,
+          factors + kB * kCostTile,
+          factors + kInverseDen * kCostTile,
           tables.sin_j,
           tables.cos_j,
           tables.sin_i,
@@ -373,11 +392,12 @@ void SumSquaredResiduals(const TwoComponentInputs& in, int row_begin, int row_en
                          const float* const* data, double* squared_residuals, double* factors,
                          double* tile) {
   SeparableExpRowCache row_caches[2];
-  ForEachTile(in.num_times, row_begin, row_end, [&](int i, int j, int count, int64_t point) {
+  ForEachTile<kCostTile>(in.num_times, row_begin, row_end, [&](int i, int j, int count,
+                                                               int64_t point) {
     SharedFactors<false>(in, i, j, count, row_caches, factors);
     for (int k = 0; k < in.num_angles; ++k) {
       const TwoComponentAngle& angle = in.angles[k];
-      PrefetchNextTile(data[k] + point + count);
+      PrefetchNextTile<kCostTile>(data[k] + point + count);
       squared_residuals[k] +=
           TileCost(angle, TablesOf(angle, i, j), data[k] + point, count, in.loss, factors, tile);
     }
@@ -390,11 +410,12 @@ void AccumulateScalingRows(const TwoComponentInputs& in, int row_begin, int row_
   // Per-thread sums, flushed once at the end (gram_block.h).
   for (int k = 0; k < in.num_angles; ++k) ClearScalingSums(sums + k * kScalingSumsDoubles);
   SeparableExpRowCache row_caches[2];
-  ForEachTile(in.num_times, row_begin, row_end, [&](int i, int j, int count, int64_t point) {
+  ForEachTile<kCostTile>(in.num_times, row_begin, row_end, [&](int i, int j, int count,
+                                                               int64_t point) {
     SharedFactors<false>(in, i, j, count, row_caches, factors);
     for (int k = 0; k < in.num_angles; ++k) {
       const TwoComponentAngle& angle = in.angles[k];
-      PrefetchNextTile(data[k] + point + count);
+      PrefetchNextTile<kCostTile>(data[k] + point + count);
       TileScalingSums(angle, TablesOf(angle, i, j), data[k] + point, count, factors,
                       sums + k * kScalingSumsDoubles);
     }

@@ -47,10 +47,18 @@ struct TwoComponentInputs {
   PassLoss loss;  // as the homodyne body's Inputs::loss (homodyne_pass_variant.h)
 };
 
+// Factor columns the passes carve from `factors` (two_component_pass_variant.cc): the full pass
+// walks tiles of kTilePoints and carves kTwoComponentFactorColumns columns of that many points;
+// the cost and scaling passes walk row segments of kCostTilePoints (tile.h) and carve the first
+// kTwoComponentCostFactorColumns of them at that length.
+inline constexpr int kTwoComponentFactorColumns = 18;
+inline constexpr int kTwoComponentCostFactorColumns = 5;
+
 // The entry points of one level; contracts as ModePass (mode_point.h). factors: the scratch's
-// factor columns (PassScratch::kFactorColumns of kTilePoints); tile: one angle's tile of [J | e]
-// (PaddedTileColumns(gram_size) zero-initialised columns of kTilePoints); lane_grams: the angles'
-// lane Grams (gram_block.h; LaneGramDoubles(gram_size) per angle).
+// factor columns, at least the doubles the passes carve (above); tile: one angle's tile of [J | e]
+// (PaddedTileColumns(gram_size) zero-initialised columns of kTilePoints), which a robust loss's
+// cost pass uses for the residuals of a row segment (kCostTilePoints doubles); lane_grams: the
+// angles' lane Grams (gram_block.h; LaneGramDoubles(gram_size) per angle).
 struct TwoComponentFunctions {
   void (*accumulate_rows)(const TwoComponentInputs& inputs, int row_begin, int row_end,
                           const float* const* data, double* const* grams, int64_t* finite_points,

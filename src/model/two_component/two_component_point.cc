@@ -100,6 +100,18 @@ class TwoComponentPoint final : public ModePoint {
 
 // The pass body at one point (two_component_pass_variant.h) for one set of angles.
 class TwoComponentPass final : public ModePass {
+  // PassScratch (mode_point.h) holds the factor columns the passes carve and, in its tile (a
+  // gram size of kNumPhysical + 3), a robust cost pass's residuals of a row segment
+  // (two_component_pass_variant.h).
+  static constexpr int kScratchFactorDoubles =
+      PassScratch::kFactorColumns * pass_kernel::kTilePoints;
+  static_assert(pass_kernel::kTwoComponentFactorColumns * pass_kernel::kTilePoints <=
+                kScratchFactorDoubles);
+  static_assert(pass_kernel::kTwoComponentCostFactorColumns * pass_kernel::kCostTilePoints <=
+                kScratchFactorDoubles);
+  static_assert(pass_kernel::kCostTilePoints <=
+                pass_kernel::kTilePoints * pass_kernel::PaddedTileColumns(kNumPhysical + 3));
+
  public:
   TwoComponentPass(pass_kernel::TwoComponentInputs inputs,
                    std::vector<pass_kernel::TwoComponentAngle> angles,
