@@ -204,17 +204,11 @@ bool DiffusionSeparable(const Inputs& in, int i, int j_begin, int count,
 // elsewhere (the points next to the diagonal where C_G grows slowly).
 inline constexpr double kShearSeriesMaxU = 1e-5;
 
-// The first point t of the tile (row i, columns j_begin + [0, count)) from which on the shear
-// series applies (u <= kShearSeriesMaxU, d > 0), count if none. d grows along the row, so the
-// points that qualify are a suffix of the tile: a binary search. NaN never qualifies (where C_G
-// holds NaN the split point is arbitrary, and both forms give NaN).
-int ShearSeriesBegin(const Inputs& in, int i, int j_begin, int count) {
-  const double c_g_i = in.cumulative_shear[i];
-  const double* c_g = in.cumulative_shear + j_begin;
-  const auto qualifies = [&](int t) {
-    const double d = c_g[t] - c_g_i;
-    return d > 0.0 && kSmoothAbsEpsilon <= kShearSeriesMaxU * (d * d);
-  };
+// The first t in [0, count) with qualifies(t), count if none, where the points that qualify are a
+// suffix of [0, count) (qualifies is monotone along a row): a binary search. (No
+// std::partition_point: this object uses no standard-library templates, see the top.)
+template <typename Qualifies>
+int FirstQualifyingPoint(int count, Qualifies qualifies) {
   int low = 0, high = count;  // the answer lies in [low, high]
   while (low < high) {
     const int middle = low + (high - low) / 2;
@@ -225,6 +219,19 @@ int ShearSeriesBegin(const Inputs& in, int i, int j_begin, int count) {
     }
   }
   return low;
+}
+
+// The first point t of the tile (row i, columns j_begin + [0, count)) from which on the shear
+// series applies (u <= kShearSeriesMaxU, d > 0), count if none. d grows along the row, so the
+// points that qualify are a suffix of the tile: a binary search. NaN never qualifies (where C_G
+// holds NaN the split point is arbitrary, and both forms give NaN).
+int ShearSeriesBegin(const Inputs& in, int i, int j_begin, int count) {
+  const double c_g_i = in.cumulative_shear[i];
+  const double* c_g = in.cumulative_shear + j_begin;
+  return FirstQualifyingPoint(count, [&](int t) {
+    const double d = c_g[t] - c_g_i;
+    return d > 0.0 && kSmoothAbsEpsilon <= kShearSeriesMaxU * (d * d);
+  });
 }
 
 // The diffusion factors of row i, columns [j_begin, j_begin + count), into the scratch. Per point
@@ -626,16 +633,8 @@ bool SeriesThenProductApplies(const AngleCoefficients& angle, const Scratch& scr
 // (count if none): M_G grows along the row, so a binary search.
 int FirstProductPoint(const AngleCoefficients& angle, int count, const Scratch& scratch) {
   const double abs_s = std::fabs(angle.phase_per_step);
-  int low = 0, high = count;  // the answer lies in [low, high]
-  while (low < high) {
-    const int middle = low + (high - low) / 2;
-    if (abs_s * scratch.m_shear[middle] >= kProductMinPhase) {
-      high = middle;
-    } else {
-      low = middle + 1;
-    }
-  }
-  return low;
+  return FirstQualifyingPoint(
+      count, [&](int t) { return abs_s * scratch.m_shear[t] >= kProductMinPhase; });
 }
 
 // The laminar tile's form of sin and cos for the angle (SinCosForm) and, for kProduct and
