@@ -25,6 +25,7 @@
 
 #include "homodyne/dataset.h"
 #include "homodyne/model.h"
+#include "model/mode_point.h"
 #include "model/pass_kernel.h"
 #include "model/tile.h"
 #include "roofline_kernels.h"
@@ -171,16 +172,17 @@ void PassParts(const Probes& probes, homodyne::AnalysisMode mode, const char* na
   const double cost = BestSeconds(repeats, ThreadCpuSeconds, [&] {
     g_sink = g_sink + kernel.SumSquaredResiduals(0, n, data_pointers, workspace);
   });
-  // The Gram update alone over the same tiles (a tile of arbitrary values).
+  // The Gram update alone over the same tiles (a tile of arbitrary values), on 64-byte
+  // boundaries as the pass's scratch (mode_point.h, CacheLineAllocator).
   constexpr int kTile = homodyne::pass_kernel::kTilePoints;
-  std::vector<double> tile(static_cast<size_t>(kTile) *
-                               homodyne::pass_kernel::PaddedTileColumns(g),
-                           0.0);
+  homodyne::CacheLineDoubles tile(
+      static_cast<size_t>(kTile) * homodyne::pass_kernel::PaddedTileColumns(g), 0.0);
   for (int c = 0; c < g; ++c) {
     for (int t = 0; t < kTile; ++t) tile[static_cast<size_t>(c * kTile + t)] = 1e-3 * (c + t);
   }
   std::vector<double> gram(static_cast<size_t>(g * g), 0.0);
-  std::vector<double> lanes(static_cast<size_t>(homodyne::pass_kernel::LaneGramDoubles(g)), 0.0);
+  homodyne::CacheLineDoubles lanes(
+      static_cast<size_t>(homodyne::pass_kernel::LaneGramDoubles(g)), 0.0);
   const int angles = static_cast<int>(phi.size());
   // The best CPU seconds of update(count) for every tile of the pass (each row's segments of
   // kTile points).

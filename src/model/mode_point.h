@@ -12,7 +12,9 @@
 #pragma once
 
 #include <cstdint>
+#include <cstddef>
 #include <memory>
+#include <new>
 #include <span>
 #include <vector>
 
@@ -20,6 +22,28 @@
 #include "model/robust_loss.h"
 
 namespace homodyne {
+
+// std::allocator's storage on 64-byte boundaries: a cache line, and an AVX-512 vector. The pass
+// kernels' vector loads and stores of the scratch's columns (each a multiple of 64 bytes from the
+// start) then never cross a cache line; from glibc's 16-byte-aligned storage three in four
+// AVX-512 loads of a column did (docs/performance.md, "Cache-line-aligned scratch").
+template <typename T>
+struct CacheLineAllocator {
+  using value_type = T;
+  static constexpr std::align_val_t kAlignment{64};
+  CacheLineAllocator() = default;
+  template <typename U>
+  CacheLineAllocator(const CacheLineAllocator<U>&) {}
+  T* allocate(size_t count) {
+    return static_cast<T*>(::operator new(count * sizeof(T), kAlignment));
+  }
+  void deallocate(T* values, size_t) { ::operator delete(values, kAlignment); }
+  template <typename U>
+  bool operator==(const CacheLineAllocator<U>&) const {
+    return true;
+  }
+};
+using CacheLineDoubles = std::vector<double, CacheLineAllocator<double>>;
 
 // Per-thread scratch of a pass (PassKernel::Workspace owns one per thread): one angle's tile of
 // [J | e] (column c at c kTilePoints, columns padded with zeros to a multiple of 4) and the
@@ -30,9 +54,9 @@ struct PassScratch {
   static constexpr int kFactorColumns = 32;
   explicit PassScratch(int gram_size);
   int gram_size;
-  std::vector<double> tile;
-  std::vector<double> factors;
-  std::vector<double> lane_grams;
+  CacheLineDoubles tile;
+  CacheLineDoubles factors;
+  CacheLineDoubles lane_grams;
 };
 
 // The pass kernel's body at one point for one set of angles (contracts: PassKernel).
