@@ -117,25 +117,14 @@ inline void StoreLanes(GramLanes lanes, double* values) {
 // The entries of rows [a0, a0 + kRows) and columns [c0, c0 + 4) (kDiagonal: c0 = a0 and the
 // lower triangle of the kRows x kRows block) over points [0, padded_count) of the tile; their
 // lanes are consecutive in `lanes`, row by row, kGramLanes doubles each.
-// kColumnSums (kRows = 1 only): also column_sums (kCols entries' lanes) += the block's columns
-// (off the diagonal) or its row (on it), the sums of a column of ones' Gram row
-// (AddTileToOffsetLaneGram): the single-row blocks load 5 vectors for 4 FMA, so the adds ride on
-// loads that they make anyway.
-template <int kRows, bool kDiagonal, bool kColumnSums = false>
-inline void AddLaneBlock(const double* tile, int padded_count, int a0, int c0, double* lanes,
-                         double* column_sums = nullptr) {
-  static_assert(!kColumnSums || kRows == 1);
+template <int kRows, bool kDiagonal>
+inline void AddLaneBlock(const double* tile, int padded_count, int a0, int c0, double* lanes) {
   constexpr int kTile = kTilePoints;
   constexpr int kCols = kDiagonal ? kRows : 4;
   constexpr int kEntries = kDiagonal ? kRows * (kRows + 1) / 2 : kRows * 4;
   GramLanes sums[kEntries];
 #pragma GCC unroll 16
   for (int e = 0; e < kEntries; ++e) sums[e] = LoadLanes(lanes + e * kGramLanes);
-  [[maybe_unused]] GramLanes column_lanes[kCols];
-  if constexpr (kColumnSums) {
-#pragma GCC unroll 4
-    for (int c = 0; c < kCols; ++c) column_lanes[c] = LoadLanes(column_sums + c * kGramLanes);
-  }
   const double* rows = tile + a0 * kTile;
   const double* cols = tile + c0 * kTile;
   for (int t = 0; t < padded_count; t += kGramLanes) {
@@ -154,17 +143,9 @@ inline void AddLaneBlock(const double* tile, int padded_count, int a0, int c0, d
         ++e;
       }
     }
-    if constexpr (kColumnSums) {
-#pragma GCC unroll 4
-      for (int c = 0; c < kCols; ++c) column_lanes[c] += y[c];
-    }
   }
 #pragma GCC unroll 16
   for (int e = 0; e < kEntries; ++e) StoreLanes(sums[e], lanes + e * kGramLanes);
-  if constexpr (kColumnSums) {
-#pragma GCC unroll 4
-    for (int c = 0; c < kCols; ++c) StoreLanes(column_lanes[c], column_sums + c * kGramLanes);
-  }
 }
 
 // The block of `rows` rows at (a0, c0) (AddLaneBlock). A full off-diagonal block has 16
@@ -191,6 +172,79 @@ inline void AddLaneBlockOfRows(int rows, const double* tile, int padded_count, i
       return AddLaneBlock<3, kDiagonal>(tile, padded_count, a0, c0, lanes);
     default:
       return AddLaneBlock<4, kDiagonal>(tile, padded_count, a0, c0, lanes);
+  }
+}
+
+// The most columns AddLaneRow takes in one loop: two accumulators per column (the entry and the
+// column's sum) plus the row's and one column's loaded vectors fit the level's vector registers
+// (32 at AVX-512, 16 below).
+inline constexpr int kMaxLaneRowColumns = kGramLanes == 8 ? 12 : 6;
+
+// Row a of the tile against columns [c0, c0 + kCols) over points [0, padded_count): the kCols
+// entries' lanes (consecutive in `lanes`, kGramLanes doubles each) += x_a x_c and the columns'
+// sums (column_sums, laid out alike) += x_c. 2 kCols independent sums per vector step.
+template <int kCols>
+inline void AddLaneRowColumns(const double* tile, int padded_count, int a, int c0, double* lanes,
+                              double* column_sums) {
+  constexpr int kTile = kTilePoints;
+  GramLanes sums[kCols];
+  GramLanes column_lanes[kCols];
+#pragma GCC unroll 16
+  for (int c = 0; c < kCols; ++c) {
+    sums[c] = LoadLanes(lanes + c * kGramLanes);
+    column_lanes[c] = LoadLanes(column_sums + c * kGramLanes);
+  }
+  const double* row = tile + a * kTile;
+  const double* cols = tile + c0 * kTile;
+  for (int t = 0; t < padded_count; t += kGramLanes) {
+    const GramLanes x = LoadLanes(row + t);
+#pragma GCC unroll 16
+    for (int c = 0; c < kCols; ++c) {
+      GramLanes y = LoadLanes(cols + c * kTile + t);
+      // y in a register: left to itself the compiler loads it twice, as a memory operand of the
+      // FMA and of the add, and the loop is bound by its loads (2 kCols + 1 a step).
+      __asm__("" : "+v"(y));
+      sums[c] += x * y;
+      column_lanes[c] += y;
+    }
+  }
+#pragma GCC unroll 16
+  for (int c = 0; c < kCols; ++c) {
+    StoreLanes(sums[c], lanes + c * kGramLanes);
+    StoreLanes(column_lanes[c], column_sums + c * kGramLanes);
+  }
+}
+
+// AddLaneRowColumns<columns> for columns in [kCols, kMaxLaneRowColumns].
+template <int kCols = 1>
+inline void AddLaneRowColumnsOf(int columns, const double* tile, int padded_count, int a, int c0,
+                                double* lanes, double* column_sums) {
+  if constexpr (kCols < kMaxLaneRowColumns) {
+    if (columns != kCols) {
+      return AddLaneRowColumnsOf<kCols + 1>(columns, tile, padded_count, a, c0, lanes,
+                                            column_sums);
+    }
+  }
+  AddLaneRowColumns<kCols>(tile, padded_count, a, c0, lanes, column_sums);
+}
+
+// The last row of an offset lane Gram (AddTileColumnsToLaneGram<true>,
+// AddTileToLastRowApartOffsetLaneGram): row a against columns [0, columns) (its entries' lanes
+// consecutive in `lanes`, column c's sum at column_sums + c kGramLanes), in as few loops of at
+// most kMaxLaneRowColumns columns as possible, of near-equal widths. Each loop keeps 2 x its
+// width sums in flight: the single-row blocks of 4 columns this replaced waited on their FMAs'
+// latency (docs/performance.md, "Cache-line-aligned scratch, and the last row in one
+// loop"). Each entry's and column's lanes add the same terms in the same order as those blocks:
+// the sums are bitwise the same.
+inline void AddLaneRow(const double* tile, int padded_count, int a, int columns, double* lanes,
+                       double* column_sums) {
+  const int loops = (columns + kMaxLaneRowColumns - 1) / kMaxLaneRowColumns;
+  int c0 = 0;
+  for (int loop = 0; loop < loops; ++loop) {
+    const int width = (columns - c0) / (loops - loop);
+    AddLaneRowColumnsOf(width, tile, padded_count, a, c0, lanes + c0 * kGramLanes,
+                        column_sums + c0 * kGramLanes);
+    c0 += width;
   }
 }
 
@@ -244,8 +298,8 @@ inline void ClearLaneGram(int gram_size, double* lanes) {
 // lanes += tile^T tile over the tile's first `count` points, tile columns [0, columns), in the
 // lane Gram's order (ForEachLaneGramEntry). Zeroes the tile's points [count, count rounded up to
 // kGramLanes) first (the vector steps read them). kColumnSums: also column_sums (columns entries
-// of kGramLanes lanes) += the sum of each column, from the last row's single-row blocks
-// (AddLaneBlock<1, ..., true>), which needs columns % 4 == 1.
+// of kGramLanes lanes) += the sum of each column, in the last row's loop (AddLaneRow), which needs
+// columns % 4 == 1 (a single last row).
 template <bool kColumnSums>
 inline void AddTileColumnsToLaneGram(double* tile, int count, int columns, double* lanes,
                                      double* column_sums) {
@@ -254,22 +308,17 @@ inline void AddTileColumnsToLaneGram(double* tile, int count, int columns, doubl
   int offset = 0;
   for (int a0 = 0; a0 < columns; a0 += 4) {
     const int rows = columns - a0 < 4 ? columns - a0 : 4;
-    const bool sums_here = kColumnSums && a0 + rows == columns;  // the last row, a single one
+    if (kColumnSums && a0 + rows == columns) {
+      // The last row, a single one: its entries are consecutive in the lane Gram's order.
+      AddLaneRow(tile, padded_count, a0, columns, lanes + offset, column_sums);
+      offset += columns * kGramLanes;
+      continue;
+    }
     for (int c0 = 0; c0 < a0; c0 += 4) {
-      if (sums_here) {
-        AddLaneBlock<1, false, true>(tile, padded_count, a0, c0, lanes + offset,
-                                     column_sums + c0 * kGramLanes);
-      } else {
-        AddLaneBlockOfRows<false>(rows, tile, padded_count, a0, c0, lanes + offset);
-      }
+      AddLaneBlockOfRows<false>(rows, tile, padded_count, a0, c0, lanes + offset);
       offset += rows * 4 * kGramLanes;
     }
-    if (sums_here) {
-      AddLaneBlock<1, true, true>(tile, padded_count, a0, a0, lanes + offset,
-                                  column_sums + a0 * kGramLanes);
-    } else {
-      AddLaneBlockOfRows<true>(rows, tile, padded_count, a0, a0, lanes + offset);
-    }
+    AddLaneBlockOfRows<true>(rows, tile, padded_count, a0, a0, lanes + offset);
     offset += rows * (rows + 1) / 2 * kGramLanes;
   }
 }
@@ -284,8 +333,8 @@ inline void AddTileToLaneGram(double* tile, int count, int gram_size, double* la
 // (gram_size - 1 columns, the Gram's without the offset column; gram_size - 1 = 4 m + 1, as 5
 // for static and 9 for laminar flow), their lane Gram is kept as AddTileToLaneGram's, and the
 // offset column's Gram row, (offset, c) = the sum of column c over the finite points and
-// (offset, offset) = their count, comes from the last row's single-row blocks
-// (AddTileColumnsToLaneGram<true>): 2 (gram_size - 1) FMA per point fewer (55 -> 45 laminar,
+// (offset, offset) = their count, comes from the last row's loop (AddLaneRow in
+// AddTileColumnsToLaneGram<true>): 2 (gram_size - 1) FMA per point fewer (55 -> 45 laminar,
 // 21 -> 15 static). The angle's lanes: the lane Gram (LevelLaneGramDoubles(gram_size - 1)),
 // then the column sums' lanes (gram_size - 1 entries of kGramLanes), then the count:
 // LevelLaneGramDoubles(gram_size) holds them. finite: the tile's finite points.
@@ -303,14 +352,14 @@ inline void AddTileToOffsetLaneGram(double* tile, int count, int64_t finite, int
 
 // AddTileToOffsetLaneGram for tiles whose gram_size - 1 columns are a multiple of 4 (the
 // two-component mode's 16: [J_phys (14), d c2 / d contrast, e]), whose blocks of 4 rows leave no
-// single-row block for the column sums: the tile's last row (e) is walked apart, as single-row
-// blocks against columns [0, gram_size - 1) (AddLaneBlock<1, false, true>; the last one holds its
-// diagonal entry), after the lane Gram of the other gram_size - 2 = 4 m + 3 columns
-// (AddTileColumnsToLaneGram<false>): 136 FMA per point for the two-component tile instead of 153,
-// and the column sums' adds ride on the last row's loads. Measured on avx2 for a 256-point tile
-// (gram_size 17): 2.8 us, against 3.1 us for the 17-column lane Gram, 2.9 us for a separate sum
-// loop after the 16-column lane Gram, and 3.3 us for the sums riding on the 4 x 4 diagonal blocks
-// (18 vector registers: spilled accumulators). The angle's lanes: the lane Gram of the first
+// single row for the column sums: the tile's last row (e) is walked apart against columns
+// [0, gram_size - 1) (AddLaneRow; the last entry is its diagonal), after the lane Gram of the
+// other gram_size - 2 = 4 m + 3 columns (AddTileColumnsToLaneGram<false>): 136 FMA per point for
+// the two-component tile instead of 153, and the column sums' adds ride on the last row's loads.
+// Measured on avx2 for a 256-point tile (gram_size 17), with the last row as single-row blocks of
+// 4 columns: 2.8 us, against 3.1 us for the 17-column lane Gram, 2.9 us for a separate sum loop
+// after the 16-column lane Gram, and 3.3 us for the sums riding on the 4 x 4 diagonal blocks (18
+// vector registers: spilled accumulators). The angle's lanes: the lane Gram of the first
 // gram_size - 2 columns (ForEachLaneGramEntry order), then the last row's gram_size - 1 entries
 // (OffsetLastRowAt), then the column sums and the count as AddTileToOffsetLaneGram's (at
 // OffsetColumnSumsAt and OffsetCountAt: the same number of entries as the lane Gram of
@@ -327,12 +376,8 @@ inline void AddTileToLastRowApartOffsetLaneGram(double* tile, int count, int64_t
   // AddTileColumnsToLaneGram zeroes the padding of the other columns.
   ZeroTilePadding(tile, last, columns, count);
   AddTileColumnsToLaneGram<false>(tile, count, last, lanes, nullptr);
-  double* last_row = lanes + OffsetLastRowAt(gram_size);
-  double* column_sums = lanes + OffsetColumnSumsAt(gram_size);
-  for (int c0 = 0; c0 < columns; c0 += 4) {
-    AddLaneBlock<1, false, true>(tile, padded_count, last, c0, last_row + c0 * kGramLanes,
-                                 column_sums + c0 * kGramLanes);
-  }
+  AddLaneRow(tile, padded_count, last, columns, lanes + OffsetLastRowAt(gram_size),
+             lanes + OffsetColumnSumsAt(gram_size));
   lanes[OffsetCountAt(gram_size)] += static_cast<double>(finite);
 }
 
