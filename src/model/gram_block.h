@@ -448,60 +448,123 @@ inline void FlushLastRowApartOffsetLaneGram(const double* lanes, int gram_size, 
   FlushOffsetColumnSums(lanes, gram_size, gram);
 }
 
+// The per-thread sums of the cost and scaling passes under the linear loss, kept like the lane
+// Grams: kGramLanes partial sums each (lane l sums a row segment's points t = l mod kGramLanes),
+// in the scratch between segments, added up once per batch (LaneSum). The vector loops that
+// compute the model store their per-point values in the scratch (a column of kCostTilePoints per
+// value) and a second loop adds them to the lanes: before, each segment's vector loop ended in a
+// horizontal sum per value (16 dependent adds at AVX-512, 6 values in a scaling pass) and a
+// scalar loop for its last count mod 16 points, about a fifth of a laminar cost pass
+// (docs/performance.md, "Lane sums for the cost and scaling passes").
+
+// Zeroes `doubles` lane sums.
+inline void ClearLaneSums(int doubles, double* sums) {
+  for (int k = 0; k < doubles; ++k) sums[k] = 0.0;
+}
+
+// values[count, count rounded up to kGramLanes) = 0: the points a lane loop reads past count.
+inline void ZeroLanePadding(double* values, int count) {
+  for (int t = count; t < PaddedCount(count); ++t) values[t] = 0.0;
+}
+
+// A cost pass's sum of e^2 for one angle: kCostSumsDoubles doubles (its lanes).
+inline constexpr int kCostSumsDoubles = kMaxGramLanes;
+
+// lanes += values[t]^2 over t < count (zeroes the padding first, ZeroLanePadding).
+inline void AddSquaresToLanes(double* values, int count, double* lanes) {
+  ZeroLanePadding(values, count);
+  const int padded_count = PaddedCount(count);
+  // Two sums in flight (the adds' latency), added together at the end of the segment.
+  GramLanes even = LoadLanes(lanes), odd = {};
+  int t = 0;
+  for (; t + 2 * kGramLanes <= padded_count; t += 2 * kGramLanes) {
+    const GramLanes x = LoadLanes(values + t), y = LoadLanes(values + t + kGramLanes);
+    even += x * x;
+    odd += y * y;
+  }
+  if (t < padded_count) {
+    const GramLanes x = LoadLanes(values + t);
+    even += x * x;
+  }
+  StoreLanes(even + odd, lanes);
+}
+
 // The sums of a scaling pass (PassColumns::kScaling, src/objective/pass_backend.h) for one angle
 // of one batch: the 3 x 3 Gram matrix of [g, 1, e] (column major; lower triangle and diagonal),
 // g = d c2 / d contrast, 1 = d c2 / d offset, e = data - c2, each 0 at non-finite data points.
-// The (1, 1) entry, the sum of 1 over the finite points, is their count (exact). They are added
-// up per thread in the scratch (kScalingSumsDoubles per angle) and flushed into the caller's
-// Gram matrix once per batch, like the lane Grams: the Gram matrices of batches that other
-// threads compute may share a cache line with this one's.
-inline constexpr int kScalingSumsDoubles = 9;
+// The (1, 1) entry, the sum of 1 over the finite points, is their count (exact). Kept as lane
+// sums, in this order: (g, g), (1, g), (e, g), (1, 1), (e, 1), (e, e); kScalingSumsDoubles per
+// angle. Flushed into the caller's Gram matrix once per batch (the Gram matrices of batches that
+// other threads compute may share a cache line with this one's).
+inline constexpr int kScalingSums = 6;
+inline constexpr int kScalingSumsDoubles = kScalingSums * kMaxGramLanes;
 
-inline void ClearScalingSums(double* sums) {
-  for (int i = 0; i < kScalingSumsDoubles; ++i) sums[i] = 0.0;
-}
+// The scaling pass's per-point values of a row segment in the scratch: g, e and the finite
+// indicator (1 at finite data, 0 elsewhere), kScalingColumns columns of kCostTilePoints.
+inline constexpr int kScalingColumns = 3;
 
-// Adds one tile's terms to the sums: data[0, count) of one angle whose model is
-// c2 = offset + contrast g, with g_at(t) = g at point t of the tile (a mode body's inline model,
+// Stores the scaling values of the segment's points [t_begin, t_end) in its columns: data[t] the
+// point's data value, c2 = offset + contrast g with g_at(t) = g (a mode body's inline model,
 // inlined into the simd loop; capture the model's columns by value: a lambda capturing them by
-// reference measured 1.3 to 2x slower, its loop not vectorised). The finite count is a double sum (exact: at most kTilePoints),
-// which keeps the loop in one vector type.
+// reference measured 1.3 to 2x slower, its loop not vectorised).
 template <typename GAt>
-inline void AddScalingTile(const float* data, int count, double contrast, double offset,
-                           GAt g_at, double* sums) {
-  double sum_gg = 0.0, sum_g = 0.0, sum_eg = 0.0, sum_e = 0.0, sum_ee = 0.0, finite = 0.0;
-#pragma omp simd reduction(+ : sum_gg, sum_g, sum_eg, sum_e, sum_ee, finite)
-  for (int t = 0; t < count; ++t) {
+inline void StoreScalingColumns(const float* data, int t_begin, int t_end, double contrast,
+                                double offset, GAt g_at, double* columns) {
+  double* g_column = columns;
+  double* e_column = columns + kCostTilePoints;
+  double* finite_column = columns + 2 * kCostTilePoints;
+#pragma omp simd
+  for (int t = t_begin; t < t_end; ++t) {
     const double d = static_cast<double>(data[t]);
     const bool is_finite = (d - d) == 0.0;
     const double g_model = g_at(t);
-    const double g = is_finite ? g_model : 0.0;
+    g_column[t] = is_finite ? g_model : 0.0;
     // d - c2 would be NaN for non-finite d.
-    const double e = is_finite ? d - (offset + contrast * g_model) : 0.0;
-    sum_gg += g * g;
-    sum_g += g;
-    sum_eg += e * g;
-    sum_e += e;
-    sum_ee += e * e;
-    finite += is_finite ? 1.0 : 0.0;
+    e_column[t] = is_finite ? d - (offset + contrast * g_model) : 0.0;
+    finite_column[t] = is_finite ? 1.0 : 0.0;
   }
-  sums[0] += sum_gg;  // (g, g)
-  sums[1] += sum_g;   // (1, g)
-  sums[2] += sum_eg;  // (e, g)
-  sums[4] += finite;  // (1, 1)
-  sums[5] += sum_e;   // (e, 1)
-  sums[8] += sum_ee;  // (e, e)
+}
+
+// sums (kScalingSums lane sums) += the segment's columns (StoreScalingColumns) over its points
+// [0, count).
+inline void AddScalingColumns(double* columns, int count, double* sums) {
+  double* g_column = columns;
+  double* e_column = columns + kCostTilePoints;
+  double* finite_column = columns + 2 * kCostTilePoints;
+  ZeroLanePadding(g_column, count);
+  ZeroLanePadding(e_column, count);
+  ZeroLanePadding(finite_column, count);
+  GramLanes gg = LoadLanes(sums + 0 * kGramLanes), g1 = LoadLanes(sums + 1 * kGramLanes);
+  GramLanes eg = LoadLanes(sums + 2 * kGramLanes), ones = LoadLanes(sums + 3 * kGramLanes);
+  GramLanes e1 = LoadLanes(sums + 4 * kGramLanes), ee = LoadLanes(sums + 5 * kGramLanes);
+  for (int t = 0; t < PaddedCount(count); t += kGramLanes) {
+    const GramLanes g = LoadLanes(g_column + t);
+    const GramLanes e = LoadLanes(e_column + t);
+    gg += g * g;
+    g1 += g;
+    eg += e * g;
+    ones += LoadLanes(finite_column + t);
+    e1 += e;
+    ee += e * e;
+  }
+  StoreLanes(gg, sums + 0 * kGramLanes);
+  StoreLanes(g1, sums + 1 * kGramLanes);
+  StoreLanes(eg, sums + 2 * kGramLanes);
+  StoreLanes(ones, sums + 3 * kGramLanes);
+  StoreLanes(e1, sums + 4 * kGramLanes);
+  StoreLanes(ee, sums + 5 * kGramLanes);
 }
 
 // gram += the sums (lower triangle and diagonal), finite_points += their count.
 inline void FlushScalingSums(const double* sums, double* gram, int64_t& finite_points) {
-  gram[0] += sums[0];
-  gram[1] += sums[1];
-  gram[2] += sums[2];
-  gram[4] += sums[4];
-  gram[5] += sums[5];
-  gram[8] += sums[8];
-  finite_points += static_cast<int64_t>(sums[4]);
+  gram[0] += LaneSum(sums + 0 * kGramLanes);  // (g, g)
+  gram[1] += LaneSum(sums + 1 * kGramLanes);  // (1, g)
+  gram[2] += LaneSum(sums + 2 * kGramLanes);  // (e, g)
+  const double finite = LaneSum(sums + 3 * kGramLanes);
+  gram[4] += finite;                          // (1, 1)
+  gram[5] += LaneSum(sums + 4 * kGramLanes);  // (e, 1)
+  gram[8] += LaneSum(sums + 5 * kGramLanes);  // (e, e)
+  finite_points += static_cast<int64_t>(finite);
 }
 
 }  // namespace

@@ -479,7 +479,7 @@ void AccumulateTile(const AngleCoefficients& angle, const ProductTables& tables,
 }
 
 // The per-point model of a tile without derivatives: the tile's columns and the angle's
-// coefficients as the loops of TileSquaredResiduals and TileScalingSums read them.
+// coefficients as the loops of StoreTileResiduals and TileScalingSums read them.
 struct TileModel {
   const double* g1d;
   const double* m_g;
@@ -541,66 +541,56 @@ inline double FlooredG1Squared(const TileModel& tile, int t) {
   return g1_floored * g1_floored;
 }
 
-// The sum of e^2 over the finite points among the tile's points [t_begin, t_end) in the form
-// kForm; with kStoreResiduals, instead stores e (0 at non-finite points) in
-// residuals[t_begin, t_end) for a robust loss's sum and returns 0.
-template <bool kLaminar, SinCosForm kForm, bool kStoreResiduals = false>
-double TileSquaredResiduals(const AngleCoefficients& angle, const ProductTables& tables,
-                            const float* data, int t_begin, int t_end, const Scratch& scratch,
-                            double* residuals = nullptr) {
+// Stores e at the tile's points [t_begin, t_end) in the form kForm in residuals[t_begin, t_end)
+// (0 at non-finite data points): the cost pass's sum of e^2 (AddSquaresToLanes) or a robust
+// loss's sum of rho (LossSum) reads them.
+template <bool kLaminar, SinCosForm kForm>
+void StoreTileResiduals(const AngleCoefficients& angle, const ProductTables& tables,
+                        const float* data, int t_begin, int t_end, const Scratch& scratch,
+                        double* residuals) {
   const TileModel tile = TileModelOf<kForm>(angle, tables, scratch);
   const double contrast = angle.contrast;
   const double offset = angle.offset;
-  double sum = 0.0;
-#pragma omp simd reduction(+ : sum)
+#pragma omp simd
   for (int t = t_begin; t < t_end; ++t) {
     const double d = static_cast<double>(data[t]);
     const bool is_finite = (d - d) == 0.0;
     const double e = d - (offset + contrast * FlooredG1Squared<kLaminar, kForm>(tile, t));
-    if constexpr (kStoreResiduals) {
-      residuals[t] = is_finite ? e : 0.0;
-    } else {
-      sum += is_finite ? e * e : 0.0;
-    }
+    residuals[t] = is_finite ? e : 0.0;
   }
-  return sum;
 }
 
 // The tile's terms of a scaling pass (PassKernel::AccumulateScalingRows): adds to the angle's
 // scaling sums (gram_block.h: the 3 x 3 Gram of [g, 1, e] over the finite points, g = g1^2 = d c2
 // / d contrast, 1 = d c2 / d offset, and their count). The same values as the tile's columns in
-// AccumulateTile, summed by one simd reduction each per range of ForEachFormRange.
+// AccumulateTile, stored per range of ForEachFormRange (StoreScalingColumns), then added to the
+// lane sums (AddScalingColumns).
 template <bool kLaminar, SinCosForm kForm>
 void TileScalingSums(const AngleCoefficients& angle, const ProductTables& tables, const float* data,
                      int count, const Scratch& scratch, double* sums) {
   ForEachFormRange<kForm>(tables, count, [&]<SinCosForm kRangeForm>(int t_begin, int t_end) {
     const TileModel tile = TileModelOf<kRangeForm>(angle, tables, scratch);
-    AddScalingTile(
-        data + t_begin, t_end - t_begin, angle.contrast, angle.offset,
-        [tile, t_begin](int t) {
-          return FlooredG1Squared<kLaminar, kRangeForm>(tile, t_begin + t);
-        },
-        sums);
+    StoreScalingColumns(
+        data, t_begin, t_end, angle.contrast, angle.offset,
+        [tile](int t) { return FlooredG1Squared<kLaminar, kRangeForm>(tile, t); }, scratch.tile);
   });
+  AddScalingColumns(scratch.tile, count, sums);
 }
 
-// The tile's term of a cost pass: sum e^2 (linear loss; a sum per range of ForEachFormRange) or
-// s^2 sum rho(z) (robust loss).
+// The tile's term of a cost pass: the linear loss adds e^2 to the angle's lane sums (sums,
+// kCostSumsDoubles; AddSquaresToLanes) and returns 0, a robust loss returns s^2 sum rho(z).
 template <bool kLaminar, SinCosForm kForm>
 double TileCost(const AngleCoefficients& angle, const ProductTables& tables, const float* data,
-                int count, const PassLoss& loss, const Scratch& scratch) {
-  const bool linear = loss.function == LossFunction::kLinear;
-  double sum = 0.0;
+                int count, const PassLoss& loss, const Scratch& scratch, double* sums) {
   ForEachFormRange<kForm>(tables, count, [&]<SinCosForm kRangeForm>(int t_begin, int t_end) {
-    if (linear) {
-      sum += TileSquaredResiduals<kLaminar, kRangeForm>(angle, tables, data, t_begin, t_end,
-                                                        scratch);
-    } else {
-      TileSquaredResiduals<kLaminar, kRangeForm, true>(angle, tables, data, t_begin, t_end,
-                                                       scratch, scratch.tile);
-    }
+    StoreTileResiduals<kLaminar, kRangeForm>(angle, tables, data, t_begin, t_end, scratch,
+                                             scratch.tile);
   });
-  return linear ? sum : LossSum(loss, scratch.tile, count);
+  if (loss.function == LossFunction::kLinear) {
+    AddSquaresToLanes(scratch.tile, count, sums);
+    return 0.0;
+  }
+  return LossSum(loss, scratch.tile, count);
 }
 
 // True when a laminar tile's phases exceed vector_math::kSinCosMaxArgument. M_G grows along a row
@@ -735,22 +725,29 @@ void AccumulateRows(const Inputs& in, int row_begin, int row_end, const float* c
 
 void SumSquaredResiduals(const Inputs& in, int row_begin, int row_end, const float* const* data,
                          double* squared_residuals, const Scratch& scratch) {
+  // The linear loss's per-thread lane sums in the scratch (its lane Grams' space), flushed once
+  // at the end.
+  ClearLaneSums(kCostSumsDoubles * in.num_angles, scratch.lane_grams);
   ForEachAngleTile<false>(
       in, row_begin, row_end, data, scratch,
       [&]<bool kLaminar, SinCosForm kForm>(int k, const AngleCoefficients& angle,
                                            const ProductTables& tables, const float* values,
                                            int count) {
-        squared_residuals[k] +=
-            TileCost<kLaminar, kForm>(angle, tables, values, count, in.loss, scratch);
+        squared_residuals[k] += TileCost<kLaminar, kForm>(
+            angle, tables, values, count, in.loss, scratch,
+            scratch.lane_grams + k * kCostSumsDoubles);
       });
+  if (in.loss.function == LossFunction::kLinear) {
+    for (int k = 0; k < in.num_angles; ++k) {
+      squared_residuals[k] += LaneSum(scratch.lane_grams + k * kCostSumsDoubles);
+    }
+  }
 }
 
 void AccumulateScalingRows(const Inputs& in, int row_begin, int row_end, const float* const* data,
                            double* const* grams, int64_t* finite_points, const Scratch& scratch) {
   // Per-thread sums in the scratch (its lane Grams' space), flushed once at the end.
-  for (int k = 0; k < in.num_angles; ++k) {
-    ClearScalingSums(scratch.lane_grams + k * kScalingSumsDoubles);
-  }
+  ClearLaneSums(kScalingSumsDoubles * in.num_angles, scratch.lane_grams);
   ForEachAngleTile<false>(
       in, row_begin, row_end, data, scratch,
       [&]<bool kLaminar, SinCosForm kForm>(int k, const AngleCoefficients& angle,

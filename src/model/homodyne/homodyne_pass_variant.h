@@ -56,7 +56,8 @@ struct Inputs {
 // and one angle's tile of [J | e] (column c at c kTilePoints, columns padded with zeros to a
 // multiple of 4: PaddedTileColumns). The cost and scaling passes' tiles have kCostTilePoints
 // (tile.h): their scratch has g1_diffusion, m_shear, inverse_m_shear and smoothing_shear that
-// long, no derivative columns (null), and `tile` holds at least kCostTilePoints doubles.
+// long, no derivative columns (null), and `tile` holds at least kScalingColumns kCostTilePoints
+// doubles (gram_block.h: a segment's per-point values).
 struct Scratch {
   double* g1_diffusion = nullptr;  // kTilePoints
   double* dlog_g1d = nullptr;      // 3 kTilePoints: d log g1d / d(D0, alpha, D_off)
@@ -79,7 +80,8 @@ struct Functions {
                           const float* const* data, double* const* grams, int64_t* finite_points,
                           const Scratch& scratch);
   // For every angle k, adds the sum of e^2 over rows [row_begin, row_end) (finite data points
-  // only) to squared_residuals[k].
+  // only) to squared_residuals[k]. Under the linear loss scratch.lane_grams holds the angles'
+  // per-thread sums (kCostSumsDoubles each, gram_block.h).
   void (*sum_squared_residuals)(const Inputs& inputs, int row_begin, int row_end,
                                 const float* const* data, double* squared_residuals,
                                 const Scratch& scratch);

@@ -206,6 +206,9 @@ class HomodynePass final : public ModePass {
 
   void SumSquaredResiduals(int row_begin, int row_end, const float* const* data,
                            double* squared_residuals, PassScratch& scratch) const override {
+    // The per-thread sums of e^2 live in the lane Grams' space (gram_block.h).
+    const size_t sums = static_cast<size_t>(pass_kernel::kCostSumsDoubles) * angles_.size();
+    if (scratch.lane_grams.size() < sums) scratch.lane_grams.resize(sums);
     functions_->sum_squared_residuals(Inputs(scratch.gram_size), row_begin, row_end, data,
                                       squared_residuals, CostScratchOf(scratch));
   }
@@ -256,13 +259,14 @@ class HomodynePass final : public ModePass {
 
   // The factor columns of the passes without derivatives (cost, scaling), whose tiles have
   // kCostTilePoints (homodyne_pass_variant.cc, ForEachAngleTile): the four columns they read, that
-  // long; no derivative columns. The tile holds a robust loss's residuals of a tile.
+  // long; no derivative columns. The tile holds a segment's residuals or scaling values.
   static pass_kernel::Scratch CostScratchOf(PassScratch& scratch) {
     constexpr int kPoints = pass_kernel::kCostTilePoints;
     static_assert(4 * kPoints <= pass_kernel::kTilePoints * PassScratch::kFactorColumns);
     // PassScratch's tile: kTilePoints * PaddedTileColumns(gram_size) doubles, gram_size at least
-    // the static mode's 6.
-    static_assert(kPoints <= pass_kernel::kTilePoints * pass_kernel::PaddedTileColumns(6));
+    // the static mode's 6; it holds a segment's per-point values (gram_block.h).
+    static_assert(pass_kernel::kScalingColumns * kPoints <=
+                  pass_kernel::kTilePoints * pass_kernel::PaddedTileColumns(6));
     double* factors = scratch.factors.data();
     return {factors,
             nullptr,

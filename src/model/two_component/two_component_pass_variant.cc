@@ -314,47 +314,43 @@ inline double TileG(const TileModel& tile, int t) {
   return num * tile.inverse_den_col[t];
 }
 
-// The sum of e^2 over the tile's finite points; with kStoreResiduals, instead stores e (0 at
-// non-finite points) in residuals[0, count) for a robust loss's sum and returns 0.
-template <bool kStoreResiduals = false>
-double TileSquaredResiduals(const TwoComponentAngle& angle, const ProductTables& tables,
-                            const float* data, int count, const double* factors,
-                            double* residuals = nullptr) {
+// Stores e (0 at non-finite points) in residuals[0, count): the cost pass's sum of e^2
+// (AddSquaresToLanes) or a robust loss's sum of rho (LossSum) reads them.
+void StoreTileResiduals(const TwoComponentAngle& angle, const ProductTables& tables,
+                        const float* data, int count, const double* factors, double* residuals) {
   const TileModel tile = TileModelOf(tables, factors);
   const double contrast = angle.contrast;
   const double offset = angle.offset;
-  double sum = 0.0;
-#pragma omp simd reduction(+ : sum)
+#pragma omp simd
   for (int t = 0; t < count; ++t) {
     const double d = static_cast<double>(data[t]);
     const bool is_finite = (d - d) == 0.0;
     const double e = d - (offset + contrast * TileG(tile, t));
-    if constexpr (kStoreResiduals) {
-      residuals[t] = is_finite ? e : 0.0;
-    } else {
-      sum += is_finite ? e * e : 0.0;
-    }
+    residuals[t] = is_finite ? e : 0.0;
   }
-  return sum;
 }
 
 // The tile's terms of a scaling pass (ModePass::AccumulateScalingRows): adds the 3 x 3 Gram of
-// [g, 1, e] over its finite points and their count to the angle's sums (gram_block.h), the values
-// of the tile's columns in AccumulateTile.
+// [g, 1, e] over its finite points and their count to the angle's lane sums (gram_block.h), the
+// values of the tile's columns in AccumulateTile, stored in `columns` on the way.
 void TileScalingSums(const TwoComponentAngle& angle, const ProductTables& tables, const float* data,
-                     int count, const double* factors, double* sums) {
+                     int count, const double* factors, double* columns, double* sums) {
   const TileModel tile = TileModelOf(tables, factors);
-  AddScalingTile(data, count, angle.contrast, angle.offset,
-                 [tile](int t) { return TileG(tile, t); }, sums);
+  StoreScalingColumns(data, 0, count, angle.contrast, angle.offset,
+                      [tile](int t) { return TileG(tile, t); }, columns);
+  AddScalingColumns(columns, count, sums);
 }
 
-// The tile's term of a cost pass: sum e^2 (linear loss) or s^2 sum rho(z) (robust loss).
+// The tile's term of a cost pass: the linear loss adds e^2 to the angle's lane sums (sums,
+// kCostSumsDoubles; AddSquaresToLanes) and returns 0, a robust loss returns s^2 sum rho(z).
 double TileCost(const TwoComponentAngle& angle, const ProductTables& tables, const float* data,
-                int count, const PassLoss& loss, const double* factors, double* tile) {
+                int count, const PassLoss& loss, const double* factors, double* tile,
+                double* sums) {
+  StoreTileResiduals(angle, tables, data, count, factors, tile);
   if (loss.function == LossFunction::kLinear) {
-    return TileSquaredResiduals(angle, tables, data, count, factors);
+    AddSquaresToLanes(tile, count, sums);
+    return 0.0;
   }
-  TileSquaredResiduals<true>(angle, tables, data, count, factors, tile);
   return LossSum(loss, tile, count);
 }
 
@@ -390,7 +386,9 @@ void AccumulateRows(const TwoComponentInputs& in, int row_begin, int row_end,
 
 void SumSquaredResiduals(const TwoComponentInputs& in, int row_begin, int row_end,
                          const float* const* data, double* squared_residuals, double* factors,
-                         double* tile) {
+                         double* tile, double* sums) {
+  // The linear loss's per-thread lane sums, flushed once at the end.
+  ClearLaneSums(kCostSumsDoubles * in.num_angles, sums);
   SeparableExpRowCache row_caches[2];
   ForEachTile<kCostTile>(in.num_times, row_begin, row_end, [&](int i, int j, int count,
                                                                int64_t point) {
@@ -398,17 +396,22 @@ void SumSquaredResiduals(const TwoComponentInputs& in, int row_begin, int row_en
     for (int k = 0; k < in.num_angles; ++k) {
       const TwoComponentAngle& angle = in.angles[k];
       PrefetchNextTile<kCostTile>(data[k] + point + count);
-      squared_residuals[k] +=
-          TileCost(angle, TablesOf(angle, i, j), data[k] + point, count, in.loss, factors, tile);
+      squared_residuals[k] += TileCost(angle, TablesOf(angle, i, j), data[k] + point, count,
+                                       in.loss, factors, tile, sums + k * kCostSumsDoubles);
     }
   });
+  if (in.loss.function == LossFunction::kLinear) {
+    for (int k = 0; k < in.num_angles; ++k) {
+      squared_residuals[k] += LaneSum(sums + k * kCostSumsDoubles);
+    }
+  }
 }
 
 void AccumulateScalingRows(const TwoComponentInputs& in, int row_begin, int row_end,
                            const float* const* data, double* const* grams, int64_t* finite_points,
-                           double* factors, double* sums) {
+                           double* factors, double* tile, double* sums) {
   // Per-thread sums, flushed once at the end (gram_block.h).
-  for (int k = 0; k < in.num_angles; ++k) ClearScalingSums(sums + k * kScalingSumsDoubles);
+  ClearLaneSums(kScalingSumsDoubles * in.num_angles, sums);
   SeparableExpRowCache row_caches[2];
   ForEachTile<kCostTile>(in.num_times, row_begin, row_end, [&](int i, int j, int count,
                                                                int64_t point) {
@@ -416,7 +419,7 @@ void AccumulateScalingRows(const TwoComponentInputs& in, int row_begin, int row_
     for (int k = 0; k < in.num_angles; ++k) {
       const TwoComponentAngle& angle = in.angles[k];
       PrefetchNextTile<kCostTile>(data[k] + point + count);
-      TileScalingSums(angle, TablesOf(angle, i, j), data[k] + point, count, factors,
+      TileScalingSums(angle, TablesOf(angle, i, j), data[k] + point, count, factors, tile,
                       sums + k * kScalingSumsDoubles);
     }
   });

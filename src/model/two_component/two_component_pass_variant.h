@@ -56,21 +56,25 @@ inline constexpr int kTwoComponentCostFactorColumns = 5;
 
 // The entry points of one level; contracts as ModePass (mode_point.h). factors: the scratch's
 // factor columns, at least the doubles the passes carve (above); tile: one angle's tile of [J | e]
-// (PaddedTileColumns(gram_size) zero-initialised columns of kTilePoints), which a robust loss's
-// cost pass uses for the residuals of a row segment (kCostTilePoints doubles); lane_grams: the
-// angles' lane Grams (gram_block.h; LaneGramDoubles(gram_size) per angle).
+// (PaddedTileColumns(gram_size) zero-initialised columns of kTilePoints), which the cost and
+// scaling passes use for a row segment's per-point values (at most kScalingColumns
+// kCostTilePoints doubles, gram_block.h); lane_grams: the angles' lane Grams (gram_block.h;
+// LaneGramDoubles(gram_size) per angle).
 struct TwoComponentFunctions {
   void (*accumulate_rows)(const TwoComponentInputs& inputs, int row_begin, int row_end,
                           const float* const* data, double* const* grams, int64_t* finite_points,
                           double* factors, double* tile, double* lane_grams);
+  // sums: under the linear loss the angles' per-thread sums of e^2 (kCostSumsDoubles each,
+  // gram_block.h).
   void (*sum_squared_residuals)(const TwoComponentInputs& inputs, int row_begin, int row_end,
                                 const float* const* data, double* squared_residuals,
-                                double* factors, double* tile);
+                                double* factors, double* tile, double* sums);
   // grams[k]: 3 x 3 (ModePass::AccumulateScalingRows; linear loss only); sums: the angles'
   // per-thread scaling sums (kScalingSumsDoubles each, gram_block.h).
   void (*accumulate_scaling_rows)(const TwoComponentInputs& inputs, int row_begin, int row_end,
                                   const float* const* data, double* const* grams,
-                                  int64_t* finite_points, double* factors, double* sums);
+                                  int64_t* finite_points, double* factors, double* tile,
+                                  double* sums);
 };
 
 // The body of `level`, or nullptr when this build lacks it.

@@ -101,15 +101,15 @@ class TwoComponentPoint final : public ModePoint {
 // The pass body at one point (two_component_pass_variant.h) for one set of angles.
 class TwoComponentPass final : public ModePass {
   // PassScratch (mode_point.h) holds the factor columns the passes carve and, in its tile (a
-  // gram size of kNumPhysical + 3), a robust cost pass's residuals of a row segment
-  // (two_component_pass_variant.h).
+  // gram size of kNumPhysical + 3), the cost and scaling passes' per-point values of a row
+  // segment (two_component_pass_variant.h).
   static constexpr int kScratchFactorDoubles =
       PassScratch::kFactorColumns * pass_kernel::kTilePoints;
   static_assert(pass_kernel::kTwoComponentFactorColumns * pass_kernel::kTilePoints <=
                 kScratchFactorDoubles);
   static_assert(pass_kernel::kTwoComponentCostFactorColumns * pass_kernel::kCostTilePoints <=
                 kScratchFactorDoubles);
-  static_assert(pass_kernel::kCostTilePoints <=
+  static_assert(pass_kernel::kScalingColumns * pass_kernel::kCostTilePoints <=
                 pass_kernel::kTilePoints * pass_kernel::PaddedTileColumns(kNumPhysical + 3));
 
  public:
@@ -135,8 +135,12 @@ class TwoComponentPass final : public ModePass {
   }
   void SumSquaredResiduals(int row_begin, int row_end, const float* const* data,
                            double* squared_residuals, PassScratch& scratch) const override {
+    // The per-thread sums of e^2 live in the lane Grams' space (gram_block.h).
+    const size_t sums = static_cast<size_t>(pass_kernel::kCostSumsDoubles) * angles_.size();
+    if (scratch.lane_grams.size() < sums) scratch.lane_grams.resize(sums);
     functions_->sum_squared_residuals(inputs_, row_begin, row_end, data, squared_residuals,
-                                      scratch.factors.data(), scratch.tile.data());
+                                      scratch.factors.data(), scratch.tile.data(),
+                                      scratch.lane_grams.data());
   }
   void AccumulateScalingRows(int row_begin, int row_end, const float* const* data,
                              double* const* grams, int64_t* finite_points,
@@ -145,7 +149,8 @@ class TwoComponentPass final : public ModePass {
     const size_t sums = static_cast<size_t>(pass_kernel::kScalingSumsDoubles) * angles_.size();
     if (scratch.lane_grams.size() < sums) scratch.lane_grams.resize(sums);
     functions_->accumulate_scaling_rows(inputs_, row_begin, row_end, data, grams, finite_points,
-                                        scratch.factors.data(), scratch.lane_grams.data());
+                                        scratch.factors.data(), scratch.tile.data(),
+                                        scratch.lane_grams.data());
   }
 
  private:
