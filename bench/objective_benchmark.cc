@@ -3,7 +3,8 @@
 // "large" strategy). Accumulate = residuals + Jacobian + normal equations; Cost = residuals and
 // chi2 only; ScalingGrams = the scaling pass of variable projection's cost (AccumulateAngleGrams
 // with PassColumns::kScaling: per angle the 3 x 3 Gram of the contrast, offset and e columns). The
-// *Cauchy cases: the same passes under the robust loss cauchy (docs/model.md, Robust loss).
+// *Cauchy cases: the same passes under the robust loss cauchy (docs/model.md, Robust loss). The
+// *Coarse cases: the global phase's coarse level of a smaller data set (CoarseObjective).
 // items_per_second = upper-triangle points per second. Threads: arg (1, 2). The context lines name
 // the pass kernel's instruction-set level (pass_kernel: ..., chosen as in a fit: HOMODYNE_ISA or
 // the best for this CPU); bench/isa_dispatch.sh compares levels and builds.
@@ -183,6 +184,63 @@ void BM_ScalingGramsTwoComponent(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * objective.num_points());
 }
 
+// A pass of the global phase's coarse level (docs/design.md section 4b) on the two-component
+// example's data size (configs/simulate_two_component.yaml: 500 frames, the first dropped, 3
+// angles): every 8th row of the 499-time grid (47,250 points; one batch per row, rows of 1 to 498
+// points), the passes that take nearly all of that example's fit (docs/performance.md,
+// Two-component mode). Laminar flow on the same grid for comparison.
+homodyne::BatchedObjective& CoarseObjective(homodyne::AnalysisMode mode) {
+  const auto make = [](homodyne::AnalysisMode m) {
+    const int n = 499;
+    std::vector<double> times(n);
+    for (int i = 0; i < n; ++i) times[static_cast<size_t>(i)] = (i + 1) * 0.1;
+    homodyne::HomodyneModel model(m, homodyne::ScatteringGeometry{0.0054, 2e6, 0.1}, times);
+    std::vector<double> physical = {3000.0, -0.5, 10.0, 2.0e-5, 0.3, 1.0e-6, 5.0};
+    if (m == homodyne::AnalysisMode::kTwoComponent) physical = TwoComponentTruth();
+    physical.resize(static_cast<size_t>(model.num_physical()));
+    const std::vector<double> phi = {0.0, 45.0, 90.0};
+    const homodyne::ModelEvaluation evaluation(model, physical);
+    homodyne::InMemoryPassData::PackedData data;
+    std::vector<double> c2(static_cast<size_t>(homodyne::UpperTriangleSize(n)));
+    for (double angle : phi) {
+      evaluation.EvaluateUpperTriangleRows(angle, 0.3, 1.0, 0, n, c2, {});
+      data.emplace_back(c2.begin(), c2.end());
+    }
+    return homodyne::MakeRowSubsampleObjective(data, model, phi, 0.01, 8).release();
+  };
+  static homodyne::BatchedObjective* two_component = make(homodyne::AnalysisMode::kTwoComponent);
+  static homodyne::BatchedObjective* laminar = make(homodyne::AnalysisMode::kLaminarFlow);
+  return mode == homodyne::AnalysisMode::kTwoComponent ? *two_component : *laminar;
+}
+
+void BM_AccumulateTwoComponentCoarse(benchmark::State& state) {
+  omp_set_num_threads(static_cast<int>(state.range(0)));
+  homodyne::BatchedObjective& objective = CoarseObjective(homodyne::AnalysisMode::kTwoComponent);
+  const Eigen::VectorXd theta = TwoComponentTheta();
+  for (auto _ : state) benchmark::DoNotOptimize(objective.Accumulate(theta).chi2);
+  state.SetItemsProcessed(state.iterations() * objective.num_points());
+}
+
+void BM_ScalingGramsTwoComponentCoarse(benchmark::State& state) {
+  omp_set_num_threads(static_cast<int>(state.range(0)));
+  homodyne::BatchedObjective& objective = CoarseObjective(homodyne::AnalysisMode::kTwoComponent);
+  const Eigen::VectorXd theta = TwoComponentTheta();
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(
+        objective.AccumulateAngleGrams(theta, false, homodyne::PassColumns::kScaling)
+            .finite_points);
+  }
+  state.SetItemsProcessed(state.iterations() * objective.num_points());
+}
+
+void BM_AccumulateLaminarCoarse(benchmark::State& state) {
+  omp_set_num_threads(static_cast<int>(state.range(0)));
+  homodyne::BatchedObjective& objective = CoarseObjective(homodyne::AnalysisMode::kLaminarFlow);
+  const Eigen::VectorXd theta = Theta();
+  for (auto _ : state) benchmark::DoNotOptimize(objective.Accumulate(theta).chi2);
+  state.SetItemsProcessed(state.iterations() * objective.num_points());
+}
+
 // The same passes under a robust loss (docs/model.md, Robust loss): cauchy with f_scale 1, at the
 // same theta. The rescaling's arithmetic is the same wherever a point lies relative to f_scale
 // (cauchy has no branch).
@@ -240,6 +298,17 @@ BENCHMARK(BM_ScalingGramsTwoComponent)
     ->Arg(2)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
+BENCHMARK(BM_AccumulateTwoComponentCoarse)
+    ->Arg(1)
+    ->Arg(2)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_ScalingGramsTwoComponentCoarse)
+    ->Arg(1)
+    ->Arg(2)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_AccumulateLaminarCoarse)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AccumulateLaminarCauchy)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_CostLaminarCauchy)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AccumulateStaticCauchy)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
