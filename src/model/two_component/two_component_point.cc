@@ -25,25 +25,31 @@ namespace {
 using namespace two_component;  // NOLINT: the mode's own constants and indices
 constexpr double kRadiansPerDegree = std::numbers::pi / 180.0;
 
-// pw(t, e) and d pw / d e (two_component_point.h).
-void PowerAndDerivative(double t, double exponent, double* power, double* derivative) {
+// pw(t, e) and d pw / d e (two_component_point.h), from ts = max(t, kPowerTimeFloor) and its
+// log (GuardedTime, LogOfGuardedTime: the same for the three rates of a time, computed once).
+double GuardedTime(double t) { return t > kPowerTimeFloor ? t : kPowerTimeFloor; }
+double LogOfGuardedTime(double t) { return t > 0.0 ? std::log(GuardedTime(t)) : 0.0; }
+void PowerAndDerivative(double t, double log_ts, double exponent, double* power,
+                        double* derivative) {
   if (!(t > 0.0)) {
     *power = 0.0;
     *derivative = 0.0;
     return;
   }
-  const double ts = t > kPowerTimeFloor ? t : kPowerTimeFloor;
-  *power = std::pow(ts, exponent);
-  *derivative = *power * std::log(ts);
+  *power = std::pow(GuardedTime(t), exponent);
+  *derivative = *power * log_ts;
 }
 
-// log(1 + e^x) without overflow (jax.nn.softplus = logaddexp(x, 0)).
-double Softplus(double x) { return (x > 0.0 ? x : 0.0) + std::log1p(std::exp(-std::fabs(x))); }
-// 1 / (1 + e^-x), the derivative of Softplus.
-double Logistic(double x) {
-  if (x >= 0.0) return 1.0 / (1.0 + std::exp(-x));
-  const double e = std::exp(x);
-  return e / (1.0 + e);
+// log(1 + e^x) without overflow (jax.nn.softplus = logaddexp(x, 0)) and its derivative
+// 1 / (1 + e^-x), from one exp: e^-|x| is both Softplus's term and Logistic's e^-x (x >= 0) or
+// e^x (x < 0).
+struct SoftplusAndLogistic {
+  double softplus;
+  double logistic;
+};
+SoftplusAndLogistic SoftplusWithLogistic(double x) {
+  const double e = std::exp(-std::fabs(x));
+  return {(x > 0.0 ? x : 0.0) + std::log1p(e), x >= 0.0 ? 1.0 / (1.0 + e) : e / (1.0 + e)};
 }
 
 // Cumulative trapezoid with dt of the rate `values` (N), and of its 3 parameter partials
@@ -354,7 +360,8 @@ TwoComponentTables ComputeTwoComponentTables(const HomodyneModel& model,
   const std::vector<double>& t = model.times_seconds();
   const std::size_t n = t.size();
   const double dt = model.geometry().dt_seconds;
-  std::vector<double> rate(n), partials(3 * n);
+  std::vector<double> rate(n), partials(3 * n), log_ts(n);
+  for (std::size_t k = 0; k < n; ++k) log_ts[k] = LogOfGuardedTime(t[k]);
   // The two transports J_c(t) and the velocity v(t).
   for (int c = 0; c < 3; ++c) {
     const int first = c == 0 ? kD0Ref : c == 1 ? kD0Sample : kV0;
@@ -362,7 +369,7 @@ TwoComponentTables ComputeTwoComponentTables(const HomodyneModel& model,
     const double amplitude = p[first], exponent = p[first + 1], rate_offset = p[first + 2];
     for (std::size_t k = 0; k < n; ++k) {
       double power = 0.0, dpower = 0.0;
-      PowerAndDerivative(t[k], exponent, &power, &dpower);
+      PowerAndDerivative(t[k], log_ts[k], exponent, &power, &dpower);
       const double raw = amplitude * power + rate_offset;
       const bool active = !floored || raw > 0.0;
       rate[k] = active ? raw : 0.0;
@@ -384,9 +391,11 @@ TwoComponentTables ComputeTwoComponentTables(const HomodyneModel& model,
     const bool clipped = argument > kExpArgumentLimit || argument < -kExpArgumentLimit;
     const double e = std::exp(clipped ? std::copysign(kExpArgumentLimit, argument) : argument);
     const double z = f0 * e + f3;
-    const double x_low = Softplus(k50 * z) / k50;
-    tables.fraction[k] = 1.0 - Softplus(k50 * (1.0 - x_low)) / k50;
-    const double dx_dz = Logistic(k50 * (1.0 - x_low)) * Logistic(k50 * z);
+    const SoftplusAndLogistic low = SoftplusWithLogistic(k50 * z);
+    const double x_low = low.softplus / k50;
+    const SoftplusAndLogistic high = SoftplusWithLogistic(k50 * (1.0 - x_low));
+    tables.fraction[k] = 1.0 - high.softplus / k50;
+    const double dx_dz = high.logistic * low.logistic;
     tables.fraction_derivatives[k] = dx_dz * e;
     tables.fraction_derivatives[n + k] = clipped ? 0.0 : dx_dz * f0 * e * (t[k] - f2);
     tables.fraction_derivatives[2 * n + k] = clipped ? 0.0 : dx_dz * (-f0 * e * f1);
