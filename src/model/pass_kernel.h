@@ -42,10 +42,12 @@ class PassKernel {
   // Points per tile (one row segment); the vector loops run over a tile.
   static constexpr int kTilePoints = pass_kernel::kTilePoints;
 
-  // Per-thread scratch for tiles; create one per thread and reuse it across batches.
+  // Per-thread scratch for tiles; create one per thread and reuse it across batches and passes:
+  // no value in it that a call has not written itself enters that call's results.
   class Workspace {
    public:
     explicit Workspace(int gram_size) : scratch_(gram_size) {}
+    int gram_size() const { return scratch_.gram_size; }
 
    private:
     friend class PassKernel;

@@ -6,7 +6,7 @@
 
 #include <algorithm>
 #include <memory>
-#include <optional>
+#include <mutex>
 #include <span>
 #include <vector>
 
@@ -35,28 +35,78 @@ bool ParallelWorthIt(std::span<const RowBatch> batches, int num_angles) {
   return points * num_angles >= kMinParallelChunkPoints;
 }
 
+// The kernel workspaces of a backend, kept from one pass to the next: a workspace is one
+// thread's scratch (PassScratch, mode_point.h: 50 to 80 KB, zeroed when made), and a pass of the
+// global phase's coarse level takes well under a millisecond. A pass takes one per thread (Take)
+// and gives them back at its end (Give), by the thread's slot (worker_pool.h: the same thread
+// every loop), so that a thread gets back the scratch that is in its own caches. The kernel takes
+// nothing from a workspace that the same call has not written (pass_kernel.h), so a reused one
+// gives the same sums. Safe to use from several threads.
+class WorkspacePool {
+ public:
+  // A workspace of this Gram side for the thread of `slot`: the one it gave back, else a new one.
+  std::unique_ptr<PassKernel::Workspace> Take(int slot, int gram_size) {
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      if (slot < static_cast<int>(kept_.size())) {
+        std::vector<std::unique_ptr<PassKernel::Workspace>>& kept =
+            kept_[static_cast<size_t>(slot)];
+        for (auto it = kept.begin(); it != kept.end(); ++it) {
+          if ((*it)->gram_size() == gram_size) {
+            std::unique_ptr<PassKernel::Workspace> workspace = std::move(*it);
+            kept.erase(it);
+            return workspace;
+          }
+        }
+      }
+    }
+    return std::make_unique<PassKernel::Workspace>(gram_size);
+  }
+
+  // Keeps the workspace for the slot's next Take (at most kMaxKeptPerSlot Gram sides a slot).
+  void Give(int slot, std::unique_ptr<PassKernel::Workspace> workspace) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (slot >= kMaxSlots) return;
+    if (slot >= static_cast<int>(kept_.size())) kept_.resize(static_cast<size_t>(slot) + 1);
+    std::vector<std::unique_ptr<PassKernel::Workspace>>& kept = kept_[static_cast<size_t>(slot)];
+    if (kept.size() < kMaxKeptPerSlot) kept.push_back(std::move(workspace));
+  }
+
+ private:
+  static constexpr int kMaxSlots = 256;
+  static constexpr size_t kMaxKeptPerSlot = 4;
+  std::mutex mutex_;
+  std::vector<std::vector<std::unique_ptr<PassKernel::Workspace>>> kept_;  // by slot
+};
+
 // Calls body(b, workspace) for every batch b, over the pool's threads when ParallelWorthIt (each
-// thread with its own kernel workspace of gram_size), else on the calling thread. body writes
-// only the outputs of batch b, so the results do not depend on the thread count or schedule.
+// thread with its own kernel workspace of gram_size, taken from `workspaces`), else on the calling
+// thread. body writes only the outputs of batch b, so the results do not depend on the thread
+// count or schedule.
 template <typename Body>
-void ForEachBatch(std::span<const RowBatch> batches, int num_angles, int gram_size, Body body) {
+void ForEachBatch(std::span<const RowBatch> batches, int num_angles, int gram_size,
+                  WorkspacePool& workspaces, Body body) {
   const int num_batches = static_cast<int>(batches.size());
   const int threads = ParallelWorthIt(batches, num_angles) ? omp_get_max_threads() : 1;
-  std::vector<std::optional<PassKernel::Workspace>> workspaces(
+  std::vector<std::unique_ptr<PassKernel::Workspace>> taken(
       static_cast<size_t>(std::max(1, threads)));
   ParallelFor(num_batches, threads, [&](int b, int slot) {
-    std::optional<PassKernel::Workspace>& workspace = workspaces[static_cast<size_t>(slot)];
-    if (!workspace) workspace.emplace(gram_size);
+    std::unique_ptr<PassKernel::Workspace>& workspace = taken[static_cast<size_t>(slot)];
+    if (!workspace) workspace = workspaces.Take(slot, gram_size);
     body(b, *workspace);
   });
+  for (size_t slot = 0; slot < taken.size(); ++slot) {
+    if (taken[slot]) workspaces.Give(static_cast<int>(slot), std::move(taken[slot]));
+  }
 }
 
 class CpuPreparedPass : public PreparedPass {
  public:
-  explicit CpuPreparedPass(const PassPoint& point)
+  CpuPreparedPass(const PassPoint& point, std::shared_ptr<WorkspacePool> workspaces)
       : kernel_(*point.evaluation, point.phi_degrees, point.contrast, point.offset,
                 ActiveIsaLevel(), point.loss),
-        columns_(point.columns) {}
+        columns_(point.columns),
+        workspaces_(std::move(workspaces)) {}
 
   int gram_size() const override { return GramSizeOf(columns_, kernel_.gram_size()); }
 
@@ -70,7 +120,7 @@ class CpuPreparedPass : public PreparedPass {
     std::fill(finite_points.begin(), finite_points.end(), 0);
     // Workspaces of the kernel's full side for either columns (the scaling pass uses their
     // factor columns only).
-    ForEachBatch(batches, n_angles, kernel_.gram_size(),
+    ForEachBatch(batches, n_angles, kernel_.gram_size(), *workspaces_,
                  [&](int b, PassKernel::Workspace& workspace) {
                    const size_t slot = static_cast<size_t>(b) * n_angles;
                    const RowBatch& batch = batches[static_cast<size_t>(b)];
@@ -93,7 +143,7 @@ class CpuPreparedPass : public PreparedPass {
     const int n_angles = kernel_.num_angles();
     HOMODYNE_CHECK(data.size() == batches.size() * static_cast<size_t>(n_angles) &&
                    squared_residuals.size() == batches.size());
-    ForEachBatch(batches, n_angles, kernel_.gram_size(),
+    ForEachBatch(batches, n_angles, kernel_.gram_size(), *workspaces_,
                  [&](int b, PassKernel::Workspace& workspace) {
                    const RowBatch& batch = batches[static_cast<size_t>(b)];
                    squared_residuals[static_cast<size_t>(b)] = kernel_.SumSquaredResiduals(
@@ -107,6 +157,7 @@ class CpuPreparedPass : public PreparedPass {
  private:
   const PassKernel kernel_;
   const PassColumns columns_;
+  const std::shared_ptr<WorkspacePool> workspaces_;  // the backend's
 };
 
 class CpuPassBackend : public PassBackend {
@@ -118,8 +169,11 @@ class CpuPassBackend : public PassBackend {
                    point.offset.size() == point.phi_degrees.size());
     HOMODYNE_CHECK(point.columns == PassColumns::kAll ||
                    point.loss.function == LossFunction::kLinear);
-    return std::make_unique<CpuPreparedPass>(point);
+    return std::make_unique<CpuPreparedPass>(point, workspaces_);
   }
+
+ private:
+  const std::shared_ptr<WorkspacePool> workspaces_ = std::make_shared<WorkspacePool>();
 };
 
 }  // namespace
