@@ -48,14 +48,15 @@ inline void AddGramBlock(const double* tile, int count, int a0, int c0, int g, d
   }
 }
 
-// The tiles of rows [row_begin, row_end) of the strict upper triangle of an n-point grid, in the
-// packed order of dataset.h: for each row i, the segments j = i+1.. of at most kPoints points.
-// Calls tile(i, j_begin, count, point) for each, point being the segment's offset in the rows'
-// packed data. The walk every mode's pass body makes.
+// The tiles of rows row_begin, row_begin + row_stride, ... (below row_end) of the strict upper
+// triangle of an n-point grid, in the packed order of dataset.h: for each row i, the segments
+// j = i+1.. of at most kPoints points. Calls tile(i, j_begin, count, point) for each, point being
+// the segment's offset in the rows' data (the rows' points one after the other). The walk every
+// mode's pass body makes.
 template <int kPoints = kTilePoints, typename Tile>
-inline void ForEachTile(int n, int row_begin, int row_end, Tile tile) {
+inline void ForEachTile(int n, int row_begin, int row_end, int row_stride, Tile tile) {
   int64_t point = 0;
-  for (int i = row_begin; i < row_end; ++i) {
+  for (int i = row_begin; i < row_end; i += row_stride) {
     for (int j = i + 1; j < n; j += kPoints) {
       const int count = n - j < kPoints ? n - j : kPoints;
       tile(i, j, count, point);

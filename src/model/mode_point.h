@@ -63,22 +63,25 @@ struct PassScratch {
 class ModePass {
  public:
   virtual ~ModePass() = default;
-  // For every angle k, adds [J | e]^T [J | e] over rows [row_begin, row_end) of the strict upper
-  // triangle to grams[k] (column major, gram_size square; lower triangle and diagonal) and the
-  // number of finite data points to finite_points[k]. data[k]: angle k's packed values of the rows.
-  virtual void AccumulateRows(int row_begin, int row_end, const float* const* data,
+  // For every angle k, adds [J | e]^T [J | e] over rows row_begin, row_begin + row_stride, ...
+  // (below row_end) of the strict upper triangle to grams[k] (column major, gram_size square;
+  // lower triangle and diagonal) and the number of finite data points to finite_points[k].
+  // data[k]: angle k's values of the rows, one row after the other (dataset.h order).
+  virtual void AccumulateRows(int row_begin, int row_end, int row_stride, const float* const* data,
                               double* const* grams, int64_t* finite_points,
                               PassScratch& scratch) const = 0;
   // For every angle k, adds the sum of e^2 over the rows' finite data points to
   // squared_residuals[k].
-  virtual void SumSquaredResiduals(int row_begin, int row_end, const float* const* data,
+  virtual void SumSquaredResiduals(int row_begin, int row_end, int row_stride,
+                                   const float* const* data,
                                    double* squared_residuals, PassScratch& scratch) const = 0;
   // For every angle k, adds the 3 x 3 Gram matrix of [d c2 / d contrast_k, d c2 / d offset_k, e]
   // over the rows' finite data points to grams[k] (column major; lower triangle and diagonal)
   // and their number to finite_points[k]: the entries of AccumulateRows' Gram at the contrast,
   // offset and e columns, without the Jacobian's physical columns (about a cost pass's work).
   // Linear loss only (the caller checks).
-  virtual void AccumulateScalingRows(int row_begin, int row_end, const float* const* data,
+  virtual void AccumulateScalingRows(int row_begin, int row_end, int row_stride,
+                                     const float* const* data,
                                      double* const* grams, int64_t* finite_points,
                                      PassScratch& scratch) const = 0;
 };

@@ -40,8 +40,9 @@ PassKernel::PassKernel(const ModelEvaluation& evaluation, std::span<const double
 
 void PassKernel::AccumulateRows(int row_begin, int row_end, std::span<const float* const> data,
                                 std::span<Eigen::MatrixXd> grams, std::span<int64_t> finite_points,
-                                Workspace& workspace) const {
-  HOMODYNE_CHECK(0 <= row_begin && row_begin <= row_end && row_end <= num_times_);
+                                Workspace& workspace, int row_stride) const {
+  HOMODYNE_CHECK(0 <= row_begin && row_begin <= row_end && row_end <= num_times_ &&
+                 row_stride >= 1);
   HOMODYNE_CHECK(data.size() == static_cast<size_t>(num_angles_) &&
                  grams.size() == static_cast<size_t>(num_angles_) &&
                  finite_points.size() == static_cast<size_t>(num_angles_));
@@ -51,17 +52,18 @@ void PassKernel::AccumulateRows(int row_begin, int row_end, std::span<const floa
     HOMODYNE_CHECK(grams[k].rows() == gram_size_ && grams[k].cols() == gram_size_);
     gram_data[k] = grams[k].data();
   }
-  pass_->AccumulateRows(row_begin, row_end, data.data(), gram_data.data(), finite_points.data(),
-                        workspace.scratch_);
+  pass_->AccumulateRows(row_begin, row_end, row_stride, data.data(), gram_data.data(),
+                        finite_points.data(), workspace.scratch_);
 }
 
 void PassKernel::AccumulateScalingRows(int row_begin, int row_end,
                                        std::span<const float* const> data,
                                        std::span<Eigen::MatrixXd> grams,
                                        std::span<int64_t> finite_points,
-                                       Workspace& workspace) const {
+                                       Workspace& workspace, int row_stride) const {
   HOMODYNE_CHECK(linear_loss_);
-  HOMODYNE_CHECK(0 <= row_begin && row_begin <= row_end && row_end <= num_times_);
+  HOMODYNE_CHECK(0 <= row_begin && row_begin <= row_end && row_end <= num_times_ &&
+                 row_stride >= 1);
   HOMODYNE_CHECK(data.size() == static_cast<size_t>(num_angles_) &&
                  grams.size() == static_cast<size_t>(num_angles_) &&
                  finite_points.size() == static_cast<size_t>(num_angles_));
@@ -70,18 +72,20 @@ void PassKernel::AccumulateScalingRows(int row_begin, int row_end,
     HOMODYNE_CHECK(grams[k].rows() == 3 && grams[k].cols() == 3);
     gram_data[k] = grams[k].data();
   }
-  pass_->AccumulateScalingRows(row_begin, row_end, data.data(), gram_data.data(),
+  pass_->AccumulateScalingRows(row_begin, row_end, row_stride, data.data(), gram_data.data(),
                                finite_points.data(), workspace.scratch_);
 }
 
 double PassKernel::SumSquaredResiduals(int row_begin, int row_end,
                                        std::span<const float* const> data,
-                                       Workspace& workspace) const {
-  HOMODYNE_CHECK(0 <= row_begin && row_begin <= row_end && row_end <= num_times_);
+                                       Workspace& workspace, int row_stride) const {
+  HOMODYNE_CHECK(0 <= row_begin && row_begin <= row_end && row_end <= num_times_ &&
+                 row_stride >= 1);
   HOMODYNE_CHECK(data.size() == static_cast<size_t>(num_angles_));
   // Per-angle sums, added in angle order at the end: the same order for every split of rows.
   std::vector<double> sums(static_cast<size_t>(num_angles_), 0.0);
-  pass_->SumSquaredResiduals(row_begin, row_end, data.data(), sums.data(), workspace.scratch_);
+  pass_->SumSquaredResiduals(row_begin, row_end, row_stride, data.data(), sums.data(),
+                             workspace.scratch_);
   double total = 0.0;
   for (double sum : sums) total += sum;
   return total;

@@ -70,28 +70,29 @@ class PassKernel {
   int gram_size() const { return gram_size_; }
   IsaLevel isa_level() const { return level_; }
 
-  // Adds, for every angle k, [J | e]^T [J | e] over rows [row_begin, row_end) to grams[k] (lower
-  // triangle and diagonal updated; the upper triangle is left as is) and the number of finite
-  // data points to finite_points[k]. data[k]: angle k's packed values of these rows (dataset.h
-  // order, UpperTriangleRowOffset(N, row_end) - UpperTriangleRowOffset(N, row_begin) values).
+  // Adds, for every angle k, [J | e]^T [J | e] over rows row_begin, row_begin + row_stride, ...
+  // (below row_end) to grams[k] (lower triangle and diagonal updated; the upper triangle is left
+  // as is) and the number of finite data points to finite_points[k]. data[k]: angle k's values
+  // of these rows, one row after the other (dataset.h order; at stride 1
+  // UpperTriangleRowOffset(N, row_end) - UpperTriangleRowOffset(N, row_begin) values).
   void AccumulateRows(int row_begin, int row_end, std::span<const float* const> data,
                       std::span<Eigen::MatrixXd> grams, std::span<int64_t> finite_points,
-                      Workspace& workspace) const;
+                      Workspace& workspace, int row_stride = 1) const;
 
   // The scaling pass (PassColumns::kScaling, src/objective/pass_backend.h): adds, for every
   // angle k, the 3 x 3 Gram matrix of [d c2 / d contrast_k, d c2 / d offset_k, e] over rows
-  // [row_begin, row_end) to grams[k] (3 x 3; lower triangle and diagonal updated) and the number
+  // of AccumulateRows to grams[k] (3 x 3; lower triangle and diagonal updated) and the number
   // of finite data points to finite_points[k]; data as AccumulateRows. The entries equal those
   // of AccumulateRows' Gram at the contrast, offset and e columns up to the order of the
   // additions (a few ulp), the counts exactly; the work is about a cost pass's. The kernel's loss
   // must be linear.
   void AccumulateScalingRows(int row_begin, int row_end, std::span<const float* const> data,
                              std::span<Eigen::MatrixXd> grams, std::span<int64_t> finite_points,
-                             Workspace& workspace) const;
+                             Workspace& workspace, int row_stride = 1) const;
 
-  // sum over angles and rows of e^2 (finite data points only).
+  // sum over angles and rows (those of AccumulateRows) of e^2 (finite data points only).
   double SumSquaredResiduals(int row_begin, int row_end, std::span<const float* const> data,
-                             Workspace& workspace) const;
+                             Workspace& workspace, int row_stride = 1) const;
 
  private:
   int num_times_;

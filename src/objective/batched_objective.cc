@@ -164,9 +164,20 @@ std::unique_ptr<InMemoryPassData> InMemoryPassData::ReadRuns(
       // values are the same, in the same places.
       for (int b = run.first; b < run.last;) {
         const RowBatch& begin = batches[static_cast<size_t>(b)];
+        float* held_values = values.data() + run.held_offset + (begin.offset - run.source_begin);
+        if (begin.row_stride > 1) {  // a subsample's batch: its rows one by one
+          ForEachRowOf(begin, source.info().num_times(),
+                       [&](int i, int64_t first_point, int64_t points) {
+                         ReadC2Rows(source, static_cast<int>(k), i, i + 1,
+                                    std::span<float>(held_values + first_point,
+                                                     static_cast<size_t>(points)));
+                       });
+          ++b;
+          continue;
+        }
         int64_t points = begin.points;
         int end = b + 1;
-        while (end < run.last &&
+        while (end < run.last && batches[static_cast<size_t>(end)].row_stride == 1 &&
                batches[static_cast<size_t>(end)].row_begin ==
                    batches[static_cast<size_t>(end) - 1].row_end &&
                points + batches[static_cast<size_t>(end)].points <= rows_block_points) {
@@ -175,9 +186,7 @@ std::unique_ptr<InMemoryPassData> InMemoryPassData::ReadRuns(
         }
         ReadC2Rows(source, static_cast<int>(k), begin.row_begin,
                    batches[static_cast<size_t>(end) - 1].row_end,
-                   std::span<float>(values.data() + run.held_offset +
-                                        (begin.offset - run.source_begin),
-                                    static_cast<size_t>(points)));
+                   std::span<float>(held_values, static_cast<size_t>(points)));
         b = end;
       }
     }
@@ -193,7 +202,7 @@ std::vector<int> InMemoryPassData::HeldRows(std::span<const RowBatch> batches) c
   auto add = [&rows, batches](int first, int last) {
     for (int b = first; b < last; ++b) {
       const RowBatch& batch = batches[static_cast<size_t>(b)];
-      for (int i = batch.row_begin; i < batch.row_end; ++i) rows.push_back(i);
+      for (int i = batch.row_begin; i < batch.row_end; i += batch.row_stride) rows.push_back(i);
     }
   };
   if (runs_.empty()) {
@@ -813,10 +822,19 @@ PackedDataObjective::PackedData PackedDataObjective::LoadPackedData(BatchSource&
 
 namespace {
 
-// The kept rows (0, s, 2s, ...) as batches with offsets into compact arrays: one batch per row,
-// or (stride 1) runs of rows of about kRunPoints points per angle. Sets *total to the points
+// The kept rows (0, s, 2s, ...) as batches with offsets into compact arrays. strided (the
+// backend's SupportsRowStride): batches of kept rows that follow each other (RowBatch::row_stride
+// = s), each closed once it holds at least kSubsampleBatchPoints points per angle; else one batch
+// per row. Stride 1: runs of rows of about kRunPoints points per angle. Sets *total to the points
 // per angle.
-std::vector<RowBatch> SubsampleRows(int n, int row_stride, int64_t* total) {
+// kSubsampleBatchPoints: one row per batch made a pass of the two-component example's coarse
+// level (rows of 2 to 498 points) spend about a quarter of its time on each batch's own work
+// (clearing, adding up and scattering its Gram matrices); batches of at least 1024 points keep
+// that to a few per cent and leave 16 or more batches to the threads on that level
+// (docs/performance.md, "The coarse level's passes").
+inline constexpr int64_t kSubsampleBatchPoints = 1024;
+
+std::vector<RowBatch> SubsampleRows(int n, int row_stride, bool strided, int64_t* total) {
   if (row_stride < 1) {
     throw std::invalid_argument("row_stride = " + std::to_string(row_stride) + ": must be >= 1");
   }
@@ -825,15 +843,27 @@ std::vector<RowBatch> SubsampleRows(int n, int row_stride, int64_t* total) {
     *total = UpperTriangleSize(n);
     return SplitIntoBatches(n, kRunPoints);
   }
-  std::vector<RowBatch> rows;
+  std::vector<RowBatch> batches;
   int64_t offset = 0;
   for (int i = 0; i + 1 < n; i += row_stride) {
     const int64_t points = n - 1 - i;
-    rows.push_back({i, i + 1, offset, points});
+    const bool extend = strided && !batches.empty() && batches.back().points < kSubsampleBatchPoints;
+    if (extend) {
+      batches.back().row_end = i + 1;
+      batches.back().points += points;
+    } else {
+      batches.push_back({i, i + 1, offset, points, row_stride});
+    }
     offset += points;
   }
   *total = offset;
-  return rows;
+  return batches;
+}
+
+// True when the subsample's passes may take strided batches: the backend's (a null backend is
+// the CPU's, BatchedObjective).
+bool StridedBatches(const std::shared_ptr<PassBackend>& backend) {
+  return backend == nullptr || backend->SupportsRowStride();
 }
 
 PassOptions SubsamplePassOptions(std::shared_ptr<ProcessGroup> group, LossOptions loss) {
@@ -853,7 +883,8 @@ std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(BatchSource& source,
                                                             std::shared_ptr<ProcessGroup> group,
                                                             LossOptions loss) {
   int64_t total = 0;
-  std::vector<RowBatch> rows = SubsampleRows(source.info().num_times(), row_stride, &total);
+  std::vector<RowBatch> rows =
+      SubsampleRows(source.info().num_times(), row_stride, StridedBatches(backend), &total);
   PassOptions options = SubsamplePassOptions(std::move(group), loss);
   if (IsDistributed(options)) {
     // Only the rows of this rank's share: the same floats KeepOwnShare would keep.
@@ -866,9 +897,13 @@ std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(BatchSource& source,
   InMemoryPassData::PackedData data(static_cast<size_t>(source.info().num_angles()));
   for (size_t k = 0; k < data.size(); ++k) {
     data[k].resize(static_cast<size_t>(total));
-    for (const RowBatch& row : rows) {  // a run of rows is contiguous in the packed triangle
-      ReadC2Rows(source, static_cast<int>(k), row.row_begin, row.row_end,
-                 std::span<float>(data[k].data() + row.offset, static_cast<size_t>(row.points)));
+    for (const RowBatch& batch : rows) {
+      ForEachRowOf(batch, source.info().num_times(),
+                   [&](int i, int64_t first_point, int64_t points) {
+                     ReadC2Rows(source, static_cast<int>(k), i, i + 1,
+                                std::span<float>(data[k].data() + batch.offset + first_point,
+                                                 static_cast<size_t>(points)));
+                   });
     }
   }
   source.ReleaseReadBuffers();  // the subsample is in memory now
@@ -884,13 +919,15 @@ std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(
     std::shared_ptr<PassBackend> backend, std::shared_ptr<ProcessGroup> group, LossOptions loss) {
   const int n = model.num_times();
   int64_t total = 0;
-  std::vector<RowBatch> rows = SubsampleRows(n, row_stride, &total);
+  std::vector<RowBatch> rows = SubsampleRows(n, row_stride, StridedBatches(backend), &total);
   InMemoryPassData::PackedData data(packed.size());
   for (size_t k = 0; k < data.size(); ++k) {
     data[k].resize(static_cast<size_t>(total));
-    for (const RowBatch& row : rows) {
-      const float* from = packed[k].data() + UpperTriangleRowOffset(n, row.row_begin);
-      std::copy(from, from + row.points, data[k].data() + row.offset);
+    for (const RowBatch& batch : rows) {
+      ForEachRowOf(batch, n, [&](int i, int64_t first_point, int64_t points) {
+        const float* from = packed[k].data() + UpperTriangleRowOffset(n, i);
+        std::copy(from, from + points, data[k].data() + batch.offset + first_point);
+      });
     }
   }
   return std::make_unique<BatchedObjective>(std::move(model), std::move(phi_degrees), sigma,

@@ -40,13 +40,28 @@ namespace homodyne {
 
 // One batch: rows [row_begin, row_end) of the strict upper triangle of every angle
 // (docs/design.md section 3; the rows of all angles together, so the angle-independent factors
-// are shared).
+// are shared). A row subsample's batch (MakeRowSubsampleObjective) holds every row_stride-th row
+// of that range, row_begin first, their points one after the other from offset; only a backend
+// whose SupportsRowStride() is true is given such batches.
 struct RowBatch {
   int row_begin = 0;
   int row_end = 0;
-  int64_t offset = 0;  // first point of row_begin in an angle's packed triangle (dataset.h order)
+  int64_t offset = 0;  // first point of row_begin in an angle's data (dataset.h order)
   int64_t points = 0;  // points per angle
+  int row_stride = 1;
 };
+
+// Calls row(i, first_point, points) for each row i of the batch, in order: first_point is the
+// row's first point relative to batch.offset, points its points (n_times - 1 - i).
+template <typename Row>
+void ForEachRowOf(const RowBatch& batch, int n_times, Row row) {
+  int64_t first_point = 0;
+  for (int i = batch.row_begin; i < batch.row_end; i += batch.row_stride) {
+    const int64_t points = n_times - 1 - i;
+    row(i, first_point, points);
+    first_point += points;
+  }
+}
 
 // Runs of whole rows of the strict upper triangle of n_times times, each closed once it holds
 // >= batch_points points per angle (the last may hold fewer). batch_points >= 1.

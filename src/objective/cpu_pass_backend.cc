@@ -128,11 +128,13 @@ class CpuPreparedPass : public PreparedPass {
                    if (columns_ == PassColumns::kScaling) {
                      kernel_.AccumulateScalingRows(
                          batch.row_begin, batch.row_end, data.subspan(slot, count),
-                         grams.subspan(slot, count), finite_points.subspan(slot, count), workspace);
+                         grams.subspan(slot, count), finite_points.subspan(slot, count), workspace,
+                         batch.row_stride);
                    } else {
                      kernel_.AccumulateRows(batch.row_begin, batch.row_end,
                                             data.subspan(slot, count), grams.subspan(slot, count),
-                                            finite_points.subspan(slot, count), workspace);
+                                            finite_points.subspan(slot, count), workspace,
+                                            batch.row_stride);
                    }
                  });
   }
@@ -150,7 +152,7 @@ class CpuPreparedPass : public PreparedPass {
                        batch.row_begin, batch.row_end,
                        data.subspan(static_cast<size_t>(b) * n_angles,
                                     static_cast<size_t>(n_angles)),
-                       workspace);
+                       workspace, batch.row_stride);
                  });
   }
 
@@ -163,6 +165,7 @@ class CpuPreparedPass : public PreparedPass {
 class CpuPassBackend : public PassBackend {
  public:
   BackendKind kind() const override { return BackendKind::kCpu; }
+  bool SupportsRowStride() const override { return true; }
   std::unique_ptr<PreparedPass> Prepare(const PassPoint& point) override {
     HOMODYNE_CHECK(point.evaluation != nullptr &&
                    point.contrast.size() == point.phi_degrees.size() &&

@@ -103,6 +103,8 @@ class PassBackend {
   // Binds a pass's point. point.evaluation and the spans must outlive the result; their sizes
   // agree (phi_degrees, contrast and offset have one value per angle).
   virtual std::unique_ptr<PreparedPass> Prepare(const PassPoint& point) = 0;
+  // True when its passes take batches of strided rows (RowBatch::row_stride > 1).
+  virtual bool SupportsRowStride() const { return false; }
 };
 
 // The CPU backend: the batches of each call over the worker pool's threads (worker_pool.h; a

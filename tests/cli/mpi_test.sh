@@ -186,9 +186,10 @@ case "$case_name" in
         { echo "FAIL: $k ranks did not spread the coarse level"; failures=$((failures + 1)); }
     done
     rm -rf checkpoints
-    # SIGTERM on rank 1 only, after 33000 batches: in the coarse local fits (a coarse pass is
-    # about 100 batches, the screening 305 passes). Every rank stops at the end of the round.
-    interrupt_rank_1_after 33000
+    # SIGTERM on rank 1 only, after 4600 batches: in the coarse local fits (a coarse pass is 14
+    # batches of several rows, RowBatch::row_stride; the screening 305 passes, about half of
+    # them rank 1's). Every rank stops at the end of the round.
+    interrupt_rank_1_after 4600
     grep -q "global search local fit" <<<"$last_output" ||
       { echo "FAIL: not stopped in the local fits"; failures=$((failures + 1)); }
     resume_on_3_ranks_and_one_process single

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -304,6 +305,95 @@ TEST_F(CpuPassBackendTest, ExplicitCpuBackendGivesBitwiseTheDefaultsNormalEquati
   ExpectBitwiseEqual(default_two, default_one);
   EXPECT_EQ(cost_two, cost_one);
   EXPECT_DOUBLE_EQ(cost_one, default_one.chi2);  // the same sum in another order
+}
+
+// Relative difference of two values, at most 1 where both are 0.
+double RelativeDifference(double actual, double expected) {
+  const double scale = std::max(std::abs(expected), std::abs(actual));
+  return scale == 0.0 ? 0.0 : std::abs(actual - expected) / scale;
+}
+
+// A row subsample (every 3rd row) of data for model at theta: on the CPU backend in batches of
+// several rows (RowBatch::row_stride 3), on a backend without strided rows (CountingBackend) one
+// row per batch. The same rows and points in fewer batches, the same sums up to their order, and
+// the strided sums bitwise the same on 1 and 2 threads.
+void ExpectStridedBatchesGiveTheRowByRowSums(const HomodyneModel& model,
+                                             const InMemoryPassData::PackedData& data,
+                                             const std::vector<double>& phi,
+                                             const Eigen::VectorXd& theta) {
+  // Arrange
+  const int n = model.num_times();
+  const std::unique_ptr<BatchedObjective> strided =
+      MakeRowSubsampleObjective(data, model, phi, 0.01, 3);
+  const std::unique_ptr<BatchedObjective> row_by_row =
+      MakeRowSubsampleObjective(data, model, phi, 0.01, 3, std::make_shared<CountingBackend>());
+  const int threads = omp_get_max_threads();
+
+  // Act
+  omp_set_num_threads(1);
+  const NormalEquations strided_one = strided->Accumulate(theta);
+  const double strided_cost = strided->Cost(theta);
+  const AngleGrams strided_grams =
+      strided->AccumulateAngleGrams(theta, false, PassColumns::kScaling);
+  omp_set_num_threads(2);
+  const NormalEquations strided_two = strided->Accumulate(theta);
+  omp_set_num_threads(threads);
+  const NormalEquations expected = row_by_row->Accumulate(theta);
+  const double expected_cost = row_by_row->Cost(theta);
+  const AngleGrams expected_grams =
+      row_by_row->AccumulateAngleGrams(theta, false, PassColumns::kScaling);
+
+  // Assert
+  EXPECT_EQ(row_by_row->num_batches(), (n - 1 + 2) / 3);
+  EXPECT_LT(strided->num_batches(), row_by_row->num_batches() / 4);
+  EXPECT_GT(strided->num_batches(), 1);
+  EXPECT_EQ(strided->num_points(), row_by_row->num_points());
+  EXPECT_EQ(strided_one.num_points, expected.num_points);
+  EXPECT_LT(RelativeDifference(strided_one.chi2, expected.chi2), 1e-12);
+  EXPECT_LT(RelativeDifference(strided_cost, expected_cost), 1e-12);
+  ASSERT_EQ(strided_one.jtj.rows(), expected.jtj.rows());
+  const double jtj_scale = expected.jtj.cwiseAbs().maxCoeff();
+  const double jtr_scale = expected.jtr.cwiseAbs().maxCoeff();
+  EXPECT_LT((strided_one.jtj - expected.jtj).cwiseAbs().maxCoeff(), 1e-12 * jtj_scale);
+  EXPECT_LT((strided_one.jtr - expected.jtr).cwiseAbs().maxCoeff(), 1e-12 * jtr_scale);
+  EXPECT_EQ(strided_grams.finite_points, expected_grams.finite_points);
+  for (size_t k = 0; k < phi.size(); ++k) {
+    const Eigen::MatrixXd& actual = strided_grams.grams[k];
+    const Eigen::MatrixXd& wanted = expected_grams.grams[k];
+    EXPECT_LT((actual - wanted).cwiseAbs().maxCoeff(), 1e-12 * wanted.cwiseAbs().maxCoeff())
+        << "angle " << k;
+  }
+  ExpectBitwiseEqual(strided_two, strided_one);
+}
+
+TEST_F(CpuPassBackendTest, RowSubsampleInStridedBatchesGivesTheSumsOfOneRowPerBatch) {
+  ExpectStridedBatchesGiveTheRowByRowSums(model_, data_, kPhi, Theta());
+}
+
+TEST(CpuPassBackendTwoComponentTest, RowSubsampleInStridedBatchesGivesTheSumsOfOneRowPerBatch) {
+  // configs/simulate_two_component.yaml's truth, on 240 times; the fit's parameters 5 % off.
+  const std::vector<double> truth = {1000.0, 0.0, 0.0, 20000.0, -0.3, 0.0, 20.0,
+                                     0.5,    1.0, 0.3, 0.01,    0.5,  0.2, 2.0};
+  const int n = 240;
+  std::vector<double> times(n);
+  for (int i = 0; i < n; ++i) times[static_cast<size_t>(i)] = (i + 1) * 0.1;
+  const HomodyneModel model(AnalysisMode::kTwoComponent, ScatteringGeometry{0.0054, 2.0e6, 0.1},
+                            std::move(times));
+  const ModelEvaluation evaluation(model, truth);
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> noise(0.0, 0.01);
+  InMemoryPassData::PackedData data;
+  std::vector<double> c2(static_cast<size_t>(UpperTriangleSize(n)));
+  for (double angle : kPhi) {
+    evaluation.EvaluateUpperTriangleRows(angle, 0.3, 1.0, 0, n, c2, {});
+    std::vector<float> values(c2.size());
+    for (size_t p = 0; p < c2.size(); ++p) values[p] = static_cast<float>(c2[p] + noise(rng));
+    data.push_back(std::move(values));
+  }
+  Eigen::VectorXd theta(static_cast<Eigen::Index>(truth.size() + 2 * kPhi.size()));
+  for (size_t a = 0; a < truth.size(); ++a) theta[static_cast<Eigen::Index>(a)] = 1.05 * truth[a];
+  theta.tail(6) << 0.3, 0.3, 0.3, 1.0, 1.0, 1.0;
+  ExpectStridedBatchesGiveTheRowByRowSums(model, data, kPhi, theta);
 }
 
 }  // namespace

@@ -76,13 +76,13 @@ struct Functions {
   // For every angle k, adds [J | e]^T [J | e] over rows [row_begin, row_end) to grams[k] (column
   // major, gram_size x gram_size as Eigen stores it; lower triangle and diagonal) and the number
   // of finite data points to finite_points[k].
-  void (*accumulate_rows)(const Inputs& inputs, int row_begin, int row_end,
+  void (*accumulate_rows)(const Inputs& inputs, int row_begin, int row_end, int row_stride,
                           const float* const* data, double* const* grams, int64_t* finite_points,
                           const Scratch& scratch);
   // For every angle k, adds the sum of e^2 over rows [row_begin, row_end) (finite data points
   // only) to squared_residuals[k]. Under the linear loss scratch.lane_grams holds the angles'
   // per-thread sums (kCostSumsDoubles each, gram_block.h).
-  void (*sum_squared_residuals)(const Inputs& inputs, int row_begin, int row_end,
+  void (*sum_squared_residuals)(const Inputs& inputs, int row_begin, int row_end, int row_stride,
                                 const float* const* data, double* squared_residuals,
                                 const Scratch& scratch);
   // For every angle k, adds the 3 x 3 Gram matrix of [d c2 / d contrast, d c2 / d offset, e]
@@ -90,7 +90,7 @@ struct Functions {
   // the number of finite data points to finite_points[k]: the scaling pass (linear loss only;
   // PassKernel::AccumulateScalingRows). Reads no Jacobian factors; scratch.lane_grams holds the
   // angles' per-thread sums (kScalingSumsDoubles each, gram_block.h).
-  void (*accumulate_scaling_rows)(const Inputs& inputs, int row_begin, int row_end,
+  void (*accumulate_scaling_rows)(const Inputs& inputs, int row_begin, int row_end, int row_stride,
                                   const float* const* data, double* const* grams,
                                   int64_t* finite_points, const Scratch& scratch);
 };

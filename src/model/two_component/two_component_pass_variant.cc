@@ -354,7 +354,7 @@ double TileCost(const TwoComponentAngle& angle, const ProductTables& tables, con
   return LossSum(loss, tile, count);
 }
 
-void AccumulateRows(const TwoComponentInputs& in, int row_begin, int row_end,
+void AccumulateRows(const TwoComponentInputs& in, int row_begin, int row_end, int row_stride,
                     const float* const* data, double* const* grams, int64_t* finite_points,
                     double* factors, double* tile, double* lane_grams) {
   const int lane_gram_doubles = LaneGramDoubles(in.gram_size);
@@ -362,7 +362,7 @@ void AccumulateRows(const TwoComponentInputs& in, int row_begin, int row_end,
     ClearLaneGram(in.gram_size, lane_grams + k * lane_gram_doubles);
   }
   SeparableExpRowCache row_caches[2];
-  ForEachTile(in.num_times, row_begin, row_end, [&](int i, int j, int count, int64_t point) {
+  ForEachTile(in.num_times, row_begin, row_end, row_stride, [&](int i, int j, int count, int64_t point) {
     SharedFactors<true>(in, i, j, count, row_caches, factors);
     for (int k = 0; k < in.num_angles; ++k) {
       const TwoComponentAngle& angle = in.angles[k];
@@ -384,13 +384,13 @@ void AccumulateRows(const TwoComponentInputs& in, int row_begin, int row_end,
   }
 }
 
-void SumSquaredResiduals(const TwoComponentInputs& in, int row_begin, int row_end,
+void SumSquaredResiduals(const TwoComponentInputs& in, int row_begin, int row_end, int row_stride,
                          const float* const* data, double* squared_residuals, double* factors,
                          double* tile, double* sums) {
   // The linear loss's per-thread lane sums, flushed once at the end.
   ClearLaneSums(kCostSumsDoubles * in.num_angles, sums);
   SeparableExpRowCache row_caches[2];
-  ForEachTile<kCostTile>(in.num_times, row_begin, row_end, [&](int i, int j, int count,
+  ForEachTile<kCostTile>(in.num_times, row_begin, row_end, row_stride, [&](int i, int j, int count,
                                                                int64_t point) {
     SharedFactors<false>(in, i, j, count, row_caches, factors);
     for (int k = 0; k < in.num_angles; ++k) {
@@ -407,13 +407,13 @@ void SumSquaredResiduals(const TwoComponentInputs& in, int row_begin, int row_en
   }
 }
 
-void AccumulateScalingRows(const TwoComponentInputs& in, int row_begin, int row_end,
+void AccumulateScalingRows(const TwoComponentInputs& in, int row_begin, int row_end, int row_stride,
                            const float* const* data, double* const* grams, int64_t* finite_points,
                            double* factors, double* tile, double* sums) {
   // Per-thread sums, flushed once at the end (gram_block.h).
   ClearLaneSums(kScalingSumsDoubles * in.num_angles, sums);
   SeparableExpRowCache row_caches[2];
-  ForEachTile<kCostTile>(in.num_times, row_begin, row_end, [&](int i, int j, int count,
+  ForEachTile<kCostTile>(in.num_times, row_begin, row_end, row_stride, [&](int i, int j, int count,
                                                                int64_t point) {
     SharedFactors<false>(in, i, j, count, row_caches, factors);
     for (int k = 0; k < in.num_angles; ++k) {

@@ -129,32 +129,33 @@ class TwoComponentPass final : public ModePass {
     inputs_.angles = angles_.data();
     inputs_.num_angles = static_cast<int>(angles_.size());
   }
-  void AccumulateRows(int row_begin, int row_end, const float* const* data, double* const* grams,
-                      int64_t* finite_points, PassScratch& scratch) const override {
+  void AccumulateRows(int row_begin, int row_end, int row_stride, const float* const* data,
+                      double* const* grams, int64_t* finite_points,
+                      PassScratch& scratch) const override {
     pass_kernel::TwoComponentInputs inputs = inputs_;
     inputs.gram_size = scratch.gram_size;
     scratch.lane_grams.resize(static_cast<size_t>(pass_kernel::LaneGramDoubles(scratch.gram_size)) *
                               angles_.size());
-    functions_->accumulate_rows(inputs, row_begin, row_end, data, grams, finite_points,
+    functions_->accumulate_rows(inputs, row_begin, row_end, row_stride, data, grams, finite_points,
                                 scratch.factors.data(), scratch.tile.data(),
                                 scratch.lane_grams.data());
   }
-  void SumSquaredResiduals(int row_begin, int row_end, const float* const* data,
+  void SumSquaredResiduals(int row_begin, int row_end, int row_stride, const float* const* data,
                            double* squared_residuals, PassScratch& scratch) const override {
     // The per-thread sums of e^2 live in the lane Grams' space (gram_block.h).
     const size_t sums = static_cast<size_t>(pass_kernel::kCostSumsDoubles) * angles_.size();
     if (scratch.lane_grams.size() < sums) scratch.lane_grams.resize(sums);
-    functions_->sum_squared_residuals(inputs_, row_begin, row_end, data, squared_residuals,
+    functions_->sum_squared_residuals(inputs_, row_begin, row_end, row_stride, data, squared_residuals,
                                       scratch.factors.data(), scratch.tile.data(),
                                       scratch.lane_grams.data());
   }
-  void AccumulateScalingRows(int row_begin, int row_end, const float* const* data,
+  void AccumulateScalingRows(int row_begin, int row_end, int row_stride, const float* const* data,
                              double* const* grams, int64_t* finite_points,
                              PassScratch& scratch) const override {
     // The per-thread scaling sums live in the lane Grams' space (gram_block.h).
     const size_t sums = static_cast<size_t>(pass_kernel::kScalingSumsDoubles) * angles_.size();
     if (scratch.lane_grams.size() < sums) scratch.lane_grams.resize(sums);
-    functions_->accumulate_scaling_rows(inputs_, row_begin, row_end, data, grams, finite_points,
+    functions_->accumulate_scaling_rows(inputs_, row_begin, row_end, row_stride, data, grams, finite_points,
                                         scratch.factors.data(), scratch.tile.data(),
                                         scratch.lane_grams.data());
   }
