@@ -189,8 +189,8 @@ void PassParts(const Probes& probes, homodyne::AnalysisMode mode, const char* na
     for (int t = 0; t < kTile; ++t) tile[static_cast<size_t>(c * kTile + t)] = 1e-3 * (c + t);
   }
   std::vector<double> gram(static_cast<size_t>(g * g), 0.0);
-  homodyne::CacheLineDoubles lanes(
-      static_cast<size_t>(homodyne::pass_kernel::LaneGramDoubles(g)), 0.0);
+  homodyne::CacheLineDoubles lanes(static_cast<size_t>(homodyne::pass_kernel::LaneGramDoubles(g)),
+                                   0.0);
   const int angles = static_cast<int>(phi.size());
   // The best CPU seconds of update(count) for every tile of the pass (each row's segments of
   // kTile points).

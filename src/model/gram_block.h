@@ -222,8 +222,7 @@ inline void AddLaneRowColumnsOf(int columns, const double* tile, int padded_coun
                                 double* lanes, double* column_sums) {
   if constexpr (kCols < kMaxLaneRowColumns) {
     if (columns != kCols) {
-      return AddLaneRowColumnsOf<kCols + 1>(columns, tile, padded_count, a, c0, lanes,
-                                            column_sums);
+      return AddLaneRowColumnsOf<kCols + 1>(columns, tile, padded_count, a, c0, lanes, column_sums);
     }
   }
   AddLaneRowColumns<kCols>(tile, padded_count, a, c0, lanes, column_sums);

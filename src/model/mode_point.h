@@ -11,8 +11,8 @@
 //     shared Gram updates (gram_block.h).
 #pragma once
 
-#include <cstdint>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <new>
 #include <span>
@@ -73,17 +73,16 @@ class ModePass {
   // For every angle k, adds the sum of e^2 over the rows' finite data points to
   // squared_residuals[k].
   virtual void SumSquaredResiduals(int row_begin, int row_end, int row_stride,
-                                   const float* const* data,
-                                   double* squared_residuals, PassScratch& scratch) const = 0;
+                                   const float* const* data, double* squared_residuals,
+                                   PassScratch& scratch) const = 0;
   // For every angle k, adds the 3 x 3 Gram matrix of [d c2 / d contrast_k, d c2 / d offset_k, e]
   // over the rows' finite data points to grams[k] (column major; lower triangle and diagonal)
   // and their number to finite_points[k]: the entries of AccumulateRows' Gram at the contrast,
   // offset and e columns, without the Jacobian's physical columns (about a cost pass's work).
   // Linear loss only (the caller checks).
   virtual void AccumulateScalingRows(int row_begin, int row_end, int row_stride,
-                                     const float* const* data,
-                                     double* const* grams, int64_t* finite_points,
-                                     PassScratch& scratch) const = 0;
+                                     const float* const* data, double* const* grams,
+                                     int64_t* finite_points, PassScratch& scratch) const = 0;
 };
 
 // One mode's model at one physical parameter vector. Immutable; safe to share between threads.

@@ -59,8 +59,8 @@ void PassKernel::AccumulateRows(int row_begin, int row_end, std::span<const floa
 void PassKernel::AccumulateScalingRows(int row_begin, int row_end,
                                        std::span<const float* const> data,
                                        std::span<Eigen::MatrixXd> grams,
-                                       std::span<int64_t> finite_points,
-                                       Workspace& workspace, int row_stride) const {
+                                       std::span<int64_t> finite_points, Workspace& workspace,
+                                       int row_stride) const {
   HOMODYNE_CHECK(linear_loss_);
   HOMODYNE_CHECK(0 <= row_begin && row_begin <= row_end && row_end <= num_times_ &&
                  row_stride >= 1);
@@ -77,8 +77,8 @@ void PassKernel::AccumulateScalingRows(int row_begin, int row_end,
 }
 
 double PassKernel::SumSquaredResiduals(int row_begin, int row_end,
-                                       std::span<const float* const> data,
-                                       Workspace& workspace, int row_stride) const {
+                                       std::span<const float* const> data, Workspace& workspace,
+                                       int row_stride) const {
   HOMODYNE_CHECK(0 <= row_begin && row_begin <= row_end && row_end <= num_times_ &&
                  row_stride >= 1);
   HOMODYNE_CHECK(data.size() == static_cast<size_t>(num_angles_));

@@ -166,12 +166,12 @@ std::unique_ptr<InMemoryPassData> InMemoryPassData::ReadRuns(
         const RowBatch& begin = batches[static_cast<size_t>(b)];
         float* held_values = values.data() + run.held_offset + (begin.offset - run.source_begin);
         if (begin.row_stride > 1) {  // a subsample's batch: its rows one by one
-          ForEachRowOf(begin, source.info().num_times(),
-                       [&](int i, int64_t first_point, int64_t points) {
-                         ReadC2Rows(source, static_cast<int>(k), i, i + 1,
-                                    std::span<float>(held_values + first_point,
-                                                     static_cast<size_t>(points)));
-                       });
+          ForEachRowOf(
+              begin, source.info().num_times(), [&](int i, int64_t first_point, int64_t points) {
+                ReadC2Rows(
+                    source, static_cast<int>(k), i, i + 1,
+                    std::span<float>(held_values + first_point, static_cast<size_t>(points)));
+              });
           ++b;
           continue;
         }
@@ -830,8 +830,8 @@ namespace {
 // kSubsampleBatchPoints: one row per batch made a pass of the two-component example's coarse
 // level (rows of 2 to 498 points) spend about a quarter of its time on each batch's own work
 // (clearing, adding up and scattering its Gram matrices); batches of at least 1024 points keep
-// that to a few per cent and leave 16 or more batches to the threads on that level
-// (docs/performance.md, "The coarse level's passes").
+// that to a few per cent and leave 14 batches to the threads on that level (docs/performance.md,
+// "The coarse level's passes").
 inline constexpr int64_t kSubsampleBatchPoints = 1024;
 
 std::vector<RowBatch> SubsampleRows(int n, int row_stride, bool strided, int64_t* total) {
@@ -847,7 +847,8 @@ std::vector<RowBatch> SubsampleRows(int n, int row_stride, bool strided, int64_t
   int64_t offset = 0;
   for (int i = 0; i + 1 < n; i += row_stride) {
     const int64_t points = n - 1 - i;
-    const bool extend = strided && !batches.empty() && batches.back().points < kSubsampleBatchPoints;
+    const bool extend =
+        strided && !batches.empty() && batches.back().points < kSubsampleBatchPoints;
     if (extend) {
       batches.back().row_end = i + 1;
       batches.back().points += points;

@@ -145,15 +145,15 @@ class CpuPreparedPass : public PreparedPass {
     const int n_angles = kernel_.num_angles();
     HOMODYNE_CHECK(data.size() == batches.size() * static_cast<size_t>(n_angles) &&
                    squared_residuals.size() == batches.size());
-    ForEachBatch(batches, n_angles, kernel_.gram_size(), *workspaces_,
-                 [&](int b, PassKernel::Workspace& workspace) {
-                   const RowBatch& batch = batches[static_cast<size_t>(b)];
-                   squared_residuals[static_cast<size_t>(b)] = kernel_.SumSquaredResiduals(
-                       batch.row_begin, batch.row_end,
-                       data.subspan(static_cast<size_t>(b) * n_angles,
-                                    static_cast<size_t>(n_angles)),
-                       workspace, batch.row_stride);
-                 });
+    ForEachBatch(
+        batches, n_angles, kernel_.gram_size(), *workspaces_,
+        [&](int b, PassKernel::Workspace& workspace) {
+          const RowBatch& batch = batches[static_cast<size_t>(b)];
+          squared_residuals[static_cast<size_t>(b)] = kernel_.SumSquaredResiduals(
+              batch.row_begin, batch.row_end,
+              data.subspan(static_cast<size_t>(b) * n_angles, static_cast<size_t>(n_angles)),
+              workspace, batch.row_stride);
+        });
   }
 
  private:

@@ -153,8 +153,9 @@ std::vector<device_pass::PassJob> MakePassJobs(int num_times, std::span<const Ro
   for (std::size_t b = 0; b < batches.size(); ++b) {
     const RowBatch& batch = batches[b];
     // The device backends take no strided batches (PassBackend::SupportsRowStride).
-    HOMODYNE_CHECK(batch.row_stride == 1 &&
-                   batch.points == UpperTriangleRowsSize(num_times, batch.row_begin, batch.row_end));
+    HOMODYNE_CHECK(batch.row_stride == 1);
+    HOMODYNE_CHECK(batch.points ==
+                   UpperTriangleRowsSize(num_times, batch.row_begin, batch.row_end));
     for (int k = 0; k < num_angles; ++k) {
       device_pass::PassJob job;
       job.row_begin = batch.row_begin;

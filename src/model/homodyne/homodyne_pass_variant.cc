@@ -649,54 +649,54 @@ SinCosForm LaminarForm(const AngleCoefficients& angle, int i, int j_begin, int c
 }
 
 // For every tile of rows row_begin, row_begin + row_stride, ... (below row_end; ForEachTile): its
-// shared factors (TileSharedFactors<kFullPass>), then, for every angle k, body.template operator()<kLaminar, kForm>(k, angle, tables, values,
-// count) with the angle's form of sin and cos (LaminarForm; kVector for static flow), its product
-// tables and its data values of the tile.
-// Tiles of kTilePoints in the full pass, kCostTilePoints in the others (tile.h; the scratch's
-// columns hold that many: Scratch).
+// shared factors (TileSharedFactors<kFullPass>), then, for every angle k,
+// body.template operator()<kLaminar, kForm>(k, angle, tables, values, count) with the angle's form
+// of sin and cos (LaminarForm; kVector for static flow), its product tables and its data values of
+// the tile. Tiles of kTilePoints in the full pass, kCostTilePoints in the others (tile.h; the
+// scratch's columns hold that many: Scratch).
 template <bool kFullPass, typename Body>
 void ForEachAngleTile(const Inputs& in, int row_begin, int row_end, int row_stride,
                       const float* const* data, const Scratch& scratch, Body&& body) {
   constexpr int kPoints = kFullPass ? kTilePoints : kCostTilePoints;
   static_assert(kPoints <= kSeparableExpBlock, "a tile lies in at most two blocks");
   SeparableExpRowCache row_factors;
-  ForEachTile<kPoints>(in.num_times, row_begin, row_end, row_stride, [&](int i, int j, int count,
-                                                                         int64_t point) {
-    TileSharedFactors<kFullPass>(in, i, j, count, &row_factors, scratch);
-    for (int k = 0; k < in.num_angles; ++k) {
-      const AngleCoefficients& angle = in.angles[k];
-      const float* values = data[k] + point;
-      PrefetchNextTile<kPoints>(values + count);
-      ProductTables tables;
-      if (!in.laminar) {
-        body.template operator()<false, SinCosForm::kVector>(k, angle, tables, values, count);
-        continue;
-      }
-      switch (LaminarForm(angle, i, j, count, scratch, &tables)) {
-        case SinCosForm::kLibm:
-          body.template operator()<true, SinCosForm::kLibm>(k, angle, tables, values, count);
-          break;
-        case SinCosForm::kVector:
-          body.template operator()<true, SinCosForm::kVector>(k, angle, tables, values, count);
-          break;
-        case SinCosForm::kProduct:
-          body.template operator()<true, SinCosForm::kProduct>(k, angle, tables, values, count);
-          break;
-        case SinCosForm::kSeries:
-          body.template operator()<true, SinCosForm::kSeries>(k, angle, tables, values, count);
-          break;
-        case SinCosForm::kSeriesThenProduct:
-          body.template operator()<true, SinCosForm::kSeriesThenProduct>(k, angle, tables, values,
-                                                                         count);
-          break;
-      }
-    }
-  });
+  ForEachTile<kPoints>(
+      in.num_times, row_begin, row_end, row_stride, [&](int i, int j, int count, int64_t point) {
+        TileSharedFactors<kFullPass>(in, i, j, count, &row_factors, scratch);
+        for (int k = 0; k < in.num_angles; ++k) {
+          const AngleCoefficients& angle = in.angles[k];
+          const float* values = data[k] + point;
+          PrefetchNextTile<kPoints>(values + count);
+          ProductTables tables;
+          if (!in.laminar) {
+            body.template operator()<false, SinCosForm::kVector>(k, angle, tables, values, count);
+            continue;
+          }
+          switch (LaminarForm(angle, i, j, count, scratch, &tables)) {
+            case SinCosForm::kLibm:
+              body.template operator()<true, SinCosForm::kLibm>(k, angle, tables, values, count);
+              break;
+            case SinCosForm::kVector:
+              body.template operator()<true, SinCosForm::kVector>(k, angle, tables, values, count);
+              break;
+            case SinCosForm::kProduct:
+              body.template operator()<true, SinCosForm::kProduct>(k, angle, tables, values, count);
+              break;
+            case SinCosForm::kSeries:
+              body.template operator()<true, SinCosForm::kSeries>(k, angle, tables, values, count);
+              break;
+            case SinCosForm::kSeriesThenProduct:
+              body.template operator()<true, SinCosForm::kSeriesThenProduct>(k, angle, tables,
+                                                                             values, count);
+              break;
+          }
+        }
+      });
 }
 
 void AccumulateRows(const Inputs& in, int row_begin, int row_end, int row_stride,
-                    const float* const* data,
-                    double* const* grams, int64_t* finite_points, const Scratch& scratch) {
+                    const float* const* data, double* const* grams, int64_t* finite_points,
+                    const Scratch& scratch) {
   const int lane_gram_doubles = LaneGramDoubles(in.gram_size);
   for (int k = 0; k < in.num_angles; ++k) {
     ClearLaneGram(in.gram_size, scratch.lane_grams + k * lane_gram_doubles);
@@ -725,20 +725,19 @@ void AccumulateRows(const Inputs& in, int row_begin, int row_end, int row_stride
 }
 
 void SumSquaredResiduals(const Inputs& in, int row_begin, int row_end, int row_stride,
-                         const float* const* data,
-                         double* squared_residuals, const Scratch& scratch) {
+                         const float* const* data, double* squared_residuals,
+                         const Scratch& scratch) {
   // The linear loss's per-thread lane sums in the scratch (its lane Grams' space), flushed once
   // at the end.
   ClearLaneSums(kCostSumsDoubles * in.num_angles, scratch.lane_grams);
-  ForEachAngleTile<false>(
-      in, row_begin, row_end, row_stride, data, scratch,
-      [&]<bool kLaminar, SinCosForm kForm>(int k, const AngleCoefficients& angle,
-                                           const ProductTables& tables, const float* values,
-                                           int count) {
-        squared_residuals[k] += TileCost<kLaminar, kForm>(
-            angle, tables, values, count, in.loss, scratch,
-            scratch.lane_grams + k * kCostSumsDoubles);
-      });
+  ForEachAngleTile<false>(in, row_begin, row_end, row_stride, data, scratch,
+                          [&]<bool kLaminar, SinCosForm kForm>(
+                              int k, const AngleCoefficients& angle, const ProductTables& tables,
+                              const float* values, int count) {
+                            squared_residuals[k] += TileCost<kLaminar, kForm>(
+                                angle, tables, values, count, in.loss, scratch,
+                                scratch.lane_grams + k * kCostSumsDoubles);
+                          });
   if (in.loss.function == LossFunction::kLinear) {
     for (int k = 0; k < in.num_angles; ++k) {
       squared_residuals[k] += LaneSum(scratch.lane_grams + k * kCostSumsDoubles);
@@ -747,8 +746,8 @@ void SumSquaredResiduals(const Inputs& in, int row_begin, int row_end, int row_s
 }
 
 void AccumulateScalingRows(const Inputs& in, int row_begin, int row_end, int row_stride,
-                           const float* const* data,
-                           double* const* grams, int64_t* finite_points, const Scratch& scratch) {
+                           const float* const* data, double* const* grams, int64_t* finite_points,
+                           const Scratch& scratch) {
   // Per-thread sums in the scratch (its lane Grams' space), flushed once at the end.
   ClearLaneSums(kScalingSumsDoubles * in.num_angles, scratch.lane_grams);
   ForEachAngleTile<false>(

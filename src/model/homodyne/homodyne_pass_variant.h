@@ -52,8 +52,8 @@ struct Inputs {
   PassLoss loss;
 };
 
-// Per-thread scratch (carved from PassScratch, mode_point.h): the angle-independent factors of one tile
-// and one angle's tile of [J | e] (column c at c kTilePoints, columns padded with zeros to a
+// Per-thread scratch (carved from PassScratch, mode_point.h): the angle-independent factors of one
+// tile and one angle's tile of [J | e] (column c at c kTilePoints, columns padded with zeros to a
 // multiple of 4: PaddedTileColumns). The cost and scaling passes' tiles have kCostTilePoints
 // (tile.h): their scratch has g1_diffusion, m_shear, inverse_m_shear and smoothing_shear that
 // long, no derivative columns (null), and `tile` holds at least kScalingColumns kCostTilePoints

@@ -201,8 +201,8 @@ class HomodynePass final : public ModePass {
                       PassScratch& scratch) const override {
     scratch.lane_grams.resize(static_cast<size_t>(pass_kernel::LaneGramDoubles(scratch.gram_size)) *
                               angles_.size());
-    functions_->accumulate_rows(Inputs(scratch.gram_size), row_begin, row_end, row_stride, data, grams,
-                                finite_points, ScratchOf(scratch));
+    functions_->accumulate_rows(Inputs(scratch.gram_size), row_begin, row_end, row_stride, data,
+                                grams, finite_points, ScratchOf(scratch));
   }
 
   void SumSquaredResiduals(int row_begin, int row_end, int row_stride, const float* const* data,
@@ -210,8 +210,8 @@ class HomodynePass final : public ModePass {
     // The per-thread sums of e^2 live in the lane Grams' space (gram_block.h).
     const size_t sums = static_cast<size_t>(pass_kernel::kCostSumsDoubles) * angles_.size();
     if (scratch.lane_grams.size() < sums) scratch.lane_grams.resize(sums);
-    functions_->sum_squared_residuals(Inputs(scratch.gram_size), row_begin, row_end, row_stride, data,
-                                      squared_residuals, CostScratchOf(scratch));
+    functions_->sum_squared_residuals(Inputs(scratch.gram_size), row_begin, row_end, row_stride,
+                                      data, squared_residuals, CostScratchOf(scratch));
   }
 
   void AccumulateScalingRows(int row_begin, int row_end, int row_stride, const float* const* data,
@@ -220,8 +220,8 @@ class HomodynePass final : public ModePass {
     // The per-thread scaling sums live in the lane Grams' space (gram_block.h).
     const size_t sums = static_cast<size_t>(pass_kernel::kScalingSumsDoubles) * angles_.size();
     if (scratch.lane_grams.size() < sums) scratch.lane_grams.resize(sums);
-    functions_->accumulate_scaling_rows(Inputs(scratch.gram_size), row_begin, row_end, row_stride, data, grams,
-                                        finite_points, CostScratchOf(scratch));
+    functions_->accumulate_scaling_rows(Inputs(scratch.gram_size), row_begin, row_end, row_stride,
+                                        data, grams, finite_points, CostScratchOf(scratch));
   }
 
  private:

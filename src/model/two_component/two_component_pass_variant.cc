@@ -336,8 +336,9 @@ void StoreTileResiduals(const TwoComponentAngle& angle, const ProductTables& tab
 void TileScalingSums(const TwoComponentAngle& angle, const ProductTables& tables, const float* data,
                      int count, const double* factors, double* columns, double* sums) {
   const TileModel tile = TileModelOf(tables, factors);
-  StoreScalingColumns(data, 0, count, angle.contrast, angle.offset,
-                      [tile](int t) { return TileG(tile, t); }, columns);
+  StoreScalingColumns(
+      data, 0, count, angle.contrast, angle.offset, [tile](int t) { return TileG(tile, t); },
+      columns);
   AddScalingColumns(columns, count, sums);
 }
 
@@ -362,21 +363,22 @@ void AccumulateRows(const TwoComponentInputs& in, int row_begin, int row_end, in
     ClearLaneGram(in.gram_size, lane_grams + k * lane_gram_doubles);
   }
   SeparableExpRowCache row_caches[2];
-  ForEachTile(in.num_times, row_begin, row_end, row_stride, [&](int i, int j, int count, int64_t point) {
-    SharedFactors<true>(in, i, j, count, row_caches, factors);
-    for (int k = 0; k < in.num_angles; ++k) {
-      const TwoComponentAngle& angle = in.angles[k];
-      PrefetchNextTile(data[k] + point + count);
-      if (in.loss.function == LossFunction::kLinear) {
-        AccumulateTile<true>(in, angle, TablesOf(angle, i, j), i, j, data[k] + point, count,
-                             factors, tile, lane_grams + k * lane_gram_doubles, grams[k],
-                             finite_points[k]);
-      } else {
-        AccumulateTile<false>(in, angle, TablesOf(angle, i, j), i, j, data[k] + point, count,
-                              factors, tile, nullptr, grams[k], finite_points[k]);
-      }
-    }
-  });
+  ForEachTile(
+      in.num_times, row_begin, row_end, row_stride, [&](int i, int j, int count, int64_t point) {
+        SharedFactors<true>(in, i, j, count, row_caches, factors);
+        for (int k = 0; k < in.num_angles; ++k) {
+          const TwoComponentAngle& angle = in.angles[k];
+          PrefetchNextTile(data[k] + point + count);
+          if (in.loss.function == LossFunction::kLinear) {
+            AccumulateTile<true>(in, angle, TablesOf(angle, i, j), i, j, data[k] + point, count,
+                                 factors, tile, lane_grams + k * lane_gram_doubles, grams[k],
+                                 finite_points[k]);
+          } else {
+            AccumulateTile<false>(in, angle, TablesOf(angle, i, j), i, j, data[k] + point, count,
+                                  factors, tile, nullptr, grams[k], finite_points[k]);
+          }
+        }
+      });
   if (in.loss.function == LossFunction::kLinear) {
     for (int k = 0; k < in.num_angles; ++k) {
       FlushLastRowApartOffsetLaneGram(lane_grams + k * lane_gram_doubles, in.gram_size, grams[k]);
@@ -390,16 +392,16 @@ void SumSquaredResiduals(const TwoComponentInputs& in, int row_begin, int row_en
   // The linear loss's per-thread lane sums, flushed once at the end.
   ClearLaneSums(kCostSumsDoubles * in.num_angles, sums);
   SeparableExpRowCache row_caches[2];
-  ForEachTile<kCostTile>(in.num_times, row_begin, row_end, row_stride, [&](int i, int j, int count,
-                                                               int64_t point) {
-    SharedFactors<false>(in, i, j, count, row_caches, factors);
-    for (int k = 0; k < in.num_angles; ++k) {
-      const TwoComponentAngle& angle = in.angles[k];
-      PrefetchNextTile<kCostTile>(data[k] + point + count);
-      squared_residuals[k] += TileCost(angle, TablesOf(angle, i, j), data[k] + point, count,
-                                       in.loss, factors, tile, sums + k * kCostSumsDoubles);
-    }
-  });
+  ForEachTile<kCostTile>(
+      in.num_times, row_begin, row_end, row_stride, [&](int i, int j, int count, int64_t point) {
+        SharedFactors<false>(in, i, j, count, row_caches, factors);
+        for (int k = 0; k < in.num_angles; ++k) {
+          const TwoComponentAngle& angle = in.angles[k];
+          PrefetchNextTile<kCostTile>(data[k] + point + count);
+          squared_residuals[k] += TileCost(angle, TablesOf(angle, i, j), data[k] + point, count,
+                                           in.loss, factors, tile, sums + k * kCostSumsDoubles);
+        }
+      });
   if (in.loss.function == LossFunction::kLinear) {
     for (int k = 0; k < in.num_angles; ++k) {
       squared_residuals[k] += LaneSum(sums + k * kCostSumsDoubles);
@@ -413,16 +415,16 @@ void AccumulateScalingRows(const TwoComponentInputs& in, int row_begin, int row_
   // Per-thread sums, flushed once at the end (gram_block.h).
   ClearLaneSums(kScalingSumsDoubles * in.num_angles, sums);
   SeparableExpRowCache row_caches[2];
-  ForEachTile<kCostTile>(in.num_times, row_begin, row_end, row_stride, [&](int i, int j, int count,
-                                                               int64_t point) {
-    SharedFactors<false>(in, i, j, count, row_caches, factors);
-    for (int k = 0; k < in.num_angles; ++k) {
-      const TwoComponentAngle& angle = in.angles[k];
-      PrefetchNextTile<kCostTile>(data[k] + point + count);
-      TileScalingSums(angle, TablesOf(angle, i, j), data[k] + point, count, factors, tile,
-                      sums + k * kScalingSumsDoubles);
-    }
-  });
+  ForEachTile<kCostTile>(in.num_times, row_begin, row_end, row_stride,
+                         [&](int i, int j, int count, int64_t point) {
+                           SharedFactors<false>(in, i, j, count, row_caches, factors);
+                           for (int k = 0; k < in.num_angles; ++k) {
+                             const TwoComponentAngle& angle = in.angles[k];
+                             PrefetchNextTile<kCostTile>(data[k] + point + count);
+                             TileScalingSums(angle, TablesOf(angle, i, j), data[k] + point, count,
+                                             factors, tile, sums + k * kScalingSumsDoubles);
+                           }
+                         });
   for (int k = 0; k < in.num_angles; ++k) {
     FlushScalingSums(sums + k * kScalingSumsDoubles, grams[k], finite_points[k]);
   }

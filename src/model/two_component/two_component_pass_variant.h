@@ -61,18 +61,19 @@ inline constexpr int kTwoComponentCostFactorColumns = 5;
 // kCostTilePoints doubles, gram_block.h); lane_grams: the angles' lane Grams (gram_block.h;
 // LaneGramDoubles(gram_size) per angle).
 struct TwoComponentFunctions {
-  void (*accumulate_rows)(const TwoComponentInputs& inputs, int row_begin, int row_end, int row_stride,
-                          const float* const* data, double* const* grams, int64_t* finite_points,
-                          double* factors, double* tile, double* lane_grams);
+  void (*accumulate_rows)(const TwoComponentInputs& inputs, int row_begin, int row_end,
+                          int row_stride, const float* const* data, double* const* grams,
+                          int64_t* finite_points, double* factors, double* tile,
+                          double* lane_grams);
   // sums: under the linear loss the angles' per-thread sums of e^2 (kCostSumsDoubles each,
   // gram_block.h).
-  void (*sum_squared_residuals)(const TwoComponentInputs& inputs, int row_begin, int row_end, int row_stride,
-                                const float* const* data, double* squared_residuals,
+  void (*sum_squared_residuals)(const TwoComponentInputs& inputs, int row_begin, int row_end,
+                                int row_stride, const float* const* data, double* squared_residuals,
                                 double* factors, double* tile, double* sums);
   // grams[k]: 3 x 3 (ModePass::AccumulateScalingRows; linear loss only); sums: the angles'
   // per-thread scaling sums (kScalingSumsDoubles each, gram_block.h).
-  void (*accumulate_scaling_rows)(const TwoComponentInputs& inputs, int row_begin, int row_end, int row_stride,
-                                  const float* const* data, double* const* grams,
+  void (*accumulate_scaling_rows)(const TwoComponentInputs& inputs, int row_begin, int row_end,
+                                  int row_stride, const float* const* data, double* const* grams,
                                   int64_t* finite_points, double* factors, double* tile,
                                   double* sums);
 };

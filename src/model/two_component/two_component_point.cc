@@ -145,9 +145,9 @@ class TwoComponentPass final : public ModePass {
     // The per-thread sums of e^2 live in the lane Grams' space (gram_block.h).
     const size_t sums = static_cast<size_t>(pass_kernel::kCostSumsDoubles) * angles_.size();
     if (scratch.lane_grams.size() < sums) scratch.lane_grams.resize(sums);
-    functions_->sum_squared_residuals(inputs_, row_begin, row_end, row_stride, data, squared_residuals,
-                                      scratch.factors.data(), scratch.tile.data(),
-                                      scratch.lane_grams.data());
+    functions_->sum_squared_residuals(inputs_, row_begin, row_end, row_stride, data,
+                                      squared_residuals, scratch.factors.data(),
+                                      scratch.tile.data(), scratch.lane_grams.data());
   }
   void AccumulateScalingRows(int row_begin, int row_end, int row_stride, const float* const* data,
                              double* const* grams, int64_t* finite_points,
@@ -155,8 +155,8 @@ class TwoComponentPass final : public ModePass {
     // The per-thread scaling sums live in the lane Grams' space (gram_block.h).
     const size_t sums = static_cast<size_t>(pass_kernel::kScalingSumsDoubles) * angles_.size();
     if (scratch.lane_grams.size() < sums) scratch.lane_grams.resize(sums);
-    functions_->accumulate_scaling_rows(inputs_, row_begin, row_end, row_stride, data, grams, finite_points,
-                                        scratch.factors.data(), scratch.tile.data(),
+    functions_->accumulate_scaling_rows(inputs_, row_begin, row_end, row_stride, data, grams,
+                                        finite_points, scratch.factors.data(), scratch.tile.data(),
                                         scratch.lane_grams.data());
   }
 
