@@ -119,6 +119,15 @@ class BatchSource {
   // reads only the needed hyperslabs (memory grows with the block, not with N^2).
   virtual void ReadCorrectedRows(int angle, int row_begin, int row_end, std::span<double> out);
 
+  // The same rows from column row_begin on: the part of rows [row_begin, row_end) on and right of
+  // the diagonal block, row-major, (row_end - row_begin) * (N - row_begin) values (out[(i -
+  // row_begin) (N - row_begin) + (j - row_begin)] = ReadCorrectedRows' value (i, j), j >=
+  // row_begin). Unlike whole rows it needs no value of an earlier row, so rows read in order read
+  // the file once (the HDF5 source: from its row blocks); the default goes through
+  // ReadCorrectedRows. The fitted data's writer reads the matrix this way (fitted_data_writer.cc).
+  virtual void ReadCorrectedUpperRows(int angle, int row_begin, int row_end,
+                                      std::span<double> out);
+
   // Frees what the source keeps between reads (the HDF5 source's row blocks, at most 16 MB, and
   // its direct reads' buffers: docs/design.md section 8); the next read reads the file again. For callers done reading for
   // a while, e.g. after loading the data into memory.

@@ -567,6 +567,8 @@ class HdfBatchSource final : public BatchSource {
 
   void ReadCorrectedMatrix(int angle, std::span<double> out) override;
   void ReadCorrectedRows(int angle, int row_begin, int row_end, std::span<double> out) override;
+  void ReadCorrectedUpperRows(int angle, int row_begin, int row_end,
+                              std::span<double> out) override;
   void ReleaseReadBuffers() override {
     float_blocks_ = {};
     double_blocks_ = {};
@@ -859,7 +861,52 @@ void HdfBatchSource::ReadCorrectedRows(int angle, int row_begin, int row_end,
   }
 }
 
+// From the row blocks (BlockWithRow), which read each chunk row of the file once when the rows
+// come in order; the values of ReadCorrectedRows, bit for bit.
+void HdfBatchSource::ReadCorrectedUpperRows(int angle, int row_begin, int row_end,
+                                            std::span<double> out) {
+  io_internal::InitializeHdf5();
+  const int64_t n = info_.num_times();
+  HOMODYNE_CHECK(angle >= 0 && angle < info_.num_angles());
+  HOMODYNE_CHECK(row_begin >= 0 && row_begin <= row_end && row_end <= n);
+  const int64_t r0 = row_begin;
+  const int64_t width = n - r0;
+  HOMODYNE_CHECK(static_cast<int64_t>(out.size()) == (row_end - r0) * width);
+  if (row_end == r0) return;
+  const int64_t raw_width = info_.num_raw_frames;
+  // Raw row r of the window (every raw column); fitted (i, j) is raw (i + 1, j + 1).
+  auto raw_row = [&](int64_t r) {
+    const RowBlock<double>& block = BlockWithRow<double>(angle, r);
+    return block.values.data() + (r - block.raw_begin) * raw_width;
+  };
+  // The super-diagonal values around each diagonal point (ReadCorrectedRows): s_before of row i is
+  // raw C[i, i + 1] (fitted (i - 1, i); raw frame 0's when i = 0), s_after fitted (i, i + 1).
+  double s_before = raw_row(r0)[r0 + 1];
+  for (int64_t i = r0; i < row_end; ++i) {
+    const double* raw = raw_row(i + 1);
+    double* row = out.data() + (i - r0) * width;  // row[j - r0] is fitted (i, j)
+    for (int64_t j = r0; j < i; ++j) row[j - r0] = out[static_cast<size_t>((j - r0) * width + (i - r0))];
+    for (int64_t j = i + 1; j < n; ++j) row[j - r0] = raw[j + 1];
+    const double s_after = i < n - 1 ? raw[i + 2] : 0.0;
+    row[i - r0] = model_internal::CorrectedDiagonalValue(i + 1, n + 1, s_before, s_after);
+    s_before = s_after;
+  }
+}
+
 }  // namespace
+
+void BatchSource::ReadCorrectedUpperRows(int angle, int row_begin, int row_end,
+                                         std::span<double> out) {
+  const int64_t n = info().num_times();
+  HOMODYNE_CHECK(row_begin >= 0 && row_begin <= row_end && row_end <= n);
+  const int64_t width = n - row_begin;
+  HOMODYNE_CHECK(static_cast<int64_t>(out.size()) == (row_end - row_begin) * width);
+  std::vector<double> rows(static_cast<size_t>((row_end - row_begin) * n));
+  ReadCorrectedRows(angle, row_begin, row_end, rows);
+  for (int64_t r = 0; r < row_end - row_begin; ++r) {
+    std::copy_n(rows.begin() + r * n + row_begin, width, out.begin() + r * width);
+  }
+}
 
 void BatchSource::ReadCorrectedRows(int angle, int row_begin, int row_end, std::span<double> out) {
   const int64_t n = info().num_times();

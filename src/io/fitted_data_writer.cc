@@ -1,18 +1,23 @@
 // nlsq/fitted_data.h5: data, fit and residuals per angle on the fitted grid
 // (docs/design.md section 8).
 //
-// Streams blocks of rows (BatchSource::ReadCorrectedRows and ModelEvaluation::ComputeC2RowSegment)
-// so memory stays bounded by the block, not N^2. HDF5 writes the temporary file of a
+// Streams bands of rows (BatchSource::ReadCorrectedUpperRows: each band from the diagonal on) and
+// writes each band's square tiles and, by symmetry of the data, their mirror images below the
+// diagonal (the model evaluated there: ModelEvaluation::ComputeC2RowSegment), so the input is read
+// once and memory stays bounded by the band, not N^2. HDF5 writes the temporary file of a
 // DurableFileSet (io/durable_file.h), which publishes it, alone (WriteFittedData) or with the JSON
 // files (WriteAllResultFiles, results_json.cc).
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <future>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <omp.h>
 
 #include "homodyne/dataset.h"
 #include "homodyne/errors.h"
@@ -26,8 +31,18 @@ namespace {
 
 using io_internal::Hid;
 
-// Values per row block (and per chunk): about 8 MB of doubles.
-constexpr int64_t kBlockValues = int64_t{1} << 20;
+// The side of the matrices' square chunks and of the writer's tiles: as many rows as a band of
+// kBandValues values holds (the read buffer, 8 MB of doubles), from kMinTileSide to kMaxTileSide
+// (chunks of 8 KB to 512 KB), and at most N (HDF5 needs chunks within fixed dimensions).
+constexpr int64_t kBandValues = int64_t{1} << 20;
+constexpr int64_t kMinTileSide = 32;
+constexpr int64_t kMaxTileSide = 256;
+
+int64_t TileSide(int64_t n) {
+  const int64_t side =
+      std::clamp<int64_t>(kBandValues / std::max<int64_t>(n, 1), kMinTileSide, kMaxTileSide);
+  return std::min(side, std::max<int64_t>(n, 1));
+}
 
 std::string AngleGroupName(size_t k) {
   char name[32];
@@ -46,12 +61,12 @@ void WriteScalar(hid_t location, const std::string& name, double value) {
   }
 }
 
-// An N x N float64 dataset chunked by `block_rows` rows, uncompressed: noisy data and residuals
+// An N x N float64 dataset in square chunks of `side`, uncompressed: noisy data and residuals
 // barely compress (3 x 2000 x 2000: 288 MB raw, 200 MB with deflate) while deflate took 5-7 s,
-// more than the fit itself.
-Hid CreateMatrix(hid_t group, const std::string& name, int64_t n, int64_t block_rows) {
+// more than the fit itself. Square chunks, so that a tile and its mirror image are whole chunks.
+Hid CreateMatrix(hid_t group, const std::string& name, int64_t n, int64_t side) {
   const hsize_t dims[2] = {static_cast<hsize_t>(n), static_cast<hsize_t>(n)};
-  const hsize_t chunk[2] = {static_cast<hsize_t>(block_rows), static_cast<hsize_t>(n)};
+  const hsize_t chunk[2] = {static_cast<hsize_t>(side), static_cast<hsize_t>(side)};
   Hid space = io_internal::SpaceHid(H5Screate_simple(2, dims, nullptr));
   Hid create = io_internal::PlistHid(H5Pcreate(H5P_DATASET_CREATE));
   if (!space.valid() || !create.valid() || H5Pset_chunk(create.get(), 2, chunk) < 0) {
@@ -65,11 +80,12 @@ Hid CreateMatrix(hid_t group, const std::string& name, int64_t n, int64_t block_
   return dataset;
 }
 
-// Writes rows [row, row + rows) of an N x N dataset.
-void WriteRows(hid_t dataset, const std::string& name, int64_t n, int64_t row, int64_t rows,
-               const double* values) {
-  const hsize_t start[2] = {static_cast<hsize_t>(row), 0};
-  const hsize_t count[2] = {static_cast<hsize_t>(rows), static_cast<hsize_t>(n)};
+// Writes the tile rows [row, row + rows) x columns [col, col + cols) of a dataset from `values`
+// (row-major, rows x cols).
+void WriteTile(hid_t dataset, const std::string& name, int64_t row, int64_t rows, int64_t col,
+               int64_t cols, const double* values) {
+  const hsize_t start[2] = {static_cast<hsize_t>(row), static_cast<hsize_t>(col)};
+  const hsize_t count[2] = {static_cast<hsize_t>(rows), static_cast<hsize_t>(cols)};
   Hid file_space = io_internal::SpaceHid(H5Dget_space(dataset));
   Hid memory_space = io_internal::SpaceHid(H5Screate_simple(2, count, nullptr));
   if (!file_space.valid() || !memory_space.valid() ||
@@ -77,8 +93,136 @@ void WriteRows(hid_t dataset, const std::string& name, int64_t n, int64_t row, i
       H5Dwrite(dataset, H5T_NATIVE_DOUBLE, memory_space.get(), file_space.get(), H5P_DEFAULT,
                values) < 0) {
     throw std::runtime_error("cannot write rows " + std::to_string(row) + ".." +
-                             std::to_string(row + rows - 1) + " of " + name + ": " +
+                             std::to_string(row + rows - 1) + ", columns " + std::to_string(col) +
+                             ".." + std::to_string(col + cols - 1) + " of " + name + ": " +
                              io_internal::Hdf5ErrorText());
+  }
+}
+
+// One angle's three matrices.
+struct AngleMatrices {
+  std::string name;  // the angle's group, for messages
+  Hid data;
+  Hid fit;
+  Hid residuals;
+};
+
+// Where a tile of the matrices lies (rows [row, row + rows) x columns [col, col + cols)) and where
+// its data come from: the band of rows [band_row, band_row + side) read from the diagonal on,
+// straight (mirror false: the tile's rows are the band's) or transposed (mirror true: the tile lies
+// below the diagonal, its columns are the band's rows; the data are symmetric, C = H + H^T).
+struct TilePlace {
+  int64_t row = 0, rows = 0, col = 0, cols = 0;
+  int64_t band_row = 0;
+  bool mirror = false;
+};
+
+// An angle's tiles in the order the writer makes them: band by band, each band's tiles from the
+// diagonal rightwards, each followed by its mirror image (the diagonal tile is its own).
+std::vector<TilePlace> TilePlaces(int64_t n, int64_t side) {
+  std::vector<TilePlace> places;
+  for (int64_t row = 0; row < n; row += side) {
+    const int64_t rows = std::min(side, n - row);
+    for (int64_t col = row; col < n; col += side) {
+      const int64_t cols = std::min(side, n - col);
+      places.push_back({row, rows, col, cols, row, false});
+      if (col != row) places.push_back({col, cols, row, rows, row, true});
+    }
+  }
+  return places;
+}
+
+// A tile's values, row-major: the data, the fit and the residuals data - fit.
+struct TileValues {
+  TilePlace place;
+  std::vector<double> data;
+  std::vector<double> fit;
+  std::vector<double> residuals;
+};
+
+// The tile's data from its band (`band`: rows [place.band_row, + side) from column band_row on,
+// `width` = N - band_row values a row).
+void CopyTileData(const std::vector<double>& band, int64_t width, const TilePlace& place,
+                  TileValues& tile) {
+  tile.place = place;
+  tile.data.resize(static_cast<size_t>(place.rows * place.cols));
+  const double* origin = band.data();
+  if (!place.mirror) {
+    for (int64_t r = 0; r < place.rows; ++r) {
+      std::copy_n(origin + r * width + (place.col - place.band_row), place.cols,
+                  tile.data.begin() + r * place.cols);
+    }
+    return;
+  }
+  // Tile (r, c) is band row c, band column place.row + r.
+  for (int64_t c = 0; c < place.cols; ++c) {
+    const double* band_row = origin + c * width + (place.row - place.band_row);
+    for (int64_t r = 0; r < place.rows; ++r) tile.data[r * place.cols + c] = band_row[r];
+  }
+}
+
+// The tile's fit, row by row (ComputeC2RowSegment: each point on its own, so the values do not
+// depend on the tiling or on the thread), and its residuals.
+void EvaluateTile(const ModelEvaluation& evaluation, double phi, double contrast, double offset,
+                  TileValues& tile) {
+  const TilePlace& place = tile.place;
+  const size_t size = tile.data.size();
+  tile.fit.resize(size);
+  tile.residuals.resize(size);
+  for (int64_t r = 0; r < place.rows; ++r) {
+    evaluation.ComputeC2RowSegment(
+        phi, contrast, offset, static_cast<int>(place.row + r), static_cast<int>(place.col),
+        static_cast<int>(place.col + place.cols),
+        std::span<double>(tile.fit.data() + r * place.cols, static_cast<size_t>(place.cols)));
+  }
+  for (size_t p = 0; p < size; ++p) tile.residuals[p] = tile.data[p] - tile.fit[p];
+}
+
+void WriteTileValues(const AngleMatrices& matrices, const TileValues& tile) {
+  const TilePlace& place = tile.place;
+  WriteTile(matrices.data.get(), matrices.name + "/data", place.row, place.rows, place.col,
+            place.cols, tile.data.data());
+  WriteTile(matrices.fit.get(), matrices.name + "/fit", place.row, place.rows, place.col,
+            place.cols, tile.fit.data());
+  WriteTile(matrices.residuals.get(), matrices.name + "/residuals", place.row, place.rows,
+            place.col, place.cols, tile.residuals.data());
+}
+
+// One angle's matrices, tile by tile (TilePlaces). Two tiles in flight: while this thread writes
+// one (HDF5, which takes one thread at a time), a second evaluates the next (EvaluateTile), when
+// OpenMP's thread count (the fit's while a fit writes its results) allows more than one.
+void WriteAngleMatrices(BatchSource& source, int angle, const ModelEvaluation& evaluation,
+                        double phi, double contrast, double offset, int64_t side,
+                        const AngleMatrices& matrices) {
+  const int64_t n = source.info().num_times();
+  const std::vector<TilePlace> places = TilePlaces(n, side);
+  const std::launch policy = omp_get_max_threads() > 1 ? std::launch::async : std::launch::deferred;
+  std::vector<double> band;  // rows [band_row, band_row + side) from column band_row on
+  int64_t band_row = -1;
+  TileValues tiles[2];
+  // Declared after the tiles: its destructor waits for the evaluation before they go.
+  std::future<void> evaluated;
+  auto start = [&](size_t t) {
+    const TilePlace& place = places[t];
+    if (place.band_row != band_row) {
+      const int64_t rows = std::min(side, n - place.band_row);
+      band.resize(static_cast<size_t>(rows * (n - place.band_row)));
+      source.ReadCorrectedUpperRows(angle, static_cast<int>(place.band_row),
+                                    static_cast<int>(place.band_row + rows), band);
+      band_row = place.band_row;
+    }
+    TileValues& tile = tiles[t % 2];
+    CopyTileData(band, n - band_row, place, tile);
+    evaluated = std::async(policy, [&evaluation, phi, contrast, offset, &tile] {
+      EvaluateTile(evaluation, phi, contrast, offset, tile);
+    });
+  };
+  if (places.empty()) return;
+  start(0);
+  for (size_t t = 0; t < places.size(); ++t) {
+    evaluated.get();
+    if (t + 1 < places.size()) start(t + 1);  // evaluates while tile t is written
+    WriteTileValues(matrices, tiles[t % 2]);
   }
 }
 
@@ -106,11 +250,7 @@ void WriteContents(hid_t file, BatchSource& source, const ModelEvaluation& evalu
   if (!angles.valid()) {
     throw std::runtime_error("cannot create group /angles: " + io_internal::Hdf5ErrorText());
   }
-  const int64_t block_rows =
-      std::clamp<int64_t>(kBlockValues / std::max<int64_t>(n, 1), 1, std::max<int64_t>(n, 1));
-  std::vector<double> data(static_cast<size_t>(block_rows * n));
-  std::vector<double> fit(data.size());
-  std::vector<double> residuals(data.size());
+  const int64_t side = TileSide(n);
   for (size_t k = 0; k < n_angles; ++k) {
     const std::string name = AngleGroupName(k);
     Hid group = io_internal::GroupHid(
@@ -123,26 +263,12 @@ void WriteContents(hid_t file, BatchSource& source, const ModelEvaluation& evalu
     io_internal::WriteAttribute(group.get(), "contrast", contrast[k]);
     io_internal::WriteAttribute(group.get(), "offset", offset[k]);
     if (n == 0) continue;
-    Hid data_set = CreateMatrix(group.get(), "data", n, block_rows);
-    Hid fit_set = CreateMatrix(group.get(), "fit", n, block_rows);
-    Hid residual_set = CreateMatrix(group.get(), "residuals", n, block_rows);
-    for (int64_t row = 0; row < n; row += block_rows) {
-      const int64_t rows = std::min(block_rows, n - row);
-      const size_t size = static_cast<size_t>(rows * n);
-      source.ReadCorrectedRows(static_cast<int>(k), static_cast<int>(row),
-                               static_cast<int>(row + rows), std::span<double>(data.data(), size));
-      for (int64_t i = row; i < row + rows; ++i) {
-        const size_t origin = static_cast<size_t>((i - row) * n);
-        evaluation.ComputeC2RowSegment(
-            phi[k], contrast[k], offset[k], static_cast<int>(i), 0, static_cast<int>(n),
-            std::span<double>(fit.data() + origin, static_cast<size_t>(n)));
-      }
-      for (size_t p = 0; p < size; ++p) residuals[p] = data[p] - fit[p];
-      WriteRows(data_set.get(), name + "/data", n, row, rows, data.data());
-      WriteRows(fit_set.get(), name + "/fit", n, row, rows, fit.data());
-      WriteRows(residual_set.get(), name + "/residuals", n, row, rows, residuals.data());
-    }
-    if (data_set.Close() < 0 || fit_set.Close() < 0 || residual_set.Close() < 0) {
+    AngleMatrices matrices{name, CreateMatrix(group.get(), "data", n, side),
+                           CreateMatrix(group.get(), "fit", n, side),
+                           CreateMatrix(group.get(), "residuals", n, side)};
+    WriteAngleMatrices(source, static_cast<int>(k), evaluation, phi[k], contrast[k], offset[k],
+                       side, matrices);
+    if (matrices.data.Close() < 0 || matrices.fit.Close() < 0 || matrices.residuals.Close() < 0) {
       throw std::runtime_error("cannot close the datasets of /angles/" + name + ": " +
                                io_internal::Hdf5ErrorText());
     }

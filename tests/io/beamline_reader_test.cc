@@ -172,6 +172,43 @@ TEST_F(ReaderTest, PackedRowBatchesMatchTheFullMatrix) {
   }
 }
 
+// The fitted data's reads (fitted_data_writer.cc): each band of rows from the diagonal on, in
+// order and out of order, across the file's chunks (5 x 4), with a frame window that does not
+// start at the file's first frame.
+TEST_F(ReaderTest, CorrectedUpperRowsMatchTheMatrix) {
+  TestFileSpec spec;
+  spec.frames = 33;
+  spec.chunk_rows = 5;
+  spec.chunk_cols = 4;
+  spec.compression = "gzip";
+  const std::string path = PathOf("data.h5");
+  WriteTestFile(path, spec);
+  DataSelection selection = SelectionFor(path);
+  selection.start_frame = 3;
+  std::unique_ptr<BatchSource> source = OpenBatchSource(selection);
+  const int n = source->info().num_times();
+  ASSERT_EQ(n, 30);
+  for (int angle = 0; angle < source->info().num_angles(); ++angle) {
+    std::vector<double> full(static_cast<size_t>(n) * n);
+    source->ReadCorrectedMatrix(angle, full);
+    for (auto [begin, end] : {std::pair{0, 8}, std::pair{8, 16}, std::pair{16, 24},
+                              std::pair{24, 30}, std::pair{3, 4}, std::pair{29, 30},
+                              std::pair{0, 30}, std::pair{12, 12}, std::pair{5, 21}}) {
+      const int width = n - begin;
+      std::vector<double> rows(static_cast<size_t>((end - begin) * width), -1.0);
+      source->ReadCorrectedUpperRows(angle, begin, end, std::span<double>(rows));
+      for (int i = begin; i < end; ++i) {
+        for (int j = begin; j < n; ++j) {
+          ASSERT_EQ(rows[static_cast<size_t>((i - begin) * width + (j - begin))],
+                    full[static_cast<size_t>(i) * n + j])
+              << "angle " << angle << " rows [" << begin << ", " << end << ") at " << i << " "
+              << j;
+        }
+      }
+    }
+  }
+}
+
 TEST_F(ReaderTest, CorrectedMatrixDiagonalUsesRawFrameZero) {
   TestFileSpec spec;
   spec.frames = 12;

@@ -1,7 +1,9 @@
-// Tests of WriteFittedData (include/homodyne/results.h) and BatchSource::ReadCorrectedRows.
+// Tests of WriteFittedData (include/homodyne/results.h) and BatchSource::ReadCorrectedRows and
+// ReadCorrectedUpperRows.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -89,6 +91,45 @@ TEST_F(FittedDataWriterTest, ReadCorrectedRowsMatchesTheMatrix) {
       for (int i = begin; i < end; ++i) {
         for (int j = 0; j < n; ++j) {
           ASSERT_EQ(rows[static_cast<size_t>((i - begin) * n + j)],
+                    matrix[static_cast<size_t>(i * n + j)])
+              << a << " rows [" << begin << ", " << end << ") at " << i << " " << j;
+        }
+      }
+    }
+  }
+}
+
+// The default of ReadCorrectedUpperRows (through ReadCorrectedRows), on a source that has only
+// ReadCorrectedMatrix of its own: the matrix's values from each band's diagonal on.
+TEST_F(FittedDataWriterTest, DefaultCorrectedUpperRowsMatchTheMatrix) {
+  const int n = 7;
+  std::vector<double> values(static_cast<size_t>(2 * n * n));
+  for (int a = 0; a < 2; ++a) {
+    for (int i = 0; i < n; ++i) {
+      for (int j = 0; j < n; ++j) {
+        values[static_cast<size_t>((a * n + i) * n + j)] =
+            1.0 + 0.01 * (a + 1) * (std::min(i, j) + 0.1 * std::max(i, j));
+      }
+    }
+  }
+  InMemoryData data;
+  data.float64_values = values;
+  data.num_angles = 2;
+  data.num_times = n;
+  data.phi_degrees = {0.0, 45.0};
+  data.q_inv_angstrom = 0.01;
+  data.dt_seconds = 0.1;
+  const std::unique_ptr<BatchSource> source = MakeInMemoryBatchSource(data);
+  std::vector<double> matrix(static_cast<size_t>(n * n));
+  for (int a = 0; a < 2; ++a) {
+    source->ReadCorrectedMatrix(a, matrix);
+    for (const auto& [begin, end] : std::vector<std::pair<int, int>>{{0, 3}, {3, 7}, {6, 7}, {2, 2}}) {
+      const int width = n - begin;
+      std::vector<double> rows(static_cast<size_t>((end - begin) * width), -1.0);
+      source->ReadCorrectedUpperRows(a, begin, end, rows);
+      for (int i = begin; i < end; ++i) {
+        for (int j = begin; j < n; ++j) {
+          ASSERT_EQ(rows[static_cast<size_t>((i - begin) * width + (j - begin))],
                     matrix[static_cast<size_t>(i * n + j)])
               << a << " rows [" << begin << ", " << end << ") at " << i << " " << j;
         }
@@ -185,8 +226,9 @@ TEST_F(FittedDataWriterTest, NoiseFreeResidualsVanishOffTheDiagonal) {
   }
 }
 
-// N > 1024: the writer streams more than one block of rows (blocks of 2^20 values).
-TEST_F(FittedDataWriterTest, SeveralRowBlocksOnALargerGrid) {
+// N = 1099: the writer streams 5 bands of 256 rows (the last of 75), each with its tiles and
+// their mirror images below the diagonal (fitted_data_writer.cc); every value is checked.
+TEST_F(FittedDataWriterTest, SeveralBandsAndTilesOnALargerGrid) {
   config_ = LaminarSimulationConfig(PathOf("sim.h5"), 40, 0.01, 11);
   config_.simulation.frames = 1100;
   config_.simulation.phi_angles_degrees = {30.0};
@@ -202,16 +244,32 @@ TEST_F(FittedDataWriterTest, SeveralRowBlocksOnALargerGrid) {
   io_internal::Hid file = io_internal::FileHid(
       H5Fopen(PathOf("out/nlsq/fitted_data.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
   ASSERT_TRUE(file.valid());
+  {
+    io_internal::Hid dataset =
+        io_internal::DatasetHid(H5Dopen2(file.get(), "/angles/phi_000/fit", H5P_DEFAULT));
+    ASSERT_TRUE(dataset.valid());
+    io_internal::Hid create = io_internal::PlistHid(H5Dget_create_plist(dataset.get()));
+    hsize_t chunk[2] = {0, 0};
+    ASSERT_EQ(H5Pget_chunk(create.get(), 2, chunk), 2);
+    EXPECT_EQ(chunk[0], 256u);
+    EXPECT_EQ(chunk[1], 256u);
+  }
   std::vector<double> matrix(static_cast<size_t>(n) * static_cast<size_t>(n));
   source_->ReadCorrectedMatrix(0, matrix);
-  EXPECT_EQ(io_internal::ReadAllDoubles(file.get(), "/angles/phi_000/data"), matrix);
+  const std::vector<double> data = io_internal::ReadAllDoubles(file.get(), "/angles/phi_000/data");
+  EXPECT_EQ(data, matrix);
   const std::vector<double> fit = io_internal::ReadAllDoubles(file.get(), "/angles/phi_000/fit");
+  const std::vector<double> residuals =
+      io_internal::ReadAllDoubles(file.get(), "/angles/phi_000/residuals");
   ASSERT_EQ(fit.size(), matrix.size());
+  ASSERT_EQ(residuals.size(), matrix.size());
   std::vector<double> row(static_cast<size_t>(n));
-  for (int i : {0, 953, 954, 955, n - 1}) {
+  for (int i = 0; i < n; ++i) {
     evaluation.ComputeC2RowSegment(scaling[0].phi_degrees, 0.4, 1.0, i, 0, n, row);
     for (int j = 0; j < n; ++j) {
-      ASSERT_EQ(fit[static_cast<size_t>(i) * n + j], row[static_cast<size_t>(j)]) << i << " " << j;
+      const size_t p = static_cast<size_t>(i) * n + j;
+      ASSERT_EQ(fit[p], row[static_cast<size_t>(j)]) << i << " " << j;
+      ASSERT_EQ(residuals[p], matrix[p] - fit[p]) << i << " " << j;
     }
   }
 }
