@@ -125,8 +125,7 @@ class BatchSource {
   // row_begin). Unlike whole rows it needs no value of an earlier row, so rows read in order read
   // the file once (the HDF5 source: from its row blocks); the default goes through
   // ReadCorrectedRows. The fitted data's writer reads the matrix this way (fitted_data_writer.cc).
-  virtual void ReadCorrectedUpperRows(int angle, int row_begin, int row_end,
-                                      std::span<double> out);
+  virtual void ReadCorrectedUpperRows(int angle, int row_begin, int row_end, std::span<double> out);
 
   // Frees what the source keeps between reads (the HDF5 source's row blocks, at most 16 MB, and
   // its direct reads' buffers: docs/design.md section 8); the next read reads the file again. For callers done reading for

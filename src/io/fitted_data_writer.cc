@@ -8,6 +8,7 @@
 // DurableFileSet (io/durable_file.h), which publishes it, alone (WriteFittedData) or with the JSON
 // files (WriteAllResultFiles, results_json.cc).
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -118,18 +119,29 @@ struct TilePlace {
 };
 
 // An angle's tiles in the order the writer makes them: band by band, each band's tiles from the
-// diagonal rightwards, each followed by its mirror image (the diagonal tile is its own).
-std::vector<TilePlace> TilePlaces(int64_t n, int64_t side) {
-  std::vector<TilePlace> places;
-  for (int64_t row = 0; row < n; row += side) {
-    const int64_t rows = std::min(side, n - row);
-    for (int64_t col = row; col < n; col += side) {
-      const int64_t cols = std::min(side, n - col);
-      places.push_back({row, rows, col, cols, row, false});
-      if (col != row) places.push_back({col, cols, row, rows, row, true});
-    }
+// diagonal rightwards, each followed by its mirror image (the diagonal tile is its own). One
+// place at a time (an N of 1e5 has about 1e7 tiles): FirstTilePlace, then NextTilePlace.
+TilePlace FirstTilePlace(int64_t n, int64_t side) {
+  const int64_t rows = std::min(side, n);
+  return {0, rows, 0, rows, 0, false};
+}
+
+// Moves `place` to the next tile; false after the last one.
+bool NextTilePlace(int64_t n, int64_t side, TilePlace* place) {
+  if (!place->mirror && place->col != place->band_row) {
+    *place = {place->col, place->cols, place->row, place->rows, place->band_row, true};
+    return true;
   }
-  return places;
+  int64_t row = place->band_row;
+  int64_t col = (place->mirror ? place->row : place->col) + side;  // the band's next tile
+  if (col >= n) {
+    // The next band's diagonal tile.
+    row += side;
+    col = row;
+    if (row >= n) return false;
+  }
+  *place = {row, std::min(side, n - row), col, std::min(side, n - col), row, false};
+  return true;
 }
 
 // A tile's values, row-major: the data, the fit and the residuals data - fit.
@@ -161,22 +173,44 @@ void CopyTileData(const std::vector<double>& band, int64_t width, const TilePlac
   }
 }
 
-// The tile's fit, row by row (ComputeC2RowSegment: each point on its own, so the values do not
-// depend on the tiling or on the thread), and its residuals.
-void EvaluateTile(const ModelEvaluation& evaluation, double phi, double contrast, double offset,
-                  TileValues& tile) {
-  const TilePlace& place = tile.place;
-  const size_t size = tile.data.size();
-  tile.fit.resize(size);
-  tile.residuals.resize(size);
-  for (int64_t r = 0; r < place.rows; ++r) {
-    evaluation.ComputeC2RowSegment(
-        phi, contrast, offset, static_cast<int>(place.row + r), static_cast<int>(place.col),
-        static_cast<int>(place.col + place.cols),
-        std::span<double>(tile.fit.data() + r * place.cols, static_cast<size_t>(place.cols)));
+// The tile's fit and residuals, row by row, shared by the threads that call EvaluateRows: each
+// takes the next row not yet taken. A row's values depend only on the row (ComputeC2RowSegment
+// evaluates each point on its own), not on the thread, the tiling or the thread count.
+class TileEvaluation {
+ public:
+  TileEvaluation(const ModelEvaluation& evaluation, double phi, double contrast, double offset)
+      : evaluation_(evaluation), phi_(phi), contrast_(contrast), offset_(offset) {}
+
+  // Starts on `tile`, whose place and data are set: sizes its fit and residuals.
+  void Reset(TileValues& tile) {
+    tile.fit.resize(tile.data.size());
+    tile.residuals.resize(tile.data.size());
+    tile_ = &tile;
+    next_row_.store(0);
   }
-  for (size_t p = 0; p < size; ++p) tile.residuals[p] = tile.data[p] - tile.fit[p];
-}
+
+  // Evaluates rows until none is left.
+  void EvaluateRows() {
+    const TilePlace& place = tile_->place;
+    for (int64_t r = next_row_.fetch_add(1); r < place.rows; r = next_row_.fetch_add(1)) {
+      const size_t origin = static_cast<size_t>(r * place.cols);
+      double* fit = tile_->fit.data() + origin;
+      evaluation_.ComputeC2RowSegment(phi_, contrast_, offset_, static_cast<int>(place.row + r),
+                                      static_cast<int>(place.col),
+                                      static_cast<int>(place.col + place.cols),
+                                      std::span<double>(fit, static_cast<size_t>(place.cols)));
+      const double* data = tile_->data.data() + origin;
+      double* residuals = tile_->residuals.data() + origin;
+      for (int64_t c = 0; c < place.cols; ++c) residuals[c] = data[c] - fit[c];
+    }
+  }
+
+ private:
+  const ModelEvaluation& evaluation_;
+  const double phi_, contrast_, offset_;
+  TileValues* tile_ = nullptr;
+  std::atomic<int64_t> next_row_{0};
+};
 
 void WriteTileValues(const AngleMatrices& matrices, const TileValues& tile) {
   const TilePlace& place = tile.place;
@@ -188,22 +222,31 @@ void WriteTileValues(const AngleMatrices& matrices, const TileValues& tile) {
             place.col, place.cols, tile.residuals.data());
 }
 
-// One angle's matrices, tile by tile (TilePlaces). Two tiles in flight: while this thread writes
-// one (HDF5, which takes one thread at a time), a second evaluates the next (EvaluateTile), when
-// OpenMP's thread count (the fit's while a fit writes its results) allows more than one.
+// Helper threads per tile at most: with three, the evaluation of a tile takes less than its
+// writes (one thread), which then bound the time. Tiles of fewer points than kMinHelpedPoints
+// (the 32 x 32 tiles of N > 32768) are evaluated by the writing thread alone: starting a thread
+// would cost about what evaluating them does.
+constexpr int kMaxHelpers = 3;
+constexpr int64_t kMinHelpedPoints = int64_t{1} << 14;
+
+// One angle's matrices, tile by tile (FirstTilePlace, NextTilePlace), two tiles in flight:
+// while this thread writes one (HDF5, which takes one thread at a time), helper threads evaluate
+// the next, and this thread joins them when its writes are done. Threads: OpenMP's count (the
+// fit's while a fit writes its results), this one included, at most kMaxHelpers + 1.
 void WriteAngleMatrices(BatchSource& source, int angle, const ModelEvaluation& evaluation,
                         double phi, double contrast, double offset, int64_t side,
                         const AngleMatrices& matrices) {
   const int64_t n = source.info().num_times();
-  const std::vector<TilePlace> places = TilePlaces(n, side);
-  const std::launch policy = omp_get_max_threads() > 1 ? std::launch::async : std::launch::deferred;
+  if (n == 0) return;
+  const int helper_count = std::clamp(omp_get_max_threads() - 1, 0, kMaxHelpers);
   std::vector<double> band;  // rows [band_row, band_row + side) from column band_row on
   int64_t band_row = -1;
   TileValues tiles[2];
-  // Declared after the tiles: its destructor waits for the evaluation before they go.
-  std::future<void> evaluated;
-  auto start = [&](size_t t) {
-    const TilePlace& place = places[t];
+  TileEvaluation evaluations[2] = {{evaluation, phi, contrast, offset},
+                                   {evaluation, phi, contrast, offset}};
+  // Declared after the tiles and evaluations: their destructors wait for the helpers first.
+  std::vector<std::future<void>> helpers;
+  auto start = [&](const TilePlace& place, int slot) {  // the tile's data, and helpers on it
     if (place.band_row != band_row) {
       const int64_t rows = std::min(side, n - place.band_row);
       band.resize(static_cast<size_t>(rows * (n - place.band_row)));
@@ -211,18 +254,29 @@ void WriteAngleMatrices(BatchSource& source, int angle, const ModelEvaluation& e
                                     static_cast<int>(place.band_row + rows), band);
       band_row = place.band_row;
     }
-    TileValues& tile = tiles[t % 2];
-    CopyTileData(band, n - band_row, place, tile);
-    evaluated = std::async(policy, [&evaluation, phi, contrast, offset, &tile] {
-      EvaluateTile(evaluation, phi, contrast, offset, tile);
-    });
+    CopyTileData(band, n - band_row, place, tiles[slot]);
+    TileEvaluation& tile_evaluation = evaluations[slot];
+    tile_evaluation.Reset(tiles[slot]);
+    helpers.clear();
+    if (place.rows * place.cols < kMinHelpedPoints) return;
+    for (int h = 0; h < helper_count; ++h) {
+      helpers.push_back(
+          std::async(std::launch::async, [&tile_evaluation] { tile_evaluation.EvaluateRows(); }));
+    }
   };
-  if (places.empty()) return;
-  start(0);
-  for (size_t t = 0; t < places.size(); ++t) {
-    evaluated.get();
-    if (t + 1 < places.size()) start(t + 1);  // evaluates while tile t is written
-    WriteTileValues(matrices, tiles[t % 2]);
+  auto finish = [&](int slot) {  // joins the helpers until the tile's rows are done
+    evaluations[slot].EvaluateRows();
+    for (std::future<void>& helper : helpers) helper.get();
+  };
+  TilePlace place = FirstTilePlace(n, side);
+  start(place, 0);
+  finish(0);
+  for (int slot = 0;; slot ^= 1) {
+    const bool more = NextTilePlace(n, side, &place);
+    if (more) start(place, slot ^ 1);  // evaluated while this slot's tile is written
+    WriteTileValues(matrices, tiles[slot]);
+    if (!more) break;
+    finish(slot ^ 1);
   }
 }
 

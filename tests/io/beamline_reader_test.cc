@@ -191,9 +191,9 @@ TEST_F(ReaderTest, CorrectedUpperRowsMatchTheMatrix) {
   for (int angle = 0; angle < source->info().num_angles(); ++angle) {
     std::vector<double> full(static_cast<size_t>(n) * n);
     source->ReadCorrectedMatrix(angle, full);
-    for (auto [begin, end] : {std::pair{0, 8}, std::pair{8, 16}, std::pair{16, 24},
-                              std::pair{24, 30}, std::pair{3, 4}, std::pair{29, 30},
-                              std::pair{0, 30}, std::pair{12, 12}, std::pair{5, 21}}) {
+    for (auto [begin, end] :
+         {std::pair{0, 8}, std::pair{8, 16}, std::pair{16, 24}, std::pair{24, 30}, std::pair{3, 4},
+          std::pair{29, 30}, std::pair{0, 30}, std::pair{12, 12}, std::pair{5, 21}}) {
       const int width = n - begin;
       std::vector<double> rows(static_cast<size_t>((end - begin) * width), -1.0);
       source->ReadCorrectedUpperRows(angle, begin, end, std::span<double>(rows));
@@ -201,8 +201,7 @@ TEST_F(ReaderTest, CorrectedUpperRowsMatchTheMatrix) {
         for (int j = begin; j < n; ++j) {
           ASSERT_EQ(rows[static_cast<size_t>((i - begin) * width + (j - begin))],
                     full[static_cast<size_t>(i) * n + j])
-              << "angle " << angle << " rows [" << begin << ", " << end << ") at " << i << " "
-              << j;
+              << "angle " << angle << " rows [" << begin << ", " << end << ") at " << i << " " << j;
         }
       }
     }

@@ -2,6 +2,7 @@
 // ReadCorrectedUpperRows.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -123,7 +124,8 @@ TEST_F(FittedDataWriterTest, DefaultCorrectedUpperRowsMatchTheMatrix) {
   std::vector<double> matrix(static_cast<size_t>(n * n));
   for (int a = 0; a < 2; ++a) {
     source->ReadCorrectedMatrix(a, matrix);
-    for (const auto& [begin, end] : std::vector<std::pair<int, int>>{{0, 3}, {3, 7}, {6, 7}, {2, 2}}) {
+    for (const auto& [begin, end] :
+         std::vector<std::pair<int, int>>{{0, 3}, {3, 7}, {6, 7}, {2, 2}}) {
       const int width = n - begin;
       std::vector<double> rows(static_cast<size_t>((end - begin) * width), -1.0);
       source->ReadCorrectedUpperRows(a, begin, end, rows);
@@ -227,8 +229,26 @@ TEST_F(FittedDataWriterTest, NoiseFreeResidualsVanishOffTheDiagonal) {
 }
 
 // N = 1099: the writer streams 5 bands of 256 rows (the last of 75), each with its tiles and
-// their mirror images below the diagonal (fitted_data_writer.cc); every value is checked.
-TEST_F(FittedDataWriterTest, SeveralBandsAndTilesOnALargerGrid) {
+// their mirror images below the diagonal (fitted_data_writer.cc); every value is checked, with 1,
+// 2 and 4 threads (the writing thread alone, and with 1 and 3 helpers evaluating the tiles).
+class FittedDataWriterThreadsTest : public FittedDataWriterTest,
+                                    public ::testing::WithParamInterface<int> {
+ protected:
+  void SetUp() override {
+    FittedDataWriterTest::SetUp();
+    callers_threads_ = omp_get_max_threads();
+    omp_set_num_threads(GetParam());
+  }
+  void TearDown() override {
+    omp_set_num_threads(callers_threads_);
+    FittedDataWriterTest::TearDown();
+  }
+  int callers_threads_ = 1;
+};
+
+INSTANTIATE_TEST_SUITE_P(Threads, FittedDataWriterThreadsTest, ::testing::Values(1, 2, 4));
+
+TEST_P(FittedDataWriterThreadsTest, SeveralBandsAndTilesOnALargerGrid) {
   config_ = LaminarSimulationConfig(PathOf("sim.h5"), 40, 0.01, 11);
   config_.simulation.frames = 1100;
   config_.simulation.phi_angles_degrees = {30.0};
