@@ -885,7 +885,8 @@ void HdfBatchSource::ReadCorrectedUpperRows(int angle, int row_begin, int row_en
   for (int64_t i = r0; i < row_end; ++i) {
     const double* raw = raw_row(i + 1);
     double* row = out.data() + (i - r0) * width;  // row[j - r0] is fitted (i, j)
-    for (int64_t j = r0; j < i; ++j) {            // below the diagonal: rows of this band, mirrored
+    // Below the diagonal: the rows of this band above row i, mirrored.
+    for (int64_t j = r0; j < i; ++j) {
       row[j - r0] = out[static_cast<size_t>((j - r0) * width + (i - r0))];
     }
     for (int64_t j = i + 1; j < n; ++j) row[j - r0] = raw[j + 1];
