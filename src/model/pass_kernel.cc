@@ -52,8 +52,14 @@ void PassKernel::AccumulateRows(int row_begin, int row_end, std::span<const floa
     HOMODYNE_CHECK(grams[k].rows() == gram_size_ && grams[k].cols() == gram_size_);
     gram_data[k] = grams[k].data();
   }
+  // The mode's pass adds to the finite counts tile by tile. The callers' counts of neighbouring
+  // batches share cache lines, and threads run neighbouring batches: the pass counts into the
+  // workspace's own line instead, added to finite_points once (the same integers).
+  std::vector<int64_t, CacheLineAllocator<int64_t>>& finite = workspace.finite_points_;
+  finite.assign(static_cast<size_t>(num_angles_), 0);
   pass_->AccumulateRows(row_begin, row_end, row_stride, data.data(), gram_data.data(),
-                        finite_points.data(), workspace.scratch_);
+                        finite.data(), workspace.scratch_);
+  for (size_t k = 0; k < finite.size(); ++k) finite_points[k] += finite[k];
 }
 
 void PassKernel::AccumulateScalingRows(int row_begin, int row_end,

@@ -52,6 +52,8 @@ class PassKernel {
    private:
     friend class PassKernel;
     PassScratch scratch_;
+    // AccumulateRows' finite counts while it runs, on a cache line of this workspace's own.
+    std::vector<int64_t, CacheLineAllocator<int64_t>> finite_points_;
   };
 
   // evaluation: the model at the physical parameters (outlives the kernel). phi_degrees,
