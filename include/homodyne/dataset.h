@@ -116,7 +116,8 @@ class BatchSource {
   // Rows [row_begin, row_end) of that corrected symmetric matrix (the same values as
   // ReadCorrectedMatrix), full rows of N values, row-major: out.size() must be
   // (row_end - row_begin) * N. The default reads the whole matrix (N*N doubles); the HDF5 source
-  // reads only the needed hyperslabs (memory grows with the block, not with N^2).
+  // reads the rows (ReadCorrectedUpperRows) and, for the columns left of row_begin, the part of
+  // the rows above them (memory grows with the block, not with N^2).
   virtual void ReadCorrectedRows(int angle, int row_begin, int row_end, std::span<double> out);
 
   // The same rows from column row_begin on: the part of rows [row_begin, row_end) on and right of

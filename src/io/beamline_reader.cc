@@ -819,6 +819,8 @@ void HdfBatchSource::ReadCorrectedMatrix(int angle, std::span<double> out) {
   }
 }
 
+// Columns from row_begin on as ReadCorrectedUpperRows; the columns before it, fitted (i, j) = H[j, i]
+// with j < row_begin <= i, from the file's rows above the block.
 void HdfBatchSource::ReadCorrectedRows(int angle, int row_begin, int row_end,
                                        std::span<double> out) {
   io_internal::InitializeHdf5();
@@ -829,40 +831,22 @@ void HdfBatchSource::ReadCorrectedRows(int angle, int row_begin, int row_end,
   const int64_t rows = row_end - row_begin;
   HOMODYNE_CHECK(static_cast<int64_t>(out.size()) == rows * n);
   if (rows == 0) return;
-  // Fitted (i, j) is raw (i + 1, j + 1); the file holds the upper triangle (raw column > row).
-  // block: raw rows r0+1..r0+rows, every fitted column: fitted (i, j) at block[(i - r0) n + j].
-  std::vector<double> block(static_cast<size_t>(rows * n));
-  ReadRaw(angle, r0 + 1, rows, 1, n, block.data());
-  // above: fitted rows 0..r0-1 x fitted columns r0..r0+rows-1 (upper parts H[j, i], j < r0 <= i),
-  // at above[j * rows + (i - r0)].
+  const int64_t width = n - r0;
+  std::vector<double> right(static_cast<size_t>(rows * width));
+  ReadCorrectedUpperRows(angle, row_begin, row_end, right);
+  // above: fitted rows 0..r0-1 x fitted columns r0..r0+rows-1 (raw (j + 1, i + 1)), at
+  // above[j * rows + (i - r0)].
   std::vector<double> above(static_cast<size_t>(r0 * rows));
   if (r0 > 0) ReadRaw(angle, 1, r0, r0 + 1, rows, above.data());
-  // Raw super-diagonal value C[r0, r0 + 1] (raw row r0; raw frame 0 when r0 = 0;
-  // docs/model.md, Diagonal correction).
-  double super_before = 0.0;
-  if (r0 > 0) {
-    super_before = above[static_cast<size_t>((r0 - 1) * rows)];
-  } else {
-    ReadRaw(angle, 0, 1, 1, 1, &super_before);
-  }
-  auto upper = [&](int64_t i, int64_t j) {  // fitted (i, j), i < j, i >= r0
-    return block[static_cast<size_t>((i - r0) * n + j)];
-  };
-  for (int64_t i = r0; i < r0 + rows; ++i) {
+  for (int64_t i = r0; i < row_end; ++i) {
     double* row = out.data() + (i - r0) * n;
     for (int64_t j = 0; j < r0; ++j) row[j] = above[static_cast<size_t>(j * rows + (i - r0))];
-    for (int64_t j = r0; j < i; ++j) row[j] = upper(j, i);
-    for (int64_t j = i + 1; j < n; ++j) row[j] = upper(i, j);
-    // Raw row r = i + 1 of n + 1: s_{r-1} = C_raw[i, i + 1], s_r = C_raw[i + 1, i + 2] = fitted
-    // (i, i+1).
-    const double s_before = i == r0 ? super_before : upper(i - 1, i);
-    const double s_after = i < n - 1 ? upper(i, i + 1) : 0.0;
-    row[i] = model_internal::CorrectedDiagonalValue(i + 1, n + 1, s_before, s_after);
+    std::copy_n(right.begin() + (i - r0) * width, width, row + r0);
   }
 }
 
 // From the row blocks (BlockWithRow), which read each chunk row of the file once when the rows
-// come in order; the values of ReadCorrectedRows, bit for bit.
+// come in order. The diagonal as ReadCorrectedMatrix corrects it.
 void HdfBatchSource::ReadCorrectedUpperRows(int angle, int row_begin, int row_end,
                                             std::span<double> out) {
   io_internal::InitializeHdf5();
@@ -879,8 +863,9 @@ void HdfBatchSource::ReadCorrectedUpperRows(int angle, int row_begin, int row_en
     const RowBlock<double>& block = BlockWithRow<double>(angle, r);
     return block.values.data() + (r - block.raw_begin) * raw_width;
   };
-  // The super-diagonal values around each diagonal point (ReadCorrectedRows): s_before of row i is
-  // raw C[i, i + 1] (fitted (i - 1, i); raw frame 0's when i = 0), s_after fitted (i, i + 1).
+  // The super-diagonal values around each diagonal point (docs/model.md, Diagonal correction):
+  // s_before of row i is raw C[i, i + 1] (fitted (i - 1, i); raw frame 0's when i = 0), s_after
+  // fitted (i, i + 1).
   double s_before = raw_row(r0)[r0 + 1];
   for (int64_t i = r0; i < row_end; ++i) {
     const double* raw = raw_row(i + 1);
