@@ -819,8 +819,8 @@ void HdfBatchSource::ReadCorrectedMatrix(int angle, std::span<double> out) {
   }
 }
 
-// Columns from row_begin on as ReadCorrectedUpperRows; the columns before it, fitted (i, j) = H[j, i]
-// with j < row_begin <= i, from the file's rows above the block.
+// Columns from row_begin on as ReadCorrectedUpperRows; the columns before it (fitted (i, j) =
+// H[j, i], j < row_begin <= i) from the file's rows above the block.
 void HdfBatchSource::ReadCorrectedRows(int angle, int row_begin, int row_end,
                                        std::span<double> out) {
   io_internal::InitializeHdf5();
