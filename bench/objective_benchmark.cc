@@ -14,6 +14,7 @@
 #include <Eigen/Dense>
 #include <cstdlib>
 #include <iostream>
+#include <utility>
 #include <vector>
 
 #include "homodyne/backend.h"
@@ -42,27 +43,41 @@ std::vector<double> TwoComponentTruth() {
   return {1000.0, 0.0, 0.0, 20000.0, -0.3, 0.0, 20.0, 0.5, 1.0, 0.3, 0.01, 0.5, 0.2, 2.0};
 }
 
-PackedDataObjective* MakeObjective(homodyne::AnalysisMode mode,
-                                   homodyne::LossOptions loss = homodyne::LossOptions()) {
-  const int n = 2000;
-  std::vector<double> times(n);
+// The benchmarks' data: noise-free c2 (contrast 0.3, offset 1) at 3 angles on n times t_i =
+// (i + 1) 0.1 s, at laminar flow's parameters (static: their first 3) or the two-component truth.
+struct SimulatedData {
+  homodyne::HomodyneModel model;
+  std::vector<double> phi;
+  homodyne::InMemoryPassData::PackedData data;
+};
+
+SimulatedData Simulate(homodyne::AnalysisMode mode, int n) {
+  std::vector<double> times(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) times[static_cast<size_t>(i)] = (i + 1) * 0.1;
-  homodyne::HomodyneModel model(mode, homodyne::ScatteringGeometry{0.0054, 2e6, 0.1}, times);
+  SimulatedData simulated{
+      homodyne::HomodyneModel(mode, homodyne::ScatteringGeometry{0.0054, 2e6, 0.1}, times),
+      {0.0, 45.0, 90.0},
+      {}};
   std::vector<double> physical = {3000.0, -0.5, 10.0, 2.0e-5, 0.3, 1.0e-6, 5.0};
   if (mode == homodyne::AnalysisMode::kTwoComponent) physical = TwoComponentTruth();
-  physical.resize(static_cast<size_t>(model.num_physical()));
-  const std::vector<double> phi = {0.0, 45.0, 90.0};
-  const homodyne::ModelEvaluation evaluation(model, physical);
-  PackedDataObjective::PackedData data;
+  physical.resize(static_cast<size_t>(simulated.model.num_physical()));
+  const homodyne::ModelEvaluation evaluation(simulated.model, physical);
   std::vector<double> c2(static_cast<size_t>(homodyne::UpperTriangleSize(n)));
-  for (double angle : phi) {
+  for (double angle : simulated.phi) {
     evaluation.EvaluateUpperTriangleRows(angle, 0.3, 1.0, 0, n, c2, {});
-    data.emplace_back(c2.begin(), c2.end());
+    simulated.data.emplace_back(c2.begin(), c2.end());
   }
+  return simulated;
+}
+
+PackedDataObjective* MakeObjective(homodyne::AnalysisMode mode,
+                                   homodyne::LossOptions loss = homodyne::LossOptions()) {
+  SimulatedData simulated = Simulate(mode, 2000);
   homodyne::PassOptions options;
   options.batch_points = PackedDataObjective::kDefaultBatchPoints;
   options.loss = loss;
-  return new PackedDataObjective(model, phi, 0.01, std::move(data), options);
+  return new PackedDataObjective(std::move(simulated.model), simulated.phi, 0.01,
+                                 std::move(simulated.data), options);
 }
 
 PackedDataObjective& LaminarObjective() {
@@ -191,22 +206,10 @@ void BM_ScalingGramsTwoComponent(benchmark::State& state) {
 // Two-component mode). Laminar flow on the same grid for comparison.
 homodyne::BatchedObjective& CoarseObjective(homodyne::AnalysisMode mode) {
   const auto make = [](homodyne::AnalysisMode m) {
-    const int n = 499;
-    std::vector<double> times(n);
-    for (int i = 0; i < n; ++i) times[static_cast<size_t>(i)] = (i + 1) * 0.1;
-    homodyne::HomodyneModel model(m, homodyne::ScatteringGeometry{0.0054, 2e6, 0.1}, times);
-    std::vector<double> physical = {3000.0, -0.5, 10.0, 2.0e-5, 0.3, 1.0e-6, 5.0};
-    if (m == homodyne::AnalysisMode::kTwoComponent) physical = TwoComponentTruth();
-    physical.resize(static_cast<size_t>(model.num_physical()));
-    const std::vector<double> phi = {0.0, 45.0, 90.0};
-    const homodyne::ModelEvaluation evaluation(model, physical);
-    homodyne::InMemoryPassData::PackedData data;
-    std::vector<double> c2(static_cast<size_t>(homodyne::UpperTriangleSize(n)));
-    for (double angle : phi) {
-      evaluation.EvaluateUpperTriangleRows(angle, 0.3, 1.0, 0, n, c2, {});
-      data.emplace_back(c2.begin(), c2.end());
-    }
-    return homodyne::MakeRowSubsampleObjective(data, model, phi, 0.01, 8).release();
+    const SimulatedData simulated = Simulate(m, 499);
+    return homodyne::MakeRowSubsampleObjective(simulated.data, simulated.model, simulated.phi, 0.01,
+                                               8)
+        .release();
   };
   static homodyne::BatchedObjective* two_component = make(homodyne::AnalysisMode::kTwoComponent);
   static homodyne::BatchedObjective* laminar = make(homodyne::AnalysisMode::kLaminarFlow);

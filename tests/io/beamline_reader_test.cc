@@ -140,19 +140,27 @@ INSTANTIATE_TEST_SUITE_P(LayoutsCompressionsTypes, RoundTripTest,
                                   std::get<2>(param_info.param);
                          });
 
-class ReaderTest : public TempDirTest {};
+class ReaderTest : public TempDirTest {
+ protected:
+  // A gzip file of 33 frames in 5 x 4 chunks (square-ish, across rows and columns), opened with a
+  // frame window from frame 3 (30 fitted times): the row reads cross chunks both ways, and the
+  // window does not start at the file's first frame.
+  std::unique_ptr<BatchSource> OpenChunkedWindow() {
+    TestFileSpec spec;
+    spec.frames = 33;
+    spec.chunk_rows = 5;
+    spec.chunk_cols = 4;
+    spec.compression = "gzip";
+    const std::string path = PathOf("data.h5");
+    WriteTestFile(path, spec);
+    DataSelection selection = SelectionFor(path);
+    selection.start_frame = 3;
+    return OpenBatchSource(selection);
+  }
+};
 
 TEST_F(ReaderTest, PackedRowBatchesMatchTheFullMatrix) {
-  TestFileSpec spec;
-  spec.frames = 33;
-  spec.chunk_rows = 5;
-  spec.chunk_cols = 4;  // square-ish chunks across rows and columns
-  spec.compression = "gzip";
-  const std::string path = PathOf("data.h5");
-  WriteTestFile(path, spec);
-  DataSelection selection = SelectionFor(path);
-  selection.start_frame = 3;
-  std::unique_ptr<BatchSource> source = OpenBatchSource(selection);
+  std::unique_ptr<BatchSource> source = OpenChunkedWindow();
   const int n = source->info().num_times();
   ASSERT_EQ(n, 30);
   std::vector<double> full(static_cast<size_t>(n) * n);
@@ -173,19 +181,9 @@ TEST_F(ReaderTest, PackedRowBatchesMatchTheFullMatrix) {
 }
 
 // The fitted data's reads (fitted_data_writer.cc): each band of rows from the diagonal on, in
-// order and out of order, across the file's chunks (5 x 4), with a frame window that does not
-// start at the file's first frame.
+// order and out of order, across the file's chunks, in a frame window.
 TEST_F(ReaderTest, CorrectedUpperRowsMatchTheMatrix) {
-  TestFileSpec spec;
-  spec.frames = 33;
-  spec.chunk_rows = 5;
-  spec.chunk_cols = 4;
-  spec.compression = "gzip";
-  const std::string path = PathOf("data.h5");
-  WriteTestFile(path, spec);
-  DataSelection selection = SelectionFor(path);
-  selection.start_frame = 3;
-  std::unique_ptr<BatchSource> source = OpenBatchSource(selection);
+  std::unique_ptr<BatchSource> source = OpenChunkedWindow();
   const int n = source->info().num_times();
   ASSERT_EQ(n, 30);
   for (int angle = 0; angle < source->info().num_angles(); ++angle) {
