@@ -548,6 +548,7 @@ OTHER_TOOLS_FLAGS = {
                         "--filter", "--runs"},
     "pip, python3 -m venv": {"--no-build-isolation", "--system-site-packages"},
     "nvcc (cmake/HomodyneCuda.cmake, docs/backends.md)": {"--fmad", "--resource-usage"},
+    "g++ (docs/performance.md, Where issue 24 ends)": {"--param"},
     "homodyne-plot (scripts/homodyne_plot.py)": {"--plot-dir", "--dpi", "--max-pixels",
                                                   "--cuts"},
 }
