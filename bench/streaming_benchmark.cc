@@ -257,6 +257,10 @@ int main(int argc, char** argv) {
       std::printf("median over the repeats of in-memory / streaming wall time: %.1f%%\n",
                   100.0 * ratios[ratios.size() / 2]);
     }
+    // Rows the streaming reads' prefetch decoded itself (compressed chunks on several threads;
+    // 0 for other files: docs/design.md section 8, Input).
+    std::printf("rows decoded by the prefetch (all angles, every pass): %lld\n",
+                static_cast<long long>(homodyne::io_internal::RowsDecodedByPrefetch(*source)));
     // The last pass's sums, exactly: to compare builds (the same file and arguments must print the
     // same line).
     std::printf("last pass: chi2 %a, sum of J^T J %a, sum of J^T r %a, points %lld\n", last.chi2,

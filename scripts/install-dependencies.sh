@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config
-  libeigen3-dev libceres-dev libhdf5-dev hdf5-tools libyaml-cpp-dev liblzf-dev
+  libeigen3-dev libceres-dev libhdf5-dev hdf5-tools libyaml-cpp-dev liblzf-dev zlib1g-dev
   libpagmo-dev libboost-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libspdlog-dev
   libopenmpi-dev openmpi-bin

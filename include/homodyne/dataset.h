@@ -128,6 +128,19 @@ class BatchSource {
   // ReadCorrectedRows. The fitted data's writer reads the matrix this way (fitted_data_writer.cc).
   virtual void ReadCorrectedUpperRows(int angle, int row_begin, int row_end, std::span<double> out);
 
+  // Says that rows [row_begin, row_end) of every angle will be read next (ReadUpperTriangleRows),
+  // and lets the source prepare the first of them using up to `threads` threads. Returns the end
+  // of the rows prepared, in (row_begin, row_end]: the caller reads every angle's rows up to it,
+  // then calls again from there. The HDF5 source decompresses the LZF or deflate chunks of those
+  // rows on those threads, as many rows as its row blocks' memory holds (docs/design.md section
+  // 8, Input); the default prepares nothing and returns row_end. Never throws: a failure leaves
+  // the reads that follow to read, and report, as usual.
+  virtual int PrefetchRows(int row_begin, int row_end, int threads) {
+    static_cast<void>(row_begin);
+    static_cast<void>(threads);
+    return row_end;
+  }
+
   // Frees what the source keeps between reads (the HDF5 source's row blocks, at most 16 MB, and
   // its direct reads' buffers: docs/design.md section 8); the next read reads the file again. For callers done reading for
   // a while, e.g. after loading the data into memory.

@@ -18,6 +18,7 @@
 
 #include "homodyne/dataset.h"
 #include "homodyne/errors.h"
+#include "io/chunk_decoder.h"
 #include "io/dataset_validation.h"
 #include "io/direct_reads.h"
 #include "io/hdf5_util.h"
@@ -543,11 +544,14 @@ class HdfBatchSource final : public BatchSource {
       : info_(std::move(opened.info)), file_(std::move(opened.file)) {
     datasets_.resize(info_.angles.size());
     PlanDirectReadsOfEveryAngle(allow_direct_reads);
+    PlanChunkDecodingOfEveryAngle(allow_direct_reads);
   }
 
   const DatasetInfo& info() const override { return info_; }
   // Float32ReadPaths (read_paths.h).
   const std::vector<std::string>& float32_read_paths() const { return why_not_direct_; }
+  // RowsDecodedByPrefetch (read_paths.h).
+  int64_t rows_decoded_by_prefetch() const { return rows_decoded_by_prefetch_; }
 
   // Reads may come from another thread than the open (streaming's prefetch thread).
   void ReadUpperTriangleRows(int angle, int row_begin, int row_end,
@@ -564,6 +568,8 @@ class HdfBatchSource final : public BatchSource {
     io_internal::InitializeHdf5();
     ReadRows(angle, row_begin, row_end, out);
   }
+
+  int PrefetchRows(int row_begin, int row_end, int threads) override;
 
   void ReadCorrectedMatrix(int angle, std::span<double> out) override;
   void ReadCorrectedRows(int angle, int row_begin, int row_end, std::span<double> out) override;
@@ -592,6 +598,8 @@ class HdfBatchSource final : public BatchSource {
   void ReadRowsDirectly(int angle, int row_begin, int row_end, std::span<float> out);
   // Fills direct_layouts_ and why_not_direct_ (every angle through HDF5 when not allowed).
   void PlanDirectReadsOfEveryAngle(bool allowed);
+  // Fills chunk_plans_ for the angles without direct reads (none when not allowed).
+  void PlanChunkDecodingOfEveryAngle(bool allowed);
 
   // Reads a rectangle of file rows/columns relative to the window origin (raw grid indices).
   template <typename T>
@@ -638,7 +646,102 @@ class HdfBatchSource final : public BatchSource {
   std::vector<std::string> why_not_direct_;
   io_internal::DirectReader direct_reader_;
   std::vector<io_internal::RowSegment> segments_;
+  // Per angle, how PrefetchRows decodes its compressed chunks (nullopt: it leaves the angle to
+  // the reads through HDF5).
+  std::vector<std::optional<io_internal::ChunkPlan>> chunk_plans_;
+  int64_t rows_decoded_by_prefetch_ = 0;
 };
+
+void HdfBatchSource::PlanChunkDecodingOfEveryAngle(bool allowed) {
+  chunk_plans_.assign(info_.angles.size(), std::nullopt);
+  if (!allowed) return;
+  for (size_t k = 0; k < info_.angles.size(); ++k) {
+    if (direct_layouts_[k]) continue;
+    std::string why_not;
+    chunk_plans_[k] = io_internal::PlanChunkDecoding(Dataset(static_cast<int>(k)), &why_not);
+  }
+}
+
+int HdfBatchSource::PrefetchRows(int row_begin, int row_end, int threads) {
+  const int64_t n = info_.num_times();
+  if (row_begin < 0 || row_begin >= row_end || row_end > n) return row_end;
+  bool any_plan = false;
+  for (const auto& plan : chunk_plans_) any_plan = any_plan || plan.has_value();
+  if (!any_plan) return row_end;
+  try {
+    io_internal::InitializeHdf5();
+    // Fitted rows [row_begin, row_end) are raw rows [row_begin + 1, row_end + 1): per angle a
+    // block from the block boundary at or before the first, as tall as the blocks' memory
+    // allows (kBlockCacheBytes over the angles, counted in doubles as BlockRows does: the blocks'
+    // float32 values stay within half of it), and no taller than the rows need.
+    const int64_t block_rows = BlockRows();
+    const int64_t width = info_.num_raw_frames;
+    const int64_t first = info_.first_frame;
+    const int64_t raw_first = row_begin + 1;
+    const int64_t raw_end = int64_t{row_end} + 1;  // past the last raw row needed
+    const int64_t begin =
+        std::max<int64_t>((first + raw_first) / block_rows * block_rows - first, 0);
+    const int64_t budget_rows =
+        static_cast<int64_t>(kBlockCacheBytes) /
+        (std::max<int64_t>(info_.num_angles(), 1) * width * static_cast<int64_t>(sizeof(double)));
+    const int64_t max_rows = std::max<int64_t>(block_rows, budget_rows / block_rows * block_rows);
+    const int64_t end = std::min(begin + max_rows, int64_t{info_.num_raw_frames});
+    if (float_blocks_.empty()) {
+      double_blocks_.clear();
+      double_blocks_.shrink_to_fit();
+      float_blocks_.resize(static_cast<size_t>(info_.num_angles()));
+    }
+    // The prepared fitted rows end where the shortest angle block ends (raw row r is fitted row
+    // r - 1); angles without a plan are read through HDF5 in any case.
+    int64_t prepared_end = row_end;
+    std::vector<io_internal::ChunkRectangle> rectangles;
+    std::vector<size_t> angles;
+    for (size_t k = 0; k < chunk_plans_.size(); ++k) {
+      if (!chunk_plans_[k]) continue;
+      RowBlock<float>& block = float_blocks_[k];
+      if (block.raw_begin <= raw_first && raw_first < block.raw_end) {  // held from the first row
+        prepared_end = std::min(prepared_end, block.raw_end - 1);
+        if (block.raw_end >= std::min(end, raw_end)) continue;  // and as far as a new one would go
+      }
+      // Rows the held block has from `begin` on move to the front and are not decoded again
+      // (the previous piece's last chunk row is usually this one's first).
+      int64_t decode_from = begin;
+      if (block.raw_begin <= begin && begin < block.raw_end) {
+        decode_from = std::min(block.raw_end, end);
+        std::memmove(block.values.data(), block.values.data() + (begin - block.raw_begin) * width,
+                     static_cast<size_t>((decode_from - begin) * width) * sizeof(float));
+      }
+      block.raw_begin = block.raw_end = 0;  // empty until decoded
+      block.values.resize(static_cast<size_t>((end - begin) * width));
+      if (decode_from < end) {
+        rectangles.push_back({Dataset(static_cast<int>(k)), &*chunk_plans_[k], first + decode_from,
+                              end - decode_from, first, width,
+                              block.values.data() + (decode_from - begin) * width});
+      }
+      angles.push_back(k);
+    }
+    if (angles.empty()) return static_cast<int>(std::max<int64_t>(prepared_end, row_begin + 1));
+    std::string why_not;
+    if (!rectangles.empty() && !io_internal::DecodeChunkRectangles(rectangles, threads, &why_not)) {
+      return row_end;  // the blocks stay empty: the reads go through HDF5, which reports the fault
+    }
+    for (size_t k : angles) {
+      float_blocks_[k].raw_begin = begin;
+      float_blocks_[k].raw_end = end;
+    }
+    for (const io_internal::ChunkRectangle& rectangle : rectangles) {
+      rows_decoded_by_prefetch_ += rectangle.rows;
+    }
+    prepared_end = std::min<int64_t>(row_end, end - 1);
+    for (size_t k = 0; k < chunk_plans_.size(); ++k) {
+      const RowBlock<float>& block = float_blocks_[k];
+      if (chunk_plans_[k]) prepared_end = std::min(prepared_end, block.raw_end - 1);
+    }
+    return static_cast<int>(std::max<int64_t>(prepared_end, row_begin + 1));
+  } catch (const std::exception&) {
+    return row_end;  // nothing prepared: the reads that follow read and report as usual
+  }
+}
 
 void HdfBatchSource::PlanDirectReadsOfEveryAngle(bool allowed) {
   const size_t angles = info_.angles.size();
@@ -919,6 +1022,11 @@ std::unique_ptr<BatchSource> io_internal::OpenHdfBatchSource(const DataSelection
 std::vector<std::string> io_internal::Float32ReadPaths(const BatchSource& source) {
   const auto* hdf_source = dynamic_cast<const HdfBatchSource*>(&source);
   return hdf_source != nullptr ? hdf_source->float32_read_paths() : std::vector<std::string>{};
+}
+
+int64_t io_internal::RowsDecodedByPrefetch(const BatchSource& source) {
+  const auto* hdf_source = dynamic_cast<const HdfBatchSource*>(&source);
+  return hdf_source != nullptr ? hdf_source->rows_decoded_by_prefetch() : 0;
 }
 
 NonFiniteCount CountNonFinite(BatchSource& source, int rows_per_batch) {

@@ -1,8 +1,10 @@
 // Which path the HDF5 data source reads float32 values by (docs/design.md section 8, Input):
-// directly with preadv (io/direct_reads.h) or through HDF5. Private to src/io, its tests and
+// directly with preadv (io/direct_reads.h) or through HDF5, and how many rows its prefetch
+// decoded itself (io/chunk_decoder.h). Private to src/io, its tests and
 // bench/streaming_benchmark.cc (which prints it). No HDF5 types here.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,5 +22,9 @@ std::unique_ptr<BatchSource> OpenHdfBatchSource(const DataSelection& selection,
 // are direct, otherwise why they go through HDF5 ("stored with a filter", ...). Empty for any
 // other source.
 std::vector<std::string> Float32ReadPaths(const BatchSource& source);
+
+// Rows a source made by OpenBatchSource has decoded itself in PrefetchRows (io/chunk_decoder.h),
+// summed over the angles and calls: 0 when none, and for any other source.
+int64_t RowsDecodedByPrefetch(const BatchSource& source);
 
 }  // namespace homodyne::io_internal

@@ -9,6 +9,8 @@
 // Fault point (src/pipeline/fault_injection.h): an installed injector can make the reads of a
 // batch fail, as a truncated file or an unreadable dataset would, so retries and the stop can be
 // tested.
+#include <omp.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -41,7 +43,10 @@ struct ChunkBuffer {
 class StreamingPassData : public PassData {
  public:
   StreamingPassData(BatchSource& source, StreamingReadOptions options)
-      : source_(source), options_(options), faults_(InstalledFaultInjector()) {}
+      : source_(source),
+        options_(options),
+        faults_(InstalledFaultInjector()),
+        prefetch_threads_(omp_get_max_threads()) {}
   // Lets a read in flight finish, then ends the reader thread: the source is the caller's again
   // afterwards.
   ~StreamingPassData() override {
@@ -93,9 +98,10 @@ class StreamingPassData : public PassData {
   // Reads batches [first, last); `chunk` holds exactly those batches. Runs on the caller's
   // thread or the prefetch thread, never on both at once. Angle by angle, the chunk's batches lie
   // next to each other in row order, which is the packed upper triangle of the chunk's rows: one
-  // read per angle fetches them all (one preadv for direct reads, docs/design.md section 8). If
-  // that read fails, or a fault is injected into one of its batches, the batches are read one by
-  // one with their retries, so the retries and the error are those of the batch that fails.
+  // read per angle fetches them all (one preadv for direct reads, docs/design.md section 8), or
+  // one per angle and piece of rows the source prepares (compressed chunks). If a read fails, or
+  // a fault is injected into one of the batches, that angle's batches are read one by one with
+  // their retries, so the retries and the error are those of the batch that fails.
   void ReadChunk(std::span<const RowBatch> chunk, int first, int last, int num_angles,
                  ChunkBuffer& buffer) {
     // Holds no chunk until the read succeeds: a failed read leaves part-written values behind.
@@ -121,17 +127,38 @@ class StreamingPassData : public PassData {
         start += static_cast<size_t>(chunk[c].points);
       }
     }
-    for (int k = 0; k < num_angles; ++k) {
-      float* angle_values = buffer.values.data() + static_cast<size_t>(k) * chunk_points;
-      if (consecutive && chunk.size() > 1 && !FaultInjectedInto(first, last)) {
-        try {
-          ReadC2Rows(source_, k, chunk.front().row_begin, chunk.back().row_end,
-                     std::span<float>(angle_values, chunk_points));
-          continue;
-        } catch (const Error&) {
-          // Read again batch by batch below, with retries.
+    // The chunk's rows, angle after angle, in the pieces the source prepares (PrefetchRows:
+    // compressed chunks decoded on the passes' threads; dataset.h): every angle's rows of a piece
+    // are read before the next piece is prepared. An angle whose read fails is read again batch by
+    // batch below, with retries.
+    std::vector<char> read_whole(static_cast<size_t>(num_angles), 0);
+    if (consecutive && chunk.size() > 1 && !FaultInjectedInto(first, last)) {
+      std::fill(read_whole.begin(), read_whole.end(), 1);
+      const int row_begin = chunk.front().row_begin;
+      const int row_end = chunk.back().row_end;
+      const int64_t n = source_.info().num_times();
+      const int64_t origin = UpperTriangleRowOffset(n, row_begin);
+      for (int piece_begin = row_begin; piece_begin < row_end;) {
+        const int piece_end =
+            std::clamp(source_.PrefetchRows(piece_begin, row_end, prefetch_threads_),
+                       piece_begin + 1, row_end);
+        const size_t offset = static_cast<size_t>(UpperTriangleRowOffset(n, piece_begin) - origin);
+        const size_t points = static_cast<size_t>(UpperTriangleRowsSize(n, piece_begin, piece_end));
+        for (int k = 0; k < num_angles; ++k) {
+          if (!read_whole[static_cast<size_t>(k)]) continue;
+          float* angle_values = buffer.values.data() + static_cast<size_t>(k) * chunk_points;
+          try {
+            ReadC2Rows(source_, k, piece_begin, piece_end,
+                       std::span<float>(angle_values + offset, points));
+          } catch (const Error&) {
+            read_whole[static_cast<size_t>(k)] = 0;
+          }
         }
+        piece_begin = piece_end;
       }
+    }
+    for (int k = 0; k < num_angles; ++k) {
+      if (read_whole[static_cast<size_t>(k)]) continue;
       for (size_t c = 0; c < chunk.size(); ++c) {
         const RowBatch& batch = chunk[c];
         ReadWithRetries(
@@ -241,6 +268,9 @@ class StreamingPassData : public PassData {
   BatchSource& source_;
   StreamingReadOptions options_;
   const FaultInjector* faults_;  // the injector installed at construction, or nullptr
+  // The threads a chunk's reads may decompress on (BatchSource::PrefetchRows): the passes' count,
+  // read here on the constructing thread (the reader thread has OpenMP's default).
+  const int prefetch_threads_;
   ChunkBuffer buffers_[2];
   int current_ = 0;
   int chunk_ = 1;  // batches per fetch: the largest fetch seen

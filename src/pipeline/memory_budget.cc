@@ -104,6 +104,10 @@ MemoryEstimate EstimateMemory(StrategyKind strategy, const ProblemSize& size) {
           // Whole chunk rows of every angle, read once per pass (beamline_reader.cc: at most
           // 16 MB of doubles, so 8 MB of the fit's float32 values): the bound, whatever the data.
           {"file reader row blocks", int64_t{8} << 20},
+          // A prefetch of compressed chunks (BatchSource::PrefetchRows, io/chunk_decoder.h): their
+          // stored bytes, at most the blocks' size, and one decoded chunk per decoding thread
+          // (for chunks of 1 MiB, homodyne-simulate's).
+          {"compressed chunks being decoded", (int64_t{8} << 20) + threads * (int64_t{1} << 20)},
           {"per-thread tiles", tiles},
           {"per-batch Gram matrices of a chunk", 8 * threads * angles * gram},
           {"normal equations", normal_equations},
