@@ -625,6 +625,10 @@ class HdfBatchSource final : public BatchSource {
   };
   template <typename T>
   std::vector<RowBlock<T>>& Blocks();
+  // The blocks of value type T, one per angle: one value type at a time, so the first use of a
+  // type releases the other type's blocks and the cache stays within kBlockCacheBytes.
+  template <typename T>
+  std::vector<RowBlock<T>>& BlocksInUse();
   // The block of `angle` that holds raw row `raw_row`: the one held, or the aligned block read now
   // (replacing it).
   template <typename T>
@@ -686,22 +690,20 @@ int HdfBatchSource::PrefetchRows(int row_begin, int row_end, int threads) {
         (std::max<int64_t>(info_.num_angles(), 1) * width * static_cast<int64_t>(sizeof(double)));
     const int64_t max_rows = std::max<int64_t>(block_rows, budget_rows / block_rows * block_rows);
     const int64_t end = std::min(begin + max_rows, int64_t{info_.num_raw_frames});
-    if (float_blocks_.empty()) {
-      double_blocks_.clear();
-      double_blocks_.shrink_to_fit();
-      float_blocks_.resize(static_cast<size_t>(info_.num_angles()));
-    }
+    std::vector<RowBlock<float>>& blocks = BlocksInUse<float>();
     // The prepared fitted rows end where the shortest angle block ends (raw row r is fitted row
     // r - 1); angles without a plan are read through HDF5 in any case.
     int64_t prepared_end = row_end;
     std::vector<io_internal::ChunkRectangle> rectangles;
-    std::vector<size_t> angles;
+    std::vector<size_t> angles;  // the angles whose blocks are decoded to [begin, end)
     for (size_t k = 0; k < chunk_plans_.size(); ++k) {
       if (!chunk_plans_[k]) continue;
-      RowBlock<float>& block = float_blocks_[k];
-      if (block.raw_begin <= raw_first && raw_first < block.raw_end) {  // held from the first row
+      RowBlock<float>& block = blocks[k];
+      // Held from the first row and as far as a new block would go: kept.
+      if (block.raw_begin <= raw_first && raw_first < block.raw_end &&
+          block.raw_end >= std::min(end, raw_end)) {
         prepared_end = std::min(prepared_end, block.raw_end - 1);
-        if (block.raw_end >= std::min(end, raw_end)) continue;  // and as far as a new one would go
+        continue;
       }
       // Rows the held block has from `begin` on move to the front and are not decoded again
       // (the previous piece's last chunk row is usually this one's first).
@@ -726,17 +728,13 @@ int HdfBatchSource::PrefetchRows(int row_begin, int row_end, int threads) {
       return row_end;  // the blocks stay empty: the reads go through HDF5, which reports the fault
     }
     for (size_t k : angles) {
-      float_blocks_[k].raw_begin = begin;
-      float_blocks_[k].raw_end = end;
+      blocks[k].raw_begin = begin;
+      blocks[k].raw_end = end;
     }
     for (const io_internal::ChunkRectangle& rectangle : rectangles) {
       rows_decoded_by_prefetch_ += rectangle.rows;
     }
-    prepared_end = std::min<int64_t>(row_end, end - 1);
-    for (size_t k = 0; k < chunk_plans_.size(); ++k) {
-      const RowBlock<float>& block = float_blocks_[k];
-      if (chunk_plans_[k]) prepared_end = std::min(prepared_end, block.raw_end - 1);
-    }
+    prepared_end = std::min(prepared_end, end - 1);
     return static_cast<int>(std::max<int64_t>(prepared_end, row_begin + 1));
   } catch (const std::exception&) {
     return row_end;  // nothing prepared: the reads that follow read and report as usual
@@ -836,18 +834,21 @@ std::vector<HdfBatchSource::RowBlock<double>>& HdfBatchSource::Blocks<double>() 
 }
 
 template <typename T>
-const HdfBatchSource::RowBlock<T>& HdfBatchSource::BlockWithRow(int angle, int64_t raw_row) {
+std::vector<HdfBatchSource::RowBlock<T>>& HdfBatchSource::BlocksInUse() {
   std::vector<RowBlock<T>>& blocks = Blocks<T>();
   if (blocks.empty()) {
-    // One value type at a time: the other type's blocks are released, so the cache stays within
-    // kBlockCacheBytes.
     float_blocks_.clear();
     float_blocks_.shrink_to_fit();
     double_blocks_.clear();
     double_blocks_.shrink_to_fit();
     blocks.resize(static_cast<size_t>(info_.num_angles()));
   }
-  RowBlock<T>& block = blocks[static_cast<size_t>(angle)];
+  return blocks;
+}
+
+template <typename T>
+const HdfBatchSource::RowBlock<T>& HdfBatchSource::BlockWithRow(int angle, int64_t raw_row) {
+  RowBlock<T>& block = BlocksInUse<T>()[static_cast<size_t>(angle)];
   if (raw_row >= block.raw_begin && raw_row < block.raw_end) return block;
   // Aligned in file rows, so a block of whole chunk rows starts at a chunk boundary.
   const int64_t rows = BlockRows();
