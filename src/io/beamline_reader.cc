@@ -8,6 +8,7 @@
 // through HDF5, or, for uncompressed float32, directly with preadv (io/direct_reads.h).
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -373,6 +374,28 @@ bool StoresBothTriangles(hid_t dataset, int frames) {
   return sampled > 0 && 2 * non_zero > sampled;
 }
 
+// A matrix holds its declared values only where the file stores them: HDF5 returns the fill
+// value for chunks never written (an unfinished or damaged file, or one made to look huge). Real
+// data never compress beyond what deflate (about 1032:1) or LZF (under 100:1) can reach, so a
+// matrix stored in fewer than 1 / kMaxStorageRatio of its declared bytes is refused here, before
+// a fit plans passes over values that are not there (docs/design.md section 8).
+constexpr double kMaxStorageRatio = 2000.0;
+
+void RequireStoredValues(hid_t dataset, const std::string& path, const std::string& dataset_path,
+                         hsize_t frames, const std::string& type_name) {
+  const double value_bytes = type_name == "float64" ? 8.0 : 4.0;
+  const double declared = static_cast<double>(frames) * static_cast<double>(frames) * value_bytes;
+  const double stored = static_cast<double>(H5Dget_storage_size(dataset));
+  if (declared <= kMaxStorageRatio * stored) return;
+  char sizes[160];
+  std::snprintf(sizes, sizeof(sizes), "%.3g bytes", declared);
+  Fail(path, "matrix " + dataset_path + " declares " + std::to_string(frames) + " x " +
+                 std::to_string(frames) + " " + type_name + " values (" + sizes +
+                 ") but the file stores " + std::to_string(static_cast<int64_t>(stored)) +
+                 " bytes of it: most of the matrix was never written (HDF5 reads its fill value "
+                 "there); an unfinished or damaged file?");
+}
+
 struct OpenedDataset {
   DatasetInfo info;
   Hid file;
@@ -385,6 +408,10 @@ OpenedDataset Inspect(const DataSelection& selection) {
   if (path.empty()) Fail("(empty path)", "no data file given");
   if (!std::filesystem::exists(path, error)) Fail(path, "no such file");
   if (std::filesystem::is_directory(path, error)) Fail(path, "is a directory, not an HDF5 file");
+  // A FIFO or a device would block the open (or read forever): only regular files are read.
+  if (!std::filesystem::is_regular_file(path, error)) {
+    Fail(path, "is not a regular file (a FIFO, socket or device?); give the HDF5 file itself");
+  }
   if (H5Fis_hdf5(path.c_str()) <= 0) {
     Hdf5ErrorText();
     Fail(path, "not an HDF5 file");
@@ -454,6 +481,7 @@ OpenedDataset Inspect(const DataSelection& selection) {
     if (type_name.empty()) {
       Fail(path, "matrix " + candidate.dataset_path + " is not float32 or float64");
     }
+    RequireStoredValues(dataset.get(), path, candidate.dataset_path, dims[0], type_name);
     if (info.angles.empty()) {
       info.frames_in_file = static_cast<int>(dims[0]);
       info.value_type = type_name;

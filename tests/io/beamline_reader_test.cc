@@ -2,6 +2,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -442,6 +444,39 @@ void WriteApsUWithShape(const std::string& path, const std::vector<hsize_t>& dim
   io_internal::WriteDoubles(writer.file(), "/xpcs/twotime/correlation_map/c2_00001", dims,
                             std::vector<double>(count, 1.0));
   writer.Close();
+}
+
+TEST_F(BadInputTest, AFifoIsRefusedBeforeItIsOpened) {
+  // Opening a FIFO with no writer blocks: the reader must refuse it from its type alone.
+  const std::string path = PathOf("pipe.h5");
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  ExpectDataError(SelectionFor(path), "is not a regular file");
+}
+
+TEST_F(BadInputTest, AMatrixDeclaredButNeverWrittenIsRefused) {
+  // 100000 x 100000 float32 declared in chunks, none written: HDF5 would read the fill value.
+  const std::string path = PathOf("declared.h5");
+  {
+    io_internal::BeamlineWriterOptions options;
+    options.frames = 4;
+    io_internal::BeamlineWriter writer(path, options);
+    writer.WriteApsUBins(std::vector<double>{0.0054}, std::vector<double>{0.0},
+                         std::vector<int64_t>{1});
+    const hsize_t dims[2] = {100000, 100000};
+    const hsize_t chunk[2] = {256, 256};
+    io_internal::Hid space = io_internal::SpaceHid(H5Screate_simple(2, dims, nullptr));
+    io_internal::Hid create = io_internal::PlistHid(H5Pcreate(H5P_DATASET_CREATE));
+    ASSERT_GE(H5Pset_chunk(create.get(), 2, chunk), 0);
+    io_internal::CreateGroups(writer.file(), "/xpcs/twotime/correlation_map");
+    io_internal::Hid dataset = io_internal::DatasetHid(
+        H5Dcreate2(writer.file(), "/xpcs/twotime/correlation_map/c2_00001", H5T_IEEE_F32LE,
+                   space.get(), H5P_DEFAULT, create.get(), H5P_DEFAULT));
+    ASSERT_TRUE(dataset.valid());
+    dataset = io_internal::Hid();
+    writer.Close();
+  }
+  ExpectDataError(SelectionFor(path), "declares 100000 x 100000 float32 values");
+  ExpectDataError(SelectionFor(path), "but the file stores 0 bytes of it");
 }
 
 TEST_F(BadInputTest, MatrixNotSquareOrWrongRank) {
