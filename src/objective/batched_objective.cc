@@ -26,14 +26,20 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// The batches of a chunk as PassOptions::chunk_batches asks (0: 1024).
-int ChunkBatchesOf(const PassOptions& options) {
-  return options.chunk_batches > 0 ? options.chunk_batches : 1024;
-}
+// The batches of a pass's chunks (BatchedObjective::PassChunkBatches): as many as
+// PassOptions::chunk_batches asks (0: 1024), at most the pass's batches (>= 1), and at most
+// kMaxChunkPointsPerAngle points per angle (at least one batch), so that the checks between chunks
+// (on_chunk, stop_requested) come at least every few seconds however wide the rows are. The sums
+// are reduced in batch order, so the chunk size changes no result (batched_objective.h).
+constexpr int64_t kMaxChunkPointsPerAngle = int64_t{1} << 24;
 
-// The batches of a pass's chunks for num_batches batches: BatchedObjective::PassChunkBatches.
-int PassChunkBatchesOf(const PassOptions& options, int num_batches) {
-  return std::min(ChunkBatchesOf(options), std::max(num_batches, 1));
+int PassChunkBatchesOf(const PassOptions& options, std::span<const RowBatch> batches) {
+  int64_t widest = 1;
+  for (const RowBatch& batch : batches) widest = std::max(widest, batch.points);
+  const int64_t by_points = std::max<int64_t>(1, kMaxChunkPointsPerAngle / widest);
+  const int64_t asked = options.chunk_batches > 0 ? options.chunk_batches : 1024;
+  const int64_t num_batches = std::max<int64_t>(static_cast<int64_t>(batches.size()), 1);
+  return static_cast<int>(std::min({asked, by_points, num_batches}));
 }
 
 // More than one rank shares the passes.
@@ -50,8 +56,7 @@ std::unique_ptr<InMemoryPassData> ReadRowsOfThisRank(BatchSource& source,
   const ProcessGroup& group = *options.group;
   return InMemoryPassData::ReadRuns(
       source, batches,
-      RankShareRuns(batches, PassChunkBatchesOf(options, static_cast<int>(batches.size())),
-                    group.rank(), group.size()),
+      RankShareRuns(batches, PassChunkBatchesOf(options, batches), group.rank(), group.size()),
       rows_block_points);
 }
 
@@ -250,6 +255,7 @@ BatchedObjective::BatchedObjective(HomodyneModel model, std::vector<double> phi_
   for (const RowBatch& batch : batches_) num_points_ += batch.points;
   num_points_ *= num_angles();
   num_finite_points_ = num_points_;  // until a pass or the data say otherwise
+  pass_chunk_batches_ = PassChunkBatchesOf(options_, batches_);
 }
 
 void BatchedObjective::ObserveRange(int first, int last,
@@ -267,7 +273,11 @@ void BatchedObjective::CheckTheta(const Eigen::VectorXd& theta) const {
   }
 }
 
-int BatchedObjective::ChunkBatches() const { return ChunkBatchesOf(options_); }
+void BatchedObjective::StopIfRequested() const {
+  if (options_.stop_requested && options_.stop_requested()) {
+    throw PassInterrupted("a pass stopped between two chunks: an interruption was requested");
+  }
+}
 
 void BatchedObjective::BeginPass(const Eigen::VectorXd& theta, bool full_pass) {
   ++passes_;
@@ -348,7 +358,7 @@ NormalEquations BatchedObjective::Accumulate(const Eigen::VectorXd& theta) {
   const int g = at.pass->gram_size();  // M + 1, M = P_phys + 2
   const int m = g - 1;
   const int num_batches = static_cast<int>(batches_.size());
-  const int chunk_size = std::min(ChunkBatches(), std::max(num_batches, 1));
+  const int chunk_size = PassChunkBatches();
 
   ChunkGrams chunk(chunk_size, n_angles, g);
   std::vector<int> index(static_cast<size_t>(m));
@@ -386,6 +396,7 @@ NormalEquations BatchedObjective::Accumulate(const Eigen::VectorXd& theta) {
       options_.on_chunk({passes_, true, last, num_batches, last - first, &pass_,
                          SecondsSince(chunk_start), SecondsSince(pass_start)});
     }
+    if (last < num_batches) StopIfRequested();
   }
   NormalEquations result;
   result.jtj = pass_.jtj;
@@ -417,7 +428,7 @@ AngleGrams BatchedObjective::AccumulateAngleGrams(const Eigen::VectorXd& theta, 
   const PassAt at(*this, theta, loss, columns);
   const int g = at.pass->gram_size();
   const int num_batches = static_cast<int>(batches_.size());
-  const int chunk_size = std::min(ChunkBatches(), std::max(num_batches, 1));
+  const int chunk_size = PassChunkBatches();
 
   AngleGrams result;
   result.grams.assign(static_cast<size_t>(n_angles), Eigen::MatrixXd::Zero(g, g));
@@ -432,6 +443,7 @@ AngleGrams BatchedObjective::AccumulateAngleGrams(const Eigen::VectorXd& theta, 
         result.finite_points += chunk.finite[slot];
       }
     }
+    if (last < num_batches) StopIfRequested();
   }
   for (Eigen::MatrixXd& gram : result.grams) {
     gram.triangularView<Eigen::StrictlyUpper>() = gram.transpose();
@@ -468,10 +480,11 @@ double BatchedObjective::SumOfSquares(const Eigen::VectorXd& theta) {
   ++passes_;
   const PassAt at(*this, theta, PassLoss());
   const int num_batches = static_cast<int>(batches_.size());
-  const int chunk = std::min(ChunkBatches(), std::max(num_batches, 1));
+  const int chunk = PassChunkBatches();
   std::vector<double> sums(static_cast<size_t>(chunk));
   double chi2 = 0.0;
   for (int first = 0; first < num_batches; first += chunk) {
+    if (first > 0) StopIfRequested();
     AddChunkCost(*at.pass, first, std::min(first + chunk, num_batches), sums, chi2);
   }
   return chi2;
@@ -483,7 +496,7 @@ double BatchedObjective::Cost(const Eigen::VectorXd& theta) {
   BeginPass(theta, /*full_pass=*/false);
   const PassAt at(*this, theta, PassLossOfFit());
   const int num_batches = static_cast<int>(batches_.size());
-  const int chunk = std::min(ChunkBatches(), std::max(num_batches, 1));
+  const int chunk = PassChunkBatches();
   std::vector<double> sums(static_cast<size_t>(chunk));
   while (pass_.next_batch < num_batches) {
     const Clock::time_point chunk_start = Clock::now();
@@ -495,6 +508,7 @@ double BatchedObjective::Cost(const Eigen::VectorXd& theta) {
       options_.on_chunk({passes_, false, last, num_batches, last - first, &pass_,
                          SecondsSince(chunk_start), SecondsSince(pass_start)});
     }
+    if (last < num_batches) StopIfRequested();
   }
   return pass_.chi2;
 }
@@ -552,9 +566,7 @@ std::vector<std::pair<int, int>> RankShareRuns(std::span<const RowBatch> batches
   return runs;
 }
 
-int BatchedObjective::PassChunkBatches() const {
-  return PassChunkBatchesOf(options_, num_batches());
-}
+int BatchedObjective::PassChunkBatches() const { return pass_chunk_batches_; }
 
 void BatchedObjective::ShareBounds(int first, int last, std::vector<int>& bounds) const {
   ShareBoundsOf(batches_, first, last, PassChunkBatches(), options_.group->size(), bounds);
@@ -706,7 +718,7 @@ void BatchedObjective::ComputeSharedChunkCost(PreparedPass& pass, int first, int
 PackedDataObjective::PackedDataObjective(HomodyneModel model, std::vector<double> phi_degrees,
                                          double sigma, PackedData data, int64_t batch_points)
     : PackedDataObjective(std::move(model), std::move(phi_degrees), sigma, std::move(data),
-                          PassOptions{batch_points, 0, {}, {}, {}}) {}
+                          PassOptions{batch_points, 0, {}, {}, {}, {}}) {}
 
 PackedDataObjective::PackedDataObjective(HomodyneModel model, std::vector<double> phi_degrees,
                                          double sigma, PackedData data, PassOptions options,

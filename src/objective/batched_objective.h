@@ -23,6 +23,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
@@ -185,9 +186,18 @@ struct PassState {
   int64_t finite_points = 0;  // finite points counted so far
 };
 
+// Thrown by a pass that PassOptions::stop_requested stopped between two chunks (an interruption
+// asked for by a signal: the caller saves what it can and stops).
+class PassInterrupted : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 struct PassOptions {
   int64_t batch_points = 10000;  // points per angle per batch (docs/design.md section 3), >= 1
-  int chunk_batches = 0;         // batches per chunk; 0 = 1024 (chunks only bound scratch memory)
+  // Batches per chunk; 0 = 1024. Chunks bound scratch memory and the time between the checks
+  // below; a chunk holds at most 2^24 points per angle (at least one batch) whatever this says.
+  int chunk_batches = 0;
   std::function<void(const PassProgress&)> on_chunk;  // optional, after every chunk
   // optimization.nlsq.{loss, f_scale} (docs/model.md, Robust loss): what Accumulate and Cost
   // minimise. Linear: chi2. Otherwise chi2, J^T J and J^T r of the NormalEquations are the robust
@@ -198,6 +208,10 @@ struct PassOptions {
   // are gathered and reduced in batch order on every rank, so every rank returns bitwise what
   // one process returns (docs/design.md section 5b). Every rank must make the same passes.
   std::shared_ptr<ProcessGroup> group;
+  // Optional, polled between two chunks of every pass (not after the last): true abandons the
+  // pass, whose partial sums are lost, with PassInterrupted. On several ranks (group) it must
+  // return the same on every rank at the same point (a collective check).
+  std::function<bool()> stop_requested;
 };
 
 class PassBackend;   // backend.h: computes the per-batch sums of a pass
@@ -328,9 +342,11 @@ class BatchedObjective : public LeastSquaresProblem {
   // per-batch sum), in batch order, to total; sums: scratch of at least last - first entries.
   void AddChunkCost(PreparedPass& pass, int first, int last, std::vector<double>& sums,
                     double& total);
-  int ChunkBatches() const;
-  // The batches of a pass's chunks: ChunkBatches(), at most the pass's batches (>= 1).
+  // The batches of a pass's chunks: PassOptions::chunk_batches (0: 1024), at most the pass's
+  // batches (>= 1) and at most 2^24 points per angle (at least one batch).
   int PassChunkBatches() const;
+  // Throws PassInterrupted when PassOptions::stop_requested says so; between chunks.
+  void StopIfRequested() const;
   // More than one rank shares the passes (PassOptions::group).
   bool distributed() const { return options_.group != nullptr && options_.group->size() > 1; }
   // The rank shares of batches [first, last), a part of one chunk: rank r computes [bounds[r],
@@ -382,6 +398,7 @@ class BatchedObjective : public LeastSquaresProblem {
   int range_next_batch_ = 0;  // batches [0, range_next_batch_) are in range_
   int64_t passes_ = 0;
   std::vector<RowBatch> batches_;
+  int pass_chunk_batches_ = 1;  // PassChunkBatches(), from the batch list and the options
   PassState pass_;  // the pass in progress: its point and partial sums
   std::optional<PassState> resume_pass_;
   std::vector<const float*> pointers_;  // the batches of the current Fetch

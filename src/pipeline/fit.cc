@@ -63,9 +63,17 @@ class FitRun {
     SearchDataStep();
     FinalFitOptionsStep();
     ResumeStep();
-    GlobalPhaseStep();
-    FinalFitStep();
-    return ResultStep();
+    try {
+      GlobalPhaseStep();
+      FinalFitStep();
+      return ResultStep();
+    } catch (const PassInterrupted&) {
+      // A signal seen inside a pass that no on_chunk hook saves (PassOptions::stop_requested):
+      // the state of the last completed step is saved, as if the signal had come before the
+      // pass (the resumed run repeats it), and the fit stops with FitInterrupted.
+      fit_->checkpoints->StopIfInterrupted();
+      throw FitInterrupted("interrupted; no checkpoint saved", false);
+    }
   }
 
  private:

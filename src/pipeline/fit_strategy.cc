@@ -2,6 +2,8 @@
 // core, large, chunked), standard with Ceres, and streaming.
 #include "fit_strategy.h"
 
+#include "interrupts.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -60,6 +62,10 @@ PassOptions BasePassOptions(const StrategyInputs& inputs) {
   PassOptions options;
   options.batch_points = std::max<int64_t>(1, (inputs.size.batch_points + n_angles - 1) / n_angles);
   options.on_chunk = inputs.on_chunk;
+  // A signal is seen between chunks of every pass of the fit's data, those outside the final
+  // fit's on_chunk hook too (the projected local fit, the reported chi2 of a robust loss, the
+  // profile points); collective on several ranks, which make these passes in lock step.
+  options.stop_requested = [] { return InterruptSignal() != 0; };
   options.loss = inputs.config.nlsq.loss;
   options.group = inputs.group;
   return options;

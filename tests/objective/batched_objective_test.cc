@@ -198,6 +198,61 @@ TEST_F(ObjectiveTest, ScalingAngleGramsAreTheFullGramsSubBlocksBitwiseForAnyThre
   }
 }
 
+TEST_F(ObjectiveTest, EveryPassStopsBetweenChunksWhenAStopIsRequested) {
+  const Config config = SimulationConfig(AnalysisMode::kStatic, 40);
+  std::unique_ptr<PackedDataObjective> reference = MakeObjective(config, 60);
+  const Eigen::VectorXd theta = Truth(config);
+  int polls = 0;
+  int stop_after = 0;  // polls answered false before the first true
+  PassOptions options;
+  options.batch_points = 60;
+  options.chunk_batches = 2;
+  options.stop_requested = [&] { return ++polls > stop_after; };
+  PackedDataObjective objective(reference->model(), config.simulation.phi_angles_degrees,
+                                reference->sigma(), reference->data(), options);
+  ASSERT_GT(objective.num_batches(), 6);  // several chunks per pass
+  const int chunks = (objective.num_batches() + 1) / 2;
+
+  // Polled between chunks only: a pass that is never stopped polls chunks - 1 times and
+  // returns the sums of the objective without the hook.
+  stop_after = 1 << 30;
+  EXPECT_EQ(objective.Cost(theta), reference->Cost(theta));
+  EXPECT_EQ(polls, chunks - 1);
+  EXPECT_EQ(objective.SumOfSquares(theta), reference->SumOfSquares(theta));
+
+  // A stop requested at the third poll abandons every kind of pass there.
+  for (int kind = 0; kind < 4; ++kind) {
+    SCOPED_TRACE("pass kind " + std::to_string(kind));
+    polls = 0;
+    stop_after = 2;
+    EXPECT_THROW(
+        {
+          switch (kind) {
+            case 0:
+              objective.Accumulate(theta);
+              break;
+            case 1:
+              objective.Cost(theta);
+              break;
+            case 2:
+              objective.AccumulateAngleGrams(theta);
+              break;
+            default:
+              objective.SumOfSquares(theta);
+              break;
+          }
+        },
+        PassInterrupted);
+    EXPECT_EQ(polls, 3);
+  }
+  // And the objective is whole afterwards: the next pass starts from zero.
+  stop_after = 1 << 30;
+  const NormalEquations again = objective.Accumulate(theta);
+  const NormalEquations expected = reference->Accumulate(theta);
+  EXPECT_EQ(again.chi2, expected.chi2);
+  EXPECT_TRUE((again.jtj.array() == expected.jtj.array()).all());
+}
+
 TEST_F(ObjectiveTest, SkipsNonFiniteDataPoints) {
   const std::vector<double> times = {0.1, 0.2, 0.3, 0.4};
   HomodyneModel model(AnalysisMode::kStatic, ScatteringGeometry{}, times);

@@ -107,8 +107,7 @@ void StrategiesByModeTest::ExpectStrategiesBitwiseEqual(const LossOptions& loss,
   constexpr int64_t kBatchPoints = 300;
   const PackedDataObjective::PackedData data = PackedDataObjective::LoadPackedData(*source);
 
-  PackedDataObjective large(model, phi, 0.01, data,
-                            PassOptions{kBatchPoints, 0, {}, loss, {}});
+  PackedDataObjective large(model, phi, 0.01, data, PassOptions{kBatchPoints, 0, {}, loss, {}, {}});
   ASSERT_GT(large.num_batches(), 20);
   const LevenbergMarquardtOptions options = BoundedOptions(large);
   const Eigen::VectorXd start = StartOf(config);
@@ -116,12 +115,14 @@ void StrategiesByModeTest::ExpectStrategiesBitwiseEqual(const LossOptions& loss,
   ASSERT_TRUE(ReachedTheOptimum(reference));
 
   int chunks_seen = 0;
-  PassOptions chunked_options{kBatchPoints, 3,
+  PassOptions chunked_options{kBatchPoints,
+                              3,
                               [&](const PassProgress& progress) {
                                 ++chunks_seen;
                                 EXPECT_LE(progress.batches_done, progress.num_batches);
                               },
                               loss,
+                              {},
                               {}};
   PackedDataObjective chunked(model, phi, 0.01, data, chunked_options);
   ExpectBitwiseEqual(reference, Minimize(options, chunked, start), "chunked");
@@ -134,7 +135,7 @@ void StrategiesByModeTest::ExpectStrategiesBitwiseEqual(const LossOptions& loss,
        {std::tuple{true, 4, 2}, std::tuple{false, 1, 1}, std::tuple{true, 7, 1}}) {
     omp_set_num_threads(thread_count);
     BatchedObjective streaming(model, phi, 0.01, MakeStreamingPassData(*source, prefetch),
-                               PassOptions{kBatchPoints, chunk, {}, loss, {}});
+                               PassOptions{kBatchPoints, chunk, {}, loss, {}, {}});
     ExpectBitwiseEqual(reference, Minimize(options, streaming, start), "streaming");
     EXPECT_EQ(streaming.num_residuals(), large.num_residuals());
   }
@@ -230,7 +231,7 @@ TEST_F(StrategiesTest, AnInjectedReadFaultIsRetriedThenStopsThePassNamingTheBatc
   read_options.prefetch = false;
   read_options.retry_backoff_seconds = 0.0;
   BatchedObjective streaming(model, phi, 0.01, MakeStreamingPassData(*source, read_options),
-                             PassOptions{300, 1, {}, {}, {}});
+                             PassOptions{300, 1, {}, {}, {}, {}});
   ASSERT_GT(streaming.num_batches(), 2);
 
   // Act, assert: two retries, then a DataError that names the batch.
@@ -296,7 +297,7 @@ TEST_F(StrategiesTest, ACorruptChunkMidFileStopsAPrefetchingPassNamingFileAndDat
   read_options.retry_backoff_seconds = 0.0;
   BatchedObjective streaming(ModelOf(config, *source), AnglesOf(*source), 0.01,
                              MakeStreamingPassData(*source, read_options),
-                             PassOptions{5000, 2, {}, {}, {}});
+                             PassOptions{5000, 2, {}, {}, {}, {}});
   ASSERT_GT(streaming.num_batches(), 8);
 
   // Act, assert: every pass stops with the file, the dataset and the rows that failed (retried
@@ -326,9 +327,9 @@ TEST_P(StrategiesByModeTest, ResumingAnInterruptedPassIsBitwiseIdentical) {
 
   // Every objective on the source is destroyed before the next one reads: a streaming
   // objective's prefetch thread may still be reading (HDF5 is not thread-safe).
-  auto uninterrupted = std::make_unique<BatchedObjective>(
-      model, phi, 0.01, MakeStreamingPassData(*source),
-      PassOptions{kBatchPoints, kChunk, {}, {}, {}});
+  auto uninterrupted =
+      std::make_unique<BatchedObjective>(model, phi, 0.01, MakeStreamingPassData(*source),
+                                         PassOptions{kBatchPoints, kChunk, {}, {}, {}, {}});
   const LevenbergMarquardtOptions options = BoundedOptions(*uninterrupted);
   const LevenbergMarquardtSummary reference = Minimize(options, *uninterrupted, start);
   ASSERT_TRUE(ReachedTheOptimum(reference));
@@ -357,6 +358,7 @@ TEST_P(StrategiesByModeTest, ResumingAnInterruptedPassIsBitwiseIdentical) {
                                            }
                                          },
                                          {},
+                                         {},
                                          {}});
       EXPECT_THROW(Minimize(first_options, first, start), Interrupted);
       ASSERT_TRUE(saved_pass.has_value());
@@ -366,7 +368,7 @@ TEST_P(StrategiesByModeTest, ResumingAnInterruptedPassIsBitwiseIdentical) {
     LevenbergMarquardtOptions resumed_options = options;
     resumed_options.resume_state = last_state;  // none when stopped in the first pass
     BatchedObjective resumed(model, phi, 0.01, MakeStreamingPassData(*source),
-                             PassOptions{kBatchPoints, kChunk, {}, {}, {}});
+                             PassOptions{kBatchPoints, kChunk, {}, {}, {}, {}});
     resumed.ResumePass(*saved_pass);
     ExpectBitwiseEqual(reference, Minimize(resumed_options, resumed, start), "resumed");
   }
