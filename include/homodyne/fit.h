@@ -55,6 +55,10 @@ struct FitOutcome {
   // opened its checkpoints and held while this pointer or a copy lives: RunFitJob releases it once
   // the results are durable and the checkpoints removed. Null without checkpoints.
   std::shared_ptr<void> checkpoint_lock;
+  // The lock of the results folder output_dir/nlsq (docs/checkpoints.md, The folder lock), taken
+  // by RunFitJob before the fit starts and held while this pointer or a copy lives, so that a
+  // caller writes its plots into the folder before another fit may. Null without output_dir.
+  std::shared_ptr<void> results_lock;
   int exit_code = 0;                    // 0 converged or max_iterations, 1 the optimiser failed
 };
 
@@ -79,7 +83,9 @@ void RemoveCheckpoints(const FitOutcome& outcome);
 
 // The job both shells run (the CLI's `homodyne` and the Python module's fit_nlsq), in order:
 //   0. the paths checked (CheckJobPaths, src/config/path_checks.h: no NUL in checkpoint_dir,
-//      output_dir or logging.performance.filename, no performance log on a result file);
+//      output_dir or logging.performance.filename, no performance log on a result file), and
+//      the results folder output_dir/nlsq locked for the whole job (rank 0; outcome.results_lock):
+//      a second job on the same folder is refused before it fits, naming the holder;
 //   1. Fit, with the config's performance log (logging.performance) attached to the observer,
 //      the log written under output_dir (no output_dir: no log, with a warning when enabled);
 //   2. on_fitted(outcome), when set (the CLI prints the result here, so that a failed write
@@ -89,7 +95,8 @@ void RemoveCheckpoints(const FitOutcome& outcome);
 //      checkpoint folder's lock released. A failure or a kill before this step leaves the
 //      checkpoints, so that a rerun resumes and writes bitwise the same results
 //      (docs/checkpoints.md, Result files and checkpoints).
-// Throws ConfigError naming the key for a path of step 0, and what Fit and WriteFitResults throw
+// Throws ConfigError naming the key for a path of step 0, InputError naming the holder when the
+// results folder is locked by another fit, and what Fit and WriteFitResults throw
 // (the lock released, the checkpoints kept); a failure of the fit is logged first.
 struct FitJobOptions {
   std::optional<std::string> output_dir;             // result files and the performance log

@@ -1,4 +1,4 @@
-// CheckpointFolderLock (src/checkpoint/checkpoint_lock.h): flock(2) on <folder>/.homodyne.lock.
+// FolderLock (src/checkpoint/checkpoint_lock.h): flock(2) on the folder's lock file.
 #include "checkpoint/checkpoint_lock.h"
 
 #include <fcntl.h>
@@ -50,41 +50,72 @@ bool IsFileAtPath(int fd, const std::string& path) {
          opened.st_dev == named.st_dev && opened.st_ino == named.st_ino;
 }
 
+// "checkpoint folder" / "results folder", and the advice of the in-use message.
+const char* FolderNoun(LockedFolder folder) {
+  return folder == LockedFolder::kCheckpoints ? "checkpoint folder" : "results folder";
+}
+const char* InUseAdvice(LockedFolder folder) {
+  return folder == LockedFolder::kCheckpoints
+             ? "two fits cannot share a checkpoint folder; wait for that fit to end or give this "
+               "one another checkpoint_dir (--checkpoint-dir)"
+             : "two fits cannot write their results into one folder; wait for that fit to end or "
+               "give this one another output folder (--output-dir)";
+}
+
 }  // namespace
 
-std::unique_ptr<CheckpointFolderLock> CheckpointFolderLock::Acquire(const std::string& directory,
-                                                                    std::string& note) {
+const char* FolderLock::LockFileName(LockedFolder folder) {
+  return folder == LockedFolder::kCheckpoints ? ".homodyne.lock" : ".homodyne-results.lock";
+}
+
+std::unique_ptr<FolderLock> FolderLock::Acquire(const std::string& directory, LockedFolder folder,
+                                                std::string& note) {
   note.clear();
+  const std::string noun = FolderNoun(folder);
   std::error_code error;
   const bool existed = fs::is_directory(directory, error);
   if (!existed) {
     fs::create_directories(directory, error);
     if (!fs::is_directory(directory)) {
-      note = "cannot lock the checkpoint folder " + directory + ": cannot create it (" +
+      note = "cannot lock the " + noun + " " + directory + ": cannot create it (" +
              (error ? error.message() : std::string("not a folder")) + ")";
       return nullptr;
     }
   }
-  const std::string path = (fs::path(directory) / kLockFileName).string();
-  auto give_up = [&](const std::string& why) -> std::unique_ptr<CheckpointFolderLock> {
-    note = "cannot lock the checkpoint folder " + directory + ": " + why +
+  const std::string path = (fs::path(directory) / LockFileName(folder)).string();
+  auto give_up = [&](const std::string& why) -> std::unique_ptr<FolderLock> {
+    note = "cannot lock the " + noun + " " + directory + ": " + why +
            "; another fit could use it at the same time";
     if (!existed) ::rmdir(directory.c_str());
     return nullptr;
   };
   for (int attempt = 0; attempt < kMaxLockAttempts; ++attempt) {
-    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    // O_NOFOLLOW: a symbolic link in the lock file's place fails (ELOOP) instead of having its
+    // target truncated and overwritten with the holder's name.
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0 && errno == ELOOP) {
+      throw InputError("the lock file " + path + " of the " + noun + " " + directory +
+                       " is a symbolic link: it is not followed; remove it and run again");
+    }
+    if (fd < 0 && errno == EISDIR) {
+      throw InputError("the lock file " + path + " of the " + noun + " " + directory +
+                       " is not a regular file; remove it and run again");
+    }
     if (fd < 0) return give_up("cannot open " + path + " (" + ErrnoText(errno) + ")");
+    struct stat opened {};
+    if (::fstat(fd, &opened) != 0 || !S_ISREG(opened.st_mode)) {
+      ::close(fd);
+      throw InputError("the lock file " + path + " of the " + noun + " " + directory +
+                       " is not a regular file; remove it and run again");
+    }
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
       const int reason = errno;
       const std::string holder = ReadHolder(fd);
       ::close(fd);
       if (reason == EWOULDBLOCK) {
-        throw InputError("checkpoint folder " + directory + " is in use by " +
+        throw InputError(noun + " " + directory + " is in use by " +
                          (holder.empty() ? std::string("another process") : holder) +
-                         " (lock file " + path +
-                         "): two fits cannot share a checkpoint folder; wait for that fit to end "
-                         "or give this one another checkpoint_dir (--checkpoint-dir)");
+                         " (lock file " + path + "): " + InUseAdvice(folder));
       }
       return give_up("flock of " + path + " failed (" + ErrnoText(reason) + ")");
     }
@@ -94,8 +125,8 @@ std::unique_ptr<CheckpointFolderLock> CheckpointFolderLock::Acquire(const std::s
     }
     const std::string stale = ReadHolder(fd);
     if (!stale.empty()) {
-      note = "took over the stale lock of " + stale + " on the checkpoint folder " + directory +
-             " (" + path + " was left by a process that has ended)";
+      note = "took over the stale lock of " + stale + " on the " + noun + " " + directory + " (" +
+             path + " was left by a process that has ended)";
     }
     const std::string holder = HolderText() + "\n";
     if (::ftruncate(fd, 0) != 0 ||
@@ -104,14 +135,13 @@ std::unique_ptr<CheckpointFolderLock> CheckpointFolderLock::Acquire(const std::s
       ::close(fd);
       return give_up("cannot write " + path + " (" + ErrnoText(reason) + ")");
     }
-    return std::unique_ptr<CheckpointFolderLock>(
-        new CheckpointFolderLock(directory, path, fd, !existed));
+    return std::unique_ptr<FolderLock>(new FolderLock(directory, path, fd, !existed));
   }
   return give_up(path + " was removed " + std::to_string(kMaxLockAttempts) +
                  " times while being locked");
 }
 
-CheckpointFolderLock::~CheckpointFolderLock() {
+FolderLock::~FolderLock() {
   // Removed while still locked: a process that opens the path from now on creates a new file.
   ::unlink(path_.c_str());
   ::close(fd_);

@@ -57,6 +57,10 @@ void CheckJobPaths(const Config& config, const std::optional<std::string>& outpu
   if (const std::optional<std::string> clash = PerformanceLogOnResultsMessage(log_name)) {
     throw ConfigError(source + *clash);
   }
+  if (output_dir && output_dir->empty()) {
+    throw ConfigError(
+        "output_dir (--output-dir) = '': an empty path; name a folder (\".\" for the current one)");
+  }
   if (output_dir && HasNul(*output_dir)) {
     throw ConfigError(NulInPathMessage("output_dir", *output_dir));
   }

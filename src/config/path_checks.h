@@ -32,7 +32,8 @@ std::optional<std::string> PerformanceLogOnResultsMessage(const std::string& fil
 // Every path of a fit job: optimization.streaming.checkpoint_dir and
 // logging.performance.filename of `config`, and `output_dir` (CLI --output-dir, fit_nlsq's
 // output_dir). Throws ConfigError naming the key (config.source_path first for the config's keys)
-// for a NUL in any of them, and naming both paths for a performance log on a result path.
+// for a NUL in any of them, for an empty output_dir, and naming both paths for a performance log
+// on a result path.
 void CheckJobPaths(const Config& config, const std::optional<std::string>& output_dir);
 
 }  // namespace homodyne

@@ -20,6 +20,7 @@
 #include "homodyne/errors.h"
 #include "homodyne/process_group.h"
 #include "interrupts.h"
+#include "io/file_checksum.h"
 #include "objective/c2_rows.h"
 
 namespace homodyne {
@@ -192,6 +193,10 @@ void CheckCheckpointFits(const Checkpoint& checkpoint, const CheckpointLayout& l
   }
 }
 
+// What the data fingerprint's checksum reads at most: every byte of a file up to this size, spread
+// blocks beyond it (docs/checkpoints.md, What a checkpoint holds).
+constexpr int64_t kFingerprintContentBudgetBytes = int64_t{1} << 30;
+
 std::string DataFingerprint(BatchSource& source) {
   const DatasetInfo& info = source.info();
   std::ostringstream out;
@@ -219,6 +224,15 @@ std::string DataFingerprint(BatchSource& source) {
   return out.str();
 }
 
+std::string DataContentFingerprintLine(const std::string& file_path) {
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(file_path, error)) return "";
+  const FileChecksum content = ChecksumFileContent(file_path, kFingerprintContentBudgetBytes);
+  return "\ncontent_crc32=" + std::to_string(content.crc32) + " of " +
+         (content.whole_file ? std::string("every byte")
+                             : std::to_string(content.bytes_read) + " bytes");
+}
+
 std::string ResumeAnnouncement(const Checkpoint& checkpoint, const std::string& path,
                                std::chrono::system_clock::time_point now) {
   std::tm written{};
@@ -244,7 +258,8 @@ std::string ResumeAnnouncement(const Checkpoint& checkpoint, const std::string& 
 }
 
 FitCheckpoints::FitCheckpoints(const Config& config, CheckpointPolicy policy,
-                               std::string config_sha256, std::string data_fingerprint,
+                               std::string config_sha256,
+                               std::function<std::string()> data_fingerprint,
                                int64_t batches_per_pass,
                                std::function<void(const CheckpointSaveReport&)> on_saved)
     : enabled_(config.streaming.enable_checkpoints),
@@ -254,7 +269,7 @@ FitCheckpoints::FitCheckpoints(const Config& config, CheckpointPolicy policy,
       min_interval_seconds_(config.streaming.checkpoint_min_interval_seconds),
       last_save_time_(std::chrono::steady_clock::now()),
       config_sha256_(std::move(config_sha256)),
-      data_fingerprint_(std::move(data_fingerprint)),
+      data_fingerprint_of_source_(std::move(data_fingerprint)),
       store_(CheckpointOptions{config.streaming.checkpoint_dir,
                                config.streaming.keep_last_checkpoints,
                                config.streaming.enable_compression}),
@@ -263,7 +278,8 @@ FitCheckpoints::FitCheckpoints(const Config& config, CheckpointPolicy policy,
       writer_(CurrentProcessGroup()->is_root()) {
   if (enabled_ && writer_) {
     std::string note;
-    folder_lock_ = CheckpointFolderLock::Acquire(store_.options().directory, note);
+    folder_lock_ =
+        FolderLock::Acquire(store_.options().directory, LockedFolder::kCheckpoints, note);
     if (!note.empty()) spdlog::warn("{}", note);
   }
   if (const FaultInjector* faults = InstalledFaultInjector(); faults != nullptr) {
@@ -289,8 +305,11 @@ std::optional<Checkpoint> FitCheckpoints::LoadForResume() {
     return std::nullopt;
   }
   std::vector<std::string> skipped;
+  // The fingerprint reads the data file: only when there is a checkpoint to compare it with.
   std::optional<Checkpoint> checkpoint =
-      store_.LoadNewestValid(config_sha256_, data_fingerprint_, &skipped);
+      store_.List().empty()
+          ? std::nullopt
+          : store_.LoadNewestValid(config_sha256_, DataFingerprintText(), &skipped);
   for (const std::string& warning : skipped) {
     spdlog::warn("{}", warning);
     warnings_.push_back(warning);
@@ -404,6 +423,11 @@ void FitCheckpoints::OnChunk(const PassProgress& progress) {
   }
 }
 
+const std::string& FitCheckpoints::DataFingerprintText() {
+  if (!data_fingerprint_) data_fingerprint_ = data_fingerprint_of_source_();
+  return *data_fingerprint_;
+}
+
 bool FitCheckpoints::PeriodicSaveDue() const {
   return global_batch_ - batches_at_last_save_ >= frequency_ &&
          std::chrono::duration<double>(std::chrono::steady_clock::now() - last_save_time_)
@@ -419,7 +443,7 @@ bool FitCheckpoints::Save(const PassState* pass) {
   checkpoint.statistics = statistics_;
   checkpoint.global_batch = global_batch_;
   checkpoint.config_sha256 = config_sha256_;
-  checkpoint.data_fingerprint = data_fingerprint_;
+  checkpoint.data_fingerprint = DataFingerprintText();
   checkpoint.engine_version = HOMODYNE_VERSION;
   checkpoint.timestamp_utc = UtcTimestamp();
   batches_at_last_save_ = global_batch_;

@@ -60,8 +60,18 @@ std::string ResumeAnnouncement(const Checkpoint& checkpoint, const std::string& 
                                std::chrono::system_clock::time_point now);
 
 // Path, size, modification time, shape and a SHA-256 of sampled rows (first, middle and last row
-// of every angle) of the input: a checkpoint of another data set is refused.
+// of every angle) of the input: a checkpoint of another data set is refused. Reads the source:
+// call it before passes start (a streaming source's reader thread reads it during passes).
 std::string DataFingerprint(BatchSource& source);
+
+// The fingerprint's last line for a data file, "\ncontent_crc32=C of every byte" (or "of B
+// bytes"): the CRC-32 of its bytes, all of them up to 1 GiB, else 1 GiB in blocks spread over it
+// (file_checksum.h), so that a checkpoint of this file edited in place since, its size and
+// modification time kept, is refused. "" when file_path is not a regular file (data from memory).
+// Reads the file itself (not through a BatchSource), up to 1 GiB: FitCheckpoints asks for it only
+// when it saves or compares a checkpoint. Throws std::runtime_error naming the file on a failed
+// read.
+std::string DataContentFingerprintLine(const std::string& file_path);
 
 // When a strategy's checkpoints are written (docs/design.md section 6;
 // FitStrategy::checkpoint_policy).
@@ -81,15 +91,18 @@ class FitCheckpoints {
   // one pass over the data; an optimiser that reports passes, not batches
   // (policy.passes_from_iterations), counts its passes in these. on_saved: called after each
   // checkpoint written (FitObserver::on_checkpoint_saved; may be empty).
+  // data_fingerprint: computes the input's whole fingerprint (DataFingerprint and
+  // DataContentFingerprintLine), called at most once, when the first checkpoint is saved or
+  // compared, possibly while a pass runs: it must not read the fit's BatchSource.
   FitCheckpoints(const Config& config, CheckpointPolicy policy, std::string config_sha256,
-                 std::string data_fingerprint, int64_t batches_per_pass,
+                 std::function<std::string()> data_fingerprint, int64_t batches_per_pass,
                  std::function<void(const CheckpointSaveReport&)> on_saved = {});
 
   bool enabled() const { return enabled_; }
   // The checkpoint folder's lock, held until the last owner drops it (FitOutcome keeps it until
   // the result files are durable and the checkpoints removed); null when checkpoints are disabled
   // or the folder could not be locked.
-  const std::shared_ptr<CheckpointFolderLock>& folder_lock() const { return folder_lock_; }
+  const std::shared_ptr<FolderLock>& folder_lock() const { return folder_lock_; }
   const CheckpointOptions& store_options() const { return store_.options(); }
   // With resuming off (--no-resume), deletes the folder's checkpoints and returns nothing.
   // The newest valid checkpoint of this config and data when resuming is on; corrupt files are
@@ -140,6 +153,8 @@ class FitCheckpoints {
   // True when a periodic save is due: checkpoint_frequency batches and
   // checkpoint_min_interval_seconds since the last save (or the start).
   bool PeriodicSaveDue() const;
+  // The data fingerprint, computed on the first call.
+  const std::string& DataFingerprintText();
   // Counts finished batches; sleeps the injected delay per batch (test_batch_delay_ms_) and
   // raises the injected signal (test_signal_) once due.
   void AdvanceBatches(int64_t batches);
@@ -155,9 +170,10 @@ class FitCheckpoints {
   double min_interval_seconds_;
   std::chrono::steady_clock::time_point last_save_time_;  // or the start
   std::string config_sha256_;
-  std::string data_fingerprint_;
+  std::function<std::string()> data_fingerprint_of_source_;
+  std::optional<std::string> data_fingerprint_;  // DataFingerprintText, once computed
   CheckpointStore store_;
-  std::shared_ptr<CheckpointFolderLock> folder_lock_;  // from the constructor on
+  std::shared_ptr<FolderLock> folder_lock_;  // from the constructor on
   std::optional<LevenbergMarquardtState> last_state_;
   std::optional<PassState> last_pass_;     // after the last finished chunk, or the resumed one
   GlobalSearchTrail global_search_trail_;  // the resumed or finished global phase's work

@@ -3,22 +3,54 @@
 
 #include <chrono>
 #include <exception>
+#include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint_lock.h"
 #include "config/path_checks.h"
+#include "homodyne/errors.h"
 #include "homodyne/fit.h"
 #include "homodyne/process_group.h"
 #include "performance_log.h"
 #include "pipeline/fault_injection.h"
 
 namespace homodyne {
+namespace {
+
+// The lock of output_dir/nlsq for the whole job (fit.h, RunFitJob step 0), on rank 0; the ranks
+// learn together whether rank 0 holds it, so that none of them starts a fit the others refused.
+// A folder that cannot be created or locked only warns: the write at the end reports it.
+std::shared_ptr<FolderLock> LockResultsFolder(const std::string& output_dir, bool root) {
+  std::shared_ptr<FolderLock> lock;
+  std::string refusal;
+  if (root) {
+    try {
+      std::string note;
+      lock = FolderLock::Acquire((std::filesystem::path(output_dir) / "nlsq").string(),
+                                 LockedFolder::kResults, note);
+      if (!note.empty()) spdlog::warn("{}", note);
+    } catch (const InputError& error) {
+      refusal = error.what();
+    }
+  }
+  if (CurrentProcessGroup()->BroadcastFromRoot(refusal.empty() ? 0 : 1) != 0) {
+    throw InputError(root ? refusal
+                          : "rank 0 could not lock the results folder " + output_dir + "/nlsq");
+  }
+  return lock;
+}
+
+}  // namespace
 
 FitOutcome RunFitJob(const Config& config, BatchSource& source, const FitJobOptions& options,
                      const FitObserver& observer) {
   CheckJobPaths(config, options.output_dir);
   // The ranks of a job (process_group.h) fit in lock step; rank 0 alone logs, reports and writes.
   const bool root = CurrentProcessGroup()->is_root();
+  const std::shared_ptr<FolderLock> results_lock =
+      options.output_dir ? LockResultsFolder(*options.output_dir, root) : nullptr;
   // logging.performance: <output_dir>/<filename>, only when there is an output_dir to put it in;
   // a log that cannot be written only warns.
   PerformanceLogOptions log_options = config.logging.performance;
@@ -44,6 +76,7 @@ FitOutcome RunFitJob(const Config& config, BatchSource& source, const FitJobOpti
       throw;
     }
   }();
+  outcome.results_lock = results_lock;
   performance_log.LogTotal(outcome.result);
   if (!root) return outcome;  // rank 0 writes the files and removes the checkpoints
   if (options.on_fitted) options.on_fitted(outcome);

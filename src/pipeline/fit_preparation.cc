@@ -111,7 +111,10 @@ void LookUpCheckpointStep(PreparedFit& fit) {
       config, fit.strategy->checkpoint_policy(),
       Sha256Hex(
           FitIdentityText(config, objective.batch_points(), config.nlsq.global_search.method)),
-      DataFingerprint(fit.source), objective.num_batches(), fit.observer.on_checkpoint_saved);
+      [sampled = DataFingerprint(fit.source), path = fit.source.info().file_path] {
+        return sampled + DataContentFingerprintLine(path);
+      },
+      objective.num_batches(), fit.observer.on_checkpoint_saved);
   // With --no-resume, LoadForResume removes the folder's checkpoints: Fit calls it, not this.
   if (!config.streaming.resume_from_checkpoint) return;
   std::optional<Checkpoint> checkpoint = fit.checkpoints->LoadForResume();

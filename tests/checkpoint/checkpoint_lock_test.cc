@@ -47,7 +47,7 @@ class CheckpointLockTest : public ::testing::Test {
     fs::remove_all(root_);
     fs::create_directories(root_);
     folder_ = (root_ / "checkpoints").string();
-    lock_file_ = fs::path(folder_) / CheckpointFolderLock::kLockFileName;
+    lock_file_ = fs::path(folder_) / FolderLock::LockFileName(LockedFolder::kCheckpoints);
   }
   void TearDown() override { fs::remove_all(root_); }
 
@@ -59,7 +59,8 @@ class CheckpointLockTest : public ::testing::Test {
 TEST_F(CheckpointLockTest, TheLockFileNamesTheHolderAndGoesWithTheLock) {
   std::string note = "not cleared";
   {
-    const std::unique_ptr<CheckpointFolderLock> lock = CheckpointFolderLock::Acquire(folder_, note);
+    const std::unique_ptr<FolderLock> lock =
+        FolderLock::Acquire(folder_, LockedFolder::kCheckpoints, note);
     ASSERT_NE(lock, nullptr);
     EXPECT_THAT(note, IsEmpty());
     EXPECT_EQ(ReadText(lock_file_),
@@ -74,7 +75,7 @@ TEST_F(CheckpointLockTest, AFolderThatExistedStaysWithItsCheckpoints) {
   fs::create_directories(folder_);
   std::ofstream(fs::path(folder_) / "homodyne_state_batch_000004.h5") << "x";
   std::string note;
-  CheckpointFolderLock::Acquire(folder_, note).reset();
+  FolderLock::Acquire(folder_, LockedFolder::kCheckpoints, note).reset();
 
   EXPECT_TRUE(fs::exists(fs::path(folder_) / "homodyne_state_batch_000004.h5"));
   EXPECT_FALSE(fs::exists(lock_file_));
@@ -82,10 +83,11 @@ TEST_F(CheckpointLockTest, AFolderThatExistedStaysWithItsCheckpoints) {
 
 TEST_F(CheckpointLockTest, ASecondFitOnTheFolderIsRefusedNamingTheHolder) {
   std::string note;
-  const std::unique_ptr<CheckpointFolderLock> held = CheckpointFolderLock::Acquire(folder_, note);
+  const std::unique_ptr<FolderLock> held =
+      FolderLock::Acquire(folder_, LockedFolder::kCheckpoints, note);
   ASSERT_NE(held, nullptr);
   try {
-    CheckpointFolderLock::Acquire(folder_, note);
+    FolderLock::Acquire(folder_, LockedFolder::kCheckpoints, note);
     FAIL() << "expected InputError";
   } catch (const InputError& error) {
     EXPECT_THAT(error.what(),
@@ -103,7 +105,7 @@ TEST_F(CheckpointLockTest, AnotherLiveProcessHoldsItUntilItIsKilled) {
   ASSERT_GE(child, 0);
   if (child == 0) {
     std::string child_note;
-    const auto lock = CheckpointFolderLock::Acquire(folder_, child_note);
+    const auto lock = FolderLock::Acquire(folder_, LockedFolder::kCheckpoints, child_note);
     const char byte = lock != nullptr ? '1' : '0';
     if (::write(ready[1], &byte, 1) != 1) ::_exit(1);
     ::pause();  // holds the lock until killed
@@ -114,7 +116,7 @@ TEST_F(CheckpointLockTest, AnotherLiveProcessHoldsItUntilItIsKilled) {
   ASSERT_EQ(byte, '1');
   std::string note;
   try {
-    CheckpointFolderLock::Acquire(folder_, note);
+    FolderLock::Acquire(folder_, LockedFolder::kCheckpoints, note);
     ADD_FAILURE() << "expected InputError while the child holds the lock";
   } catch (const InputError& error) {
     EXPECT_THAT(error.what(), HasSubstr("in use by PID " + std::to_string(child) + " on host"));
@@ -125,7 +127,8 @@ TEST_F(CheckpointLockTest, AnotherLiveProcessHoldsItUntilItIsKilled) {
   ::waitpid(child, &status, 0);
   ::close(ready[0]);
   ::close(ready[1]);
-  const std::unique_ptr<CheckpointFolderLock> taken = CheckpointFolderLock::Acquire(folder_, note);
+  const std::unique_ptr<FolderLock> taken =
+      FolderLock::Acquire(folder_, LockedFolder::kCheckpoints, note);
 
   ASSERT_NE(taken, nullptr);
   EXPECT_THAT(note, HasSubstr("took over the stale lock of PID " + std::to_string(child) +
@@ -139,7 +142,8 @@ TEST_F(CheckpointLockTest, AStaleLockFileIsTakenOverWithANote) {
   std::ofstream(lock_file_) << "PID 4242 on host node-that-rebooted\n";
   std::string note;
 
-  const std::unique_ptr<CheckpointFolderLock> lock = CheckpointFolderLock::Acquire(folder_, note);
+  const std::unique_ptr<FolderLock> lock =
+      FolderLock::Acquire(folder_, LockedFolder::kCheckpoints, note);
 
   ASSERT_NE(lock, nullptr);
   EXPECT_THAT(note, HasSubstr("took over the stale lock of PID 4242 on host node-that-rebooted"));
@@ -151,8 +155,71 @@ TEST_F(CheckpointLockTest, AFolderThatCannotBeCreatedIsNotLockedAndSaysWhy) {
   const std::string folder = (root_ / "plain_file" / "checkpoints").string();
   std::string note;
 
-  EXPECT_EQ(CheckpointFolderLock::Acquire(folder, note), nullptr);
+  EXPECT_EQ(FolderLock::Acquire(folder, LockedFolder::kCheckpoints, note), nullptr);
   EXPECT_THAT(note, HasSubstr("cannot lock the checkpoint folder " + folder));
+}
+
+TEST_F(CheckpointLockTest, ASymbolicLinkInPlaceOfTheLockFileIsRefusedAndItsTargetKept) {
+  fs::create_directories(folder_);
+  const fs::path precious = root_ / "precious.txt";
+  std::ofstream(precious) << "precious content\n";
+  fs::create_symlink(precious, lock_file_);
+  std::string note;
+
+  try {
+    FolderLock::Acquire(folder_, LockedFolder::kCheckpoints, note);
+    FAIL() << "a symbolic link was followed";
+  } catch (const InputError& error) {
+    EXPECT_THAT(error.what(), AllOf(HasSubstr(lock_file_.string()), HasSubstr("symbolic link")));
+  }
+
+  EXPECT_EQ(ReadText(precious), "precious content\n");
+  EXPECT_TRUE(fs::is_symlink(lock_file_));
+}
+
+TEST_F(CheckpointLockTest, ALockFileThatIsNotARegularFileIsRefused) {
+  fs::create_directories(lock_file_);  // a folder by the lock file's name
+  std::string note;
+
+  try {
+    FolderLock::Acquire(folder_, LockedFolder::kCheckpoints, note);
+    FAIL() << "a folder was taken for the lock file";
+  } catch (const InputError& error) {
+    EXPECT_THAT(error.what(), HasSubstr(lock_file_.string()));
+  }
+}
+
+TEST_F(CheckpointLockTest, AResultsFolderHasItsOwnLockFileAndMessage) {
+  const std::string results = (root_ / "out" / "nlsq").string();
+  std::string note;
+  const std::unique_ptr<FolderLock> held =
+      FolderLock::Acquire(results, LockedFolder::kResults, note);
+  ASSERT_NE(held, nullptr);
+  EXPECT_EQ(held->path(), (fs::path(results) / ".homodyne-results.lock").string());
+  // The same folder may also be a checkpoint folder: the two locks do not collide.
+  const std::unique_ptr<FolderLock> checkpoint_lock =
+      FolderLock::Acquire(results, LockedFolder::kCheckpoints, note);
+  EXPECT_NE(checkpoint_lock, nullptr);
+
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::string child_note;
+    try {
+      FolderLock::Acquire(results, LockedFolder::kResults, child_note);
+      ::_exit(1);  // taken although held
+    } catch (const InputError& error) {
+      const std::string text = error.what();
+      ::_exit(text.find("results folder " + results + " is in use by PID") != std::string::npos &&
+                      text.find("--output-dir") != std::string::npos
+                  ? 0
+                  : 2);
+    }
+  }
+  int status = -1;
+  ::waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 }  // namespace

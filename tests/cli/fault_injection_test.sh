@@ -366,6 +366,31 @@ open(path, 'wb').write(data)" "$newest" "$size" ;;
     fi
     expect_exit 1 "written by the $writer.*resume it with $advice" "$bin_dir/homodyne" \
       --config fit.yaml "${other[@]}" "${local_only[@]}" --output-dir other_strategy
+    # A value edited in place, the size and modification time kept: a byte of angle 0's (100, 200)
+    # point, in none of the fingerprint's sampled rows (0, the middle and the last): the
+    # checksum of the file's bytes sees it (docs/checkpoints.md, What a checkpoint holds).
+    cp -p sim.h5 sim_unedited.h5
+    /usr/bin/python3 - <<'PY' || { echo "FAIL: cannot edit sim.h5"; failures=$((failures + 1)); }
+import h5py
+with h5py.File("sim.h5", "r") as f:
+    data = f["xpcs/twotime/correlation_map/c2_00001"]
+    assert data.compression is None
+    if data.chunks is None:
+        offset = data.id.get_offset() + (100 * data.shape[1] + 200) * data.dtype.itemsize
+    else:  # the byte of (100, 200) in its uncompressed chunk
+        rows, cols = data.chunks
+        corner = (100 - 100 % rows, 200 - 200 % cols)
+        chunk = data.id.get_chunk_info_by_coord(corner)
+        offset = chunk.byte_offset + ((100 - corner[0]) * cols + 200 - corner[1]) * data.dtype.itemsize
+with open("sim.h5", "r+b") as f:
+    f.seek(offset + 1)
+    byte = f.read(1)
+    f.seek(offset + 1)
+    f.write(bytes([byte[0] ^ 0x40]))
+PY
+    touch -r sim_unedited.h5 sim.h5
+    expect_exit 1 "different data set \(checkpoint 'content_crc32=" fit --output-dir edited
+    mv sim_unedited.h5 sim.h5
     touch -d '2001-01-01' sim.h5
     expect_exit 1 "different data set" fit --output-dir touched
     expect_exit 0 "LM converged" fit --output-dir fresh --no-resume
@@ -531,12 +556,19 @@ PY
       fit --output-dir second
     grep -q "iteration" <<<"$last_output" && { echo "FAIL: the second fit fitted"; failures=$((failures + 1)); }
     [ ! -e second/nlsq ] || { echo "FAIL: the second fit wrote results"; failures=$((failures + 1)); }
+    # One live process per results folder too: a fit with its own checkpoint folder but the
+    # paused fit's output folder stops before fitting, and the paused fit's results survive it.
+    expect_exit 1 "results folder first/nlsq is in use by PID $pid on host $(uname -n) \(lock file first/nlsq/\.homodyne-results\.lock\)" \
+      fit --output-dir first --checkpoint-dir other_checkpoints
+    grep -q "iteration" <<<"$last_output" && { echo "FAIL: the fit on a locked results folder fitted"; failures=$((failures + 1)); }
+    [ ! -e other_checkpoints ] || { echo "FAIL: the fit on a locked results folder made checkpoints"; failures=$((failures + 1)); }
     kill -CONT "$pid"
     wait "$pid"
     code=$?
     [ "$code" -eq 0 ] || { echo "FAIL: the paused fit exited $code"; cat first.log; failures=$((failures + 1)); }
     same_results reference first
     [ ! -e checkpoints/.homodyne.lock ] || { echo "FAIL: lock file left after success"; failures=$((failures + 1)); }
+    [ ! -e first/nlsq/.homodyne-results.lock ] || { echo "FAIL: results lock file left after success"; failures=$((failures + 1)); }
     # Interrupted (exit 3): the lock is released with the checkpoints kept.
     HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=$term_at:15 expect_exit 3 "checkpoint saved" \
       fit_with_faults --output-dir interrupted

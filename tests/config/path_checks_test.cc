@@ -79,6 +79,13 @@ TEST(PathChecksTest, AJobChecksTheOutputFolderAndTheConfigItRuns) {
   Config config = ParseConfig("analysis_mode: static\n", "job.yaml");
   EXPECT_NO_THROW(CheckJobPaths(config, std::string("results")));
   EXPECT_NO_THROW(CheckJobPaths(config, std::nullopt));
+  // An empty output folder would put the results in /nlsq/.
+  try {
+    CheckJobPaths(config, std::string());
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& error) {
+    EXPECT_THAT(error.what(), HasSubstr("output_dir (--output-dir) = '': an empty path"));
+  }
 
   // output_dir comes from the shell (fit_nlsq's output_dir, a Python str, can hold a NUL).
   try {

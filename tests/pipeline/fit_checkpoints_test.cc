@@ -546,7 +546,7 @@ class FitJobTest : public FitResumeTest {
     return config;
   }
   std::filesystem::path lock_file() const {
-    return checkpoints() / CheckpointFolderLock::kLockFileName;
+    return checkpoints() / FolderLock::LockFileName(LockedFolder::kCheckpoints);
   }
   std::filesystem::path checkpoints() const { return directory_ / "checkpoints"; }
 };
@@ -578,8 +578,8 @@ TEST_F(FitJobTest, AResultWriteFailureKeepsTheCheckpointsAndReleasesTheLock) {
 
 TEST_F(FitJobTest, ALockedCheckpointFolderStopsTheJobBeforeItFits) {
   std::string note;
-  const std::unique_ptr<CheckpointFolderLock> held =
-      CheckpointFolderLock::Acquire(checkpoints().string(), note);
+  const std::unique_ptr<FolderLock> held =
+      FolderLock::Acquire(checkpoints().string(), LockedFolder::kCheckpoints, note);
   ASSERT_NE(held, nullptr);
   int iterations = 0;
   FitObserver observer;
