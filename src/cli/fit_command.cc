@@ -69,6 +69,10 @@ void PrintResult(const FitOutcome& outcome, std::ostream& out) {
     }
   }
   out << outcome.final_fit_report << "\n";
+  // A fit that exits 1 says why (docs/results.md, Convergence status).
+  if (outcome.exit_code != kExitSuccess) {
+    out << "  fit " << result.convergence_status << ": " << result.termination_reason << "\n";
+  }
   // " (at lower bound)" after a value the bound, not the data, holds (docs/results.md, Parameters
   // at a bound).
   const auto bound_mark = [](const ParameterEstimate& estimate) {
