@@ -966,7 +966,6 @@ TEST(LevenbergMarquardtResumeTest, ResumingWhileTheStatisticalTestHoldsIsBitwise
   }
 }
 
-
 // ---------------------------------------------------------------------------------------------
 // No free parameter: every parameter held on a bound with its gradient pointing out of the box
 // (docs/design.md section 4, active set). The free block of J^T J is then empty; a fit that reaches
