@@ -101,8 +101,8 @@ TEST(SolveBoxedQuadraticTest, EveryVariableHeldGivesTheBoundsItPushesAgainst) {
   x = SolveBoxedQuadratic(a, b, Eigen::Vector2d(0.3, 0.4), Eigen::Vector2d(0.3, 0.4),
                           Eigen::Vector2d(5.0, 5.0));
   EXPECT_EQ(x, Eigen::Vector2d(0.3, 0.4));
-  x = SolveBoxedQuadratic(a, b, Eigen::Vector2d(0.3, 0.4), Eigen::Vector2d(0.3 + 1e-15, 0.4 + 1e-15),
-                          Eigen::Vector2d(0.3, 0.4));
+  x = SolveBoxedQuadratic(a, b, Eigen::Vector2d(0.3, 0.4),
+                          Eigen::Vector2d(0.3 + 1e-15, 0.4 + 1e-15), Eigen::Vector2d(0.3, 0.4));
   EXPECT_TRUE(x.allFinite());
   EXPECT_EQ(SolveBoxedQuadratic(Eigen::MatrixXd(0, 0), Eigen::VectorXd(0), Eigen::VectorXd(0),
                                 Eigen::VectorXd(0), Eigen::VectorXd(0))
