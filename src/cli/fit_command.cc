@@ -91,9 +91,14 @@ void PrintResult(const FitOutcome& outcome, std::ostream& out) {
                   angle.offset.uncertainty);
     out << line << bound_mark(angle.offset) << "\n";
   }
+  // %.6f up to 1e6; beyond, %.6g: a reduced chi2 of 1e78 (data no model describes) in fixed
+  // notation would overflow the line and cut its newline.
   std::snprintf(line, sizeof(line),
-                "  chi2 %.6g, reduced chi2 %.6f, %lld points, %d iterations, %lld passes, "
-                "%.2f s (load %.2f s)\n",
+                result.reduced_chi_squared < 1e6
+                    ? "  chi2 %.6g, reduced chi2 %.6f, %lld points, %d iterations, %lld passes, "
+                      "%.2f s (load %.2f s)\n"
+                    : "  chi2 %.6g, reduced chi2 %.6g, %lld points, %d iterations, %lld passes, "
+                      "%.2f s (load %.2f s)\n",
                 result.chi_squared, result.reduced_chi_squared,
                 static_cast<long long>(result.n_points), result.iterations,
                 static_cast<long long>(result.passes), result.total_seconds, result.load_seconds);

@@ -434,10 +434,14 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
                                   static_cast<double>(std::max<int64_t>(dof, 1));
   const ExpandedSolution full =
       ExpandSolution(map, summary.theta, summary.covariance, covariance_scale);
+  // No covariance (a fit that failed before one, docs/results.md, Convergence status): the
+  // uncertainties are unknown, NaN (null in the JSON files), not a claim of exactness.
   const bool has_uncertainties = full.uncertainties.size() > 0;
   const std::vector<std::string> bound_marks = FullLayoutBoundMarks(summary, lm, map);
   const auto estimate = [&](const std::string& name, int f) {
-    return ParameterEstimate{name, full.theta[f], has_uncertainties ? full.uncertainties[f] : 0.0,
+    return ParameterEstimate{name, full.theta[f],
+                             has_uncertainties ? full.uncertainties[f]
+                                               : std::numeric_limits<double>::quiet_NaN(),
                              bound_marks[static_cast<size_t>(f)]};
   };
   for (int p = 0; p < n_physical; ++p) {

@@ -74,6 +74,10 @@ TEST(FitStatusTest, AnOverflowingChiSquaredIsAFailedNonFiniteObjective) {
     EXPECT_THAT(outcome.result.termination_reason, HasSubstr("chi2 is not finite at the start"));
     EXPECT_THAT(outcome.result.termination_reason, HasSubstr("optimization.nlsq.sigma = 1e-155"));
     EXPECT_TRUE(outcome.result.covariance.empty());
+    // No covariance: the uncertainties are unknown, not 0.
+    for (const ParameterEstimate& estimate : outcome.result.physical) {
+      EXPECT_TRUE(std::isnan(estimate.uncertainty)) << estimate.name;
+    }
   }
 }
 
