@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <functional>
 #include <limits>
 #include <string>
@@ -149,6 +150,40 @@ TEST(FitQualityTest, NothingFreeIsPoor) {
   const FitQuality quality = AssessFitQuality(inputs);
   EXPECT_EQ(quality.flag, "poor");
   EXPECT_THAT(quality.reasons, ElementsAre(HasSubstr("no fitted parameter was free to move")));
+}
+
+// The status and the flag agree (docs/results.md, Quality flag): over every combination of
+// reduced chi2, dof, status and problem, a flag below good always has its reasons, a failure is
+// poor and a stop at max_iterations is never good.
+TEST(FitQualityTest, TheFlagAgreesWithTheStatusAndAlwaysSaysWhy) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (const double reduced : {0.0, 1e-13, 0.3, 1.0, 2.0, 5.0, 1e80, nan}) {
+    for (const int64_t dof : {int64_t{0}, int64_t{1000}}) {
+      for (const char* status : {"converged", "max_iterations", "failed",
+                                 "failed_non_finite_objective", "no_progress"}) {
+        for (int problems = 0; problems < 8; ++problems) {
+          FitQualityInputs inputs = Clean();
+          inputs.reduced_chi_squared = reduced;
+          inputs.degrees_of_freedom = dof;
+          inputs.convergence_status = status;
+          if (problems & 1) inputs.at_lower_bound = {"D0"};
+          if (problems & 2) inputs.undetermined = {"alpha"};
+          inputs.nothing_free = (problems & 4) != 0;
+          const FitQuality quality = AssessFitQuality(inputs);
+          const std::string where = std::string(status) + ", reduced chi2 " +
+                                    std::to_string(reduced) + ", dof " + std::to_string(dof) +
+                                    ", problems " + std::to_string(problems);
+          EXPECT_EQ(quality.flag == "good", quality.reasons.empty()) << where;
+          if (FitExitCode(status) != kExitSuccess) {
+            EXPECT_EQ(quality.flag, "poor") << where;
+          }
+          if (std::string(status) == "max_iterations") {
+            EXPECT_NE(quality.flag, "good") << where;
+          }
+        }
+      }
+    }
+  }
 }
 
 // ConvergenceStatusOf (docs/results.md, Convergence status) from the final fit's summary.
