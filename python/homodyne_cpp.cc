@@ -837,7 +837,8 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly(
           "convergence_status",
           [](const NlsqResult& r) { return r.outcome.result.convergence_status; },
-          "'converged', 'max_iterations', 'failed', ...")
+          "'converged', 'max_iterations', 'no_progress', 'failed_non_finite_objective' or "
+          "'failed' (docs/results.md, Convergence status).")
       .def_property_readonly(
           "success",
           [](const NlsqResult& r) { return r.outcome.result.convergence_status == "converged"; },
