@@ -15,6 +15,7 @@
 #include <cmath>
 #include <csignal>
 #include <exception>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
@@ -255,11 +256,18 @@ struct NlsqResult {
     }
     return ReadOnly(DoubleArray(static_cast<py::ssize_t>(values.size()), values.data()));
   }
+  // NaN throughout when the fit computed no covariance (it failed before one: docs/results.md,
+  // Convergence status), never uninitialised memory.
   DoubleArray Covariance() const {
     const auto n = static_cast<py::ssize_t>(outcome.result.covariance_names.size());
     DoubleArray matrix({n, n});
-    std::copy(outcome.result.covariance.begin(), outcome.result.covariance.end(),
-              matrix.mutable_data());
+    const std::vector<double>& covariance = outcome.result.covariance;
+    if (covariance.size() == static_cast<size_t>(n * n)) {
+      std::copy(covariance.begin(), covariance.end(), matrix.mutable_data());
+    } else {
+      std::fill(matrix.mutable_data(), matrix.mutable_data() + n * n,
+                std::numeric_limits<double>::quiet_NaN());
+    }
     return ReadOnly(std::move(matrix));
   }
   // c2 of the fitted model on the fitted grid, every angle: (n_phi, n_t, n_t).
@@ -829,7 +837,8 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly(
           "convergence_status",
           [](const NlsqResult& r) { return r.outcome.result.convergence_status; },
-          "'converged', 'max_iterations', 'failed', ...")
+          "'converged', 'max_iterations', 'no_progress', 'failed_non_finite_objective' or "
+          "'failed' (docs/results.md, Convergence status).")
       .def_property_readonly(
           "success",
           [](const NlsqResult& r) { return r.outcome.result.convergence_status == "converged"; },

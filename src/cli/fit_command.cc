@@ -69,6 +69,10 @@ void PrintResult(const FitOutcome& outcome, std::ostream& out) {
     }
   }
   out << outcome.final_fit_report << "\n";
+  // A fit that exits 1 says why (docs/results.md, Convergence status).
+  if (outcome.exit_code != kExitSuccess) {
+    out << "  fit " << result.convergence_status << ": " << result.termination_reason << "\n";
+  }
   // " (at lower bound)" after a value the bound, not the data, holds (docs/results.md, Parameters
   // at a bound).
   const auto bound_mark = [](const ParameterEstimate& estimate) {
@@ -87,9 +91,14 @@ void PrintResult(const FitOutcome& outcome, std::ostream& out) {
                   angle.offset.uncertainty);
     out << line << bound_mark(angle.offset) << "\n";
   }
+  // %.6f up to 1e6; beyond, %.6g: a reduced chi2 of 1e78 (data no model describes) in fixed
+  // notation would overflow the line and cut its newline.
   std::snprintf(line, sizeof(line),
-                "  chi2 %.6g, reduced chi2 %.6f, %lld points, %d iterations, %lld passes, "
-                "%.2f s (load %.2f s)\n",
+                result.reduced_chi_squared < 1e6
+                    ? "  chi2 %.6g, reduced chi2 %.6f, %lld points, %d iterations, %lld passes, "
+                      "%.2f s (load %.2f s)\n"
+                    : "  chi2 %.6g, reduced chi2 %.6g, %lld points, %d iterations, %lld passes, "
+                      "%.2f s (load %.2f s)\n",
                 result.chi_squared, result.reduced_chi_squared,
                 static_cast<long long>(result.n_points), result.iterations,
                 static_cast<long long>(result.passes), result.total_seconds, result.load_seconds);

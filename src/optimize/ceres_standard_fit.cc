@@ -660,8 +660,12 @@ LevenbergMarquardtSummary FitStandardWithCeres(const LevenbergMarquardtOptions& 
   summary.accepted_steps = final_state.accepted_steps;
   summary.rejected_steps = final_state.rejected_steps;
   summary.chi2_history = final_state.chi2_history;
-  summary.initial_chi2 = final_state.chi2_history.empty() ? std::numeric_limits<double>::quiet_NaN()
-                                                          : final_state.initial_chi2;
+  // Ceres reports no iteration when no parameter block varies (every parameter held by equal
+  // bounds); the start's chi2 is then the pass at the start (or the resumed state's), never NaN,
+  // which the result would take for a non-finite objective (src/pipeline/fit_solution.h).
+  summary.initial_chi2 = !final_state.chi2_history.empty() ? final_state.initial_chi2
+                         : resumed                         ? resumed->initial_chi2
+                                                           : at_start.chi2;
   if (!ceres_summary.iterations.empty()) {
     const double radius = ceres_summary.iterations.back().trust_region_radius;
     summary.final_damping = radius > 0.0 ? 1.0 / radius : 0.0;

@@ -189,6 +189,10 @@ class LevenbergMarquardtMinimizer {
     summary_.resumed = true;
     ComputeActiveSet();
     UpdateStepStandardErrors();
+    // Nothing free: the state is one where the uninterrupted run stopped (the gradient test
+    // after the step that froze the last parameter); it stops here the same way, with no step
+    // to compute.
+    if (free_.empty()) HasConvergedByGradient();
     return true;
   }
 
@@ -710,8 +714,16 @@ void ComputeCovarianceAtSolution(const NormalEquations& equations, const Eigen::
   if (num_released == 0) return;
 
   ScaledPseudoInverse inverse;
-  const bool inverted = InvertScaledBlock(equations.jtj, released, inverse);
-  HOMODYNE_CHECK(inverted);
+  if (!InvertScaledBlock(equations.jtj, released, inverse)) {
+    // Finite equations whose scaled block still overflows: no covariance rather than a wrong one
+    // (the result's consumers take an empty covariance as "none": fit_solution.h).
+    summary.covariance.resize(0, 0);
+    summary.uncertainties.resize(0);
+    summary.final_step_standard_errors = -1.0;
+    summary.warnings.push_back(
+        "no covariance: the scaled J^T J of the released parameters is not finite at the result");
+    return;
+  }
   if (inverse.pseudo_inverse) summary.covariance_pseudo_inverse = true;
   for (int a = 0; a < num_released; ++a) {
     for (int b = 0; b < num_released; ++b) {
@@ -730,10 +742,10 @@ void ComputeCovarianceAtSolution(const NormalEquations& equations, const Eigen::
     summary.final_step_standard_errors = StepInStandardErrors(inverse, equations.jtr, free, s2);
   } else if (!free.empty()) {
     ScaledPseudoInverse free_inverse;
-    const bool free_inverted = InvertScaledBlock(equations.jtj, free, free_inverse);
-    HOMODYNE_CHECK(free_inverted);
     summary.final_step_standard_errors =
-        StepInStandardErrors(free_inverse, equations.jtr, free, s2);
+        InvertScaledBlock(equations.jtj, free, free_inverse)
+            ? StepInStandardErrors(free_inverse, equations.jtr, free, s2)
+            : -1.0;
   }
 }
 

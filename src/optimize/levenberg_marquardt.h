@@ -250,8 +250,9 @@ class NielsenDamping {
 // and inverted through its eigen-decomposition, eigenvalues below 1e-12 times the largest
 // dropped (summary.covariance_pseudo_inverse) and given their lower-bound variance
 // (summary.undetermined_parameters). Fills summary.covariance, uncertainties and
-// final_step_standard_errors (over the free parameters only); s2 = chi2 / dof. Requires finite
-// equations.
+// final_step_standard_errors (over the free parameters only; 0 when none is free); s2 = chi2 /
+// dof. Requires finite equations; where their scaled block still overflows, the covariance and
+// uncertainties are left empty (none) and a warning says so.
 void ComputeCovarianceAtSolution(const NormalEquations& equations, const Eigen::VectorXd& theta,
                                  const Eigen::VectorXd& lower, const Eigen::VectorXd& upper,
                                  double s2, LevenbergMarquardtSummary& summary);

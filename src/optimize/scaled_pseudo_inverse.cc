@@ -11,6 +11,13 @@ bool InvertScaledBlock(const Eigen::MatrixXd& a, const std::vector<int>& indices
   const int count = static_cast<int>(indices.size());
   result.scale.resize(count);
   result.pseudo_inverse = false;
+  // An empty block (no free parameter: every one held on a bound) has the empty inverse; the
+  // eigen-decomposition below would read the largest of no eigenvalues.
+  if (count == 0) {
+    result.scaled_inverse.resize(0, 0);
+    result.undetermined_floor.resize(0, 0);
+    return true;
+  }
   for (int i = 0; i < count; ++i) {
     const double diagonal = a(indices[i], indices[i]);
     result.scale[i] = diagonal > 0.0 ? 1.0 / std::sqrt(diagonal) : 0.0;
@@ -22,6 +29,7 @@ bool InvertScaledBlock(const Eigen::MatrixXd& a, const std::vector<int>& indices
       scaled(i, j) = result.scale[i] * a(indices[i], indices[j]) * result.scale[j];
     }
   }
+  if (!scaled.allFinite()) return false;
   const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eigen(scaled);
   if (eigen.info() != Eigen::Success) return false;
   const Eigen::VectorXd& values = eigen.eigenvalues();

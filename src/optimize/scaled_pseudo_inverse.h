@@ -35,7 +35,8 @@ struct ScaledPseudoInverse {
   }
 };
 
-// False if the eigen-decomposition failed (only for non-finite or absurdly scaled input).
+// False if the scaled block is not finite or its eigen-decomposition failed (only for absurdly
+// scaled input). An empty `indices` (no free parameter) gives true and empty (0 x 0) results.
 bool InvertScaledBlock(const Eigen::MatrixXd& a, const std::vector<int>& indices,
                        ScaledPseudoInverse& result);
 

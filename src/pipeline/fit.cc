@@ -266,7 +266,7 @@ class FitRun {
     outcome_.checkpoints = checkpoints.store_options();
     outcome_.checkpoints_enabled = checkpoints.enabled();
     outcome_.checkpoint_lock = checkpoints.folder_lock();
-    outcome_.exit_code = recorded.convergence_status == "failed" ? kExitFailure : kExitSuccess;
+    outcome_.exit_code = FitExitCode(recorded.convergence_status);
     outcome_.result = std::move(recorded);
     return std::move(outcome_);
   }

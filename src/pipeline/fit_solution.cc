@@ -73,16 +73,22 @@ std::vector<std::string> UndeterminedWarnings(const LevenbergMarquardtSummary& s
           "physics allows"};
 }
 
-// Full validation's correlation warnings (docs/design.md section 7): a pair of fitted physical
-// parameters whose correlation exceeds 0.99 in magnitude is not separated by the data.
+}  // namespace
+
 std::vector<std::string> CorrelationWarnings(const FitResult& result, int n_physical) {
   std::vector<std::string> warnings;
   const size_t n = result.covariance_names.size();
+  // No covariance (the fit failed before one was computed, or it could not be inverted), or
+  // one that does not match the names: nothing to judge.
+  if (n_physical <= 0 || static_cast<size_t>(n_physical) > n || result.covariance.size() != n * n) {
+    return warnings;
+  }
   const std::vector<double> correlation = CorrelationMatrix(result.covariance, n);
   for (int i = 0; i < n_physical; ++i) {
     for (int j = i + 1; j < n_physical; ++j) {
       const double r = correlation[static_cast<size_t>(i) * n + static_cast<size_t>(j)];
-      if (std::abs(r) <= 0.99) continue;
+      // A correlation that is not a number (an infinite variance) says nothing about the pair.
+      if (!std::isfinite(r) || std::abs(r) <= 0.99) continue;
       char value[32];
       std::snprintf(value, sizeof(value), "%.4f", r);
       warnings.push_back(
@@ -95,11 +101,20 @@ std::vector<std::string> CorrelationWarnings(const FitResult& result, int n_phys
   return warnings;
 }
 
+namespace {
+
 // A number in a quality reason, e.g. "2.137".
 std::string ReasonNumber(double value) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.4g", value);
   return text;
+}
+
+// Whether no fitted parameter was free to move at the result: every one held on a bound with its
+// gradient pointing out, or by equal bounds (ComputeCovarianceAtSolution lists them all).
+bool NothingFree(const LevenbergMarquardtSummary& summary) {
+  return summary.theta.size() > 0 &&
+         static_cast<Eigen::Index>(summary.parameters_at_bound.size()) == summary.theta.size();
 }
 
 // The quality inputs of a solution: the physical parameters (IsPhysicalParameter; the reduced
@@ -124,6 +139,7 @@ FitQualityInputs QualityInputs(const LevenbergMarquardtSummary& summary,
   for (const int i : summary.undetermined_parameters) {
     inputs.undetermined.push_back(lm.parameter_names[static_cast<size_t>(i)]);
   }
+  inputs.nothing_free = NothingFree(summary);
   return inputs;
 }
 
@@ -269,6 +285,51 @@ std::vector<std::string> ProfileWarnings(const FitResult& result, const ProfileP
           "): the uncertainties understate how far the data let them move"};
 }
 
+ConvergenceOutcome ConvergenceStatusOf(const LevenbergMarquardtSummary& summary, double chi_squared,
+                                       double reduced_chi_squared, double sigma) {
+  using Status = LevenbergMarquardtStatus;
+  const std::string optimiser = " (optimiser: " + summary.reason + ")";
+  const bool evaluated = summary.passes > 0;  // a chi2 was computed at the start
+  const bool start_finite = !evaluated || std::isfinite(summary.initial_chi2);
+  const bool result_finite =
+      !evaluated || (std::isfinite(summary.final_chi2) && std::isfinite(chi_squared));
+  // Non-finite chi2 at either end: no step could be judged, whatever the optimiser said.
+  if (summary.status == Status::kFailedNonFinite || !start_finite || !result_finite) {
+    if (!evaluated) return {"failed_non_finite_objective", summary.reason};
+    const double shown = !start_finite                        ? summary.initial_chi2
+                         : !std::isfinite(summary.final_chi2) ? summary.final_chi2
+                                                              : chi_squared;
+    return {"failed_non_finite_objective",
+            "chi2 is not finite " + std::string(start_finite ? "at the result" : "at the start") +
+                " (chi2 = " + ReasonNumber(shown) +
+                ", optimization.nlsq.sigma = " + ReasonNumber(sigma) +
+                "): the squared residuals (data - model)^2 / sigma^2 overflow or are not "
+                "numbers, so no step can be judged; check the data file (values far outside "
+                "the model's range) and sigma" +
+                optimiser};
+  }
+  if (summary.IsConverged() || summary.status == Status::kMaxIterations) {
+    if (summary.accepted_steps == 0 && reduced_chi_squared > kNoProgressReducedChi2) {
+      return {"no_progress",
+              "the fit never moved from its start (0 accepted steps in " +
+                  std::to_string(summary.iterations) + " iterations) and its reduced chi2 " +
+                  ReasonNumber(reduced_chi_squared) + " is above " +
+                  ReasonNumber(kNoProgressReducedChi2) +
+                  ": residuals over a thousand sigma wide mean that the model does not "
+                  "describe the data at all (check the data file) or that "
+                  "optimization.nlsq.sigma = " +
+                  ReasonNumber(sigma) + " is far too small" + optimiser};
+    }
+    return {summary.IsConverged() ? "converged" : "max_iterations", summary.reason};
+  }
+  return {"failed", summary.reason};
+}
+
+int FitExitCode(const std::string& convergence_status) {
+  return convergence_status == "converged" || convergence_status == "max_iterations" ? kExitSuccess
+                                                                                     : kExitFailure;
+}
+
 FitQuality AssessFitQuality(const FitQualityInputs& inputs) {
   static const char* const kLevels[] = {"good", "marginal", "poor"};
   constexpr int kPoor = 2;
@@ -280,6 +341,12 @@ FitQuality AssessFitQuality(const FitQualityInputs& inputs) {
     quality.reasons.push_back(
         "no degrees of freedom (dof = " + std::to_string(inputs.degrees_of_freedom) +
         "): the reduced chi2 measures nothing");
+  } else if (std::isfinite(reduced) && reduced < kNegligibleReducedChi2) {
+    level = kPoor;
+    quality.reasons.push_back("reduced chi2 " + ReasonNumber(reduced) + " is below " +
+                              ReasonNumber(kNegligibleReducedChi2) +
+                              ": sigma (optimization.nlsq.sigma) is far larger than the data's "
+                              "scatter, so chi2 measures nothing");
   } else {
     const std::string chi2_level = QualityFlag(reduced);
     level = chi2_level == "good" ? 0 : chi2_level == "marginal" ? 1 : kPoor;
@@ -312,9 +379,20 @@ FitQuality AssessFitQuality(const FitQualityInputs& inputs) {
     for (const std::string& name : inputs.undetermined) names += (names.empty() ? "" : ", ") + name;
     quality.reasons.push_back("the data do not determine " + names);
   }
+  if (inputs.nothing_free) {
+    level = kPoor;
+    quality.reasons.push_back(
+        "no fitted parameter was free to move: the bounds, not the data, hold every one");
+  }
   if (inputs.convergence_status == "max_iterations") {
     lower_once();
     quality.reasons.push_back("stopped at max_iterations before converging");
+  } else if (inputs.convergence_status == "failed_non_finite_objective") {
+    level = kPoor;
+    quality.reasons.push_back("chi2 is not finite (failed_non_finite_objective)");
+  } else if (inputs.convergence_status == "no_progress") {
+    level = kPoor;
+    quality.reasons.push_back("the fit never moved from its start (no_progress)");
   } else if (inputs.convergence_status != "converged") {
     level = kPoor;
     quality.reasons.push_back("the optimiser did not converge (" + inputs.convergence_status + ")");
@@ -356,10 +434,14 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
                                   static_cast<double>(std::max<int64_t>(dof, 1));
   const ExpandedSolution full =
       ExpandSolution(map, summary.theta, summary.covariance, covariance_scale);
+  // No covariance (a fit that failed before one, docs/results.md, Convergence status): the
+  // uncertainties are unknown, NaN (null in the JSON files), not a claim of exactness.
   const bool has_uncertainties = full.uncertainties.size() > 0;
   const std::vector<std::string> bound_marks = FullLayoutBoundMarks(summary, lm, map);
   const auto estimate = [&](const std::string& name, int f) {
-    return ParameterEstimate{name, full.theta[f], has_uncertainties ? full.uncertainties[f] : 0.0,
+    return ParameterEstimate{name, full.theta[f],
+                             has_uncertainties ? full.uncertainties[f]
+                                               : std::numeric_limits<double>::quiet_NaN(),
                              bound_marks[static_cast<size_t>(f)]};
   };
   for (int p = 0; p < n_physical; ++p) {
@@ -393,10 +475,30 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
   }
   result.reduced_chi_squared = result.chi_squared / static_cast<double>(std::max<int64_t>(dof, 1));
   result.degrees_of_freedom = dof;
-  result.convergence_status = summary.IsConverged() ? "converged"
-                              : summary.status == LevenbergMarquardtStatus::kMaxIterations
-                                  ? "max_iterations"
-                                  : "failed";
+  ConvergenceOutcome outcome = ConvergenceStatusOf(summary, result.chi_squared,
+                                                   result.reduced_chi_squared, objective.sigma());
+  result.convergence_status = std::move(outcome.status);
+  result.termination_reason = std::move(outcome.reason);
+  std::vector<std::string> solution_warnings;
+  if (NothingFree(summary)) {
+    solution_warnings.push_back(
+        "no fitted parameter was free to move at the result: each is held on a bound with its "
+        "gradient pointing out (or by equal bounds), so the bounds, not the data, set the values "
+        "(widen parameter_space.bounds)");
+  }
+  if (dof > 0 && std::isfinite(result.reduced_chi_squared) &&
+      result.reduced_chi_squared < kNegligibleReducedChi2) {
+    solution_warnings.push_back(
+        "reduced chi2 " + ReasonNumber(result.reduced_chi_squared) + " is below " +
+        ReasonNumber(kNegligibleReducedChi2) +
+        ": optimization.nlsq.sigma = " + ReasonNumber(objective.sigma()) +
+        " is far larger than the data's scatter, so chi2 and the quality flag's chi2 level "
+        "measure nothing (the uncertainties, scaled by the reduced chi2, do not depend on sigma)");
+  }
+  for (const std::string& warning : solution_warnings) {
+    spdlog::warn("{}", warning);
+    result.warnings.push_back(warning);
+  }
   FitQualityInputs quality_inputs = QualityInputs(summary, lm, result);
   if (full_validation) {
     std::vector<std::string> loosely_determined;
@@ -435,7 +537,6 @@ void RecordTotals(const FitTotals& totals, FitResult& result) {
       statistics.batches, statistics.retries + totals.objective.read_retries(),
       statistics.read_failures, statistics.checkpoint_failures, totals.checkpoint_saves};
   result.optimization_seconds = summary.seconds;
-  result.termination_reason = summary.reason;
   result.n_points = totals.info.num_fit_points();
   result.n_angles = totals.info.num_angles();
   result.n_times = totals.info.num_times();

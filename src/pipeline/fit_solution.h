@@ -22,14 +22,43 @@
 
 namespace homodyne {
 
+// The result's convergence status (docs/results.md, Convergence status), as the fit's
+// convergence_status reads it:
+//   converged                    the final fit met ftol, xtol or gtol
+//   max_iterations               it stopped at optimization.nlsq.max_iterations first
+//   no_progress                  it accepted no step and its reduced chi2 is above
+//                                kNoProgressReducedChi2, whatever test stopped it
+//   failed_non_finite_objective  chi2 is not finite at the start or at the result
+//   failed                       no step lowers chi2 (damping, rejections), or it never ran
+// The last three are failures: exit code 1 (FitExitCode), quality flag poor.
+struct ConvergenceOutcome {
+  std::string status;
+  std::string reason;  // one sentence or more: what happened (termination_reason)
+};
+// Above this reduced chi2 the residuals are a thousand sigma wide on average: the model does not
+// describe the data at all (damaged or foreign data), or sigma is wrong by that factor.
+inline constexpr double kNoProgressReducedChi2 = 1e6;
+// Below this reduced chi2 (0 included) sigma is absurdly large for the data's scatter: chi2 and the
+// quality flag's chi2 level measure nothing (the covariance, scaled by the reduced chi2, does not
+// depend on sigma).
+inline constexpr double kNegligibleReducedChi2 = 1e-12;
+// summary: the final fit; chi_squared and reduced_chi_squared: the result's (the plain chi2,
+// whatever the loss); sigma: optimization.nlsq.sigma, for the messages.
+ConvergenceOutcome ConvergenceStatusOf(const LevenbergMarquardtSummary& summary, double chi_squared,
+                                       double reduced_chi_squared, double sigma);
+// The exit code of a finished fit with this convergence_status: kExitSuccess for converged and
+// max_iterations, kExitFailure for every other status (docs/results.md, Convergence status).
+int FitExitCode(const std::string& convergence_status);
+
 // What the quality flag is judged from (docs/results.md, Quality flag).
 struct FitQualityInputs {
   double reduced_chi_squared = 0.0;
   int64_t degrees_of_freedom = 0;           // with the reference's effective parameter count
-  std::string convergence_status;           // converged | max_iterations | failed
+  std::string convergence_status;           // ConvergenceOutcome::status
   std::vector<std::string> at_lower_bound;  // physical parameters held on their lower bound
   std::vector<std::string> at_upper_bound;  // ... on their upper bound
   std::vector<std::string> undetermined;    // parameters the data do not determine
+  bool nothing_free = false;                // every fitted parameter ended held on a bound
 };
 
 struct FitQuality {
@@ -38,9 +67,11 @@ struct FitQuality {
 };
 
 // The quality flag (docs/results.md, Quality flag): the reduced chi2's level (QualityFlag;
-// poor when dof <= 0), then one level lower (poor at most) for each kind of problem the solution
-// has: physical parameters on a bound, undetermined parameters, a stop at max_iterations; a
-// failed fit is poor. Every problem that set or lowered the level adds a reason.
+// poor when dof <= 0 or the reduced chi2 is below kNegligibleReducedChi2), then one level lower
+// (poor at most) for each kind of problem the solution has: physical parameters on a bound,
+// undetermined parameters, a stop at max_iterations; a fit with nothing free and every status
+// but converged and max_iterations (a failure) is poor. Every problem that set or lowered the
+// level adds a reason, so a converged fit that is not good always says why.
 FitQuality AssessFitQuality(const FitQualityInputs& inputs);
 
 // The check of the uncertainties against the global phase's other minima (docs/design.md
@@ -56,6 +87,13 @@ FitQuality AssessFitQuality(const FitQualityInputs& inputs);
 // degrees_of_freedom) and global_search.
 std::vector<std::string> OtherMinimumWarnings(const FitResult& result, int64_t num_points,
                                               std::vector<std::string>& undetermined);
+
+// Full validation's correlation warnings (docs/design.md section 7): each pair of the first
+// n_physical parameters of result.covariance (named result.covariance_names) whose correlation
+// exceeds 0.99 in magnitude is not separated by the data. None when the covariance is empty or
+// does not match the names (a fit that failed before its covariance), and none for a pair whose
+// correlation is not finite.
+std::vector<std::string> CorrelationWarnings(const FitResult& result, int n_physical);
 
 // chi2 of the fit with the named physical parameter held at `value` and every other fitted
 // parameter refitted from the solution (a profile point); the fit may stop as soon as its chi2
@@ -82,9 +120,11 @@ std::vector<std::string> ProfileWarnings(const FitResult& result, const ProfileP
                                          std::vector<std::string>& undetermined);
 
 // Fills result.physical, per_angle, covariance_names, covariance, per_angle_mode, chi_squared,
-// reduced_chi_squared, degrees_of_freedom, convergence_status, quality_flag and quality_reasons
-// (AssessFitQuality, in fast mode too), and appends to
-// result.warnings (each also logged): the optimiser's own, undetermined parameters (always) and,
+// reduced_chi_squared, degrees_of_freedom, convergence_status and termination_reason
+// (ConvergenceStatusOf), quality_flag and quality_reasons (AssessFitQuality, in fast mode too),
+// and appends to result.warnings (each also logged): the optimiser's own, undetermined
+// parameters, no parameter free at the result, a reduced chi2 below kNegligibleReducedChi2
+// (always) and,
 // with full_validation (not fast mode), parameters ended on a bound, pairs of physical
 // parameters correlated beyond 0.99 and OtherMinimumWarnings (its parameters also count as
 // undetermined in the quality flag). lm: the reduced bounds and names the final fit ran with;
@@ -117,7 +157,7 @@ struct FitTotals {
   int threads = 1;
   double total_seconds = 0.0;  // wall time of the whole fit [s]
 };
-// Fills result.termination_reason, optimization_seconds, batch_statistics, n_points, n_angles,
+// Fills result.optimization_seconds, batch_statistics, n_points, n_angles,
 // n_times, q_inv_angstrom, iterations, passes (full and cost), point_evaluations, backend,
 // threads, total_seconds and memory_peak_mb (this process's peak resident memory, VmHWM; 0 when
 // unknown).

@@ -184,6 +184,31 @@ parameter_space:
     grep -q "fell back to streaming" out_fallback/nlsq/analysis_results_nlsq.json ||
       { echo "FAIL: fallback not recorded in the results"; failures=$((failures + 1)); }
     ;;
+  fit_status)
+    # docs/results.md, Convergence status: contrast and offset started on the lower bounds their
+    # optimum lies below, the physical parameters fixed: nothing can move. With sigma 1e-5 the
+    # residuals are over a thousand sigma wide: no_progress, exit 1, the reason printed and
+    # written. With sigma 0.01 the same point is the bounded optimum: converged, exit 0, with the
+    # warning that nothing was free.
+    write_config sim.yaml static sim.h5 "initial_parameters:
+  values: [1000, -0.5, 10]
+  fixed_parameters: [D0, alpha, D_offset]
+  per_angle_scaling: {contrast: [0.5, 0.5, 0.5], offset: [1.2, 1.2, 1.2]}
+parameter_space:
+  bounds: [{name: contrast, min: 0.5, max: 0.6}, {name: offset, min: 1.2, max: 1.5}]
+optimization:
+  nlsq: {sigma: 1.0e-5}"
+    "$bin_dir/homodyne-simulate" --config sim.yaml > /dev/null || failures=1
+    expect_exit 1 "fit no_progress: the fit never moved from its start" "$bin_dir/homodyne" \
+      --config sim.yaml --output-dir stuck --global-search off --no-variable-projection
+    grep -q '"convergence_status": "no_progress"' stuck/nlsq/parameters.json ||
+      { echo "FAIL: parameters.json not no_progress"; failures=$((failures + 1)); }
+    sed -i 's/sigma: 1.0e-5/sigma: 0.01/' sim.yaml
+    expect_exit 0 "no fitted parameter was free to move" "$bin_dir/homodyne" \
+      --config sim.yaml --output-dir held --global-search off --no-variable-projection
+    grep -q '"convergence_status": "converged"' held/nlsq/parameters.json ||
+      { echo "FAIL: parameters.json not converged"; failures=$((failures + 1)); }
+    ;;
   fit_two_component)
     # A small two_component set (150 frames x 3 angles) fitted as the config stands (bound
     # midpoints, global phase on): every strategy bitwise the same, the 14 physical parameters

@@ -644,5 +644,44 @@ TEST_F(CeresStandardFitTest, RejectsInvalidOptionsAndInputs) {
   EXPECT_EQ(summary.status, LevenbergMarquardtStatus::kFailedNonFinite);
 }
 
+// No free parameter (docs/design.md section 4, active set): every parameter held by equal bounds,
+// or in a box of 1e-12 relative width that its optimum lies outside. Ceres and the core end there
+// with finite chi2 (at the start too) and covariance, every parameter listed at its bound and no
+// Gauss-Newton step, and agree; the covariance's free block is empty (it used to be inverted:
+// SIGSEGV in the core).
+TEST_F(CeresStandardFitTest, NothingFreeIsAResultAsInTheCore) {
+  const SimulatedData simulated = Simulate(AnalysisMode::kStatic, 60, 17);
+  const int p = static_cast<int>(simulated.truth.size());
+  PackedDataObjective objective(simulated.model, kAngles, kNoiseSigma, simulated.data);
+  const Eigen::VectorXd start = Start(AnalysisMode::kStatic);
+  for (const double width : {0.0, 1e-12}) {
+    LevenbergMarquardtOptions options = BoundedOptions(3, 3);
+    options.lower_bounds = start;
+    options.upper_bounds = start + width * start.cwiseAbs();
+    const LevenbergMarquardtSummary ceres = FitWithCeres(simulated, options, IdentityMap(p), start);
+    const LevenbergMarquardtSummary core = Minimize(options, objective, start);
+    std::printf("core:  %s (%s)\n", core.BriefReport().c_str(), core.reason.c_str());
+    for (const LevenbergMarquardtSummary* summary : {&ceres, &core}) {
+      EXPECT_TRUE(summary->IsConverged()) << summary->reason;
+      EXPECT_TRUE(std::isfinite(summary->initial_chi2)) << width;
+      EXPECT_TRUE(std::isfinite(summary->final_chi2)) << width;
+      EXPECT_TRUE((summary->theta.array() >= options.lower_bounds.array()).all()) << width;
+      EXPECT_TRUE((summary->theta.array() <= options.upper_bounds.array()).all()) << width;
+      ASSERT_EQ(summary->covariance.rows(), p) << width;
+      EXPECT_TRUE(summary->covariance.allFinite()) << width;
+    }
+    EXPECT_NEAR(ceres.final_chi2, core.final_chi2, 1e-9 * core.final_chi2);
+    // The core holds every parameter (no step left); Ceres stops on its projected gradient in
+    // a box of 1e-12 without moving each one to the bound it pushes against.
+    EXPECT_EQ(core.parameters_at_bound.size(), static_cast<size_t>(p)) << width;
+    EXPECT_EQ(core.final_step_standard_errors, 0.0) << width;
+    if (width == 0.0) {
+      EXPECT_EQ(ceres.parameters_at_bound.size(), static_cast<size_t>(p));
+      EXPECT_TRUE(ceres.covariance.isZero());  // equal bounds: nothing released
+      EXPECT_TRUE(core.covariance.isZero());
+    }
+  }
+}
+
 }  // namespace
 }  // namespace homodyne

@@ -966,5 +966,127 @@ TEST(LevenbergMarquardtResumeTest, ResumingWhileTheStatisticalTestHoldsIsBitwise
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// No free parameter: every parameter held on a bound with its gradient pointing out of the box
+// (docs/design.md section 4, active set). The free block of J^T J is then empty; a fit that reaches
+// such a point is a result (the bounded problem's optimum), never a crash.
+
+namespace empty_free_set {
+
+// CoupledLinear with upper bounds (2, 0.5) below its optimum (3, 1): both parameters end on
+// their upper bound, with gradient (-1.375, -0.875) pushing out.
+LevenbergMarquardtOptions HoldingBounds() {
+  LevenbergMarquardtOptions options;
+  options.lower_bounds = Vector({0.0, -10.0});
+  options.upper_bounds = Vector({2.0, 0.5});
+  options.parameter_names = {"a", "b"};
+  return options;
+}
+
+void ExpectEveryParameterHeld(const LevenbergMarquardtSummary& summary, bool released) {
+  EXPECT_EQ(summary.status, Status::kConvergedGtol) << summary.reason;
+  EXPECT_THAT(summary.reason, HasSubstr("every parameter is at a bound"));
+  EXPECT_EQ(summary.parameters_at_bound, (std::vector<int>{0, 1}));
+  EXPECT_TRUE(std::isfinite(summary.final_chi2));
+  EXPECT_EQ(summary.final_step_standard_errors, 0.0);  // no free parameter: no step
+  ASSERT_EQ(summary.covariance.rows(), 2);
+  ASSERT_EQ(summary.covariance.cols(), 2);
+  EXPECT_TRUE(summary.covariance.allFinite());
+  for (int i = 0; i < 2; ++i) {
+    // Bounds wider than a point are released for the covariance; equal ones give 0.
+    if (released) {
+      EXPECT_GT(summary.uncertainties[i], 0.0) << i;
+    } else {
+      EXPECT_EQ(summary.uncertainties[i], 0.0) << i;
+    }
+  }
+}
+
+}  // namespace empty_free_set
+
+TEST(LevenbergMarquardtEmptyFreeSetTest, EveryParameterPushedOntoItsBoundByAStep) {
+  for (const TrialEvaluation evaluation :
+       {TrialEvaluation::kSpeculativeFullPass, TrialEvaluation::kCostOnlyPass}) {
+    for (const bool hold : {false, true}) {
+      FunctionProblem problem = CoupledLinear();
+      LevenbergMarquardtOptions options = empty_free_set::HoldingBounds();
+      options.trial_evaluation = evaluation;
+      options.hold_bound_parameters_on_undetermined_directions = hold;
+      const LevenbergMarquardtSummary summary = Minimize(options, problem, Vector({0.5, 0.0}));
+      EXPECT_GE(summary.accepted_steps, 1);
+      EXPECT_EQ(summary.theta, Vector({2.0, 0.5}));
+      empty_free_set::ExpectEveryParameterHeld(summary, /*released=*/true);
+    }
+  }
+}
+
+TEST(LevenbergMarquardtEmptyFreeSetTest, EveryParameterOnItsBoundAtTheStart) {
+  FunctionProblem problem = CoupledLinear();
+  const LevenbergMarquardtSummary summary =
+      Minimize(empty_free_set::HoldingBounds(), problem, Vector({2.0, 0.5}));
+  EXPECT_EQ(summary.iterations, 0);
+  empty_free_set::ExpectEveryParameterHeld(summary, /*released=*/true);
+}
+
+TEST(LevenbergMarquardtEmptyFreeSetTest, EqualBoundsHoldEveryParameter) {
+  FunctionProblem problem = CoupledLinear();
+  LevenbergMarquardtOptions options;
+  options.lower_bounds = Vector({1.0, 1.0});
+  options.upper_bounds = Vector({1.0, 1.0});
+  const LevenbergMarquardtSummary summary = Minimize(options, problem, Vector({0.0, 5.0}));
+  EXPECT_EQ(summary.theta, Vector({1.0, 1.0}));
+  empty_free_set::ExpectEveryParameterHeld(summary, /*released=*/false);
+}
+
+TEST(LevenbergMarquardtEmptyFreeSetTest, TinyBoxesHoldEveryParameter) {
+  // Boxes of a few ulps: the first step leaves the lower bound and is clipped to the upper one.
+  for (const double width : {1e-15, 1e-12, 1e-9}) {
+    FunctionProblem problem = CoupledLinear();
+    LevenbergMarquardtOptions options;
+    options.lower_bounds = Vector({1.0, 1.0});
+    options.upper_bounds = Vector({1.0 + width, 1.0 + width});
+    const LevenbergMarquardtSummary summary = Minimize(options, problem, Vector({1.0, 1.0}));
+    EXPECT_TRUE(summary.IsConverged()) << width << ": " << summary.reason;
+    EXPECT_TRUE(summary.covariance.allFinite()) << width;
+    EXPECT_TRUE(std::isfinite(summary.final_chi2)) << width;
+    EXPECT_GE(summary.final_step_standard_errors, 0.0) << width;
+  }
+}
+
+// A state saved where every parameter was already held resumes (RestoreState measures the
+// Gauss-Newton step on the empty free set) to the same result.
+TEST(LevenbergMarquardtEmptyFreeSetTest, ResumingWithEveryParameterHeld) {
+  FunctionProblem problem = CoupledLinear();
+  LevenbergMarquardtOptions options = empty_free_set::HoldingBounds();
+  std::vector<LevenbergMarquardtState> states;
+  options.callback = [&states](const LevenbergMarquardtIteration& iteration) {
+    states.push_back(iteration.state);
+    return true;
+  };
+  const LevenbergMarquardtSummary uninterrupted = Minimize(options, problem, Vector({0.5, 0.0}));
+  ASSERT_GE(states.size(), 2u);
+  LevenbergMarquardtOptions resumed_options = empty_free_set::HoldingBounds();
+  resumed_options.resume_state = states.back();
+  FunctionProblem fresh = CoupledLinear();
+  const LevenbergMarquardtSummary resumed = Minimize(resumed_options, fresh, Vector({0.0, 0.0}));
+  EXPECT_EQ(resumed.theta, uninterrupted.theta);
+  EXPECT_EQ(resumed.final_chi2, uninterrupted.final_chi2);
+  EXPECT_EQ(resumed.parameters_at_bound, (std::vector<int>{0, 1}));
+  EXPECT_TRUE(resumed.covariance.allFinite());
+}
+
+// The covariance at a solution where nothing is free (ComputeCovarianceAtSolution, shared with
+// the Ceres standard fit): the released block's inverse, and no Gauss-Newton step.
+TEST(LevenbergMarquardtEmptyFreeSetTest, CovarianceAtASolutionWithNothingFree) {
+  FunctionProblem problem = CoupledLinear();
+  const NormalEquations equations = problem.Accumulate(Vector({2.0, 0.5}));
+  LevenbergMarquardtSummary summary;
+  ComputeCovarianceAtSolution(equations, Vector({2.0, 0.5}), Vector({0.0, -10.0}),
+                              Vector({2.0, 0.5}), 1.0, summary);
+  EXPECT_EQ(summary.parameters_at_bound, (std::vector<int>{0, 1}));
+  EXPECT_EQ(summary.final_step_standard_errors, 0.0);
+  EXPECT_TRUE(summary.covariance.isApprox(equations.jtj.inverse(), 1e-12));
+}
+
 }  // namespace
 }  // namespace homodyne

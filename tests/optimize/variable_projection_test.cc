@@ -87,6 +87,29 @@ TEST(SolveBoxedQuadraticTest, RandomBoxesMeetKktAndBeatRandomFeasiblePoints) {
   EXPECT_GT(held, 50);  // the boxes were active, not only interior solutions
 }
 
+// The contrast and offset solve of variable projection with nothing free: every variable held
+// on the bound its minimum lies beyond, held by equal bounds, or none at all. The free block is
+// then empty and is never inverted.
+TEST(SolveBoxedQuadraticTest, EveryVariableHeldGivesTheBoundsItPushesAgainst) {
+  Eigen::MatrixXd a(2, 2);
+  a << 2.0, 0.5, 0.5, 1.0;
+  const Eigen::VectorXd b = Eigen::Vector2d(20.0, -20.0);  // minimum far outside [0, 1]^2
+  Eigen::VectorXd x = SolveBoxedQuadratic(a, b, Eigen::Vector2d(0.0, 0.0),
+                                          Eigen::Vector2d(1.0, 1.0), Eigen::Vector2d(1.0, 0.0));
+  EXPECT_EQ(x, Eigen::Vector2d(1.0, 0.0));
+  ExpectKkt(a, b, Eigen::Vector2d(0.0, 0.0), Eigen::Vector2d(1.0, 1.0), x);
+  x = SolveBoxedQuadratic(a, b, Eigen::Vector2d(0.3, 0.4), Eigen::Vector2d(0.3, 0.4),
+                          Eigen::Vector2d(5.0, 5.0));
+  EXPECT_EQ(x, Eigen::Vector2d(0.3, 0.4));
+  x = SolveBoxedQuadratic(a, b, Eigen::Vector2d(0.3, 0.4),
+                          Eigen::Vector2d(0.3 + 1e-15, 0.4 + 1e-15), Eigen::Vector2d(0.3, 0.4));
+  EXPECT_TRUE(x.allFinite());
+  EXPECT_EQ(SolveBoxedQuadratic(Eigen::MatrixXd(0, 0), Eigen::VectorXd(0), Eigen::VectorXd(0),
+                                Eigen::VectorXd(0), Eigen::VectorXd(0))
+                .size(),
+            0);
+}
+
 TEST(SolveBoxedQuadraticTest, SingularMatrixGivesAFiniteMinimum) {
   // x0 and x1 enter only through their sum (a flat angle: contrast and offset degenerate).
   Eigen::MatrixXd a(3, 3);

@@ -6,10 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "homodyne/errors.h"
 
 namespace homodyne {
 namespace {
@@ -114,6 +118,180 @@ TEST(FitQualityTest, ProblemsAccumulateDownToPoor) {
   quality = AssessFitQuality(inputs);
   EXPECT_EQ(quality.flag, "poor");
   EXPECT_EQ(quality.reasons.size(), 4u);
+}
+
+TEST(FitQualityTest, EveryFailureStatusIsPoorWithItsReason) {
+  for (const char* status : {"failed", "failed_non_finite_objective", "no_progress"}) {
+    FitQualityInputs inputs = Clean();
+    inputs.convergence_status = status;
+    const FitQuality quality = AssessFitQuality(inputs);
+    EXPECT_EQ(quality.flag, "poor") << status;
+    EXPECT_THAT(quality.reasons, ElementsAre(HasSubstr("(" + std::string(status) + ")")));
+  }
+}
+
+TEST(FitQualityTest, ANegligibleReducedChiSquaredIsPoorAndNamesSigma) {
+  for (const double reduced : {0.0, 1e-16}) {
+    FitQualityInputs inputs = Clean();
+    inputs.reduced_chi_squared = reduced;
+    const FitQuality quality = AssessFitQuality(inputs);
+    EXPECT_EQ(quality.flag, "poor") << reduced;
+    EXPECT_THAT(quality.reasons, ElementsAre(HasSubstr("optimization.nlsq.sigma")));
+  }
+  // Small but not negligible: marginal, as before.
+  FitQualityInputs inputs = Clean();
+  inputs.reduced_chi_squared = 1e-3;
+  EXPECT_EQ(AssessFitQuality(inputs).flag, "marginal");
+}
+
+TEST(FitQualityTest, NothingFreeIsPoor) {
+  FitQualityInputs inputs = Clean();
+  inputs.nothing_free = true;
+  const FitQuality quality = AssessFitQuality(inputs);
+  EXPECT_EQ(quality.flag, "poor");
+  EXPECT_THAT(quality.reasons, ElementsAre(HasSubstr("no fitted parameter was free to move")));
+}
+
+// The status and the flag agree (docs/results.md, Quality flag): over every combination of
+// reduced chi2, dof, status and problem, a flag below good always has its reasons, a failure is
+// poor and a stop at max_iterations is never good.
+TEST(FitQualityTest, TheFlagAgreesWithTheStatusAndAlwaysSaysWhy) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (const double reduced : {0.0, 1e-13, 0.3, 1.0, 2.0, 5.0, 1e80, nan}) {
+    for (const int64_t dof : {int64_t{0}, int64_t{1000}}) {
+      for (const char* status : {"converged", "max_iterations", "failed",
+                                 "failed_non_finite_objective", "no_progress"}) {
+        for (int problems = 0; problems < 8; ++problems) {
+          FitQualityInputs inputs = Clean();
+          inputs.reduced_chi_squared = reduced;
+          inputs.degrees_of_freedom = dof;
+          inputs.convergence_status = status;
+          if (problems & 1) inputs.at_lower_bound = {"D0"};
+          if (problems & 2) inputs.undetermined = {"alpha"};
+          inputs.nothing_free = (problems & 4) != 0;
+          const FitQuality quality = AssessFitQuality(inputs);
+          const std::string where = std::string(status) + ", reduced chi2 " +
+                                    std::to_string(reduced) + ", dof " + std::to_string(dof) +
+                                    ", problems " + std::to_string(problems);
+          EXPECT_EQ(quality.flag == "good", quality.reasons.empty()) << where;
+          if (FitExitCode(status) != kExitSuccess) {
+            EXPECT_EQ(quality.flag, "poor") << where;
+          }
+          if (std::string(status) == "max_iterations") {
+            EXPECT_NE(quality.flag, "good") << where;
+          }
+        }
+      }
+    }
+  }
+}
+
+// ConvergenceStatusOf (docs/results.md, Convergence status) from the final fit's summary.
+LevenbergMarquardtSummary Summary(LevenbergMarquardtStatus status, double initial_chi2,
+                                  double final_chi2, int accepted_steps) {
+  LevenbergMarquardtSummary summary;
+  summary.status = status;
+  summary.reason = "the optimiser's reason";
+  summary.passes = 3;
+  summary.iterations = 2;
+  summary.accepted_steps = accepted_steps;
+  summary.initial_chi2 = initial_chi2;
+  summary.final_chi2 = final_chi2;
+  return summary;
+}
+
+TEST(ConvergenceStatusTest, FinishedFitsKeepTheOptimisersStatusAndReason) {
+  using Status = LevenbergMarquardtStatus;
+  ConvergenceOutcome outcome =
+      ConvergenceStatusOf(Summary(Status::kConvergedFtol, 2e4, 1e4, 5), 1e4, 1.0, 0.01);
+  EXPECT_EQ(outcome.status, "converged");
+  EXPECT_EQ(outcome.reason, "the optimiser's reason");
+  outcome = ConvergenceStatusOf(Summary(Status::kMaxIterations, 2e4, 1e4, 5), 1e4, 1.0, 0.01);
+  EXPECT_EQ(outcome.status, "max_iterations");
+  for (const Status failed : {Status::kFailedDamping, Status::kFailedRejections,
+                              Status::kStoppedByCallback, Status::kNotRun}) {
+    EXPECT_EQ(ConvergenceStatusOf(Summary(failed, 2e4, 2e4, 0), 2e4, 2.0, 0.01).status, "failed");
+  }
+  EXPECT_EQ(FitExitCode("converged"), kExitSuccess);
+  EXPECT_EQ(FitExitCode("max_iterations"), kExitSuccess);
+  for (const char* status : {"failed", "failed_non_finite_objective", "no_progress", "not_run"}) {
+    EXPECT_EQ(FitExitCode(status), kExitFailure) << status;
+  }
+}
+
+TEST(ConvergenceStatusTest, ANonFiniteChiSquaredAtEitherEndIsNeverConverged) {
+  using Status = LevenbergMarquardtStatus;
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  // The optimiser's own failure at the start.
+  ConvergenceOutcome outcome =
+      ConvergenceStatusOf(Summary(Status::kFailedNonFinite, inf, inf, 0), inf, inf, 1e-155);
+  EXPECT_EQ(outcome.status, "failed_non_finite_objective");
+  EXPECT_THAT(outcome.reason, HasSubstr("chi2 is not finite at the start (chi2 = inf, "
+                                        "optimization.nlsq.sigma = 1e-155)"));
+  EXPECT_THAT(outcome.reason, HasSubstr("the optimiser's reason"));
+  // A "converged" optimiser whose result, or whose reported (plain) chi2, is not finite.
+  outcome = ConvergenceStatusOf(Summary(Status::kConvergedGtol, 1e4, nan, 3), nan, nan, 0.01);
+  EXPECT_EQ(outcome.status, "failed_non_finite_objective");
+  EXPECT_THAT(outcome.reason, HasSubstr("at the result"));
+  outcome = ConvergenceStatusOf(Summary(Status::kConvergedFtol, 1e4, 1e3, 3), inf, inf, 0.01);
+  EXPECT_EQ(outcome.status, "failed_non_finite_objective");
+  // A start that was not finite, whatever the end.
+  outcome = ConvergenceStatusOf(Summary(Status::kConvergedXtol, nan, 1e3, 0), 1e3, 1.0, 0.01);
+  EXPECT_EQ(outcome.status, "failed_non_finite_objective");
+  EXPECT_THAT(outcome.reason, HasSubstr("at the start"));
+}
+
+TEST(ConvergenceStatusTest, AnAstronomicalChiSquaredWithoutAnAcceptedStepIsNoProgress) {
+  using Status = LevenbergMarquardtStatus;
+  for (const Status status :
+       {Status::kConvergedGtol, Status::kConvergedXtol, Status::kMaxIterations}) {
+    const ConvergenceOutcome outcome =
+        ConvergenceStatusOf(Summary(status, 3e80, 3e80, 0), 3e80, 3e76, 0.01);
+    EXPECT_EQ(outcome.status, "no_progress");
+    EXPECT_THAT(outcome.reason, HasSubstr("never moved from its start"));
+    EXPECT_THAT(outcome.reason, HasSubstr("optimization.nlsq.sigma = 0.01"));
+  }
+  // One accepted step, or a reduced chi2 at the limit: the optimiser's status stands.
+  EXPECT_EQ(
+      ConvergenceStatusOf(Summary(Status::kConvergedGtol, 3e80, 3e79, 1), 3e79, 3e75, 0.01).status,
+      "converged");
+  EXPECT_EQ(
+      ConvergenceStatusOf(Summary(Status::kConvergedGtol, 1e10, 1e10, 0), 1e10, 1e6, 0.01).status,
+      "converged");
+}
+
+// The correlation warnings read the result's covariance, which a fit that failed before its
+// covariance leaves empty: no warning, never an out-of-range read.
+FitResult ResultWithCovariance(std::vector<double> covariance) {
+  FitResult result;
+  result.covariance_names = {"D0", "alpha", "contrast[0]"};
+  result.covariance = std::move(covariance);
+  return result;
+}
+
+TEST(CorrelationWarningsTest, PairsBeyondTheLimitAreNamed) {
+  // D0 and alpha correlated by -0.995; contrast[0] is not physical.
+  const FitResult result =
+      ResultWithCovariance({1.0, -0.995, 0.0, -0.995, 1.0, 0.999, 0.0, 0.999, 1.0});
+  EXPECT_THAT(CorrelationWarnings(result, 2),
+              ElementsAre(HasSubstr("do not separate D0 and alpha (correlation -0.9950)")));
+}
+
+TEST(CorrelationWarningsTest, AnEmptyOrMismatchedCovarianceGivesNoWarning) {
+  EXPECT_THAT(CorrelationWarnings(ResultWithCovariance({}), 2), IsEmpty());
+  EXPECT_THAT(CorrelationWarnings(ResultWithCovariance({1.0, 0.0, 0.0, 1.0}), 2), IsEmpty());
+  // More physical parameters than names.
+  EXPECT_THAT(CorrelationWarnings(ResultWithCovariance(std::vector<double>(9, 1.0)), 4), IsEmpty());
+}
+
+TEST(CorrelationWarningsTest, NonFiniteEntriesGiveNoWarning) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_THAT(CorrelationWarnings(ResultWithCovariance({inf, inf, 0, inf, inf, 0, 0, 0, 1}), 2),
+              IsEmpty());
+  EXPECT_THAT(CorrelationWarnings(ResultWithCovariance({nan, nan, 0, nan, nan, 0, 0, 0, 1}), 2),
+              IsEmpty());
 }
 
 // A result with two physical parameters (a = 1 +- 0.1, b = 5 +- 1), reduced chi2 1, chosen
