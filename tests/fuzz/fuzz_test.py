@@ -148,6 +148,56 @@ def m_swap_value(text, rng):
     return "\n".join(lines), f"line {i + 1}: {m.group(2).strip()} = {value[:60]!r}"
 
 
+NUMBER = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
+MAGNITUDES = ["1e-300", "1e-200", "1e-100", "1e-30", "1e-12", "1e12", "1e30", "1e100", "1e200",
+              "1e300", "-1e-200", "-1e200"]
+
+
+def m_magnitude(text, rng):
+    # A number of the right type at an extreme magnitude: what a valid-looking config can ask.
+    lines = text.split("\n")
+    candidates = [i for i in value_lines(lines) if NUMBER.match(KEY_VALUE.match(lines[i]).group(4))]
+    if not candidates:
+        return m_swap_value(text, rng)
+    i = rng.choice(candidates)
+    m = KEY_VALUE.match(lines[i])
+    value = rng.choice(MAGNITUDES)
+    if rng.random() < 0.4:  # scaled, keeping the sign
+        value = repr(float(m.group(4)) * 10.0 ** rng.choice([-300, -200, -100, -20, 20, 100, 200]))
+    lines[i] = f"{m.group(1)}{m.group(2)}:{m.group(3)}{value}{m.group(5)}"
+    return "\n".join(lines), f"line {i + 1}: {m.group(2).strip()} = {value}"
+
+
+# Default bounds of the physical parameters (docs/configuration.md, Parameters and Two-component
+# mode): starts on a bound are legal and must fit or be refused cleanly.
+DEFAULT_BOUNDS = {
+    "D0": (1e2, 1e5), "alpha": (-2, 2), "D_offset": (-1e5, 1e5), "gamma_dot_t0": (1e-6, 0.5),
+    "beta": (-2, 2), "gamma_dot_t_offset": (-0.1, 0.1), "phi0": (-10, 10),
+    "D0_ref": (0, 1e6), "alpha_ref": (-2, 2), "D_offset_ref": (-1e4, 1e4), "D0_sample": (0, 1e6),
+    "alpha_sample": (-2, 2), "D_offset_sample": (-1e4, 1e4), "v0": (0, 1e6), "v_beta": (0, 2),
+    "v_offset": (-100, 100), "f0": (0, 1), "f1": (-1, 1), "f2": (-1, 1), "f3": (-1, 1),
+    "phi0_het": (-10, 10),
+}
+
+
+def m_values_at_bounds(text, rng):
+    names = re.search(r"^\s*parameter_names:\s*\[(.*)\]", text, re.M)
+    values = re.search(r"^(\s*values:\s*)\[(.*)\]", text, re.M)
+    if not names or not values:
+        return m_magnitude(text, rng)
+    which = rng.choice(["min", "max", "mixed", "one"])
+    current = [v.strip() for v in values.group(2).split(",")]
+    new = []
+    for k, name in enumerate(n.strip() for n in names.group(1).split(",")):
+        low, high = DEFAULT_BOUNDS.get(name, (0, 1))
+        pick = {"min": low, "max": high}.get(which, rng.choice([low, high]))
+        if which == "one" and k != 0:
+            pick = current[k] if k < len(current) else pick
+        new.append(str(pick))
+    text = text[:values.start(2)] + ", ".join(new) + text[values.end(2):]
+    return text, f"initial values on their bounds ({which}): [{', '.join(new)}]"
+
+
 def m_list_element(text, rng):
     lines = text.split("\n")
     candidates = [i for i, line in enumerate(lines) if FLOW_LIST.match(line)]
@@ -296,6 +346,7 @@ def m_structure(text, rng):
 YAML_MUTATIONS = [
     (m_byte_flips, 3), (m_delete_lines, 3), (m_duplicate_lines, 2), (m_swap_value, 10),
     (m_list_element, 3), (m_wrong_type, 4), (m_unknown_key, 2), (m_alias, 2), (m_structure, 2),
+    (m_magnitude, 3), (m_values_at_bounds, 1),
 ]
 SEED_TEXTS = []  # filled by main(): every seed's text, for splices
 
