@@ -30,10 +30,11 @@ its mutations and the command that reproduces it, and its files are saved under
 DIR/case-I/ (repro.sh runs it again).
 
 The same SEED and corpus give the same cases on every machine (a file added to the corpus
-changes what the cases draw); S only decides how many of them run (the summary says how many). Defaults, also from the environment: S = HOMODYNE_FUZZ_SECONDS
-(120), N = HOMODYNE_FUZZ_CASES (400), SEED = HOMODYNE_FUZZ_SEED (1), T =
-HOMODYNE_FUZZ_CASE_TIMEOUT (20), DIR = HOMODYNE_FUZZ_FAILURES (fuzz_failures in the current
-folder). Exit status: 0 all passed, 1 a finding or a broken seed, 77 no h5py/numpy (skipped).
+changes what the cases draw); S only decides how many of them run (the summary says how many).
+Defaults, also from the environment: S = HOMODYNE_FUZZ_SECONDS (120), N = HOMODYNE_FUZZ_CASES
+(400), SEED = HOMODYNE_FUZZ_SEED (1), T = HOMODYNE_FUZZ_CASE_TIMEOUT (20), DIR =
+HOMODYNE_FUZZ_FAILURES (fuzz_failures in the current folder). Exit status: 0 all passed, 1 a
+finding, a broken seed or an error of the fuzzer itself, 77 no h5py/numpy (skipped).
 """
 
 import argparse
@@ -48,6 +49,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 try:
@@ -97,7 +99,8 @@ def extreme_value(rng):
     if roll < 0.04:
         return LONG_STRING
     if roll < 0.08:
-        return "[" + ", ".join(rng.choice(EXTREME_SCALARS[:30]) for _ in range(rng.randint(0, 40))) + "]"
+        items = [rng.choice(EXTREME_SCALARS[:30]) for _ in range(rng.randint(0, 40))]
+        return "[" + ", ".join(items) + "]"
     return rng.choice(EXTREME_SCALARS)
 
 
@@ -410,7 +413,8 @@ def h_shape(f, rng):
     elif kind == "add axis":
         new = data[np.newaxis, ...]
     elif kind == "empty":
-        new = np.zeros((0,) * max(data.ndim, 1), dtype=data.dtype if data.dtype.kind != "O" else "f8")
+        new = np.zeros((0,) * max(data.ndim, 1),
+                       dtype=data.dtype if data.dtype.kind != "O" else "f8")
     elif kind == "1x1":
         new = np.ones((1, 1), dtype="f4")
     elif kind == "scalar":
@@ -653,7 +657,8 @@ class Runner:
         if rc < 0:
             return f"killed by signal {signal.Signals(-rc).name}", rc, tail(err)
         if rc not in DOCUMENTED_EXIT_CODES:
-            return f"exit code {rc} outside the documented {sorted(DOCUMENTED_EXIT_CODES)}", rc, tail(err)
+            documented = sorted(DOCUMENTED_EXIT_CODES)
+            return f"exit code {rc} outside the documented {documented}", rc, tail(err)
         if rc != 0 and not err.strip():
             return f"exit code {rc} without a message on stderr", rc, ""
         return None, rc, tail(err)
@@ -854,7 +859,12 @@ class Fuzzer:
             for index in indices:
                 if self.args.case is None and time.monotonic() - start > self.args.seconds:
                     break
-                self.run_case(index)
+                try:
+                    self.run_case(index)
+                except Exception:  # a bug of this script: say which case, go on with the rest
+                    self.failures.append(f"case-{index}")
+                    print(f"FAIL case-{index}: the fuzzer itself failed (--seed {self.args.seed} "
+                          f"--case {index}):\n{traceback.format_exc()}", flush=True)
                 done += 1
             elapsed = time.monotonic() - start
             if done < len(indices):
