@@ -721,19 +721,26 @@ class Fuzzer:
     def check(self, label, case_seed, notes, commands, cwd):
         """Runs each command in cwd; records a failure per problem. Returns the exit codes."""
         codes = []
-        for args in commands:
+        for position, args in enumerate(commands):
             problem, rc, err = self.runner.run(args, cwd)
             self.runs += 1
             codes.append(rc)
             kind = args[0] + (" --validate" if "--validate" in args else "") + \
                 (" --dry-run" if "--dry-run" in args else "") + (" (hdf5)" if "case.h5" in
                                                                  os.listdir(cwd) else "")
-            self.exit_codes[(kind, rc)] = self.exit_codes.get((kind, rc), 0) + 1
+            outcome = "hang" if rc is None else f"signal {-rc}" if rc < 0 else rc
+            self.exit_codes[(kind, outcome)] = self.exit_codes.get((kind, outcome), 0) + 1
             if self.log:
                 last = err.split("\n")[-1] if err else ""
-                self.log.write(f"{label}\t{kind}\t{rc}\t{last}\n")
+                self.log.write(f"{label}\t{kind}\t{outcome}\t{last}\n")
             if problem:
                 self.record(label, case_seed, notes, args, cwd, problem, err)
+                if rc is None and position + 1 < len(commands):
+                    # The programs share the config loader and the reader: the others would
+                    # most likely hang too, each for the whole timeout.
+                    print(f"  (the case's {len(commands) - position - 1} other runs skipped "
+                          "after the hang)", flush=True)
+                    break
         return codes
 
     def record(self, label, case_seed, notes, args, cwd, problem, err):
