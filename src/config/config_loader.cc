@@ -122,11 +122,18 @@ class ConfigReader {
     }
     return value;
   }
+  // An integer of at most kMaxConfigInteger in magnitude; each other value is an error whose rule
+  // says what is wrong with it (not a number, not finite, a fraction, too large).
   int64_t IntegerOf(const YAML::Node& node, const std::string& path) const {
+    constexpr double kMaxConfigInteger = 9.0e15;  // exact in a double, far beyond any count
     double value = 0.0;
-    if (!node.IsScalar() || !YAML::convert<double>::decode(node, value) || !std::isfinite(value) ||
-        value != std::floor(value) || std::fabs(value) > 9.0e15) {
+    if (!node.IsScalar() || !YAML::convert<double>::decode(node, value)) {
       Fail(path, node, "must be an integer");
+    }
+    if (!std::isfinite(value)) Fail(path, node, "must be a finite integer");
+    if (value != std::floor(value)) Fail(path, node, "must be an integer, not a fraction");
+    if (std::fabs(value) > kMaxConfigInteger) {
+      Fail(path, node, "is beyond the largest integer a config takes (9e15)");
     }
     return static_cast<int64_t>(value);
   }
@@ -327,7 +334,10 @@ void ParseDataAndGeometry(const ConfigReader& reader, Config& config) {
       FirstPresent(reader, {"analyzer_parameters.dt", "experimental_data.dt", "dt"});
   if (!dt_path.empty()) {
     const double dt = *reader.Number(dt_path);
-    reader.Require(std::isfinite(dt) && dt > 0.0, dt_path, "must be a finite number > 0 [s]");
+    // Frame times of XPCS detectors run from microseconds to minutes; far outside, the model's
+    // rates times dt under- or overflow and the fit stays at its start.
+    reader.Require(std::isfinite(dt) && dt >= 1e-9 && dt <= 1e5, dt_path,
+                   "must be from 1e-9 to 1e5 [s] (the time between two frames)");
     data.dt_seconds = dt;
   }
   config.geometry.dt_seconds = data.dt_seconds;
@@ -433,6 +443,10 @@ void ParseBounds(const ConfigReader& reader, Config& config) {
         continue;  // a parameter of another mode: accepted, unused
       }
       const size_t index = static_cast<size_t>(it - names.begin());
+      if (!source_path[index].empty()) {
+        reader.FailText(path + ".name = '" + given + "': " + name + " already has its bounds in " +
+                        source_path[index] + "; give each parameter one entry");
+      }
       ParameterBound& bound = config.bounds[index];
       if (Present(entry["min"])) bound.min = reader.NumberOf(entry["min"], path + ".min");
       if (Present(entry["max"])) bound.max = reader.NumberOf(entry["max"], path + ".max");
@@ -542,8 +556,9 @@ void ParseNlsq(const ConfigReader& reader, Config& config) {
   NlsqOptions& nlsq = config.nlsq;
   const std::string base = "optimization.nlsq.";
   if (const auto iterations = reader.Integer(base + "max_iterations")) {
-    reader.Require(*iterations > 0 && *iterations <= std::numeric_limits<int>::max(),
-                   base + "max_iterations", "must be > 0");
+    reader.Require(*iterations > 0, base + "max_iterations", "must be > 0");
+    reader.Require(*iterations <= std::numeric_limits<int>::max(), base + "max_iterations",
+                   "must be at most 2147483647");
     nlsq.max_iterations = static_cast<int>(*iterations);
   }
   auto positive = [&](const std::string& key, double& field) {
@@ -565,7 +580,13 @@ void ParseNlsq(const ConfigReader& reader, Config& config) {
   }
   positive("xtol", nlsq.xtol);
   positive("gtol", nlsq.gtol);
-  positive("sigma", nlsq.sigma);
+  // sigma scales every residual: c2 values are about 1 and a correlator's noise 1e-4 to 1e-1, so
+  // outside [1e-12, 1e3] chi2 overflows (sigma 1e-155: +inf) or vanishes and measures nothing.
+  if (const auto sigma = reader.Number(base + "sigma")) {
+    reader.Require(std::isfinite(*sigma) && *sigma >= 1e-12 && *sigma <= 1e3, base + "sigma",
+                   "must be from 1e-12 to 1e3 (the noise of c2 values of about 1)");
+    nlsq.sigma = *sigma;
+  }
 
   const std::string ad = base + "anti_degeneracy.";
   nlsq.anti_degeneracy_enabled = reader.Bool(ad + "enable").value_or(nlsq.anti_degeneracy_enabled);
@@ -1089,11 +1110,42 @@ const ParameterBound& Config::BoundOf(const std::string& name) const {
 
 namespace {
 
+// The largest config text parsed, and the most nodes and levels a config's tree may have. A
+// config is a few KB of a few hundred nodes (the templates of homodyne-config: under 30 KB);
+// aliases (*name) make yaml-cpp share nodes, so that a self-referencing alias is a cycle and a
+// "billion laughs" file of a few hundred bytes expands to 1e9 nodes: every walk of the tree would
+// recurse for ever or take minutes. These limits stop both, and a huge file, with an error.
+constexpr size_t kMaxConfigBytes = size_t{4} << 20;
+constexpr int64_t kMaxConfigNodes = 100000;
+constexpr int kMaxConfigDepth = 64;
+
+// The nodes visited so far by CheckDuplicateKeys (alias repeats counted each time).
+struct TreeWalk {
+  const std::string& source_name;
+  int64_t nodes = 0;
+};
+
 // A key given twice in one mapping is an error naming both lines: yaml-cpp keeps both and
 // operator[] reads the first, so the second would be ignored in silence. `path` is the YAML path
 // of `node` ("" at the root); sequences are entered too (parameter_space.bounds is a list of maps).
-void CheckDuplicateKeys(const YAML::Node& node, const std::string& path,
-                        const std::string& source_name) {
+// The first walk of a parsed tree: a tree deeper than kMaxConfigDepth or with more than
+// kMaxConfigNodes nodes as expanded (aliases repeated) is an error naming the limit and the path
+// where it was reached, so that later walks are bounded.
+void CheckDuplicateKeys(const YAML::Node& node, const std::string& path, TreeWalk& walk,
+                        int depth = 0) {
+  const std::string& source_name = walk.source_name;
+  const std::string shown = path.empty() ? std::string("the top level") : path.substr(0, 200);
+  if (depth > kMaxConfigDepth) {
+    throw ConfigError(source_name + ": YAML nested deeper than " + std::to_string(kMaxConfigDepth) +
+                      " levels at " + shown +
+                      ": a self-referencing alias (&name ... *name inside it)?");
+  }
+  if (++walk.nodes > kMaxConfigNodes) {
+    throw ConfigError(source_name + ": the YAML tree expands to more than " +
+                      std::to_string(kMaxConfigNodes) + " nodes (reached at " + shown +
+                      "): aliases (*name) repeated into a huge tree, or a list far longer than "
+                      "a config needs");
+  }
   if (node.IsMap()) {
     std::map<std::string, int> first_line;  // key -> 1-based line of its first appearance
     for (const auto& entry : node) {
@@ -1106,11 +1158,11 @@ void CheckDuplicateKeys(const YAML::Node& node, const std::string& path,
                           std::to_string(where->second) + " and " + std::to_string(line) +
                           "): keep one");
       }
-      CheckDuplicateKeys(entry.second, key_path, source_name);
+      CheckDuplicateKeys(entry.second, key_path, walk, depth + 1);
     }
   } else if (node.IsSequence()) {
     for (size_t i = 0; i < node.size(); ++i) {
-      CheckDuplicateKeys(node[i], path + "[" + std::to_string(i) + "]", source_name);
+      CheckDuplicateKeys(node[i], path + "[" + std::to_string(i) + "]", walk, depth + 1);
     }
   }
 }
@@ -1121,6 +1173,11 @@ namespace config_internal {
 
 Config ParseConfigText(const std::string& yaml_text, const std::string& source_name,
                        std::optional<AnalysisMode> mode) {
+  if (yaml_text.size() > kMaxConfigBytes) {
+    throw InputError(source_name + ": " + std::to_string(yaml_text.size()) +
+                     " bytes, more than a config may hold (" + std::to_string(kMaxConfigBytes) +
+                     "); is this the config file?");
+  }
   std::vector<YAML::Node> documents;
   try {
     documents = YAML::LoadAll(yaml_text);
@@ -1138,7 +1195,8 @@ Config ParseConfigText(const std::string& yaml_text, const std::string& source_n
   }
   YAML::Node root = documents.empty() ? YAML::Node() : documents.front();
   if (root.IsNull()) root.reset(YAML::Node(YAML::NodeType::Map));  // empty file: all defaults
-  CheckDuplicateKeys(root, "", source_name);
+  TreeWalk walk{source_name};
+  CheckDuplicateKeys(root, "", walk);
   Config config;
   ConfigReader reader(root, source_name, &config.warnings);
   if (!root.IsMap()) {

@@ -236,8 +236,10 @@ class FitRun {
     FitResult& recorded = fit_->result;
     for (const std::string& warning : checkpoints.warnings()) recorded.warnings.push_back(warning);
     if (objective.num_nonfinite_points() > 0) {
-      const std::string warning = std::to_string(objective.num_nonfinite_points()) +
-                                  " non-finite data points excluded from the fit";
+      const std::string warning =
+          std::to_string(objective.num_nonfinite_points()) +
+          " non-finite data points excluded from the fit (NaN, +-inf, or beyond "
+          "+-3.4e38, the float32 range the fit reads)";
       spdlog::warn("{}", warning);
       recorded.warnings.push_back(warning);
     }

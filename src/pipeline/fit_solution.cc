@@ -325,6 +325,21 @@ ConvergenceOutcome ConvergenceStatusOf(const LevenbergMarquardtSummary& summary,
   return {"failed", summary.reason};
 }
 
+std::optional<std::string> SigmaAdvice(double reduced_chi_squared, int64_t degrees_of_freedom,
+                                       double sigma) {
+  if (degrees_of_freedom <= 0 || !std::isfinite(reduced_chi_squared) ||
+      reduced_chi_squared < kNegligibleReducedChi2 || QualityFlag(reduced_chi_squared) == "good") {
+    return std::nullopt;
+  }
+  const double scatter = std::sqrt(reduced_chi_squared);  // the residuals' rms in sigmas
+  return "reduced chi2 " + ReasonNumber(reduced_chi_squared) + ": the residuals scatter by " +
+         ReasonNumber(scatter) +
+         " sigma; optimization.nlsq.sigma = " + ReasonNumber(sigma * scatter) + " (now " +
+         ReasonNumber(sigma) +
+         ") would make it 1 if the model describes the data (the uncertainties are scaled by the "
+         "reduced chi2 already and do not change)";
+}
+
 int FitExitCode(const std::string& convergence_status) {
   return convergence_status == "converged" || convergence_status == "max_iterations" ? kExitSuccess
                                                                                      : kExitFailure;
@@ -494,6 +509,10 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
         ": optimization.nlsq.sigma = " + ReasonNumber(objective.sigma()) +
         " is far larger than the data's scatter, so chi2 and the quality flag's chi2 level "
         "measure nothing (the uncertainties, scaled by the reduced chi2, do not depend on sigma)");
+  }
+  if (const std::optional<std::string> advice =
+          SigmaAdvice(result.reduced_chi_squared, dof, objective.sigma())) {
+    solution_warnings.push_back(*advice);
   }
   for (const std::string& warning : solution_warnings) {
     spdlog::warn("{}", warning);

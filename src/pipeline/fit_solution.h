@@ -49,6 +49,12 @@ ConvergenceOutcome ConvergenceStatusOf(const LevenbergMarquardtSummary& summary,
 // The exit code of a finished fit with this convergence_status: kExitSuccess for converged and
 // max_iterations, kExitFailure for every other status (docs/results.md, Convergence status).
 int FitExitCode(const std::string& convergence_status);
+// The warning of a reduced chi2 whose chi2 level is not good (QualityFlag: below 0.5 or from 1.5
+// on) and above kNegligibleReducedChi2: the sigma that would make it 1, sigma * sqrt(reduced chi2)
+// (docs/results.md, Quality flag). nullopt otherwise, and for dof <= 0 or a reduced chi2 that is
+// not finite.
+std::optional<std::string> SigmaAdvice(double reduced_chi_squared, int64_t degrees_of_freedom,
+                                       double sigma);
 
 // What the quality flag is judged from (docs/results.md, Quality flag).
 struct FitQualityInputs {

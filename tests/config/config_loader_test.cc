@@ -745,3 +745,36 @@ performance: {strategy_override: chunked}
 
 }  // namespace
 }  // namespace homodyne
+
+namespace homodyne {
+namespace {
+
+// A config is a few KB; a 5 MB list (under metadata, a key the fit ignores) took 1 GB to parse.
+TEST(ConfigLimitsTest, ATextBeyondFourMiBIsRefusedBeforeParsing) {
+  std::string text = "analysis_mode: static\nmetadata: [";
+  while (text.size() < (size_t{5} << 20)) text += "1234567, ";
+  text += "0]\n";
+  try {
+    ParseConfig(text, "huge.yaml");
+    FAIL() << "a 5 MB config was parsed";
+  } catch (const Error& error) {
+    EXPECT_THAT(error.what(), HasSubstr("huge.yaml: "));
+    EXPECT_THAT(error.what(), HasSubstr("more than a config may hold (4194304)"));
+  }
+}
+
+// A list far longer than a config needs, under the size limit, is refused by the node limit.
+TEST(ConfigLimitsTest, ATreeOfMoreThanAHundredThousandNodesIsRefused) {
+  std::string text = "analysis_mode: static\nmetadata: [";
+  for (int i = 0; i < 120000; ++i) text += "1, ";
+  text += "0]\n";
+  try {
+    ParseConfig(text, "long.yaml");
+    FAIL() << "a 120000-node config was parsed";
+  } catch (const Error& error) {
+    EXPECT_THAT(error.what(), HasSubstr("expands to more than 100000 nodes (reached at metadata["));
+  }
+}
+
+}  // namespace
+}  // namespace homodyne

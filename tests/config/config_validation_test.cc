@@ -46,11 +46,11 @@ const RuleCase kRules[] = {
     {"DtText", "analyzer_parameters: {dt: abc}",
      "analyzer_parameters.dt = 'abc': must be a number"},
     {"DtZero", "analyzer_parameters: {dt: 0}",
-     "analyzer_parameters.dt = 0: must be a finite number > 0"},
+     "analyzer_parameters.dt = 0: must be from 1e-9 to 1e5 [s]"},
     {"DtInfinite", "analyzer_parameters: {dt: .inf}",
-     "analyzer_parameters.dt = .inf: must be a finite"},
+     "analyzer_parameters.dt = .inf: must be from 1e-9 to 1e5 [s]"},
     {"DtNegativeFallback", "experimental_data: {dt: -1}",
-     "experimental_data.dt = -1: must be a finite"},
+     "experimental_data.dt = -1: must be from 1e-9 to 1e5 [s]"},
     {"QZero", "analyzer_parameters: {scattering: {wavevector_q: 0}}",
      "analyzer_parameters.scattering.wavevector_q = 0: must be a finite number > 0"},
     {"GapNegative", "analyzer_parameters: {geometry: {stator_rotor_gap: -5}}",
@@ -115,7 +115,38 @@ const RuleCase kRules[] = {
      "optimization.nlsq.ftol = -1.0e-8: must be > 0"},
     {"Xtol", "optimization: {nlsq: {xtol: -1}}", "optimization.nlsq.xtol = -1: must be > 0"},
     {"Gtol", "optimization: {nlsq: {gtol: 0.0}}", "optimization.nlsq.gtol = 0.0: must be > 0"},
-    {"Sigma", "optimization: {nlsq: {sigma: 0}}", "optimization.nlsq.sigma = 0: must be > 0"},
+    {"Sigma", "optimization: {nlsq: {sigma: 0}}",
+     "optimization.nlsq.sigma = 0: must be from 1e-12 to 1e3"},
+    // sigma 1e-155 made chi2 +inf (and the fit crash); 1e300 made it 0 and "converged".
+    {"SigmaTiny", "optimization: {nlsq: {sigma: 1e-155}}",
+     "optimization.nlsq.sigma = 1e-155: must be from 1e-12 to 1e3"},
+    {"SigmaHuge", "optimization: {nlsq: {sigma: 1e300}}",
+     "optimization.nlsq.sigma = 1e300: must be from 1e-12 to 1e3"},
+    {"DtTiny", "analyzer_parameters: {dt: 1e-300}",
+     "analyzer_parameters.dt = 1e-300: must be from 1e-9 to 1e5 [s]"},
+    {"DtHuge", "analyzer_parameters: {dt: 1e300}",
+     "analyzer_parameters.dt = 1e300: must be from 1e-9 to 1e5 [s]"},
+    {"MaxIterationsHuge", "optimization: {nlsq: {max_iterations: 1e12}}",
+     "optimization.nlsq.max_iterations = 1e12: must be at most 2147483647"},
+    {"IntegerBeyondRange", "optimization: {nlsq: {global_search: {max_points: 1e19}}}",
+     "optimization.nlsq.global_search.max_points = 1e19: is beyond the largest integer a config "
+     "takes"},
+    {"IntegerFraction", "optimization: {nlsq: {max_iterations: 2.5}}",
+     "optimization.nlsq.max_iterations = 2.5: must be an integer, not a fraction"},
+    {"IntegerInfinite", "optimization: {nlsq: {max_iterations: .inf}}",
+     "optimization.nlsq.max_iterations = .inf: must be a finite integer"},
+    {"BoundsTwice", "parameter_space: {bounds: [{name: D0, min: 1, max: 2}, {name: D0, min: 3}]}",
+     "parameter_space.bounds[1].name = 'D0': D0 already has its bounds in "
+     "parameter_space.bounds[0]"},
+    {"AliasCycle", "a: &x [*x]\n", "YAML nested deeper than 64 levels"},
+    {"AliasBomb",
+     "l0: &l0 [x, x, x, x, x, x, x, x, x, x]\nl1: &l1 [*l0, *l0, *l0, *l0, *l0, *l0, *l0, *l0, "
+     "*l0, *l0]\nl2: &l2 [*l1, *l1, *l1, *l1, *l1, *l1, *l1, *l1, *l1, *l1]\nl3: &l3 [*l2, *l2, "
+     "*l2, *l2, *l2, *l2, *l2, *l2, *l2, *l2]\nl4: &l4 [*l3, *l3, *l3, *l3, *l3, *l3, *l3, *l3, "
+     "*l3, *l3]\nl5: &l5 [*l4, *l4, *l4, *l4, *l4, *l4, *l4, *l4, *l4, *l4]\nl6: &l6 [*l5, *l5, "
+     "*l5, *l5, *l5, *l5, *l5, *l5, *l5, *l5]\nl7: &l7 [*l6, *l6, *l6, *l6, *l6, *l6, *l6, *l6, "
+     "*l6, *l6]\nl8: &l8 [*l7, *l7, *l7, *l7, *l7, *l7, *l7, *l7, *l7, *l7]\n",
+     "the YAML tree expands to more than 100000 nodes"},
     {"PerAngleMode", "optimization: {nlsq: {anti_degeneracy: {per_angle_mode: averaged}}}",
      "optimization.nlsq.anti_degeneracy.per_angle_mode = 'averaged': must be one of individual, "
      "constant, auto, fourier"},

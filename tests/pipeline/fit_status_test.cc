@@ -136,6 +136,29 @@ TEST(FitStatusTest, ANegligibleReducedChiSquaredNamesSigma) {
 
 // Every fitted parameter held on a bound at an ordinary chi2: the bounded problem's optimum,
 // converged (exit 0), with a warning and a poor flag that say nothing was free.
+// A sigma ten times below the data's noise (0.01): reduced chi2 about 100, and a warning naming
+// the sigma that would make it 1 (sigma x sqrt(reduced chi2), about the noise).
+TEST(FitStatusTest, AReducedChiSquaredFarFromOneNamesTheSigmaThatMakesItOne) {
+  const FitOutcome outcome = FitStatic(StaticC2(), "", GlobalSearchMethod::kOff, 0.001);
+  ASSERT_EQ(outcome.result.convergence_status, "converged");
+  EXPECT_GT(outcome.result.reduced_chi_squared, 50.0);
+  std::string advice;
+  for (const std::string& warning : outcome.result.warnings) {
+    if (warning.find("would make it 1") != std::string::npos) advice = warning;
+  }
+  ASSERT_FALSE(advice.empty());
+  const size_t at = advice.find("optimization.nlsq.sigma = ");
+  ASSERT_NE(at, std::string::npos);
+  const double suggested = std::stod(advice.substr(at + std::strlen("optimization.nlsq.sigma = ")));
+  EXPECT_NEAR(suggested, 0.01, 0.002) << advice;
+
+  // The noise's own sigma: no such warning.
+  const FitOutcome right = FitStatic(StaticC2(), "", GlobalSearchMethod::kOff, 0.01);
+  for (const std::string& warning : right.result.warnings) {
+    EXPECT_THAT(warning, ::testing::Not(HasSubstr("would make it 1")));
+  }
+}
+
 TEST(FitStatusTest, NothingFreeConvergesWithAWarning) {
   const FitOutcome outcome =
       FitStatic(StaticC2(),
