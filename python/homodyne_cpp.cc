@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -605,10 +606,18 @@ py::dict LoadXpcsData(const LoadedConfig& loaded) {
 }
 
 // ValueError "<name>: <rule>" unless every value is finite.
+// A number as a message shows it: shortest form, "inf" and "nan" as such (std::to_string wrote
+// "-nan" for a NaN that had been an inf).
+std::string NumberText(double value) {
+  std::ostringstream text;
+  text << value;
+  return text.str();
+}
+
 void RequireFinite(const std::vector<double>& values, const std::string& name) {
   for (size_t k = 0; k < values.size(); ++k) {
     if (!std::isfinite(values[k])) {
-      throw py::value_error(name + "[" + std::to_string(k) + "] = " + std::to_string(values[k]) +
+      throw py::value_error(name + "[" + std::to_string(k) + "] = " + NumberText(values[k]) +
                             ": must be finite");
     }
   }
@@ -661,8 +670,30 @@ DoubleArray ComputeC2(const std::vector<double>& params, const std::vector<doubl
   };
   const std::vector<double> contrasts = expand(contrast, "contrast");
   const std::vector<double> offsets = expand(offset, "offset");
-  // dt: the model's prefactors use the grid step (docs/model.md); t1 - t0 unless given.
+  // dt: the model's prefactors use the grid step (docs/model.md); t1 - t0 unless given. The
+  // model integrates the rates over a uniform grid: a grid of another spacing, or a dt that is
+  // not its spacing, would give c2 of other times than t.
   const double step = dt > 0.0 ? dt : t[1] - t[0];
+  constexpr double kGridTolerance = 1e-6;  // relative, beyond the rounding of t's values
+  if (dt > 0.0 && std::abs(dt - (t[1] - t[0])) > kGridTolerance * dt) {
+    // Allowed, as the reference and its successor allow it (the successor's residual fixture
+    // does it), but never in silence.
+    const std::string warning =
+        "dt = " + NumberText(dt) +
+        " is not the spacing of t (t[1] - t[0] = " + NumberText(t[1] - t[0]) +
+        "): the rates are integrated with step dt and evaluated at t, as the reference does; "
+        "give dt=0 for the grid's own step";
+    if (PyErr_WarnEx(PyExc_UserWarning, warning.c_str(), 1) != 0) throw py::error_already_set();
+  }
+  const double spacing = t[1] - t[0];
+  for (size_t i = 2; i < t.size(); ++i) {
+    if (std::abs((t[i] - t[i - 1]) - spacing) > kGridTolerance * spacing) {
+      throw py::value_error("t is not uniform: t[" + std::to_string(i) + "] - t[" +
+                            std::to_string(i - 1) + "] = " + NumberText(t[i] - t[i - 1]) +
+                            ", t[1] - t[0] = " + NumberText(spacing) +
+                            " (the model integrates over a uniform grid)");
+    }
+  }
   const auto n = static_cast<py::ssize_t>(t.size());
   DoubleArray c2({static_cast<py::ssize_t>(phi.size()), n, n});
   {
@@ -906,8 +937,25 @@ PYBIND11_MODULE(_core, m) {
           py::arg("other"), "Equal when every field and the fitted model are equal.")
       .def("__repr__",
            [](const NlsqResult& r) { return "<NlsqResult " + r.outcome.final_fit_report + ">"; })
-      .def(py::pickle([](const NlsqResult& r) { return r.State(); },
-                      [](const py::tuple& state) { return NlsqResult::FromState(state); }));
+      // What pickling keeps; the package pickles a result as a call of its
+      // _nlsq_result_from_state(state) (homodyne_cpp/__init__.py), so that unpickling never
+      // makes an instance through __new__ (refused below) and then fills it.
+      .def("_state", &NlsqResult::State, "The state a pickle keeps (NlsqResult.__reduce__).");
+  m.def(
+      "_nlsq_result_from_state",
+      [](const py::tuple& state) { return NlsqResult::FromState(state); }, py::arg("state"),
+      "The NlsqResult of a pickled state (NlsqResult.__reduce__).");
+  // Every instance comes from the engine (a C++ value converted). A class's __new__ would make
+  // one whose C++ value was never constructed, and reading it crashed the interpreter: refused.
+  for (const char* name : {"NlsqResult", "Config"}) {
+    const std::string message =
+        std::string(name) + " cannot be created directly: " +
+        (std::string(name) == "Config" ? "load_config returns one" : "fit_nlsq returns one");
+    m.attr(name).attr("__new__") = py::staticmethod(
+        py::cpp_function([message](const py::args&, const py::kwargs&) -> py::object {
+          throw py::type_error(message);
+        }));
+  }
 
   m.def(
       "_fit_nlsq",

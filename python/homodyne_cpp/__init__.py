@@ -47,11 +47,16 @@ def _type_name(value):
     return type(value).__name__
 
 
+_INT_MIN, _INT_MAX = -2**31, 2**31 - 1  # the engine's int options
+
+
 def _integer(value, name):
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an int, not {_type_name(value)}")
+    if not _INT_MIN <= int(value) <= _INT_MAX:
+        raise ValueError(f"{name} = {int(value)}: must be an int from {_INT_MIN} to {_INT_MAX}")
     return int(value)
 
 
@@ -153,7 +158,12 @@ def load_config(config):
     if isinstance(config, dict):
         return _core._load_config_text(_yaml_flow(config, "") + "\n", "config dict")
     if isinstance(config, (str, os.PathLike)):
-        return _core._load_config_file(os.fsdecode(os.fspath(config)))
+        path = _path(config, "config")
+        if "\0" in path:
+            raise ValueError(f"config = {path!r}: contains a NUL character at position "
+                             f"{path.index(chr(0))}; the system would read the path only up to "
+                             "it")
+        return _core._load_config_file(path)
     raise TypeError("config must be a path (str or os.PathLike), a dict or a Config, not "
                     f"{_type_name(config)}")
 
@@ -238,9 +248,10 @@ def compute_c2(params, t, phi, q, L=None, contrast=0.5, offset=1.0, mode="lamina
     a number is one angle): array (n_phi, n_t, n_t). params: the mode's physical parameters in
     order; q in 1/A (> 0); L the stator-rotor gap in A (> 0), required for laminar_flow only (the
     other modes do not use it; None leaves it out); contrast and offset: one value or one per
-    angle; dt: the grid step (0: t[1] - t[0]). No diagonal correction. The angles, q and the step
-    pass the checks of a fit's data (DataError); other bad values raise ValueError, wrong types
-    TypeError, each naming the argument."""
+    angle; dt: the grid step (0: t[1] - t[0]; another value gives a UserWarning). t must be
+    uniform. No diagonal correction. The angles, q and the step pass the checks of a fit's data
+    (DataError); other bad values raise ValueError, wrong types TypeError, each naming the
+    argument."""
     return _core._compute_c2(
         _numbers(params, "params"), _numbers(t, "t"), _numbers(phi, "phi"), _real(q, "q"),
         _real(L, "L"), _numbers(contrast, "contrast"), _numbers(offset, "offset"),
@@ -272,3 +283,17 @@ def _repr_html_(self):
 
 
 NlsqResult._repr_html_ = _repr_html_
+
+
+def _nlsq_result_from_state(state):
+    """The NlsqResult of a pickled state (NlsqResult.__reduce__)."""
+    return _core._nlsq_result_from_state(state)
+
+
+def _reduce(self):
+    """Pickled as a call of _nlsq_result_from_state: unpickling never makes an NlsqResult through
+    __new__, which the engine refuses."""
+    return _nlsq_result_from_state, (self._state(),)
+
+
+NlsqResult.__reduce__ = _reduce

@@ -1,5 +1,6 @@
 """homodyne_cpp as a Python API: options per call, argument errors, configs of every kind,
 results as Python objects, compute_c2's inputs, checkpoint advice in Python's words."""
+import copy
 import json
 import os
 import pathlib
@@ -102,6 +103,10 @@ def test_progress_exception_is_raised_as_itself_not_as_a_signal(in_set, capfd):
     ({"checkpoints": "no"}, TypeError, "checkpoints must be True or False, not str"),
     ({"strategy": 3}, TypeError, "strategy must be a str, not int"),
     ({"output_dir": 3}, TypeError, "output_dir must be a path"),
+    # Beyond an int: pybind11's overload error printed the whole data dict (5.8 KB).
+    ({"threads": 2**70}, ValueError,
+     "threads = 1180591620717411303424: must be an int from -2147483648 to 2147483647"),
+    ({"max_iterations": -2**40}, ValueError, "max_iterations = -1099511627776: must be an int"),
 ])
 def test_bad_arguments_give_short_errors_naming_them(in_set, arguments, error, text):
     config = hc.load_config(in_set[1])
@@ -185,6 +190,27 @@ def test_to_dict_is_plain_and_json_serialisable(fitted):
     assert as_dict["report"] == fitted.report
 
 
+def test_classes_cannot_be_made_without_the_engine(fitted):
+    # __new__ made an instance whose C++ value was never constructed: reading it crashed.
+    for cls, source in ((hc.NlsqResult, "fit_nlsq"), (hc.Config, "load_config")):
+        with pytest.raises(TypeError, match=f"{cls.__name__} cannot be created directly: "
+                                            f"{source} returns one"):
+            cls.__new__(cls)
+        with pytest.raises(TypeError, match="cannot be created directly"):
+            cls()
+    # Copies and pickles still work (they call the engine's factory).
+    assert copy.copy(fitted) == fitted
+    assert copy.deepcopy(fitted) == fitted
+    with pytest.raises((TypeError, ValueError, KeyError, RuntimeError)):
+        type(fitted).__reduce__(fitted)[0](("not", "a", "state"))
+
+
+def test_a_config_path_with_a_nul_is_named():
+    with pytest.raises(ValueError, match=r"config = 'a\\x00b.yaml': contains a NUL character "
+                                         r"at position 1"):
+        hc.load_config("a\0b.yaml")
+
+
 def test_pickle_round_trip_is_equal(fitted):
     restored = pickle.loads(pickle.dumps(fitted))
     assert restored == fitted
@@ -234,6 +260,12 @@ T = 0.1 * np.arange(1, 21)
 TRUTH = [1500.0, -0.6, 5.0, 3e-4, -0.3, 0.0, 10.0]
 
 
+def test_compute_c2_warns_when_dt_is_not_the_grid_step():
+    # The reference integrates with step dt whatever t's spacing: allowed, never in silence.
+    with pytest.warns(UserWarning, match=r"dt = 0.5 is not the spacing of t \(t\[1\] - t\[0\] = 0.1"):
+        hc.compute_c2(TRUTH, T, [0.0], 0.0054, 2e6, dt=0.5)
+
+
 def test_compute_c2_takes_scalars_for_one_angle():
     one = hc.compute_c2(TRUTH, T, 30.0, 0.0054, 2e6, contrast=0.3, offset=1.0)
     listed = hc.compute_c2(TRUTH, T, [30.0], 0.0054, 2e6, contrast=[0.3], offset=[1.0])
@@ -245,6 +277,12 @@ def test_compute_c2_takes_scalars_for_one_angle():
     ({"q": -1.0}, hc.DataError, "q = -1 1/A; q must be finite and > 0"),
     ({"q": float("nan")}, hc.DataError, "q must be finite and > 0"),
     ({"phi": [0.0, float("nan")]}, hc.DataError, "phi must be a finite angle"),
+    # An inf angle is named as given (it read "phi = -nan").
+    ({"phi": [float("inf")]}, hc.DataError, r"has phi = inf; phi must be a finite angle"),
+    # The model integrates over a uniform grid: another grid, or a dt that is not its step, is
+    # refused (it was integrated as uniform).
+    ({"t": [0.1, 0.2, 0.4]}, ValueError, r"t is not uniform: t\[2\] - t\[1\] = 0.2"),
+
     ({"phi": [10.0, 10.0]}, hc.DataError, "each angle once"),
     ({"t": [0.2, 0.1, 0.3]}, ValueError, r"t\[1\] <= t\[0\]: t must increase"),
     ({"t": [0.1, float("inf")]}, ValueError, r"t\[1\] = inf: must be finite"),

@@ -40,6 +40,9 @@ std::string_view ToString(FileLayout layout) {
 }
 
 double NormalizePhiDegrees(double phi_degrees) {
+  // A non-finite angle stays as it is, so that the message refusing it shows it (fmod made an inf
+  // a NaN).
+  if (!std::isfinite(phi_degrees)) return phi_degrees;
   // Python's `phi % 360` (result in [0, 360)), then (180, 360) -> (-180, 0), as the reference.
   double wrapped = std::fmod(phi_degrees, 360.0);
   if (wrapped < 0.0) wrapped += 360.0;
