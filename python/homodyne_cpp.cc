@@ -355,6 +355,14 @@ std::vector<double> DoublesOf(const py::dict& data, const char* key) {
   }
 }
 
+// A number as a message shows it: shortest form, "inf" and "nan" as such (std::to_string wrote
+// "-nan" for a NaN that had been an inf).
+std::string NumberText(double value) {
+  std::ostringstream text;
+  text << value;
+  return text.str();
+}
+
 // The c2_exp array of a data dict as an in-memory source, without a copy. Raises TypeError /
 // ValueError naming what is wrong.
 struct ArrayInput {
@@ -416,6 +424,30 @@ ArrayInput SourceFromDict(const py::dict& data, const Config& config) {
   } else if (data.contains("t1")) {
     const std::vector<double> t1 = DoublesOf(data, "t1");
     if (t1.size() >= 2) input.dt_seconds = t1[1] - t1[0];
+  }
+  // t1 and t2, where given, are the fitted grid of c2_exp: one time per row, t_i = (i + 1) dt
+  // (docs/model.md, Time grid). A matrix that still holds frame 0 (t from 0) would be fitted one
+  // frame late, with other rates, in silence.
+  for (const char* key : {"t1", "t2"}) {
+    if (!data.contains(key)) continue;
+    const std::vector<double> times = DoublesOf(data, key);
+    const std::string name = std::string("data['") + key + "']";
+    if (times.size() != static_cast<size_t>(input.num_times)) {
+      throw py::value_error(name + " has " + std::to_string(times.size()) +
+                            " times but c2_exp has " + std::to_string(input.num_times) +
+                            " rows: give one time per row of the matrices");
+    }
+    const double dt = input.dt_seconds;
+    for (size_t i = 0; i < times.size(); ++i) {
+      const double expected = static_cast<double>(i + 1) * dt;
+      if (std::isfinite(dt) && std::abs(times[i] - expected) <= 1e-6 * expected) continue;
+      throw py::value_error(
+          name + "[" + std::to_string(i) + "] = " + NumberText(times[i]) + ", expected " +
+          NumberText(expected) + " ((i + 1) dt, dt = " + NumberText(dt) +
+          "): the fitted grid starts one frame after frame 0, which the fit drops (as "
+          "load_xpcs_data does); for a matrix that still holds frame 0 pass c2_exp[:, 1:, 1:] "
+          "and " + key + "[1:]");
+    }
   }
   input.name = "data['c2_exp']";
   ArrayInput result;
@@ -606,13 +638,6 @@ py::dict LoadXpcsData(const LoadedConfig& loaded) {
 }
 
 // ValueError "<name>: <rule>" unless every value is finite.
-// A number as a message shows it: shortest form, "inf" and "nan" as such (std::to_string wrote
-// "-nan" for a NaN that had been an inf).
-std::string NumberText(double value) {
-  std::ostringstream text;
-  text << value;
-  return text.str();
-}
 
 void RequireFinite(const std::vector<double>& values, const std::string& name) {
   for (size_t k = 0; k < values.size(); ++k) {

@@ -8,6 +8,7 @@ checked by the engine itself, with the rules and messages of the CLI's flags.
 """
 import numbers
 import os
+import warnings as _warnings
 
 import numpy as _np
 
@@ -152,20 +153,26 @@ def load_config(config):
     the YAML structure as Python objects (validated exactly as a file with that content, unknown
     keys included; relative paths in it are relative to the working directory). A Config is
     returned as it is. Raises ConfigError naming the file (or "config dict"), the YAML path, the
-    value and the rule; InputError for a missing file."""
+    value and the rule; InputError for a missing file. Each warning of the config (an unknown or
+    deprecated key) is also given to Python's warnings module (UserWarning)."""
     if isinstance(config, Config):
         return config
     if isinstance(config, dict):
-        return _core._load_config_text(_yaml_flow(config, "") + "\n", "config dict")
-    if isinstance(config, (str, os.PathLike)):
+        loaded = _core._load_config_text(_yaml_flow(config, "") + "\n", "config dict")
+    elif isinstance(config, (str, os.PathLike)):
         path = _path(config, "config")
         if "\0" in path:
             raise ValueError(f"config = {path!r}: contains a NUL character at position "
                              f"{path.index(chr(0))}; the system would read the path only up to "
                              "it")
-        return _core._load_config_file(path)
-    raise TypeError("config must be a path (str or os.PathLike), a dict or a Config, not "
-                    f"{_type_name(config)}")
+        loaded = _core._load_config_file(path)
+    else:
+        raise TypeError("config must be a path (str or os.PathLike), a dict or a Config, not "
+                        f"{_type_name(config)}")
+    # Unknown and deprecated keys: shown as the CLI shows them, not only stored in .warnings.
+    for warning in loaded.warnings:
+        _warnings.warn(warning, UserWarning, stacklevel=2)
+    return loaded
 
 
 def load_xpcs_data(config):
@@ -283,6 +290,31 @@ def _repr_html_(self):
 
 
 NlsqResult._repr_html_ = _repr_html_
+
+
+def _str(self):
+    """The printed result: the final fit's line, then parameter, value, uncertainty and mark, the
+    per-angle scaling, chi2 and the quality flag (as the CLI prints it)."""
+    held = self.at_bound
+    lines = [self.report]
+    for name, value, error in zip(self.param_names, self.parameters, self.uncertainties):
+        mark = f" (at {held[name]} bound)" if name in held else ""
+        lines.append(f"  {name:<20} {value:14.6g} +- {error:.3g}{mark}")
+    for k, phi in enumerate(self.phi_angles):
+        lines.append(f"  phi {phi:8.2f} deg      contrast {self.contrast[k]:.6f} +- "
+                     f"{self.contrast_uncertainties[k]:.2g}   offset {self.offset[k]:.6f} +- "
+                     f"{self.offset_uncertainties[k]:.2g}")
+    lines.append(f"  chi2 {self.chi_squared:.6g}, reduced chi2 {self.reduced_chi_squared:.6g}, "
+                 f"{self.n_points} points, {self.iterations} iterations, "
+                 f"{self.convergence_status}")
+    quality = self.quality_flag
+    if self.quality_reasons:
+        quality += ": " + "; ".join(self.quality_reasons)
+    lines.append(f"  quality {quality}")
+    return "\n".join(lines)
+
+
+NlsqResult.__str__ = _str
 
 
 def _nlsq_result_from_state(state):

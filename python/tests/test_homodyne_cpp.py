@@ -94,14 +94,14 @@ def test_recovers_a_known_truth_from_arrays_built_in_python(laminar_set):
 ])
 def test_bad_arrays_give_clear_errors(laminar_set, c2, error, text):
     config = hc.load_config(str(laminar_set[1]))
-    data = {"c2_exp": c2, "phi_angles_list": [0.0, 45.0, 90.0][: len(c2)], "t1": np.arange(10.0)}
+    data = {"c2_exp": c2, "phi_angles_list": [0.0, 45.0, 90.0][: len(c2)], "t1": np.arange(1.0, 11.0)}
     with pytest.raises(error, match=text.replace("(", r"\(").replace(")", r"\)")):
         hc.fit_nlsq(data, config, checkpoints=False)
 
 
 def test_inconsistent_angles_raise_input_error(laminar_set):
     config = hc.load_config(str(laminar_set[1]))
-    data = {"c2_exp": np.ones((3, 10, 10)), "phi_angles_list": [0.0, 45.0], "t1": np.arange(10.0)}
+    data = {"c2_exp": np.ones((3, 10, 10)), "phi_angles_list": [0.0, 45.0], "t1": np.arange(1.0, 11.0)}
     with pytest.raises(hc.InputError, match="2 phi angles for 3 matrices"):
         hc.fit_nlsq(data, config, checkpoints=False)
 

@@ -132,6 +132,19 @@ def test_bad_data_entries_give_short_type_errors(in_set, change, text):
         hc.fit_nlsq([data["c2_exp"]], config)
 
 
+def test_times_that_are_not_the_fitted_grid_are_refused(in_set):
+    # A raw matrix that still holds frame 0 (t from 0) was fitted one frame late, in silence.
+    config = hc.load_config(in_set[1])
+    data = hc.load_xpcs_data(config)
+    dt = float(data["dt"]) if "dt" in data else float(data["t1"][1] - data["t1"][0])
+    from_zero = dict(data, t1=data["t1"] - dt, t2=data["t2"] - dt)
+    from_zero.pop("dt", None)
+    with pytest.raises(ValueError, match=r"data\['t1'\]\[0\] = 0, expected .*c2_exp\[:, 1:, 1:\]"):
+        hc.fit_nlsq(from_zero, config, checkpoints=False)
+    with pytest.raises(ValueError, match=r"data\['t2'\] has 3 times but c2_exp has"):
+        hc.fit_nlsq(dict(data, t2=data["t2"][:3]), config, checkpoints=False)
+
+
 # 4. Configs: a str, a path, a dict.
 
 def test_config_from_path_or_dict_fits_as_the_file(in_set):
@@ -146,8 +159,10 @@ def test_config_from_path_or_dict_fits_as_the_file(in_set):
 
 def test_config_dict_is_validated_as_a_file():
     unknown = dict(LAMINAR_DICT, optimisation={"nlsq": {}})
+    with pytest.warns(UserWarning, match="optimisation.*optimization"):
+        loaded = hc.load_config(unknown)
     assert any("optimisation" in warning and "optimization" in warning
-               for warning in hc.load_config(unknown).warnings)
+               for warning in loaded.warnings)
     bad = dict(LAMINAR_DICT, optimization={"nlsq": {"max_iterations": -3}})
     with pytest.raises(hc.ConfigError,
                        match="config dict.*optimization.nlsq.max_iterations = -3: must be > 0"):
@@ -217,6 +232,15 @@ def test_pickle_round_trip_is_equal(fitted):
     assert restored.to_dict() == fitted.to_dict()
     np.testing.assert_array_equal(restored.fitted_c2(), fitted.fitted_c2())
     np.testing.assert_array_equal(restored.covariance, fitted.covariance)
+
+
+def test_print_shows_the_parameter_table(fitted):
+    text = str(fitted)
+    assert text.splitlines()[0] == fitted.report
+    for name, value in zip(fitted.param_names, fitted.parameters):
+        assert any(line.split()[:2] == [name, f"{value:.6g}"] for line in text.splitlines())
+    assert f"quality {fitted.quality_flag}" in text
+    assert repr(fitted).startswith("<NlsqResult ")  # repr stays one line
 
 
 def test_html_table_lists_parameters_and_quality(fitted):
