@@ -393,6 +393,11 @@ ArrayInput SourceFromDict(const py::dict& data, const Config& config) {
     throw py::value_error("data['c2_exp'] has shape " + shape +
                           "): expected (n_phi, n_t, n_t), one square matrix per angle");
   }
+  if (c2.shape(0) < 1 || c2.shape(1) < 2) {
+    throw py::value_error("data['c2_exp'] has shape (" + std::to_string(c2.shape(0)) + ", " +
+                          std::to_string(c2.shape(1)) + ", " + std::to_string(c2.shape(2)) +
+                          "): needs at least 1 angle and 2 times");
+  }
   if (!(c2.flags() & py::array::c_style)) {
     throw py::value_error("data['c2_exp'] is not C-contiguous: pass numpy.ascontiguousarray(...)");
   }

@@ -312,6 +312,13 @@ struct Config {
   LoggingOptions logging;
   SimulationOptions simulation;
   std::vector<std::string> warnings;  // unknown keys (with the closest known key), deprecated keys
+  // The YAML paths of unknown keys whose value is a mapping (a misspelt section: every key in it
+  // is ignored); each also has its warning. homodyne-config --validate fails on any.
+  std::vector<std::string> unknown_sections;
+  // Where the frame time data.dt_seconds came from: its YAML path, or "" when the config gives
+  // none (the default 0.001 s; beamline files carry no frame time). Shown by --validate and the
+  // dry run, so that a default dt is never missed.
+  std::string dt_source;
 
   // The bound for a canonical parameter name; throws ConfigError if absent.
   const ParameterBound& BoundOf(const std::string& name) const;
@@ -381,6 +388,11 @@ Config ParseConfig(const std::string& yaml_text, const std::string& source_name)
 // A few lines for logs and `homodyne-config --validate`: mode, data file, q, dt, L, frame window,
 // phi filtering, NLSQ settings, strategy, backend, memory limit, checkpoints.
 std::string BriefReport(const Config& config);
+
+// Where the frame time comes from, for --validate and the dry run: "(analyzer_parameters.dt)",
+// or, when the config gives none, a sentence saying that the default is used and that beamline
+// files carry no frame time.
+std::string DtSourceNote(const Config& config);
 
 // A documented template (our text: every key explained with its default) for the mode.
 std::string ConfigTemplate(AnalysisMode mode);

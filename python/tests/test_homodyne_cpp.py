@@ -91,6 +91,8 @@ def test_recovers_a_known_truth_from_arrays_built_in_python(laminar_set):
     (np.ones((10, 10)), ValueError, "shape (10, 10)"),
     (np.ones((3, 10, 12)), ValueError, "(n_phi, n_t, n_t)"),
     (np.ones((3, 10, 10, 2))[..., 0], ValueError, "C-contiguous"),
+    (np.ones((0, 10, 10)), ValueError, "needs at least 1 angle and 2 times"),
+    (np.ones((1, 1, 1)), ValueError, "needs at least 1 angle and 2 times"),
 ])
 def test_bad_arrays_give_clear_errors(laminar_set, c2, error, text):
     config = hc.load_config(str(laminar_set[1]))

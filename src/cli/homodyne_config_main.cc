@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <sstream>
 #include <string>
 
 #include "homodyne/config.h"
@@ -37,33 +36,18 @@ int WriteTemplate(const std::string& mode_text, const std::string& output, bool 
   return homodyne::kExitSuccess;
 }
 
-// Whether a config text holds no setting: only blank lines, comments and document markers. The
-// loader reads such a file as all defaults (a fit then stops at its missing data file); as an
-// answer to --validate, "valid" would claim that a config was checked.
-bool HoldsNoSetting(const std::string& text) {
-  std::istringstream lines(text);
-  std::string line;
-  while (std::getline(lines, line)) {
-    const size_t first = line.find_first_not_of(" \t\r");
-    if (first == std::string::npos || line[first] == '#') continue;
-    if (line.compare(first, 3, "---") == 0 || line.compare(first, 3, "...") == 0) continue;
-    return false;
-  }
-  return true;
-}
-
 int Validate(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  std::ostringstream text;
-  text << file.rdbuf();
-  if (file && HoldsNoSetting(text.str())) {
-    std::cerr << "homodyne-config: " << path
-              << ": the config holds no setting (an empty file, or comments only): nothing to "
-                 "validate; write one with homodyne-config --mode MODE\n";
-    return homodyne::kExitFailure;
-  }
   const homodyne::Config config = homodyne::LoadConfig(path);
   for (const std::string& warning : config.warnings) std::cout << "warning: " << warning << "\n";
+  if (!config.unknown_sections.empty()) {
+    std::string sections;
+    for (const std::string& section : config.unknown_sections) {
+      sections += (sections.empty() ? "" : ", ") + section;
+    }
+    std::cerr << "homodyne-config: " << path << ": not valid: unknown section(s) " << sections
+              << ", whose keys would be ignored (see the warnings above)\n";
+    return homodyne::kExitFailure;
+  }
   std::cout << path << ": valid\n" << homodyne::BriefReport(config);
   return homodyne::kExitSuccess;
 }

@@ -4,6 +4,7 @@
 // validated; a broken rule throws ConfigError "<source>: <yaml.path> = <value>: <rule>"; malformed
 // YAML or a missing file throws InputError naming the file (and line and column). Unknown keys
 // and deprecated spellings become Config::warnings, never errors. yaml-cpp stays in this folder.
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -201,8 +202,11 @@ class ConfigReader {
 };
 
 // Walks the document and warns about every key the schema does not know.
+// An unknown key whose value is a mapping is an unknown section (a misspelt `scattering:` takes
+// every key below it out of the config): its path is added to unknown_sections as well.
 void CheckKnownKeys(const ConfigReader& reader, const YAML::Node& map,
-                    const std::string& display_path, const std::string& schema_path) {
+                    const std::string& display_path, const std::string& schema_path,
+                    std::vector<std::string>& unknown_sections) {
   for (const auto& entry : map) {
     const std::string key = entry.first.IsScalar() ? entry.first.Scalar() : Show(entry.first);
     const std::string display = display_path.empty() ? key : display_path + "." + key;
@@ -210,20 +214,26 @@ void CheckKnownKeys(const ConfigReader& reader, const YAML::Node& map,
     const YAML::Node& value = entry.second;
     switch (ClassifyKey(schema)) {
       case KeyKind::kUnknown:
-        reader.Warn("unknown key '" + display + "' (did you mean '" + ClosestKnownKey(schema) +
-                    "'?); ignored");
+        if (value.IsMap()) {
+          reader.Warn("unknown section '" + display + "' (did you mean '" +
+                      ClosestKnownKey(schema) + "'?); ignored with every key in it");
+          unknown_sections.push_back(display);
+        } else {
+          reader.Warn("unknown key '" + display + "' (did you mean '" + ClosestKnownKey(schema) +
+                      "'?); ignored");
+        }
         break;
       case KeyKind::kLeaf:
       case KeyKind::kFreeForm:
         break;
       case KeyKind::kSection:
         if (value.IsMap()) {
-          CheckKnownKeys(reader, value, display, schema);
+          CheckKnownKeys(reader, value, display, schema, unknown_sections);
         } else if (value.IsSequence()) {
           for (size_t i = 0; i < value.size(); ++i) {
             if (value[i].IsMap()) {
               CheckKnownKeys(reader, value[i], display + "[" + std::to_string(i) + "]",
-                             schema + "[]");
+                             schema + "[]", unknown_sections);
             }
           }
         } else if (!value.IsNull()) {
@@ -322,6 +332,14 @@ void ParseDataAndGeometry(const ConfigReader& reader, Config& config) {
   const auto name = reader.String("experimental_data.data_file_name");
   if (folder && name) {
     data.file_path = (std::filesystem::path(*folder) / *name).string();
+    // A template whose file_path alone was edited still reads the pair: say which file is read.
+    if (const auto file_path = reader.String("experimental_data.file_path");
+        file_path && std::filesystem::path(*file_path).lexically_normal() !=
+                         std::filesystem::path(data.file_path).lexically_normal()) {
+      reader.Warn("experimental_data.file_path = '" + *file_path +
+                  "' is ignored: data_folder_path + data_file_name name the data file, '" +
+                  data.file_path + "' (remove the pair to use file_path)");
+    }
   } else if (const auto file_path = reader.String("experimental_data.file_path")) {
     data.file_path = *file_path;
   } else if (name) {
@@ -340,6 +358,7 @@ void ParseDataAndGeometry(const ConfigReader& reader, Config& config) {
                    "must be from 1e-9 to 1e5 [s] (the time between two frames)");
     data.dt_seconds = dt;
   }
+  config.dt_source = dt_path;
   config.geometry.dt_seconds = data.dt_seconds;
 
   const std::string start_path =
@@ -1110,12 +1129,11 @@ const ParameterBound& Config::BoundOf(const std::string& name) const {
 
 namespace {
 
-// The largest config text parsed, and the most nodes and levels a config's tree may have. A
+// The most nodes and levels a config's tree may have (its text is bounded by kMaxConfigBytes). A
 // config is a few KB of a few hundred nodes (the templates of homodyne-config: under 30 KB);
 // aliases (*name) make yaml-cpp share nodes, so that a self-referencing alias is a cycle and a
 // "billion laughs" file of a few hundred bytes expands to 1e9 nodes: every walk of the tree would
 // recurse for ever or take minutes. These limits stop both, and a huge file, with an error.
-constexpr size_t kMaxConfigBytes = size_t{4} << 20;
 constexpr int64_t kMaxConfigNodes = 100000;
 constexpr int kMaxConfigDepth = 64;
 
@@ -1149,6 +1167,11 @@ void CheckDuplicateKeys(const YAML::Node& node, const std::string& path, TreeWal
   if (node.IsMap()) {
     std::map<std::string, int> first_line;  // key -> 1-based line of its first appearance
     for (const auto& entry : node) {
+      // A key that is itself a list or mapping is walked first: Show would print a cycle for ever.
+      if (!entry.first.IsScalar()) {
+        CheckDuplicateKeys(entry.first, (path.empty() ? "" : path + ".") + "(a key)", walk,
+                           depth + 1);
+      }
       const std::string key = entry.first.IsScalar() ? entry.first.Scalar() : Show(entry.first);
       const std::string key_path = path.empty() ? key : path + "." + key;
       const int line = entry.first.Mark().line + 1;
@@ -1171,16 +1194,33 @@ void CheckDuplicateKeys(const YAML::Node& node, const std::string& path, TreeWal
 
 namespace config_internal {
 
+std::string ConfigTooLargeMessage(const std::string& source_name, std::optional<uintmax_t> bytes) {
+  std::ostringstream size;
+  if (bytes) {
+    size.precision(3);
+    size << static_cast<double>(*bytes) / (1024.0 * 1024.0) << " MiB (" << *bytes << " bytes)";
+  } else {
+    size << "more than " << kMaxConfigBytes << " bytes";
+  }
+  return source_name + ": " + size.str() + " is larger than a config file may be (" +
+         std::to_string(kMaxConfigBytes) +
+         " bytes; the templates are under 30 KB): is it the "
+         "right file?";
+}
+
 Config ParseConfigText(const std::string& yaml_text, const std::string& source_name,
                        std::optional<AnalysisMode> mode) {
   if (yaml_text.size() > kMaxConfigBytes) {
-    throw InputError(source_name + ": " + std::to_string(yaml_text.size()) +
-                     " bytes, more than a config may hold (" + std::to_string(kMaxConfigBytes) +
-                     "); is this the config file?");
+    throw InputError(ConfigTooLargeMessage(source_name, yaml_text.size()));
   }
   std::vector<YAML::Node> documents;
   try {
     documents = YAML::LoadAll(yaml_text);
+  } catch (const YAML::DeepRecursion& e) {
+    // yaml-cpp's own guard (about 1000 levels) says only "bad file".
+    throw InputError(source_name + ": YAML nested deeper than " + std::to_string(kMaxConfigDepth) +
+                     " levels at line " + std::to_string(e.mark.line + 1) + ", column " +
+                     std::to_string(e.mark.column + 1));
   } catch (const YAML::ParserException& e) {
     throw InputError(source_name + ": invalid YAML at line " + std::to_string(e.mark.line + 1) +
                      ", column " + std::to_string(e.mark.column + 1) + ": " + e.msg);
@@ -1203,7 +1243,7 @@ Config ParseConfigText(const std::string& yaml_text, const std::string& source_n
     throw ConfigError(source_name + ": the document must be a mapping of sections, got " +
                       Show(root));
   }
-  CheckKnownKeys(reader, root, "", "");
+  CheckKnownKeys(reader, root, "", "", config.unknown_sections);
   ParseMode(reader, mode, config);
   ParseDataAndGeometry(reader, config);
   ParseBounds(reader, config);
@@ -1219,13 +1259,20 @@ Config ParseConfigText(const std::string& yaml_text, const std::string& source_n
 
 }  // namespace config_internal
 
+std::string DtSourceNote(const Config& config) {
+  if (!config.dt_source.empty()) return "(" + config.dt_source + ")";
+  return "(the default: the config gives no analyzer_parameters.dt, and beamline files carry no "
+         "frame time; set it to the time between two frames)";
+}
+
 std::string BriefReport(const Config& config) {
   std::ostringstream out;
   const DataSelection& d = config.data;
   out << "mode: " << ToString(config.analysis_mode) << "\n";
   out << "data file: " << (d.file_path.empty() ? "(none; give --data-file)" : d.file_path) << "\n";
-  out << "q target: " << d.wavevector_q_target << " 1/A, dt: " << d.dt_seconds
-      << " s, gap L: " << config.geometry.gap_angstrom << " A\n";
+  out << "q target: " << d.wavevector_q_target << " 1/A, gap L: " << config.geometry.gap_angstrom
+      << " A\n";
+  out << "dt: " << d.dt_seconds << " s " << DtSourceNote(config) << "\n";
   out << "frames: " << d.start_frame << ".."
       << (d.end_frame == -1 ? "last" : std::to_string(d.end_frame)) << "\n";
   out << "phi filtering: ";

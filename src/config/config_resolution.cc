@@ -219,6 +219,24 @@ void SettleGlobalSearchMethod(const std::string& command_line, NlsqOptions& nlsq
   }
 }
 
+// False when `text` has nothing but blank lines, comments and the document markers '---' and
+// '...' (ReadConfigFile).
+bool HasYamlContent(const std::string& text) {
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    const size_t first = line.find_first_not_of(" \t\r\f\v");
+    if (first == std::string::npos || line[first] == '#') continue;
+    const std::string rest = line.substr(first);
+    if (rest.compare(0, 3, "---") == 0 || rest.compare(0, 3, "...") == 0) {
+      const size_t after = rest.find_first_not_of(" \t\r", 3);  // a marker, a comment after it
+      if (after == std::string::npos || (after > 3 && rest[after] == '#')) continue;
+    }
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 void CheckOverrides(const ConfigOverrides& overrides, OverrideSpelling spelling) {
@@ -283,11 +301,31 @@ ConfigSource ReadConfigFile(const std::string& path) {
   if (std::filesystem::is_directory(path, error)) {
     throw InputError(path + ": is a folder, not a config file");
   }
+  // The size is bounded before anything is read or parsed; a file whose size the file system does
+  // not know (a pipe, a device such as /dev/zero) is read up to the limit.
+  using config_internal::kMaxConfigBytes;
+  const uintmax_t size = std::filesystem::file_size(path, error);
+  if (!error && size > kMaxConfigBytes) {
+    throw InputError(config_internal::ConfigTooLargeMessage(path, size));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path + ": cannot open the config file for reading");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return ConfigSource{text.str(), path, path};
+  std::string text(kMaxConfigBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxConfigBytes) {
+    throw InputError(config_internal::ConfigTooLargeMessage(path, std::nullopt));
+  }
+  // A file of blank lines and comments is a truncated or wrong file, not a config: the loader
+  // would read it as all defaults (text from code may still be empty).
+  if (!HasYamlContent(text)) {
+    throw InputError(path + " is empty: " +
+                     (text.empty() ? std::string("0 bytes")
+                                   : "only blank lines, comments and document markers") +
+                     "; a config holds at least analysis_mode (homodyne-config --mode MODE "
+                     "--output FILE writes a template)");
+  }
+  return ConfigSource{std::move(text), path, path};
 }
 
 Config ResolveConfig(const ConfigSource& source, const ConfigOverrides& overrides) {

@@ -15,6 +15,7 @@
 #include <set>
 #include <sstream>
 #include <string_view>
+#include <utility>
 
 namespace homodyne::config_internal {
 namespace {
@@ -218,8 +219,43 @@ KeyKind ClassifyKey(const std::string& schema_path) {
   return KeyKind::kUnknown;
 }
 
+namespace {
+
+// The parent of a schema path and its last key: "a.b.c" -> {"a.b", "c"}, "a" -> {"", "a"}.
+std::pair<std::string, std::string> SplitLastKey(const std::string& path) {
+  const size_t dot = path.rfind('.');
+  if (dot == std::string::npos) return {"", path};
+  return {path.substr(0, dot), path.substr(dot + 1)};
+}
+
+// The known key or section beside schema_path (same parent) closest to its last key, when it is
+// close enough to be a misspelling of it (at most 2 edits, or a third of the key's length); "".
+std::string ClosestSibling(const Schema& s, const std::string& schema_path) {
+  const auto [parent, key] = SplitLastKey(schema_path);
+  std::string best;
+  size_t best_distance = std::max<size_t>(2, key.size() / 3) + 1;
+  const auto consider = [&](const std::string& candidate) {
+    const auto [candidate_parent, candidate_key] = SplitLastKey(candidate);
+    if (candidate_parent != parent || candidate_key == "*") return;
+    const size_t distance = EditDistance(key, candidate_key);
+    if (distance < best_distance) {
+      best = candidate;
+      best_distance = distance;
+    }
+  };
+  for (const std::string& candidate : s.known) consider(candidate);
+  for (const std::string& candidate : s.sections) consider(candidate);
+  for (const std::string& candidate : s.free_form) consider(candidate);
+  return best;
+}
+
+}  // namespace
+
 std::string ClosestKnownKey(const std::string& schema_path) {
   const Schema& s = GetSchema();
+  // A misspelt key is most likely one of its own mapping's keys: a key of another section,
+  // however close the whole path, would send the user to the wrong place.
+  if (std::string sibling = ClosestSibling(s, schema_path); !sibling.empty()) return sibling;
   std::string best = s.known.front();
   size_t best_distance = EditDistance(schema_path, best);
   for (const std::string& candidate : s.known) {

@@ -174,7 +174,7 @@ void DescribeFitPlan(const Config& config, BatchSource& source, std::ostream& ou
       << info.compression << " compression\n";
   out << "  q                 " << info.q_inv_angstrom << " 1/A (target "
       << config.data.wavevector_q_target << ")\n";
-  out << "  dt                " << info.dt_seconds << " s\n";
+  out << "  dt                " << info.dt_seconds << " s " << DtSourceNote(config) << "\n";
   out << "  frames            " << info.frames_in_file << " in file; window starts at frame "
       << info.first_frame + 1 << ", " << info.num_raw_frames << " frames; " << n_times
       << " fitted times (frame 0 dropped)\n";

@@ -204,7 +204,7 @@ template <typename ConfigType, typename Visitor>
 void VisitConfigFields(ConfigType& config, Visitor&& visit) {
   using namespace fit_identity_internal;
   auto& [source_path, analysis_mode, geometry, data, bounds, initial, nlsq, streaming, performance,
-         logging, simulation, warnings] = config;
+         logging, simulation, warnings, unknown_sections, dt_source] = config;
   visit("source_path", kNotNumbersField, source_path);  // its values count, not its place
   visit("analysis_mode", kNumbersField, analysis_mode);
   VisitGeometry(geometry, visit);
@@ -217,6 +217,8 @@ void VisitConfigFields(ConfigType& config, Visitor&& visit) {
   visit("logging", kNotNumbersField, logging);  // the performance log only writes a file
   visit("simulation", kNotNumbersField, simulation);
   visit("warnings", kNotNumbersField, warnings);
+  visit("unknown_sections", kNotNumbersField, unknown_sections);
+  visit("dt_source", kNotNumbersField, dt_source);  // data.dt_seconds counts, not its origin
 }
 
 // The fields of one element of DataSelection::phi_ranges and of Config::bounds.

@@ -749,21 +749,22 @@ performance: {strategy_override: chunked}
 namespace homodyne {
 namespace {
 
-// A config is a few KB; a 5 MB list (under metadata, a key the fit ignores) took 1 GB to parse.
-TEST(ConfigLimitsTest, ATextBeyondFourMiBIsRefusedBeforeParsing) {
+// A config is a few KB; a 22 MB list (under metadata, a key the fit ignores) took 1 GB to parse.
+TEST(ConfigLimitsTest, ATextBeyondOneMiBIsRefusedBeforeParsing) {
   std::string text = "analysis_mode: static\nmetadata: [";
-  while (text.size() < (size_t{5} << 20)) text += "1234567, ";
+  while (text.size() < (size_t{3} << 20)) text += "1234567, ";
   text += "0]\n";
   try {
     ParseConfig(text, "huge.yaml");
     FAIL() << "a 5 MB config was parsed";
   } catch (const Error& error) {
     EXPECT_THAT(error.what(), HasSubstr("huge.yaml: "));
-    EXPECT_THAT(error.what(), HasSubstr("more than a config may hold (4194304)"));
+    EXPECT_THAT(error.what(), HasSubstr("is larger than a config file may be (1048576 bytes"));
   }
 }
 
-// A list far longer than a config needs, under the size limit, is refused by the node limit.
+// A list far longer than a config needs, under the size limit, is refused by the node limit; so
+// is a key that is itself a self-referencing alias (printing it for a message never ended).
 TEST(ConfigLimitsTest, ATreeOfMoreThanAHundredThousandNodesIsRefused) {
   std::string text = "analysis_mode: static\nmetadata: [";
   for (int i = 0; i < 120000; ++i) text += "1, ";
@@ -774,6 +775,67 @@ TEST(ConfigLimitsTest, ATreeOfMoreThanAHundredThousandNodesIsRefused) {
   } catch (const Error& error) {
     EXPECT_THAT(error.what(), HasSubstr("expands to more than 100000 nodes (reached at metadata["));
   }
+}
+
+TEST(ConfigLimitsTest, ACyclicKeyIsRefused) {
+  try {
+    ParseConfig("analysis_mode: static\n? &k [*k]\n: 1\n", "key.yaml");
+    FAIL() << "a cyclic key was accepted";
+  } catch (const Error& error) {
+    EXPECT_THAT(error.what(), HasSubstr("key.yaml: YAML nested deeper than 64 levels"));
+  }
+}
+
+}  // namespace
+}  // namespace homodyne
+
+namespace homodyne {
+namespace {
+
+// A misspelt section: its keys are lost, the warning says so and suggests the key of the same
+// level (the whole-path distance suggested a key of another section).
+TEST(ConfigUnknownSectionTest, AMisspeltSectionIsNamedWithItsSiblingAndRecorded) {
+  const Config config = ParseConfig(
+      "analysis_mode: static\nanalyzer_parameters:\n  scatering: {wavevector_q: 0.01}\n",
+      "typo.yaml");
+  EXPECT_THAT(JoinWarnings(config),
+              HasSubstr("unknown section 'analyzer_parameters.scatering' (did you mean "
+                        "'analyzer_parameters.scattering'?); ignored with every key in it"));
+  ASSERT_EQ(config.unknown_sections.size(), 1u);
+  EXPECT_EQ(config.unknown_sections.front(), "analyzer_parameters.scatering");
+  // A misspelt leaf stays an unknown key, not a section.
+  const Config leaf =
+      ParseConfig("analysis_mode: static\noptimization: {nlsq: {max_iteration: 5}}\n", "leaf.yaml");
+  EXPECT_THAT(JoinWarnings(leaf), HasSubstr("unknown key 'optimization.nlsq.max_iteration' (did "
+                                            "you mean 'optimization.nlsq.max_iterations'?)"));
+  EXPECT_TRUE(leaf.unknown_sections.empty());
+}
+
+TEST(ConfigDataFileTest, AFilePathThatThePairOverridesIsWarned) {
+  const Config config = ParseConfig(
+      "analysis_mode: static\nexperimental_data:\n  file_path: /data/real.h5\n"
+      "  data_folder_path: ./data/sample/\n  data_file_name: experiment.hdf\n",
+      "pair.yaml");
+  EXPECT_EQ(config.data.file_path, "./data/sample/experiment.hdf");
+  EXPECT_THAT(JoinWarnings(config),
+              HasSubstr("experimental_data.file_path = '/data/real.h5' is ignored: "
+                        "data_folder_path + data_file_name name the data file"));
+  // The same file twice (the templates): no warning.
+  const Config same = ParseConfig(
+      "analysis_mode: static\nexperimental_data:\n  file_path: ./data/sample/experiment.hdf\n"
+      "  data_folder_path: ./data/sample/\n  data_file_name: experiment.hdf\n",
+      "same.yaml");
+  EXPECT_TRUE(same.warnings.empty()) << JoinWarnings(same);
+}
+
+TEST(ConfigDtSourceTest, TheFrameTimeSaysWhereItCameFrom) {
+  const Config given = ParseConfig("analysis_mode: static\nanalyzer_parameters: {dt: 0.5}\n", "a");
+  EXPECT_EQ(DtSourceNote(given), "(analyzer_parameters.dt)");
+  EXPECT_THAT(BriefReport(given), HasSubstr("dt: 0.5 s (analyzer_parameters.dt)"));
+  const Config absent = ParseConfig("analysis_mode: static\n", "b");
+  EXPECT_THAT(DtSourceNote(absent), HasSubstr("the default: the config gives no "
+                                              "analyzer_parameters.dt, and beamline files carry "
+                                              "no frame time"));
 }
 
 }  // namespace

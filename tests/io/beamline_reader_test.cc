@@ -446,6 +446,17 @@ void WriteApsUWithShape(const std::string& path, const std::vector<hsize_t>& dim
   writer.Close();
 }
 
+TEST_F(BadInputTest, APathWithANulIsNamed) {
+  // "a\0b.h5" would open "a" for the system; the message shows the NUL as \0.
+  try {
+    OpenBatchSource(SelectionFor(PathOf(std::string("a\0b.h5", 6))));
+    FAIL() << "a path with a NUL was opened";
+  } catch (const DataError& error) {
+    EXPECT_THAT(error.what(), HasSubstr("a\\0b.h5: the data file's path contains a NUL character "
+                                        "(\\0) at position"));
+  }
+}
+
 TEST_F(BadInputTest, AFifoIsRefusedBeforeItIsOpened) {
   // Opening a FIFO with no writer blocks: the reader must refuse it from its type alone.
   const std::string path = PathOf("pipe.h5");
