@@ -306,6 +306,73 @@ parameter_space:
     expect_exit 1 "junk/nlsq/fitted_data.h5: cannot read it as HDF5" "$python" "$script" junk
     expect_exit 2 "usage" "$python" "$script"
     ;;
+  plot_bad_input)
+    # homodyne_plot.py on result files it cannot plot (tests/fuzz/corpus/plot/, each placed in a
+    # copy of valid results under its file name): one line naming the file and the key path or
+    # dataset, exit 1, never a traceback; size flags out of range are refused naming the flag.
+    python=$(plot_python) || { echo "$python"; exit 77; }
+    script="$repo/scripts/homodyne_plot.py"
+    "$python" "$repo/tests/cli/plot_results.py" good || failures=$((failures + 1))
+    expect_exit 0 "wrote good/nlsq/parameter_correlations.png" "$python" "$script" good
+    declare -A expected=(
+      [fitted_data_nan_time.h5]="/t\[3\]: nan: the fitted times must be finite"
+      [fitted_data_decreasing_time.h5]="/t\[5\]: 0.3 after 0.5: the fitted times must increase"
+      [fitted_data_string_phi.h5]="/angles/phi_000 attribute phi: 'zero': must be a number"
+      [fitted_data_wrong_shape.h5]="/angles/phi_000/data: \(8, 7\) float64: must be a 8 x 8"
+      [parameters_string_chi2.json]="key chi_squared: \"abc\" is not a number"
+      [parameters_list_reduced.json]="key reduced_chi_squared: \[1, 2\] is not a number"
+      [parameters_null_mode.json]="key analysis_mode: null is not a string"
+      [parameters_missing_reduced.json]="key reduced_chi_squared: missing"
+      [parameters_string_in_matrix.json]="key correlation.matrix\[0\]\[1\]: \"x\" is not a number"
+      [parameters_matrix_not_square.json]="key correlation.matrix: 1 rows for 2 parameter_names"
+      [convergence_metrics_string_minimum.json]="key global_search.minima\[0\].chi2: \"low\""
+      [convergence_history_string_accepted.json]="key history\[0\].accepted: \"yes\" is not true"
+    )
+    for input in "$repo"/tests/fuzz/corpus/plot/*; do
+      name=$(basename "$input")
+      case $name in
+        fitted_data_*) target=fitted_data.h5 ;;
+        parameters_*) target=parameters.json ;;
+        convergence_metrics_*) target=convergence_metrics.json ;;
+        convergence_history_*) target=convergence_history.json ;;
+        *) echo "FAIL: $name: no result file to place it as"; failures=$((failures + 1)); continue ;;
+      esac
+      rm -rf bad && cp -r good bad && cp "$input" "bad/nlsq/$target"
+      expect_exit 1 "^homodyne-plot: error: bad/nlsq/$target(: |, )${expected[$name]:-}" \
+        "$python" "$script" bad
+      if [ "$(wc -l <<<"$last_output")" -ne 1 ] || grep -q Traceback <<<"$last_output"; then
+        echo "FAIL: $name: not one line"; failures=$((failures + 1))
+      fi
+    done
+    expect_exit 2 "^homodyne-plot: error: --dpi 100000: must be 10 to 1200$" \
+      "$python" "$script" good --dpi 100000
+    expect_exit 2 "^homodyne-plot: error: --max-pixels 100000: must be 2 to 4000$" \
+      "$python" "$script" good --max-pixels 100000
+    # A figure too large for the dpi (400 parameters' correlations at 1200 dpi: 171 inches).
+    "$python" - good/nlsq/parameters.json <<'PY' || failures=$((failures + 1))
+import json, sys
+n = 400
+json.dump({"analysis_mode": "static", "chi_squared": 1.0, "reduced_chi_squared": 1.0,
+           "correlation": {"parameter_names": [f"p{k}" for k in range(n)],
+                           "matrix": [[float(i == j) for j in range(n)] for i in range(n)]}},
+          open(sys.argv[1], "w"))
+PY
+    expect_exit 1 "^homodyne-plot: error: big/parameter_correlations.png: the figure would be .* at --dpi 1200, .*: choose a smaller --dpi$" \
+      "$python" "$script" good --dpi 1200 --plot-dir big
+    [ ! -e big/parameter_correlations.png.partial.png ] ||
+      { echo "FAIL: a partial PNG is left"; failures=$((failures + 1)); }
+    # Any other failure: one line naming what was being done, the traceback only on request.
+    crash="import sys; sys.path.insert(0, '$repo/scripts'); import homodyne_plot as plot
+def main(argv):
+    plot.current_activity = 'x/fitted_data.h5: reading it'
+    raise ZeroDivisionError('division by zero')
+plot.main = main
+sys.exit(plot.run(sys.argv[1:]))"
+    expect_exit 1 "^homodyne-plot: error: x/fitted_data.h5: reading it: ZeroDivisionError: division by zero \(--debug or HOMODYNE_PLOT_DEBUG=1 prints the traceback\)$" \
+      "$python" -c "$crash" good
+    HOMODYNE_PLOT_DEBUG=1 expect_exit 1 "Traceback" "$python" -c "$crash" good
+    expect_exit 1 "Traceback" "$python" -c "$crash" good --debug
+    ;;
   plot_figures)
     # homodyne-plot (the build tree's wrapper, next to the programs) draws every figure of
     # docs/results.md, Figures, from the files of a finished fit: each a PNG of reasonable size,
