@@ -11,6 +11,7 @@
 #include <cmath>
 #include <filesystem>
 #include <random>
+#include <sstream>
 #include <stdexcept>
 
 #include "homodyne/errors.h"
@@ -44,11 +45,46 @@ std::vector<double> PerAngle(const std::vector<double>& values, size_t n_angles,
   return values;
 }
 
+// An angle as a message shows it: 360, 0.5, nan, -inf.
+std::string AngleText(double degrees) {
+  std::ostringstream text;
+  text.precision(15);
+  text << degrees;
+  return text.str();
+}
+
+// The reader's rules for the angles of a file (src/io/dataset_validation.h): each finite, and no
+// two the same after normalisation to (-180, 180] (0 and 360 are one angle). A file that breaks
+// them is refused by every fit, so the simulator refuses the angles before writing anything.
+void ValidateAngles(const std::vector<double>& angles) {
+  std::string list = "[";
+  for (size_t k = 0; k < angles.size(); ++k) list += (k ? ", " : "") + AngleText(angles[k]);
+  list += "]";
+  for (size_t k = 0; k < angles.size(); ++k) {
+    if (!std::isfinite(angles[k])) {
+      Reject("phi_angles", list,
+             AngleText(angles[k]) + " is not finite: each angle must be a finite number of " +
+                 "degrees (homodyne normalises them to (-180, 180])");
+    }
+    for (size_t other = 0; other < k; ++other) {
+      const double normalised = NormalizePhiDegrees(angles[k]);
+      if (NormalizePhiDegrees(angles[other]) == normalised) {
+        Reject("phi_angles", list,
+               AngleText(angles[other]) + " and " + AngleText(angles[k]) + " are the same angle (" +
+                   AngleText(normalised) +
+                   " degrees after normalisation to (-180, 180]): homodyne reads each angle "
+                   "once and refuses such a file");
+      }
+    }
+  }
+}
+
 void Validate(const Config& config) {
   const SimulationOptions& sim = config.simulation;
   if (sim.output.empty()) Reject("output", "\"\"", "must name a file");
   if (sim.frames < 3) Reject("frames", std::to_string(sim.frames), "must be >= 3");
   if (sim.phi_angles_degrees.empty()) Reject("phi_angles", "[]", "must list at least one angle");
+  ValidateAngles(sim.phi_angles_degrees);
   const int n_physical = NumPhysicalParameters(config.analysis_mode);
   if (static_cast<int>(sim.physical_parameters.size()) != n_physical) {
     Reject("parameters", std::to_string(sim.physical_parameters.size()) + " values",
