@@ -563,6 +563,41 @@ PY
     expect_exit 0 "Exit codes" "$bin_dir/homodyne" --help
     expect_exit 0 "homodyne-cpp .*(built without CUDA|CUDA runtime linked, with CUDA kernels)" "$bin_dir/homodyne" --version
     ;;
+  simulate_bad_flags)
+    # homodyne-simulate refuses a flag value out of its range (never wraps a negative seed) and
+    # angles homodyne would refuse, naming the flag or key, the value and the rule; no file.
+    write_config sim.yaml laminar_flow sim.h5 ""
+    seeds="an integer in \[0, 18446744073709551615\] \(simulation.seed\)"
+    frames="an integer in \[3, 1000000\] \(simulation.frames\)"
+    noise="a finite number >= 0 \(simulation.noise_sigma\)"
+    for flag in "--seed -1:$seeds" "--seed 18446744073709551616:$seeds" "--seed 1.5:$seeds" \
+                "--seed 0x10:$seeds" "--seed :$seeds" "--frames 0:$frames" "--frames -5:$frames" \
+                "--frames 1e12:$frames" "--frames 2:$frames" "--frames 1000001:$frames" \
+                "--frames 99999999999:$frames" "--noise -1:$noise" "--noise nan:$noise" \
+                "--noise inf:$noise" "--noise 1e400:$noise" "--noise 0.1x:$noise"; do
+      option=${flag%%:*}
+      # timeout: a flag that is not refused would simulate up to 1e6 frames.
+      expect_exit 2 "^homodyne-simulate: usage error: ${option}: must be ${flag#*:}$" \
+        timeout 20 "$bin_dir/homodyne-simulate" --config sim.yaml ${option%% *} "${option#* }"
+    done
+    [ ! -e sim.h5 ] || { echo "FAIL: sim.h5 written"; failures=$((failures + 1)); }
+    expect_exit 0 "wrote .*sim.h5" "$bin_dir/homodyne-simulate" --config sim.yaml \
+      --seed 18446744073709551615 --frames 3 --noise 0
+    # 0 and 360 are one angle for homodyne (normalised to (-180, 180]): refused before writing.
+    rm -f sim.h5
+    sed -i 's/phi_angles: \[0, 45, 90\]/phi_angles: [0, 45, 360]/' sim.yaml
+    expect_exit 1 "^homodyne-simulate: error: simulation.phi_angles = \[0, 45, 360\]: 0 and 360 are the same angle \(0 degrees after normalisation to \(-180, 180\]\)" \
+      "$bin_dir/homodyne-simulate" --config sim.yaml
+    [ ! -e sim.h5 ] || { echo "FAIL: sim.h5 written"; failures=$((failures + 1)); }
+    sed -i 's/phi_angles: \[0, 45, 360\]/phi_angles: [0, .nan, 90]/' sim.yaml
+    expect_exit 1 "^homodyne-simulate: error: simulation.phi_angles = \[0, nan, 90\]: nan is not finite" \
+      "$bin_dir/homodyne-simulate" --config sim.yaml
+    # Angles distinct after normalisation: written, and homodyne reads every one of them.
+    sed -i 's/phi_angles: \[0, .nan, 90\]/phi_angles: [0, 180, 370]/' sim.yaml
+    expect_exit 0 "wrote .*sim.h5" "$bin_dir/homodyne-simulate" --config sim.yaml
+    expect_exit 0 "angles kept       3: 0.00, 180.00, 10.00 deg" "$bin_dir/homodyne" --config sim.yaml \
+      --dry-run
+    ;;
   bad_input)
     expect_exit 1 "missing.yaml: config file not found" "$bin_dir/homodyne" --config missing.yaml
     write_config nofile.yaml laminar_flow absent.h5 ""
