@@ -79,12 +79,39 @@ void ValidateAngles(const std::vector<double>& angles) {
   }
 }
 
+// When the config's experimental_data is the simulated file, its frame window
+// (analyzer_parameters.start_frame, end_frame) must hold at least 3 of the simulated frames, as
+// the reader requires (src/io/beamline_reader.cc: 1-based, inclusive, end -1 or past the file
+// clamped to the last frame): else `homodyne --config` with this config refuses what was written.
+void ValidateOwnFrameWindow(const Config& config) {
+  const SimulationOptions& sim = config.simulation;
+  std::error_code error;
+  const auto output = std::filesystem::weakly_canonical(sim.output, error);
+  if (error || config.data.file_path.empty()) return;
+  const auto data = std::filesystem::weakly_canonical(config.data.file_path, error);
+  if (error || data != output) return;
+  const int first = std::max(config.data.start_frame, 1) - 1;
+  const int end =
+      config.data.end_frame < 0 ? sim.frames : std::min(config.data.end_frame, sim.frames);
+  const int window = std::max(0, end - first);
+  if (window < 3) {
+    throw InputError(
+        "analyzer_parameters.start_frame = " + std::to_string(config.data.start_frame) +
+        ", end_frame = " + std::to_string(config.data.end_frame) + ": the window [" +
+        std::to_string(first + 1) + ", " + std::to_string(end) + "] holds " +
+        std::to_string(window) + " of the " + std::to_string(sim.frames) +
+        " simulated frames (simulation.frames); " +
+        "homodyne with this config needs at least 3 and would refuse the file");
+  }
+}
+
 void Validate(const Config& config) {
   const SimulationOptions& sim = config.simulation;
   if (sim.output.empty()) Reject("output", "\"\"", "must name a file");
   if (sim.frames < 3) Reject("frames", std::to_string(sim.frames), "must be >= 3");
   if (sim.phi_angles_degrees.empty()) Reject("phi_angles", "[]", "must list at least one angle");
   ValidateAngles(sim.phi_angles_degrees);
+  ValidateOwnFrameWindow(config);
   const int n_physical = NumPhysicalParameters(config.analysis_mode);
   if (static_cast<int>(sim.physical_parameters.size()) != n_physical) {
     Reject("parameters", std::to_string(sim.physical_parameters.size()) + " values",

@@ -230,5 +230,33 @@ TEST_F(SimulatorTest, RefusesAnglesTheReaderRefuses) {
   EXPECT_EQ(OpenBatchSource(SelectionOf(config))->info().num_angles(), 4);
 }
 
+// A config whose experimental_data is the simulated file and whose frame window leaves fewer than
+// 3 of its frames is refused before writing: `homodyne --config` would refuse the file.
+TEST_F(SimulatorTest, RefusesAFrameWindowItsOwnFitRefuses) {
+  Config config = LaminarSimulationConfig(PathOf("sim.h5"), 30, 0.0);
+  config.data.file_path = PathOf("./sim.h5");
+  config.data.start_frame = 29;  // frames 29, 30: 2 frames
+  try {
+    SimulateDataset(config);
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& error) {
+    EXPECT_THAT(error.what(), HasSubstr("analyzer_parameters.start_frame = 29"));
+    EXPECT_THAT(error.what(), HasSubstr("[29, 30] holds 2 of the 30 simulated frames"));
+  }
+  config.data.start_frame = 31;
+  EXPECT_THROW(SimulateDataset(config), InputError);
+  config.data.start_frame = 1;
+  config.data.end_frame = 2;
+  EXPECT_THROW(SimulateDataset(config), InputError);
+  EXPECT_TRUE(std::filesystem::is_empty(directory_));
+  // A window of 3 frames, or a config that fits another file: written.
+  config.data.end_frame = 3;
+  SimulateDataset(config);
+  config.data.file_path = PathOf("other.h5");
+  config.data.end_frame = 2;
+  SimulateDataset(config);
+  EXPECT_TRUE(std::filesystem::exists(config.simulation.output));
+}
+
 }  // namespace
 }  // namespace homodyne
