@@ -35,8 +35,13 @@ assumed, from convergence_history.json); without that file, the RMS of the resid
 Matrices larger than --max-pixels per side are read with a stride (heat maps, histogram), so
 memory and time stay small for any N; the cuts read whole rows.
 
-Exit codes: 0 plots written, 1 bad input (missing or invalid file), 2 usage, 3 a Python module
-(h5py, numpy, matplotlib) is missing.
+Every file read is checked first (the keys, types and shapes the figures use); a file that
+does not fit is refused in one line naming the file, the key path or dataset, and the rule.
+Any other failure while drawing is one line too, naming the file being read or written; with
+--debug (or HOMODYNE_PLOT_DEBUG=1 in the environment) the Python traceback follows it.
+
+Exit codes: 0 plots written, 1 bad input (missing or invalid file) or a plot that could not be
+drawn, 2 usage, 3 a Python module (h5py, numpy, matplotlib) is missing.
 """
 
 import argparse
@@ -45,6 +50,7 @@ import math
 import re
 import os
 import sys
+import traceback
 
 EXIT_INPUT = 1
 EXIT_MISSING_MODULE = 3
@@ -54,6 +60,16 @@ DEGENERATE_CORRELATION = 0.99
 STRONG_CORRELATION = 0.9
 PROGRAM = "homodyne-plot"
 MaxNLocator = None  # matplotlib.ticker.MaxNLocator, set by import_modules
+# Bounds of the size options: a figure of 16 x 8.5 inches at 1200 dpi is 19200 x 10200 pixels
+# (0.8 GB of RGBA), and the matrices held are 3 x angles x max-pixels^2 doubles (0.4 GB per angle
+# at 4000).
+DPI_RANGE = (10, 1200)
+MAX_PIXELS_RANGE = (2, 4000)
+# Largest figure drawn, in pixels per side (Agg refuses 2^16) and in all (memory of the canvas).
+FIGURE_SIDE_LIMIT = 32768
+FIGURE_PIXEL_LIMIT = 4 * 10 ** 8
+# The file being read or the figure being drawn, for the message of an unexpected failure.
+current_activity = "reading the arguments"
 
 
 def fail(message, code=EXIT_INPUT):
@@ -95,11 +111,15 @@ def parse_arguments(argv):
                         help="largest matrix side plotted; larger ones are strided (default 1000)")
     parser.add_argument("--cuts", type=int, default=4,
                         help="values of t1 in the 1-D cut figures (default 4, at most 9)")
+    parser.add_argument("--debug", action="store_true",
+                        help="print the Python traceback of an unexpected failure (as does "
+                             "HOMODYNE_PLOT_DEBUG=1)")
     arguments = parser.parse_args(argv)
-    if arguments.dpi <= 0:
-        parser.error(f"--dpi {arguments.dpi}: must be > 0")
-    if arguments.max_pixels < 2:
-        parser.error(f"--max-pixels {arguments.max_pixels}: must be >= 2")
+    if not DPI_RANGE[0] <= arguments.dpi <= DPI_RANGE[1]:
+        parser.error(f"--dpi {arguments.dpi}: must be {DPI_RANGE[0]} to {DPI_RANGE[1]}")
+    if not MAX_PIXELS_RANGE[0] <= arguments.max_pixels <= MAX_PIXELS_RANGE[1]:
+        parser.error(f"--max-pixels {arguments.max_pixels}: must be {MAX_PIXELS_RANGE[0]} to "
+                     f"{MAX_PIXELS_RANGE[1]}")
     if not 1 <= arguments.cuts <= 9:
         parser.error(f"--cuts {arguments.cuts}: must be 1 to 9")
     return arguments
@@ -115,17 +135,110 @@ def number(value):
         return math.nan
 
 
-def read_json(path, required_keys=()):
-    """The object in `path`, or None when the file is absent; exits 1 when it is not valid."""
+# What the figures read of each JSON result file (docs/results.md): an object maps a key to
+# (schema, required); [schema] is an array of it; STRING_MAP an object of strings.
+NUMBER, INTEGER, STRING, BOOLEAN, STRING_MAP = "number", "integer", "string", "boolean", "map"
+NUMBER_RULE = 'a number (null for NaN, "Infinity" or "-Infinity")'
+PARAMETERS_SCHEMA = {
+    "analysis_mode": (STRING, True),
+    "chi_squared": (NUMBER, True),
+    "reduced_chi_squared": (NUMBER, True),
+    "correlation": ({"parameter_names": ([STRING], True), "matrix": ([[NUMBER]], True)}, True),
+}
+METRICS_SCHEMA = {
+    "convergence": ({"status": (STRING, True), "iterations": (INTEGER, True),
+                     "final_chi_squared": (NUMBER, True)}, True),
+    "iterations": (INTEGER, False),
+    "passes": (INTEGER, False),
+    "quality_flag": (STRING, False),
+    "strategy": ({"name": (STRING, False)}, False),
+    "termination_reason": (STRING, False),
+    "global_search": ({"method": (STRING, False), "starts": (INTEGER, False),
+                       "local_fits": (INTEGER, False), "chosen": (INTEGER, False),
+                       "minima": ([{"chi2": (NUMBER, True), "status": (STRING, False),
+                                    "start": (INTEGER, False)}], False)}, False),
+}
+HISTORY_SCHEMA = {
+    "history": ([{"iteration": (INTEGER, True), "accepted": (BOOLEAN, True),
+                  "chi2": (NUMBER, True), "trial_chi2": (NUMBER, True),
+                  "damping": (NUMBER, True), "step_norm": (NUMBER, True),
+                  "step_standard_errors": (NUMBER, True)}], True),
+    "sigma": (NUMBER, True),
+    "chi_squared": (NUMBER, False),
+    "iterations": (INTEGER, False),
+    "parameter_units": (STRING_MAP, False),
+}
+
+
+def shown(value):
+    """`value` as JSON, cut to 40 characters, for a message."""
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def check_json(path, where, value, schema):
+    """Exits 1 naming `path` and the key path `where` when `value` does not fit `schema`."""
+    def refuse(rule):
+        fail(f"{path}, key {where}: {shown(value)} {rule}")
+
+    if isinstance(schema, dict):
+        if not isinstance(value, dict):
+            refuse("is not an object")
+        for key, (item_schema, required) in schema.items():
+            inner = f"{where}.{key}" if where else key
+            if key in value:
+                check_json(path, inner, value[key], item_schema)
+            elif required:
+                fail(f"{path}, key {inner}: missing (a homodyne result file has it)")
+    elif isinstance(schema, list):
+        if not isinstance(value, list):
+            refuse("is not an array")
+        for index, item in enumerate(value):
+            check_json(path, f"{where}[{index}]", item, schema[0])
+    elif schema == STRING_MAP:
+        if not isinstance(value, dict):
+            refuse("is not an object")
+        for key, item in value.items():
+            check_json(path, f"{where}.{key}", item, STRING)
+    elif schema == NUMBER:
+        if not (value is None or value in ("Infinity", "-Infinity") or
+                (isinstance(value, (int, float)) and not isinstance(value, bool))):
+            refuse(f"is not {NUMBER_RULE}")
+    elif schema == INTEGER:
+        if not isinstance(value, int) or isinstance(value, bool):
+            refuse("is not an integer")
+    elif schema == STRING:
+        if not isinstance(value, str):
+            refuse("is not a string")
+    elif schema == BOOLEAN:
+        if not isinstance(value, bool):
+            refuse("is not true or false")
+
+
+def json_kind(value):
+    """The JSON name of `value`'s type, for a message."""
+    return ("null" if value is None else "a boolean" if isinstance(value, bool) else
+            "a number" if isinstance(value, (int, float)) else "a string"
+            if isinstance(value, str) else "an array" if isinstance(value, list) else
+            "an object")
+
+
+def read_json(path, schema):
+    """The object in `path`, checked against `schema`, or None when the file is absent; exits 1
+    naming the file and the key path when it is not valid JSON or does not fit the schema."""
+    global current_activity
     if not os.path.isfile(path):
         return None
+    current_activity = f"{path}: reading it"
     try:
         with open(path, encoding="utf-8") as file:
             content = json.load(file)
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, RecursionError) as error:
         fail(f"{path}: cannot read it as JSON ({error})")
-    if not isinstance(content, dict) or any(key not in content for key in required_keys):
-        fail(f"{path}: not a homodyne result file (missing {', '.join(required_keys)})")
+    if not isinstance(content, dict):
+        fail(f"{path}: holds {json_kind(content)}, "
+             f"not an object: not a homodyne result file")
+    check_json(path, "", content, schema)
     return content
 
 
@@ -137,10 +250,13 @@ class Results:
         self.fitted_data_path = os.path.join(folder, "fitted_data.h5")
         self._h5py = h5py
         self._read_fitted_data(h5py, numpy, max_pixels)
-        self.parameters = read_json(os.path.join(folder, "parameters.json"))
-        self.metrics = read_json(os.path.join(folder, "convergence_metrics.json"))
+        self.parameters = read_json(os.path.join(folder, "parameters.json"), PARAMETERS_SCHEMA)
+        if self.parameters is not None:
+            self._check_correlation(os.path.join(folder, "parameters.json"))
+        self.metrics = read_json(os.path.join(folder, "convergence_metrics.json"),
+                                 METRICS_SCHEMA)
         self.history = read_json(os.path.join(folder, "convergence_history.json"),
-                                 ("history", "sigma"))
+                                 HISTORY_SCHEMA)
         if self.history is not None and self.metrics is not None and not self._history_matches():
             print(f"{PROGRAM}: warning: {folder}/convergence_history.json is not of the fit in "
                   f"convergence_metrics.json (chi2 or iterations differ): not used",
@@ -151,34 +267,109 @@ class Results:
         self.sigma_fit, self.sigma_source = self._noise_sigma(numpy)
 
     def _read_fitted_data(self, h5py, numpy, max_pixels):
+        """Reads /t and every angle strided; exits 1 naming the file and the dataset or
+        attribute when the file is not a homodyne fitted_data.h5 (docs/results.md)."""
+        global current_activity
         path = self.fitted_data_path
         if not os.path.isfile(path):
             results_dir = os.path.dirname(self.folder) or "."
             fail(f"{path}: not found (run homodyne --config ... --output-dir {results_dir} "
                  f"first)")
+        current_activity = f"{path}: reading it"
         try:
             with h5py.File(path, "r") as file:
-                t = numpy.asarray(file["t"][()], dtype=float)
+                t = self._fitted_times(numpy, file)
                 self.stride = max(1, math.ceil(len(t) / max_pixels))
-                self.q = float(file["q"][()]) if "q" in file else math.nan
+                self.q = math.nan
+                if "q" in file:
+                    if not isinstance(file["q"], h5py.Dataset):
+                        fail(f"{path}, /q: a group: must be a number (q [1/A])")
+                    self.q = self._scalar(numpy, file["q"][()], "/q", False)
+                if "angles" not in file or not isinstance(file["angles"], h5py.Group):
+                    fail(f"{path}, /angles: missing (not a homodyne fitted_data.h5)")
                 self.angles = []
                 for name in sorted(file["angles"].keys()):
-                    group = file["angles"][name]
-                    angle = {key: float(group.attrs[key])
-                             for key in ("phi", "contrast", "offset")}
-                    angle["group"] = name
-                    for key in ("data", "fit", "residuals"):
-                        angle[key] = (group[key][::self.stride, ::self.stride]
-                                      if len(t) else None)
-                    self.angles.append(angle)
+                    self.angles.append(self._read_angle(h5py, numpy, file["angles"], name, t))
         except OSError as error:
             fail(f"{path}: cannot read it as HDF5 ({error})")
-        except KeyError as error:
-            fail(f"{path}: not a homodyne fitted_data.h5 (missing {error})")
-        if len(t) == 0 or not self.angles:
-            fail(f"{path}: holds no angles or no times to plot")
+        if not self.angles:
+            fail(f"{path}, /angles: holds no angle to plot")
         self.t_full = t
         self.t = t[::self.stride]
+
+    def _fitted_times(self, numpy, file):
+        """/t: at least 2 finite, strictly increasing times [s], or exit 1 saying which not."""
+        path = self.fitted_data_path
+        if "t" not in file:
+            fail(f"{path}, /t: missing (not a homodyne fitted_data.h5)")
+        dataset = file["t"]
+        if (not hasattr(dataset, "dtype") or dataset.dtype.kind not in "iuf"
+                or len(dataset.shape) != 1):
+            fail(f"{path}, /t: {getattr(dataset, 'shape', 'a group')} "
+                 f"{getattr(dataset, 'dtype', '')}: must be a 1-D array of numbers (the "
+                 f"fitted times in seconds)".replace("  ", " "))
+        t = numpy.asarray(dataset[()], dtype=float)
+        if len(t) < 2:
+            fail(f"{path}, /t: {len(t)} fitted time(s): at least 2 are needed to plot")
+        bad = numpy.flatnonzero(~numpy.isfinite(t))
+        if bad.size:
+            fail(f"{path}, /t[{bad[0]}]: {t[bad[0]]}: the fitted times must be finite "
+                 f"({bad.size} of {len(t)} are not)")
+        steps = numpy.flatnonzero(numpy.diff(t) <= 0)
+        if steps.size:
+            k = steps[0]
+            fail(f"{path}, /t[{k + 1}]: {t[k + 1]:.6g} after {t[k]:.6g}: the fitted times "
+                 f"must increase")
+        return t
+
+    def _scalar(self, numpy, value, where, finite):
+        """A real scalar (an attribute's or a dataset's value) as a float, or exit 1 naming
+        `where`; `finite`: NaN and +-Inf are refused too."""
+        array = numpy.asarray(value)
+        if array.dtype.kind not in "iuf" or array.size != 1:
+            fail(f"{self.fitted_data_path}, {where}: {shown_array(array)}: must be a number")
+        scalar = float(array.reshape(()))
+        if finite and not math.isfinite(scalar):
+            fail(f"{self.fitted_data_path}, {where}: {scalar}: must be finite")
+        return scalar
+
+    def _read_angle(self, h5py, numpy, angles, name, t):
+        """One /angles/NAME group: its phi (finite), contrast, offset and strided matrices."""
+        path = self.fitted_data_path
+        group = angles[name]
+        where = f"/angles/{name}"
+        if not isinstance(group, h5py.Group):
+            fail(f"{path}, {where}: not a group (not a homodyne fitted_data.h5)")
+        angle = {"group": name}
+        for key in ("phi", "contrast", "offset"):
+            if key not in group.attrs:
+                fail(f"{path}, {where} attribute {key}: missing (not a homodyne "
+                     f"fitted_data.h5)")
+            angle[key] = self._scalar(numpy, group.attrs[key], f"{where} attribute {key}",
+                                      key == "phi")
+        for key in ("data", "fit", "residuals"):
+            dataset = group.get(key)
+            if not isinstance(dataset, h5py.Dataset):
+                fail(f"{path}, {where}/{key}: missing (not a homodyne fitted_data.h5)")
+            if dataset.dtype.kind not in "iuf" or dataset.shape != (len(t), len(t)):
+                fail(f"{path}, {where}/{key}: {dataset.shape} {dataset.dtype}: must be a "
+                     f"{len(t)} x {len(t)} matrix of numbers (one row and column per time "
+                     f"of /t)")
+            angle[key] = numpy.asarray(dataset[::self.stride, ::self.stride], dtype=float)
+        return angle
+
+    def _check_correlation(self, path):
+        """The correlation matrix: one row of len(parameter_names) values per name."""
+        correlation = self.parameters["correlation"]
+        names, matrix = correlation["parameter_names"], correlation["matrix"]
+        for index, row in enumerate(matrix):
+            if len(row) != len(names):
+                fail(f"{path}, key correlation.matrix[{index}]: {len(row)} values for "
+                     f"{len(names)} parameter_names: the matrix must be square, one row and "
+                     f"column per name")
+        if len(matrix) != len(names):
+            fail(f"{path}, key correlation.matrix: {len(matrix)} rows for {len(names)} "
+                 f"parameter_names: the matrix must be square, one row and column per name")
 
     def rows(self, angle, index):
         """Row `index` (t1 = t[index]) of the angle's data and fit at full resolution."""
@@ -222,13 +413,35 @@ class Results:
         return f"{name} [{unit}]" if unit else name
 
 
+def shown_array(array):
+    """A short description of an HDF5 value for a message: its value, or its shape and type."""
+    if array.size == 1:
+        return repr(array.reshape(()).item())[:40]
+    return f"{array.shape} {array.dtype}"
+
+
 def phi_text(phi):
     return f"\u03c6 = {phi:.1f}\u00b0"
 
 
+def drawing(path):
+    """Records that the figure `path` is being drawn (for the message of a failure); `path`."""
+    global current_activity
+    current_activity = f"{path}: drawing it"
+    return path
+
+
 def save(pyplot, figure, path):
-    """Writes the figure through a temporary name (never half a PNG under `path`)."""
+    """Writes the figure through a temporary name (never half a PNG under `path`); exits 1 when
+    the figure would be larger than FIGURE_SIDE_LIMIT per side or FIGURE_PIXEL_LIMIT in all."""
+    drawing(path)
     temporary = path + ".partial.png"
+    width, height = (int(round(size * figure.dpi)) for size in figure.get_size_inches())
+    if max(width, height) > FIGURE_SIDE_LIMIT or width * height > FIGURE_PIXEL_LIMIT:
+        pyplot.close(figure)
+        fail(f"{path}: the figure would be {width} x {height} pixels at --dpi "
+             f"{figure.dpi:g}, over the {FIGURE_SIDE_LIMIT} per side and "
+             f"{FIGURE_PIXEL_LIMIT:.0e} in all that homodyne-plot draws: choose a smaller --dpi")
     try:
         figure.savefig(temporary, bbox_inches="tight", pad_inches=0.15)
         os.replace(temporary, path)
@@ -236,6 +449,8 @@ def save(pyplot, figure, path):
         fail(f"{path}: cannot write the plot ({error})")
     finally:
         pyplot.close(figure)
+        if os.path.exists(temporary):
+            os.remove(temporary)
     print(f"wrote {path}")
 
 
@@ -260,6 +475,7 @@ def plot_heatmaps(numpy, pyplot, results, plot_dir, dpi):
     if not math.isfinite(residual_bound) or residual_bound <= 0:
         residual_bound = 1e-3
     for angle in results.angles:
+        path = drawing(os.path.join(plot_dir, f"c2_heatmaps_phi_{angle['phi']:.1f}deg.png"))
         figure, axes = pyplot.subplots(1, 3, figsize=(15, 4.8), constrained_layout=True,
                                        dpi=dpi)
         panels = (("data", "data", data_limits, "viridis", "c$_2$"),
@@ -280,8 +496,7 @@ def plot_heatmaps(numpy, pyplot, results, plot_dir, dpi):
             bar.set_label(bar_label)
         figure.suptitle(f"{phi_text(angle['phi'])}    contrast = {angle['contrast']:.4f}    "
                         f"offset = {angle['offset']:.4f}")
-        save(pyplot, figure,
-             os.path.join(plot_dir, f"c2_heatmaps_phi_{angle['phi']:.1f}deg.png"))
+        save(pyplot, figure, path)
 
 
 def cut_indices(count, n):
@@ -301,6 +516,7 @@ def plot_cuts(numpy, pyplot, results, plot_dir, dpi, cut_count):
     columns = min(len(indices), 2 if len(indices) <= 4 else 3)
     rows = math.ceil(len(indices) / columns)
     for angle in results.angles:
+        path = drawing(os.path.join(plot_dir, f"c2_cuts_phi_{angle['phi']:.1f}deg.png"))
         cuts = [(index,) + tuple(numpy.asarray(row, dtype=float)
                                  for row in results.rows(angle, index)) for index in indices]
         finite = numpy.concatenate([numpy.concatenate([d[i + 1:], f[i + 1:]])
@@ -333,11 +549,12 @@ def plot_cuts(numpy, pyplot, results, plot_dir, dpi, cut_count):
         axes.ravel()[0].legend(loc="upper right", frameon=False)
         figure.suptitle(f"{phi_text(angle['phi'])}: c$_2$(t$_1$, t$_1$ + lag), data and fit; "
                         f"bands: noise \u03c3 = {sigma:.3g} ({results.sigma_source})")
-        save(pyplot, figure, os.path.join(plot_dir, f"c2_cuts_phi_{angle['phi']:.1f}deg.png"))
+        save(pyplot, figure, path)
 
 
 def plot_residual_histogram(numpy, pyplot, results, plot_dir, dpi):
     """All residuals against the Gaussian of the fit's noise sigma (and the assumed one)."""
+    drawing(os.path.join(plot_dir, "residual_histogram.png"))
     residuals = results.upper_residuals(numpy)
     if residuals.size == 0:
         fail(f"{results.fitted_data_path}: no finite residual to plot")
@@ -394,6 +611,7 @@ def message_panel(axis, text):
 
 def plot_convergence(numpy, pyplot, results, plot_dir, dpi):
     """chi2, damping, step norm and Gauss-Newton step per iteration; the global phase's minima."""
+    drawing(os.path.join(plot_dir, "convergence.png"))
     figure, axes = pyplot.subplots(2, 3, figsize=(16, 8.5), constrained_layout=True, dpi=dpi)
     (chi2_axis, damping_axis, step_axis), (se_axis, minima_axis, text_axis) = axes
     history = (results.history or {}).get("history", [])
@@ -534,6 +752,7 @@ def summary_text(results):
 
 def plot_correlations(numpy, pyplot, results, plot_dir, dpi):
     """The correlation matrix of parameters.json, degenerate and strong pairs outlined."""
+    drawing(os.path.join(plot_dir, "parameter_correlations.png"))
     correlation = (results.parameters or {}).get("correlation", {})
     names = correlation.get("parameter_names", [])
     matrix = numpy.array([[number(v) for v in row] for row in correlation.get("matrix", [])],
@@ -600,11 +819,13 @@ def plot_correlations(numpy, pyplot, results, plot_dir, dpi):
 
 
 def main(argv):
+    global current_activity
     arguments = parse_arguments(argv)
     h5py, numpy, pyplot = import_modules()
     folder = os.path.join(arguments.output_dir, "nlsq")
     results = Results(h5py, numpy, folder, arguments.max_pixels)
     plot_dir = arguments.plot_dir or folder
+    current_activity = f"{plot_dir}: creating it"
     try:
         os.makedirs(plot_dir, exist_ok=True)
     except OSError as error:
@@ -618,5 +839,26 @@ def main(argv):
     return 0
 
 
+def run(argv):
+    """main(argv) with every failure one line: the messages of fail(), and any other exception
+    as `homodyne-plot: error: FILE: drawing it: TYPE: WHAT` (exit 1), its traceback only with
+    --debug or HOMODYNE_PLOT_DEBUG=1 (a bug stays diagnosable)."""
+    debug = "--debug" in argv or os.environ.get("HOMODYNE_PLOT_DEBUG", "") == "1"
+    try:
+        return main(argv)
+    except KeyboardInterrupt:
+        print(f"{PROGRAM}: interrupted while {current_activity}", file=sys.stderr)
+        return 130
+    except Exception as error:  # noqa: BLE001 - the one place that turns any failure into a line
+        if debug:
+            traceback.print_exc()
+        what = " ".join(str(error).split())
+        what = what if len(what) <= 300 else what[:297] + "..."
+        hint = "" if debug else " (--debug or HOMODYNE_PLOT_DEBUG=1 prints the traceback)"
+        print(f"{PROGRAM}: error: {current_activity}: {type(error).__name__}: {what}{hint}",
+              file=sys.stderr)
+        return EXIT_INPUT
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run(sys.argv[1:]))

@@ -3,15 +3,54 @@
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
+#include <charconv>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
+#include <limits>
 #include <optional>
+#include <string>
 
 #include "homodyne/config.h"
 #include "homodyne/errors.h"
 #include "homodyne/simulate.h"
 
 namespace {
+
+// The ranges of the flags, those of the config keys they override (docs/configuration.md,
+// Simulation): simulation.frames in [3, 1000000]; a seed is any 64-bit unsigned integer.
+constexpr int64_t kMinFrames = 3;
+constexpr int64_t kMaxFrames = 1000000;
+
+// A flag's whole text as a decimal integer in [low, high], or a UsageError naming the flag, the
+// text as written, the range and the key. A sign where the range has none, a fraction, an exponent,
+// trailing text and a value beyond the type (never wrapped) all fail the same way.
+template <typename Integer>
+Integer ParseIntegerFlag(const std::string& flag, const std::string& text, Integer low,
+                         Integer high, const std::string& key) {
+  Integer value{};
+  const char* end = text.data() + text.size();
+  const auto [stop, error] = std::from_chars(text.data(), end, value);
+  if (text.empty() || error != std::errc() || stop != end || value < low || value > high) {
+    throw homodyne::UsageError(flag + " " + text + ": must be an integer in [" +
+                               std::to_string(low) + ", " + std::to_string(high) + "] (" + key +
+                               ")");
+  }
+  return value;
+}
+
+// --noise: the whole text a finite number >= 0 (simulation.noise_sigma), else a UsageError.
+double ParseNoiseFlag(const std::string& text) {
+  char* stop = nullptr;
+  const double value = text.empty() ? std::nan("") : std::strtod(text.c_str(), &stop);
+  if (text.empty() || stop != text.c_str() + text.size() || !std::isfinite(value) || value < 0.0) {
+    throw homodyne::UsageError("--noise " + text +
+                               ": must be a finite number >= 0 (simulation.noise_sigma)");
+  }
+  return value;
+}
 
 int Run(int argc, char** argv) {
   using namespace homodyne;
@@ -20,19 +59,23 @@ int Run(int argc, char** argv) {
   app.set_version_flag("--version", std::string("homodyne-cpp ") + HOMODYNE_VERSION);
   std::string config_path;
   std::optional<std::string> output;
-  std::optional<int> frames;
-  std::optional<double> noise;
-  std::optional<uint64_t> seed;
+  // Flags read as text and parsed here: CLI11 would wrap --seed -1 to 2^64 - 1.
+  std::optional<std::string> frames;
+  std::optional<std::string> noise;
+  std::optional<std::string> seed;
   app.add_option("--config", config_path, "YAML config with a simulation: section")->required();
   app.add_option_function<std::string>(
       "--output", [&](const std::string& v) { output = v; },
       "Output HDF5 path (simulation.output)");
-  app.add_option_function<int>(
-      "--frames", [&](const int& v) { frames = v; }, "Frames (simulation.frames, >= 3)");
-  app.add_option_function<double>(
-      "--noise", [&](const double& v) { noise = v; }, "Noise sigma (simulation.noise_sigma, >= 0)");
-  app.add_option_function<uint64_t>(
-      "--seed", [&](const uint64_t& v) { seed = v; }, "Random seed (simulation.seed)");
+  app.add_option_function<std::string>(
+      "--frames", [&](const std::string& v) { frames = v; },
+      "Frames (simulation.frames, 3 to 1000000)");
+  app.add_option_function<std::string>(
+      "--noise", [&](const std::string& v) { noise = v; },
+      "Noise sigma (simulation.noise_sigma, finite, >= 0)");
+  app.add_option_function<std::string>(
+      "--seed", [&](const std::string& v) { seed = v; },
+      "Random seed (simulation.seed, 0 to 2^64 - 1)");
   spdlog::set_pattern("%^[%l]%$ %v");
   try {
     app.parse(argc, argv);
@@ -42,21 +85,25 @@ int Run(int argc, char** argv) {
     throw UsageError(error.what());
   }
 
+  // The flags' values are checked before the config is read: a usage error is reported first.
+  const int64_t frames_value = frames ? ParseIntegerFlag<int64_t>("--frames", *frames, kMinFrames,
+                                                                  kMaxFrames, "simulation.frames")
+                                      : 0;
+  const double noise_value = noise ? ParseNoiseFlag(*noise) : 0.0;
+  const uint64_t seed_value =
+      seed ? ParseIntegerFlag<uint64_t>("--seed", *seed, 0, std::numeric_limits<uint64_t>::max(),
+                                        "simulation.seed")
+           : 0;
+
   Config config = LoadConfig(config_path);
   for (const std::string& warning : config.warnings) spdlog::warn("{}", warning);
   if (!config.simulation.present) {
     throw ConfigError(config_path + ": simulation: section missing (see configs/simulate_*.yaml)");
   }
   if (output) config.simulation.output = *output;
-  if (frames) {
-    if (*frames < 3) throw UsageError("--frames " + std::to_string(*frames) + ": must be >= 3");
-    config.simulation.frames = *frames;
-  }
-  if (noise) {
-    if (!(*noise >= 0)) throw UsageError("--noise " + std::to_string(*noise) + ": must be >= 0");
-    config.simulation.noise_sigma = *noise;
-  }
-  if (seed) config.simulation.seed = *seed;
+  if (frames) config.simulation.frames = static_cast<int>(frames_value);
+  if (noise) config.simulation.noise_sigma = noise_value;
+  if (seed) config.simulation.seed = seed_value;
 
   const SimulationReport report = SimulateDataset(config);
   const double mb = static_cast<double>(report.bytes_written) / (1024.0 * 1024.0);

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <filesystem>
 #include <random>
+#include <sstream>
 #include <stdexcept>
 
 #include "homodyne/errors.h"
@@ -44,11 +45,73 @@ std::vector<double> PerAngle(const std::vector<double>& values, size_t n_angles,
   return values;
 }
 
+// An angle as a message shows it: 360, 0.5, nan, -inf.
+std::string AngleText(double degrees) {
+  std::ostringstream text;
+  text.precision(15);
+  text << degrees;
+  return text.str();
+}
+
+// The reader's rules for the angles of a file (src/io/dataset_validation.h): each finite, and no
+// two the same after normalisation to (-180, 180] (0 and 360 are one angle). A file that breaks
+// them is refused by every fit, so the simulator refuses the angles before writing anything.
+void ValidateAngles(const std::vector<double>& angles) {
+  std::string list = "[";
+  for (size_t k = 0; k < angles.size(); ++k) list += (k ? ", " : "") + AngleText(angles[k]);
+  list += "]";
+  for (size_t k = 0; k < angles.size(); ++k) {
+    if (!std::isfinite(angles[k])) {
+      Reject("phi_angles", list,
+             AngleText(angles[k]) + " is not finite: each angle must be a finite number of " +
+                 "degrees (homodyne normalises them to (-180, 180])");
+    }
+    for (size_t other = 0; other < k; ++other) {
+      const double normalised = NormalizePhiDegrees(angles[k]);
+      if (NormalizePhiDegrees(angles[other]) == normalised) {
+        Reject("phi_angles", list,
+               AngleText(angles[other]) + " and " + AngleText(angles[k]) + " are the same angle (" +
+                   AngleText(normalised) +
+                   " degrees after normalisation to (-180, 180]): homodyne reads each angle "
+                   "once and refuses such a file");
+      }
+    }
+  }
+}
+
+// When the config's experimental_data is the simulated file, its frame window
+// (analyzer_parameters.start_frame, end_frame) must hold at least 3 of the simulated frames, as
+// the reader requires (src/io/beamline_reader.cc: 1-based, inclusive, end -1 or past the file
+// clamped to the last frame): else `homodyne --config` with this config refuses what was written.
+void ValidateOwnFrameWindow(const Config& config) {
+  const SimulationOptions& sim = config.simulation;
+  std::error_code error;
+  const auto output = std::filesystem::weakly_canonical(sim.output, error);
+  if (error || config.data.file_path.empty()) return;
+  const auto data = std::filesystem::weakly_canonical(config.data.file_path, error);
+  if (error || data != output) return;
+  const int first = std::max(config.data.start_frame, 1) - 1;
+  const int end =
+      config.data.end_frame < 0 ? sim.frames : std::min(config.data.end_frame, sim.frames);
+  const int window = std::max(0, end - first);
+  if (window < 3) {
+    throw InputError(
+        "analyzer_parameters.start_frame = " + std::to_string(config.data.start_frame) +
+        ", end_frame = " + std::to_string(config.data.end_frame) + ": the window [" +
+        std::to_string(first + 1) + ", " + std::to_string(end) + "] holds " +
+        std::to_string(window) + " of the " + std::to_string(sim.frames) +
+        " simulated frames (simulation.frames); " +
+        "homodyne with this config needs at least 3 and would refuse the file");
+  }
+}
+
 void Validate(const Config& config) {
   const SimulationOptions& sim = config.simulation;
   if (sim.output.empty()) Reject("output", "\"\"", "must name a file");
   if (sim.frames < 3) Reject("frames", std::to_string(sim.frames), "must be >= 3");
   if (sim.phi_angles_degrees.empty()) Reject("phi_angles", "[]", "must list at least one angle");
+  ValidateAngles(sim.phi_angles_degrees);
+  ValidateOwnFrameWindow(config);
   const int n_physical = NumPhysicalParameters(config.analysis_mode);
   if (static_cast<int>(sim.physical_parameters.size()) != n_physical) {
     Reject("parameters", std::to_string(sim.physical_parameters.size()) + " values",

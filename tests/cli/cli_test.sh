@@ -331,6 +331,73 @@ parameter_space:
     expect_exit 1 "junk/nlsq/fitted_data.h5: cannot read it as HDF5" "$python" "$script" junk
     expect_exit 2 "usage" "$python" "$script"
     ;;
+  plot_bad_input)
+    # homodyne_plot.py on result files it cannot plot (tests/fuzz/corpus/plot/, each placed in a
+    # copy of valid results under its file name): one line naming the file and the key path or
+    # dataset, exit 1, never a traceback; size flags out of range are refused naming the flag.
+    python=$(plot_python) || { echo "$python"; exit 77; }
+    script="$repo/scripts/homodyne_plot.py"
+    "$python" "$repo/tests/cli/plot_results.py" good || failures=$((failures + 1))
+    expect_exit 0 "wrote good/nlsq/parameter_correlations.png" "$python" "$script" good
+    declare -A expected=(
+      [fitted_data_nan_time.h5]="/t\[3\]: nan: the fitted times must be finite"
+      [fitted_data_decreasing_time.h5]="/t\[5\]: 0.3 after 0.5: the fitted times must increase"
+      [fitted_data_string_phi.h5]="/angles/phi_000 attribute phi: 'zero': must be a number"
+      [fitted_data_wrong_shape.h5]="/angles/phi_000/data: \(8, 7\) float64: must be a 8 x 8"
+      [parameters_string_chi2.json]="key chi_squared: \"abc\" is not a number"
+      [parameters_list_reduced.json]="key reduced_chi_squared: \[1, 2\] is not a number"
+      [parameters_null_mode.json]="key analysis_mode: null is not a string"
+      [parameters_missing_reduced.json]="key reduced_chi_squared: missing"
+      [parameters_string_in_matrix.json]="key correlation.matrix\[0\]\[1\]: \"x\" is not a number"
+      [parameters_matrix_not_square.json]="key correlation.matrix: 1 rows for 2 parameter_names"
+      [convergence_metrics_string_minimum.json]="key global_search.minima\[0\].chi2: \"low\""
+      [convergence_history_string_accepted.json]="key history\[0\].accepted: \"yes\" is not true"
+    )
+    for input in "$repo"/tests/fuzz/corpus/plot/*; do
+      name=$(basename "$input")
+      case $name in
+        fitted_data_*) target=fitted_data.h5 ;;
+        parameters_*) target=parameters.json ;;
+        convergence_metrics_*) target=convergence_metrics.json ;;
+        convergence_history_*) target=convergence_history.json ;;
+        *) echo "FAIL: $name: no result file to place it as"; failures=$((failures + 1)); continue ;;
+      esac
+      rm -rf bad && cp -r good bad && cp "$input" "bad/nlsq/$target"
+      expect_exit 1 "^homodyne-plot: error: bad/nlsq/$target(: |, )${expected[$name]:-}" \
+        "$python" "$script" bad
+      if [ "$(wc -l <<<"$last_output")" -ne 1 ] || grep -q Traceback <<<"$last_output"; then
+        echo "FAIL: $name: not one line"; failures=$((failures + 1))
+      fi
+    done
+    expect_exit 2 "^homodyne-plot: error: --dpi 100000: must be 10 to 1200$" \
+      "$python" "$script" good --dpi 100000
+    expect_exit 2 "^homodyne-plot: error: --max-pixels 100000: must be 2 to 4000$" \
+      "$python" "$script" good --max-pixels 100000
+    # A figure too large for the dpi (400 parameters' correlations at 1200 dpi: 171 inches).
+    "$python" - good/nlsq/parameters.json <<'PY' || failures=$((failures + 1))
+import json, sys
+n = 400
+json.dump({"analysis_mode": "static", "chi_squared": 1.0, "reduced_chi_squared": 1.0,
+           "correlation": {"parameter_names": [f"p{k}" for k in range(n)],
+                           "matrix": [[float(i == j) for j in range(n)] for i in range(n)]}},
+          open(sys.argv[1], "w"))
+PY
+    expect_exit 1 "^homodyne-plot: error: big/parameter_correlations.png: the figure would be .* at --dpi 1200, .*: choose a smaller --dpi$" \
+      "$python" "$script" good --dpi 1200 --plot-dir big
+    [ ! -e big/parameter_correlations.png.partial.png ] ||
+      { echo "FAIL: a partial PNG is left"; failures=$((failures + 1)); }
+    # Any other failure: one line naming what was being done, the traceback only on request.
+    crash="import sys; sys.path.insert(0, '$repo/scripts'); import homodyne_plot as plot
+def main(argv):
+    plot.current_activity = 'x/fitted_data.h5: reading it'
+    raise ZeroDivisionError('division by zero')
+plot.main = main
+sys.exit(plot.run(sys.argv[1:]))"
+    expect_exit 1 "^homodyne-plot: error: x/fitted_data.h5: reading it: ZeroDivisionError: division by zero \(--debug or HOMODYNE_PLOT_DEBUG=1 prints the traceback\)$" \
+      "$python" -c "$crash" good
+    HOMODYNE_PLOT_DEBUG=1 expect_exit 1 "Traceback" "$python" -c "$crash" good
+    expect_exit 1 "Traceback" "$python" -c "$crash" good --debug
+    ;;
   plot_figures)
     # homodyne-plot (the build tree's wrapper, next to the programs) draws every figure of
     # docs/results.md, Figures, from the files of a finished fit: each a PNG of reasonable size,
@@ -520,6 +587,41 @@ PY
     expect_exit 2 "usage error" "$bin_dir/homodyne-simulate"
     expect_exit 0 "Exit codes" "$bin_dir/homodyne" --help
     expect_exit 0 "homodyne-cpp .*(built without CUDA|CUDA runtime linked, with CUDA kernels)" "$bin_dir/homodyne" --version
+    ;;
+  simulate_bad_flags)
+    # homodyne-simulate refuses a flag value out of its range (never wraps a negative seed) and
+    # angles homodyne would refuse, naming the flag or key, the value and the rule; no file.
+    write_config sim.yaml laminar_flow sim.h5 ""
+    seeds="an integer in \[0, 18446744073709551615\] \(simulation.seed\)"
+    frames="an integer in \[3, 1000000\] \(simulation.frames\)"
+    noise="a finite number >= 0 \(simulation.noise_sigma\)"
+    for flag in "--seed -1:$seeds" "--seed 18446744073709551616:$seeds" "--seed 1.5:$seeds" \
+                "--seed 0x10:$seeds" "--seed :$seeds" "--frames 0:$frames" "--frames -5:$frames" \
+                "--frames 1e12:$frames" "--frames 2:$frames" "--frames 1000001:$frames" \
+                "--frames 99999999999:$frames" "--noise -1:$noise" "--noise nan:$noise" \
+                "--noise inf:$noise" "--noise 1e400:$noise" "--noise 0.1x:$noise"; do
+      option=${flag%%:*}
+      # timeout: a flag that is not refused would simulate up to 1e6 frames.
+      expect_exit 2 "^homodyne-simulate: usage error: ${option}: must be ${flag#*:}$" \
+        timeout 20 "$bin_dir/homodyne-simulate" --config sim.yaml ${option%% *} "${option#* }"
+    done
+    [ ! -e sim.h5 ] || { echo "FAIL: sim.h5 written"; failures=$((failures + 1)); }
+    expect_exit 0 "wrote .*sim.h5" "$bin_dir/homodyne-simulate" --config sim.yaml \
+      --seed 18446744073709551615 --frames 3 --noise 0
+    # 0 and 360 are one angle for homodyne (normalised to (-180, 180]): refused before writing.
+    rm -f sim.h5
+    sed -i 's/phi_angles: \[0, 45, 90\]/phi_angles: [0, 45, 360]/' sim.yaml
+    expect_exit 1 "^homodyne-simulate: error: simulation.phi_angles = \[0, 45, 360\]: 0 and 360 are the same angle \(0 degrees after normalisation to \(-180, 180\]\)" \
+      "$bin_dir/homodyne-simulate" --config sim.yaml
+    [ ! -e sim.h5 ] || { echo "FAIL: sim.h5 written"; failures=$((failures + 1)); }
+    sed -i 's/phi_angles: \[0, 45, 360\]/phi_angles: [0, .nan, 90]/' sim.yaml
+    expect_exit 1 "^homodyne-simulate: error: simulation.phi_angles = \[0, nan, 90\]: nan is not finite" \
+      "$bin_dir/homodyne-simulate" --config sim.yaml
+    # Angles distinct after normalisation: written, and homodyne reads every one of them.
+    sed -i 's/phi_angles: \[0, .nan, 90\]/phi_angles: [0, 180, 370]/' sim.yaml
+    expect_exit 0 "wrote .*sim.h5" "$bin_dir/homodyne-simulate" --config sim.yaml
+    expect_exit 0 "angles kept       3: 0.00, 180.00, 10.00 deg" "$bin_dir/homodyne" --config sim.yaml \
+      --dry-run
     ;;
   bad_input)
     expect_exit 1 "missing.yaml: config file not found" "$bin_dir/homodyne" --config missing.yaml

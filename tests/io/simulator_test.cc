@@ -7,6 +7,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <string>
+#include <vector>
 
 #include "homodyne/config.h"
 #include "homodyne/dataset.h"
@@ -185,6 +188,74 @@ TEST_F(SimulatorTest, FailuresLeaveNoFile) {
   }
   std::filesystem::remove(PathOf("plain_file"));
   EXPECT_TRUE(std::filesystem::is_empty(directory_));
+}
+
+// The reader refuses a file whose angles are not finite or repeat after normalisation to
+// (-180, 180] (src/io/dataset_validation.h); the simulator refuses such angles before writing, with
+// the same rule, so it never writes a file every fit refuses.
+TEST_F(SimulatorTest, RefusesAnglesTheReaderRefuses) {
+  struct Case {
+    std::vector<double> angles;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{0.0, 360.0}, "simulation.phi_angles = [0, 360]: 0 and 360 are the same angle (0 degrees"},
+      {{0.0, 45.0, 360.0}, "0 and 360 are the same angle"},
+      {{10.0, -350.0}, "10 and -350 are the same angle (10 degrees"},
+      {{180.0, -180.0}, "180 and -180 are the same angle (180 degrees"},
+      {{30.0, 30.0}, "30 and 30 are the same angle"},
+      {{0.0, std::nan("")}, "simulation.phi_angles = [0, nan]: nan is not finite"},
+      {{-std::numeric_limits<double>::infinity()}, "-inf is not finite"},
+  };
+  for (const Case& test : cases) {
+    Config config = LaminarSimulationConfig(PathOf("sim.h5"), 30, 0.0);
+    config.simulation.phi_angles_degrees = test.angles;
+    config.simulation.contrast = {0.3};
+    config.simulation.offset = {1.0};
+    try {
+      SimulateDataset(config);
+      ADD_FAILURE() << test.message << ": no error";
+    } catch (const InputError& error) {
+      EXPECT_THAT(error.what(), HasSubstr(test.message));
+      EXPECT_THAT(error.what(), HasSubstr("(-180, 180]"));
+    }
+    EXPECT_TRUE(std::filesystem::is_empty(directory_)) << test.message;
+  }
+  // Distinct after normalisation: written, and read back with every angle.
+  Config config = LaminarSimulationConfig(PathOf("sim.h5"), 30, 0.0);
+  config.simulation.phi_angles_degrees = {0.0, 180.0, 370.0, -90.0};
+  config.simulation.contrast = {0.3};
+  config.simulation.offset = {1.0};
+  SimulateDataset(config);
+  EXPECT_EQ(OpenBatchSource(SelectionOf(config))->info().num_angles(), 4);
+}
+
+// A config whose experimental_data is the simulated file and whose frame window leaves fewer than
+// 3 of its frames is refused before writing: `homodyne --config` would refuse the file.
+TEST_F(SimulatorTest, RefusesAFrameWindowItsOwnFitRefuses) {
+  Config config = LaminarSimulationConfig(PathOf("sim.h5"), 30, 0.0);
+  config.data.file_path = PathOf("./sim.h5");
+  config.data.start_frame = 29;  // frames 29, 30: 2 frames
+  try {
+    SimulateDataset(config);
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& error) {
+    EXPECT_THAT(error.what(), HasSubstr("analyzer_parameters.start_frame = 29"));
+    EXPECT_THAT(error.what(), HasSubstr("[29, 30] holds 2 of the 30 simulated frames"));
+  }
+  config.data.start_frame = 31;
+  EXPECT_THROW(SimulateDataset(config), InputError);
+  config.data.start_frame = 1;
+  config.data.end_frame = 2;
+  EXPECT_THROW(SimulateDataset(config), InputError);
+  EXPECT_TRUE(std::filesystem::is_empty(directory_));
+  // A window of 3 frames, or a config that fits another file: written.
+  config.data.end_frame = 3;
+  SimulateDataset(config);
+  config.data.file_path = PathOf("other.h5");
+  config.data.end_frame = 2;
+  SimulateDataset(config);
+  EXPECT_TRUE(std::filesystem::exists(config.simulation.output));
 }
 
 }  // namespace
