@@ -389,6 +389,10 @@ Config ParseConfig(const std::string& yaml_text, const std::string& source_name)
 // phi filtering, NLSQ settings, strategy, backend, memory limit, checkpoints.
 std::string BriefReport(const Config& config);
 
+// "linear loss (...)" or "soft_l1 loss, f_scale 2 (...)": what a fit minimises, for --validate,
+// the dry run and the printed result.
+std::string LossText(const LossOptions& loss);
+
 // Where the frame time comes from, for --validate and the dry run: "(analyzer_parameters.dt)",
 // or, when the config gives none, a sentence saying that the default is used and that beamline
 // files carry no frame time.

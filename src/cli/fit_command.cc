@@ -91,6 +91,12 @@ void PrintResult(const FitOutcome& outcome, std::ostream& out) {
                   angle.offset.uncertainty);
     out << line << bound_mark(angle.offset) << "\n";
   }
+  // Under a robust loss the final fit's line above reports the robust cost; the totals below are
+  // of the plain chi2 (docs/model.md, Robust loss).
+  if (!result.loss.empty() && result.loss != "linear") {
+    out << "  loss " << result.loss
+        << ": the fit minimised a robust cost; the chi2 below is the plain sum of squares\n";
+  }
   // %.6f up to 1e6; beyond, %.6g: a reduced chi2 of 1e78 (data no model describes) in fixed
   // notation would overflow the line and cut its newline.
   std::snprintf(line, sizeof(line),

@@ -1259,6 +1259,14 @@ Config ParseConfigText(const std::string& yaml_text, const std::string& source_n
 
 }  // namespace config_internal
 
+std::string LossText(const LossOptions& loss) {
+  if (loss.is_linear()) return "linear loss (chi2 of (data - c2) / sigma)";
+  std::ostringstream text;
+  text << ToString(loss.function) << " loss, f_scale " << loss.f_scale
+       << " (optimization.nlsq.loss: a robust cost, not chi2, is minimised)";
+  return text.str();
+}
+
 std::string DtSourceNote(const Config& config) {
   if (!config.dt_source.empty()) return "(" + config.dt_source + ")";
   return "(the default: the config gives no analyzer_parameters.dt, and beamline files carry no "
@@ -1288,6 +1296,8 @@ std::string BriefReport(const Config& config) {
   out << "nlsq: max_iterations " << config.nlsq.max_iterations << ", ftol " << config.nlsq.tolerance
       << ", xtol " << config.nlsq.xtol << ", gtol " << config.nlsq.gtol << ", sigma "
       << config.nlsq.sigma << ", per_angle_mode " << ToString(config.nlsq.per_angle_mode) << "\n";
+  // The objective itself: a robust loss changes what is minimised (docs/model.md, Robust loss).
+  out << "objective: " << LossText(config.nlsq.loss) << "\n";
   const PerformanceOptions& p = config.performance;
   out << "strategy: "
       << (p.strategy_override ? std::string(ToString(*p.strategy_override)) : "automatic")
