@@ -32,13 +32,13 @@ double PeakResidentMb() {
   return 0.0;
 }
 
-// Full validation's bounds warnings (docs/design.md section 7; fast mode skips them): a fitted
-// parameter held on a bound with its gradient pointing out (summary.parameters_at_bound, from
-// ComputeCovarianceAtSolution), where the optimum may lie beyond it. Parameters held by equal
-// bounds are not reported. options: the reduced bounds and names the fit ran with.
+}  // namespace
+
 std::vector<std::string> ResultBoundWarnings(const LevenbergMarquardtSummary& summary,
                                              const LevenbergMarquardtOptions& options) {
   std::vector<std::string> warnings;
+  const Eigen::Index n = summary.theta.size();
+  const bool has_covariance = summary.covariance.rows() == n && summary.covariance.cols() == n;
   for (const int i : summary.parameters_at_bound) {
     const double lower = options.lower_bounds[i];
     const double upper = options.upper_bounds[i];
@@ -46,12 +46,39 @@ std::vector<std::string> ResultBoundWarnings(const LevenbergMarquardtSummary& su
     const double value = summary.theta[i];
     std::ostringstream text;
     text << options.parameter_names[static_cast<size_t>(i)] << " = " << value << " ended at its "
-         << (value <= lower ? "lower" : "upper")
-         << " bound: the optimum may lie beyond it (widen parameter_space.bounds)";
+         << (value <= lower ? "lower" : "upper") << " bound";
+    // The parameter most correlated with it (the bound released): beyond 0.99 the data do not
+    // separate the pair, and a wider bound only lets both slide along their valley.
+    int partner = -1;
+    double partner_correlation = 0.0;
+    for (Eigen::Index j = 0; has_covariance && j < n; ++j) {
+      if (j == i) continue;
+      const double scale = std::sqrt(summary.covariance(i, i) * summary.covariance(j, j));
+      const double r = scale > 0.0 ? summary.covariance(i, j) / scale : 0.0;
+      if (std::isfinite(r) && std::abs(r) > 0.99 && std::abs(r) > std::abs(partner_correlation)) {
+        partner = static_cast<int>(j);
+        partner_correlation = r;
+      }
+    }
+    if (partner >= 0) {
+      char correlation[32];
+      std::snprintf(correlation, sizeof(correlation), "%.4f", partner_correlation);
+      const std::string& other = options.parameter_names[static_cast<size_t>(partner)];
+      text << " inside a correlation of " << correlation << " with " << other
+           << ": the data do not separate the two, so the bound, not the data, holds "
+           << options.parameter_names[static_cast<size_t>(i)]
+           << ", and a wider bound only moves both along their valley; hold one of them fixed "
+              "(initial_parameters.fixed_parameters: "
+           << other << " or " << options.parameter_names[static_cast<size_t>(i)] << ")";
+    } else {
+      text << ": the optimum may lie beyond it (widen parameter_space.bounds)";
+    }
     warnings.push_back(text.str());
   }
   return warnings;
 }
+
+namespace {
 
 // The covariance's warning (always given: it says how to read the uncertainties): parameters
 // along which J^T J is singular at the result (summary.undetermined_parameters), whose

@@ -46,6 +46,16 @@ inline constexpr double kNegligibleReducedChi2 = 1e-12;
 // whatever the loss); sigma: optimization.nlsq.sigma, for the messages.
 ConvergenceOutcome ConvergenceStatusOf(const LevenbergMarquardtSummary& summary, double chi_squared,
                                        double reduced_chi_squared, double sigma);
+// Full validation's bounds warnings (docs/design.md section 7; fast mode skips them): a fitted
+// parameter held on a bound with its gradient pointing out (summary.parameters_at_bound, from
+// ComputeCovarianceAtSolution), where the optimum may lie beyond it; when its correlation with
+// another parameter (the bound released, summary.covariance) exceeds 0.99 in magnitude, the
+// warning names that parameter and says to hold one of the two fixed instead (a wider bound only
+// moves both along their valley). Parameters held by equal bounds are not reported. options:
+// the reduced bounds and names the fit ran with.
+std::vector<std::string> ResultBoundWarnings(const LevenbergMarquardtSummary& summary,
+                                             const LevenbergMarquardtOptions& options);
+
 // The exit code of a finished fit with this convergence_status: kExitSuccess for converged and
 // max_iterations, kExitFailure for every other status (docs/results.md, Convergence status).
 int FitExitCode(const std::string& convergence_status);

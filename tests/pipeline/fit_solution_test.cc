@@ -471,3 +471,40 @@ TEST(ProfileWarningsTest, AHigherReducedChiSquaredScalesTheRise) {
 
 }  // namespace
 }  // namespace homodyne
+
+namespace homodyne {
+namespace {
+
+// A parameter held by a bound inside a near +-1 correlation: widening the bound moves the pair
+// along its valley, so the warning names the partner and says to fix one (a real file whose
+// alpha is near 0 makes D0 and D_offset one constant).
+TEST(ResultBoundWarningsTest, ABoundInsideACorrelationNamesThePairToFix) {
+  LevenbergMarquardtOptions options;
+  options.parameter_names = {"D0", "alpha", "D_offset"};
+  options.lower_bounds = Eigen::Vector3d(100.0, -2.0, -1e5);
+  options.upper_bounds = Eigen::Vector3d(1e5, 2.0, 1e5);
+  LevenbergMarquardtSummary summary;
+  summary.theta = Eigen::Vector3d(1e5, 0.001, -9e4);
+  summary.parameters_at_bound = {0};
+  summary.covariance = Eigen::Matrix3d{{4.0, 0.0, -3.998}, {0.0, 1.0, 0.0}, {-3.998, 0.0, 4.0}};
+
+  const std::vector<std::string> warnings = ResultBoundWarnings(summary, options);
+
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings.front(),
+              HasSubstr("D0 = 100000 ended at its upper bound inside a correlation of -0.9995 "
+                        "with D_offset"));
+  EXPECT_THAT(warnings.front(), HasSubstr("hold one of them fixed"));
+
+  // Uncorrelated: the optimum may lie beyond the bound.
+  summary.covariance = Eigen::Matrix3d::Identity();
+  EXPECT_THAT(
+      ResultBoundWarnings(summary, options),
+      ElementsAre(HasSubstr("the optimum may lie beyond it (widen parameter_space.bounds)")));
+  // No covariance (a failed fit): the plain warning, no crash.
+  summary.covariance.resize(0, 0);
+  EXPECT_THAT(ResultBoundWarnings(summary, options), ElementsAre(HasSubstr("widen")));
+}
+
+}  // namespace
+}  // namespace homodyne
