@@ -761,6 +761,9 @@ PYBIND11_MODULE(_core, m) {
   using namespace homodyne::python;
   m.doc() = "The compiled part of homodyne_cpp (docs/python.md); import homodyne_cpp instead.";
   m.attr("__version__") = HOMODYNE_VERSION;
+  // Quiet by default in Python: a notebook shows the engine's warnings, not its progress lines
+  // (fit_nlsq(verbose=True) or set_log_level("info") shows them).
+  spdlog::set_level(spdlog::level::warn);
 
   static py::exception<Error> error(m, "HomodyneError", PyExc_RuntimeError);
   static py::exception<InputError> input_error(m, "InputError", error.ptr());
@@ -833,8 +836,16 @@ PYBIND11_MODULE(_core, m) {
         spdlog::set_level(parsed);
       },
       py::arg("level"),
-      "The engine's log lines (stderr): 'info' (default: progress and iterations), 'warning' "
-      "(warnings only), 'off', ...");
+      "The engine's log lines (standard output): 'warning' (default: warnings only), 'info' "
+      "(progress "
+      "and iterations too), 'off', ...");
+  m.def(
+      "_log_level",
+      [] {
+        const auto name = spdlog::level::to_string_view(spdlog::get_level());
+        return std::string(name.data(), name.size());
+      },
+      "The engine's log level now (fit_nlsq restores it after verbose=True).");
 
   m.def(
       "_load_config_file",

@@ -214,7 +214,7 @@ def _initial_values(initial_params, config):
 def fit_nlsq(data, config, initial_params=None, *, threads=None, strategy=None,
              memory_limit_gb=None, global_search=None, fast_mode=None, max_iterations=None,
              checkpoint_dir=None, checkpoints=None, resume=None, progress=None,
-             output_dir=None):
+             output_dir=None, verbose=False):
     """Fits data with the config's settings and returns an NlsqResult.
 
     data: None (read the config's file, as the CLI does) or a dict as load_xpcs_data returns
@@ -225,7 +225,8 @@ def fit_nlsq(data, config, initial_params=None, *, threads=None, strategy=None,
     strategy, memory_limit_gb, global_search, fast_mode, max_iterations, checkpoint_dir,
     checkpoints (False: none), resume (False: start afresh), output_dir (also write the CLI's
     result files there). progress: a callable given a dict per event (stage, index, total,
-    value); an exception it raises stops the fit and is raised as it is.
+    value); an exception it raises stops the fit and is raised as it is. verbose: True shows the
+    engine's progress lines (phases, iterations) for this call; by default only its warnings.
     """
     if data is not None and not isinstance(data, dict):
         raise TypeError("data must be None (read the config's file) or a dict as load_xpcs_data "
@@ -245,9 +246,16 @@ def fit_nlsq(data, config, initial_params=None, *, threads=None, strategy=None,
         resume=_flag(resume, "resume"),
         output_dir=_path(output_dir, "output_dir"),
     )
+    verbose = _flag(verbose, "verbose")
     config = load_config(config)
     initial_values = _initial_values(initial_params, config)
-    return _core._fit_nlsq(data, config, initial_values, progress=progress, **options)
+    previous_level = _core._log_level()
+    if verbose:
+        set_log_level("info")
+    try:
+        return _core._fit_nlsq(data, config, initial_values, progress=progress, **options)
+    finally:
+        set_log_level(previous_level)
 
 
 def compute_c2(params, t, phi, q, L=None, contrast=0.5, offset=1.0, mode="laminar_flow", dt=0.0):

@@ -109,6 +109,7 @@ def fit_nlsq(
     resume: Optional[bool] = None,
     progress: Optional[Callable[[dict[str, Any]], object]] = None,
     output_dir: Optional[_PathLike] = None,
+    verbose: bool = False,
 ) -> NlsqResult: ...
 def compute_c2(
     params: _Numbers,

@@ -92,6 +92,20 @@ def test_progress_exception_is_raised_as_itself_not_as_a_signal(in_set, capfd):
     assert "the progress callback raised Stop; checkpoint saved" in err
 
 
+def test_fits_are_quiet_unless_verbose(in_set, capfd):
+    checkpoints = in_set[0] / "quiet_checkpoints"
+    def printed():
+        captured = capfd.readouterr()
+        return captured.out + captured.err
+
+    hc.fit_nlsq(None, in_set[1], checkpoint_dir=checkpoints, max_iterations=2)
+    assert "[info]" not in printed()
+    hc.fit_nlsq(None, in_set[1], checkpoint_dir=checkpoints, max_iterations=2, verbose=True)
+    assert "[info] iteration" in printed()
+    hc.fit_nlsq(None, in_set[1], checkpoint_dir=checkpoints, max_iterations=2)
+    assert "[info]" not in printed()  # the level is restored after the call
+
+
 # 3. Short errors naming the argument, never the data.
 
 @pytest.mark.parametrize("arguments, error, text", [
