@@ -282,11 +282,16 @@ struct LoggingOptions {
 };
 
 // simulation: (homodyne-simulate only)
+// The range of simulation.frames and of homodyne-simulate --frames: at least 3 (the fitted grid
+// drops frame 0 and needs 2 times), at most 1e6.
+inline constexpr int kMinSimulationFrames = 3;
+inline constexpr int kMaxSimulationFrames = 1000000;
+
 struct SimulationOptions {
   bool present = false;  // the config has a simulation section
   std::string output = "simulated_xpcs.h5";
   FileLayout format = FileLayout::kApsU;  // aps_u | aps_old
-  int frames = 500;                       // frames in the file, >= 3
+  int frames = 500;  // frames in the file, kMinSimulationFrames to kMaxSimulationFrames
   std::vector<double> phi_angles_degrees = {0.0, 45.0, 90.0};
   std::vector<double>
       physical_parameters;  // model order; from `parameters` (map by name), defaults below

@@ -19,11 +19,6 @@
 
 namespace {
 
-// The ranges of the flags, those of the config keys they override (docs/configuration.md,
-// Simulation): simulation.frames in [3, 1000000]; a seed is any 64-bit unsigned integer.
-constexpr int64_t kMinFrames = 3;
-constexpr int64_t kMaxFrames = 1000000;
-
 // A flag's whole text as a decimal integer in [low, high], or a UsageError naming the flag, the
 // text as written, the range and the key. A sign where the range has none, a fraction, an exponent,
 // trailing text and a value beyond the type (never wrapped) all fail the same way.
@@ -86,9 +81,12 @@ int Run(int argc, char** argv) {
   }
 
   // The flags' values are checked before the config is read: a usage error is reported first.
-  const int64_t frames_value = frames ? ParseIntegerFlag<int64_t>("--frames", *frames, kMinFrames,
-                                                                  kMaxFrames, "simulation.frames")
-                                      : 0;
+  // The ranges are those of the config keys the flags override (docs/configuration.md,
+  // Simulation); a seed is any 64-bit unsigned integer.
+  const int64_t frames_value =
+      frames ? ParseIntegerFlag<int64_t>("--frames", *frames, kMinSimulationFrames,
+                                         kMaxSimulationFrames, "simulation.frames")
+             : 0;
   const double noise_value = noise ? ParseNoiseFlag(*noise) : 0.0;
   const uint64_t seed_value =
       seed ? ParseIntegerFlag<uint64_t>("--seed", *seed, 0, std::numeric_limits<uint64_t>::max(),

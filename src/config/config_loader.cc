@@ -1007,8 +1007,11 @@ void ParseSimulation(const ConfigReader& reader, Config& config) {
     sim.format = lower == "aps_u" ? FileLayout::kApsU : FileLayout::kApsOld;
   }
   if (const auto frames = reader.Integer("simulation.frames")) {
-    reader.Require(*frames >= 3 && *frames <= 1000000, "simulation.frames",
-                   "must be in [3, 1000000] (the fitted grid drops frame 0 and needs 2 times)");
+    reader.Require(*frames >= kMinSimulationFrames && *frames <= kMaxSimulationFrames,
+                   "simulation.frames",
+                   "must be in [" + std::to_string(kMinSimulationFrames) + ", " +
+                       std::to_string(kMaxSimulationFrames) +
+                       "] (the fitted grid drops frame 0 and needs 2 times)");
     sim.frames = static_cast<int>(*frames);
   }
   const YAML::Node angles = reader.Find("simulation.phi_angles");

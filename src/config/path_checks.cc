@@ -14,10 +14,14 @@ namespace homodyne {
 
 bool HasNul(std::string_view path) { return path.find('\0') != std::string_view::npos; }
 
-std::string NulInPathMessage(std::string_view key, std::string_view path) {
+std::string ShowNuls(std::string_view path) {
   std::string shown;
   for (const char c : path) shown += c == '\0' ? std::string("\\0") : std::string(1, c);
-  return std::string(key) + " = '" + shown + "': contains a NUL character (\\0) at position " +
+  return shown;
+}
+
+std::string NulInPathMessage(std::string_view key, std::string_view path) {
+  return std::string(key) + " = '" + ShowNuls(path) + "': contains a NUL character (\\0) at position " +
          std::to_string(path.find('\0')) +
          "; a path ends at its first NUL for the system, so the file would go elsewhere";
 }

@@ -18,6 +18,9 @@ namespace homodyne {
 // ("\0"), Python in any str.
 bool HasNul(std::string_view path);
 
+// `path` with every NUL written as \0, for a message.
+std::string ShowNuls(std::string_view path);
+
 // "KEY = 'VALUE': contains a NUL character (\0) at position P; ...": the message for a path with
 // a NUL, VALUE shown with every NUL as \0.
 std::string NulInPathMessage(std::string_view key, std::string_view path);

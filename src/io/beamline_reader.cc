@@ -17,6 +17,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "config/path_checks.h"
 #include "homodyne/dataset.h"
 #include "homodyne/errors.h"
 #include "io/chunk_decoder.h"
@@ -411,11 +412,9 @@ OpenedDataset Inspect(const DataSelection& selection) {
   if (path.empty()) Fail("(empty path)", "no data file given");
   // The system reads a path up to its first NUL: "a\0b" would open "a". YAML ("\0") and Python
   // strings can hold one.
-  if (const size_t nul = path.find('\0'); nul != std::string::npos) {
-    std::string shown;
-    for (const char c : path) shown += c == '\0' ? std::string("\\0") : std::string(1, c);
-    Fail(shown,
-         "the data file's path contains a NUL character (\\0) at position " + std::to_string(nul));
+  if (HasNul(path)) {
+    Fail(ShowNuls(path), "the data file's path contains a NUL character (\\0) at position " +
+                             std::to_string(path.find('\0')));
   }
   if (!std::filesystem::exists(path, error)) Fail(path, "no such file");
   if (std::filesystem::is_directory(path, error)) Fail(path, "is a directory, not an HDF5 file");

@@ -108,7 +108,9 @@ void ValidateOwnFrameWindow(const Config& config) {
 void Validate(const Config& config) {
   const SimulationOptions& sim = config.simulation;
   if (sim.output.empty()) Reject("output", "\"\"", "must name a file");
-  if (sim.frames < 3) Reject("frames", std::to_string(sim.frames), "must be >= 3");
+  if (sim.frames < kMinSimulationFrames) {
+    Reject("frames", std::to_string(sim.frames), "must be >= " + std::to_string(kMinSimulationFrames));
+  }
   if (sim.phi_angles_degrees.empty()) Reject("phi_angles", "[]", "must list at least one angle");
   ValidateAngles(sim.phi_angles_degrees);
   ValidateOwnFrameWindow(config);

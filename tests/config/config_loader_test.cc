@@ -756,7 +756,7 @@ TEST(ConfigLimitsTest, ATextBeyondOneMiBIsRefusedBeforeParsing) {
   text += "0]\n";
   try {
     ParseConfig(text, "huge.yaml");
-    FAIL() << "a 5 MB config was parsed";
+    FAIL() << "a 3 MB config was parsed";
   } catch (const Error& error) {
     EXPECT_THAT(error.what(), HasSubstr("huge.yaml: "));
     EXPECT_THAT(error.what(), HasSubstr("is larger than a config file may be (1048576 bytes"));

@@ -100,15 +100,6 @@ std::vector<Combination> FuzzCombinations() {
   return combinations;
 }
 
-// The static mode's lines of laminar_data.h's grid.
-constexpr const char* kStaticConfig = R"(
-analysis_mode: static
-analyzer_parameters: {dt: 0.05, scattering: {wavevector_q: 0.02}}
-optimization:
-  nlsq: {sigma: 0.01}
-  streaming: {enable_checkpoints: false}
-)";
-
 const std::vector<double> kPhi = {0.0, 60.0};
 const std::vector<double> kStaticTruth = {3000.0, -0.5, 10.0};
 const std::vector<double> kLaminarTruth = {3000.0, -0.5, 10.0, 2e-4, 0.3, 1e-5, 5.0};
@@ -182,7 +173,7 @@ class FitHeldParametersTest : public ::testing::Test {
     const bool laminar = combination.mode == AnalysisMode::kLaminarFlow;
     const std::vector<double>& truth = laminar ? kLaminarTruth : kStaticTruth;
     const std::vector<ParameterDefinition>& definitions = DefinitionOf(combination.mode).physical;
-    std::string yaml = laminar ? test::kLaminarConfig : kStaticConfig;
+    std::string yaml = laminar ? test::kLaminarConfig : test::kStaticConfig;
     std::string bounds;
     std::string fixed;
     std::vector<double> start;

@@ -26,15 +26,6 @@ namespace {
 using ::testing::Contains;
 using ::testing::HasSubstr;
 
-// The static mode's lines of laminar_data.h's grid (it reads no gap).
-constexpr const char* kStaticConfig = R"(
-analysis_mode: static
-analyzer_parameters: {dt: 0.05, scattering: {wavevector_q: 0.02}}
-optimization:
-  nlsq: {sigma: 0.01}
-  streaming: {enable_checkpoints: false}
-)";
-
 const std::vector<double> kPhi = {0.0, 60.0};
 const std::vector<double> kStaticTruth = {3000.0, -0.5, 10.0};
 
@@ -49,7 +40,7 @@ FitOutcome FitStatic(const std::vector<double>& c2, const std::string& extra_yam
                      GlobalSearchMethod method, double sigma = 0.01,
                      bool variable_projection = true) {
   const auto source = MakeInMemoryBatchSource(test::LaminarData(c2, kPhi));
-  Config config = ParseConfig(std::string(kStaticConfig) + extra_yaml, "fit_status_test");
+  Config config = ParseConfig(std::string(test::kStaticConfig) + extra_yaml, "fit_status_test");
   config.nlsq.global_search.method = method;
   config.nlsq.sigma = sigma;  // also values the loader's range check would refuse
   config.nlsq.variable_projection = variable_projection;

@@ -27,6 +27,15 @@ optimization:
   streaming: {enable_checkpoints: false}
 )";
 
+// The same lines for static (it reads no gap).
+inline constexpr const char* kStaticConfig = R"(
+analysis_mode: static
+analyzer_parameters: {dt: 0.05, scattering: {wavevector_q: 0.02}}
+optimization:
+  nlsq: {sigma: 0.01}
+  streaming: {enable_checkpoints: false}
+)";
+
 // The same lines for two_component (docs/model.md, Two-component mode; it reads no gap).
 inline constexpr const char* kTwoComponentConfig = R"(
 analysis_mode: two_component
