@@ -16,8 +16,8 @@
 
 namespace homodyne {
 
-// LevenbergMarquardtState is declared in lm.h and PassState in objective.h (the core and the pass
-// produce and consume them); a checkpoint stores both.
+// LevenbergMarquardtState is declared in levenberg_marquardt.h and PassState in batched_objective.h
+// (the core and the pass produce and consume them); a checkpoint stores both.
 
 // Batch statistics of the run (docs/design.md section 7, issue 4).
 struct BatchStatistics {

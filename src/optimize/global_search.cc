@@ -527,8 +527,9 @@ class Search {
         return !joined.has_value();
       };
     }
-    // The statistical hold (lm.h) only matters for the fit that is reported; in a false minimum
-    // it would hold a search's local fit for dozens of iterations. The final fit applies it.
+    // The statistical hold (levenberg_marquardt.h) only matters for the fit that is reported: in
+    // a false minimum it would hold a search's local fit for dozens of iterations. The final fit
+    // applies it.
     options.statistical_tolerance = 0.0;
     const LevenbergMarquardtSummary fit = Minimize(options, *active_, n);
     FinishedFit result;

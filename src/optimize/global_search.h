@@ -14,9 +14,9 @@
 //                starts, screening, local fits, the best refined with refinement_ftol.
 //   cmaes        CMA-ES with restarts (pagmo2; optimization.nlsq.cmaes), then a local fit.
 // The search runs on the data it is given (all of it, or a row subsample above
-// global_search.max_points; objective.h MakeRowSubsampleObjective); the caller refines the
+// global_search.max_points; batched_objective.h MakeRowSubsampleObjective); the caller refines the
 // chosen minimum on all the data with the full problem. Deterministic for a seed: candidates
-// are evaluated in a fixed order and each pass is deterministic (objective.h).
+// are evaluated in a fixed order and each pass is deterministic (batched_objective.h).
 #pragma once
 
 #include <cstdint>
@@ -49,9 +49,10 @@ struct GlobalMinimum {
 };
 
 // What the global phase computed so far, in the fixed order of its work. A checkpoint keeps it
-// (checkpoint.h) and a resumed run replays it (GlobalSearchInputs::replay) instead of computing
-// it again: the same values in the same order, so the search takes the same path and returns
-// bitwise the uninterrupted run's minima, with only the work after the interruption left to do.
+// (checkpoint_file.h) and a resumed run replays it (GlobalSearchInputs::replay) instead of
+// computing it again: the same values in the same order, so the search takes the same path and
+// returns bitwise the uninterrupted run's minima, with only the work after the interruption left to
+// do.
 struct GlobalSearchTrail {
   std::vector<double> evaluations;     // chi2 of every one-pass evaluation (screening, CMA-ES)
   std::vector<GlobalMinimum> minima;   // every local fit's (or unrefined point's) minimum

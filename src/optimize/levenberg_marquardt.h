@@ -60,7 +60,7 @@ class LeastSquaresProblem {
 // the optimiser that wrote it (docs/checkpoints.md, How resume picks a file).
 enum class StateSolver { kLmCore, kCeres };
 
-// The Levenberg-Marquardt core's state between two iterations (lm.h): with it, Minimize continues
+// The Levenberg-Marquardt core's state between two iterations: with it, Minimize continues
 // exactly as if it had never stopped.
 struct LevenbergMarquardtState {
   StateSolver solver = StateSolver::kLmCore;  // who wrote it
