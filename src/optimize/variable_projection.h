@@ -20,8 +20,8 @@
 //     the Gauss-Newton model of chi2(n, l(n)); linear parameters held on a bound are constants.
 // Why: the LM core then searches only the 3 or 7 physical parameters, and every trial point is
 // judged with the best scaling for it, which widens the basin of convergence (measured in
-// docs/performance.md). The final covariance still comes from the full problem: the caller
-// refines from FullPoint() with the reduced problem (ReparametrizedProblem).
+// docs/performance.md, The global phase). The final covariance still comes from the full problem:
+// the caller refines from FullPoint() with the reduced problem (ReparametrizedProblem).
 //
 // Under a robust loss (the objective's PassOptions::loss; docs/design.md section 4c) the cost is
 // no quadratic in l. The pass then weights each point's row of [J | e] by sqrt(rho'(z)) at the
