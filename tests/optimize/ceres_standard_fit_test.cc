@@ -86,8 +86,8 @@ ScalingMap IdentityMap(int num_full) {
   return map;
 }
 
-// The bounds of the fit tests (full layout): physical as the fit tests of objective_test.cc,
-// contrast [0, 1], offset [0.5, 1.5].
+// The bounds of the fit tests (full layout): physical as the other fit tests'
+// (tests/support/simulated_data_fixture.h, BoundedOptions), contrast [0, 1], offset [0.5, 1.5].
 LevenbergMarquardtOptions BoundedOptions(int num_physical, int num_angles) {
   const std::vector<std::pair<double, double>> physical_bounds = {
       {1e2, 1e5}, {-2.0, 2.0}, {-1e5, 1e5}, {1e-6, 0.5}, {-2.0, 2.0}, {-0.1, 0.1}, {-10.0, 10.0}};
