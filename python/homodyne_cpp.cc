@@ -133,6 +133,9 @@ void Fields(FitResult& result, V& visit) {
   visit("per_angle", result.per_angle);
   visit("covariance_names", result.covariance_names);
   visit("covariance", result.covariance);
+  visit("uncertainty_method", result.uncertainty_method);
+  visit("uncertainty_blocks", result.uncertainty_blocks);
+  visit("noise_correlation_frames", result.noise_correlation_frames);
   visit("per_angle_mode", result.per_angle_mode);
   visit("chi_squared", result.chi_squared);
   visit("reduced_chi_squared", result.reduced_chi_squared);
@@ -486,6 +489,7 @@ struct PythonFitOptions {
   std::optional<std::string> checkpoint_dir;
   std::optional<bool> checkpoints;
   std::optional<bool> resume;
+  std::optional<std::string> uncertainty;
 };
 
 // One initial value as the package passes it: (parameter name, value, origin for messages, e.g.
@@ -504,6 +508,7 @@ ConfigOverrides OverridesFromKeywords(const PythonFitOptions& options,
   overrides.resume_from_checkpoint = options.resume;
   overrides.memory_limit_gb = options.memory_limit_gb;
   overrides.global_search = options.global_search;
+  overrides.uncertainty = options.uncertainty;
   for (const auto& [name, value, origin] : initial_values) {
     overrides.initial_values.push_back({name, value, origin});
   }
@@ -866,7 +871,21 @@ PYBIND11_MODULE(_core, m) {
           "Fitted physical parameters (model order, param_names).")
       .def_property_readonly(
           "uncertainties", [](const NlsqResult& r) { return r.Physical(true); },
-          "One standard error per physical parameter (0: held fixed or at a bound).")
+          "One standard error per physical parameter, as uncertainty_method says (0: held "
+          "fixed).")
+      .def_property_readonly(
+          "uncertainty_method",
+          [](const NlsqResult& r) { return r.outcome.result.uncertainty_method; },
+          "What the uncertainties are: 'jackknife' (frame blocks), 'standard' (independent "
+          "noise) or 'curvature' (the reference's numbers).")
+      .def_property_readonly(
+          "uncertainty_blocks",
+          [](const NlsqResult& r) { return r.outcome.result.uncertainty_blocks; },
+          "The frame blocks of the jackknife (0 for another method).")
+      .def_property_readonly(
+          "noise_correlation_frames",
+          [](const NlsqResult& r) { return r.outcome.result.noise_correlation_frames; },
+          "The residuals' correlation length along a row [frames] (jackknife only; 0 else).")
       .def_property_readonly(
           "param_names",
           [](const NlsqResult& r) {
@@ -1006,17 +1025,18 @@ PYBIND11_MODULE(_core, m) {
          std::optional<std::string> global_search, std::optional<bool> fast_mode,
          std::optional<int> max_iterations, std::optional<std::string> checkpoint_dir,
          std::optional<bool> checkpoints, std::optional<bool> resume, const py::object& progress,
-         std::optional<std::string> output_dir) {
+         std::optional<std::string> output_dir, std::optional<std::string> uncertainty) {
         const PythonFitOptions options{threads,        strategy,    memory_limit_gb,
                                        global_search,  fast_mode,   max_iterations,
-                                       checkpoint_dir, checkpoints, resume};
+                                       checkpoint_dir, checkpoints, resume,
+                                       uncertainty};
         return FitNlsq(data, config, initial_values, options, progress, output_dir);
       },
       py::arg("data"), py::arg("config"), py::arg("initial_values"), py::arg("threads"),
       py::arg("strategy"), py::arg("memory_limit_gb"), py::arg("global_search"),
       py::arg("fast_mode"), py::arg("max_iterations"), py::arg("checkpoint_dir"),
       py::arg("checkpoints"), py::arg("resume"), py::arg("progress"), py::arg("output_dir"),
-      "fit_nlsq with its arguments converted (homodyne_cpp.fit_nlsq).");
+      py::arg("uncertainty"), "fit_nlsq with its arguments converted (homodyne_cpp.fit_nlsq).");
 
   m.def("_compute_c2", &ComputeC2, py::arg("params"), py::arg("t"), py::arg("phi"), py::arg("q"),
         py::arg("L"), py::arg("contrast"), py::arg("offset"), py::arg("mode"), py::arg("dt"),

@@ -158,6 +158,18 @@ std::string_view ToString(LmSolver solver);
 // Case-insensitive; std::nullopt for an unknown name.
 std::optional<LmSolver> ParseLmSolver(std::string_view text);
 
+// What a result's uncertainties are (optimization.nlsq.uncertainty, --uncertainty; docs/results.md,
+// What the uncertainties mean):
+//   kJackknife (default): the frame-block jackknife, right for noise correlated along frames as a
+//     correlator's output is, and for independent noise;
+//   kStandard: the statistical standard error of independent noise, s^2 (J^T J)^-1 over the
+//     stored points (the reference's value times about sqrt(2));
+//   kCurvature: the reference's value, s^2 (J^T J)^-1 with both triangles counted.
+enum class UncertaintyMethod { kJackknife, kStandard, kCurvature };
+// "jackknife", "standard", "curvature".
+std::string_view ToString(UncertaintyMethod method);
+std::optional<UncertaintyMethod> ParseUncertaintyMethod(std::string_view text);
+
 // "linear", "soft_l1", "huber", "cauchy", "arctan" (scipy's names; robust_loss.h).
 std::string_view ToString(LossFunction function);
 // Case-insensitive; std::nullopt for an unknown name.
@@ -208,6 +220,8 @@ struct NlsqOptions {
   // optimization.nlsq.profile_check, true or false; absent (nullopt) = the mode's default (on for
   // two_component, off for the homodyne modes, where it costs as much as the rest of a fit).
   std::optional<bool> profile_check;
+  // optimization.nlsq.uncertainty (UncertaintyMethod above).
+  UncertaintyMethod uncertainty = UncertaintyMethod::kJackknife;
   GlobalSearchOptions global_search;
   MultiStartOptions multi_start;
   CmaesSearchOptions cmaes;
@@ -299,6 +313,11 @@ struct SimulationOptions {
   std::vector<double> contrast = {0.3};  // one value, or one per angle
   std::vector<double> offset = {1.0};    // one value, or one per angle
   double noise_sigma = 0.0;              // Gaussian noise added to each stored value, >= 0
+  // "gaussian" (noise_sigma per stored value) or "speckle": pixel intensities whose field
+  // correlation is the model's g1, correlated as a correlator's output (io/speckle_simulation.h).
+  std::string noise_model = "gaussian";
+  int pixels = 1000;  // speckle: pixels averaged per angle, 1 to 1e6
+  int modes = 1;      // speckle: incoherent modes per pixel (raw contrast 1 / modes), 1 to 100
   uint64_t seed = 42;
   std::string dtype = "float32";     // float32 | float64
   std::string compression = "none";  // none | gzip | lzf
@@ -357,6 +376,7 @@ struct ConfigOverrides {
   std::optional<std::string> strategy;        // --strategy: standard | large | chunked | streaming
   std::optional<std::string> backend;         // --backend: cpu | cuda | auto
   std::optional<std::string> solver;          // --solver: lm | ceres
+  std::optional<std::string> uncertainty;     // --uncertainty, uncertainty=: jackknife | standard | curvature
   std::optional<bool> fast_mode;              // --fast-mode, fast_mode=
   std::optional<bool> variable_projection;    // false: --no-variable-projection
   std::optional<std::string> checkpoint_dir;  // --checkpoint-dir, checkpoint_dir=; non-empty

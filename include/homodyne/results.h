@@ -103,6 +103,13 @@ struct FitResult {
   std::vector<std::string> covariance_names;  // rows/columns of `covariance`
   std::vector<double> covariance;             // row-major, covariance_names.size()^2
 
+  // What `uncertainty` and `covariance` are (docs/results.md, What the uncertainties mean):
+  // "jackknife" (frame blocks), "standard" (independent noise) or "curvature" (the reference's);
+  // for the jackknife, its frame blocks and the residuals' correlation length along a row
+  // [frames] that chose them.
+  std::string uncertainty_method = "curvature";
+  int uncertainty_blocks = 0;
+  int noise_correlation_frames = 0;
   std::string per_angle_mode = "individual";  // individual | constant | auto_averaged | fourier
   double chi_squared = 0.0;                   // sum r^2 over both triangles, whatever the loss
   double reduced_chi_squared = 0.0;

@@ -214,7 +214,7 @@ def _initial_values(initial_params, config):
 def fit_nlsq(data, config, initial_params=None, *, threads=None, strategy=None,
              memory_limit_gb=None, global_search=None, fast_mode=None, max_iterations=None,
              checkpoint_dir=None, checkpoints=None, resume=None, progress=None,
-             output_dir=None, verbose=False):
+             output_dir=None, verbose=False, uncertainty=None):
     """Fits data with the config's settings and returns an NlsqResult.
 
     data: None (read the config's file, as the CLI does) or a dict as load_xpcs_data returns
@@ -224,7 +224,8 @@ def fit_nlsq(data, config, initial_params=None, *, threads=None, strategy=None,
     the CLI flags of the same name do, and are checked as those flags are: threads,
     strategy, memory_limit_gb, global_search, fast_mode, max_iterations, checkpoint_dir,
     checkpoints (False: none), resume (False: start afresh), output_dir (also write the CLI's
-    result files there). progress: a callable given a dict per event (stage, index, total,
+    result files there), uncertainty ('jackknife', the default; 'standard'; 'curvature': the
+    reference's numbers). progress: a callable given a dict per event (stage, index, total,
     value); an exception it raises stops the fit and is raised as it is. verbose: True shows the
     engine's progress lines (phases, iterations) for this call; by default only its warnings.
     """
@@ -245,6 +246,7 @@ def fit_nlsq(data, config, initial_params=None, *, threads=None, strategy=None,
         checkpoints=_flag(checkpoints, "checkpoints"),
         resume=_flag(resume, "resume"),
         output_dir=_path(output_dir, "output_dir"),
+        uncertainty=_text(uncertainty, "uncertainty"),
     )
     verbose = _flag(verbose, "verbose")
     config = load_config(config)
@@ -312,6 +314,15 @@ def _str(self):
         lines.append(f"  phi {phi:8.2f} deg      contrast {self.contrast[k]:.6f} +- "
                      f"{self.contrast_uncertainties[k]:.2g}   offset {self.offset[k]:.6f} +- "
                      f"{self.offset_uncertainties[k]:.2g}")
+    method = self.uncertainty_method
+    if method == "jackknife":
+        lines.append(f"  uncertainties: frame-block jackknife over {self.uncertainty_blocks} blocks "
+                     f"(residuals correlated over about {self.noise_correlation_frames} "
+                     f"frame{'' if self.noise_correlation_frames == 1 else 's'})")
+    elif method == "standard":
+        lines.append("  uncertainties: standard errors of independent noise")
+    elif method == "curvature":
+        lines.append("  uncertainties: curvature, the reference's numbers")
     lines.append(f"  chi2 {self.chi_squared:.6g}, reduced chi2 {self.reduced_chi_squared:.6g}, "
                  f"{self.n_points} points, {self.iterations} iterations, "
                  f"{self.convergence_status}")

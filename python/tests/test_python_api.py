@@ -63,6 +63,24 @@ def test_options_are_refused_as_the_cli_refuses_the_flag(in_set, bin_dir, option
     assert flag_message in cli.stderr
 
 
+def test_uncertainty_keyword_chooses_the_method_and_changes_no_value(in_set):
+    config = hc.load_config(in_set[1])
+    results = {method: hc.fit_nlsq(None, config, checkpoints=False, uncertainty=method)
+               for method in ("jackknife", "standard", "curvature")}
+    assert hc.fit_nlsq(None, config, checkpoints=False).uncertainty_method == "jackknife"
+    for method, result in results.items():
+        assert result.uncertainty_method == method
+        assert (result.parameters == results["curvature"].parameters).all()
+    ratio = results["standard"].uncertainties / results["curvature"].uncertainties
+    assert abs(ratio - 2 ** 0.5).max() < 0.01
+    assert results["jackknife"].uncertainty_blocks >= 8
+    assert results["curvature"].uncertainty_blocks == 0
+    assert "uncertainties: frame-block jackknife" in str(results["jackknife"])
+    with pytest.raises(ValueError, match="uncertainty = 'sandwich': must be one of jackknife, "
+                                         "standard, curvature"):
+        hc.fit_nlsq(None, config, checkpoints=False, uncertainty="sandwich")
+
+
 # 2. progress is checked first; its exceptions come back as they are.
 
 def test_progress_must_be_callable(in_set):

@@ -120,6 +120,11 @@ std::optional<CommandLineOptions> ParseCommandLine(int argc, char** argv) {
                  "Local optimiser of the standard strategy: lm (the LM core, default) | ceres "
                  "(the cross-check; optimization.nlsq.solver)")
       ->check(CLI::IsMember({"lm", "ceres"}));
+  app.add_option("--uncertainty", options.uncertainty,
+                 "What the uncertainties are: jackknife (frame blocks, default) | standard "
+                 "(independent noise) | curvature (the reference's numbers; "
+                 "optimization.nlsq.uncertainty)")
+      ->check(CLI::IsMember({"jackknife", "standard", "curvature"}));
   app.add_flag("--dry-run", options.dry_run,
                "Load config and data, print a summary and the memory each strategy needs; no fit");
 
@@ -178,6 +183,7 @@ ConfigOverrides OverridesFromCommandLine(const CommandLineOptions& options) {
   overrides.global_search = options.global_search;
   if (options.no_variable_projection) overrides.variable_projection = false;
   overrides.solver = options.solver;
+  overrides.uncertainty = options.uncertainty;
   return overrides;
 }
 

@@ -37,6 +37,7 @@ struct CommandLineOptions {
   std::optional<std::string> global_search;  // --global-search auto|off|multi-start|cmaes
   bool no_variable_projection = false;       // --no-variable-projection
   std::optional<std::string> solver;         // --solver lm|ceres
+  std::optional<std::string> uncertainty;    // --uncertainty jackknife|standard|curvature
   bool dry_run = false;                      // --dry-run
 };
 

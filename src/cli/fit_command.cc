@@ -91,6 +91,16 @@ void PrintResult(const FitOutcome& outcome, std::ostream& out) {
                   angle.offset.uncertainty);
     out << line << bound_mark(angle.offset) << "\n";
   }
+  // What the +- are (docs/results.md, What the uncertainties mean).
+  if (result.uncertainty_method == "jackknife") {
+    out << "  uncertainties: frame-block jackknife over " << result.uncertainty_blocks
+        << " blocks (residuals correlated over about " << result.noise_correlation_frames
+        << (result.noise_correlation_frames == 1 ? " frame)\n" : " frames)\n");
+  } else if (result.uncertainty_method == "standard") {
+    out << "  uncertainties: standard errors of independent noise\n";
+  } else if (result.uncertainty_method == "curvature") {
+    out << "  uncertainties: curvature, the reference's numbers\n";
+  }
   // Under a robust loss the final fit's line above reports the robust cost; the totals below are
   // of the plain chi2 (docs/model.md, Robust loss).
   if (!result.loss.empty() && result.loss != "linear") {

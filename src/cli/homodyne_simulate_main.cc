@@ -37,6 +37,7 @@ Integer ParseIntegerFlag(const std::string& flag, const std::string& text, Integ
 }
 
 // --noise: the whole text a finite number >= 0 (simulation.noise_sigma), else a UsageError.
+// ("speckle" is read before: simulation.noise_model.)
 double ParseNoiseFlag(const std::string& text) {
   char* stop = nullptr;
   const double value = text.empty() ? std::nan("") : std::strtod(text.c_str(), &stop);
@@ -58,6 +59,8 @@ int Run(int argc, char** argv) {
   std::optional<std::string> frames;
   std::optional<std::string> noise;
   std::optional<std::string> seed;
+  std::optional<std::string> pixels;
+  std::optional<std::string> modes;
   app.add_option("--config", config_path, "YAML config with a simulation: section")->required();
   app.add_option_function<std::string>(
       "--output", [&](const std::string& v) { output = v; },
@@ -67,7 +70,15 @@ int Run(int argc, char** argv) {
       "Frames (simulation.frames, 3 to 1000000)");
   app.add_option_function<std::string>(
       "--noise", [&](const std::string& v) { noise = v; },
-      "Noise sigma (simulation.noise_sigma, finite, >= 0)");
+      "Gaussian noise sigma (simulation.noise_sigma, finite, >= 0), or `speckle`: pixel "
+      "intensities correlated as the model's g1, c2 as a correlator computes it "
+      "(simulation.noise_model)");
+  app.add_option_function<std::string>(
+      "--pixels", [&](const std::string& v) { pixels = v; },
+      "Speckle noise: pixels per angle (simulation.pixels, 1 to 1000000)");
+  app.add_option_function<std::string>(
+      "--modes", [&](const std::string& v) { modes = v; },
+      "Speckle noise: incoherent modes per pixel (simulation.modes, 1 to 100)");
   app.add_option_function<std::string>(
       "--seed", [&](const std::string& v) { seed = v; },
       "Random seed (simulation.seed, 0 to 2^64 - 1)");
@@ -87,7 +98,12 @@ int Run(int argc, char** argv) {
       frames ? ParseIntegerFlag<int64_t>("--frames", *frames, kMinSimulationFrames,
                                          kMaxSimulationFrames, "simulation.frames")
              : 0;
-  const double noise_value = noise ? ParseNoiseFlag(*noise) : 0.0;
+  const bool speckle = noise && *noise == "speckle";
+  const double noise_value = noise && !speckle ? ParseNoiseFlag(*noise) : 0.0;
+  const int64_t pixels_value =
+      pixels ? ParseIntegerFlag<int64_t>("--pixels", *pixels, 1, 1000000, "simulation.pixels") : 0;
+  const int64_t modes_value =
+      modes ? ParseIntegerFlag<int64_t>("--modes", *modes, 1, 100, "simulation.modes") : 0;
   const uint64_t seed_value =
       seed ? ParseIntegerFlag<uint64_t>("--seed", *seed, 0, std::numeric_limits<uint64_t>::max(),
                                         "simulation.seed")
@@ -101,6 +117,9 @@ int Run(int argc, char** argv) {
   if (output) config.simulation.output = *output;
   if (frames) config.simulation.frames = static_cast<int>(frames_value);
   if (noise) config.simulation.noise_sigma = noise_value;
+  if (noise) config.simulation.noise_model = speckle ? "speckle" : "gaussian";
+  if (pixels) config.simulation.pixels = static_cast<int>(pixels_value);
+  if (modes) config.simulation.modes = static_cast<int>(modes_value);
   if (seed) config.simulation.seed = seed_value;
 
   const SimulationReport report = SimulateDataset(config);

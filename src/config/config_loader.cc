@@ -698,6 +698,9 @@ void ParseGlobalSearch(const ConfigReader& reader, Config& config) {
   };
 
   one_of(base + "solver", nlsq.solver, ParseLmSolver, {LmSolver::kLmCore, LmSolver::kCeres});
+  one_of(base + "uncertainty", nlsq.uncertainty, ParseUncertaintyMethod,
+         {UncertaintyMethod::kJackknife, UncertaintyMethod::kStandard,
+          UncertaintyMethod::kCurvature});
   one_of(base + "loss", nlsq.loss.function, ParseLossFunction,
          {LossFunction::kLinear, LossFunction::kSoftL1, LossFunction::kHuber, LossFunction::kCauchy,
           LossFunction::kArctan});
@@ -1077,6 +1080,21 @@ void ParseSimulation(const ConfigReader& reader, Config& config) {
     reader.Require(std::isfinite(*sigma) && *sigma >= 0.0, "simulation.noise_sigma",
                    "must be >= 0");
     sim.noise_sigma = *sigma;
+  }
+  if (const auto model = reader.String("simulation.noise_model")) {
+    sim.noise_model = Lower(*model);
+    reader.Require(sim.noise_model == "gaussian" || sim.noise_model == "speckle",
+                   "simulation.noise_model", "must be gaussian or speckle");
+  }
+  if (const auto pixels = reader.Integer("simulation.pixels")) {
+    reader.Require(*pixels >= 1 && *pixels <= 1000000, "simulation.pixels",
+                   "must be an integer in [1, 1000000]");
+    sim.pixels = static_cast<int>(*pixels);
+  }
+  if (const auto modes = reader.Integer("simulation.modes")) {
+    reader.Require(*modes >= 1 && *modes <= 100, "simulation.modes",
+                   "must be an integer in [1, 100]");
+    sim.modes = static_cast<int>(*modes);
   }
   if (const auto seed = reader.Integer("simulation.seed")) {
     reader.Require(*seed >= 0, "simulation.seed", "must be >= 0");

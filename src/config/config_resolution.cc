@@ -163,6 +163,9 @@ void ApplyOverrides(const ConfigOverrides& overrides, Config& config) {
   if (overrides.backend) performance.backend = *ParseBackendKind(*overrides.backend);
   if (overrides.fast_mode) performance.fast_mode = *overrides.fast_mode;
   if (overrides.solver) config.nlsq.solver = *ParseLmSolver(*overrides.solver);
+  if (overrides.uncertainty) {
+    config.nlsq.uncertainty = *ParseUncertaintyMethod(*overrides.uncertainty);
+  }
   if (overrides.variable_projection) {
     config.nlsq.variable_projection = *overrides.variable_projection;
   }
@@ -267,6 +270,10 @@ void CheckOverrides(const ConfigOverrides& overrides, OverrideSpelling spelling)
   }
   if (const auto& solver = overrides.solver) {
     check.RequireOneOf({"--solver", "solver"}, *solver, {"lm", "ceres"});
+  }
+  if (const auto& uncertainty = overrides.uncertainty) {
+    check.RequireOneOf({"--uncertainty", "uncertainty"}, *uncertainty,
+                       {"jackknife", "standard", "curvature"});
   }
   if (const auto& directory = overrides.checkpoint_dir) {
     check.Require(!directory->empty(), {"--checkpoint-dir", "checkpoint_dir"}, *directory,

@@ -63,7 +63,7 @@ const SchemaRow kSchema[] = {
     {"optimization", "method max_iterations fast_chi2_mode"},
     {"optimization.nlsq",
      "workflow goal memory_fraction memory_threshold_gb max_iterations tolerance ftol xtol gtol "
-     "variable_projection statistical_tolerance profile_check solver "
+     "variable_projection statistical_tolerance profile_check solver uncertainty "
      "sigma trust_region_scale verbose loss f_scale x_scale use_streaming "
      "enable_quality_validation "
      "quality_reduced_chi_squared_threshold quality_warn_on_max_restarts "
@@ -142,7 +142,8 @@ const SchemaRow kSchema[] = {
     {"data_filtering", "*"},
     {"preprocessing", "*"},
     {"simulation",
-     "output format frames phi_angles contrast offset noise_sigma seed dtype compression"},
+     "output format frames phi_angles contrast offset noise_sigma noise_model pixels modes seed dtype "
+     "compression"},
     {"simulation.parameters", "*"},
 };
 

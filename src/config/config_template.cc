@@ -91,6 +91,8 @@ optimization:
     profile_check: null            # check the uncertainties by profile points: true, false, or
                                    # null for the mode's default (two_component only)
     solver: lm                     # standard strategy: lm (our LM core) or ceres. Default lm
+    uncertainty: jackknife         # jackknife (frame blocks; right for noise correlated along
+                                   # frames) | standard | curvature (the reference's numbers)
     global_search:                 # the global phase before the fit (docs/configuration.md)
       method: auto                 # auto | off | multi_start | cmaes. Default auto
       max_points: 1000000          # above this, search on every s-th row; >= 1000. Default 1e6

@@ -62,6 +62,24 @@ std::optional<LmSolver> ParseLmSolver(std::string_view text) {
   return ParseByName<LmSolver>(text, {LmSolver::kLmCore, LmSolver::kCeres});
 }
 
+std::string_view ToString(UncertaintyMethod method) {
+  switch (method) {
+    case UncertaintyMethod::kJackknife:
+      return "jackknife";
+    case UncertaintyMethod::kStandard:
+      return "standard";
+    case UncertaintyMethod::kCurvature:
+      return "curvature";
+  }
+  return "unknown";
+}
+
+std::optional<UncertaintyMethod> ParseUncertaintyMethod(std::string_view text) {
+  return ParseByName<UncertaintyMethod>(
+      text, {UncertaintyMethod::kJackknife, UncertaintyMethod::kStandard,
+             UncertaintyMethod::kCurvature});
+}
+
 std::string_view ToString(LossFunction function) {
   switch (function) {
     case LossFunction::kLinear:

@@ -16,6 +16,7 @@
 
 #include "homodyne/errors.h"
 #include "homodyne/results.h"
+#include "io/derived_rates.h"
 #include "io/durable_file.h"
 #include "io/result_files.h"
 #include "model/mode_catalog.h"
@@ -177,11 +178,23 @@ void AddRobustLoss(const FitResult& result, ordered_json& json) {
   json["robust_cost"] = Number(result.robust_cost);
 }
 
+// What the uncertainties are (docs/results.md, What the uncertainties mean): the method and, for
+// the frame-block jackknife, its blocks and the residuals' correlation length [frames].
+ordered_json UncertaintyJson(const FitResult& result) {
+  ordered_json json = {{"method", result.uncertainty_method}};
+  if (result.uncertainty_method == "jackknife") {
+    json["blocks"] = result.uncertainty_blocks;
+    json["noise_correlation_frames"] = result.noise_correlation_frames;
+  }
+  return json;
+}
+
 ordered_json FitQualityJson(const FitResult& result) {
   ordered_json json = {{"chi_squared", Number(result.chi_squared)},
                        {"reduced_chi_squared", Number(result.reduced_chi_squared)}};
   AddRobustLoss(result, json);
   json["degrees_of_freedom"] = result.degrees_of_freedom;
+  json["uncertainty"] = UncertaintyJson(result);
   json["quality_flag"] = result.quality_flag;
   json["quality_reasons"] = result.quality_reasons;
   return json;
@@ -222,6 +235,7 @@ ordered_json ParametersJson(const FitResult& result, const std::string& timestam
   };
   AddRobustLoss(result, json);
   json["convergence_status"] = result.convergence_status;
+  json["uncertainty"] = UncertaintyJson(result);
   json["parameters"] = std::move(parameters);
   json["per_angle"] = std::move(per_angle);
   json["covariance"] = {{"parameter_names", result.covariance_names},
@@ -298,13 +312,18 @@ void WriteResultSet(const FitResult& result, const FittedDataInputs* fitted_data
   const std::filesystem::path folder = io_internal::CreateResultsFolder(output_dir);
   std::vector<std::string> previous_names;
   for (const std::string_view name : kResultFileNames) previous_names.emplace_back(name);
-  // An earlier run's history goes with its result files (WriteConvergenceHistory, after the set).
+  // An earlier run's history goes with its result files (WriteConvergenceHistory, after the set),
+  // and its derived rates (written with fitted_data.h5, from the same time grid).
   previous_names.emplace_back(kConvergenceHistoryFileName);
+  previous_names.emplace_back(io_internal::kDerivedRatesFileName);
   try {
     io_internal::DurableFileSet set(folder, std::move(previous_names));
     if (fitted_data != nullptr) {
       io_internal::AddFittedData(set, fitted_data->source, fitted_data->evaluation,
                                  result.per_angle);
+      AddJson(set, io_internal::kDerivedRatesFileName,
+              io_internal::DerivedRatesJson(result,
+                                            fitted_data->evaluation.model().times_seconds()));
     }
     const std::string timestamp = Timestamp();
     AddJson(set, kConvergenceMetricsFileName, ConvergenceMetricsJson(result));

@@ -19,6 +19,7 @@
 #include "homodyne/simulate.h"
 #include "io/beamline_writer.h"
 #include "io/durable_file.h"
+#include "io/speckle_simulation.h"
 
 namespace homodyne {
 namespace {
@@ -123,6 +124,24 @@ void Validate(const Config& config) {
   if (!(sim.noise_sigma >= 0.0) || !std::isfinite(sim.noise_sigma)) {
     Reject("noise_sigma", std::to_string(sim.noise_sigma), "must be finite and >= 0");
   }
+  if (sim.noise_model == "speckle") {
+    if (sim.noise_sigma > 0.0) {
+      Reject("noise_sigma", std::to_string(sim.noise_sigma),
+             "speckle noise (noise_model: speckle) replaces the Gaussian noise: set noise_sigma 0");
+    }
+    if (sim.frames > io_internal::kMaxSpeckleFrames) {
+      Reject("frames", std::to_string(sim.frames),
+             "speckle noise holds each angle's N x N matrix in memory: at most " +
+                 std::to_string(io_internal::kMaxSpeckleFrames) + " frames");
+    }
+    if (static_cast<int64_t>(sim.frames) * sim.pixels > io_internal::kMaxSpeckleValues) {
+      Reject("pixels", std::to_string(sim.pixels),
+             "pixels x frames must be at most " + std::to_string(io_internal::kMaxSpeckleValues) +
+                 " (the intensities of one angle are held in memory)");
+    }
+  } else if (sim.noise_model != "gaussian") {
+    Reject("noise_model", sim.noise_model, "must be gaussian or speckle");
+  }
   if (sim.dtype != "float32" && sim.dtype != "float64") {
     Reject("dtype", sim.dtype, "must be float32 or float64");
   }
@@ -147,6 +166,11 @@ void WriteTruth(const BeamlineWriter& writer, const Config& config,
     io_internal::WriteDoubles(g, "offset", {offset.size()}, offset);
     io_internal::WriteDoubles(g, "phi", {sim.phi_angles_degrees.size()}, sim.phi_angles_degrees);
     io_internal::WriteAttribute(g, "noise_sigma", sim.noise_sigma);
+    io_internal::WriteAttribute(g, "noise_model", sim.noise_model);
+    if (sim.noise_model == "speckle") {
+      io_internal::WriteAttribute(g, "pixels", static_cast<int64_t>(sim.pixels));
+      io_internal::WriteAttribute(g, "modes", static_cast<int64_t>(sim.modes));
+    }
     io_internal::WriteAttribute(g, "seed", static_cast<uint64_t>(sim.seed));
     io_internal::WriteAttribute(g, "analysis_mode", std::string(ToString(config.analysis_mode)));
     io_internal::WriteAttribute(g, "dt", config.geometry.dt_seconds);
@@ -204,6 +228,20 @@ void WriteSimulation(const Config& config, const std::string& path) {
   for (size_t angle = 0; angle < n_angles; ++angle) {
     io_internal::MatrixWriter matrix = writer.CreateMatrix(static_cast<int>(angle));
     const double phi = sim.phi_angles_degrees[angle];
+    if (sim.noise_model == "speckle") {
+      const std::vector<double> speckle = io_internal::SpeckleTwoTimeMatrix(
+          model, sim.physical_parameters, phi, contrast[angle], offset[angle],
+          {sim.pixels, sim.modes, sim.seed}, static_cast<int>(angle));
+      for (int row_begin = 0; row_begin < frames; row_begin += block_rows) {
+        const int rows = std::min(block_rows, frames - row_begin);
+        matrix.WriteRows(row_begin, rows,
+                         std::span<const double>(speckle).subspan(
+                             static_cast<size_t>(row_begin) * static_cast<size_t>(frames),
+                             static_cast<size_t>(rows) * static_cast<size_t>(frames)));
+      }
+      matrix.Close();
+      continue;
+    }
     for (int row_begin = 0; row_begin < frames; row_begin += block_rows) {
       const int rows = std::min(block_rows, frames - row_begin);
 #pragma omp parallel for schedule(dynamic, 4)

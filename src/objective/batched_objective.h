@@ -35,6 +35,7 @@
 #include "homodyne/process_group.h"
 #include "homodyne/robust_loss.h"
 #include "model/robust_loss.h"
+#include "objective/frame_block_sums.h"
 #include "optimize/levenberg_marquardt.h"
 
 namespace homodyne {
@@ -290,6 +291,13 @@ class BatchedObjective : public LeastSquaresProblem {
   AngleGrams AccumulateAngleGrams(const Eigen::VectorXd& theta, bool weighted = false,
                                   PassColumns columns = PassColumns::kAll);
   double sigma() const { return sigma_; }
+  // The sums of the frame-block jackknife at theta (frame_block_sums.h; docs/results.md, What the
+  // uncertainties mean): one pass over the data with the model's scalar form (ModePoint::
+  // EvaluateSegment), counted in passes(); no on_chunk, no part in resume. Bitwise the same for
+  // any thread count and, on several ranks, for any rank count (each rank computes its share of
+  // every chunk; the per-batch sums are gathered and reduced in batch order). num_blocks: the
+  // frame blocks kept (FineFrameBlocks). Linear loss: the plain e = data - c2 whatever the loss.
+  FrameBlockSums AccumulateFrameBlockSums(const Eigen::VectorXd& theta, int num_blocks);
 
   // Resume (docs/design.md section 6): the next Accumulate (state.full_pass) or Cost at bitwise
   // the same theta continues this saved pass from state.next_batch instead of starting at batch 0,

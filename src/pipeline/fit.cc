@@ -250,14 +250,19 @@ class FitRun {
       sum_of_squares =
           fit_->strategy->objective().SumOfSquares(fit_->parameters->map.Expand(summary_.theta));
     }
+    const ReportedUncertainty uncertainty = UncertaintyOfTheSolution(recorded);
     outcome_.physical = RecordSolution(summary_, lm_, *fit_->parameters, fit_->plan.scaling,
                                        objective, fit_->phi_degrees,
                                        !config_.performance.fast_mode, recorded, sum_of_squares,
-                                       ProfileProbeOfTheSolution());
+                                       ProfileProbeOfTheSolution(), uncertainty);
     RecordTotals(
         {summary_, source_.info(), objective, checkpoints.statistics(), checkpoints.saves(),
          *fit_->backend.backend, fit_->plan.size.threads, SecondsSince(start_)},
         recorded);
+    if (uncertainty.jackknife) {  // its pass over the data
+      recorded.passes += 1;
+      recorded.point_evaluations += objective.num_points();
+    }
     RecordBackendSelfCheck(fit_->backend, recorded);
     outcome_.final_fit_report = summary_.BriefReport();
     if (const ProcessGroup& group = *CurrentProcessGroup(); group.size() > 1) {
@@ -271,6 +276,73 @@ class FitRun {
     outcome_.exit_code = FitExitCode(recorded.convergence_status);
     outcome_.result = std::move(recorded);
     return std::move(outcome_);
+  }
+
+  // The uncertainties the result reports (docs/results.md, What the uncertainties mean): the
+  // config's method; the jackknife costs one more pass over the data (FrameBlockSums) and is
+  // replaced by the standard error in fast mode, under a robust loss (its sums are those of the
+  // plain residuals) and without a covariance. A warning (in `recorded`) when the noise is
+  // correlated over more frames than the jackknife's blocks can hold.
+  ReportedUncertainty UncertaintyOfTheSolution(FitResult& recorded) {
+    ReportedUncertainty reported;
+    reported.method = config_.nlsq.uncertainty;
+    if (reported.method != UncertaintyMethod::kJackknife) return reported;
+    std::string standard_because;
+    if (config_.performance.fast_mode) {
+      standard_because = "fast mode";
+    } else if (!config_.nlsq.loss.is_linear()) {
+      standard_because = "a robust loss";
+    } else if (summary_.theta.size() == 0 || summary_.covariance.size() == 0 ||
+               !summary_.covariance.allFinite()) {
+      standard_because = "no covariance at the result";
+    }
+    std::vector<int> support;
+    for (int i = 0; i < summary_.covariance.rows(); ++i) {
+      if (summary_.covariance(i, i) > 0.0) support.push_back(i);
+    }
+    if (standard_because.empty() && support.empty()) standard_because = "no free parameter";
+    if (!standard_because.empty()) {
+      spdlog::info("uncertainties: the standard error ({}; the frame-block jackknife needs a "
+                   "covariance, the plain loss and full validation)",
+                   standard_because);
+      reported.method = UncertaintyMethod::kStandard;
+      return reported;
+    }
+    const Clock::time_point start = Clock::now();
+    BatchedObjective& objective = fit_->strategy->objective();
+    const ScalingMap& map = fit_->parameters->map;
+    const int n_physical = objective.num_physical();
+    const FrameBlockSums sums = objective.AccumulateFrameBlockSums(
+        map.Expand(summary_.theta),
+        FineFrameBlocks(objective.model().num_times(), objective.num_angles(), n_physical + 2));
+    reported.jackknife = ComputeFrameBlockJackknife(sums, map, support, n_physical);
+    if (!reported.jackknife) {
+      const std::string warning =
+          "the frame-block jackknife of the uncertainties failed (a sum is not finite): the "
+          "uncertainties are the standard errors of independent noise";
+      spdlog::warn("{}", warning);
+      recorded.warnings.push_back(warning);
+      reported.method = UncertaintyMethod::kStandard;
+      return reported;
+    }
+    const FrameBlockJackknife& jackknife = *reported.jackknife;
+    spdlog::info("uncertainties: frame-block jackknife over {} blocks of about {} frames (the "
+                 "residuals are correlated over about {} frame{}), {:.2f} s",
+                 jackknife.blocks, sums.num_frames() / jackknife.blocks,
+                 jackknife.correlation_frames, jackknife.correlation_frames == 1 ? "" : "s",
+                 SecondsSince(start));
+    if (jackknife.blocks_too_short) {
+      const std::string warning =
+          "the residuals are correlated over about " +
+          std::to_string(jackknife.correlation_frames) + " frames, more than the " +
+          std::to_string(jackknife.blocks) + " blocks of the jackknife (about " +
+          std::to_string(sums.num_frames() / jackknife.blocks) +
+          " frames each) can hold: the uncertainties may be too small (a longer frame window "
+          "holds more independent stretches of the noise)";
+      spdlog::warn("{}", warning);
+      recorded.warnings.push_back(warning);
+    }
+    return reported;
   }
 
   // The profile points of the uncertainty check (fit_solution.h ProfileWarnings): ProfilePoint

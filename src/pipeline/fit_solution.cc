@@ -443,13 +443,73 @@ FitQuality AssessFitQuality(const FitQualityInputs& inputs) {
   return quality;
 }
 
+namespace {
+
+// The variance factor from the curvature covariance (both triangles counted: s^2 = chi2 /
+// (2n - p) over 2 J^T J) to the standard error of n independent stored points (s^2 = chi2_upper /
+// (n - p) over J^T J): (2n - p) / (n - p).
+double StandardErrorScale(int64_t stored_points, int effective_parameters) {
+  const double n = static_cast<double>(stored_points);
+  const double p = static_cast<double>(effective_parameters);
+  return n > p ? (2.0 * n - p) / (n - p) : 2.0;
+}
+
+// Replaces the result's curvature uncertainties and covariance with those of `uncertainty`
+// (RecordSolution's contract); standard_scale: the standard method's scale of the reduced
+// covariance, the dof rescaling included. A parameter the data do not determine (undetermined:
+// reduced indices) keeps the standard method's row and column, whose variance is the lower bound
+// of a dropped direction: the jackknife's pseudo-inverse gives it none. Bound marks stay.
+void ReportUncertainty(const ReportedUncertainty& uncertainty, const ScalingMap& map,
+                       const Eigen::VectorXd& theta, const Eigen::MatrixXd& curvature,
+                       const std::vector<int>& undetermined, double standard_scale,
+                       FitResult& result) {
+  result.uncertainty_method = std::string(ToString(uncertainty.method));
+  if (uncertainty.method == UncertaintyMethod::kCurvature || curvature.size() == 0) return;
+  const bool jackknife =
+      uncertainty.method == UncertaintyMethod::kJackknife && uncertainty.jackknife.has_value();
+  if (!jackknife) result.uncertainty_method = std::string(ToString(UncertaintyMethod::kStandard));
+  Eigen::MatrixXd reduced = standard_scale * curvature;
+  if (jackknife) {
+    const Eigen::MatrixXd standard = reduced;
+    reduced = uncertainty.jackknife->covariance;
+    for (int u : undetermined) {
+      reduced.row(u) = standard.row(u);
+      reduced.col(u) = standard.col(u);
+    }
+  }
+  const ExpandedSolution reported = ExpandSolution(map, theta, reduced, 1.0);
+  if (jackknife) {
+    result.uncertainty_blocks = uncertainty.jackknife->blocks;
+    result.noise_correlation_frames = uncertainty.jackknife->correlation_frames;
+  }
+  const int n_physical = static_cast<int>(result.physical.size());
+  const int n_angles = static_cast<int>(result.per_angle.size());
+  for (int p = 0; p < n_physical; ++p) result.physical[static_cast<size_t>(p)].uncertainty =
+      reported.uncertainties[p];
+  for (int k = 0; k < n_angles; ++k) {
+    result.per_angle[static_cast<size_t>(k)].contrast.uncertainty =
+        reported.uncertainties[n_physical + k];
+    result.per_angle[static_cast<size_t>(k)].offset.uncertainty =
+        reported.uncertainties[n_physical + n_angles + k];
+  }
+  result.covariance.clear();
+  for (int i = 0; i < reported.covariance.rows(); ++i) {
+    for (int j = 0; j < reported.covariance.cols(); ++j) {
+      result.covariance.push_back(reported.covariance(i, j));
+    }
+  }
+}
+
+}  // namespace
+
 std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
                                    const LevenbergMarquardtOptions& lm,
                                    const FitParameters& parameters, const ResolvedScaling& scaling,
                                    const BatchedObjective& objective,
                                    const std::vector<double>& phi_degrees, bool full_validation,
                                    FitResult& result, std::optional<double> sum_of_squares,
-                                   const ProfileProbe& profile) {
+                                   const ProfileProbe& profile,
+                                   const ReportedUncertainty& uncertainty) {
   const ScalingMap& map = parameters.map;
   const std::vector<std::string>& names = PhysicalParameterNames(result.analysis_mode);
   const int n_physical = static_cast<int>(names.size());
@@ -573,6 +633,10 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
   FitQuality quality = AssessFitQuality(quality_inputs);
   result.quality_flag = std::move(quality.flag);
   result.quality_reasons = std::move(quality.reasons);
+  const int64_t stored_points = objective.num_residuals() / 2;
+  ReportUncertainty(uncertainty, map, summary.theta, summary.covariance,
+                    summary.undetermined_parameters,
+                    covariance_scale * StandardErrorScale(stored_points, n_effective), result);
   return std::vector<double>(full.theta.data(), full.theta.data() + n_physical);
 }
 

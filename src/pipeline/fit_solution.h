@@ -19,6 +19,7 @@
 #include "objective/pass_backend.h"
 #include "optimize/levenberg_marquardt.h"
 #include "optimize/per_angle_mode.h"
+#include "pipeline/fit_uncertainty.h"
 
 namespace homodyne {
 
@@ -135,6 +136,13 @@ inline constexpr double kProfileRise = 12.0;
 std::vector<std::string> ProfileWarnings(const FitResult& result, const ProfileProbe& probe,
                                          std::vector<std::string>& undetermined);
 
+// The uncertainties a result reports (optimization.nlsq.uncertainty as the fit could give it;
+// docs/results.md, What the uncertainties mean).
+struct ReportedUncertainty {
+  UncertaintyMethod method = UncertaintyMethod::kCurvature;
+  std::optional<FrameBlockJackknife> jackknife;  // set for kJackknife
+};
+
 // Fills result.physical, per_angle, covariance_names, covariance, per_angle_mode, chi_squared,
 // reduced_chi_squared, degrees_of_freedom, convergence_status and termination_reason
 // (ConvergenceStatusOf), quality_flag and quality_reasons (AssessFitQuality, in fast mode too),
@@ -151,7 +159,11 @@ std::vector<std::string> ProfileWarnings(const FitResult& result, const ProfileP
 // SumOfSquares; absent: NaN), which becomes chi_squared, and result.loss, f_scale and robust_cost
 // are set. The
 // covariance is the LM core's, s^2 (J^T J)^-1 of the rescaled Jacobian with s^2 = 2 cost / dof,
-// as scipy's curve_fit reports it under a loss (docs/model.md, Robust loss).
+// as scipy's curve_fit reports it under a loss (docs/model.md, Robust loss). Every check above
+// reads that curvature covariance; the uncertainties and covariance then become those of
+// `uncertainty` (result.uncertainty_method): standard scales it by (2n - p) / (n - p), n the
+// finite stored points and p the effective parameter count (the stored points counted once);
+// jackknife replaces it with uncertainty.jackknife's.
 // Returns the fitted physical parameters, in the model's order.
 std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
                                    const LevenbergMarquardtOptions& lm,
@@ -160,7 +172,8 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
                                    const std::vector<double>& phi_degrees, bool full_validation,
                                    FitResult& result,
                                    std::optional<double> sum_of_squares = std::nullopt,
-                                   const ProfileProbe& profile = nullptr);
+                                   const ProfileProbe& profile = nullptr,
+                                   const ReportedUncertainty& uncertainty = {});
 
 // What the result's totals are counted from, at the end of a fit.
 struct FitTotals {

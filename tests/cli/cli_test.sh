@@ -285,8 +285,9 @@ parameter_space:
   bounds:
     - {name: D0, min: 100, max: 800}"
     "$bin_dir/homodyne-simulate" --config sim.yaml > /dev/null || failures=1
+    # --uncertainty standard: what fast mode reports (it skips the jackknife's pass).
     expect_exit 0 "D0 = 800 ended at its upper bound" "$bin_dir/homodyne" --config sim.yaml \
-      --output-dir full
+      --output-dir full --uncertainty standard
     grep -q "ended at its upper bound" full/nlsq/convergence_metrics.json ||
       { echo "FAIL: the bounds warning is not in the results"; failures=$((failures + 1)); }
     expect_exit 0 "LM converged" "$bin_dir/homodyne" --config sim.yaml --output-dir fast --fast-mode

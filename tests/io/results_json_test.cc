@@ -10,6 +10,7 @@
 
 #include "homodyne/errors.h"
 #include "homodyne/results.h"
+#include "io/derived_rates.h"
 
 namespace homodyne {
 namespace {
@@ -213,6 +214,62 @@ TEST_F(ResultsJsonTest, UnwritableFolderIsAnErrorNamingThePath) {
     FAIL() << "writing under a regular file must fail";
   } catch (const InputError& error) {
     EXPECT_THAT(error.what(), HasSubstr("plain_file/nlsq"));
+  }
+}
+
+// nlsq/derived_rates.json (docs/results.md, What the data determine): D(t) with its 68 % interval
+// from the covariance by the delta method, checked against the derivatives written out.
+TEST(DerivedRatesTest, StaticRateAndIntervalFollowTheCovariance) {
+  FitResult result;
+  result.analysis_mode = AnalysisMode::kStatic;
+  result.uncertainty_method = "jackknife";
+  result.physical = {{"D0", 1000.0, 50.0}, {"alpha", -0.5, 0.02}, {"D_offset", 10.0, 3.0}};
+  result.covariance_names = {"D0", "alpha", "D_offset", "contrast[0]", "offset[0]"};
+  result.covariance.assign(25, 0.0);
+  const double variances[5] = {2500.0, 4e-4, 9.0, 1e-6, 1e-6};
+  for (int i = 0; i < 5; ++i) result.covariance[static_cast<size_t>(i * 5 + i)] = variances[i];
+  std::vector<double> times;
+  for (int i = 0; i < 3000; ++i) times.push_back(0.1 * (i + 1));
+  const nlohmann::ordered_json json = io_internal::DerivedRatesJson(result, times);
+  EXPECT_EQ(json["uncertainty_method"], "jackknife");
+  const auto& t = json["t"];
+  ASSERT_LE(t.size(), static_cast<size_t>(io_internal::kDerivedRatesMaxTimes) + 1);
+  EXPECT_DOUBLE_EQ(t.back().get<double>(), times.back());  // the last time is kept
+  EXPECT_FALSE(json.contains("gamma_dot"));
+  for (size_t k = 0; k < t.size(); k += 97) {
+    const double time = t[k].get<double>();
+    const double d = 1000.0 * std::pow(time, -0.5) + 10.0;
+    const double sigma = std::sqrt(std::pow(time, -1.0) * 2500.0 +
+                                   std::pow(1000.0 * std::pow(time, -0.5) * std::log(time), 2) *
+                                       4e-4 +
+                                   9.0);
+    EXPECT_NEAR(json["D"][k].get<double>(), d, 1e-9 * d);
+    EXPECT_NEAR(json["D_interval_68"][k][0].get<double>(), d - sigma, 1e-5 * sigma) << time;
+    EXPECT_NEAR(json["D_interval_68"][k][1].get<double>(), d + sigma, 1e-5 * sigma) << time;
+  }
+  EXPECT_EQ(json["units"]["D"], "Å²/s");
+}
+
+TEST(DerivedRatesTest, EachModeWritesItsRatesAndNullIntervalsWithoutACovariance) {
+  FitResult laminar;
+  laminar.analysis_mode = AnalysisMode::kLaminarFlow;
+  for (const char* name :
+       {"D0", "alpha", "D_offset", "gamma_dot_t0", "beta", "gamma_dot_t_offset", "phi0"}) {
+    laminar.physical.push_back({name, 0.5, 0.1});
+  }
+  const std::vector<double> times = {0.1, 0.2, 0.3};
+  const nlohmann::ordered_json json = io_internal::DerivedRatesJson(laminar, times);
+  ASSERT_TRUE(json.contains("gamma_dot"));
+  EXPECT_TRUE(json["gamma_dot_interval_68"][0][0].is_null());
+  FitResult two;
+  two.analysis_mode = AnalysisMode::kTwoComponent;
+  for (const std::string& name : PhysicalParameterNames(AnalysisMode::kTwoComponent)) {
+    two.physical.push_back({name, 0.5, 0.1});
+  }
+  const nlohmann::ordered_json rates = io_internal::DerivedRatesJson(two, times);
+  for (const char* key : {"D_ref", "D_sample", "v", "fraction"}) {
+    EXPECT_TRUE(rates.contains(key)) << key;
+    EXPECT_EQ(rates[key].size(), 3u) << key;
   }
 }
 

@@ -258,5 +258,109 @@ TEST_F(SimulatorTest, RefusesAFrameWindowItsOwnFitRefuses) {
   EXPECT_TRUE(std::filesystem::exists(config.simulation.output));
 }
 
+// Speckle noise (simulation.noise_model: speckle; io/speckle_simulation.h): the correlator's c2
+// averages to the model, and its noise is correlated along rows as a beamline's is.
+class SpeckleSimulationTest : public TempDirTest {
+ protected:
+  Config SpeckleConfig(const std::string& name, int frames, int pixels) {
+    Config config = LaminarSimulationConfig(PathOf(name), frames, 0.0);
+    config.simulation.noise_model = "speckle";
+    config.simulation.pixels = pixels;
+    config.simulation.modes = 2;
+    return config;
+  }
+  // The correlation of neighbouring points of a row, (i, j) and (i, j + 1), of stored - model.
+  static double LagOneCorrelation(const std::vector<double>& stored,
+                                  const std::vector<double>& model, int n, int angles) {
+    double xy = 0.0, xx = 0.0, yy = 0.0;
+    size_t row_start = 0;
+    for (int a = 0; a < angles; ++a) {
+      for (int i = 0; i < n; ++i) {
+        const size_t points = static_cast<size_t>(n - 1 - i);
+        for (size_t m = 0; m + 1 < points; ++m) {
+          const double x = stored[row_start + m] - model[row_start + m];
+          const double y = stored[row_start + m + 1] - model[row_start + m + 1];
+          xy += x * y;
+          xx += x * x;
+          yy += y * y;
+        }
+        row_start += points;
+      }
+    }
+    return xy / std::sqrt(xx * yy);
+  }
+};
+
+TEST_F(SpeckleSimulationTest, AveragesToTheModelWithShearAndContrast) {
+  // 40 frames, 3e4 pixels: the correlator's noise is some 1e-3, the shear and decay of the
+  // model some 0.1.
+  const Config config = SpeckleConfig("speckle.h5", 40, 30000);
+  SimulateDataset(config);
+  Config exact = LaminarSimulationConfig(PathOf("exact.h5"), 40, 0.0);
+  SimulateDataset(exact);
+  const std::vector<double> stored = ReadAllPoints(config.simulation.output, config);
+  const std::vector<double> model = ReadAllPoints(exact.simulation.output, exact);
+  ASSERT_EQ(stored.size(), model.size());
+  double largest_difference = 0.0;
+  double model_low = model[0], model_high = model[0];
+  for (size_t p = 0; p < stored.size(); ++p) {
+    largest_difference = std::max(largest_difference, std::abs(stored[p] - model[p]));
+    model_low = std::min(model_low, model[p]);
+    model_high = std::max(model_high, model[p]);
+  }
+  EXPECT_GT(model_high - model_low, 0.1);
+  EXPECT_LT(largest_difference, 0.05 * (model_high - model_low));
+}
+
+TEST_F(SpeckleSimulationTest, NoiseIsCorrelatedAlongRowsAsAGaussianOneIsNot) {
+  const Config speckle = SpeckleConfig("speckle.h5", 60, 300);
+  SimulateDataset(speckle);
+  Config gaussian = LaminarSimulationConfig(PathOf("gaussian.h5"), 60, 0.01);
+  SimulateDataset(gaussian);
+  Config exact = LaminarSimulationConfig(PathOf("exact.h5"), 60, 0.0);
+  SimulateDataset(exact);
+  const std::vector<double> model = ReadAllPoints(exact.simulation.output, exact);
+  const int n = 59;  // the fitted grid
+  EXPECT_GT(LagOneCorrelation(ReadAllPoints(speckle.simulation.output, speckle), model, n, 3),
+            0.5);
+  EXPECT_LT(std::abs(LagOneCorrelation(ReadAllPoints(gaussian.simulation.output, gaussian),
+                                       model, n, 3)),
+            0.1);
+}
+
+TEST_F(SpeckleSimulationTest, DeterministicWhateverTheThreads) {
+  Config config = SpeckleConfig("a.h5", 50, 500);
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  SimulateDataset(config);
+  omp_set_num_threads(std::max(2, threads));
+  config.simulation.output = PathOf("b.h5");
+  SimulateDataset(config);
+  config.simulation.output = PathOf("c.h5");
+  config.simulation.seed += 1;
+  SimulateDataset(config);
+  omp_set_num_threads(threads);
+  const std::vector<double> a = ReadAllPoints(PathOf("a.h5"), config);
+  EXPECT_EQ(a, ReadAllPoints(PathOf("b.h5"), config));
+  EXPECT_NE(a, ReadAllPoints(PathOf("c.h5"), config));
+}
+
+TEST_F(SpeckleSimulationTest, RefusesWhatItCannotSimulate) {
+  Config both = SpeckleConfig("both.h5", 30, 100);
+  both.simulation.noise_sigma = 0.01;
+  EXPECT_THAT([&] { SimulateDataset(both); },
+              ::testing::ThrowsMessage<InputError>(HasSubstr("set noise_sigma 0")));
+  Config pixels = SpeckleConfig("pixels.h5", 3000, 1000000);
+  EXPECT_THAT([&] { SimulateDataset(pixels); },
+              ::testing::ThrowsMessage<InputError>(HasSubstr("pixels x frames")));
+  Config two = SpeckleConfig("two.h5", 30, 100);
+  two.analysis_mode = AnalysisMode::kTwoComponent;
+  two.simulation.physical_parameters.assign(
+      static_cast<size_t>(NumPhysicalParameters(AnalysisMode::kTwoComponent)), 0.5);
+  EXPECT_THAT([&] { SimulateDataset(two); },
+              ::testing::ThrowsMessage<InputError>(HasSubstr("static and laminar_flow")));
+  EXPECT_FALSE(std::filesystem::exists(PathOf("two.h5")));
+}
+
 }  // namespace
 }  // namespace homodyne

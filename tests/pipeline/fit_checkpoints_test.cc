@@ -96,6 +96,10 @@ void Mutate(LossOptions& value) {
 void Mutate(BackendKind& value) {
   value = value == BackendKind::kCpu ? BackendKind::kCuda : BackendKind::kCpu;
 }
+void Mutate(UncertaintyMethod& value) {
+  value = value == UncertaintyMethod::kJackknife ? UncertaintyMethod::kCurvature
+                                                 : UncertaintyMethod::kJackknife;
+}
 void Mutate(SimulationOptions& value) { value.present = !value.present; }
 void Mutate(LoggingOptions& value) { value.performance.enabled = !value.performance.enabled; }
 template <typename T>

@@ -26,6 +26,9 @@ the truth within 4. Before the global phase minimised the robust cost (docs/desi
 all three robust fits ended in another basin (gamma_dot_t0 0.018 against 1.9e-4;
 docs/history/performance-notebook.md, Robust loss in the global phase).
 
+Standard errors here are the curvature's (--uncertainty curvature, the reference's numbers): the
+cases test the loss, not the error bars (docs/results.md, What the uncertainties mean).
+
 Needs numpy, scipy and h5py (exits 77, skipped, without them) and, for the scipy case, the
 homodyne_cpp package on PYTHONPATH.
 """
@@ -302,7 +305,7 @@ def outliers_case(bin_dir, work, here):
                      f"    loss: {loss}\n    f_scale: {f_scale}", start)
         out = os.path.join(work, f"out_{loss}")
         run([os.path.join(bin_dir, "homodyne"), "--config", config, "--output-dir", out,
-             "--quiet"])
+             "--quiet", "--uncertainty", "curvature"])
         values, errors = vector_of(read_parameters(out))
         deviations = np.abs(values - truth) / errors
         worst[loss] = deviations.max()
@@ -318,7 +321,8 @@ def outliers_case(bin_dir, work, here):
     for strategy in ["standard", "large", "chunked", "streaming"]:
         out = os.path.join(work, f"out_cauchy_{strategy}")
         run([os.path.join(bin_dir, "homodyne"), "--config", os.path.join(work, "cauchy.yaml"),
-             "--output-dir", out, "--strategy", strategy, "--quiet"])
+             "--output-dir", out, "--strategy", strategy, "--quiet", "--uncertainty",
+             "curvature"])
         if results_of(out) != reference:
             print(f"FAIL: the cauchy fit with --strategy {strategy} differs from the default's")
             failures += 1
@@ -401,7 +405,7 @@ def global_case(bin_dir, work, here):
         write_laminar_config(config, data_file, start, loss, f_scale)
         out = os.path.join(work, f"out_{name}")
         run([os.path.join(bin_dir, "homodyne"), "--config", config, "--output-dir", out,
-             "--quiet"] + list(flags))
+             "--quiet", "--uncertainty", "curvature"] + list(flags))
         result = read_parameters(out)
         values = np.array([result["parameters"][n]["value"] for n in LAMINAR])
         errors = np.array([result["parameters"][n]["uncertainty"] for n in LAMINAR])

@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Coverage of the error bars on simulated ensembles (docs/results.md, Checking error bars).
+
+For each set: a truth drawn at random (seeded by the set's index), a data set written by
+homodyne-simulate (independent Gaussian noise, or speckle-level noise: --noise speckle), a fit
+from the bound midpoints (a start nobody tuned) with each uncertainty method, and for each
+fitted physical parameter whether the truth lies within value +- 1 and +- 1.96 uncertainties.
+Prints, per method and parameter, the fraction of sets covered (68 % and 95 % nominal), the rms
+error over the median uncertainty, and the fit times.
+
+  bench/error_bar_coverage.py --scenario iid_laminar --sets 30 --bin build/src/cli
+
+Scenarios: iid_laminar (3 angles x 300 frames, noise 0.01), speckle_static (3 angles x 600
+frames, 1000 pixels per angle), speckle_laminar (3 angles x 600 frames, 1000 pixels),
+iid_two_component (3 angles x 200 frames, noise 0.01).
+"""
+import argparse
+import json
+import math
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import yaml
+
+METHODS = ["jackknife", "standard", "curvature"]
+HERE = os.path.dirname(os.path.abspath(__file__))
+CONFIGS = os.path.join(HERE, "..", "configs")
+
+
+def log_uniform(rng, low, high):
+    return math.exp(rng.uniform(math.log(low), math.log(high)))
+
+
+def laminar_truth(rng):
+    return {"D0": 3000.0 * log_uniform(rng, 0.5, 2.0), "alpha": rng.uniform(-0.7, -0.3),
+            "D_offset": rng.uniform(0.0, 20.0), "gamma_dot_t0": 5e-5 * log_uniform(rng, 0.5, 2.0),
+            "beta": rng.uniform(-0.5, -0.1), "gamma_dot_t_offset": 0.0,
+            "phi0": rng.uniform(-10.0, 10.0)}
+
+
+def static_truth(rng):
+    return {"D0": log_uniform(rng, 15000.0, 60000.0), "alpha": rng.uniform(-0.7, -0.3),
+            "D_offset": rng.uniform(0.0, 20.0)}
+
+
+def two_component_truth(rng):
+    return {"D0_ref": 1000.0 * log_uniform(rng, 0.7, 1.4), "alpha_ref": 0.0, "D_offset_ref": 0.0,
+            "D0_sample": 20000.0 * log_uniform(rng, 0.7, 1.4), "alpha_sample": rng.uniform(-0.4, -0.2),
+            "D_offset_sample": 0.0, "v0": 20.0 * log_uniform(rng, 0.7, 1.4), "v_beta": 0.5,
+            "v_offset": 1.0, "f0": 0.3, "f1": 0.01, "f2": 0.5, "f3": 0.2,
+            "phi0_het": rng.uniform(-5.0, 5.0)}
+
+
+SCENARIOS = {
+    # name: (config, truth sampler, frames, noise flags)
+    "iid_laminar": ("simulate_laminar_flow.yaml", laminar_truth, 300, ["--noise", "0.01"]),
+    "speckle_static": ("simulate_static.yaml", static_truth, 600,
+                       ["--noise", "speckle", "--pixels", "1000"]),
+    "speckle_laminar": ("simulate_laminar_flow.yaml", laminar_truth, 600,
+                        ["--noise", "speckle", "--pixels", "1000"]),
+    "iid_two_component": ("simulate_two_component.yaml", two_component_truth, 200,
+                          ["--noise", "0.01"]),
+}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenario", choices=sorted(SCENARIOS), required=True)
+    parser.add_argument("--sets", type=int, default=30)
+    parser.add_argument("--frames", type=int, help="override the scenario's frames")
+    parser.add_argument("--bin", default=os.path.join(HERE, "..", "build", "src", "cli"),
+                        help="folder of homodyne and homodyne-simulate")
+    parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument("--json", help="write the per-set results here")
+    args = parser.parse_args()
+    config_name, sampler, frames, noise = SCENARIOS[args.scenario]
+    frames = args.frames or frames
+    methods = args.methods.split(",")
+    with open(os.path.join(CONFIGS, config_name)) as handle:
+        base = yaml.safe_load(handle)
+    rows = []
+    seconds = {m: [] for m in methods}
+    with tempfile.TemporaryDirectory(prefix="coverage_") as work:
+        for index in range(args.sets):
+            rng = random.Random(1000 + index)
+            truth = sampler(rng)
+            config = json.loads(json.dumps(base))
+            config["simulation"]["parameters"] = truth
+            config["simulation"]["noise_sigma"] = 0.0
+            config["simulation"]["output"] = os.path.join(work, "data.h5")
+            config["simulation"]["frames"] = frames
+            config["experimental_data"] = {"file_path": os.path.join(work, "data.h5")}
+            config["initial_parameters"] = {"parameter_names": None, "values": None}
+            path = os.path.join(work, "config.yaml")
+            with open(path, "w") as handle:
+                yaml.safe_dump(config, handle)
+            subprocess.run([os.path.join(args.bin, "homodyne-simulate"), "--config", path,
+                            "--seed", str(index + 1)] + noise, check=True, capture_output=True)
+            row = {"truth": truth}
+            for method in methods:
+                out = os.path.join(work, "out_" + method)
+                start = time.perf_counter()
+                done = subprocess.run([os.path.join(args.bin, "homodyne"), "--config", path,
+                                       "--output-dir", out, "--uncertainty", method],
+                                      capture_output=True, text=True)
+                seconds[method].append(time.perf_counter() - start)
+                if done.returncode != 0:
+                    sys.exit(f"set {index}: homodyne exited {done.returncode}: {done.stderr[-2000:]}")
+                with open(os.path.join(out, "nlsq", "parameters.json")) as handle:
+                    result = json.load(handle)
+                row[method] = {name: (entry["value"], entry["uncertainty"])
+                               for name, entry in result["parameters"].items()
+                               if name in truth and not entry.get("fixed", False)}
+            rows.append(row)
+            print(f"set {index + 1}/{args.sets} done", file=sys.stderr)
+    names = [n for n in rows[0][methods[0]]]
+    print(f"scenario {args.scenario}: {args.sets} sets, {frames} frames, noise {' '.join(noise)}")
+    print(f"{'method':10s} {'parameter':20s} {'68% cover':>9s} {'95% cover':>9s} "
+          f"{'rms err / median unc':>21s}")
+    for method in methods:
+        all68, all95 = [], []
+        for name in names:
+            z = []
+            errors, uncertainties = [], []
+            for row in rows:
+                value, unc = row[method][name]
+                error = value - row["truth"][name]
+                errors.append(error)
+                uncertainties.append(unc if unc is not None else float("nan"))
+                z.append(abs(error) / unc if unc and unc > 0 else float("inf"))
+            c68 = sum(v <= 1.0 for v in z) / len(z)
+            c95 = sum(v <= 1.96 for v in z) / len(z)
+            all68.append(c68)
+            all95.append(c95)
+            rms = math.sqrt(sum(e * e for e in errors) / len(errors))
+            ratio = rms / statistics.median(uncertainties) if statistics.median(uncertainties) else float("inf")
+            print(f"{method:10s} {name:20s} {c68:9.2f} {c95:9.2f} {ratio:21.2f}")
+        print(f"{method:10s} {'(all)':20s} {statistics.mean(all68):9.2f} {statistics.mean(all95):9.2f}"
+              f"   fit wall median {statistics.median(seconds[method]):.2f} s")
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(rows, handle, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,166 @@
+// The frame-block jackknife (fit_uncertainty.h).
+#include "pipeline/fit_uncertainty.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "optimize/scaled_pseudo_inverse.h"
+
+namespace homodyne {
+
+int NoiseCorrelationFrames(const FrameBlockSums& sums) {
+  const double threshold = std::exp(-1.0);
+  double previous = 1.0;  // the correlation at lag 0
+  for (size_t l = 0; l < sums.lags.size(); ++l) {
+    const double scale = std::sqrt(sums.lag_left[l] * sums.lag_right[l]);
+    const double correlation = scale > 0.0 ? sums.lag_products[l] / scale : 0.0;
+    if (correlation < threshold) {
+      if (l == 0) return 1;
+      // Between the lags d0 = lags[l - 1] and d1 = 2 d0: linear in log(lag).
+      const double d0 = sums.lags[l - 1];
+      const double fraction = (previous - threshold) / (previous - correlation);
+      return std::max(1, static_cast<int>(std::lround(d0 * std::pow(2.0, fraction))));
+    }
+    previous = correlation;
+  }
+  return std::max(1, sums.num_frames());
+}
+
+namespace {
+
+// The merge of the fine blocks: `factor` consecutive fine blocks per block.
+struct Merge {
+  int factor = 1;
+  int blocks = 1;
+  bool too_short = false;
+};
+
+Merge ChooseMerge(int fine_blocks, int frames, int correlation_frames) {
+  const int fewest = std::min(kMinJackknifeBlocks, fine_blocks);
+  // About one correlation length per block, rounded to the next larger number of blocks.
+  const double wanted = static_cast<double>(frames) / std::max(1, correlation_frames);
+  Merge chosen{1, fine_blocks, wanted < kMinJackknifeBlocks};
+  for (int factor = 2;; factor *= 2) {
+    const int blocks = (fine_blocks + factor - 1) / factor;
+    if (blocks < fewest || blocks < wanted) break;
+    chosen.factor = factor;
+    chosen.blocks = blocks;
+    if (blocks == 1) break;
+  }
+  return chosen;
+}
+
+// Adds an angle's local vector / matrix (derivatives physical..., contrast, offset) at the full
+// layout's indices `index`.
+void AddLocal(const double* local_values, const std::vector<int>& index, Eigen::VectorXd& full) {
+  for (size_t l = 0; l < index.size(); ++l) full[index[l]] += local_values[l];
+}
+void AddLocal(const double* local_values, const std::vector<int>& index, Eigen::MatrixXd& full) {
+  const size_t n = index.size();
+  for (size_t c = 0; c < n; ++c) {
+    for (size_t r = 0; r < n; ++r) full(index[r], index[c]) += local_values[c * n + r];
+  }
+}
+
+Eigen::VectorXd Restrict(const Eigen::VectorXd& v, const std::vector<int>& support) {
+  Eigen::VectorXd out(static_cast<Eigen::Index>(support.size()));
+  for (size_t i = 0; i < support.size(); ++i) out[static_cast<Eigen::Index>(i)] = v[support[i]];
+  return out;
+}
+
+}  // namespace
+
+std::optional<FrameBlockJackknife> ComputeFrameBlockJackknife(const FrameBlockSums& sums,
+                                                              const ScalingMap& map,
+                                                              const std::vector<int>& support,
+                                                              int num_physical) {
+  const int angles = sums.num_angles;
+  const int full = num_physical + 2 * angles;
+  const int reduced = map.num_reduced();
+  if (map.num_full() != full || sums.num_local != num_physical + 2 || support.empty()) {
+    return std::nullopt;
+  }
+  FrameBlockJackknife result;
+  result.correlation_frames = NoiseCorrelationFrames(sums);
+  const Merge merge = ChooseMerge(sums.num_blocks(), sums.num_frames(), result.correlation_frames);
+  result.blocks = merge.blocks;
+  result.blocks_too_short = merge.too_short;
+  const int blocks = merge.blocks;
+
+  // Full-layout sums per block and per cell of blocks A < B.
+  std::vector<std::vector<int>> index(static_cast<size_t>(angles));
+  for (int k = 0; k < angles; ++k) {
+    for (int p = 0; p < num_physical; ++p) index[static_cast<size_t>(k)].push_back(p);
+    index[static_cast<size_t>(k)].push_back(num_physical + k);
+    index[static_cast<size_t>(k)].push_back(num_physical + angles + k);
+  }
+  std::vector<Eigen::VectorXd> block_gradient(static_cast<size_t>(blocks),
+                                              Eigen::VectorXd::Zero(full));
+  std::vector<Eigen::MatrixXd> block_gram(static_cast<size_t>(blocks),
+                                          Eigen::MatrixXd::Zero(full, full));
+  std::vector<Eigen::VectorXd> cell_gradient(static_cast<size_t>(blocks) * blocks,
+                                             Eigen::VectorXd::Zero(full));
+  Eigen::MatrixXd total = Eigen::MatrixXd::Zero(full, full);
+  for (int a = 0; a < sums.num_blocks(); ++a) {
+    for (int b = a; b < sums.num_blocks(); ++b) {
+      const int block_a = a / merge.factor;
+      const int block_b = b / merge.factor;
+      for (int k = 0; k < angles; ++k) {
+        const double* gradient = sums.gradient.data() + sums.GradientOffset(a, b, k);
+        const double* gram = sums.gram.data() + sums.GramOffset(a, b, k);
+        const std::vector<int>& at = index[static_cast<size_t>(k)];
+        AddLocal(gram, at, total);
+        AddLocal(gradient, at, block_gradient[static_cast<size_t>(block_a)]);
+        AddLocal(gram, at, block_gram[static_cast<size_t>(block_a)]);
+        if (block_b != block_a) {
+          AddLocal(gradient, at, block_gradient[static_cast<size_t>(block_b)]);
+          AddLocal(gram, at, block_gram[static_cast<size_t>(block_b)]);
+          AddLocal(gradient, at,
+                   cell_gradient[static_cast<size_t>(block_a) * blocks + static_cast<size_t>(block_b)]);
+        }
+      }
+    }
+  }
+
+  // To the reduced layout.
+  const Eigen::MatrixXd& m = map.matrix;
+  const auto to_reduced_matrix = [&](const Eigen::MatrixXd& x) -> Eigen::MatrixXd {
+    return m.transpose() * x * m;
+  };
+  const Eigen::MatrixXd h = to_reduced_matrix(total);
+  ScaledPseudoInverse inverse;
+  if (!InvertScaledBlock(h, support, inverse)) return std::nullopt;
+  const int s = static_cast<int>(support.size());
+  Eigen::MatrixXd v = Eigen::MatrixXd::Zero(s, s);
+  for (int b = 0; b < blocks; ++b) {
+    ScaledPseudoInverse without;
+    if (!InvertScaledBlock(h - to_reduced_matrix(block_gram[static_cast<size_t>(b)]), support,
+                           without)) {
+      return std::nullopt;
+    }
+    const Eigen::VectorXd u = without.Solve(
+        Restrict(m.transpose() * block_gradient[static_cast<size_t>(b)], support));
+    v.noalias() += u * u.transpose();
+  }
+  for (int a = 0; a < blocks; ++a) {
+    for (int b = a + 1; b < blocks; ++b) {
+      const Eigen::VectorXd w = inverse.Solve(Restrict(
+          m.transpose() * cell_gradient[static_cast<size_t>(a) * blocks + static_cast<size_t>(b)],
+          support));
+      v.noalias() -= w * w.transpose();
+    }
+  }
+  if (!v.allFinite()) return std::nullopt;
+  // The two sums estimate one covariance; their difference may have small negative directions.
+  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eigen(v);
+  if (eigen.info() != Eigen::Success) return std::nullopt;
+  const Eigen::VectorXd clipped = eigen.eigenvalues().cwiseMax(0.0);
+  v = eigen.eigenvectors() * clipped.asDiagonal() * eigen.eigenvectors().transpose();
+  result.covariance = Eigen::MatrixXd::Zero(reduced, reduced);
+  for (int i = 0; i < s; ++i) {
+    for (int j = 0; j < s; ++j) result.covariance(support[i], support[j]) = v(i, j);
+  }
+  return result;
+}
+
+}  // namespace homodyne

@@ -1,0 +1,49 @@
+// The uncertainties a result reports (docs/results.md, What the uncertainties mean; docs/design.md
+// section 4d): the frame-block jackknife from the sums of one pass (objective/frame_block_sums.h).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <Eigen/Dense>
+
+#include "objective/frame_block_sums.h"
+#include "optimize/per_angle_mode.h"
+
+namespace homodyne {
+
+// The fewest blocks the jackknife uses (fewer when the grid has fewer than 16 frames).
+inline constexpr int kMinJackknifeBlocks = 8;
+
+// The residuals' correlation length along a row [frames]: the lag at which their correlation
+// falls below 1/e, interpolated in log(lag) between the lags of sums (1 when it is below at lag 1;
+// the number of frames when it never falls below).
+int NoiseCorrelationFrames(const FrameBlockSums& sums);
+
+struct FrameBlockJackknife {
+  Eigen::MatrixXd covariance;  // reduced layout (map.num_reduced() square)
+  int blocks = 0;              // blocks the jackknife deleted one at a time
+  int correlation_frames = 0;  // NoiseCorrelationFrames
+  // The blocks are shorter than the correlation length even at kMinJackknifeBlocks: the noise is
+  // correlated over more than an eighth of the window, and the uncertainties may be too small.
+  bool blocks_too_short = false;
+};
+
+// The linearised frame-block jackknife at the solution. The fine blocks of `sums` are merged (by
+// 2, 4, ...) into the fewest blocks that are still at least frames / (correlation length), and at
+// least kMinJackknifeBlocks (coverage on simulated ensembles chose this rule: docs/results.md,
+// Checking error bars); then, with s_B the gradient sum (J^T e) of the points that touch block B (row or
+// column in B), H_B their J^T J, H the total, and t_AB the gradient sum of the cell of blocks
+// A < B:
+//   C = sum_B u_B u_B^T - sum_{A<B} w_AB w_AB^T,   u_B = (H - H_B)^-1 s_B,  w_AB = H^-1 t_AB,
+// the change of the solution when the points of block B are deleted, minus the cells counted for
+// both of their blocks; negative eigenvalues of C are set to 0. In the reduced layout of `map`,
+// over the reduced parameters `support` (the others get zero rows); the full-layout derivatives
+// of sums map through map.matrix. nullopt when an inversion fails (a non-finite sum).
+std::optional<FrameBlockJackknife> ComputeFrameBlockJackknife(const FrameBlockSums& sums,
+                                                              const ScalingMap& map,
+                                                              const std::vector<int>& support,
+                                                              int num_physical);
+
+}  // namespace homodyne

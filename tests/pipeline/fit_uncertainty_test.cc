@@ -1,0 +1,177 @@
+// The uncertainties a fit reports (docs/results.md, What the uncertainties mean; src/pipeline/
+// fit_uncertainty.h): the frame-block jackknife agrees with the standard error on independent
+// noise, grows with noise correlated along frames (each frame's fluctuation in its whole row and
+// column, as a correlator's output carries it), is bitwise the same for any thread count, and the
+// methods change no fitted value; the pieces: block bounds, the correlation length.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "homodyne/config.h"
+#include "homodyne/dataset.h"
+#include "homodyne/fit.h"
+#include "laminar_data.h"
+#include "pipeline/fit_uncertainty.h"
+
+namespace homodyne {
+namespace {
+
+const std::vector<double> kPhi = {0.0, 60.0, 120.0};
+const std::vector<double> kStaticTruth = {800.0, -0.2, 5.0};
+
+// Static data on test::kTimes frames with independent noise (test::SimulatedC2), plus, when
+// frame_noise > 0, a per-frame fluctuation a_i ~ N(0, frame_noise) of each angle added to c2(i, j)
+// and c2(j, i) for every j: noise correlated along rows and columns.
+std::vector<double> StaticC2(double frame_noise, unsigned seed) {
+  std::vector<double> c2 = test::SimulatedC2(AnalysisMode::kStatic, kStaticTruth, kPhi, seed);
+  if (frame_noise <= 0.0) return c2;
+  std::mt19937_64 random(seed + 1000);
+  std::normal_distribution<double> noise(0.0, frame_noise);
+  const size_t n = test::kTimes;
+  for (size_t k = 0; k < kPhi.size(); ++k) {
+    std::vector<double> a(n);
+    for (double& value : a) value = noise(random);
+    double* matrix = c2.data() + k * n * n;
+    for (size_t i = 0; i < n; ++i) {
+      for (size_t j = 0; j < n; ++j) matrix[i * n + j] += a[i] + a[j];
+    }
+  }
+  return c2;
+}
+
+FitOutcome FitWith(const std::vector<double>& c2, const std::string& method) {
+  const auto source = MakeInMemoryBatchSource(test::LaminarData(c2, kPhi));
+  Config config = ParseConfig(test::kStaticConfig, "fit_uncertainty_test");
+  config.nlsq.uncertainty = *ParseUncertaintyMethod(method);
+  return Fit(config, *source);
+}
+
+std::vector<double> Uncertainties(const FitOutcome& outcome) {
+  std::vector<double> values;
+  for (const ParameterEstimate& p : outcome.result.physical) values.push_back(p.uncertainty);
+  for (const AngleScaling& angle : outcome.result.per_angle) {
+    values.push_back(angle.contrast.uncertainty);
+    values.push_back(angle.offset.uncertainty);
+  }
+  return values;
+}
+
+TEST(FitUncertaintyTest, MethodsChangeNoValueAndSayWhatTheyAre) {
+  const std::vector<double> c2 = StaticC2(0.0, 3);
+  const FitOutcome curvature = FitWith(c2, "curvature");
+  const FitOutcome standard = FitWith(c2, "standard");
+  const FitOutcome jackknife = FitWith(c2, "jackknife");
+  EXPECT_EQ(curvature.result.uncertainty_method, "curvature");
+  EXPECT_EQ(standard.result.uncertainty_method, "standard");
+  EXPECT_EQ(jackknife.result.uncertainty_method, "jackknife");
+  EXPECT_GE(jackknife.result.uncertainty_blocks, kMinJackknifeBlocks);
+  for (size_t p = 0; p < kStaticTruth.size(); ++p) {
+    EXPECT_EQ(curvature.result.physical[p].value, jackknife.result.physical[p].value);
+    EXPECT_EQ(curvature.result.physical[p].value, standard.result.physical[p].value);
+    // standard: the curvature's without the double count of the mirror points, about sqrt(2).
+    const double ratio =
+        standard.result.physical[p].uncertainty / curvature.result.physical[p].uncertainty;
+    EXPECT_NEAR(ratio, std::sqrt(2.0), 0.01) << p;
+  }
+  EXPECT_EQ(curvature.result.chi_squared, jackknife.result.chi_squared);
+  // The result's covariance is the method's: its diagonal gives the uncertainties.
+  const size_t n = jackknife.result.covariance_names.size();
+  ASSERT_EQ(jackknife.result.covariance.size(), n * n);
+  EXPECT_DOUBLE_EQ(std::sqrt(jackknife.result.covariance[0]),
+                   jackknife.result.physical[0].uncertainty);
+}
+
+TEST(FitUncertaintyTest, JackknifeIsTheStandardErrorOnIndependentNoise) {
+  // Averaged over a few sets, the ratio is close to 1: 64 blocks, uncorrelated residuals.
+  double log_ratio = 0.0;
+  int count = 0;
+  for (unsigned seed = 1; seed <= 4; ++seed) {
+    const std::vector<double> c2 = StaticC2(0.0, seed);
+    const FitOutcome standard = FitWith(c2, "standard");
+    const FitOutcome jackknife = FitWith(c2, "jackknife");
+    EXPECT_LE(jackknife.result.noise_correlation_frames, 2);
+    for (size_t p = 0; p < kStaticTruth.size(); ++p) {
+      log_ratio += std::log(jackknife.result.physical[p].uncertainty /
+                            standard.result.physical[p].uncertainty);
+      ++count;
+    }
+  }
+  const double mean_ratio = std::exp(log_ratio / count);
+  EXPECT_GT(mean_ratio, 0.8);
+  EXPECT_LT(mean_ratio, 1.35);
+}
+
+TEST(FitUncertaintyTest, JackknifeGrowsWithNoiseCorrelatedAlongFrames) {
+  // Per-frame fluctuations of 0.01 (the size of the independent noise): each frame's enters its
+  // ~90 points, so the parameters scatter several times more than independent noise says.
+  const std::vector<double> c2 = StaticC2(0.01, 5);
+  const FitOutcome standard = FitWith(c2, "standard");
+  const FitOutcome jackknife = FitWith(c2, "jackknife");
+  for (size_t p = 0; p < kStaticTruth.size(); ++p) {
+    EXPECT_GT(jackknife.result.physical[p].uncertainty,
+              2.0 * standard.result.physical[p].uncertainty)
+        << jackknife.result.physical[p].name;
+  }
+}
+
+TEST(FitUncertaintyTest, JackknifeIsBitwiseTheSameForAnyThreadCount) {
+  const std::vector<double> c2 = StaticC2(0.005, 9);
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const std::vector<double> one = Uncertainties(FitWith(c2, "jackknife"));
+  omp_set_num_threads(std::max(2, threads));
+  const std::vector<double> several = Uncertainties(FitWith(c2, "jackknife"));
+  omp_set_num_threads(threads);
+  EXPECT_EQ(one, several);
+}
+
+TEST(FitUncertaintyTest, FastModeAndRobustLossReportTheStandardError) {
+  const std::vector<double> c2 = StaticC2(0.0, 3);
+  const auto source = MakeInMemoryBatchSource(test::LaminarData(c2, kPhi));
+  Config config = ParseConfig(test::kStaticConfig, "fit_uncertainty_test");
+  config.performance.fast_mode = true;
+  EXPECT_EQ(Fit(config, *source).result.uncertainty_method, "standard");
+  config.performance.fast_mode = false;
+  config.nlsq.loss.function = LossFunction::kSoftL1;
+  EXPECT_EQ(Fit(config, *source).result.uncertainty_method, "standard");
+}
+
+TEST(FrameBlockSumsTest, BlocksCoverTheFramesAndNeverCrossIt) {
+  const FrameBlockSums sums = MakeFrameBlockSums(100, 8, 2, 5);
+  ASSERT_EQ(sums.num_blocks(), 8);
+  EXPECT_EQ(sums.block_begin.front(), 0);
+  EXPECT_EQ(sums.block_begin.back(), 100);
+  for (int frame = 0; frame < 100; ++frame) {
+    const int block = sums.BlockOf(frame);
+    EXPECT_GE(frame, sums.block_begin[static_cast<size_t>(block)]);
+    EXPECT_LT(frame, sums.block_begin[static_cast<size_t>(block) + 1]);
+  }
+  EXPECT_EQ(sums.lags, (std::vector<int>{1, 2, 4, 8, 16, 32, 64}));
+  EXPECT_EQ(FineFrameBlocks(1000, 3, 5), 64);
+  EXPECT_EQ(FineFrameBlocks(20, 3, 5), 10);  // at most half the frames
+  EXPECT_LT(FineFrameBlocks(1000, 1000, 16), 64);  // the Grams' memory bound
+}
+
+TEST(FrameBlockSumsTest, CorrelationLengthIsWhereTheCorrelationFallsBelowOneOverE) {
+  FrameBlockSums sums = MakeFrameBlockSums(100, 8, 1, 5);
+  // Correlation exp(-lag / 10) at lags 1, 2, 4, ...: below 1/e between 8 and 16.
+  for (size_t l = 0; l < sums.lags.size(); ++l) {
+    sums.lag_left[l] = sums.lag_right[l] = 1.0;
+    sums.lag_products[l] = std::exp(-sums.lags[l] / 10.0);
+  }
+  const int length = NoiseCorrelationFrames(sums);
+  EXPECT_GT(length, 8);
+  EXPECT_LE(length, 16);
+  for (double& value : sums.lag_products) value = 0.0;
+  EXPECT_EQ(NoiseCorrelationFrames(sums), 1);  // uncorrelated
+  for (double& value : sums.lag_products) value = 1.0;
+  EXPECT_EQ(NoiseCorrelationFrames(sums), 100);  // never falls: the whole window
+}
+
+}  // namespace
+}  // namespace homodyne
