@@ -35,7 +35,7 @@
 #include "homodyne/process_group.h"
 #include "homodyne/robust_loss.h"
 #include "model/robust_loss.h"
-#include "optimize/levenberg_marquardt.h"
+#include "objective/least_squares_problem.h"
 
 namespace homodyne {
 
