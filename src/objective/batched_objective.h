@@ -29,6 +29,7 @@
 
 #include <Eigen/Dense>
 
+#include "checkpoint/checkpoint_state.h"
 #include "homodyne/dataset.h"
 #include "homodyne/fit_events.h"
 #include "homodyne/model.h"
@@ -173,18 +174,6 @@ struct StreamingReadOptions {
 // file, the dataset, the batch and its rows.
 std::unique_ptr<PassData> MakeStreamingPassData(BatchSource& source, StreamingReadOptions options);
 std::unique_ptr<PassData> MakeStreamingPassData(BatchSource& source, bool prefetch = true);
-
-// A pass interrupted between two chunks (objective.h): its point, the batches already reduced and
-// their partial sums, so the pass continues from the next batch with the same result.
-struct PassState {
-  Eigen::VectorXd theta;      // the point the pass evaluates
-  bool full_pass = true;      // Accumulate (true) or Cost (false)
-  int next_batch = 0;         // batches [0, next_batch) are in the partial sums
-  Eigen::MatrixXd jtj;        // partial J^T J (lower triangle filled; P x P); empty for Cost
-  Eigen::VectorXd jtr;        // partial J^T r; empty for Cost
-  double chi2 = 0.0;          // partial chi2
-  int64_t finite_points = 0;  // finite points counted so far
-};
 
 // Thrown by a pass that PassOptions::stop_requested stopped between two chunks (an interruption
 // asked for by a signal: the caller saves what it can and stops).

@@ -13,39 +13,11 @@
 
 #include <Eigen/Dense>
 
+#include "checkpoint/checkpoint_state.h"
 #include "homodyne/fit_events.h"
 #include "objective/least_squares_problem.h"
 
 namespace homodyne {
-
-// The optimiser that wrote a LevenbergMarquardtState. The LM core and the Ceres standard fit
-// (src/optimize/ceres_standard_fit.h) keep different things in it, so a state continues only with
-// the optimiser that wrote it (docs/checkpoints.md, How resume picks a file).
-enum class StateSolver { kLmCore, kCeres };
-
-// The Levenberg-Marquardt core's state between two iterations (lm.h): with it, Minimize continues
-// exactly as if it had never stopped.
-struct LevenbergMarquardtState {
-  StateSolver solver = StateSolver::kLmCore;  // who wrote it
-  Eigen::VectorXd theta;    // the current point
-  Eigen::MatrixXd jtj;      // normal equations at theta (P x P)
-  Eigen::VectorXd jtr;      // P
-  double chi2 = 0.0;        // at theta
-  int64_t num_points = 0;   // residuals in chi2
-  double damping_mu = 0.0;  // NielsenDamping mu
-  double damping_nu = 2.0;  // NielsenDamping nu
-  // Ceres states only (solver kCeres): trust region radius of the next step. 0 in the LM
-  // core's states.
-  double trust_region_radius = 0.0;
-  int consecutive_rejections = 0;
-  int iterations = 0;  // trials made so far
-  int accepted_steps = 0;
-  int rejected_steps = 0;
-  int64_t passes = 0;  // Accumulate passes so far
-  int64_t cost_passes = 0;
-  double initial_chi2 = 0.0;
-  std::vector<double> chi2_history;  // chi2 at theta after each iteration (iteration 0 first)
-};
 
 // How a trial point is judged (docs/design.md section 4).
 enum class TrialEvaluation {
