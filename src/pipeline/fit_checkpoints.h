@@ -20,7 +20,6 @@
 #include "homodyne/dataset.h"
 #include "homodyne/fit.h"
 #include "optimize/levenberg_marquardt.h"
-#include "objective/batched_objective.h"
 
 namespace homodyne {
 
