@@ -11,8 +11,8 @@ Usage:
 BENCH_*: objective_benchmark executables. Each round runs each binary once with
 --benchmark_repetitions=K (default 3): R x K runs of every pass per binary. One binary (BENCH_B
 given as -) measures a single build. The pass timings within one process are less spread than
-across processes (address-space layout, the page cache), hence the rounds: docs/performance.md,
-"Tiles of 128 points" (the noise).
+across processes (address-space layout, the page cache), hence the rounds:
+docs/history/performance-notebook.md, "Tiles of 128 points" (the noise).
 """
 import argparse
 import json

@@ -5,7 +5,7 @@
 // body's preparation for 3 angles (ModePoint::PreparePass: per-angle coefficients, the
 // separable factors, the shear tables), on a grid of N times. The global phase's coarse level
 // runs hundreds of passes of about 5e4 points, where this set-up weighs
-// (docs/performance.md, Per-pass set-up).
+// (docs/history/performance-notebook.md, Per-pass set-up).
 #include <benchmark/benchmark.h>
 
 #include <array>

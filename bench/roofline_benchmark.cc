@@ -1,5 +1,5 @@
-// The roofline of the fitting pass (docs/performance.md, "Roofline of the fitting pass"): the
-// machine's limits and the pass kernel's parts, measured.
+// The roofline of the fitting pass (docs/history/performance-notebook.md, "Roofline of the fitting
+// pass"): the machine's limits and the pass kernel's parts, measured.
 //   1. FMA peak: independent chains of double FMAs of the widest vector the CPU has (AVX-512: 8
 //      lanes, AVX2: 4; roofline_kernels.h), 1 and 2 threads.
 //   2. Read bandwidth: the sum of a 512 MiB float32 array, 1 and 2 threads.

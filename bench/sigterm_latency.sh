@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Time from SIGTERM to exit on large, sparsely stored data (docs/performance.md, Signals):
+# Time from SIGTERM to exit on large, sparsely stored data (docs/performance.md, Time from a signal
+# to the exit):
 #  1. files that declare huge matrices but store almost none (3 x 1e5 and 3 x 2e6 frames, NaN
 #     fill): refused before planning, the time to exit 1 without any signal;
 #  2. a 3 x 60000-frame file whose diagonal chunks alone are stored (5.4e9 upper-triangle points,

@@ -149,8 +149,9 @@ struct GlobalSearchOptions {
 };
 
 // The local optimiser of the standard strategy (optimization.nlsq.solver, --solver), and which
-// optimiser wrote a LevenbergMarquardtState (lm.h; a state resumes only with the optimiser that
-// wrote it): the LM core (Minimize, lm.h) or the Ceres standard fit (standard_fit.h).
+// optimiser wrote a LevenbergMarquardtState (levenberg_marquardt.h; a state resumes only with the
+// optimiser that wrote it): the LM core (Minimize, levenberg_marquardt.h) or the Ceres standard fit
+// (ceres_standard_fit.h).
 enum class LmSolver { kLmCore, kCeres };
 // "lm" and "ceres": the spellings of optimization.nlsq.solver and of a checkpoint's /lm/solver.
 std::string_view ToString(LmSolver solver);
@@ -163,7 +164,7 @@ std::string_view ToString(LossFunction function);
 std::optional<LossFunction> ParseLossFunction(std::string_view text);
 
 // optimization.nlsq.anti_degeneracy.per_angle_mode as the config asks for it; ResolvePerAngleMode
-// (scaling.h) turns it into the PerAngleMode a fit uses for its number of angles.
+// (per_angle_mode.h) turns it into the PerAngleMode a fit uses for its number of angles.
 enum class PerAngleModeRequest { kIndividual, kConstant, kAuto, kFourier };
 // "individual", "constant", "auto", "fourier".
 std::string_view ToString(PerAngleModeRequest mode);

@@ -1,9 +1,9 @@
 // Chunks of compressed float32 matrices decoded by this project's code, on several threads
 // (docs/design.md section 8, Input): HDF5 runs a dataset's filters inside H5Dread, one chunk
 // after the other on the calling thread, and the library is not thread-safe, so a read of LZF
-// or deflate data is bound by one core (docs/performance.md, Streaming passes). Here HDF5 only
-// hands out each chunk's stored bytes (H5Dread_chunk, serially), and the chunks are decompressed
-// and copied into place by up to `threads` threads. Private to src/io.
+// or deflate data is bound by one core (docs/history/performance-notebook.md, Streaming passes).
+// Here HDF5 only hands out each chunk's stored bytes (H5Dread_chunk, serially), and the chunks are
+// decompressed and copied into place by up to `threads` threads. Private to src/io.
 #pragma once
 
 #include <hdf5.h>

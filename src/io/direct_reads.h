@@ -114,15 +114,15 @@ class DirectReader {
  public:
   // Gaps up to this many bytes are read rather than skipped by another call: on the 2-core test
   // machine (a virtual machine with page-table isolation) a preadv costs about 5 us, the time
-  // to copy about 40 KB from the page cache (docs/performance.md, Streaming passes).
+  // to copy about 40 KB from the page cache (docs/history/performance-notebook.md, Direct reads).
   static constexpr int64_t kMaxGapBytes = int64_t{32} << 10;
   // A read of more than this many bytes of values is copied through a bounce buffer of
   // kBounceBytes (the file span of a run of pieces read into it, then each piece copied out):
   // its destination is likely out of the caches (the in-memory strategies' load, 4 MB reads
   // into a 50 MB array), and the kernel's copy into it was measured slower than a copy into a
-  // buffer the cache holds plus a memcpy out (docs/performance.md, Streaming passes). Smaller
-  // reads (streaming's chunk of batches of one angle, about 640 KB at 2 threads, into buffers
-  // reused every fetch) are read in place.
+  // buffer the cache holds plus a memcpy out (docs/history/performance-notebook.md, Direct reads).
+  // Smaller reads (streaming's chunk of batches of one angle, about 640 KB at 2 threads, into
+  // buffers reused every fetch) are read in place.
   static constexpr int64_t kBounceAboveBytes = int64_t{1} << 20;
   static constexpr int64_t kBounceBytes = int64_t{1} << 20;
 

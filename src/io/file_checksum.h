@@ -1,5 +1,5 @@
 // A checksum of a data file's bytes, for the data fingerprint of checkpoints (docs/checkpoints.md,
-// What a checkpoint holds): a resume refuses a checkpoint whose data file was edited in place,
+// How resume picks a file): a resume refuses a checkpoint whose data file was edited in place,
 // even with its size and modification time kept. Private to the engine (src/).
 #pragma once
 

@@ -71,7 +71,7 @@ inline void ForEachTile(int n, int row_begin, int row_end, int row_stride, Tile 
 // data). The data is the passes' only stream from memory, a cache line per 16 points, and each
 // angle's tile reads 1 KiB of it before the walk goes on to the next angle's array: the
 // hardware's prefetch did not keep up (the laminar cost pass waited on these loads for about
-// 40 % of its time: docs/performance.md, Cost and scaling passes).
+// 40 % of its time: docs/history/performance-notebook.md, Cost and scaling passes).
 template <int kPoints = kTilePoints>
 inline void PrefetchNextTile(const float* next) {
   constexpr int kFloatsPerLine = 16;
@@ -233,8 +233,8 @@ inline void AddLaneRowColumnsOf(int columns, const double* tile, int padded_coun
 // consecutive in `lanes`, column c's sum at column_sums + c kGramLanes), in as few loops of at
 // most kMaxLaneRowColumns columns as possible, of near-equal widths. Each loop keeps 2 x its
 // width sums in flight: the single-row blocks of 4 columns this replaced waited on their FMAs'
-// latency (docs/performance.md, "Cache-line-aligned scratch, and the last row in one
-// loop"). Each entry's and column's lanes add the same terms in the same order as those blocks:
+// latency (docs/history/performance-notebook.md, "Cache-line-aligned scratch, and the last row in
+// one loop"). Each entry's and column's lanes add the same terms in the same order as those blocks:
 // the sums are bitwise the same.
 inline void AddLaneRow(const double* tile, int padded_count, int a, int columns, double* lanes,
                        double* column_sums) {
@@ -455,7 +455,7 @@ inline void FlushLastRowApartOffsetLaneGram(const double* lanes, int gram_size, 
 // value) and a second loop adds them to the lanes: before, each segment's vector loop ended in a
 // horizontal sum per value (16 dependent adds at AVX-512, 6 values in a scaling pass) and a
 // scalar loop for its last count mod 16 points, about a fifth of a laminar cost pass
-// (docs/performance.md, "Lane sums for the cost and scaling passes").
+// (docs/history/performance-notebook.md, "Lane sums for the cost and scaling passes").
 
 // Zeroes `doubles` lane sums.
 inline void ClearLaneSums(int doubles, double* sums) {

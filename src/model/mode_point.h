@@ -26,7 +26,8 @@ namespace homodyne {
 // std::allocator's storage on 64-byte boundaries: a cache line, and an AVX-512 vector. The pass
 // kernels' vector loads and stores of the scratch's columns (each a multiple of 64 bytes from the
 // start) then never cross a cache line; from glibc's 16-byte-aligned storage three in four
-// AVX-512 loads of a column did (docs/performance.md, "Cache-line-aligned scratch").
+// AVX-512 loads of a column did (docs/history/performance-notebook.md, "Cache-line-aligned
+// scratch").
 template <typename T>
 struct CacheLineAllocator {
   using value_type = T;

@@ -842,8 +842,8 @@ namespace {
 // kSubsampleBatchPoints: one row per batch made a pass of the two-component example's coarse
 // level (rows of 2 to 498 points) spend about a quarter of its time on each batch's own work
 // (clearing, adding up and scattering its Gram matrices); batches of at least 1024 points keep
-// that to a few per cent and leave 14 batches to the threads on that level (docs/performance.md,
-// "The coarse level's passes").
+// that to a few per cent and leave 14 batches to the threads on that level
+// (docs/history/performance-notebook.md, "The coarse level's passes").
 inline constexpr int64_t kSubsampleBatchPoints = 1024;
 
 std::vector<RowBatch> SubsampleRows(int n, int row_stride, bool strided, int64_t* total) {

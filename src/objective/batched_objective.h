@@ -11,8 +11,8 @@
 //            offset_0   .. offset_{n-1}]                     one per angle, angle order
 // (the reference orders contrasts, offsets, physical; callers map to results by these indices).
 //
-// Residuals follow lm.h: r = (data - model) / sigma, J = dr/dtheta. Only the strict upper
-// triangle is evaluated; every point counts twice (chi2, J^T J, J^T r are doubled and
+// Residuals follow least_squares_problem.h: r = (data - model) / sigma, J = dr/dtheta. Only the
+// strict upper triangle is evaluated; every point counts twice (chi2, J^T J, J^T r are doubled and
 // num_residuals() is twice the number of finite points), which equals the fit of the full
 // symmetric matrices without the diagonal. Non-finite data points are skipped and counted.
 #pragma once
@@ -77,7 +77,7 @@ class PassData {
   // for batch b and angle k, pointers[(b - first) * num_angles + k] points at that batch's
   // batches[b].points values of angle k. They stay valid until the next Fetch. A pass fetches
   // consecutive ranges from 0 to the end; the next pass starts at 0 again. Read failures throw
-  // DataError (they end the fit; lm.h).
+  // DataError (they end the fit; levenberg_marquardt.h).
   virtual void Fetch(std::span<const RowBatch> batches, int first, int last, int num_angles,
                      std::vector<const float*>& pointers) = 0;
   // A hint: the Fetch after the next one asks for batches [first, last) (first < last), not the

@@ -24,7 +24,8 @@ namespace {
 // call even on a loaded machine, not a wait for the scheduler (before, this was 1 << 16, and a
 // 1e4-point pass at load 7 on 2 cores was 80x slower in parallel). The global phase's coarse
 // level (about 5e4 points, docs/design.md section 4b) is above it: its passes use every thread
-// (docs/performance.md, The global phase). Each batch's sums are the same either way.
+// (docs/history/performance-notebook.md, Every thread on the coarse level). Each batch's sums are
+// the same either way.
 constexpr int64_t kMinParallelChunkPoints = 1 << 13;
 
 // True when the batches are worth a parallel region.

@@ -1,7 +1,7 @@
 // The compute backends of a fitting pass (docs/design.md section 5).
 //
-// A pass (objective.h) is a sum over batches. The objective owns the batch list, fetches the
-// data (PassData), reduces the per-batch sums in batch order and hands the normal equations to
+// A pass (batched_objective.h) is a sum over batches. The objective owns the batch list, fetches
+// the data (PassData), reduces the per-batch sums in batch order and hands the normal equations to
 // the LM core; a backend computes only the per-batch sums, for any range of batches it is given:
 //   - PassBackend::Prepare binds one point theta (the model evaluated at its physical
 //     parameters, the angles, the per-angle contrast and offset) and returns a PreparedPass;
@@ -74,8 +74,8 @@ class PreparedPass {
  public:
   virtual ~PreparedPass() = default;
 
-  // The side of each angle's Gram matrix: M + 1 = P_phys + 3 ([J | e], objective.h AngleGrams)
-  // for PassColumns::kAll, 3 for kScaling (GramSizeOf).
+  // The side of each angle's Gram matrix: M + 1 = P_phys + 3 ([J | e], batched_objective.h
+  // AngleGrams) for PassColumns::kAll, 3 for kScaling (GramSizeOf).
   virtual int gram_size() const = 0;
 
   // Sets grams[i * num_angles + k] (gram_size() square, allocated by the caller) to angle k's

@@ -28,7 +28,8 @@ class ScalingFromFullPass final : public PreparedPass {
     for (Eigen::MatrixXd& gram : full_grams_) gram.resize(g, g);
     const std::span<Eigen::MatrixXd> full(full_grams_.data(), grams.size());
     full_pass_->ComputeGrams(batches, data, full, finite_points);
-    // The contrast, offset and e columns are the full Gram's last three (objective.h AngleGrams).
+    // The contrast, offset and e columns are the full Gram's last three (batched_objective.h
+    // AngleGrams).
     for (size_t slot = 0; slot < grams.size(); ++slot) {
       HOMODYNE_CHECK(grams[slot].rows() == 3 && grams[slot].cols() == 3);
       grams[slot] = full[slot].bottomRightCorner(3, 3);

@@ -1,4 +1,4 @@
-// The streaming strategy's data path (objective.h MakeStreamingPassData,
+// The streaming strategy's data path (batched_objective.h MakeStreamingPassData,
 // docs/design.md section 3): every fetch reads its batches from the file; with prefetch, a reader
 // thread of its own (one per data path, for its whole life) reads the next fetch's batches into the
 // second of two buffers while the current ones are computed, so a fetch waits only for what is

@@ -6,9 +6,9 @@
 // by environment variables read when the library loads. On a shared machine the spinning threads
 // take the time slices the working ones need: a default fit of 1.08e6 points at load 7 on 2 cores
 // took 3.4-4.0 s (1.1-1.3 s of user CPU) with libgomp's default policy and 2.3-2.6 s (0.6-0.7 s)
-// with OMP_WAIT_POLICY=passive (docs/performance.md, Threads that sleep). The streaming reader
-// thread competes with them the same way. These workers spin for a few microseconds at most, then
-// block on a condition variable.
+// with OMP_WAIT_POLICY=passive (docs/history/performance-notebook.md, Threads that sleep). The
+// streaming reader thread competes with them the same way. These workers spin for a few
+// microseconds at most, then block on a condition variable.
 #pragma once
 
 #include <functional>

@@ -42,7 +42,7 @@ namespace {
 // points: enough work per block for Ceres' threads, small per-thread scratch (rows x 9 doubles).
 constexpr int64_t kBlockPoints = 4096;
 
-// Ceres works on scaled parameters: the reduced point (scaling.h) divided elementwise by a
+// Ceres works on scaled parameters: the reduced point (per_angle_mode.h) divided elementwise by a
 // vector of powers of two (see PowerOfTwoJacobiScale), so that both directions of the conversion
 // are exact and a checkpoint can hold the reduced point itself.
 //
@@ -53,7 +53,7 @@ constexpr int64_t kBlockPoints = 4096;
 class ModelAtPoint : public ceres::EvaluationCallback {
  public:
   // model and map must outlive this object; scaled points at map.num_reduced() values; the full
-  // layout has num_angles contrasts and offsets (objective.h). The scale starts at 1.
+  // layout has num_angles contrasts and offsets (batched_objective.h). The scale starts at 1.
   ModelAtPoint(const HomodyneModel& model, const ScalingMap& map, int num_angles,
                const double* scaled)
       : model_(model),
@@ -520,7 +520,8 @@ LevenbergMarquardtSummary FitStandardWithCeres(const LevenbergMarquardtOptions& 
   ModelAtPoint point(model, map, num_angles, block);
   const double weight = std::sqrt(2.0) / sigma;
   const int n_times = model.num_times();
-  // Runs of whole rows, the batches of the other strategies (objective.h) with a smaller size.
+  // Runs of whole rows, the batches of the other strategies (batched_objective.h) with a smaller
+  // size.
   const std::vector<RowBatch> runs = SplitIntoBatches(n_times, kBlockPoints);
   std::vector<std::unique_ptr<UpperTriangleRowsCost>> blocks;
   for (int k = 0; k < num_angles; ++k) {
@@ -594,8 +595,8 @@ LevenbergMarquardtSummary FitStandardWithCeres(const LevenbergMarquardtOptions& 
     problem.AddResidualBlock(residuals.get(), nullptr, block);
   }
 
-  // Step 4: Ceres' Levenberg-Marquardt with our tolerances (standard_fit.h says how they map),
-  // continuing a resumed state with its radius and the iterations it has left.
+  // Step 4: Ceres' Levenberg-Marquardt with our tolerances (ceres_standard_fit.h says how they
+  // map), continuing a resumed state with its radius and the iterations it has left.
   ceres::Solver::Options solver_options;
   solver_options.minimizer_type = ceres::TRUST_REGION;
   solver_options.trust_region_strategy_type = ceres::LEVENBERG_MARQUARDT;

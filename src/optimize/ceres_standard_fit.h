@@ -2,7 +2,7 @@
 // stored, Levenberg-Marquardt with parameter bounds solved by Ceres Solver (DENSE_QR). For data
 // sets of fewer than about 1e6 points, where storing N x P doubles is cheap.
 //
-// It minimises exactly the chi2 of docs/design.md section 1 (objective.h): the strict upper
+// It minimises exactly the chi2 of docs/design.md section 1 (batched_objective.h): the strict upper
 // triangle of every angle, residuals r = (data - model) / sigma, each point counted twice,
 // non-finite data points skipped. Ceres sees one residual sqrt(2) r per finite point, so its cost
 // (half the sum of squares) is chi2 / 2; every chi2 reported here is in our convention, sum over
@@ -21,7 +21,7 @@
 
 namespace homodyne {
 
-// Fits theta_reduced (the parameters of `map`, scaling.h) to the packed data with Ceres'
+// Fits theta_reduced (the parameters of `map`, per_angle_mode.h) to the packed data with Ceres'
 // Levenberg-Marquardt (trust region strategy LEVENBERG_MARQUARDT, linear solver DENSE_QR,
 // OpenMP's thread count), with the model evaluated at theta_full = map.Expand(theta). Ceres sees
 // theta / s, s = Ceres' Jacobi scaling 1 / (1 + |column of J|) at the clipped start rounded to a
@@ -33,7 +33,7 @@ namespace homodyne {
 //   sigma:        the per-point noise, > 0 (optimization.nlsq.sigma).
 //   data:         one packed strict upper triangle per angle (dataset.h order,
 //                 UpperTriangleSize(N) values each); NaN and +-inf points are skipped.
-//   map:          num_full() = model.num_physical() + 2 n_angles (objective.h layout).
+//   map:          num_full() = model.num_physical() + 2 n_angles (batched_objective.h layout).
 //   theta0_reduced: the start, num_reduced() values; values outside the bounds are clipped with
 //                 one warning per parameter (as Minimize); a non-finite value ends the run at
 //                 once with kFailedNonFinite. A parameter with lower = upper is held there.

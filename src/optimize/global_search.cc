@@ -37,11 +37,12 @@ constexpr int kStepsPerDecadeGammaDot = 2;
 constexpr int kPhi0Values = 5;
 // method auto: Sobol points added to the grid, and local fits from the best screened
 // candidates (the user's start is always fitted too). 12 fits reached the optimum's chi2 in
-// 120/120 runs of bench/global_success.sh, 8 in 114/120, 5 in 109/120 (docs/performance.md).
-// The Sobol points vary the parameters the grid holds (alpha, beta, the offsets): with 16, a set
-// whose alpha (-0.69) put every grid candidate's decay far off was found only by a 94-iteration
-// fit on the search data, and not at all on the coarse level; with 64 it is found in 28
-// (docs/performance.md, The global phase). Screening them costs little on the coarse level.
+// 120/120 runs of bench/global_success.sh, 8 in 114/120, 5 in 109/120
+// (docs/history/performance-notebook.md). The Sobol points vary the parameters the grid holds
+// (alpha, beta, the offsets): with 16, a set whose alpha (-0.69) put every grid candidate's decay
+// far off was found only by a 94-iteration fit on the search data, and not at all on the coarse
+// level; with 64 it is found in 28 (docs/history/performance-notebook.md, Coarse to fine).
+// Screening them costs little on the coarse level.
 constexpr int kAutoSobolPoints = 64;
 constexpr int kAutoLocalFits = 12;
 constexpr int kAutoDimensionsPerUnit = 7;
@@ -61,10 +62,11 @@ constexpr double kSameMinimumChi2 = 1e-6;
 constexpr double kSameMinimumDistance = 1e-2;
 // A refinement stops once it has joined a minimum already refined (Search::JoinedMinimum): its
 // point within this distance (max norm, unit coordinates; the separation of the local fits'
-// starts) and its chi2 at most kDegenerateChi2 units of reduced chi2 above it. On the 1.2e7-point benchmark three of four
-// refinements crawl 26 to 34 passes along the gamma_dot_t0 / beta / gamma_dot_t_offset valley
-// into the first one's minimum, and cross into this reach 5 to 7 passes before they end
-// (docs/performance.md, The global phase).
+// starts) and its chi2 at most kDegenerateChi2 units of reduced chi2 above it. On the 1.2e7-point
+// benchmark three of four refinements crawl 26 to 34 passes along the gamma_dot_t0 / beta /
+// gamma_dot_t_offset valley into the first one's minimum, and cross into this reach 5 to 7 passes
+// before they end (docs/history/performance-notebook.md, Refinements that join a refined minimum
+// stop there).
 constexpr double kJoinDistance = kMinStartSeparation;
 constexpr const char* kJoinedStatus = "joined a refined minimum";
 // Method auto's local fits from the screened candidates join the same way: one that joins a
@@ -81,7 +83,7 @@ constexpr const char* kJoinedFoundStatus = "joined a minimum found before";
 // do not add up; the true minimum pins every parameter. A lowest minimum with a decade-spanning
 // parameter on a bound (no flow: gamma_dot_t0 on its lower bound) is the trap the phase exists
 // for: while it is the lowest, kAutoReserveFits more ranked starts (per unit) are fitted after
-// the kAutoLocalFits. Measured in docs/performance.md (The global phase, Fewer local fits).
+// the kAutoLocalFits. Measured in docs/history/performance-notebook.md (Fewer local fits).
 constexpr int kAutoArrivals = 3;
 constexpr double kInteriorMargin = 1e-3;
 constexpr int kAutoReserveFits = 12;
@@ -527,8 +529,9 @@ class Search {
         return !joined.has_value();
       };
     }
-    // The statistical hold (lm.h) only matters for the fit that is reported; in a false minimum
-    // it would hold a search's local fit for dozens of iterations. The final fit applies it.
+    // The statistical hold (levenberg_marquardt.h) only matters for the fit that is reported: in
+    // a false minimum it would hold a search's local fit for dozens of iterations. The final fit
+    // applies it.
     options.statistical_tolerance = 0.0;
     const LevenbergMarquardtSummary fit = Minimize(options, *active_, n);
     FinishedFit result;

@@ -14,9 +14,9 @@
 //                starts, screening, local fits, the best refined with refinement_ftol.
 //   cmaes        CMA-ES with restarts (pagmo2; optimization.nlsq.cmaes), then a local fit.
 // The search runs on the data it is given (all of it, or a row subsample above
-// global_search.max_points; objective.h MakeRowSubsampleObjective); the caller refines the
+// global_search.max_points; batched_objective.h MakeRowSubsampleObjective); the caller refines the
 // chosen minimum on all the data with the full problem. Deterministic for a seed: candidates
-// are evaluated in a fixed order and each pass is deterministic (objective.h).
+// are evaluated in a fixed order and each pass is deterministic (batched_objective.h).
 #pragma once
 
 #include <cstdint>

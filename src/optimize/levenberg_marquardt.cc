@@ -95,11 +95,11 @@ void HoldBoundParametersOnUndeterminedDirections(const Eigen::MatrixXd& jtj,
   if (!kept.empty()) free = std::move(kept);
 }
 
-// d = sqrt(g_F^T H_FF^-1 g_F / s2), the Gauss-Newton step in standard errors (lm.h,
-// LevenbergMarquardtSummary::final_step_standard_errors), as (D g_F)^T S^+ (D g_F) / s2. A
-// gradient component along a dropped eigenvector does not count: no step along it is
-// determined by the data. 0 when nothing is free or g_F^T H^-1 g_F = 0 (chi2 = 0 included);
-// +inf when that is positive but s2 is 0.
+// d = sqrt(g_F^T H_FF^-1 g_F / s2), the Gauss-Newton step in standard errors
+// (levenberg_marquardt.h, LevenbergMarquardtSummary::final_step_standard_errors), as
+// (D g_F)^T S^+ (D g_F) / s2. A gradient component along a dropped eigenvector does not count: no
+// step along it is determined by the data. 0 when nothing is free or g_F^T H^-1 g_F = 0 (chi2 = 0
+// included); +inf when that is positive but s2 is 0.
 // The free block H_FF of J^T J and its Jacobi-scaled pseudo-inverse (scaled_pseudo_inverse.h):
 // the covariance and the statistical stopping test both use it, so they agree to the bit.
 double StepInStandardErrors(const ScaledPseudoInverse& inverse, const Eigen::VectorXd& jtr,
@@ -428,8 +428,8 @@ class LevenbergMarquardtMinimizer {
     return note;
   }
 
-  // Asked of the problem each time: a streaming objective knows its finite points only after a
-  // pass (objective.h), so the count of the last Accumulate is the one that goes with current_.
+  // Asked of the problem each time: a streaming objective knows its finite points only after a pass
+  // (batched_objective.h), so the count of the last Accumulate is the one that goes with current_.
   int64_t Dof() const { return problem_.num_residuals() - num_parameters_; }
   double S2() const { return current_.chi2 / static_cast<double>(std::max<int64_t>(Dof(), 1)); }
 

@@ -33,7 +33,7 @@ struct ResolvedScaling {
 ResolvedScaling ResolvePerAngleMode(const NlsqOptions& nlsq, int n_angles);
 
 // The parameters a per-angle mode optimises ("reduced"), mapped linearly onto the objective's full
-// layout (objective.h: [physical..., contrast_0..n-1, offset_0..n-1]):
+// layout (batched_objective.h: [physical..., contrast_0..n-1, offset_0..n-1]):
 //   theta_full = matrix * theta_reduced + shift.
 // The reduced layout starts with the physical parameters (identity block), then the mode's scaling
 // parameters. individual: identity; auto_averaged: [c, o] replicated; constant: no scaling
@@ -82,7 +82,7 @@ bool IsIdentity(const ScalingMap& map);
 Eigen::VectorXd ReduceStartingPoint(const ScalingMap& map, const Eigen::VectorXd& full_start);
 
 struct BoundBox {
-  Eigen::VectorXd lower;  // empty = unbounded (lm.h convention)
+  Eigen::VectorXd lower;  // empty = unbounded (levenberg_marquardt.h convention)
   Eigen::VectorXd upper;
 };
 

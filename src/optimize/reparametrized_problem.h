@@ -1,4 +1,4 @@
-// A least-squares problem in the reduced parameters of a per-angle scaling mode (scaling.h;
+// A least-squares problem in the reduced parameters of a per-angle scaling mode (per_angle_mode.h;
 // docs/model.md, Per-angle scaling): the objective keeps its full layout [physical, contrasts,
 // offsets] and this wrapper maps theta_full = T theta_reduced + shift (T = ScalingMap::matrix).
 // The map is linear, so J_reduced = J_full T and the normal equations transform exactly:

@@ -2,11 +2,11 @@
 // J. Numer. Anal. 10 (1973) 413; Kaufman, BIT 15 (1975) 49).
 //
 // c2 = offset_k + contrast_k g1^2 is linear in each angle's contrast and offset, and the per-angle
-// modes (scaling.h) keep that linear: the reduced parameters z = [n, l] split into the nonlinear
-// ones n (physical, the map's columns that touch only physical rows) and the linear ones l
-// (contrast and offset coefficients). For given n, chi2(n, l) is an exact quadratic in l, so the
-// best l(n) inside its bounds is a small box-constrained quadratic programme. The projected
-// problem minimises chi2(n, l(n)) over n alone:
+// modes (per_angle_mode.h) keep that linear: the reduced parameters z = [n, l] split into the
+// nonlinear ones n (physical, the map's columns that touch only physical rows) and the linear ones
+// l (contrast and offset coefficients). For given n, chi2(n, l) is an exact quadratic in l, so the
+// best l(n) inside its bounds is a small box-constrained quadratic programme. The projected problem
+// minimises chi2(n, l(n)) over n alone:
 //   - one full pass per evaluation (BatchedObjective::AccumulateAngleGrams): the per-angle Gram
 //     matrices at the point evaluated give the quadratic in l, and transform exactly to the
 //     Gram matrices at (n, l(n)) (the Jacobian's physical columns scale with the contrast, the
@@ -20,8 +20,8 @@
 //     the Gauss-Newton model of chi2(n, l(n)); linear parameters held on a bound are constants.
 // Why: the LM core then searches only the 3 or 7 physical parameters, and every trial point is
 // judged with the best scaling for it, which widens the basin of convergence (measured in
-// docs/performance.md). The final covariance still comes from the full problem: the caller
-// refines from FullPoint() with the reduced problem (ReparametrizedProblem).
+// docs/performance.md, The global phase). The final covariance still comes from the full problem:
+// the caller refines from FullPoint() with the reduced problem (ReparametrizedProblem).
 //
 // Under a robust loss (the objective's PassOptions::loss; docs/design.md section 4c) the cost is
 // no quadratic in l. The pass then weights each point's row of [J | e] by sqrt(rho'(z)) at the
@@ -57,8 +57,8 @@ Eigen::VectorXd SolveBoxedQuadratic(const Eigen::MatrixXd& a, const Eigen::Vecto
 
 class VariableProjectionProblem : public LeastSquaresProblem {
  public:
-  // objective: the full-layout problem (objective.h), not owned, must outlive this object.
-  // map: the per-angle mode's reduced layout (scaling.h), after FixParameters; every reduced
+  // objective: the full-layout problem (batched_objective.h), not owned, must outlive this object.
+  // map: the per-angle mode's reduced layout (per_angle_mode.h), after FixParameters; every reduced
   // column touches either physical rows only (nonlinear) or contrast/offset rows only (linear).
   // bounds: of the reduced parameters (ReduceBounds; empty = unbounded). reduced_start: the
   // reduced start; its linear part is where the first evaluation takes the scaling from.

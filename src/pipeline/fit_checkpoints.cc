@@ -194,7 +194,7 @@ void CheckCheckpointFits(const Checkpoint& checkpoint, const CheckpointLayout& l
 }
 
 // What the data fingerprint's checksum reads at most: every byte of a file up to this size, spread
-// blocks beyond it (docs/checkpoints.md, What a checkpoint holds).
+// blocks beyond it (docs/checkpoints.md, How resume picks a file).
 constexpr int64_t kFingerprintContentBudgetBytes = int64_t{1} << 30;
 
 std::string DataFingerprint(BatchSource& source) {

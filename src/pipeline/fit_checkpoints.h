@@ -1,6 +1,6 @@
 // Checkpoints, resume and interruption of one fit (docs/design.md sections 6 and 7): when to save,
 // what goes in, what a signal does (the flag it sets is in interrupts.h, FitInterrupted in fit.h).
-// The file format and the folder live in checkpoint.h.
+// The file format and the folder live in src/checkpoint/ (checkpoint_file.h, checkpoint_store.h).
 #pragma once
 
 #include <chrono>

@@ -175,8 +175,8 @@ template <typename Struct, typename Visitor>
 void VisitPerformance(Struct& performance, Visitor& visit) {
   auto& [strategy_override, memory_limit_gb, memory_limit_from_command_line, fast_mode, backend,
          gpu_devices, cpu_threads, enable_progress] = performance;
-  // The strategies compute bitwise the same passes (objective.h), and a fit may fall back to a
-  // leaner one after an allocation failure: a checkpoint of one resumes in another.
+  // The strategies compute bitwise the same passes (batched_objective.h), and a fit may fall back
+  // to a leaner one after an allocation failure: a checkpoint of one resumes in another.
   visit("performance.strategy_override", kNotNumbersField, strategy_override);
   // Enters through the batch size it resolves to.
   visit("performance.memory_limit_gb", kNotNumbersField, memory_limit_gb);

@@ -18,7 +18,7 @@
 namespace homodyne {
 
 struct FitParameters {
-  // Names of the full layout, in the objective's order (objective.h: ContrastIndex,
+  // Names of the full layout, in the objective's order (batched_objective.h: ContrastIndex,
   // OffsetIndex): the physical names, "contrast[k]", "offset[k]".
   std::vector<std::string> full_names;
   // The reduced layout (full = map.Expand(reduced)), its start and its parameter_space bounds.

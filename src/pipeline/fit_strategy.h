@@ -43,7 +43,7 @@ class FitStrategy {
   virtual StateSolver solver() const { return StateSolver::kLmCore; }
   virtual CheckpointPolicy checkpoint_policy() const = 0;
 
-  // The data, as the objective of the full parameter layout (objective.h).
+  // The data, as the objective of the full parameter layout (batched_objective.h).
   virtual BatchedObjective& objective() = 0;
   // Per-angle contrast and offset estimated from the data (the default start;
   // docs/model.md, Bounds and start values).

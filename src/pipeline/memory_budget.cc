@@ -98,7 +98,8 @@ MemoryEstimate EstimateMemory(StrategyKind strategy, const ProblemSize& size) {
     case StrategyKind::kChunked:
       break;  // packed, above
     case StrategyKind::kStreaming:
-      // Chunks of 8 x threads batches: the one computed and the one being read (objective.h).
+      // Chunks of 8 x threads batches: the one computed and the one being read
+      // (batched_objective.h).
       estimate.items = {
           {"batches in flight (computed + prefetched chunk)", 2 * 8 * threads * batch * 4},
           // Whole chunk rows of every angle, read once per pass (beamline_reader.cc: at most

@@ -368,7 +368,7 @@ open(path, 'wb').write(data)" "$newest" "$size" ;;
       --config fit.yaml "${other[@]}" "${local_only[@]}" --output-dir other_strategy
     # A value edited in place, the size and modification time kept: a byte of angle 0's (100, 200)
     # point, in none of the fingerprint's sampled rows (0, the middle and the last): the
-    # checksum of the file's bytes sees it (docs/checkpoints.md, What a checkpoint holds).
+    # checksum of the file's bytes sees it (docs/checkpoints.md, How resume picks a file).
     cp -p sim.h5 sim_unedited.h5
     /usr/bin/python3 - <<'PY' || { echo "FAIL: cannot edit sim.h5"; failures=$((failures + 1)); }
 import h5py

@@ -548,7 +548,6 @@ OTHER_TOOLS_FLAGS = {
                         "--filter", "--runs"},
     "pip, python3 -m venv": {"--no-build-isolation", "--system-site-packages"},
     "nvcc (cmake/HomodyneCuda.cmake, docs/backends.md)": {"--fmad", "--resource-usage"},
-    "g++ (docs/performance.md, Where issue 24 ends)": {"--param"},
     "homodyne-plot (scripts/homodyne_plot.py)": {"--plot-dir", "--dpi", "--max-pixels",
                                                   "--cuts", "--debug"},
 }

@@ -1,5 +1,6 @@
 // Tests of the device backends' data movement and device count, on the host emulation
-// (src/objective/device_pass_backend.h; docs/backends.md, Data on the device and Several GPUs):
+// (src/objective/device_pass_backend.h; docs/backends.md, Data resident on the device, Several
+// GPUs):
 //   - resident data: an in-memory fit uploads each batch's arrays once across all its passes, a
 //     streaming fit copies them on every pass, data that do not fit fall back to copies on every
 //     pass with a warning, and the results are bitwise the same in every case; a cached array is

@@ -1,9 +1,9 @@
-// The large, chunked and streaming strategies (objective.h) on simulated files: bitwise the same
-// fit whatever the strategy, chunk size, prefetching, thread count or read path (float64 through
-// HDF5, float32 read directly), in laminar_flow and two_component, and a pass interrupted and
-// resumed bitwise in both; parameter recovery on >= 1e6 points; a fit started at the optimum
-// stays there; a poor start reaches the same optimum; an injected read fault is retried, then
-// stops the pass naming the batch; a corrupt compressed chunk in the middle of the file stops a
+// The large, chunked and streaming strategies (batched_objective.h) on simulated files: bitwise the
+// same fit whatever the strategy, chunk size, prefetching, thread count or read path (float64
+// through HDF5, float32 read directly), in laminar_flow and two_component, and a pass interrupted
+// and resumed bitwise in both; parameter recovery on >= 1e6 points; a fit started at the optimum
+// stays there; a poor start reaches the same optimum; an injected read fault is retried, then stops
+// the pass naming the batch; a corrupt compressed chunk in the middle of the file stops a
 // prefetching pass with an error naming file and dataset.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -40,7 +40,7 @@ const std::vector<double> kOffsets = {1.00, 1.02, 0.98};
 struct SimulatedData {
   HomodyneModel model;
   PackedDataObjective::PackedData data;
-  Eigen::VectorXd truth;  // full layout (objective.h)
+  Eigen::VectorXd truth;  // full layout (batched_objective.h)
 };
 
 SimulatedData Simulate(AnalysisMode mode, int n_times, unsigned seed) {
@@ -86,8 +86,8 @@ ScalingMap IdentityMap(int num_full) {
   return map;
 }
 
-// The bounds of the fit tests (full layout): physical as the fit tests of objective_test.cc,
-// contrast [0, 1], offset [0.5, 1.5].
+// The bounds of the fit tests (full layout): physical as the other fit tests'
+// (tests/support/simulated_data_fixture.h, BoundedOptions), contrast [0, 1], offset [0.5, 1.5].
 LevenbergMarquardtOptions BoundedOptions(int num_physical, int num_angles) {
   const std::vector<std::pair<double, double>> physical_bounds = {
       {1e2, 1e5}, {-2.0, 2.0}, {-1e5, 1e5}, {1e-6, 0.5}, {-2.0, 2.0}, {-0.1, 0.1}, {-10.0, 10.0}};
@@ -135,9 +135,9 @@ LevenbergMarquardtSummary FitWithCeres(const SimulatedData& simulated,
 }
 
 // Every parameter within 3 standard errors of the truth, reduced chi2 within 1 +- 0.05. The fit
-// counts every upper-triangle point twice (objective.h), as a fit of the full symmetric matrix,
-// while the noise here is drawn once per upper-triangle point: the true standard errors are then
-// sqrt(2) times the reported uncertainties.
+// counts every upper-triangle point twice (batched_objective.h), as a fit of the full symmetric
+// matrix, while the noise here is drawn once per upper-triangle point: the true standard errors are
+// then sqrt(2) times the reported uncertainties.
 void ExpectRecovery(const LevenbergMarquardtSummary& summary, const Eigen::VectorXd& truth) {
   ASSERT_TRUE(summary.IsConverged()) << summary.reason;
   EXPECT_FALSE(summary.covariance_pseudo_inverse);

@@ -21,7 +21,8 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using Status = LevenbergMarquardtStatus;
 
-// A problem given by its residual vector and Jacobian (sign convention of lm.h: J = dr/dtheta).
+// A problem given by its residual vector and Jacobian (sign convention of
+// levenberg_marquardt.h: J = dr/dtheta).
 class FunctionProblem : public LeastSquaresProblem {
  public:
   using Residuals = std::function<Eigen::VectorXd(const Eigen::VectorXd&)>;

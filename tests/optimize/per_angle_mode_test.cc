@@ -54,7 +54,7 @@ std::vector<ScalingEstimate> Starts(const std::vector<double>& contrast,
   return starts;
 }
 
-// [physical, contrasts, offsets] (objective.h layout).
+// [physical, contrasts, offsets] (batched_objective.h layout).
 Eigen::VectorXd FullVector(const std::vector<double>& physical,
                            const std::vector<ScalingEstimate>& scaling) {
   const int p = static_cast<int>(physical.size());
@@ -159,9 +159,9 @@ LevenbergMarquardtSummary FitReduced(PackedDataObjective& objective, const Scali
 }
 
 // Every reduced parameter within 3 standard errors of the truth. The objective counts every
-// upper-triangle point twice (objective.h), as a fit of the full symmetric matrix, while the noise
-// here is drawn once per upper-triangle point: the core's uncertainties are then sqrt(2) times the
-// true standard errors, which this check uses.
+// upper-triangle point twice (batched_objective.h), as a fit of the full symmetric matrix, while
+// the noise here is drawn once per upper-triangle point: the core's uncertainties are then sqrt(2)
+// times the true standard errors, which this check uses.
 void ExpectWithinThreeSigma(const LevenbergMarquardtSummary& summary, const ScalingMap& map,
                             const Eigen::VectorXd& truth) {
   ASSERT_TRUE(summary.IsConverged()) << summary.reason;

@@ -23,8 +23,8 @@ bound midpoints and two random starts: each fit ends at the robust optimum the f
 (--global-search off) reaches, same robust cost and parameters within 0.05 of its standard errors,
 with the truth within 4 of its standard errors; the linear fit from the midpoints does not have
 the truth within 4. Before the global phase minimised the robust cost (docs/design.md section 4c)
-all three robust fits ended in another basin (gamma_dot_t0 0.018 against 1.9e-4; docs/performance.md,
-Robust loss in the global phase).
+all three robust fits ended in another basin (gamma_dot_t0 0.018 against 1.9e-4;
+docs/history/performance-notebook.md, Robust loss in the global phase).
 
 Needs numpy, scipy and h5py (exits 77, skipped, without them) and, for the scipy case, the
 homodyne_cpp package on PYTHONPATH.

@@ -66,7 +66,7 @@ inline void SincAndDerivative(double x, double* sinc, double* derivative) {
 // JAX's autodiff of the floor).
 // log_guarded_times[k] = log(guarded_times[k]), computed once for both rates: ts^exponent is
 // exp(exponent log ts) (one exp per time instead of a pow and a log; within a few ulp of pow,
-// docs/performance.md, Per-pass set-up).
+// docs/history/performance-notebook.md, Per-pass set-up).
 void IntegrateRate(const std::vector<double>& log_guarded_times, double amplitude,
                    double exponent, double rate_offset, std::vector<double>* cumulative,
                    std::vector<double>* derivatives) {
@@ -292,8 +292,8 @@ class HomodynePass final : public ModePass {
   // lo cos(hi) and cos(hi + lo) = cos(hi) - lo sin(hi) (|lo| <= ulp(hi) / 2: the next terms are
   // below the rounding of the values). sin(hi) and cos(hi) from vector_math::SinCos in a
   // vectorised loop (a few ulp; with the rates' single log, the set-up of a pass at N = 600 fell
-  // from 50 to 28 us: docs/performance.md, Per-pass set-up), or libm where a phase exceeds its
-  // domain (C_G grows, so the ends of the table bound |hi|).
+  // from 50 to 28 us: docs/history/performance-notebook.md, Per-pass set-up), or libm where a phase
+  // exceeds its domain (C_G grows, so the ends of the table bound |hi|).
   // One angle's tables (BuildShearTables), sin(hi) and cos(hi) from vector_math::SinCos
   // (kVector) or libm.
   template <bool kVector>
