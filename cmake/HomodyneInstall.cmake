@@ -6,7 +6,8 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 # homodyne_internal carries only the build tree's src/ include path: exported empty.
-set(homodyne_exported_targets homodyne_build_settings homodyne_internal homodyne_hdf5
+set(homodyne_exported_targets homodyne_build_settings homodyne_internal homodyne_base
+    homodyne_hdf5
     homodyne_model homodyne_config homodyne_io homodyne_distributed homodyne_objective
     homodyne_optimize
     homodyne_checkpoint homodyne_pipeline)

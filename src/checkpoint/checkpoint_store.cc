@@ -8,7 +8,7 @@
 // are kept in the (checksummed) object headers and HDF5's space aggregation is off, so the file
 // has no unused bytes: nearly any damage fails an HDF5 metadata checksum or content_sha256.
 //
-// Fault point (src/pipeline/fault_injection.h): when an installed injector asks for a crash
+// Fault point (src/base/fault_injection.h): when an installed injector asks for a crash
 // during the write, Save writes the first half of the file to the temporary file, fsyncs it and
 // calls std::abort() before the rest, the rename and the pruning: what kill -9 during a save
 // leaves behind. Tests use it to show that earlier checkpoints stay valid and that no final file
@@ -31,13 +31,13 @@
 #include <utility>
 #include <vector>
 
+#include "base/fault_injection.h"
 #include "checkpoint_file.h"
 #include "checkpoint/checkpoint_store.h"
 #include "homodyne/checkpoint_errors.h"
 #include "homodyne/errors.h"
 #include "io/durable_file.h"
 #include "io/hdf5_util.h"
-#include "pipeline/fault_injection.h"
 
 namespace homodyne {
 namespace {

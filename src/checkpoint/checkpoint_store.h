@@ -9,15 +9,13 @@
 
 #include <Eigen/Dense>
 
+#include "checkpoint/checkpoint_state.h"
 #include "homodyne/fit_events.h"
-#include "optimize/global_search.h"
-#include "optimize/levenberg_marquardt.h"
-#include "objective/batched_objective.h"
 
 namespace homodyne {
 
-// LevenbergMarquardtState is declared in levenberg_marquardt.h and PassState in batched_objective.h
-// (the core and the pass produce and consume them); a checkpoint stores both.
+// LevenbergMarquardtState, PassState and GlobalSearchTrail are declared in checkpoint_state.h
+// (the LM core, the pass and the global phase produce and consume them); a checkpoint stores them.
 
 // Batch statistics of the run (docs/design.md section 7, issue 4).
 struct BatchStatistics {

@@ -20,7 +20,6 @@
 #include "homodyne/errors.h"
 #include "homodyne/override_checks.h"
 #include "model/mode_catalog.h"
-#include "pipeline/memory_budget.h"
 
 namespace homodyne {
 namespace {

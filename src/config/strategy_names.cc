@@ -3,9 +3,9 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "homodyne/config.h"
-#include "pipeline/memory_budget.h"
 
 namespace homodyne {
 namespace {

@@ -18,8 +18,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/fault_injection.h"
 #include "homodyne/errors.h"
-#include "pipeline/fault_injection.h"
 
 namespace homodyne::io_internal {
 namespace {

@@ -11,10 +11,10 @@
 //            offset_0   .. offset_{n-1}]                     one per angle, angle order
 // (the reference orders contrasts, offsets, physical; callers map to results by these indices).
 //
-// Residuals follow levenberg_marquardt.h: r = (data - model) / sigma, J = dr/dtheta. Only the
+// Residuals follow least_squares_problem.h: r = (data - model) / sigma, J = dr/dtheta. Only the
 // strict upper triangle is evaluated; every point counts twice (chi2, J^T J, J^T r are doubled and
-// num_residuals() is twice the number of finite points), which equals the fit of the full symmetric
-// matrices without the diagonal. Non-finite data points are skipped and counted.
+// num_residuals() is twice the number of finite points), which equals the fit of the full
+// symmetric matrices without the diagonal. Non-finite data points are skipped and counted.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +29,7 @@
 
 #include <Eigen/Dense>
 
+#include "checkpoint/checkpoint_state.h"
 #include "homodyne/dataset.h"
 #include "homodyne/fit_events.h"
 #include "homodyne/model.h"
@@ -36,7 +37,7 @@
 #include "homodyne/robust_loss.h"
 #include "model/robust_loss.h"
 #include "objective/frame_block_sums.h"
-#include "optimize/levenberg_marquardt.h"
+#include "objective/least_squares_problem.h"
 
 namespace homodyne {
 
@@ -174,18 +175,6 @@ struct StreamingReadOptions {
 // file, the dataset, the batch and its rows.
 std::unique_ptr<PassData> MakeStreamingPassData(BatchSource& source, StreamingReadOptions options);
 std::unique_ptr<PassData> MakeStreamingPassData(BatchSource& source, bool prefetch = true);
-
-// A pass interrupted between two chunks: its point, the batches already reduced and
-// their partial sums, so the pass continues from the next batch with the same result.
-struct PassState {
-  Eigen::VectorXd theta;      // the point the pass evaluates
-  bool full_pass = true;      // Accumulate (true) or Cost (false)
-  int next_batch = 0;         // batches [0, next_batch) are in the partial sums
-  Eigen::MatrixXd jtj;        // partial J^T J (lower triangle filled; P x P); empty for Cost
-  Eigen::VectorXd jtr;        // partial J^T r; empty for Cost
-  double chi2 = 0.0;          // partial chi2
-  int64_t finite_points = 0;  // finite points counted so far
-};
 
 // Thrown by a pass that PassOptions::stop_requested stopped between two chunks (an interruption
 // asked for by a signal: the caller saves what it can and stops).

@@ -6,7 +6,7 @@
 // the fit is stopped; the reader's error (naming file, dataset, batch and rows) is rethrown by the
 // next Fetch, on the caller's thread.
 //
-// Fault point (src/pipeline/fault_injection.h): an installed injector can make the reads of a
+// Fault point (src/base/fault_injection.h): an installed injector can make the reads of a
 // batch fail, as a truncated file or an unreadable dataset would, so retries and the stop can be
 // tested.
 #include <omp.h>
@@ -24,10 +24,10 @@
 #include <utility>
 #include <vector>
 
+#include "base/fault_injection.h"
 #include "homodyne/errors.h"
 #include "objective/batched_objective.h"
 #include "objective/c2_rows.h"
-#include "pipeline/fault_injection.h"
 
 namespace homodyne {
 namespace {

@@ -26,6 +26,7 @@
 
 #include <Eigen/Dense>
 
+#include "checkpoint/checkpoint_state.h"
 #include "homodyne/config.h"
 #include "homodyne/fit_events.h"
 #include "homodyne/process_group.h"
@@ -34,34 +35,6 @@
 #include "optimize/per_angle_mode.h"
 
 namespace homodyne {
-
-// One distinct local minimum the search found.
-struct GlobalMinimum {
-  Eigen::VectorXd reduced;  // the reduced point [physical, scaling] (ScalingMap layout)
-  double chi2 = 0.0;        // on the search data
-  int start = -1;           // the candidate it was reached from (screening order), -1 = CMA-ES
-  int iterations = 0;       // of its local fit
-  std::string status;       // its local fit's LM status, e.g. "converged (ftol)"
-  int64_t passes = 0;       // passes over the search data it took
-  // Local fits that ended in it (summed by GlobalSearch's Record as fits reach the same minimum;
-  // a refinement carries its coarse minimum's count). Not in the trail: a replay recounts it.
-  int reached_by = 1;
-};
-
-// What the global phase computed so far, in the fixed order of its work. A checkpoint keeps it
-// (checkpoint_file.h) and a resumed run replays it (GlobalSearchInputs::replay) instead of
-// computing it again: the same values in the same order, so the search takes the same path and
-// returns bitwise the uninterrupted run's minima, with only the work after the interruption left to
-// do.
-struct GlobalSearchTrail {
-  std::vector<double> evaluations;     // chi2 of every one-pass evaluation (screening, CMA-ES)
-  std::vector<GlobalMinimum> minima;   // every local fit's (or unrefined point's) minimum
-  // The projected problem's linear estimate after the last entry (VariableProjectionProblem::
-  // linear_estimate). Checkpoints hold it; the search does not need it to continue, since every
-  // evaluation and local fit starts from the start's scaling (or a minimum's, refinements).
-  Eigen::VectorXd projection_state;
-  bool empty() const { return evaluations.empty() && minima.empty(); }
-};
 
 // What the global phase did: the global_search section of convergence_metrics.json.
 struct GlobalSearchSummary {

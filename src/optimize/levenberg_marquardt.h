@@ -1,14 +1,7 @@
 // The Levenberg-Marquardt core shared by the large, chunked and streaming strategies
 // (docs/design.md section 4). It works on accumulated normal equations only, so the Jacobian is
-// never stored.
-//
-// Sign convention (used everywhere in this header):
-//   residuals  r_n(theta) = (data_n - model_n(theta)) / sigma_n
-//   Jacobian   J_nj       = d r_n / d theta_j            (= -d model_n / d theta_j / sigma_n)
-//   chi2                  = sum_n r_n^2
-//   gradient   g          = J^T r                        (= half the gradient of chi2)
-//   Gauss-Newton step     (J^T J) delta = -J^T r
-// A problem that computes d model / d theta instead must negate jtr (not jtj) to follow it.
+// never stored. The problem it minimises, its normal equations and their sign convention (used
+// everywhere in this header): src/objective/least_squares_problem.h.
 #pragma once
 
 #include <cstdint>
@@ -20,69 +13,11 @@
 
 #include <Eigen/Dense>
 
+#include "checkpoint/checkpoint_state.h"
 #include "homodyne/fit_events.h"
+#include "objective/least_squares_problem.h"
 
 namespace homodyne {
-
-// What one full pass over the data produces (docs/design.md section 4). Sums are reduced in a
-// fixed (batch) order by the producer, so the same theta gives bitwise the same numbers.
-struct NormalEquations {
-  Eigen::MatrixXd jtj;     // J^T J, P x P, symmetric positive semi-definite
-  Eigen::VectorXd jtr;     // J^T r, P
-  double chi2 = 0.0;       // sum of r^2 (dimensionless: residuals are divided by sigma)
-  int64_t num_points = 0;  // residuals summed in this pass (each counted once per residual)
-};
-
-// The least-squares problem the core minimises; strategies implement it
-// (docs/design.md section 3). A pass may touch 1e9 points, so the core calls these as rarely as it
-// can and records how often.
-class LeastSquaresProblem {
- public:
-  virtual ~LeastSquaresProblem() = default;
-
-  // P, the length of theta. Constant for the life of the problem.
-  virtual int num_parameters() const = 0;
-  // Residuals in chi2, for the degrees of freedom dof = num_residuals - num_parameters. A strategy
-  // that evaluates the strict upper triangle and counts each point twice
-  // (docs/design.md section 1) returns twice the number of evaluated points here, so dof matches
-  // the full matrices.
-  virtual int64_t num_residuals() const = 0;
-  // Full pass: J^T J, J^T r and chi2 at theta, with the sign convention at the top of this file.
-  // Non-finite values are allowed in the result (the core rejects such points); exceptions are
-  // for failures that must end the run (I/O errors) and propagate out of Minimize.
-  virtual NormalEquations Accumulate(const Eigen::VectorXd& theta) = 0;
-  // Cost-only pass: chi2 at theta (may be NaN or +inf; such trial points are rejected).
-  virtual double Cost(const Eigen::VectorXd& theta) = 0;
-};
-
-// The optimiser that wrote a LevenbergMarquardtState. The LM core and the Ceres standard fit
-// (src/optimize/ceres_standard_fit.h) keep different things in it, so a state continues only with
-// the optimiser that wrote it (docs/checkpoints.md, How resume picks a file).
-enum class StateSolver { kLmCore, kCeres };
-
-// The Levenberg-Marquardt core's state between two iterations: with it, Minimize continues
-// exactly as if it had never stopped.
-struct LevenbergMarquardtState {
-  StateSolver solver = StateSolver::kLmCore;  // who wrote it
-  Eigen::VectorXd theta;    // the current point
-  Eigen::MatrixXd jtj;      // normal equations at theta (P x P)
-  Eigen::VectorXd jtr;      // P
-  double chi2 = 0.0;        // at theta
-  int64_t num_points = 0;   // residuals in chi2
-  double damping_mu = 0.0;  // NielsenDamping mu
-  double damping_nu = 2.0;  // NielsenDamping nu
-  // Ceres states only (solver kCeres): trust region radius of the next step. 0 in the LM
-  // core's states.
-  double trust_region_radius = 0.0;
-  int consecutive_rejections = 0;
-  int iterations = 0;  // trials made so far
-  int accepted_steps = 0;
-  int rejected_steps = 0;
-  int64_t passes = 0;  // Accumulate passes so far
-  int64_t cost_passes = 0;
-  double initial_chi2 = 0.0;
-  std::vector<double> chi2_history;  // chi2 at theta after each iteration (iteration 0 first)
-};
 
 // How a trial point is judged (docs/design.md section 4).
 enum class TrialEvaluation {

@@ -20,7 +20,6 @@
 #include "checkpoint/checkpoint_store.h"
 #include "config/path_checks.h"
 #include "homodyne/dataset.h"
-#include "homodyne/errors.h"
 #include "pipeline/memory_budget.h"
 
 namespace homodyne {

@@ -13,14 +13,13 @@
 #include <utility>
 #include <vector>
 
+#include "base/fault_injection.h"
 #include "checkpoint/checkpoint_lock.h"
 #include "checkpoint/checkpoint_store.h"
 #include "homodyne/config.h"
 #include "homodyne/dataset.h"
 #include "homodyne/fit.h"
 #include "optimize/levenberg_marquardt.h"
-#include "objective/batched_objective.h"
-#include "pipeline/fault_injection.h"
 
 namespace homodyne {
 
@@ -179,7 +178,7 @@ class FitCheckpoints {
   GlobalSearchTrail global_search_trail_;  // the resumed or finished global phase's work
   // The running phase's trail, during OnGlobalSearchProgress only (what Save writes then).
   const GlobalSearchTrail* live_trail_ = nullptr;
-  // The injected signal (src/pipeline/fault_injection.h), raised once when global_batch_ reaches
+  // The injected signal (src/base/fault_injection.h), raised once when global_batch_ reaches
   // its batch count, for deterministic interruption tests; nullopt without an injector.
   std::optional<SignalFault> test_signal_;
   int64_t test_batch_delay_ms_ = 0;  // FaultInjector::BatchDelayMilliseconds

@@ -8,13 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "base/fault_injection.h"
 #include "checkpoint/checkpoint_lock.h"
 #include "config/path_checks.h"
 #include "homodyne/errors.h"
 #include "homodyne/fit.h"
 #include "homodyne/process_group.h"
 #include "performance_log.h"
-#include "pipeline/fault_injection.h"
 
 namespace homodyne {
 namespace {

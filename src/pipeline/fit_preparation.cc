@@ -19,7 +19,6 @@
 #include "homodyne/errors.h"
 #include "homodyne/process_group.h"
 #include "objective/batched_objective.h"
-#include "optimize/bounds.h"
 #include "optimize/per_angle_mode.h"
 
 namespace homodyne {

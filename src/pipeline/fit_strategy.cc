@@ -12,15 +12,15 @@
 #include <span>
 #include <string_view>
 
+#include "base/fault_injection.h"
 #include "objective/c2_rows.h"
 #include "optimize/reparametrized_problem.h"
 #include "optimize/ceres_standard_fit.h"
-#include "pipeline/fault_injection.h"
 
 namespace homodyne {
 namespace {
 
-// The fault point of an allocation that can exhaust memory (src/pipeline/fault_injection.h):
+// The fault point of an allocation that can exhaust memory (src/base/fault_injection.h):
 // throws std::bad_alloc when an installed injector asks for it, so the fallbacks can be tested
 // without exhausting memory. `what`: a strategy's name, or "ceres_jacobian".
 void MaybeInjectAllocationFailure(std::string_view what) {
@@ -290,7 +290,7 @@ class StreamingStrategy : public FitStrategy {
 };
 
 // Sets up `kind`, or throws std::bad_alloc (also when a test injects one,
-// src/pipeline/fault_injection.h).
+// src/base/fault_injection.h).
 std::unique_ptr<FitStrategy> MakeStrategy(StrategyKind kind, const StrategyInputs& inputs) {
   MaybeInjectAllocationFailure(ToString(kind));
   if (kind == StrategyKind::kStreaming) return std::make_unique<StreamingStrategy>(inputs);

@@ -25,12 +25,8 @@
 #include <memory>
 #include <string>
 
-#include "checkpoint/checkpoint_store.h"
 #include "homodyne/config.h"
 #include "homodyne/fit.h"
-#include "optimize/global_search.h"
-#include "optimize/levenberg_marquardt.h"
-#include "objective/batched_objective.h"
 #include "homodyne/results.h"
 
 namespace homodyne {

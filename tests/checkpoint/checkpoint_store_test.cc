@@ -26,11 +26,11 @@
 #include <utility>
 #include <vector>
 
+#include "base/fault_injection.h"
 #include "checkpoint/checkpoint_store.h"
 #include "homodyne/checkpoint_errors.h"
 #include "homodyne/errors.h"
 #include "io/hdf5_util.h"
-#include "pipeline/fault_injection.h"
 #include "support/listed_faults.h"
 
 namespace homodyne {
@@ -755,7 +755,7 @@ TEST_F(CheckpointStoreTest, WriteErrorMidFileThrowsAndLeavesPreviousCheckpointOn
 }
 
 TEST_F(CheckpointStoreTest, CrashDuringWriteLeavesPreviousCheckpointValid) {
-  // The injected fault (src/pipeline/fault_injection.h) aborts half way through writing the
+  // The injected fault (src/base/fault_injection.h) aborts half way through writing the
   // temporary file (like kill -9); installed in the death test's child only.
   CheckpointStore store = Store();
   const Checkpoint older = MakeCheckpoint(10);

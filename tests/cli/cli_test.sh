@@ -839,7 +839,7 @@ PY
     ;;
   fault_variables_ignored)
     # The production homodyne reads none of the test fault variables (faults are injected only by
-    # tests, through src/pipeline/fault_injection.h): with all of them set, a streaming fit with
+    # tests, through src/base/fault_injection.h): with all of them set, a streaming fit with
     # checkpoints finishes and returns bitwise the fit without them.
     write_config sim.yaml laminar_flow sim.h5 "optimization:
   streaming: {batch_size: 500, checkpoint_dir: ./checkpoints, checkpoint_frequency: 1,

@@ -1,5 +1,5 @@
 // homodyne_with_faults: the homodyne program (the objects of src/cli/, its main included) with a
-// fault injector (src/pipeline/fault_injection.h) that reads the end-to-end tests' variables, for
+// fault injector (src/base/fault_injection.h) that reads the end-to-end tests' variables, for
 // tests/cli/fault_injection_test.sh and tests/cli/cli_test.sh. The production homodyne reads none
 // of them (tests/cli/cli_test.sh, case fault_variables_ignored). Never installed.
 //
@@ -31,8 +31,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/fault_injection.h"
 #include "homodyne/results.h"
-#include "pipeline/fault_injection.h"
 #include "support/listed_faults.h"
 
 namespace homodyne {

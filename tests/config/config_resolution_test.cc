@@ -14,7 +14,6 @@
 #include "homodyne/config.h"
 #include "homodyne/errors.h"
 #include "homodyne/override_checks.h"
-#include "pipeline/memory_budget.h"
 
 namespace homodyne {
 namespace {

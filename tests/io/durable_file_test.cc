@@ -21,7 +21,7 @@
 #include <string_view>
 #include <vector>
 
-#include "pipeline/fault_injection.h"
+#include "base/fault_injection.h"
 
 namespace homodyne::io_internal {
 namespace {

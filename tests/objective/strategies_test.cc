@@ -19,11 +19,11 @@
 #include <string>
 #include <vector>
 
+#include "base/fault_injection.h"
 #include "homodyne/errors.h"
 #include "io/read_paths.h"
 #include "objective/batched_objective.h"
 #include "optimize/levenberg_marquardt.h"
-#include "pipeline/fault_injection.h"
 #include "support/listed_faults.h"
 #include "support/simulated_data_fixture.h"
 
@@ -217,7 +217,7 @@ TEST_F(StrategiesTest, StartAtTheOptimumStaysAndPoorStartReachesIt) {
 // finished iteration) and pass state (partial sums, next batch) gives bitwise the uninterrupted
 // fit, wherever the interruption falls (first pass, a trial pass, late in the fit).
 TEST_F(StrategiesTest, AnInjectedReadFaultIsRetriedThenStopsThePassNamingTheBatch) {
-  // Arrange: every read of batch 1 fails (src/pipeline/fault_injection.h), as an unreadable
+  // Arrange: every read of batch 1 fails (src/base/fault_injection.h), as an unreadable
   // dataset would.
   const Config config = SimulationConfig(AnalysisMode::kLaminarFlow, 60);
   std::unique_ptr<BatchSource> source = SimulateAndOpen(config);

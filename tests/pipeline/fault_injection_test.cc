@@ -1,4 +1,4 @@
-// The fault seam (src/pipeline/fault_injection.h): no injector is installed by default;
+// The fault seam (src/base/fault_injection.h): no injector is installed by default;
 // ScopedFaultInjector installs one for a scope and restores the one before; an injector asks for
 // no fault at the points it does not override. The fault points themselves are tested where they
 // are: tests/pipeline/fit_strategy_test.cc, tests/pipeline/fit_fallback_test.cc,
@@ -6,7 +6,7 @@
 // homodyne_with_faults, tests/cli/fault_injection_test.sh.
 #include <gtest/gtest.h>
 
-#include "pipeline/fault_injection.h"
+#include "base/fault_injection.h"
 
 namespace homodyne {
 namespace {

@@ -27,7 +27,6 @@
 #include "homodyne/errors.h"
 #include "homodyne/fit.h"
 #include "homodyne/model.h"
-#include "pipeline/memory_budget.h"
 #include "pipeline/fit_checkpoints.h"
 #include "pipeline/fit_identity.h"
 

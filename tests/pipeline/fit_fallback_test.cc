@@ -1,6 +1,6 @@
 // The Ceres fallback in the middle of a fit: when the standard strategy's Ceres Jacobian does not
 // fit in memory (an allocation failure injected at "ceres_jacobian",
-// src/pipeline/fault_injection.h), the LM core goes on as the large strategy. It must then be the
+// src/base/fault_injection.h), the LM core goes on as the large strategy. It must then be the
 // LM-core fit in every number: the same parameters, chi2 and iterations as `--solver lm`, and
 // batch statistics counted once (as large counts them: from pass chunks), not also from
 // iterations as the Ceres policy does.
@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "base/fault_injection.h"
 #include "homodyne/config.h"
 #include "homodyne/dataset.h"
 #include "homodyne/fit.h"
 #include "laminar_data.h"
-#include "pipeline/fault_injection.h"
 #include "support/listed_faults.h"
 
 namespace homodyne {

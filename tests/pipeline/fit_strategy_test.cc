@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "base/fault_injection.h"
 #include "homodyne/config.h"
 #include "homodyne/dataset.h"
 #include "homodyne/model.h"
 #include "laminar_data.h"
-#include "pipeline/fault_injection.h"
 #include "pipeline/fit_strategy.h"
 #include "support/listed_faults.h"
 

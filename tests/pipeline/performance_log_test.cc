@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "optimize/levenberg_marquardt.h"
+
 namespace homodyne {
 namespace {
 

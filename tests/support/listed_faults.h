@@ -1,4 +1,4 @@
-// A FaultInjector (src/pipeline/fault_injection.h) for gtests: the faults are listed in its fields
+// A FaultInjector (src/base/fault_injection.h) for gtests: the faults are listed in its fields
 // and installed for a scope with ScopedFaultInjector, e.g.
 //   test::ListedFaults faults;
 //   faults.failing_allocations = {"ceres_jacobian"};
@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "pipeline/fault_injection.h"
+#include "base/fault_injection.h"
 
 namespace homodyne::test {
 

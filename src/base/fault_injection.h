@@ -11,8 +11,8 @@
 // Nothing is installed by default, and every fault point then costs one atomic load and a
 // branch.
 //
-// Header-only on purpose: src/objective, src/io and src/checkpoint ask it too, and they are linked
-// below homodyne_pipeline (src/pipeline/CMakeLists.txt).
+// In src/base/, the bottom layer (docs/design.md section 9), and header-only on purpose: src/io,
+// src/checkpoint, src/objective and src/pipeline all ask it, so it belongs to none of them.
 #pragma once
 
 #include <atomic>
