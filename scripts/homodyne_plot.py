@@ -428,6 +428,15 @@ class Results:
             group = file["angles"][angle["group"]]
             return group["data"][index, :], group["fit"][index, :]
 
+    def lag_rows(self, angle, numpy):
+        """(row indices, data rows, fit rows): every stride-th row (t1) at full resolution in
+        t2, for the averages over t1 at each lag."""
+        with self._h5py.File(self.fitted_data_path, "r") as file:
+            group = file["angles"][angle["group"]]
+            return (numpy.arange(0, len(self.t_full), self.stride),
+                    numpy.asarray(group["data"][::self.stride, :], dtype=float),
+                    numpy.asarray(group["fit"][::self.stride, :], dtype=float))
+
     def _history_matches(self):
         convergence = self.metrics.get("convergence", {})
         return (number(self.history.get("chi_squared")) ==
@@ -586,6 +595,121 @@ def plot_heatmap(pyplot, results, angle, scales, plot_dir, dpi):
     figure.suptitle(f"{phi_text(angle['phi'])}    contrast = {angle['contrast']:.4f}    "
                     f"offset = {angle['offset']:.4f}" + results.title_tail())
     save(pyplot, figure, path)
+
+
+def lag_sums(numpy, rows, row_indices, n):
+    """(sums, counts) over t1 at each lag k = 1 .. n-1 of rows[r, row_indices[r] + k], the
+    rows being c2(t1 = t_i, t2) for i in row_indices; only finite values count."""
+    sums = numpy.zeros(n - 1)
+    counts = numpy.zeros(n - 1)
+    for row, i in zip(rows, row_indices):
+        values = row[i + 1:]
+        finite = numpy.isfinite(values)
+        sums[:len(values)] += numpy.where(finite, values, 0.0)
+        counts[:len(values)] += finite
+    return sums, counts
+
+
+def lag_average(numpy, t, row_indices, data_rows, fit_rows=None, bins=150):
+    """g2(lag): the mean over t1 of c2(t1, t1 + lag) at each lag of the grid `t` (uniform),
+    of the data and of the fit (the cells where both are finite), and the number of cells
+    averaged. Lags are merged into `bins` logarithmic bins when there are more (weighted by
+    their cells). Returns (lags, data mean, fit mean or None, cells)."""
+    n = len(t)
+    both = numpy.isfinite(data_rows)
+    if fit_rows is not None:
+        both &= numpy.isfinite(fit_rows)
+    data_sums, counts = lag_sums(numpy, numpy.where(both, data_rows, numpy.nan), row_indices,
+                                 n)
+    fit_sums = (lag_sums(numpy, numpy.where(both, fit_rows, numpy.nan), row_indices, n)[0]
+                if fit_rows is not None else None)
+    steps = numpy.arange(1, n, dtype=float)
+    if len(steps) > bins:
+        edges = numpy.unique(numpy.round(numpy.geomspace(1, n, bins + 1)).astype(int))
+        group = numpy.searchsorted(edges, numpy.arange(1, n), side="right") - 1
+        merge = lambda values: numpy.bincount(group, weights=values)  # noqa: E731
+        weights = merge(counts)
+        steps = merge(steps * counts) / numpy.where(weights > 0, weights, 1)
+        data_sums = merge(data_sums)
+        fit_sums = merge(fit_sums) if fit_sums is not None else None
+        counts = weights
+    keep = counts > 0
+    spacing = (t[-1] - t[0]) / (n - 1)
+    data_mean = data_sums[keep] / counts[keep]
+    fit_mean = fit_sums[keep] / counts[keep] if fit_sums is not None else None
+    return steps[keep] * spacing, data_mean, fit_mean, counts[keep]
+
+
+def plot_g2(numpy, pyplot, panels, path, title, sigma, dpi, time_unit="s"):
+    """g2(lag) per angle on a log lag axis: `panels` of (phi, lags, data mean, fit mean or
+    None, cells); with a fit, the residual (data - fit) below each, with the band of
+    +- sigma / sqrt(cells) (the noise of a mean of independent cells)."""
+    drawing(path)
+    with_fit = any(panel[3] is not None for panel in panels)
+    columns = min(len(panels), 3)
+    rows = math.ceil(len(panels) / columns)
+    ratios = [3.0, 1.3, 0.62] if with_fit else [3.0, 0.62]
+    height = rows * (sum(ratios) * 1.0) + 0.9
+    figure, axes = new_figure(pyplot, (4.9 * columns + 0.4, height), dpi,
+                              rows * len(ratios), columns, margins=(0.85, 0.2, 0.0, 0.8),
+                              spaces=(0.28, 0.06), gridspec_kw={"height_ratios": ratios * rows})
+    for index in range(rows * columns):
+        row, column = divmod(index, columns)
+        cell = [axes[row * len(ratios) + k, column] for k in range(len(ratios))]
+        cell[-1].set_visible(False)  # the space between cells
+        if index >= len(panels):
+            for axis in cell[:-1]:
+                axis.set_visible(False)
+            continue
+        phi, lags, data, fit, cells = panels[index]
+        top = cell[0]
+        top.plot(lags, data, "o", color="tab:blue", markersize=3.5, label="data")
+        if fit is not None:
+            top.plot(lags, fit, "-", color="black", linewidth=1.4, label="fit")
+        top.set_xscale("log")
+        top.set_title(phi_text(phi) if phi is not None else "")
+        if column == 0:
+            top.set_ylabel("g\u2082(\u03c4) = \u27e8c\u2082(t\u2081, t\u2081 + \u03c4)"
+                           "\u27e9 over t\u2081", fontsize=10)
+        if index == 0:
+            top.legend(frameon=False, loc="upper right")
+        bottom = top
+        if fit is not None:
+            bottom = cell[1]
+            residual = data - fit
+            if math.isfinite(sigma) and sigma > 0:
+                band = sigma / numpy.sqrt(cells)
+                bottom.fill_between(lags, -band, band, color="0.85", linewidth=0,
+                                    label="\u00b1\u03c3/\u221an")
+            bottom.axhline(0.0, color="black", linewidth=0.8)
+            bottom.plot(lags, residual, ".", color="tab:red", markersize=3)
+            if column == 0:
+                bottom.set_ylabel("data \u2212 fit", fontsize=10)
+            if index == 0 and math.isfinite(sigma) and sigma > 0:
+                bottom.legend(frameon=False, loc="upper left", fontsize=9)
+            top.tick_params(labelbottom=False)
+        for axis in {top, bottom}:
+            axis.set_xscale("log")
+            axis.set_xlim(lags[0] / 1.25, lags[-1] * 1.25)
+        bottom.set_xlabel(f"lag \u03c4 = t\u2082 \u2212 t\u2081 [{time_unit}]")
+    figure.suptitle(title)
+    save(pyplot, figure, path)
+
+
+def plot_fit_g2(numpy, pyplot, results, plot_dir, dpi):
+    """g2_lag.png: the data and the fit averaged over t1 at each lag, every angle."""
+    path = drawing(os.path.join(plot_dir, "g2_lag.png"))
+    panels = []
+    for angle in results.angles:
+        row_indices, data, fit = results.lag_rows(angle, numpy)
+        lags, data_mean, fit_mean, cells = lag_average(numpy, results.t_full, row_indices,
+                                                       data, fit)
+        panels.append((angle["phi"], lags, data_mean, fit_mean, cells))
+    sampled = (f", t\u2081 every {results.stride}th time" if results.stride > 1 else "")
+    plot_g2(numpy, pyplot, panels, path,
+            f"g\u2082(\u03c4): c\u2082 averaged over t\u2081 at each lag{sampled}; residual "
+            f"band \u00b1\u03c3/\u221an, \u03c3 = {results.sigma_fit:.3g}"
+            + results.title_tail(), results.sigma_fit, dpi)
 
 
 def cut_indices(count, n):
@@ -922,6 +1046,7 @@ def figure_jobs(numpy, pyplot, results, plot_dir, arguments):
     for angle in results.angles:
         jobs.append(lambda angle=angle: plot_heatmap(pyplot, results, angle, scales, plot_dir,
                                                      dpi))
+    jobs.append(lambda: plot_fit_g2(numpy, pyplot, results, plot_dir, dpi))
     jobs.append(lambda: plot_convergence(numpy, pyplot, results, plot_dir, dpi))
     jobs.append(lambda: plot_residual_histogram(numpy, pyplot, results, plot_dir, dpi))
     for angle in results.angles:
