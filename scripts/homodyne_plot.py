@@ -310,6 +310,8 @@ class Results:
                   f"convergence_metrics.json (chi2 or iterations differ): not used",
                   file=sys.stderr)
             self.history = None
+        self.derived_rates = read_derived_rates(numpy, os.path.join(folder,
+                                                                    "derived_rates.json"))
         self.analysis = read_json(os.path.join(folder, "analysis_results_nlsq.json"),
                                   ANALYSIS_SCHEMA) or {}
         self.data_file = data_file or self.analysis.get("dataset_info", {}).get("data_file")
@@ -712,6 +714,153 @@ def plot_fit_g2(numpy, pyplot, results, plot_dir, dpi):
             + results.title_tail(), results.sigma_fit, dpi)
 
 
+# The rates of each mode (docs/model.md): (key, label, unit, parameter names, kind). The keys
+# are those of nlsq/derived_rates.json (issue 40), whose bands are drawn on the same panel.
+RATE_FLOOR = 1e-10  # the model's rate floor (model_limits::kRateFloor)
+MODE_RATES = {
+    "static": [("D", "D(t) = D0 t^\u03b1 + D_offset", "\u00c5\u00b2/s",
+                ("D0", "alpha", "D_offset"), "floored")],
+    "laminar_flow": [("D", "D(t) = D0 t^\u03b1 + D_offset", "\u00c5\u00b2/s",
+                      ("D0", "alpha", "D_offset"), "floored"),
+                     ("gamma_dot", "\u03b3\u0307(t) = \u03b3\u0307\u2080 t^\u03b2 + "
+                      "\u03b3\u0307_offset", "1/s",
+                      ("gamma_dot_t0", "beta", "gamma_dot_t_offset"), "floored")],
+    "two_component": [("D_ref", "J_ref(t) = D0_ref t^\u03b1_ref + D_offset_ref",
+                       "\u00c5\u00b2/s", ("D0_ref", "alpha_ref", "D_offset_ref"), "zeroed"),
+                      ("D_sample", "J_sample(t) = D0_sample t^\u03b1_sample + "
+                       "D_offset_sample", "\u00c5\u00b2/s",
+                       ("D0_sample", "alpha_sample", "D_offset_sample"), "zeroed"),
+                      ("v", "v(t) = v0 t^v_beta + v_offset", "\u00c5/s",
+                       ("v0", "v_beta", "v_offset"), "signed"),
+                      ("fraction", "sample fraction x_s(t)", "", ("f0", "f1", "f2", "f3"),
+                       "fraction")],
+}
+MODE_RATES["heterodyne"] = MODE_RATES["two_component"]
+RATE_SYMBOLS = {"gamma_dot": "\u03b3\u0307", "D_ref": "J_ref", "D_sample": "J_sample",
+                "fraction": "x_s"}
+
+
+def rate_curve(numpy, t, values, kind):
+    """A rate of the model at the times `t` from its parameters `values` (docs/model.md)."""
+    if kind == "fraction":  # x_s = soft01(f0 exp(clip(f1 (t - f2), -700, 700)) + f3)
+        f0, f1, f2, f3 = values
+        z = f0 * numpy.exp(numpy.clip(f1 * (t - f2), -700, 700)) + f3
+        softplus = lambda x: numpy.logaddexp(0.0, x)  # noqa: E731
+        return 1 - softplus(50 * (1 - softplus(50 * z) / 50)) / 50
+    prefactor, exponent, offset = values
+    # pw(t, e): t^e, with t no smaller than the model's 1e-10 guard (t > 0 on the fitted grid).
+    rate = prefactor * numpy.power(numpy.maximum(t, 1e-10), exponent) + offset
+    if kind == "floored":
+        return numpy.maximum(rate, RATE_FLOOR)
+    if kind == "zeroed":
+        return numpy.maximum(rate, 0.0)
+    return rate
+
+
+def read_derived_rates(numpy, path):
+    """nlsq/derived_rates.json (issue 40): {"t": [...], KEY: [...], KEY_interval_68:
+    [[lo, hi], ...], ...} as {"t": array, KEY: (values, band 68 or None, band 95 or None)},
+    or None when the file is absent; exits 1 naming the key when it does not fit."""
+    content = read_json(path, {"t": ([NUMBER], True)})
+    if content is None:
+        return None
+    t = numpy.array([number(value) for value in content["t"]], dtype=float)
+    if len(t) < 2 or not numpy.all(numpy.isfinite(t)) or numpy.any(t <= 0):
+        fail(f"{path}, key t: {len(t)} times: must be at least 2, finite and positive")
+    curves = {}
+    for key, value in content.items():
+        if key == "t" or key.endswith(("_interval_68", "_interval_95")):
+            continue
+        if not isinstance(value, list):
+            continue  # other information (units, a note): not a curve
+        check_json(path, key, value, [NUMBER])
+        if len(value) != len(t):
+            fail(f"{path}, key {key}: {len(value)} values for {len(t)} times in t: one per time")
+        bands = []
+        for level in ("68", "95"):
+            name = f"{key}_interval_{level}"
+            if name not in content:
+                bands.append(None)
+                continue
+            check_json(path, name, content[name], [[NUMBER]])
+            if len(content[name]) != len(t) or any(len(pair) != 2 for pair in content[name]):
+                fail(f"{path}, key {name}: must hold one [lo, hi] per time in t "
+                     f"({len(t)})")
+            bands.append(numpy.array([[number(v) for v in pair] for pair in content[name]],
+                                     dtype=float))
+        curves[key] = (numpy.array([number(v) for v in value], dtype=float),) + tuple(bands)
+    return {"t": t, "curves": curves}
+
+
+def plot_rates(numpy, pyplot, results, plot_dir, dpi):
+    """derived_rates.png: D(t) and, per mode, the shear rate or the two components' rates,
+    velocity and fraction over the fitted window, from the fitted parameters; with
+    nlsq/derived_rates.json, its curves and 68 % (and 95 %) bands too."""
+    path = drawing(os.path.join(plot_dir, "derived_rates.png"))
+    mode = (results.parameters or {}).get("analysis_mode", "")
+    fitted = {name: number(entry.get("value")) if isinstance(entry, dict) else math.nan
+              for name, entry in (results.parameters or {}).get("parameters", {}).items()}
+    derived = results.derived_rates
+    t = results.t_full
+    panels = []  # (key, title, unit, model curve or None)
+    for key, title, unit, names, kind in MODE_RATES.get(mode, []):
+        values = [fitted.get(name, math.nan) for name in names]
+        curve = (rate_curve(numpy, t, values, kind)
+                 if all(math.isfinite(v) for v in values) else None)
+        panels.append((key, title, unit, curve))
+    known = {panel[0] for panel in panels}
+    for key in (derived or {"curves": {}})["curves"]:
+        if key not in known:
+            panels.append((key, key, "", None))
+    if not panels:
+        panels.append(("", "no rates: no analysis_mode or parameters in parameters.json", "",
+                       None))
+    columns = min(len(panels), 2)
+    rows = math.ceil(len(panels) / columns)
+    figure, axes = new_figure(pyplot, (6.2 * columns, 3.9 * rows + 0.5), dpi, rows, columns,
+                              margins=(0.95, 0.25, 0.6, 1.0), spaces=(0.3, 0.5))
+    for axis in axes.ravel()[len(panels):]:
+        axis.set_visible(False)
+    for axis, (key, title, unit, curve) in zip(axes.ravel(), panels):
+        shown_values = []
+        band_drawn = False
+        if derived and key in derived["curves"]:
+            values, band68, band95 = derived["curves"][key]
+            for band, alpha, level in ((band95, 0.15, "95"), (band68, 0.35, "68")):
+                if band is not None:
+                    axis.fill_between(derived["t"], band[:, 0], band[:, 1], color="tab:blue",
+                                      alpha=alpha, linewidth=0, label=f"{level} % interval")
+                    shown_values.append(band.ravel())
+                    band_drawn = True
+            axis.plot(derived["t"], values, "--", color="tab:blue", linewidth=1.2,
+                      label="derived_rates.json")
+            shown_values.append(values)
+        if curve is not None:
+            axis.plot(t, curve, "-", color="black", linewidth=1.6,
+                      label="from the fitted parameters")
+            shown_values.append(curve)
+        if not shown_values:
+            message_panel(axis, "no fitted value for this rate")
+            axis.set_title(title, fontsize=11)
+            continue
+        finite = numpy.concatenate(shown_values)
+        finite = finite[numpy.isfinite(finite)]
+        axis.set_xscale("log")
+        if finite.size and finite.min() > 0 and finite.max() > 3 * finite.min():
+            axis.set_yscale("log")
+        axis.set_title(title, fontsize=11)
+        axis.set_xlabel("t [s]")
+        symbol = RATE_SYMBOLS.get(key, key)
+        axis.set_ylabel(f"{symbol} [{unit}]" if unit else symbol)
+        if band_drawn or (derived and key in derived["curves"]):
+            axis.legend(frameon=False, fontsize=9)
+    source = ("bands: the intervals of nlsq/derived_rates.json" if derived else
+              "curves of the fitted values (no nlsq/derived_rates.json: no bands)")
+    figure.suptitle(f"Rates over the fitted window ({mode or '?'}){results.title_tail()}\n"
+                    f"{source}")
+    save(pyplot, figure, path)
+
+
 def cut_indices(count, n):
     """`count` row indices spread over the first 80 % of the window (later rows are short)."""
     last = max(0, int(0.8 * (n - 2)))
@@ -1049,6 +1198,7 @@ def figure_jobs(numpy, pyplot, results, plot_dir, arguments):
     jobs.append(lambda: plot_fit_g2(numpy, pyplot, results, plot_dir, dpi))
     jobs.append(lambda: plot_convergence(numpy, pyplot, results, plot_dir, dpi))
     jobs.append(lambda: plot_residual_histogram(numpy, pyplot, results, plot_dir, dpi))
+    jobs.append(lambda: plot_rates(numpy, pyplot, results, plot_dir, dpi))
     for angle in results.angles:
         jobs.append(lambda angle=angle: plot_cuts(numpy, pyplot, results, angle, plot_dir, dpi,
                                                   arguments.cuts))
