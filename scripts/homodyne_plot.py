@@ -113,7 +113,7 @@ def parse_arguments(argv):
                         help="the --output-dir of the fit (holds nlsq/fitted_data.h5); with "
                              "--plot-experimental-data also a beamline HDF5 data file")
     parser.add_argument("--plot-dir", help="folder for the PNG files (default OUTPUT_DIR/nlsq; "
-                                           "for a data file, the folder it is in)")
+                                           "for a data file, exp_data in the working folder)")
     parser.add_argument("--dpi", type=int, default=150, help="resolution (default 150)")
     parser.add_argument("--max-pixels", type=int, default=1000,
                         help="largest matrix side plotted; larger ones are strided (default 1000)")
@@ -1187,6 +1187,279 @@ def plot_correlations(numpy, pyplot, results, plot_dir, dpi):
     save(pyplot, figure, os.path.join(plot_dir, "parameter_correlations.png"))
 
 
+# --plot-experimental-data: the beamline layouts as src/io/beamline_reader.cc reads them
+# (docs/design.md section 8, Input).
+APS_U_Q, APS_U_PHI = "/xpcs/qmap/dynamic_v_list_dim0", "/xpcs/qmap/dynamic_v_list_dim1"
+APS_U_BINS, APS_U_MATRICES = "/xpcs/twotime/processed_bins", "/xpcs/twotime/correlation_map"
+APS_OLD_Q, APS_OLD_PHI, APS_OLD_MATRICES = "/xpcs/dqlist", "/xpcs/dphilist", "/exchange/C2T_all"
+APS_U_SAME_Q = 1e-10
+
+
+def normalised_angle(phi):
+    """phi in degrees, normalised to (-180, 180] as the reader does (210 -> -150)."""
+    phi = math.fmod(phi, 360.0)
+    if phi <= -180.0:
+        phi += 360.0
+    elif phi > 180.0:
+        phi -= 360.0
+    return phi
+
+
+def read_config(path):
+    """(data file, q target, dt, start_frame, end_frame, q tolerance) of a homodyne config, the
+    keys read as the fit reads them (docs/configuration.md, Model and data); None where the
+    config has no value."""
+    try:
+        import yaml
+    except ImportError as error:
+        fail(f"--config needs PyYAML ({error}; apt-get install python3-yaml), or give the data "
+             f"file with --q and --dt", EXIT_MISSING_MODULE)
+    try:
+        with open(path, encoding="utf-8") as file:
+            config = yaml.safe_load(file)
+    except (OSError, yaml.YAMLError) as error:
+        fail(f"{path}: cannot read it as YAML ({' '.join(str(error).split())[:200]})")
+    if not isinstance(config, dict):
+        fail(f"{path}: not a homodyne config (a YAML mapping)")
+
+    def section(parent, key):
+        value = parent.get(key) if isinstance(parent, dict) else None
+        return value if isinstance(value, dict) else {}
+
+    def value(parent, key, kind):
+        item = parent.get(key) if isinstance(parent, dict) else None
+        if item is None:
+            return None
+        if kind is str:
+            return item if isinstance(item, str) else fail(
+                f"{path}: {key}: {shown(item)} is not a string")
+        if isinstance(item, bool) or not isinstance(item, (int, float)):
+            fail(f"{path}: {key}: {shown(item)} is not a number")
+        return item
+
+    analyzer = section(config, "analyzer_parameters")
+    data = section(config, "experimental_data")
+    folder, name = value(data, "data_folder_path", str), value(data, "data_file_name", str)
+    data_file = (folder.rstrip("/") + "/" + name if folder is not None and name is not None
+                 else value(data, "file_path", str))
+    dt = value(analyzer, "dt", float)
+    if dt is None:
+        dt = value(data, "dt", float) or value(config, "dt", float)
+    return {"data_file": data_file,
+            "q": value(section(analyzer, "scattering"), "wavevector_q", float), "dt": dt,
+            "start_frame": value(analyzer, "start_frame", int),
+            "end_frame": value(analyzer, "end_frame", int),
+            "q_tolerance": value(config, "q_tolerance_fraction", float)}
+
+
+class ExperimentalData:
+    """The matrices of one q ring of a beamline HDF5 file (APS-U or APS-old), over the frame
+    window with its first frame dropped, as the fit sees them: c2(t1, t2) strided for the heat
+    maps and every stride-th row at full resolution for g2."""
+
+    def __init__(self, h5py, numpy, path, q_target, tolerance, window, dt, max_pixels):
+        global current_activity
+        self.path = path
+        if not os.path.isfile(path):
+            fail(f"{path}: not found (the data file to plot)")
+        current_activity = f"{path}: reading it"
+        try:
+            with h5py.File(path, "r") as file:
+                candidates, layout = self._candidates(h5py, numpy, file)
+                kept = self._select(candidates, layout, q_target, tolerance or 0.1)
+                self.layout = layout
+                self.q = kept[0][0]
+                self.angles = []
+                for q, phi, name in kept:
+                    self.angles.append(self._read(h5py, numpy, file, name, phi, window,
+                                                  max_pixels))
+        except OSError as error:
+            fail(f"{path}: cannot read it as HDF5 ({error})")
+        n = self.angles[0]["n"]
+        self.dt = dt
+        self.time_unit = "s" if dt else "frames"
+        self.t_full = (numpy.arange(n) + 1.0) * (dt or 1.0)
+        self.stride = self.angles[0]["stride"]
+        self.t = self.t_full[::self.stride]
+        self.window = self.angles[0]["window"]
+
+    def _candidates(self, h5py, numpy, file):
+        """[(q, phi, dataset path)] of every matrix, and the layout's name."""
+        def values(name):
+            dataset = file.get(name)
+            if not isinstance(dataset, h5py.Dataset) or dataset.dtype.kind not in "iuf":
+                fail(f"{self.path}, {name}: missing or not numbers")
+            array = numpy.asarray(dataset[()], dtype=float).ravel()
+            if not numpy.all(numpy.isfinite(array)):
+                fail(f"{self.path}, {name}: holds a value that is not finite")
+            return array
+
+        def members(name):
+            group = file.get(name)
+            if not isinstance(group, h5py.Group):
+                fail(f"{self.path}, {name}: missing or not a group")
+            return [f"{name}/{member}" for member in sorted(group.keys())]
+
+        if APS_U_Q in file and APS_U_MATRICES in file:
+            q_list, phi_list = values(APS_U_Q), values(APS_U_PHI)
+            bins = values(APS_U_BINS).astype(int)
+            names = members(APS_U_MATRICES)
+            if not q_list.size or not phi_list.size:
+                fail(f"{self.path}, {APS_U_Q} or {APS_U_PHI}: empty")
+            pairs = [(q_list[(b - 1) // len(phi_list)], phi_list[(b - 1) % len(phi_list)])
+                     for b in bins if b >= 1 and (b - 1) // len(phi_list) < len(q_list)]
+            if len(pairs) != len(names):
+                fail(f"{self.path}: count mismatch: {len(pairs)} valid bins in {APS_U_BINS} "
+                     f"but {len(names)} matrices in {APS_U_MATRICES}")
+            return [(q, phi, name) for (q, phi), name in zip(pairs, names)], "APS-U"
+        if APS_OLD_Q in file and APS_OLD_PHI in file and APS_OLD_MATRICES in file:
+            q_list, phi_list = values(APS_OLD_Q), values(APS_OLD_PHI)
+            names = members(APS_OLD_MATRICES)
+            if not len(q_list) == len(phi_list) == len(names):
+                fail(f"{self.path}: count mismatch: {len(q_list)} q, {len(phi_list)} phi, "
+                     f"{len(names)} matrices in {APS_OLD_MATRICES}")
+            return list(zip(q_list, phi_list, names)), "APS-old"
+        top = ", ".join("/" + key for key in file.keys()) or "nothing"
+        fail(f"{self.path}: neither the APS-U layout ({APS_U_Q}, {APS_U_MATRICES}) nor the "
+             f"APS-old one ({APS_OLD_Q}, {APS_OLD_MATRICES}); the file holds {top}")
+
+    def _select(self, candidates, layout, q_target, tolerance):
+        """The matrices of the ring closest to `q_target` (the first matrix's ring without
+        one), chosen as the fit chooses them."""
+        if not candidates:
+            fail(f"{self.path}: holds no matrix")
+        if q_target is None:
+            q_target = candidates[0][0]
+        best = min(range(len(candidates)), key=lambda k: abs(candidates[k][0] - q_target))
+        q_star = candidates[best][0]
+        if not abs(q_star - q_target) <= tolerance * abs(q_target):
+            rings = sorted({round(c[0], 8) for c in candidates})
+            fail(f"{self.path}: wavevector q = {q_target:g} 1/A is not present: the closest "
+                 f"is {q_star:g} (rings: {', '.join(f'{q:g}' for q in rings[:12])}"
+                 f"{' ...' if len(rings) > 12 else ''})")
+        if layout == "APS-U":
+            return [c for c in candidates if abs(c[0] - q_star) < APS_U_SAME_Q]
+        kept = [k for k, c in enumerate(candidates) if abs(c[0] - q_star) <= tolerance * q_star]
+        if len(kept) < 5:
+            kept = sorted(sorted(range(len(candidates)),
+                                 key=lambda k: abs(candidates[k][0] - q_star))[:10])
+        return [candidates[k] for k in kept]
+
+    def _read(self, h5py, numpy, file, name, phi, window, max_pixels):
+        dataset = file[name]
+        if (not isinstance(dataset, h5py.Dataset) or len(dataset.shape) != 2 or
+                dataset.shape[0] != dataset.shape[1] or dataset.dtype.kind not in "iuf"):
+            fail(f"{self.path}, {name}: {getattr(dataset, 'shape', 'a group')}: must be a "
+                 f"square matrix of numbers")
+        frames = dataset.shape[0]
+        start, end = window
+        start = 1 if start is None else int(start)
+        end = frames if end is None or end == -1 else min(int(end), frames)
+        # 1-based inclusive [start, end]; the window's first frame is dropped, as in the fit.
+        first, stop = start, end
+        if stop - first < 2:
+            fail(f"{self.path}, {name}: frames {start}..{end} of {frames}: at least 3 are "
+                 f"needed")
+        n = stop - first
+        stride = max(1, math.ceil(n / max_pixels))
+        strided = numpy.asarray(dataset[first:stop:stride, first:stop:stride], dtype=float)
+        # The files store the upper triangle (with the diagonal): mirror it for the picture.
+        upper = numpy.triu(numpy.ones(strided.shape, dtype=bool))
+        strided = numpy.where(upper, strided, strided.T)
+        rows = numpy.asarray(dataset[first:stop:stride, first:stop], dtype=float)
+        return {"group": name, "phi": normalised_angle(float(phi)), "data": strided,
+                "rows": rows, "row_indices": numpy.arange(0, n, stride), "n": n,
+                "stride": stride, "window": (start, end)}
+
+
+def plot_experimental_heatmaps(numpy, pyplot, data, plot_dir, dpi, title_tail):
+    """experimental_c2_heatmaps.png: c2(t1, t2) of every angle, one colour scale."""
+    path = drawing(os.path.join(plot_dir, "experimental_c2_heatmaps.png"))
+    angles = data.angles
+    columns = min(len(angles), 4)
+    rows = math.ceil(len(angles) / columns)
+    figure, axes = new_figure(pyplot, (4.2 * columns + 1.4, 4.0 * rows + 0.5), dpi, rows,
+                              columns, margins=(0.75, 1.3, 0.6, 0.85), spaces=(0.32, 0.35))
+    limits = percentile_limits(numpy, [a["data"] for a in angles], (1.0, 1.5))
+    t = data.t
+    extent = (t[0], t[-1], t[0], t[-1])
+    image = None
+    for axis in axes.ravel()[len(angles):]:
+        axis.set_visible(False)
+    for axis, angle in zip(axes.ravel(), angles):
+        image = axis.imshow(angle["data"].T, origin="lower", extent=extent, aspect="equal",
+                            cmap="viridis", vmin=limits[0], vmax=limits[1],
+                            interpolation="nearest")
+        axis.set_title(phi_text(angle["phi"]))
+        axis.set_xlabel(f"t\u2081 [{data.time_unit}]")
+        axis.set_ylabel(f"t\u2082 [{data.time_unit}]")
+    bar = figure.colorbar(image, ax=list(axes.ravel()[:len(angles)]), shrink=0.85)
+    bar.set_label("c\u2082 (1st to 99th percentile)")
+    start, end = data.window
+    window = (f"frames {start + 1}..{end} ({data.layout})" if data.layout != "fitted_data.h5"
+              else "the fitted window (fitted_data.h5)")
+    figure.suptitle(f"Experimental c\u2082(t\u2081, t\u2082), {window}{title_tail}" +
+                    (f", every {data.stride}th frame" if data.stride > 1 else ""))
+    save(pyplot, figure, path)
+
+
+def plot_experimental_g2(numpy, pyplot, data, plot_dir, dpi, title_tail):
+    """experimental_g2_lag.png: the data averaged over t1 at each lag, every angle."""
+    path = drawing(os.path.join(plot_dir, "experimental_g2_lag.png"))
+    panels = []
+    for angle in data.angles:
+        lags, mean, _, cells = lag_average(numpy, data.t_full, angle["row_indices"],
+                                           angle["rows"])
+        panels.append((angle["phi"], lags, mean, None, cells))
+    plot_g2(numpy, pyplot, panels, path,
+            f"Experimental g\u2082(\u03c4): c\u2082 averaged over t\u2081 at each lag"
+            f"{title_tail}", math.nan, dpi, data.time_unit)
+
+
+def experimental_main(h5py, numpy, pyplot, arguments):
+    """--plot-experimental-data: the data alone, from a data file (its argument, --data-file
+    or the config's) or from a fit's fitted_data.h5 (an OUTPUT_DIR)."""
+    global current_activity
+    source = arguments.output_dir
+    if (source is not None and arguments.config is None and
+            source.lower().endswith((".yaml", ".yml"))):
+        arguments.config, source = source, None  # a config given as the argument
+    config = read_config(arguments.config) if arguments.config else {}
+    if source is not None and os.path.isdir(source):
+        folder = os.path.join(source, "nlsq")
+        results = Results(h5py, numpy, folder, arguments.max_pixels, arguments.data_file)
+        plot_dir = arguments.plot_dir or folder
+        for angle in results.angles:
+            angle["row_indices"], angle["rows"], _ = results.lag_rows(angle, numpy)
+        results.time_unit, results.layout = "s", "fitted_data.h5"
+        results.window = (1, len(results.t_full) + 1)
+        tail = results.title_tail()
+        data = results
+    else:
+        path = source or arguments.data_file or config.get("data_file")
+        if not path:
+            fail(f"{arguments.config}: names no data file (experimental_data.data_folder_path "
+                 f"and data_file_name, or file_path): give it as an argument")
+        q_target = arguments.q if arguments.q is not None else config.get("q")
+        dt = arguments.dt if arguments.dt is not None else config.get("dt")
+        data = ExperimentalData(h5py, numpy, path, q_target, config.get("q_tolerance"),
+                                (config.get("start_frame"), config.get("end_frame")), dt,
+                                arguments.max_pixels)
+        plot_dir = arguments.plot_dir or "exp_data"
+        tail = title_tail(data.q, path)
+        if not dt:
+            tail += "    no dt: times in frames"
+    current_activity = f"{plot_dir}: creating it"
+    try:
+        os.makedirs(plot_dir, exist_ok=True)
+    except OSError as error:
+        fail(f"{plot_dir}: cannot create the plot folder ({error.strerror})")
+    jobs = [lambda: plot_experimental_heatmaps(numpy, pyplot, data, plot_dir, arguments.dpi,
+                                               tail),
+            lambda: plot_experimental_g2(numpy, pyplot, data, plot_dir, arguments.dpi, tail)]
+    return run_jobs(jobs, worker_count(arguments.jobs, len(jobs)))
+
+
 def figure_jobs(numpy, pyplot, results, plot_dir, arguments):
     """The figures of a fit, one callable each, the slowest first."""
     dpi = arguments.dpi
@@ -1286,6 +1559,8 @@ def main(argv):
     arguments = parse_arguments(argv)
     h5py, numpy, pyplot = import_modules()
     numpy.seterr(invalid="ignore", divide="ignore")
+    if arguments.plot_experimental_data:
+        return experimental_main(h5py, numpy, pyplot, arguments)
     folder = os.path.join(arguments.output_dir, "nlsq")
     results = Results(h5py, numpy, folder, arguments.max_pixels, arguments.data_file)
     plot_dir = arguments.plot_dir or folder
