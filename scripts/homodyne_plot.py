@@ -886,8 +886,14 @@ def plot_cuts(numpy, pyplot, results, angle, plot_dir, dpi, cut_count):
     pad = 2.5 * sigma if math.isfinite(sigma) else 0.0
     y_limits = ((float(finite.min()) - pad, float(finite.max()) + pad)
                 if finite.size else None)
-    figure, axes = new_figure(pyplot, (5.2 * columns, 3.6 * rows + 0.4), dpi, rows, columns,
-                              margins=(0.75, 0.2, 0.6, 0.75), spaces=(0.08, 0.45), sharey=True)
+    lines = [f"{phi_text(angle['phi'])}: c\u2082(t\u2081, t\u2081 + lag), data and fit",
+             results.title_tail().strip(),
+             f"bands: noise \u03c3 = {sigma:.3g} ({results.sigma_source})"]
+    title = "\n".join(line for line in lines if line)
+    top = 0.35 + 0.2 * title.count("\n")
+    figure, axes = new_figure(pyplot, (max(5.2 * columns, 7.5), 3.6 * rows + top), dpi, rows,
+                              columns, margins=(0.75, 0.2, 0.6, top + 0.25),
+                              spaces=(0.08, 0.45), sharey=True)
     for axis in axes.ravel()[len(cuts):]:
         axis.set_visible(False)
     for axis, (index, data, fit) in zip(axes.ravel(), cuts):
@@ -907,8 +913,7 @@ def plot_cuts(numpy, pyplot, results, angle, plot_dir, dpi, cut_count):
         if y_limits:
             axis.set_ylim(*y_limits)
     axes.ravel()[0].legend(loc="upper right", frameon=False)
-    figure.suptitle(f"{phi_text(angle['phi'])}: c\u2082(t\u2081, t\u2081 + lag), data and fit; "
-                    f"bands: noise \u03c3 = {sigma:.3g} ({results.sigma_source})")
+    figure.suptitle(title, fontsize=11)
     save(pyplot, figure, path)
 
 
@@ -924,7 +929,7 @@ def plot_residual_histogram(numpy, pyplot, results, plot_dir, dpi):
         spread = max(spread, 5 * sigma)
     edges = numpy.linspace(-spread, spread, 121)
     x = numpy.linspace(-spread, spread, 600)
-    figure, axes = new_figure(pyplot, (12, 4.6), dpi, 1, 2, margins=(0.8, 0.2, 0.6, 0.5),
+    figure, axes = new_figure(pyplot, (12, 4.6), dpi, 1, 2, margins=(0.8, 0.2, 0.6, 0.7),
                               spaces=(0.22, 0.3))
     axes = axes[0]
     counts, _ = numpy.histogram(residuals, bins=edges, density=True)
@@ -959,9 +964,10 @@ def plot_residual_histogram(numpy, pyplot, results, plot_dir, dpi):
                  ha="right", va="top", fontsize=10,
                  bbox={"facecolor": "white", "edgecolor": "0.7"})
     angles = ", ".join(f"{a['phi']:.1f}" for a in results.angles)
-    figure.suptitle(f"Residuals of all angles ({angles}\u00b0), upper triangles without the "
-                    f"diagonal" + (f", every {results.stride}th row and column"
-                                   if results.stride > 1 else ""))
+    figure.suptitle(f"Residuals of all angles ({angles}\u00b0){results.title_tail()}\nupper "
+                    f"triangles without the diagonal" +
+                    (f", every {results.stride}th row and column" if results.stride > 1 else ""),
+                    fontsize=12)
     save(pyplot, figure, os.path.join(plot_dir, "residual_histogram.png"))
 
 
@@ -975,11 +981,17 @@ def message_panel(axis, text):
 def plot_convergence(numpy, pyplot, results, plot_dir, dpi):
     """chi2, damping, step norm and Gauss-Newton step per iteration; the global phase's minima."""
     drawing(os.path.join(plot_dir, "convergence.png"))
-    figure, axes = new_figure(pyplot, (16, 8.5), dpi, 2, 3, margins=(0.85, 0.2, 0.6, 0.6),
-                              spaces=(0.3, 0.38))
+    figure, axes = new_figure(pyplot, (16, 8.5), dpi, 2, 3, margins=(0.95, 0.2, 0.6, 0.75),
+                              spaces=(0.33, 0.38))
     (chi2_axis, damping_axis, step_axis), (se_axis, minima_axis, text_axis) = axes
     history = (results.history or {}).get("history", [])
-    if history:
+    global_search = (results.metrics or {}).get("global_search", {})
+    if 0 < len(history) <= 2 and global_search.get("minima"):
+        # One iteration (or none): the final fit started at its optimum, found by the global
+        # phase; its panels would hold a point or two. Show the global phase's work instead.
+        plot_short_final_fit(numpy, (chi2_axis, damping_axis, step_axis, se_axis), results,
+                             history)
+    elif history:
         iterations = numpy.array([entry["iteration"] for entry in history])
         accepted = numpy.array([bool(entry["accepted"]) or entry["iteration"] == 0
                                 for entry in history])
@@ -1013,7 +1025,12 @@ def plot_convergence(numpy, pyplot, results, plot_dir, dpi):
         for axis, key, title, label in series:
             values = numpy.array([number(entry[key]) for entry in history])
             shown = numpy.isfinite(values) & (values > 0)
-            if shown.any():
+            if shown.any() and values[shown].max() <= 10 * values[shown].min():
+                # Within a factor 10: a linear axis (a log one would label minor ticks only).
+                axis.plot(iterations[shown], values[shown], "-o", color="tab:green",
+                          markersize=4)
+                plotted.add(axis)
+            elif shown.any():
                 axis.plot(iterations[shown], values[shown], "-o", color="tab:green",
                           markersize=4)
                 if key != "step_standard_errors" and (shown & ~accepted).any():
@@ -1040,9 +1057,78 @@ def plot_convergence(numpy, pyplot, results, plot_dir, dpi):
     plot_minima(numpy, minima_axis, results)
     text_axis.axis("off")
     text_axis.text(0.0, 1.0, summary_text(results), transform=text_axis.transAxes, ha="left",
-                   va="top", fontsize=10, family="monospace", wrap=True)
-    figure.suptitle(f"Convergence ({(results.parameters or {}).get('analysis_mode', '?')})")
+                   va="top", fontsize=10, family="monospace")
+    figure.suptitle(f"Convergence ({(results.parameters or {}).get('analysis_mode', '?')})"
+                    + results.title_tail())
     save(pyplot, figure, os.path.join(plot_dir, "convergence.png"))
+
+
+def plot_short_final_fit(numpy, axes, results, history):
+    """The four iteration panels of a final fit of at most one iteration: a message, the
+    passes of each stage of the global phase and of the final fit, the iterations of the local
+    fit that found each minimum, and the final fit's Gauss-Newton step in standard errors."""
+    message_axis, passes_axis, local_axis, step_axis = axes
+    metrics = results.metrics or {}
+    global_search = metrics.get("global_search", {})
+    iterations = len(history) - 1
+    final = number(history[-1]["chi2"])
+    chosen = global_search.get("chosen", -1)
+    minima = global_search.get("minima", [])
+    start_chi2 = (number(minima[chosen].get("chi2")) if 0 <= chosen < len(minima)
+                  else math.nan)
+    message_panel(message_axis,
+                  f"the final fit converged in {iterations} "
+                  f"iteration{'' if iterations == 1 else 's'}:\n"
+                  f"it started at the global phase's chosen minimum\n"
+                  f"(\u03c7\u00b2 {start_chi2:.6g} on the search data),\n"
+                  f"already the optimum: final \u03c7\u00b2 {final:.6g}.\n\n"
+                  f"The other panels show the global phase's work.")
+    message_axis.set_title("final fit")
+    stages = global_search.get("passes_by_stage", {})
+    names, counts = [], []
+    for name, count in (stages.items() if isinstance(stages, dict) else []):
+        if isinstance(count, int) and not isinstance(count, bool):
+            names.append(name.replace("_", " "))
+            counts.append(count)
+    final_passes = metrics.get("passes")
+    if isinstance(final_passes, int) and not isinstance(final_passes, bool):
+        names.append("final fit")
+        counts.append(final_passes)
+    if counts:
+        positions = numpy.arange(len(counts))
+        passes_axis.bar(positions, numpy.maximum(counts, 0.8),
+                        color=["tab:blue"] * (len(counts) - 1) + ["tab:green"])
+        for position, count in zip(positions, counts):
+            passes_axis.text(position, max(count, 0.8) * 1.15, str(count), ha="center",
+                             fontsize=9)
+        passes_axis.set_yscale("log")
+        passes_axis.set_ylim(0.5, max(counts + [1]) * 5)
+        passes_axis.set_xticks(positions)
+        passes_axis.set_xticklabels(names, rotation=20, ha="right", fontsize=9)
+        passes_axis.set_ylabel("passes over the data")
+    else:
+        message_panel(passes_axis, "no passes recorded")
+    passes_axis.set_title("passes per stage")
+    local = [(k, m.get("iterations")) for k, m in enumerate(minima)
+             if isinstance(m.get("iterations"), int)]
+    if local:
+        positions = numpy.arange(len(local))
+        local_axis.bar(positions, [count for _, count in local],
+                       color=["tab:red" if k == chosen else "tab:blue" for k, _ in local])
+        local_axis.set_xticks(positions)
+        local_axis.set_xticklabels([str(k) for k, _ in local],
+                                   rotation=90 if len(local) > 12 else 0)
+        local_axis.set_xlabel("minimum, lowest first (red: the chosen start)")
+        local_axis.set_ylabel("iterations")
+    else:
+        message_panel(local_axis, "no local fits recorded")
+    local_axis.set_title("iterations of the local fit that found each minimum")
+    steps = [number(entry["step_standard_errors"]) for entry in history]
+    step_axis.bar(numpy.arange(len(steps)), steps, color="tab:green")
+    step_axis.set_xticks(numpy.arange(len(steps)))
+    step_axis.set_xlabel("iteration of the final fit")
+    step_axis.set_ylabel("step [standard errors]")
+    step_axis.set_title("Gauss-Newton step at the current point")
 
 
 def plot_minima(numpy, axis, results):
@@ -1103,7 +1189,7 @@ def summary_text(results):
     if reason:
         words, line, wrapped = reason.split(), "", []
         for word in words:
-            if len(line) + len(word) + 1 > 44:
+            if len(line) + len(word) + 1 > 36:
                 wrapped.append(line)
                 line = word
             else:
@@ -1174,7 +1260,7 @@ def plot_correlations(numpy, pyplot, results, plot_dir, dpi):
     listed = ";  ".join(f"{a}\u2013{b} {r:+.3f}" + ("\n" if k % 2 == 1 else "")
                         for k, (_, _, a, b, r) in enumerate(pairs[:4])).replace("\n;  ", "\n")
     listed = listed.rstrip("\n")
-    title = "Parameter correlations"
+    title = "Parameter correlations" + results.title_tail()
     if pairs:
         title += (f"\noutlined: |r| \u2265 {DEGENERATE_CORRELATION} (black: the data do not "
                   f"separate them), \u2265 {STRONG_CORRELATION} (gold, dashed)\n{listed}"
