@@ -846,8 +846,12 @@ def plot_rates(numpy, pyplot, results, plot_dir, dpi):
         finite = numpy.concatenate(shown_values)
         finite = finite[numpy.isfinite(finite)]
         axis.set_xscale("log")
-        if finite.size and finite.min() > 0 and finite.max() > 3 * finite.min():
+        if key == "fraction":
+            axis.set_ylim(-0.02, 1.02)
+        elif finite.size and finite.min() > 0 and finite.max() > 3 * finite.min():
             axis.set_yscale("log")
+        else:
+            axis.ticklabel_format(axis="y", useOffset=False)
         axis.set_title(title, fontsize=11)
         axis.set_xlabel("t [s]")
         symbol = RATE_SYMBOLS.get(key, key)
