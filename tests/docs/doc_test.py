@@ -550,7 +550,8 @@ OTHER_TOOLS_FLAGS = {
     "nvcc (cmake/HomodyneCuda.cmake, docs/backends.md)": {"--fmad", "--resource-usage"},
     "g++ (docs/performance.md, Where issue 24 ends)": {"--param"},
     "homodyne-plot (scripts/homodyne_plot.py)": {"--plot-dir", "--dpi", "--max-pixels",
-                                                  "--cuts", "--debug"},
+                                                  "--cuts", "--debug", "--jobs",
+                                                  "--plot-experimental-data", "--q", "--dt"},
 }
 FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*[a-z0-9]|-[a-zA-Z])(?![\w*-])")
 
