@@ -60,7 +60,8 @@ EXIT_MISSING_MODULE = 3
 DEGENERATE_CORRELATION = 0.99
 STRONG_CORRELATION = 0.9
 PROGRAM = "homodyne-plot"
-MaxNLocator = None  # matplotlib.ticker.MaxNLocator, set by import_modules
+# matplotlib.ticker's MaxNLocator, LogLocator and FuncFormatter, set by import_modules.
+MaxNLocator = LogLocator = FuncFormatter = None
 # Bounds of the size options: a figure of 16 x 8.5 inches at 1200 dpi is 19200 x 10200 pixels
 # (0.8 GB of RGBA), and the matrices held are 3 x angles x max-pixels^2 doubles (0.4 GB per angle
 # at 4000).
@@ -94,8 +95,9 @@ def import_modules():
         "font.size": 11, "axes.titlesize": 12, "axes.labelsize": 12, "legend.fontsize": 10,
         "xtick.labelsize": 10, "ytick.labelsize": 10, "figure.titlesize": 13,
         "axes.grid": False, "savefig.facecolor": "white"})
-    global MaxNLocator
-    MaxNLocator = ticker.MaxNLocator
+    global MaxNLocator, LogLocator, FuncFormatter
+    MaxNLocator, LogLocator, FuncFormatter = (ticker.MaxNLocator, ticker.LogLocator,
+                                              ticker.FuncFormatter)
     return h5py, numpy, pyplot
 
 
@@ -534,6 +536,39 @@ def save(pyplot, figure, path):
     print(f"wrote {path}")
 
 
+SUPERSCRIPTS = str.maketrans("-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076"
+                             "\u2077\u2078\u2079")
+
+
+def power_label(value, _position=None):
+    """10^k as "10" and unicode superscripts (no mathtext: it is parsed per label), other values
+    (minor ticks of a short axis) as "2×10⁻⁵"; "" for a value that is not positive."""
+    if not value > 0:
+        return ""
+    exponent = math.floor(math.log10(value) + 1e-9)
+    mantissa = value / 10 ** exponent
+    power = "10" + str(exponent).translate(SUPERSCRIPTS)
+    if abs(mantissa - 1) < 1e-6:
+        return power
+    return f"{mantissa:.0f}\u00d7{power}"
+
+
+def log_scale(axis):
+    """A logarithmic x or y axis (an Axis, e.g. axes.xaxis) with decade labels in unicode and
+    minor ticks at 2 and 5 times each decade, labelled only when the axis spans less than two
+    decades: matplotlib's default makes 8 minor ticks a decade and labels them with mathtext,
+    which is most of the time of a figure of log axes."""
+    axis.axes.set_xscale("log") if axis is axis.axes.xaxis else axis.axes.set_yscale("log")
+    axis.set_major_locator(LogLocator(base=10.0, numticks=12))
+    axis.set_major_formatter(FuncFormatter(power_label))
+    axis.set_minor_locator(LogLocator(base=10.0, subs=(2.0, 5.0), numticks=12))
+
+    def minor_label(value, position=None):
+        low, high = sorted(axis.get_view_interval())
+        return power_label(value) if low > 0 and high / low < 100 else ""
+    axis.set_minor_formatter(FuncFormatter(minor_label))
+
+
 def new_figure(pyplot, size, dpi, rows=1, columns=1, margins=(0.8, 0.3, 0.6, 0.7),
                spaces=(0.25, 0.35), **options):
     """A figure of `size` inches with rows x columns axes (a 2-D array) placed by fixed
@@ -668,7 +703,6 @@ def plot_g2(numpy, pyplot, panels, path, title, sigma, dpi, time_unit="s"):
         top.plot(lags, data, "o", color="tab:blue", markersize=3.5, label="data")
         if fit is not None:
             top.plot(lags, fit, "-", color="black", linewidth=1.4, label="fit")
-        top.set_xscale("log")
         top.set_title(phi_text(phi) if phi is not None else "")
         if column == 0:
             top.set_ylabel("g\u2082(\u03c4) = \u27e8c\u2082(t\u2081, t\u2081 + \u03c4)"
@@ -691,7 +725,7 @@ def plot_g2(numpy, pyplot, panels, path, title, sigma, dpi, time_unit="s"):
                 bottom.legend(frameon=False, loc="upper left", fontsize=9)
             top.tick_params(labelbottom=False)
         for axis in {top, bottom}:
-            axis.set_xscale("log")
+            log_scale(axis.xaxis)
             axis.set_xlim(lags[0] / 1.25, lags[-1] * 1.25)
         bottom.set_xlabel(f"lag \u03c4 = t\u2082 \u2212 t\u2081 [{time_unit}]")
     figure.suptitle(title)
@@ -845,11 +879,11 @@ def plot_rates(numpy, pyplot, results, plot_dir, dpi):
             continue
         finite = numpy.concatenate(shown_values)
         finite = finite[numpy.isfinite(finite)]
-        axis.set_xscale("log")
+        log_scale(axis.xaxis)
         if key == "fraction":
             axis.set_ylim(-0.02, 1.02)
         elif finite.size and finite.min() > 0 and finite.max() > 3 * finite.min():
-            axis.set_yscale("log")
+            log_scale(axis.yaxis)
         else:
             axis.ticklabel_format(axis="y", useOffset=False)
         axis.set_title(title, fontsize=11)
@@ -950,7 +984,8 @@ def plot_residual_histogram(numpy, pyplot, results, plot_dir, dpi):
             axis.plot(x, numpy.exp(-0.5 * (x / assumed) ** 2) /
                       (assumed * math.sqrt(2 * math.pi)), "--", color="tab:red",
                       linewidth=1.2, label=f"Gaussian, \u03c3 = {assumed:.3g} (assumed)")
-        axis.set_yscale(scale)
+        if scale == "log":
+            log_scale(axis.yaxis)
         axis.set_xlabel("residual c\u2082 data \u2212 fit")
         axis.set_ylabel("probability density")
         if scale == "log":
@@ -1011,7 +1046,7 @@ def plot_convergence(numpy, pyplot, results, plot_dir, dpi):
             if rejected.any():
                 chi2_axis.plot(iterations[rejected], (trial - final)[rejected], "x",
                                color="tab:red", markersize=6, label="rejected trial")
-            chi2_axis.set_yscale("log")
+            log_scale(chi2_axis.yaxis)
             chi2_axis.legend(frameon=False)
             plotted.add(chi2_axis)
         else:
@@ -1041,7 +1076,7 @@ def plot_convergence(numpy, pyplot, results, plot_dir, dpi):
                     axis.plot(iterations[shown & ~accepted], values[shown & ~accepted], "x",
                               color="tab:red", markersize=6, label="rejected trial")
                     axis.legend(frameon=False)
-                axis.set_yscale("log")
+                log_scale(axis.yaxis)
                 plotted.add(axis)
             else:
                 message_panel(axis, "no positive value recorded")
@@ -1105,7 +1140,7 @@ def plot_short_final_fit(numpy, axes, results, history):
         for position, count in zip(positions, counts):
             passes_axis.text(position, max(count, 0.8) * 1.15, str(count), ha="center",
                              fontsize=9)
-        passes_axis.set_yscale("log")
+        log_scale(passes_axis.yaxis)
         passes_axis.set_ylim(0.5, max(counts + [1]) * 5)
         passes_axis.set_xticks(positions)
         passes_axis.set_xticklabels(names, rotation=20, ha="right", fontsize=9)
@@ -1161,7 +1196,7 @@ def plot_minima(numpy, axis, results):
     if 0 <= chosen < len(minima):
         axis.bar([chosen], [heights[chosen]], fill=False, edgecolor="tab:red", linewidth=2,
                  label="chosen (final fit's start)")
-    axis.set_yscale("log")
+    log_scale(axis.yaxis)
     axis.set_ylim(top=float(numpy.nanmax(heights)) * 10 ** 3)  # room for the legend
     axis.set_xticks(positions)
     axis.set_xticklabels([str(m.get("start", "")) if m.get("start", -1) >= 0 else "CMA"
