@@ -2,6 +2,9 @@
 """Figures of a finished homodyne fit, drawn from its result files (docs/results.md, Figures).
 
 Usage: homodyne-plot RESULTS_DIR [--plot-dir DIR] [--dpi N] [--max-pixels N] [--cuts N]
+                     [--jobs N] [--data-file FILE]
+       homodyne-plot --plot-experimental-data (DATA_FILE | RESULTS_DIR | --config CONFIG)
+                     [--q Q] [--dt S] [--plot-dir DIR] ...
        (homodyne_plot.py is the same program; `homodyne --save-plots` runs it after the fit)
 
 RESULTS_DIR is the --output-dir of `homodyne` (or of the Python module's fit_nlsq): the files
@@ -15,6 +18,9 @@ read are in RESULTS_DIR/nlsq/ (docs/design.md section 8):
                             parameters' units (written by homodyne since the convergence plot;
                             optional: without it the convergence plot says so and labels carry
                             no units)
+  derived_rates.json        optional (issue 40): "t" and rates ("D", "gamma_dot", ...) with
+                            their "KEY_interval_68" (and _95) [lo, hi] per time: bands
+  analysis_results_nlsq.json  optional: dataset_info.data_file, the data file's name in titles
 Only fitted_data.h5 is required; a figure whose file is missing is drawn with what there is.
 
 Writes into RESULTS_DIR/nlsq (or --plot-dir):
@@ -23,17 +29,31 @@ Writes into RESULTS_DIR/nlsq (or --plot-dir):
                                     percentiles), the residual panels one symmetric scale
   c2_cuts_phi_{phi:.1f}deg.png      per angle: c2 against the lag t2 - t1 at --cuts values of
                                     t1, data and fit, with the fit +- 1 and 2 noise sigma
+  g2_lag.png                        per angle g2(tau): data and fit averaged over t1 at each
+                                    lag on a log lag axis, the residual below (+-sigma/sqrt(n))
+  derived_rates.png                 D(t) (and the shear rate, or the two components' rates)
+                                    from the fitted values; the bands of derived_rates.json
   residual_histogram.png            every residual (upper triangles, diagonal excluded) against
                                     the Gaussians of the noise sigma
   convergence.png                   chi2, damping and step per iteration of the final fit, and
-                                    the chi2 of the global phase's minima
+                                    the chi2 of the global phase's minima (a final fit of one
+                                    iteration: the global phase's passes and local fits)
   parameter_correlations.png        the correlation matrix, pairs with |r| >= 0.99 (the data do
                                     not separate them) and >= 0.9 outlined
 The noise sigma of the bands and the histogram is the one the fit's residuals show:
 sigma_fit = sigma * sqrt(reduced chi2), sigma being optimization.nlsq.sigma (what the fit
 assumed, from convergence_history.json); without that file, the RMS of the residuals.
 Matrices larger than --max-pixels per side are read with a stride (heat maps, histogram), so
-memory and time stay small for any N; the cuts read whole rows.
+memory and time stay small for any N; the cuts read whole rows, g2 every stride-th row. Titles
+carry q and the data file's name where known. The figures are drawn by --jobs processes forked
+after the files are read (default one per CPU, at most 8); HOMODYNE_PLOT_TIMES=1 with --jobs 1
+prints each figure's time.
+
+--plot-experimental-data draws the data alone, before any fit (experimental_c2_heatmaps.png,
+experimental_g2_lag.png into exp_data/ or --plot-dir): from a beamline HDF5 file (APS-U or
+APS-old, read as src/io/beamline_reader.cc reads them: the q ring closest to --q, the frame
+window with its first frame dropped, --dt or times in frames), from a config (--config or a
+.yaml argument: its data file, q, dt and frames) or from a fit's fitted_data.h5.
 
 Every file read is checked first (the keys, types and shapes the figures use); a file that
 does not fit is refused in one line naming the file, the key path or dataset, and the rule.
@@ -1661,13 +1681,13 @@ def run_jobs(jobs, workers):
         return 0
     import multiprocessing
     JOBS = jobs
-    try:
-        context = multiprocessing.get_context("fork")
-    except ValueError:  # no fork on this platform: one process
-        return run_jobs(jobs, 1)
     sys.stdout.flush()
     sys.stderr.flush()
-    with context.Pool(workers, initializer=ignore_interrupts) as pool:
+    try:
+        pool = multiprocessing.get_context("fork").Pool(workers, initializer=ignore_interrupts)
+    except (ValueError, OSError):  # no fork here, or no semaphores (/dev/shm): one process
+        return run_jobs(jobs, 1)
+    with pool:
         for output, errors, code in pool.imap(run_job, range(len(jobs))):
             sys.stdout.write(output)
             sys.stdout.flush()
