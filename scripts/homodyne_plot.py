@@ -235,9 +235,7 @@ HISTORY_SCHEMA = {
 }
 
 # analysis_results_nlsq.json: the data file's path when the fit recorded it (titles).
-ANALYSIS_SCHEMA = {
-    "dataset_info": ({"q_value": (NUMBER, False), "data_file": (STRING, False)}, False),
-}
+ANALYSIS_SCHEMA = {"dataset_info": ({"data_file": (STRING, False)}, False)}
 
 
 def shown(value):
@@ -452,14 +450,20 @@ class Results:
             group = file["angles"][angle["group"]]
             return group["data"][index, :], group["fit"][index, :]
 
-    def lag_rows(self, angle, numpy):
-        """(row indices, data rows, fit rows): every stride-th row (t1) at full resolution in
-        t2, for the averages over t1 at each lag."""
+    def lag_average(self, angle, numpy, with_fit=True):
+        """lag_average of the angle's data (and fit): every stride-th row (t1) at full
+        resolution in t2, read in blocks."""
         with self._h5py.File(self.fitted_data_path, "r") as file:
             group = file["angles"][angle["group"]]
-            return (numpy.arange(0, len(self.t_full), self.stride),
-                    numpy.asarray(group["data"][::self.stride, :], dtype=float),
-                    numpy.asarray(group["fit"][::self.stride, :], dtype=float))
+
+            def blocks():
+                def read(first, stop, stride):
+                    return tuple(numpy.asarray(group[key][first:stop:stride, :], dtype=float)
+                                 for key in ("data", "fit"))
+                for indices, (data, fit) in row_blocks(numpy, len(self.t_full), self.stride,
+                                                       read):
+                    yield indices, data, fit if with_fit else None
+            return lag_average(numpy, self.t_full, blocks())
 
     def _history_matches(self):
         convergence = self.metrics.get("convergence", {})
@@ -541,9 +545,9 @@ def save(pyplot, figure, path):
              f"{figure.dpi:g}, over the {FIGURE_SIDE_LIMIT} per side and "
              f"{FIGURE_PIXEL_LIMIT:.0e} in all that homodyne-plot draws: choose a smaller --dpi")
     try:
-        # Constrained layout has placed everything: no "tight" bounding box (a second draw).
-        # zlib level 1: the heat maps' noise does not compress, and level 6 takes 3x longer.
-        # zlib's run-length strategy (3): as small here, and faster again.
+        # The layout is fixed (new_figure): no "tight" bounding box, which draws twice. zlib
+        # level 1 with its run-length strategy (3): the heat maps' noise does not compress,
+        # and the default level 6 takes 3x longer for files a few % smaller.
         figure.savefig(temporary, format="png",
                        pil_kwargs={"compress_level": 1, "compress_type": 3})
         os.replace(temporary, path)
@@ -654,47 +658,53 @@ def plot_heatmap(pyplot, results, angle, scales, plot_dir, dpi):
     save(pyplot, figure, path)
 
 
-def lag_sums(numpy, rows, row_indices, n):
-    """(sums, counts) over t1 at each lag k = 1 .. n-1 of rows[r, row_indices[r] + k], the
-    rows being c2(t1 = t_i, t2) for i in row_indices; only finite values count."""
-    sums = numpy.zeros(n - 1)
-    counts = numpy.zeros(n - 1)
-    for row, i in zip(rows, row_indices):
-        values = row[i + 1:]
-        finite = numpy.isfinite(values)
-        sums[:len(values)] += numpy.where(finite, values, 0.0)
-        counts[:len(values)] += finite
-    return sums, counts
+# Rows of c2 read at a time for g2 (bounded memory whatever N: 64 rows of N doubles each).
+LAG_BLOCK_ROWS = 64
 
 
-def lag_average(numpy, t, row_indices, data_rows, fit_rows=None, bins=150):
-    """g2(lag): the mean over t1 of c2(t1, t1 + lag) at each lag of the grid `t` (uniform),
-    of the data and of the fit (the cells where both are finite), and the number of cells
-    averaged. Lags are merged into `bins` logarithmic bins when there are more (weighted by
-    their cells). Returns (lags, data mean, fit mean or None, cells)."""
+def row_blocks(numpy, n, stride, read):
+    """(row indices, rows) of every stride-th row (t1) of an n x n matrix, in blocks of
+    LAG_BLOCK_ROWS rows; `read(first, stop, stride)` returns those rows at full length."""
+    for first in range(0, n, stride * LAG_BLOCK_ROWS):
+        stop = min(n, first + stride * LAG_BLOCK_ROWS)
+        yield numpy.arange(first, stop, stride), read(first, stop, stride)
+
+
+def lag_average(numpy, t, blocks, bins=150):
+    """g2(lag): the mean over t1 of c2(t1, t1 + lag) at each lag k = 1 .. n-1 of the grid `t`
+    (uniform), of the data and, when the blocks carry one, of the fit, over the cells where
+    both are finite, and the number of cells averaged. `blocks` yields (row indices, data
+    rows, fit rows or None), the rows being c2(t1 = t_i, t2) at full length. Lags are merged
+    into `bins` logarithmic bins when there are more (weighted by their cells). Returns
+    (lags, data mean, fit mean or None, cells)."""
     n = len(t)
-    both = numpy.isfinite(data_rows)
-    if fit_rows is not None:
-        both &= numpy.isfinite(fit_rows)
-    data_sums, counts = lag_sums(numpy, numpy.where(both, data_rows, numpy.nan), row_indices,
-                                 n)
-    fit_sums = (lag_sums(numpy, numpy.where(both, fit_rows, numpy.nan), row_indices, n)[0]
-                if fit_rows is not None else None)
+    data_sums, fit_sums, counts = numpy.zeros(n - 1), numpy.zeros(n - 1), numpy.zeros(n - 1)
+    with_fit = False
+    for row_indices, data_rows, fit_rows in blocks:
+        with_fit = fit_rows is not None
+        for r, i in enumerate(row_indices):
+            data = data_rows[r, i + 1:]
+            finite = numpy.isfinite(data)
+            if with_fit:
+                fit = fit_rows[r, i + 1:]
+                finite &= numpy.isfinite(fit)
+                fit_sums[:len(fit)] += numpy.where(finite, fit, 0.0)
+            data_sums[:len(data)] += numpy.where(finite, data, 0.0)
+            counts[:len(data)] += finite
     steps = numpy.arange(1, n, dtype=float)
     if len(steps) > bins:
         edges = numpy.unique(numpy.round(numpy.geomspace(1, n, bins + 1)).astype(int))
         group = numpy.searchsorted(edges, numpy.arange(1, n), side="right") - 1
-        merge = lambda values: numpy.bincount(group, weights=values)  # noqa: E731
+
+        def merge(values):
+            return numpy.bincount(group, weights=values)
         weights = merge(counts)
         steps = merge(steps * counts) / numpy.where(weights > 0, weights, 1)
-        data_sums = merge(data_sums)
-        fit_sums = merge(fit_sums) if fit_sums is not None else None
-        counts = weights
+        data_sums, fit_sums, counts = merge(data_sums), merge(fit_sums), weights
     keep = counts > 0
     spacing = (t[-1] - t[0]) / (n - 1)
-    data_mean = data_sums[keep] / counts[keep]
-    fit_mean = fit_sums[keep] / counts[keep] if fit_sums is not None else None
-    return steps[keep] * spacing, data_mean, fit_mean, counts[keep]
+    return (steps[keep] * spacing, data_sums[keep] / counts[keep],
+            fit_sums[keep] / counts[keep] if with_fit else None, counts[keep])
 
 
 def plot_g2(numpy, pyplot, panels, path, title, sigma, dpi, time_unit="s"):
@@ -757,10 +767,7 @@ def plot_fit_g2(numpy, pyplot, results, plot_dir, dpi):
     path = drawing(os.path.join(plot_dir, "g2_lag.png"))
     panels = []
     for angle in results.angles:
-        row_indices, data, fit = results.lag_rows(angle, numpy)
-        lags, data_mean, fit_mean, cells = lag_average(numpy, results.t_full, row_indices,
-                                                       data, fit)
-        panels.append((angle["phi"], lags, data_mean, fit_mean, cells))
+        panels.append((angle["phi"],) + results.lag_average(angle, numpy))
     sampled = (f", t\u2081 every {results.stride}th time" if results.stride > 1 else "")
     plot_g2(numpy, pyplot, panels, path,
             f"g\u2082(\u03c4): c\u2082 averaged over t\u2081 at each lag{sampled}; residual "
@@ -819,8 +826,8 @@ def read_derived_rates(numpy, path):
     if content is None:
         return None
     t = numpy.array([number(value) for value in content["t"]], dtype=float)
-    if len(t) < 2 or not numpy.all(numpy.isfinite(t)) or numpy.any(t <= 0):
-        fail(f"{path}, key t: {len(t)} times: must be at least 2, finite and positive")
+    if len(t) < 1 or not numpy.all(numpy.isfinite(t)):
+        fail(f"{path}, key t: must hold at least one time, each finite")
     curves = {}
     for key, value in content.items():
         if key == "t" or key.endswith(("_interval_68", "_interval_95")):
@@ -1500,6 +1507,8 @@ class ExperimentalData:
         start, end = window
         start = 1 if start is None else int(start)
         end = frames if end is None or end == -1 else min(int(end), frames)
+        if start < 1:
+            fail(f"start_frame {start}: frames are numbered from 1")
         # 1-based inclusive [start, end]; the window's first frame is dropped, as in the fit.
         first, stop = start, end
         if stop - first < 2:
@@ -1511,10 +1520,15 @@ class ExperimentalData:
         # The files store the upper triangle (with the diagonal): mirror it for the picture.
         upper = numpy.triu(numpy.ones(strided.shape, dtype=bool))
         strided = numpy.where(upper, strided, strided.T)
-        rows = numpy.asarray(dataset[first:stop:stride, first:stop], dtype=float)
+        t = numpy.arange(1.0, n + 1)  # in frames; scaled by dt where the lags are drawn
+
+        def read(row, row_stop, row_stride):
+            return numpy.asarray(dataset[first + row:first + row_stop:row_stride, first:stop],
+                                 dtype=float)
+        lag = lag_average(numpy, t, ((indices, rows, None) for indices, rows in
+                                     row_blocks(numpy, n, stride, read)))
         return {"group": name, "phi": normalised_angle(float(phi)), "data": strided,
-                "rows": rows, "row_indices": numpy.arange(0, n, stride), "n": n,
-                "stride": stride, "window": (start, end)}
+                "lag": lag, "n": n, "stride": stride, "window": (start, end)}
 
 
 def plot_experimental_heatmaps(numpy, pyplot, data, plot_dir, dpi, title_tail):
@@ -1552,10 +1566,10 @@ def plot_experimental_g2(numpy, pyplot, data, plot_dir, dpi, title_tail):
     """experimental_g2_lag.png: the data averaged over t1 at each lag, every angle."""
     path = drawing(os.path.join(plot_dir, "experimental_g2_lag.png"))
     panels = []
+    scale = (data.dt or 1.0) if isinstance(data, ExperimentalData) else 1.0
     for angle in data.angles:
-        lags, mean, _, cells = lag_average(numpy, data.t_full, angle["row_indices"],
-                                           angle["rows"])
-        panels.append((angle["phi"], lags, mean, None, cells))
+        lags, mean, _, cells = angle["lag"]
+        panels.append((angle["phi"], lags * scale, mean, None, cells))
     plot_g2(numpy, pyplot, panels, path,
             f"Experimental g\u2082(\u03c4): c\u2082 averaged over t\u2081 at each lag"
             f"{title_tail}", math.nan, dpi, data.time_unit)
@@ -1575,7 +1589,7 @@ def experimental_main(h5py, numpy, pyplot, arguments):
         results = Results(h5py, numpy, folder, arguments.max_pixels, arguments.data_file)
         plot_dir = arguments.plot_dir or folder
         for angle in results.angles:
-            angle["row_indices"], angle["rows"], _ = results.lag_rows(angle, numpy)
+            angle["lag"] = results.lag_average(angle, numpy, with_fit=False)
         results.time_unit, results.layout = "s", "fitted_data.h5"
         results.window = (1, len(results.t_full) + 1)
         tail = results.title_tail()
