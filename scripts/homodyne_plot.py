@@ -1230,7 +1230,7 @@ def plot_minima(numpy, axis, results):
                           for m in minima], rotation=90 if len(minima) > 12 else 0)
     axis.set_xlabel(f"minimum, lowest first (\u03c7\u00b2 = {lowest:.6g}, drawn at the floor); "
                     f"label: its start", fontsize=10)
-    axis.set_ylabel(f"\u03c7\u00b2 \u2212 lowest \u03c7\u00b2 (search data)")
+    axis.set_ylabel("\u03c7\u00b2 \u2212 lowest \u03c7\u00b2 (search data)")
     axis.legend(frameon=False, fontsize=9, loc="upper left", ncol=2)
 
 
