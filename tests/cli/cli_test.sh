@@ -327,6 +327,36 @@ parameter_space:
     expect_exit 0 "wrote small/c2_heatmaps_phi_60.0deg.png" "$python" "$script" out \
       --max-pixels 20 --plot-dir small
     expect_png small/c2_heatmaps_phi_60.0deg.png
+    # The data alone (--plot-experimental-data), before any fit: from the data file (the q
+    # ring chosen as the fit chooses it; without dt the times are in frames), from the config
+    # (its data file, q, dt and frame window), from the fitted_data.h5 of a fit, from an
+    # APS-old file; files that cannot be plotted are one line, exit 1.
+    experimental=(experimental_c2_heatmaps.png experimental_g2_lag.png)
+    expect_exit 0 "wrote exp_data/experimental_g2_lag.png" "$python" "$script" \
+      --plot-experimental-data sim.h5
+    for figure in "${experimental[@]}"; do expect_png "exp_data/$figure"; done
+    expect_exit 0 "wrote exp_config/experimental_c2_heatmaps.png" "$python" "$script" \
+      --plot-experimental-data --config sim.yaml --plot-dir exp_config
+    expect_exit 0 "wrote exp_yaml/experimental_c2_heatmaps.png" "$python" "$script" \
+      --plot-experimental-data sim.yaml --plot-dir exp_yaml --jobs 1
+    cmp -s exp_config/experimental_g2_lag.png exp_yaml/experimental_g2_lag.png ||
+      { echo "FAIL: --config and a .yaml argument draw different figures"; failures=$((failures + 1)); }
+    cmp -s exp_data/experimental_g2_lag.png exp_config/experimental_g2_lag.png &&
+      { echo "FAIL: the config's dt changes nothing"; failures=$((failures + 1)); }
+    expect_exit 0 "wrote out/nlsq/experimental_g2_lag.png" "$python" "$script" \
+      --plot-experimental-data out
+    for figure in "${experimental[@]}"; do expect_png "out/nlsq/$figure"; done
+    sed 's/format: aps_u/format: aps_old/; s/sim\.h5/old.h5/' sim.yaml > old.yaml
+    "$bin_dir/homodyne-simulate" --config old.yaml > /dev/null || failures=$((failures + 1))
+    expect_exit 0 "wrote exp_old/experimental_c2_heatmaps.png" "$python" "$script" \
+      --plot-experimental-data old.h5 --q 0.0054 --dt 0.1 --plot-dir exp_old
+    expect_png exp_old/experimental_c2_heatmaps.png
+    expect_exit 1 "^homodyne-plot: error: sim.h5: wavevector q = 0.02 1/A is not present: the closest is 0.0054" \
+      "$python" "$script" --plot-experimental-data sim.h5 --q 0.02
+    expect_exit 1 "^homodyne-plot: error: out/nlsq/fitted_data.h5: neither the APS-U layout" \
+      "$python" "$script" --plot-experimental-data out/nlsq/fitted_data.h5
+    expect_exit 1 "^homodyne-plot: error: missing.h5: not found" \
+      "$python" "$script" --plot-experimental-data missing.h5
     expect_exit 1 "nowhere/nlsq/fitted_data.h5: not found" "$python" "$script" nowhere
     mkdir -p junk/nlsq && echo "not HDF5" > junk/nlsq/fitted_data.h5
     expect_exit 1 "junk/nlsq/fitted_data.h5: cannot read it as HDF5" "$python" "$script" junk
@@ -353,6 +383,9 @@ parameter_space:
       [parameters_matrix_not_square.json]="key correlation.matrix: 1 rows for 2 parameter_names"
       [convergence_metrics_string_minimum.json]="key global_search.minima\[0\].chi2: \"low\""
       [convergence_history_string_accepted.json]="key history\[0\].accepted: \"yes\" is not true"
+      [derived_rates_short_band.json]="key D_interval_68: must hold one \[lo, hi\] per time in t \(3\)"
+      [derived_rates_short_curve.json]="key D: 2 values for 3 times in t"
+      [derived_rates_string_time.json]="key t\[0\]: \"0.1\" is not a number"
     )
     for input in "$repo"/tests/fuzz/corpus/plot/*; do
       name=$(basename "$input")
@@ -361,6 +394,7 @@ parameter_space:
         parameters_*) target=parameters.json ;;
         convergence_metrics_*) target=convergence_metrics.json ;;
         convergence_history_*) target=convergence_history.json ;;
+        derived_rates_*) target=derived_rates.json ;;
         *) echo "FAIL: $name: no result file to place it as"; failures=$((failures + 1)); continue ;;
       esac
       rm -rf bad && cp -r good bad && cp "$input" "bad/nlsq/$target"
@@ -374,6 +408,14 @@ parameter_space:
       "$python" "$script" good --dpi 100000
     expect_exit 2 "^homodyne-plot: error: --max-pixels 100000: must be 2 to 4000$" \
       "$python" "$script" good --max-pixels 100000
+    expect_exit 2 "^homodyne-plot: error: --jobs 100: must be 0 to 64$" \
+      "$python" "$script" good --jobs 100
+    expect_exit 2 "^homodyne-plot: error: --q: only with --plot-experimental-data$" \
+      "$python" "$script" good --q 0.0054
+    expect_exit 2 "^homodyne-plot: error: --dt -1.0: must be a positive number$" \
+      "$python" "$script" --plot-experimental-data good --dt -1
+    expect_exit 2 "^homodyne-plot: error: the following arguments are required: OUTPUT_DIR" \
+      "$python" "$script" --plot-experimental-data
     # A figure too large for the dpi (400 parameters' correlations at 1200 dpi: 171 inches).
     "$python" - good/nlsq/parameters.json <<'PY' || failures=$((failures + 1))
 import json, sys
@@ -438,12 +480,66 @@ PY
       figures+=("out/nlsq/c2_heatmaps_phi_${phi}deg.png" "out/nlsq/c2_cuts_phi_${phi}deg.png")
     done
     figures+=(out/nlsq/residual_histogram.png out/nlsq/convergence.png
-              out/nlsq/parameter_correlations.png)
+              out/nlsq/parameter_correlations.png out/nlsq/g2_lag.png
+              out/nlsq/derived_rates.png)
     for figure in "${figures[@]}"; do expect_png "$figure"; done
     distinct=$(md5sum "${figures[@]}" 2>/dev/null | cut -d' ' -f1 | sort -u | wc -l)
     if [ "$distinct" -eq ${#figures[@]} ]; then echo "ok: the ${#figures[@]} figures differ"; else
       echo "FAIL: only $distinct distinct files among the ${#figures[@]} figures"
       failures=$((failures + 1)); fi
+    # The data file's name in the titles (--data-file): every figure changes, none fails.
+    expect_exit 0 "wrote named/g2_lag.png" "$bin_dir/homodyne-plot" out --plot-dir named \
+      --data-file sim.h5 --jobs 1
+    cmp -s out/nlsq/g2_lag.png named/g2_lag.png &&
+      { echo "FAIL: --data-file is not in the g2 title"; failures=$((failures + 1)); }
+    # nlsq/derived_rates.json (issue 40): its 68 % bands are drawn on D(t); without the file
+    # (above) the curves of the fitted values alone.
+    cp -r out banded
+    "$python" - banded/nlsq <<'PY' || { echo "FAIL: writing derived_rates.json"; failures=$((failures + 1)); }
+import json, sys
+t = [0.1 * k for k in range(1, 60)]
+d = [1000 * x ** -0.5 + 10 for x in t]
+json.dump({"t": t, "D": d, "D_interval_68": [[0.9 * v, 1.1 * v] for v in d]},
+          open(sys.argv[1] + "/derived_rates.json", "w"))
+PY
+    expect_exit 0 "wrote banded/nlsq/derived_rates.png" "$bin_dir/homodyne-plot" banded
+    expect_png banded/nlsq/derived_rates.png
+    cmp -s out/nlsq/derived_rates.png banded/nlsq/derived_rates.png &&
+      { echo "FAIL: derived_rates.json changes nothing"; failures=$((failures + 1)); }
+    # A final fit of one iteration (its start, the global phase's minimum, was the optimum):
+    # the convergence figure shows the global phase's work instead of two points.
+    cp -r out one
+    "$python" - "$repo/scripts" one <<'PY' || { echo "FAIL: one-iteration convergence figure"; failures=$((failures + 1)); }
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import homodyne_plot as plot
+folder = sys.argv[2] + "/nlsq/"
+history = json.load(open(folder + "convergence_history.json"))
+metrics = json.load(open(folder + "convergence_metrics.json"))
+history["history"] = history["history"][:2]
+history["iterations"] = metrics["convergence"]["iterations"] = 1
+history["chi_squared"] = metrics["convergence"]["final_chi_squared"] = history["history"][1]["chi2"]
+metrics["global_search"] = {"method": "auto", "chosen": 0, "passes": 40,
+                            "passes_by_stage": {"screening": 30, "local_fits": 10},
+                            "minima": [{"chi2": 100.0, "start": 0, "status": "converged (ftol)",
+                                        "iterations": 7}]}
+json.dump(history, open(folder + "convergence_history.json", "w"))
+json.dump(metrics, open(folder + "convergence_metrics.json", "w"))
+calls = []
+original = plot.plot_short_final_fit
+plot.plot_short_final_fit = lambda *arguments: (calls.append(1), original(*arguments))
+code = plot.run([sys.argv[2], "--jobs", "1"])
+print(f"exit {code}, short-fit panels drawn {len(calls)} time(s)")
+sys.exit(0 if code == 0 and calls == [1] else 1)
+PY
+    expect_png one/nlsq/convergence.png
+    # The figures drawn by one process (--jobs 1) and by several are the same files.
+    expect_exit 0 "wrote serial/convergence.png" "$bin_dir/homodyne-plot" out --plot-dir serial \
+      --jobs 1
+    for figure in "${figures[@]}"; do
+      cmp -s "$figure" "serial/$(basename "$figure")" ||
+        { echo "FAIL: $figure differs with --jobs 1"; failures=$((failures + 1)); }
+    done
     # A history that is not of the result files beside it (chi2 changed) is not used.
     sed -i 's/"chi_squared": [0-9.e+]*/"chi_squared": 1.5/' out/nlsq/convergence_history.json
     expect_exit 0 "not of the fit in convergence_metrics.json" "$bin_dir/homodyne-plot" out \
@@ -463,7 +559,8 @@ PY
     expect_exit 0 "plots written to tc/nlsq" "$bin_dir/homodyne" --config tc.yaml \
       --output-dir tc --save-plots --global-search off
     for figure in tc/nlsq/c2_cuts_phi_45.0deg.png tc/nlsq/residual_histogram.png \
-                  tc/nlsq/convergence.png tc/nlsq/parameter_correlations.png; do
+                  tc/nlsq/convergence.png tc/nlsq/parameter_correlations.png \
+                  tc/nlsq/g2_lag.png tc/nlsq/derived_rates.png; do
       expect_png "$figure"
     done
     ;;

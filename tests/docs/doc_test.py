@@ -549,7 +549,8 @@ OTHER_TOOLS_FLAGS = {
     "pip, python3 -m venv": {"--no-build-isolation", "--system-site-packages"},
     "nvcc (cmake/HomodyneCuda.cmake, docs/backends.md)": {"--fmad", "--resource-usage"},
     "homodyne-plot (scripts/homodyne_plot.py)": {"--plot-dir", "--dpi", "--max-pixels",
-                                                  "--cuts", "--debug"},
+                                                  "--cuts", "--debug", "--jobs",
+                                                  "--plot-experimental-data", "--q", "--dt"},
 }
 FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*[a-z0-9]|-[a-zA-Z])(?![\w*-])")
 
