@@ -269,10 +269,10 @@ PY
     [ "$(checkpoint_count)" -eq 0 ] || { echo "FAIL: checkpoints left after success"; failures=$((failures + 1)); }
     # A real signal from another process, while the fit runs: same outcome. The fit is the test
     # build's (the same program objects and signal handling as homodyne) with every batch 20 ms
-    # longer (HOMODYNE_TEST_BATCH_DELAY_MS), so that it lasts the reference's batch count times
-    # 20 ms at least, seconds, on any machine, and the signal, sent once the first checkpoint is
-    # on disk (a few batches in), always lands inside it: a fit that ends by itself fails the test,
-    # as it would then test nothing.
+    # longer (HOMODYNE_TEST_BATCH_DELAY_MS), so that it lasts at least the reference's batch count
+    # times 20 ms on any machine (574 batches, 11 s, for laminar_flow with standard), and the
+    # signal, sent once the first checkpoint is on disk (two passes in at most), lands inside it: a
+    # fit that ends by itself fails the test, as it would then test nothing.
     outside_delay_ms=20
     # The program itself in the background, not the shell function: $! is then its process.
     HOMODYNE_TEST_BATCH_DELAY_MS=$outside_delay_ms "$faults_program" --config fit.yaml \
