@@ -149,11 +149,11 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
   if (!CurrentProcessGroup()->is_root()) return outcome.exit_code;  // rank 0 prints and writes
   if (options.save_plots) SavePlots(options.output_dir);  // a failure only warns
   out << "  results in " << options.output_dir << "/nlsq/\n";
-  if (options.output_format) {
+  const std::optional<OutputFormat> format =
+      options.output_format ? ParseOutputFormat(*options.output_format) : std::nullopt;
+  if (format && format->legacy_summary) {
     out << "  legacy summary in "
-        << WriteLegacySummary(outcome.result, *ParseLegacySummaryFormat(*options.output_format),
-                              options.output_dir)
-        << "\n";
+        << WriteLegacySummary(outcome.result, *format->legacy_summary, options.output_dir) << "\n";
   }
   return outcome.exit_code;
 }

@@ -1305,7 +1305,14 @@ std::string BriefReport(const Config& config) {
   out << "frames: " << d.start_frame << ".."
       << (d.end_frame == -1 ? "last" : std::to_string(d.end_frame)) << "\n";
   out << "phi filtering: ";
-  if (!d.phi_filtering_enabled || d.phi_ranges.empty()) {
+  if (!d.phi_selected_degrees.empty()) {
+    out << "--phi";
+    for (size_t i = 0; i < d.phi_selected_degrees.size(); ++i) {
+      out << (i ? ", " : " ") << d.phi_selected_degrees[i];
+    }
+    out << " deg (the file's nearest angle within " << kPhiSelectionToleranceDegrees
+        << " deg each; phi_filtering not applied)\n";
+  } else if (!d.phi_filtering_enabled || d.phi_ranges.empty()) {
     out << "off (all angles)\n";
   } else {
     for (size_t i = 0; i < d.phi_ranges.size(); ++i) {

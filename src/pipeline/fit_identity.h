@@ -43,7 +43,7 @@ void VisitGeometry(Struct& geometry, Visitor& visit) {
 template <typename Struct, typename Visitor>
 void VisitData(Struct& data, Visitor& visit) {
   auto& [file_path, wavevector_q_target, start_frame, end_frame, dt_seconds, q_tolerance_fraction,
-         phi_filtering_enabled, phi_ranges] = data;
+         phi_filtering_enabled, phi_ranges, phi_selected_degrees] = data;
   visit("data.file_path", kInputFileField, file_path);
   visit("data.wavevector_q_target", kNumbersField, wavevector_q_target);
   visit("data.start_frame", kNumbersField, start_frame);
@@ -52,6 +52,7 @@ void VisitData(Struct& data, Visitor& visit) {
   visit("data.q_tolerance_fraction", kNumbersField, q_tolerance_fraction);
   visit("data.phi_filtering_enabled", kNumbersField, phi_filtering_enabled);
   visit("data.phi_ranges", kNumbersField, phi_ranges);  // VisitPhiRange per element
+  visit("data.phi_selected_degrees", kNumbersField, phi_selected_degrees);
 }
 
 template <typename Struct, typename Visitor>

@@ -825,6 +825,50 @@ PY
     expect_exit 2 "--output-format xml: must be one of yaml, json" \
       "$bin_dir/homodyne" "${flags[@]}" --output-format xml
     ;;
+  successor_flags)
+    # The successor's (xpcsjax) spellings: --mode, --phi, --multistart-n, --initial-D0 (any case),
+    # --initial-gamma-dot-t-offset and the two_component --initial-* flags.
+    write_config sim.yaml laminar_flow sim.h5 ""
+    "$bin_dir/homodyne-simulate" --config sim.yaml > /dev/null || failures=$((failures + 1))
+    expect_exit 0 "analysis mode +static" "$bin_dir/homodyne" --config sim.yaml --dry-run \
+      --mode static
+    expect_exit 0 "analysis mode +static" "$bin_dir/homodyne" --config sim.yaml --dry-run \
+      --mode static_isotropic
+    expect_exit 2 "--static-mode excludes --mode" "$bin_dir/homodyne" --config sim.yaml \
+      --dry-run --mode static --static-mode
+    expect_exit 2 "'steady' is not an analysis mode" "$bin_dir/homodyne" --config sim.yaml \
+      --dry-run --mode steady
+    expect_exit 0 "angles kept +2: 0.00, 90.00 deg" "$bin_dir/homodyne" --config sim.yaml \
+      --dry-run --phi 0 90
+    expect_exit 0 "angles kept +2: 45.00, 90.00 deg" "$bin_dir/homodyne" --config sim.yaml \
+      --dry-run --phi 405.5,89.2
+    expect_exit 0 "angles filtered +2: 0.00, 90.00 deg" "$bin_dir/homodyne" --config sim.yaml \
+      --dry-run --phi 45
+    expect_exit 1 "--phi 47: no angle of the file within 1 degree \(its angles: 0, 45, 90\)" \
+      "$bin_dir/homodyne" --config sim.yaml --dry-run --phi 0 47
+    expect_exit 0 "start values +D0 2000 .*D_offset 5 .*gamma_dot_t_offset 0.02 " \
+      "$bin_dir/homodyne" --config sim.yaml --dry-run --initial-D0 2000 --initial-D-offset 5 \
+      --initial-gamma-dot-t-offset 0.02
+    expect_exit 0 "start values .*D0_ref 500 .*v0 3 .*v_beta 0.7 .*f3 0.1 .*phi0_het 2 in" \
+      "$bin_dir/homodyne" --config sim.yaml --dry-run --mode two_component --initial-D0-ref 500 \
+      --initial-v0 3 --initial-v-beta 0.7 --initial-f3 0.1 --initial-phi0-het 2
+    expect_exit 2 "--initial-f0 applies to two_component only; the analysis mode is laminar_flow" \
+      "$bin_dir/homodyne" --config sim.yaml --dry-run --initial-f0 0.3
+    expect_exit 2 "--multistart-n 0: must be from 1 to 100000" "$bin_dir/homodyne" \
+      --config sim.yaml --dry-run --multistart-n 0
+    expect_exit 2 "--multistart-n 4: sets the multi-start search's starts, but --global-search off" \
+      "$bin_dir/homodyne" --config sim.yaml --dry-run --multistart-n 4 --global-search off
+    # --multistart-n 4 runs multi-start with 4 sampled starts: 5 screened with the user's start.
+    expect_exit 0 "multi_start: 5 candidates screened" "$bin_dir/homodyne" --config sim.yaml \
+      --multistart-n 4 --output-dir ms
+    python3 - ms/nlsq/analysis_results_nlsq.json <<'PY' || failures=$((failures + 1))
+import json, sys
+search = json.load(open(sys.argv[1]))["global_search"]
+ok = search["method"] == "multi_start" and search["reason"] == "--multistart-n 4"
+print("global_search:", "ok" if ok else "wrong " + json.dumps(search)[:300])
+sys.exit(0 if ok else 1)
+PY
+    ;;
   short_flags)
     # -v is --verbose in homodyne; homodyne-config has no -v (the reference's short --validate)
     # and says so; its long --validate works.
