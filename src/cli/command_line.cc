@@ -82,12 +82,7 @@ std::string FirstName(const char* names) {
 void ValidateProgramFlags(const CommandLineOptions& options) {
   if (options.output_format && !ParseOutputFormat(*options.output_format)) {
     throw UsageError("--output-format " + *options.output_format +
-                     ": must be one of yaml, json");
-  }
-  if (options.output_format && ParseOutputFormat(*options.output_format)->npz) {
-    throw UsageError("--output-format " + *options.output_format +
-                     ": this engine writes no NumPy files; use yaml or json (the results "
-                     "are in OUTPUT_DIR/nlsq/)");
+                     ": must be one of yaml, json, npz, both");
   }
 }
 
@@ -168,7 +163,8 @@ std::optional<CommandLineOptions> ParseCommandLine(int argc, char** argv) {
                "Save one PNG per angle (data | fit | residual)");
   AddOptional(app, "--output-format", options.output_format,
               "Also write the reference's legacy summary OUTPUT_DIR/homodyne_results.yaml | "
-              ".json (default: none; the results are in OUTPUT_DIR/nlsq/)");
+              ".json, or (npz) OUTPUT_DIR/nlsq/fitted_data.npz, the successor's arrays; both: "
+              "json and npz (default: none; the results are in OUTPUT_DIR/nlsq/)");
   auto* verbose = app.add_flag("-v,--verbose", options.verbosity, "More log output (repeatable)");
   app.add_flag("--quiet", options.quiet, "Only warnings and errors")->excludes(verbose);
   AddOptional(app, "--threads", options.threads, "CPU threads (default: all cores)");

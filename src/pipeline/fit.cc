@@ -264,6 +264,15 @@ class FitRun {
       recorded.point_evaluations += objective.num_points();
     }
     RecordBackendSelfCheck(fit_->backend, recorded);
+    // The file the config named, when that is what the source read (not the Python module's
+    // arrays, whose source is named after them).
+    if (const std::string& read = source_.info().file_path;
+        !read.empty() && read == config_.data.file_path) {
+      std::error_code error;
+      const std::filesystem::path absolute = std::filesystem::absolute(read, error);
+      recorded.data_file = error ? read : absolute.lexically_normal().string();
+    }
+    recorded.sigma = config_.nlsq.sigma;
     outcome_.final_fit_report = summary_.BriefReport();
     if (const ProcessGroup& group = *CurrentProcessGroup(); group.size() > 1) {
       spdlog::info("{} ranks shared the passes: rank 0 received {} bytes from the others",
@@ -398,10 +407,11 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitObserver& obs
   return FitRun(config, source, observer).Run();
 }
 
-void WriteFitResults(const FitOutcome& outcome, BatchSource& source, const std::string& output_dir) {
+void WriteFitResults(const FitOutcome& outcome, BatchSource& source, const std::string& output_dir,
+                     bool npz) {
   if (!CurrentProcessGroup()->is_root()) return;  // rank 0 of a job writes
   const ModelEvaluation evaluation(*outcome.model, outcome.physical);
-  WriteAllResultFiles(outcome.result, source, evaluation, output_dir);
+  WriteAllResultFiles(outcome.result, source, evaluation, output_dir, npz);
 }
 
 void RemoveCheckpoints(const FitOutcome& outcome) {

@@ -82,7 +82,7 @@ FitOutcome RunFitJob(const Config& config, BatchSource& source, const FitJobOpti
   if (options.on_fitted) options.on_fitted(outcome);
   if (options.output_dir) {
     const auto write_start = std::chrono::steady_clock::now();
-    WriteFitResults(outcome, source, *options.output_dir);
+    WriteFitResults(outcome, source, *options.output_dir, options.write_npz);
     performance_log.LogOperation(
         "results written to " + *options.output_dir + "/nlsq",
         std::chrono::duration<double>(std::chrono::steady_clock::now() - write_start).count());

@@ -820,10 +820,80 @@ PY
       grep -qxF -- "$line" as_yaml/homodyne_results.yaml ||
         { echo "FAIL: homodyne_results.yaml lacks '$line'"; failures=$((failures + 1)); }
     done
-    expect_exit 2 "--output-format npz: this engine writes no NumPy files; use yaml or json" \
-      "$bin_dir/homodyne" "${flags[@]}" --output-format npz
-    expect_exit 2 "--output-format xml: must be one of yaml, json" \
+    [ ! -e plain/nlsq/fitted_data.npz ] ||
+      { echo "FAIL: fitted_data.npz without --output-format npz"; failures=$((failures + 1)); }
+    expect_exit 2 "--output-format xml: must be one of yaml, json, npz, both" \
       "$bin_dir/homodyne" "${flags[@]}" --output-format xml
+    ;;
+  npz_output)
+    # --output-format npz: nlsq/fitted_data.npz holds the successor's arrays, the matrices equal
+    # to fitted_data.h5's; both: the json summary too; a later set without npz removes it.
+    python=/usr/bin/python3
+    "$python" -c "import numpy, h5py" 2>/dev/null || { echo "skipped: no numpy and h5py"; exit 77; }
+    write_config sim.yaml laminar_flow sim.h5 ""
+    "$bin_dir/homodyne-simulate" --config sim.yaml > /dev/null || failures=$((failures + 1))
+    flags=(--config sim.yaml --global-search off --phi 0 90)
+    expect_exit 0 "results in out/nlsq" "$bin_dir/homodyne" "${flags[@]}" --output-dir out \
+      --output-format npz
+    [ ! -e out/homodyne_results.json ] ||
+      { echo "FAIL: npz wrote a legacy summary"; failures=$((failures + 1)); }
+    "$python" - out/nlsq <<'PY' || failures=$((failures + 1))
+import json, sys, zipfile
+import h5py, numpy as np
+folder = sys.argv[1]
+names = ["phi_angles", "c2_exp", "c2_theoretical_raw", "c2_theoretical_scaled",
+         "per_angle_scaling", "per_angle_scaling_solver", "residuals", "residuals_normalized",
+         "t1", "t2", "q"]
+bad = []
+if zipfile.ZipFile(folder + "/fitted_data.npz").testzip() is not None:
+    bad.append("a CRC")
+npz = np.load(folder + "/fitted_data.npz")
+h5 = h5py.File(folder + "/fitted_data.h5", "r")
+sigma = json.load(open(folder + "/convergence_history.json"))["sigma"]
+if npz.files != names:
+    bad.append(f"names {npz.files}")
+n = len(h5["t"])
+if npz["c2_exp"].shape != (2, n, n) or npz["c2_exp"].dtype != np.float64:
+    bad.append(f"c2_exp shape {npz['c2_exp'].shape} {npz['c2_exp'].dtype}")
+for key, want in [("phi_angles", h5["phi"][()]), ("t1", h5["t"][()]), ("t2", h5["t"][()]),
+                  ("q", [h5["q"][()]]),
+                  ("per_angle_scaling", np.stack([h5["contrast"][()], h5["offset"][()]], 1))]:
+    if not np.array_equal(npz[key], want):
+        bad.append(key)
+if list(npz["phi_angles"]) != [0.0, 90.0]:
+    bad.append(f"phi_angles {npz['phi_angles']}")
+for k in range(2):
+    group = h5[f"angles/phi_{k:03d}"]
+    for key, name in [("c2_exp", "data"), ("c2_theoretical_scaled", "fit"),
+                      ("residuals", "residuals")]:
+        if not np.array_equal(npz[key][k], group[name][()]):
+            bad.append(f"{key}[{k}]")
+    if not np.array_equal(npz["residuals_normalized"][k], group["residuals"][()] / sigma):
+        bad.append(f"residuals_normalized[{k}]")
+    contrast, offset = group.attrs["contrast"], group.attrs["offset"]
+    # the fit is offset + contrast g1^2, the raw model 1 + g1^2
+    scaled = offset + contrast * (npz["c2_theoretical_raw"][k] - 1.0)
+    if not np.allclose(scaled, group["fit"][()], rtol=0, atol=1e-12):
+        bad.append(f"c2_theoretical_raw[{k}]")
+    if not np.all(npz["c2_theoretical_raw"][k] > 1.0):
+        bad.append(f"c2_theoretical_raw[{k}] not 1 + g1^2")
+print("fitted_data.npz:", "ok" if not bad else "wrong " + ", ".join(bad))
+sys.exit(1 if bad else 0)
+PY
+    # dataset_info.data_file: the fitted file's absolute path (homodyne-plot's titles read it).
+    python3 - out/nlsq/analysis_results_nlsq.json "$PWD/sim.h5" <<'PY' || failures=$((failures + 1))
+import json, sys
+info = json.load(open(sys.argv[1]))["dataset_info"]
+print("data_file:", "ok" if info.get("data_file") == sys.argv[2] else f"wrong {info}")
+sys.exit(0 if info.get("data_file") == sys.argv[2] else 1)
+PY
+    expect_exit 0 "legacy summary in out/homodyne_results.json" "$bin_dir/homodyne" \
+      "${flags[@]}" --output-dir out --output-format both
+    [ -s out/nlsq/fitted_data.npz ] ||
+      { echo "FAIL: --output-format both wrote no fitted_data.npz"; failures=$((failures + 1)); }
+    expect_exit 0 "results in out/nlsq" "$bin_dir/homodyne" "${flags[@]}" --output-dir out
+    [ ! -e out/nlsq/fitted_data.npz ] ||
+      { echo "FAIL: a set without npz left the earlier fitted_data.npz"; failures=$((failures + 1)); }
     ;;
   successor_flags)
     # The successor's (xpcsjax) spellings: --mode, --phi, --multistart-n, --initial-D0 (any case),
