@@ -207,7 +207,7 @@ bool AddFittedDataNpz(DurableFileSet& set, const std::filesystem::path& fitted_d
     scaling.push_back(angle.offset.value);
   }
   const std::vector<int64_t> cube = {n_angles, n, n};
-  // The successor's names and order (xpcsjax io/nlsq_writers.py, save_nlsq_npz_file).
+  // The successor's names and order (xpcsjax's save_nlsq_npz_file).
   std::vector<Planned> planned = {
       {{"phi_angles", {n_angles}}, Matrix::kData, phi},
       {{"c2_exp", cube}, Matrix::kData, {}},
