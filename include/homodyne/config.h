@@ -191,6 +191,10 @@ struct NlsqOptions {
   double xtol = 1e-8;                   // relative step, > 0
   double gtol = 1e-8;                   // scaled gradient, > 0
   double sigma = 0.01;                  // per-point noise when the data has none, > 0
+  // optimization.nlsq.sigma: auto. Fit (fit.h) runs a first fit at `sigma`, estimates the noise
+  // from its residuals, sqrt(chi2 / dof) at sigma 1, and fits again at that sigma from the first
+  // fit's minimum (docs/results.md, Noise sigma).
+  bool sigma_auto = false;
   // optimization.nlsq.loss (linear | soft_l1 | huber | cauchy | arctan) and f_scale (> 0): the
   // loss of the fit's local minimisation, on r = (data - c2) / sigma (docs/model.md, Robust loss).
   // linear (the default here; the reference's is soft_l1) is the plain chi2.

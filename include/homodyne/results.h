@@ -132,6 +132,8 @@ struct FitResult {
   // module's arrays). analysis_results_nlsq.json's dataset_info.data_file when set.
   std::string data_file;
   double sigma = 0.0;    // the noise the residuals were divided by (optimization.nlsq.sigma)
+  // Where `sigma` came from: "optimization.nlsq.sigma", or for sigma auto the estimate's source.
+  std::string sigma_source = "optimization.nlsq.sigma";
   int64_t n_points = 0;  // points fitted (both triangles, diagonal excluded)
   int n_angles = 0;
   int n_times = 0;  // N of the fitted grid

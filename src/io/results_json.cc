@@ -198,6 +198,7 @@ ordered_json FitQualityJson(const FitResult& result) {
   json["uncertainty"] = UncertaintyJson(result);
   json["quality_flag"] = result.quality_flag;
   json["quality_reasons"] = result.quality_reasons;
+  json["sigma"] = {{"value", Number(result.sigma)}, {"source", result.sigma_source}};
   return json;
 }
 

@@ -113,7 +113,7 @@ void VisitCmaes(Struct& cmaes, Visitor& visit) {
 
 template <typename Struct, typename Visitor>
 void VisitNlsq(Struct& nlsq, Visitor& visit) {
-  auto& [max_iterations, tolerance, xtol, gtol, sigma, loss, x_scale, anti_degeneracy_enabled,
+  auto& [max_iterations, tolerance, xtol, gtol, sigma, sigma_auto, loss, x_scale, anti_degeneracy_enabled,
          per_angle_mode, constant_scaling_threshold, fourier_order, per_angle_mode_from_config,
          variable_projection, solver, statistical_tolerance, profile_check, uncertainty,
          global_search, multi_start, cmaes] = nlsq;
@@ -122,6 +122,8 @@ void VisitNlsq(Struct& nlsq, Visitor& visit) {
   visit("optimization.nlsq.xtol", kNumbersField, xtol);
   visit("optimization.nlsq.gtol", kNumbersField, gtol);
   visit("optimization.nlsq.sigma", kNumbersField, sigma);
+  // Enters resolved: each of the two fits of sigma auto runs with it false and a number in sigma.
+  visit("optimization.nlsq.sigma_auto", kNotNumbersField, sigma_auto);
   // The objective the fit minimises (docs/model.md, Robust loss): the function and f_scale, in
   // the identity only when the loss is not linear (f_scale changes nothing then), so the
   // identities of linear fits are what they were before the key was read.

@@ -88,7 +88,10 @@ FitOutcome RunFitJob(const Config& config, BatchSource& source, const FitJobOpti
         std::chrono::duration<double>(std::chrono::steady_clock::now() - write_start).count());
     // Only the plots read the history: a failure to write it warns and costs the convergence plot.
     try {
-      WriteConvergenceHistory(history, outcome.result, config.nlsq.sigma, *options.output_dir);
+      // The sigma the final fit divided by (sigma auto: the estimate).
+      WriteConvergenceHistory(history, outcome.result,
+                              outcome.result.sigma > 0.0 ? outcome.result.sigma : config.nlsq.sigma,
+                              *options.output_dir);
     } catch (const std::exception& error) {
       spdlog::warn("{}; the result files are complete", error.what());
     }

@@ -939,6 +939,41 @@ print("global_search:", "ok" if ok else "wrong " + json.dumps(search)[:300])
 sys.exit(0 if ok else 1)
 PY
     ;;
+  sigma_auto)
+    # optimization.nlsq.sigma: auto: the noise estimated from a first fit's residuals,
+    # sqrt(chi2 / dof) at sigma 1, and the fit repeated at it; reported with its source and a
+    # warning. The simulated noise is 0.01 (write_config).
+    write_config sim.yaml static sim.h5 "optimization:
+  nlsq:
+    sigma: auto"
+    "$bin_dir/homodyne-simulate" --config sim.yaml > /dev/null || failures=$((failures + 1))
+    expect_exit 0 "sigma auto \(from the residuals of a first fit at 0.01\)" \
+      "$bin_dir/homodyne-config" --validate sim.yaml
+    expect_exit 0 "sigma adjusted: optimization.nlsq.sigma auto = " "$bin_dir/homodyne" \
+      --config sim.yaml --output-dir auto
+    sed 's/sigma: auto/sigma: 0.02/' sim.yaml > fixed.yaml
+    expect_exit 0 "results in fixed/nlsq" "$bin_dir/homodyne" --config fixed.yaml \
+      --output-dir fixed
+    python3 - auto/nlsq fixed/nlsq <<'PY' || failures=$((failures + 1))
+import json, sys
+auto, fixed = (json.load(open(folder + "/analysis_results_nlsq.json")) for folder in sys.argv[1:])
+history = json.load(open(sys.argv[1] + "/convergence_history.json"))
+warnings = json.load(open(sys.argv[1] + "/convergence_metrics.json"))["quality_warnings"]
+sigma = auto["fit_quality"]["sigma"]
+checks = {
+    "estimate near the simulated noise": 0.009 < sigma["value"] < 0.011,
+    "source": sigma["source"].startswith("auto: sqrt(chi2 / dof) of a first fit at sigma 0.01"),
+    "reduced chi2 about 1": abs(auto["fit_quality"]["reduced_chi_squared"] - 1.0) < 0.01,
+    "history's sigma": history["sigma"] == sigma["value"],
+    "warning": warnings[0].startswith("sigma adjusted: optimization.nlsq.sigma auto = "),
+    "numeric sigma": fixed["fit_quality"]["sigma"] == {"value": 0.02,
+                                                        "source": "optimization.nlsq.sigma"},
+}
+bad = [name for name, ok in checks.items() if not ok]
+print("sigma auto:", "ok" if not bad else f"wrong {bad}: {sigma} {auto['fit_quality']}")
+sys.exit(1 if bad else 0)
+PY
+    ;;
   short_flags)
     # -v is --verbose in homodyne; homodyne-config has no -v (the reference's short --validate)
     # and says so; its long --validate works.
