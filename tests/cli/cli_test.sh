@@ -487,10 +487,9 @@ PY
     if [ "$distinct" -eq ${#figures[@]} ]; then echo "ok: the ${#figures[@]} figures differ"; else
       echo "FAIL: only $distinct distinct files among the ${#figures[@]} figures"
       failures=$((failures + 1)); fi
-    # The data file's name in the titles (--data-file, over the results' dataset_info.data_file,
-    # sim.h5 here): every figure changes, none fails.
+    # The data file's name in the titles (--data-file): every figure changes, none fails.
     expect_exit 0 "wrote named/g2_lag.png" "$bin_dir/homodyne-plot" out --plot-dir named \
-      --data-file another_name.h5 --jobs 1
+      --data-file sim.h5 --jobs 1
     cmp -s out/nlsq/g2_lag.png named/g2_lag.png &&
       { echo "FAIL: --data-file is not in the g2 title"; failures=$((failures + 1)); }
     # nlsq/derived_rates.json (issue 40): its 68 % bands are drawn on D(t); without the file

@@ -234,7 +234,6 @@ data.dt_seconds=0.001
 data.q_tolerance_fraction=0.10000000000000001
 data.phi_filtering_enabled=false
 data.phi_ranges=[]
-data.phi_selected_degrees=[]
 parameter_space.bounds=[]
 initial_parameters.parameter_names=[]
 initial_parameters.values=null
