@@ -226,6 +226,10 @@ struct NlsqOptions {
   std::optional<bool> profile_check;
   // optimization.nlsq.uncertainty (UncertaintyMethod above).
   UncertaintyMethod uncertainty = UncertaintyMethod::kJackknife;
+  // optimization.nlsq.profile_intervals (--profile-intervals): each physical parameter's 68 % and
+  // 95 % profile-likelihood intervals after the fit (docs/results.md, Profile intervals); off by
+  // default: each end costs a few refits of all the data.
+  bool profile_intervals = false;
   GlobalSearchOptions global_search;
   MultiStartOptions multi_start;
   CmaesSearchOptions cmaes;
@@ -387,6 +391,7 @@ struct ConfigOverrides {
   std::optional<std::string> backend;         // --backend: cpu | cuda | auto
   std::optional<std::string> solver;          // --solver: lm | ceres
   std::optional<std::string> uncertainty;     // --uncertainty, uncertainty=: jackknife | standard | curvature
+  std::optional<bool> profile_intervals;      // --profile-intervals
   std::optional<bool> fast_mode;              // --fast-mode, fast_mode=
   std::optional<bool> variable_projection;    // false: --no-variable-projection
   std::optional<std::string> checkpoint_dir;  // --checkpoint-dir, checkpoint_dir=; non-empty

@@ -22,6 +22,13 @@ struct ParameterEstimate {
   // is then the data's with the bound released (docs/results.md, Parameters at a bound). "" when
   // the data, not a bound, placed it.
   std::string at_bound{};
+  // The profile-likelihood intervals (docs/results.md, Profile intervals): {lower, upper} where
+  // chi2 with this parameter held and the others refitted rises by the 68 % and 95 % levels of
+  // the reported uncertainty; empty when not computed. interval_note: "" or why an end is not
+  // where chi2 rose (e.g. "upper end at the bound: chi2 rises by less within the bounds").
+  std::vector<double> interval_68{};
+  std::vector<double> interval_95{};
+  std::string interval_note{};
 };
 
 // Contrast and offset of one angle (always one pair per angle, whatever the per-angle mode).

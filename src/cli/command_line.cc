@@ -202,6 +202,9 @@ std::optional<CommandLineOptions> ParseCommandLine(int argc, char** argv) {
                  "(independent noise) | curvature (the reference's numbers; "
                  "optimization.nlsq.uncertainty)")
       ->check(CLI::IsMember({"jackknife", "standard", "curvature"}));
+  app.add_flag("--profile-intervals", options.profile_intervals,
+               "Profile-likelihood 68 % and 95 % intervals of each physical parameter after the "
+               "fit (optimization.nlsq.profile_intervals; a few refits per interval end)");
   app.add_flag("--dry-run", options.dry_run,
                "Load config and data, print a summary and the memory each strategy needs; no fit");
 
@@ -251,6 +254,7 @@ ConfigOverrides OverridesFromCommandLine(const CommandLineOptions& options) {
   if (options.no_variable_projection) overrides.variable_projection = false;
   overrides.solver = options.solver;
   overrides.uncertainty = options.uncertainty;
+  if (options.profile_intervals) overrides.profile_intervals = true;
   return overrides;
 }
 

@@ -44,6 +44,7 @@ struct CommandLineOptions {
   bool no_variable_projection = false;       // --no-variable-projection
   std::optional<std::string> solver;         // --solver lm|ceres
   std::optional<std::string> uncertainty;    // --uncertainty jackknife|standard|curvature
+  bool profile_intervals = false;            // --profile-intervals
   bool dry_run = false;                      // --dry-run
 };
 

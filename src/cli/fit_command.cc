@@ -81,7 +81,14 @@ void PrintResult(const FitOutcome& outcome, std::ostream& out) {
   for (const ParameterEstimate& estimate : result.physical) {
     std::snprintf(line, sizeof(line), "  %-20s %14.6g +- %.3g", estimate.name.c_str(),
                   estimate.value, estimate.uncertainty);
-    out << line << bound_mark(estimate) << "\n";
+    out << line;
+    // The 68 % profile interval relative to the value (docs/results.md, Profile intervals).
+    if (estimate.interval_68.size() == 2) {
+      std::snprintf(line, sizeof(line), "  [%+.3g, %+.3g]", estimate.interval_68[0] - estimate.value,
+                    estimate.interval_68[1] - estimate.value);
+      out << line;
+    }
+    out << bound_mark(estimate) << "\n";
   }
   for (const AngleScaling& angle : result.per_angle) {
     std::snprintf(line, sizeof(line), "  phi %8.2f deg      contrast %.6f +- %.2g",

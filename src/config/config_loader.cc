@@ -659,6 +659,8 @@ void ParseGlobalSearch(const ConfigReader& reader, Config& config) {
     nlsq.statistical_tolerance = *value;
   }
   nlsq.profile_check = reader.Bool(base + "profile_check");
+  nlsq.profile_intervals =
+      reader.Bool(base + "profile_intervals").value_or(nlsq.profile_intervals);
   // A key that holds one of a few names (an enum of config.h): its value, in any case, parsed by
   // `parse` (config.h's Parse... function); any other value fails with "must be one of" the names
   // of `allowed`, in that order. False when the key is absent.

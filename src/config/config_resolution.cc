@@ -167,6 +167,7 @@ void ApplyOverrides(const ConfigOverrides& overrides, Config& config) {
   if (overrides.uncertainty) {
     config.nlsq.uncertainty = *ParseUncertaintyMethod(*overrides.uncertainty);
   }
+  if (overrides.profile_intervals) config.nlsq.profile_intervals = *overrides.profile_intervals;
   if (overrides.variable_projection) {
     config.nlsq.variable_projection = *overrides.variable_projection;
   }

@@ -93,6 +93,7 @@ optimization:
     solver: lm                     # standard strategy: lm (our LM core) or ceres. Default lm
     uncertainty: jackknife         # jackknife (frame blocks; right for noise correlated along
                                    # frames) | standard | curvature (the reference's numbers)
+    profile_intervals: false       # 68 % and 95 % profile-likelihood intervals after the fit
     global_search:                 # the global phase before the fit (docs/configuration.md)
       method: auto                 # auto | off | multi_start | cmaes. Default auto
       max_points: 1000000          # above this, search on every s-th row; >= 1000. Default 1e6

@@ -55,6 +55,13 @@ ordered_json Estimate(const ParameterEstimate& estimate) {
   ordered_json json = {{"value", Number(estimate.value)},
                        {"uncertainty", Number(estimate.uncertainty)}};
   if (!estimate.at_bound.empty()) json["at_bound"] = estimate.at_bound;
+  // Profile intervals (docs/results.md, Profile intervals), when the fit computed them.
+  const auto interval = [](const std::vector<double>& ends) {
+    return ordered_json::array({Number(ends[0]), Number(ends[1])});
+  };
+  if (estimate.interval_68.size() == 2) json["interval_68"] = interval(estimate.interval_68);
+  if (estimate.interval_95.size() == 2) json["interval_95"] = interval(estimate.interval_95);
+  if (!estimate.interval_note.empty()) json["interval_note"] = estimate.interval_note;
   return json;
 }
 

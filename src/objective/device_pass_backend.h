@@ -5,9 +5,10 @@
 // the PassBackend interface.
 //
 // Backends built on it:
-//   - the host emulation (MakeEmulatedPassBackend): runs the device schedule sequentially on the
-//     host, the same blocks, threads, per-thread point order, reduction tree and block order as
-//     a kernel launch. For tests only (docs/backends.md): no config value selects it.
+//   - the host emulation (MakeEmulatedPassBackend, emulated_pass_backend.h): runs the device
+//     schedule sequentially on the host, the same blocks, threads, per-thread point order,
+//     reduction tree and block order as a kernel launch. For tests only (docs/backends.md): it is
+//     compiled into the test library homodyne_testing, not into homodyne_objective.
 //   - the CUDA backend (MakeCudaPassBackend, cuda_pass_backend.cc): the kernels of
 //     cuda/pass_kernels.cu.
 // Modes: static, laminar_flow and two_component (each its own kernel instantiation,
@@ -204,38 +205,6 @@ class DevicePassBackend : public PassBackend {
 // [bounds[d], bounds[d + 1]) (num_devices + 1 entries, bounds[0] = 0, the last batches.size()),
 // contiguous runs of about equal points; depends only on the batches' points and the count.
 std::vector<int> DeviceShareBounds(std::span<const RowBatch> batches, int num_devices);
-
-// The emulated devices of MakeEmulatedPassBackend (a test hook: no config value selects them).
-struct EmulatedDeviceOptions {
-  int num_devices = 1;  // emulated devices, >= 1
-  // Device memory each emulated device gives resident data (FreeResidentBytes: this less what it
-  // holds): a small value makes the resident cache fall back to copies on every pass.
-  int64_t memory_bytes = int64_t{1} << 40;
-  // A test hook for the self-check: this device's block sums are off by a factor (1 + 1e-6)
-  // (-1: none).
-  int faulty_device = -1;
-};
-
-// What an emulated device has done since it was made: the counts of data arrays (one batch's
-// values of one angle) uploaded to its resident memory and copied for a single launch.
-struct EmulatedDeviceCounters {
-  int64_t resident_uploads = 0;  // arrays uploaded once, kept for later passes
-  int64_t launch_copies = 0;     // arrays copied for one launch (streamed or not resident)
-  int64_t launches = 0;
-  int64_t resident_bytes = 0;  // held now
-};
-
-// The host emulation of the CUDA backend at `geometry` (IsValidGeometry; checked) on
-// options.num_devices emulated devices: a DevicePassBackend whose devices run the kernels'
-// schedule on the host and model device memory (resident arrays copied into memory of their own,
-// up to options.memory_bytes; launch copies of the others). kind() reports kCuda: it stands for
-// the CUDA backend wherever a test needs one without a device.
-std::shared_ptr<PassBackend> MakeEmulatedPassBackend(
-    device_pass::LaunchGeometry geometry = device_pass::LaunchGeometry(),
-    EmulatedDeviceOptions options = EmulatedDeviceOptions());
-
-// The counters of each emulated device of a MakeEmulatedPassBackend backend, in device order.
-std::vector<EmulatedDeviceCounters> EmulatedCounters(const PassBackend& emulated);
 
 // The default launch geometry of the CUDA backend: 1 block of 128 threads per job (a batch's
 // angle): a batch of 1e4 points gives each thread about 78 points, so the block's reduction tree

@@ -1,10 +1,11 @@
-// The host emulation of the CUDA backend (device_pass_backend.h): the kernels' schedule
-// (src/model/device/device_schedule.h) run sequentially, thread after thread of each block, then
-// the block's reduction tree step after step, then the blocks in block order. It computes every
-// sum in the order a launch does, so it verifies the kernels' arithmetic and schedule on a machine
-// without a GPU (docs/backends.md). Its devices model the CUDA backend's data movement (resident
-// arrays, copies per launch) with counters for the tests, and several of them model several GPUs.
-// Compiled with contraction off (device_point.h).
+// The host emulation of the CUDA backend (emulated_pass_backend.h; device_pass_backend.h): the
+// kernels' schedule (src/model/device/device_schedule.h) run sequentially, thread after thread of
+// each block, then the block's reduction tree step after step, then the blocks in block order. It
+// computes every sum in the order a launch does, so it verifies the kernels' arithmetic and
+// schedule on a machine without a GPU (docs/backends.md). Its devices model the CUDA backend's
+// data movement (resident arrays, copies per launch) with counters for the tests, and several of
+// them model several GPUs. Compiled with contraction off (device_point.h), into the test library
+// homodyne_testing only (src/objective/CMakeLists.txt).
 #include <algorithm>
 #include <cstdint>
 #include <map>
@@ -16,6 +17,7 @@
 
 #include "homodyne/errors.h"
 #include "objective/device_pass_backend.h"
+#include "objective/emulated_pass_backend.h"
 
 namespace homodyne {
 namespace {

@@ -297,6 +297,14 @@ class FitRun {
   ReportedUncertainty UncertaintyOfTheSolution(FitResult& recorded) {
     ReportedUncertainty reported;
     reported.method = config_.nlsq.uncertainty;
+    // Profile intervals when asked for (docs/results.md, Profile intervals), not in fast mode.
+    if (config_.nlsq.profile_intervals && !config_.performance.fast_mode) {
+      reported.intervals = ProbeOfTheSolution();
+      if (!reported.intervals) {
+        spdlog::warn("optimization.nlsq.profile_intervals: not computed (they need the plain "
+                     "loss and variable projection)");
+      }
+    }
     if (reported.method != UncertaintyMethod::kJackknife) return reported;
     std::string standard_because;
     if (config_.performance.fast_mode) {
@@ -364,13 +372,22 @@ class FitRun {
   // solution, and above global_search.max_points points, where each profile point would cost
   // the passes of a local fit over all the data.
   ProfileProbe ProfileProbeOfTheSolution() {
-    static constexpr int kProfileIterations = 50;
-    BatchedObjective& objective = fit_->strategy->objective();
     const bool asked =
         config_.nlsq.profile_check.value_or(DefinitionOf(config_.analysis_mode).profile_check);
-    if (!asked || !config_.nlsq.loss.is_linear() || !config_.nlsq.variable_projection ||
-        summary_.theta.size() == 0 ||
-        objective.num_points() > config_.nlsq.global_search.max_points) {
+    if (!asked || fit_->strategy->objective().num_points() > config_.nlsq.global_search.max_points) {
+      return nullptr;
+    }
+    return ProbeOfTheSolution();
+  }
+
+  // ProfilePoint at the solution (the profile check's and the profile intervals' probe); null
+  // under a robust loss (its projected chi2 is not the reported one), without variable
+  // projection, and without a solution.
+  ProfileProbe ProbeOfTheSolution() {
+    static constexpr int kProfileIterations = 50;
+    BatchedObjective& objective = fit_->strategy->objective();
+    if (!config_.nlsq.loss.is_linear() || !config_.nlsq.variable_projection ||
+        summary_.theta.size() == 0) {
       return nullptr;
     }
     return [this, &objective](const std::string& name, double value, double enough) {

@@ -117,7 +117,7 @@ void VisitNlsq(Struct& nlsq, Visitor& visit) {
   auto& [max_iterations, tolerance, xtol, gtol, sigma, sigma_auto, loss, x_scale, anti_degeneracy_enabled,
          per_angle_mode, constant_scaling_threshold, fourier_order, per_angle_mode_from_config,
          variable_projection, solver, statistical_tolerance, profile_check, uncertainty,
-         global_search, multi_start, cmaes] = nlsq;
+         profile_intervals, global_search, multi_start, cmaes] = nlsq;
   visit("optimization.nlsq.max_iterations", kNumbersField, max_iterations);
   visit("optimization.nlsq.tolerance", kNumbersField, tolerance);
   visit("optimization.nlsq.xtol", kNumbersField, xtol);
@@ -148,6 +148,8 @@ void VisitNlsq(Struct& nlsq, Visitor& visit) {
   visit("optimization.nlsq.profile_check", kNotNumbersField, profile_check);
   // Chooses what the result reports as uncertainties, after the fit: none of its numbers.
   visit("optimization.nlsq.uncertainty", kNotNumbersField, uncertainty);
+  // Adds intervals after the fit: none of its numbers.
+  visit("optimization.nlsq.profile_intervals", kNotNumbersField, profile_intervals);
   VisitGlobalSearch(global_search, visit);
   VisitMultiStart(multi_start, visit);
   VisitCmaes(cmaes, visit);

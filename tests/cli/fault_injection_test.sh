@@ -267,19 +267,34 @@ PY
     expect_exit 0 "resumed from the checkpoint" fit --output-dir resumed
     same_results reference resumed
     [ "$(checkpoint_count)" -eq 0 ] || { echo "FAIL: checkpoints left after success"; failures=$((failures + 1)); }
-    # A real signal from outside, while the fit runs: same outcome.
-    "$bin_dir/homodyne" --config fit.yaml "${strategy_flags[@]}" "${local_only[@]}" \
-      --output-dir outside > outside.log 2>&1 &
+    # A real signal from another process, while the fit runs: same outcome. The fit is the test
+    # build's (the same program objects and signal handling as homodyne) with every batch 20 ms
+    # longer (HOMODYNE_TEST_BATCH_DELAY_MS), so that it lasts at least the reference's batch count
+    # times 20 ms on any machine (574 batches, 11 s, for laminar_flow with standard), and the
+    # signal, sent once the first checkpoint is on disk (two passes in at most), lands inside it: a
+    # fit that ends by itself fails the test, as it would then test nothing.
+    outside_delay_ms=20
+    # The program itself in the background, not the shell function: $! is then its process.
+    HOMODYNE_TEST_BATCH_DELAY_MS=$outside_delay_ms "$faults_program" --config fit.yaml \
+      "${strategy_flags[@]}" "${local_only[@]}" --output-dir outside > outside.log 2>&1 &
     pid=$!
-    for _ in $(seq 1 200); do [ "$(checkpoint_count)" -ge 1 ] && break; sleep 0.02; done
+    for _ in $(seq 1 3000); do
+      [ "$(checkpoint_count)" -ge 1 ] && break
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.02
+    done
     kill -TERM "$pid" 2>/dev/null
     wait "$pid"
     code=$?
     if [ "$code" -eq 3 ]; then
+      grep -q "interrupted by SIGTERM; checkpoint saved" outside.log ||
+        { echo "FAIL: external SIGTERM: exit 3 without the interrupt message"; cat outside.log; failures=$((failures + 1)); }
+      echo "ok: external SIGTERM -> 3, $(checkpoint_count) checkpoint(s); unsignalled, the fit would last $(reference_batches) batches x ${outside_delay_ms} ms at least"
       expect_exit 0 "resumed from the checkpoint" fit --output-dir outside_resumed
       same_results reference outside_resumed
     elif [ "$code" -eq 0 ]; then
-      echo "note: the fit finished before SIGTERM arrived"; same_results reference outside
+      echo "FAIL: the fit finished before the external SIGTERM arrived (reference $(reference_batches) batches at ${outside_delay_ms} ms each at least): the signal tested nothing"
+      failures=$((failures + 1))
     else
       echo "FAIL: external SIGTERM gave exit $code"; cat outside.log; failures=$((failures + 1))
     fi

@@ -15,6 +15,7 @@
 #include "objective/backend_self_check.h"
 #include "objective/batched_objective.h"
 #include "objective/device_pass_backend.h"
+#include "objective/emulated_pass_backend.h"
 #include "objective/pass_backend.h"
 
 namespace homodyne {

@@ -15,6 +15,7 @@
 #include "objective/batched_objective.h"
 #include "objective/cuda_device_query.h"
 #include "objective/device_pass_backend.h"
+#include "objective/emulated_pass_backend.h"
 #include "optimize/levenberg_marquardt.h"
 #include "support/simulated_data_fixture.h"
 

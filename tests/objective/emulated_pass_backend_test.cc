@@ -17,6 +17,7 @@
 #include "model/two_component/two_component_point.h"
 #include "objective/batched_objective.h"
 #include "objective/device_pass_backend.h"
+#include "objective/emulated_pass_backend.h"
 #include "objective/pass_backend.h"
 #include "optimize/levenberg_marquardt.h"
 #include "support/simulated_data_fixture.h"
