@@ -11,6 +11,8 @@
 #include <iomanip>
 #include <span>
 #include <sstream>
+#include <string_view>
+#include <vector>
 #include <system_error>
 #include <thread>
 #include <type_traits>
@@ -47,6 +49,10 @@ class IdentityWriter {
   void operator()(const char* path, FieldRoleTag<kRole>, const T& value) {
     if constexpr (std::is_same_v<T, LossOptions>) {
       if (value.is_linear()) return;  // fit_identity.h: absent for the linear loss
+    }
+    if constexpr (std::is_same_v<T, std::vector<double>>) {
+      // fit_identity.h: absent without --phi, so the identities of earlier fits stay.
+      if (value.empty() && std::string_view(path) == "data.phi_selected_degrees") return;
     }
     if constexpr (kRole != FieldRole::kNotNumbers) {
       out_ << path << '=';

@@ -52,6 +52,7 @@ void VisitData(Struct& data, Visitor& visit) {
   visit("data.q_tolerance_fraction", kNumbersField, q_tolerance_fraction);
   visit("data.phi_filtering_enabled", kNumbersField, phi_filtering_enabled);
   visit("data.phi_ranges", kNumbersField, phi_ranges);  // VisitPhiRange per element
+  // In the identity only when given (--phi), so those of fits without it are what they were.
   visit("data.phi_selected_degrees", kNumbersField, phi_selected_degrees);
 }
 

@@ -487,11 +487,19 @@ PY
     if [ "$distinct" -eq ${#figures[@]} ]; then echo "ok: the ${#figures[@]} figures differ"; else
       echo "FAIL: only $distinct distinct files among the ${#figures[@]} figures"
       failures=$((failures + 1)); fi
-    # The data file's name in the titles (--data-file): every figure changes, none fails.
+    # The data file's name in the titles: dataset_info.data_file (sim.h5) by default, which
+    # --data-file replaces: every figure changes, none fails.
     expect_exit 0 "wrote named/g2_lag.png" "$bin_dir/homodyne-plot" out --plot-dir named \
-      --data-file sim.h5 --jobs 1
+      --data-file renamed.h5 --jobs 1
     cmp -s out/nlsq/g2_lag.png named/g2_lag.png &&
       { echo "FAIL: --data-file is not in the g2 title"; failures=$((failures + 1)); }
+    # Without dataset_info.data_file the default titles lose the name: they differ too.
+    mkdir -p unnamed/nlsq && cp out/nlsq/* unnamed/nlsq/ &&
+      python3 -c 'import json, sys; p = sys.argv[1]; a = json.load(open(p)); del a["dataset_info"]["data_file"]; json.dump(a, open(p, "w"))' \
+        unnamed/nlsq/analysis_results_nlsq.json || failures=$((failures + 1))
+    expect_exit 0 "wrote unnamed/nlsq/g2_lag.png" "$bin_dir/homodyne-plot" unnamed --jobs 1
+    cmp -s out/nlsq/g2_lag.png unnamed/nlsq/g2_lag.png &&
+      { echo "FAIL: dataset_info.data_file is not in the g2 title"; failures=$((failures + 1)); }
     # nlsq/derived_rates.json (issue 40): its 68 % bands are drawn on D(t); without the file
     # (above) the curves of the fitted values alone.
     cp -r out banded
