@@ -76,6 +76,9 @@ void Fields(ParameterEstimate& estimate, V& visit) {
   visit("value", estimate.value);
   visit("uncertainty", estimate.uncertainty);
   visit("at_bound", estimate.at_bound);
+  visit("interval_68", estimate.interval_68);
+  visit("interval_95", estimate.interval_95);
+  visit("interval_note", estimate.interval_note);
 }
 template <typename V>
 void Fields(AngleScaling& angle, V& visit) {
@@ -251,6 +254,21 @@ struct NlsqResult {
       values.push_back(uncertainties ? p.uncertainty : p.value);
     }
     return ReadOnly(DoubleArray(static_cast<py::ssize_t>(values.size()), values.data()));
+  }
+  // (P, 2) [lower, upper] of each physical parameter's profile interval (docs/results.md, Profile
+  // intervals); NaN rows where none was computed.
+  DoubleArray Intervals(bool ninety_five) const {
+    const auto& physical = outcome.result.physical;
+    DoubleArray ends({static_cast<py::ssize_t>(physical.size()), py::ssize_t{2}});
+    double* out = ends.mutable_data();
+    for (size_t p = 0; p < physical.size(); ++p) {
+      const std::vector<double>& interval =
+          ninety_five ? physical[p].interval_95 : physical[p].interval_68;
+      for (size_t e = 0; e < 2; ++e) {
+        out[2 * p + e] = interval.size() == 2 ? interval[e] : std::nan("");
+      }
+    }
+    return ReadOnly(std::move(ends));
   }
   DoubleArray PerAngle(bool contrast, bool uncertainties) const {
     std::vector<double> values;
@@ -873,6 +891,13 @@ PYBIND11_MODULE(_core, m) {
           "uncertainties", [](const NlsqResult& r) { return r.Physical(true); },
           "One standard error per physical parameter, as uncertainty_method says (0: held "
           "fixed).")
+      .def_property_readonly(
+          "interval_68", [](const NlsqResult& r) { return r.Intervals(false); },
+          "(P, 2) 68 % profile interval [lower, upper] of each physical parameter; NaN unless "
+          "the config's optimization.nlsq.profile_intervals is true.")
+      .def_property_readonly(
+          "interval_95", [](const NlsqResult& r) { return r.Intervals(true); },
+          "(P, 2) 95 % profile interval, as interval_68.")
       .def_property_readonly(
           "uncertainty_method",
           [](const NlsqResult& r) { return r.outcome.result.uncertainty_method; },

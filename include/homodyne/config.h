@@ -191,6 +191,10 @@ struct NlsqOptions {
   double xtol = 1e-8;                   // relative step, > 0
   double gtol = 1e-8;                   // scaled gradient, > 0
   double sigma = 0.01;                  // per-point noise when the data has none, > 0
+  // optimization.nlsq.sigma: auto. Fit (fit.h) runs a first fit at `sigma`, estimates the noise
+  // from its residuals, sqrt(chi2 / dof) at sigma 1, and fits again at that sigma from the first
+  // fit's minimum (docs/results.md, Noise sigma).
+  bool sigma_auto = false;
   // optimization.nlsq.loss (linear | soft_l1 | huber | cauchy | arctan) and f_scale (> 0): the
   // loss of the fit's local minimisation, on r = (data - c2) / sigma (docs/model.md, Robust loss).
   // linear (the default here; the reference's is soft_l1) is the plain chi2.
@@ -222,6 +226,10 @@ struct NlsqOptions {
   std::optional<bool> profile_check;
   // optimization.nlsq.uncertainty (UncertaintyMethod above).
   UncertaintyMethod uncertainty = UncertaintyMethod::kJackknife;
+  // optimization.nlsq.profile_intervals (--profile-intervals): each physical parameter's 68 % and
+  // 95 % profile-likelihood intervals after the fit (docs/results.md, Profile intervals); off by
+  // default: each end costs a few refits of all the data.
+  bool profile_intervals = false;
   GlobalSearchOptions global_search;
   MultiStartOptions multi_start;
   CmaesSearchOptions cmaes;
@@ -361,7 +369,7 @@ struct ConfigSource {
 // the file's value; ResolveConfig applies the analysis mode before it builds anything that depends
 // on the mode, the rest after.
 struct ConfigOverrides {
-  std::optional<AnalysisMode> analysis_mode;  // --static-mode, --laminar-flow
+  std::optional<AnalysisMode> analysis_mode;  // --static-mode, --laminar-flow, --mode
   std::optional<std::string> data_file;       // --data-file
   std::optional<int> max_iterations;          // --max-iterations, max_iterations=; > 0
   std::optional<double> tolerance;            // --tolerance (optimization.nlsq.tolerance); > 0
@@ -372,11 +380,18 @@ struct ConfigOverrides {
     std::string origin;  // as the user wrote it, for messages: "--initial-phi0"
   };
   std::vector<InitialValue> initial_values;   // applied in order (a later one wins)
+  // --phi: the angles to fit [degrees], each within 1 degree of a file angle; replaces
+  // phi_filtering (DataSelection::phi_selected_degrees). Empty: not given. Finite.
+  std::vector<double> phi_angles;
+  // --multistart-n: optimization.nlsq.multi_start.n_starts, and the multi-start method unless
+  // --global-search names another (then a UsageError); 1 .. 100000.
+  std::optional<int> multi_start_n;
   std::optional<int> cpu_threads;             // --threads, threads=; >= 1
   std::optional<std::string> strategy;        // --strategy: standard | large | chunked | streaming
   std::optional<std::string> backend;         // --backend: cpu | cuda | auto
   std::optional<std::string> solver;          // --solver: lm | ceres
   std::optional<std::string> uncertainty;     // --uncertainty, uncertainty=: jackknife | standard | curvature
+  std::optional<bool> profile_intervals;      // --profile-intervals
   std::optional<bool> fast_mode;              // --fast-mode, fast_mode=
   std::optional<bool> variable_projection;    // false: --no-variable-projection
   std::optional<std::string> checkpoint_dir;  // --checkpoint-dir, checkpoint_dir=; non-empty

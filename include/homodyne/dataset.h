@@ -53,7 +53,12 @@ struct DataSelection {
   double q_tolerance_fraction = 0.1;    // APS-old q window (docs/design.md section 8)
   bool phi_filtering_enabled = false;   // phi_filtering.enabled
   std::vector<PhiRange> phi_ranges;     // phi_filtering.target_ranges; empty keeps all
+  // --phi: the angles to fit [degrees]. Non-empty: each keeps the file's nearest angle within
+  // kPhiSelectionToleranceDegrees (the successor's tolerance), none there is a DataError, and
+  // phi_filtering is not applied.
+  std::vector<double> phi_selected_degrees;
 };
+inline constexpr double kPhiSelectionToleranceDegrees = 1.0;
 
 // One correlation matrix kept for fitting.
 struct AngleInfo {

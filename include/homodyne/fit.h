@@ -75,7 +75,8 @@ FitOutcome Fit(const Config& config, BatchSource& source, const FitObserver& obs
 // (results.h WriteAllResultFiles): the JSON files and fitted_data.h5 (data, fit and residuals per
 // angle, streamed by row blocks from `source`, the data the fit read). Throws InputError naming
 // the file on a write failure.
-void WriteFitResults(const FitOutcome& outcome, BatchSource& source, const std::string& output_dir);
+void WriteFitResults(const FitOutcome& outcome, BatchSource& source, const std::string& output_dir,
+                     bool npz = false);
 
 // Deletes the checkpoints of a finished fit (call once its results are durable); the folder's
 // lock stays with outcome.checkpoint_lock.
@@ -100,6 +101,7 @@ void RemoveCheckpoints(const FitOutcome& outcome);
 // (the lock released, the checkpoints kept); a failure of the fit is logged first.
 struct FitJobOptions {
   std::optional<std::string> output_dir;             // result files and the performance log
+  bool write_npz = false;  // nlsq/fitted_data.npz in the set too (--output-format npz)
   std::function<void(const FitOutcome&)> on_fitted;  // between the fit and the files; optional
 };
 FitOutcome RunFitJob(const Config& config, BatchSource& source, const FitJobOptions& options,

@@ -22,6 +22,13 @@ struct ParameterEstimate {
   // is then the data's with the bound released (docs/results.md, Parameters at a bound). "" when
   // the data, not a bound, placed it.
   std::string at_bound{};
+  // The profile-likelihood intervals (docs/results.md, Profile intervals): {lower, upper} where
+  // chi2 with this parameter held and the others refitted rises by the 68 % and 95 % levels of
+  // the reported uncertainty; empty when not computed. interval_note: "" or why an end is not
+  // where chi2 rose (e.g. "upper end at the bound: chi2 rises by less within the bounds").
+  std::vector<double> interval_68{};
+  std::vector<double> interval_95{};
+  std::string interval_note{};
 };
 
 // Contrast and offset of one angle (always one pair per angle, whatever the per-angle mode).
@@ -128,6 +135,12 @@ struct FitResult {
   std::string quality_flag = "not_run";
   std::vector<std::string> quality_reasons;  // one sentence per problem that set or lowered it
 
+  // The HDF5 file the fit read, absolute; "" when the data came from memory (the Python
+  // module's arrays). analysis_results_nlsq.json's dataset_info.data_file when set.
+  std::string data_file;
+  double sigma = 0.0;    // the noise the residuals were divided by (optimization.nlsq.sigma)
+  // Where `sigma` came from: "optimization.nlsq.sigma", or for sigma auto the estimate's source.
+  std::string sigma_source = "optimization.nlsq.sigma";
   int64_t n_points = 0;  // points fitted (both triangles, diagonal excluded)
   int n_angles = 0;
   int n_times = 0;  // N of the fitted grid
@@ -166,6 +179,10 @@ inline constexpr std::string_view kParametersFileName = "parameters.json";
 inline constexpr std::array<std::string_view, 4> kResultFileNames = {
     kFittedDataFileName, kConvergenceMetricsFileName, kAnalysisResultsFileName,
     kParametersFileName};
+
+// With --output-format npz (FitJobOptions::write_npz), part of the set after fitted_data.h5: the
+// successor's arrays (docs/results.md, fitted_data.npz). A set without it removes an earlier one.
+inline constexpr std::string_view kFittedDataNpzFileName = "fitted_data.npz";
 
 // Beside the set, not part of it: the final fit's per-iteration record for the convergence plot
 // (docs/results.md, Convergence history). The set's writers remove an earlier run's copy with the
@@ -213,8 +230,11 @@ void WriteFittedData(BatchSource& source, const ModelEvaluation& evaluation,
 // file and fsynced, and only then are they renamed together (docs/results.md, How the files are
 // written). A failure leaves no temporary file and either the previous set untouched or no result
 // file at all, never a mix; it throws InputError naming the file, the reason and which of the two.
+// With `npz`, nlsq/fitted_data.npz too (kFittedDataNpzFileName; not written, with a warning, when
+// it would exceed 4 GiB, which needs ZIP64).
 void WriteAllResultFiles(const FitResult& result, BatchSource& source,
-                         const ModelEvaluation& evaluation, const std::string& output_dir);
+                         const ModelEvaluation& evaluation, const std::string& output_dir,
+                         bool npz = false);
 
 // `homodyne --output-format yaml|json`: the reference package's legacy summary file,
 // OUTPUT_DIR/homodyne_results.{yaml,json} (docs/results.md, Legacy summary). Its format from the

@@ -76,6 +76,17 @@ def test_uncertainty_keyword_chooses_the_method_and_changes_no_value(in_set):
     assert results["jackknife"].uncertainty_blocks >= 8
     assert results["curvature"].uncertainty_blocks == 0
     assert "uncertainties: frame-block jackknife" in str(results["jackknife"])
+    assert results["jackknife"].interval_68.shape == (7, 2)
+    assert np.isnan(results["jackknife"].interval_68).all()  # off unless the config asks
+    asked = copy.deepcopy(LAMINAR_DICT)
+    asked["optimization"]["nlsq"] = {"profile_intervals": True}
+    with_intervals = hc.fit_nlsq(None, asked, checkpoints=False)
+    lower, upper = with_intervals.interval_68.T
+    values = with_intervals.parameters
+    assert np.isfinite(lower[0]) and np.isfinite(upper[0])  # D0's ends
+    # An end a profile fit could not compute is NaN (its estimate's interval_note says so).
+    assert (np.isnan(lower) | (lower < values)).all() and (np.isnan(upper) | (values < upper)).all()
+    assert (np.isnan(lower) | (with_intervals.interval_95[:, 0] <= lower)).all()  # bound: equal
     with pytest.raises(ValueError, match="uncertainty = 'sandwich': must be one of jackknife, "
                                          "standard, curvature"):
         hc.fit_nlsq(None, config, checkpoints=False, uncertainty="sandwich")

@@ -8,6 +8,7 @@
 
 #include "homodyne/backend.h"
 #include "homodyne/errors.h"
+#include "homodyne/model.h"
 #include "homodyne/override_checks.h"
 #include "homodyne/results.h"
 
@@ -19,7 +20,9 @@ constexpr const char* kExitCodesHelp =
     "  0  finished\n"
     "  1  bad input or failure (the message says what and where)\n"
     "  2  bad command-line usage\n"
-    "  3  interrupted, checkpoint saved (run again to resume)\n";
+    "  3  interrupted, checkpoint saved (run again to resume)\n"
+    "The successor's (xpcsjax) 2, not converged, is 0 here (convergence_status max_iterations)\n"
+    "or 1 (failed); its 130, interrupted, is 3 (docs/results.md, Convergence status).\n";
 
 // Adds an optional<T> option: set only when the flag is given.
 template <typename T>
@@ -33,19 +36,64 @@ CLI::Option* AddOptional(CLI::App& app, const std::string& name, std::optional<T
                                                  : "FLOAT");
 }
 
+// One --initial-* flag: its names (CLI11 spelling, a comma between aliases), the parameter it
+// starts (canonical name, mode_catalog.cc) and its help. Matched in any case (--initial-D0, the
+// successor's spelling, is --initial-d0).
+struct InitialFlag {
+  const char* names;
+  const char* parameter;
+  const char* help;
+};
+constexpr InitialFlag kInitialFlags[] = {
+    {"--initial-d0", "D0", "Initial D0 [A^2/s] (> 0)"},
+    {"--initial-alpha", "alpha", "Initial alpha"},
+    {"--initial-d-offset", "D_offset", "Initial D_offset [A^2/s]"},
+    {"--initial-gamma-dot-t0", "gamma_dot_t0", "Initial gamma_dot_t0 [1/s]"},
+    {"--initial-beta", "beta", "Initial beta"},
+    {"--initial-gamma-dot-offset,--initial-gamma-dot-t-offset", "gamma_dot_t_offset",
+     "Initial gamma_dot_t_offset [1/s]"},
+    {"--initial-phi0", "phi0", "Initial phi0 [degrees]"},
+    // two_component (the successor's parameters; docs/model.md, Modes).
+    {"--initial-d0-ref", "D0_ref", "Initial D0_ref [A^2/s] (two_component)"},
+    {"--initial-alpha-ref", "alpha_ref", "Initial alpha_ref (two_component)"},
+    {"--initial-d-offset-ref", "D_offset_ref", "Initial D_offset_ref [A^2/s] (two_component)"},
+    {"--initial-d0-sample", "D0_sample", "Initial D0_sample [A^2/s] (two_component)"},
+    {"--initial-alpha-sample", "alpha_sample", "Initial alpha_sample (two_component)"},
+    {"--initial-d-offset-sample", "D_offset_sample",
+     "Initial D_offset_sample [A^2/s] (two_component)"},
+    {"--initial-v0", "v0", "Initial v0 [A/s] (two_component)"},
+    {"--initial-v-beta", "v_beta", "Initial v_beta (two_component)"},
+    {"--initial-v-offset", "v_offset", "Initial v_offset [A/s] (two_component)"},
+    {"--initial-f0", "f0", "Initial f0 (two_component)"},
+    {"--initial-f1", "f1", "Initial f1 [1/s] (two_component)"},
+    {"--initial-f2", "f2", "Initial f2 [s] (two_component)"},
+    {"--initial-f3", "f3", "Initial f3 (two_component)"},
+    {"--initial-phi0-het", "phi0_het", "Initial phi0_het [degrees] (two_component)"},
+};
+
+// The flag as messages name it: its first name.
+std::string FirstName(const char* names) {
+  const std::string text(names);
+  return text.substr(0, text.find(','));
+}
+
 // The flags only the program has (the fit's own options go through CheckOverrides, shared with
 // the Python module); throws UsageError naming the flag and the rule.
 void ValidateProgramFlags(const CommandLineOptions& options) {
-  if (options.output_format && !ParseLegacySummaryFormat(*options.output_format)) {
+  if (options.output_format && !ParseOutputFormat(*options.output_format)) {
     throw UsageError("--output-format " + *options.output_format +
-                     (*options.output_format == "npz"
-                          ? ": this engine writes no NumPy files; use yaml or json (the results "
-                            "are in OUTPUT_DIR/nlsq/)"
-                          : ": must be one of yaml, json"));
+                     ": must be one of yaml, json, npz, both");
   }
 }
 
 }  // namespace
+
+std::optional<OutputFormat> ParseOutputFormat(const std::string& text) {
+  if (text == "npz") return OutputFormat{std::nullopt, true};
+  if (text == "both") return OutputFormat{LegacySummaryFormat::kJson, true};
+  if (const auto summary = ParseLegacySummaryFormat(text)) return OutputFormat{summary, false};
+  return std::nullopt;
+}
 
 std::optional<CommandLineOptions> ParseCommandLine(int argc, char** argv) {
   CommandLineOptions options;
@@ -69,25 +117,54 @@ std::optional<CommandLineOptions> ParseCommandLine(int argc, char** argv) {
       ->capture_default_str();
   AddOptional(app, "--data-file", options.data_file, "HDF5 data file (overrides the config)");
   auto* static_flag = app.add_flag("--static-mode", options.static_mode, "Force static mode");
-  app.add_flag("--laminar-flow", options.laminar_flow, "Force laminar_flow mode")
-      ->excludes(static_flag);
+  auto* laminar_flag =
+      app.add_flag("--laminar-flow", options.laminar_flow, "Force laminar_flow mode")
+          ->excludes(static_flag);
+  // Any analysis mode name or alias of the mode catalog (as homodyne-config --mode).
+  const CLI::Validator known_mode(
+      [](std::string& text) -> std::string {
+        try {
+          ParseAnalysisMode(text);
+        } catch (const Error&) {
+          return "'" + text + "' is not an analysis mode (one of " + AnalysisModeNames() + ")";
+        }
+        return "";
+      },
+      "MODE");
+  AddOptional(app, "--mode", options.mode,
+              "Force the analysis mode: one of " + AnalysisModeNames() +
+                  " (the successor's spelling of --static-mode / --laminar-flow)")
+      ->check(known_mode)
+      ->excludes(static_flag)
+      ->excludes(laminar_flag);
+  app.add_option("--phi", options.phi,
+                 "Fit only these angles [degrees] (e.g. --phi 0 45, or --phi 0,45): each must "
+                 "lie within 1 degree of an angle of the file; replaces phi_filtering")
+      ->delimiter(',')
+      ->expected(1, -1)
+      ->type_name("FLOAT");
+  AddOptional(app, "--multistart-n", options.multistart_n,
+              "Multi-start search with N sampled starts (optimization.nlsq.multi_start.n_starts; "
+              "selects --global-search multi-start)");
   AddOptional(app, "--max-iterations", options.max_iterations,
               "optimization.nlsq.max_iterations (> 0)");
   AddOptional(app, "--tolerance", options.tolerance, "optimization.nlsq.tolerance (> 0)");
-  AddOptional(app, "--initial-d0", options.initial_d0, "Initial D0 [A^2/s] (> 0)");
-  AddOptional(app, "--initial-alpha", options.initial_alpha, "Initial alpha");
-  AddOptional(app, "--initial-d-offset", options.initial_d_offset, "Initial D_offset [A^2/s]");
-  AddOptional(app, "--initial-gamma-dot-t0", options.initial_gamma_dot_t0,
-              "Initial gamma_dot_t0 [1/s]");
-  AddOptional(app, "--initial-beta", options.initial_beta, "Initial beta");
-  AddOptional(app, "--initial-gamma-dot-offset", options.initial_gamma_dot_offset,
-              "Initial gamma_dot_t_offset [1/s]");
-  AddOptional(app, "--initial-phi0", options.initial_phi0, "Initial phi0 [degrees]");
+  for (const InitialFlag& flag : kInitialFlags) {
+    app.add_option_function<double>(
+           flag.names,
+           [&options, parameter = std::string(flag.parameter)](const double& value) {
+             options.initial_values[parameter] = value;
+           },
+           flag.help)
+        ->type_name("FLOAT")
+        ->ignore_case();
+  }
   app.add_flag("--save-plots", options.save_plots,
                "Save one PNG per angle (data | fit | residual)");
   AddOptional(app, "--output-format", options.output_format,
               "Also write the reference's legacy summary OUTPUT_DIR/homodyne_results.yaml | "
-              ".json (default: none; the results are in OUTPUT_DIR/nlsq/)");
+              ".json, or (npz) OUTPUT_DIR/nlsq/fitted_data.npz, the successor's arrays; both: "
+              "json and npz (default: none; the results are in OUTPUT_DIR/nlsq/)");
   auto* verbose = app.add_flag("-v,--verbose", options.verbosity, "More log output (repeatable)");
   app.add_flag("--quiet", options.quiet, "Only warnings and errors")->excludes(verbose);
   AddOptional(app, "--threads", options.threads, "CPU threads (default: all cores)");
@@ -125,6 +202,9 @@ std::optional<CommandLineOptions> ParseCommandLine(int argc, char** argv) {
                  "(independent noise) | curvature (the reference's numbers; "
                  "optimization.nlsq.uncertainty)")
       ->check(CLI::IsMember({"jackknife", "standard", "curvature"}));
+  app.add_flag("--profile-intervals", options.profile_intervals,
+               "Profile-likelihood 68 % and 95 % intervals of each physical parameter after the "
+               "fit (optimization.nlsq.profile_intervals; a few refits per interval end)");
   app.add_flag("--dry-run", options.dry_run,
                "Load config and data, print a summary and the memory each strategy needs; no fit");
 
@@ -152,23 +232,13 @@ ConfigOverrides OverridesFromCommandLine(const CommandLineOptions& options) {
   overrides.data_file = options.data_file;
   overrides.max_iterations = options.max_iterations;
   overrides.tolerance = options.tolerance;
-  struct InitialFlag {
-    const std::optional<double>* value;
-    const char* name;  // the parameter
-    const char* flag;  // as the user types it, for messages
-  };
-  const InitialFlag initial_flags[] = {
-      {&options.initial_d0, "D0", "--initial-d0"},
-      {&options.initial_alpha, "alpha", "--initial-alpha"},
-      {&options.initial_d_offset, "D_offset", "--initial-d-offset"},
-      {&options.initial_gamma_dot_t0, "gamma_dot_t0", "--initial-gamma-dot-t0"},
-      {&options.initial_beta, "beta", "--initial-beta"},
-      {&options.initial_gamma_dot_offset, "gamma_dot_t_offset", "--initial-gamma-dot-offset"},
-      {&options.initial_phi0, "phi0", "--initial-phi0"},
-  };
-  for (const InitialFlag& initial : initial_flags) {
-    if (initial.value->has_value()) {
-      overrides.initial_values.push_back({initial.name, **initial.value, initial.flag});
+  if (options.mode) overrides.analysis_mode = ParseAnalysisMode(*options.mode);
+  overrides.phi_angles = options.phi;
+  overrides.multi_start_n = options.multistart_n;
+  for (const InitialFlag& flag : kInitialFlags) {
+    const auto given = options.initial_values.find(flag.parameter);
+    if (given != options.initial_values.end()) {
+      overrides.initial_values.push_back({flag.parameter, given->second, FirstName(flag.names)});
     }
   }
   overrides.cpu_threads = options.threads;
@@ -184,6 +254,7 @@ ConfigOverrides OverridesFromCommandLine(const CommandLineOptions& options) {
   if (options.no_variable_projection) overrides.variable_projection = false;
   overrides.solver = options.solver;
   overrides.uncertainty = options.uncertainty;
+  if (options.profile_intervals) overrides.profile_intervals = true;
   return overrides;
 }
 

@@ -2,10 +2,13 @@
 // (README.md, Programs): strategy, memory, backend, threads, checkpoints, fast mode, dry run.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "homodyne/config.h"
+#include "homodyne/results.h"
 
 namespace homodyne::cli {
 
@@ -17,12 +20,15 @@ struct CommandLineOptions {
   std::optional<std::string> data_file;           // --data-file
   bool static_mode = false;                       // --static-mode
   bool laminar_flow = false;                      // --laminar-flow
+  std::optional<std::string> mode;                // --mode (the successor's spelling)
+  std::vector<double> phi;                        // --phi A [B ...]: the angles to fit
+  std::optional<int> multistart_n;                // --multistart-n (multi_start.n_starts)
   std::optional<int> max_iterations;              // --max-iterations
   std::optional<double> tolerance;                // --tolerance
-  std::optional<double> initial_d0, initial_alpha, initial_d_offset, initial_gamma_dot_t0,
-      initial_beta, initial_gamma_dot_offset, initial_phi0;  // --initial-*
+  // --initial-* (any case: --initial-D0): parameter name -> value, one entry per flag given.
+  std::map<std::string, double> initial_values;
   bool save_plots = false;                                   // --save-plots
-  std::optional<std::string> output_format;                  // --output-format yaml|json
+  std::optional<std::string> output_format;                  // --output-format yaml|json|npz
   int verbosity = 0;                                         // -v (count)
   bool quiet = false;                                        // --quiet
   std::optional<int> threads;                                // --threads
@@ -38,8 +44,17 @@ struct CommandLineOptions {
   bool no_variable_projection = false;       // --no-variable-projection
   std::optional<std::string> solver;         // --solver lm|ceres
   std::optional<std::string> uncertainty;    // --uncertainty jackknife|standard|curvature
+  bool profile_intervals = false;            // --profile-intervals
   bool dry_run = false;                      // --dry-run
 };
+
+// What --output-format asks for: the reference's legacy summary (yaml, json) and the successor's
+// nlsq/fitted_data.npz (npz; both: json and npz). std::nullopt for any other value.
+struct OutputFormat {
+  std::optional<LegacySummaryFormat> legacy_summary;
+  bool npz = false;
+};
+std::optional<OutputFormat> ParseOutputFormat(const std::string& text);
 
 // Parses argv and checks every flag value that needs no config. Returns std::nullopt after
 // printing --help or --version (exit 0). Throws UsageError for bad usage (unknown flag, bad value,

@@ -81,7 +81,14 @@ void PrintResult(const FitOutcome& outcome, std::ostream& out) {
   for (const ParameterEstimate& estimate : result.physical) {
     std::snprintf(line, sizeof(line), "  %-20s %14.6g +- %.3g", estimate.name.c_str(),
                   estimate.value, estimate.uncertainty);
-    out << line << bound_mark(estimate) << "\n";
+    out << line;
+    // The 68 % profile interval relative to the value (docs/results.md, Profile intervals).
+    if (estimate.interval_68.size() == 2) {
+      std::snprintf(line, sizeof(line), "  [%+.3g, %+.3g]", estimate.interval_68[0] - estimate.value,
+                    estimate.interval_68[1] - estimate.value);
+      out << line;
+    }
+    out << bound_mark(estimate) << "\n";
   }
   for (const AngleScaling& angle : result.per_angle) {
     std::snprintf(line, sizeof(line), "  phi %8.2f deg      contrast %.6f +- %.2g",
@@ -141,6 +148,9 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
   };
   FitJobOptions job;
   job.output_dir = options.output_dir;
+  const std::optional<OutputFormat> format =
+      options.output_format ? ParseOutputFormat(*options.output_format) : std::nullopt;
+  job.write_npz = format && format->npz;
   job.on_fitted = [&out](const FitOutcome& outcome) {
     PrintResult(outcome, out);
     out.flush();  // before the files are written: a full disk loses no computed number
@@ -149,11 +159,9 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
   if (!CurrentProcessGroup()->is_root()) return outcome.exit_code;  // rank 0 prints and writes
   if (options.save_plots) SavePlots(options.output_dir);  // a failure only warns
   out << "  results in " << options.output_dir << "/nlsq/\n";
-  if (options.output_format) {
+  if (format && format->legacy_summary) {
     out << "  legacy summary in "
-        << WriteLegacySummary(outcome.result, *ParseLegacySummaryFormat(*options.output_format),
-                              options.output_dir)
-        << "\n";
+        << WriteLegacySummary(outcome.result, *format->legacy_summary, options.output_dir) << "\n";
   }
   return outcome.exit_code;
 }

@@ -601,7 +601,10 @@ void ParseNlsq(const ConfigReader& reader, Config& config) {
   positive("gtol", nlsq.gtol);
   // sigma scales every residual: c2 values are about 1 and a correlator's noise 1e-4 to 1e-1, so
   // outside [1e-12, 1e3] chi2 overflows (sigma 1e-155: +inf) or vanishes and measures nothing.
-  if (const auto sigma = reader.Number(base + "sigma")) {
+  if (const YAML::Node node = reader.Find(base + "sigma");
+      node && node.IsScalar() && node.Scalar() == "auto") {
+    nlsq.sigma_auto = true;  // the first fit runs at the default sigma
+  } else if (const auto sigma = reader.Number(base + "sigma")) {
     reader.Require(std::isfinite(*sigma) && *sigma >= 1e-12 && *sigma <= 1e3, base + "sigma",
                    "must be from 1e-12 to 1e3 (the noise of c2 values of about 1)");
     nlsq.sigma = *sigma;
@@ -656,6 +659,8 @@ void ParseGlobalSearch(const ConfigReader& reader, Config& config) {
     nlsq.statistical_tolerance = *value;
   }
   nlsq.profile_check = reader.Bool(base + "profile_check");
+  nlsq.profile_intervals =
+      reader.Bool(base + "profile_intervals").value_or(nlsq.profile_intervals);
   // A key that holds one of a few names (an enum of config.h): its value, in any case, parsed by
   // `parse` (config.h's Parse... function); any other value fails with "must be one of" the names
   // of `allowed`, in that order. False when the key is absent.
@@ -1305,7 +1310,14 @@ std::string BriefReport(const Config& config) {
   out << "frames: " << d.start_frame << ".."
       << (d.end_frame == -1 ? "last" : std::to_string(d.end_frame)) << "\n";
   out << "phi filtering: ";
-  if (!d.phi_filtering_enabled || d.phi_ranges.empty()) {
+  if (!d.phi_selected_degrees.empty()) {
+    out << "--phi";
+    for (size_t i = 0; i < d.phi_selected_degrees.size(); ++i) {
+      out << (i ? ", " : " ") << d.phi_selected_degrees[i];
+    }
+    out << " deg (the file's nearest angle within " << kPhiSelectionToleranceDegrees
+        << " deg each; phi_filtering not applied)\n";
+  } else if (!d.phi_filtering_enabled || d.phi_ranges.empty()) {
     out << "off (all angles)\n";
   } else {
     for (size_t i = 0; i < d.phi_ranges.size(); ++i) {
@@ -1316,7 +1328,10 @@ std::string BriefReport(const Config& config) {
   }
   out << "nlsq: max_iterations " << config.nlsq.max_iterations << ", ftol " << config.nlsq.tolerance
       << ", xtol " << config.nlsq.xtol << ", gtol " << config.nlsq.gtol << ", sigma "
-      << config.nlsq.sigma << ", per_angle_mode " << ToString(config.nlsq.per_angle_mode) << "\n";
+      << (config.nlsq.sigma_auto ? "auto (from the residuals of a first fit at " +
+                                       FormatNumber(config.nlsq.sigma) + ")"
+                                 : FormatNumber(config.nlsq.sigma))
+      << ", per_angle_mode " << ToString(config.nlsq.per_angle_mode) << "\n";
   // The objective itself: a robust loss changes what is minimised (docs/model.md, Robust loss).
   out << "objective: " << LossText(config.nlsq.loss) << "\n";
   const PerformanceOptions& p = config.performance;

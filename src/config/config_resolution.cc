@@ -155,6 +155,8 @@ void ApplyOverrides(const ConfigOverrides& overrides, Config& config) {
   for (const ConfigOverrides::InitialValue& given : overrides.initial_values) {
     ApplyInitialValue(given, config);
   }
+  if (!overrides.phi_angles.empty()) config.data.phi_selected_degrees = overrides.phi_angles;
+  if (overrides.multi_start_n) config.nlsq.multi_start.n_starts = *overrides.multi_start_n;
 
   PerformanceOptions& performance = config.performance;
   if (overrides.cpu_threads) performance.cpu_threads = *overrides.cpu_threads;
@@ -165,6 +167,7 @@ void ApplyOverrides(const ConfigOverrides& overrides, Config& config) {
   if (overrides.uncertainty) {
     config.nlsq.uncertainty = *ParseUncertaintyMethod(*overrides.uncertainty);
   }
+  if (overrides.profile_intervals) config.nlsq.profile_intervals = *overrides.profile_intervals;
   if (overrides.variable_projection) {
     config.nlsq.variable_projection = *overrides.variable_projection;
   }
@@ -201,9 +204,13 @@ std::optional<GlobalSearchMethod> ParseGlobalSearchOverride(const std::string& t
 // command line's (`command_line` as the user wrote it; "" = not given), else the config's method
 // when it set one other than auto, else cmaes.enable (first, as the reference), else
 // multi_start.enable, else auto. The command line's spelling is checked by CheckOverrides.
-void SettleGlobalSearchMethod(const std::string& command_line, NlsqOptions& nlsq) {
+void SettleGlobalSearchMethod(const std::string& command_line,
+                              const std::optional<int>& multi_start_n, NlsqOptions& nlsq) {
   GlobalSearchOptions& global = nlsq.global_search;
-  if (!command_line.empty()) {
+  if (command_line.empty() && multi_start_n) {
+    global.method = GlobalSearchMethod::kMultiStart;
+    global.method_reason = "--multistart-n " + std::to_string(*multi_start_n);
+  } else if (!command_line.empty()) {
     global.method = *ParseGlobalSearchOverride(command_line);  // CheckOverrides checked it
     global.method_reason = "--global-search " + command_line;
   } else if (global.method_from_config && global.method != GlobalSearchMethod::kAuto) {
@@ -297,6 +304,19 @@ void CheckOverrides(const ConfigOverrides& overrides, OverrideSpelling spelling)
                   {"--global-search", "global_search"}, *method,
                   "must be one of auto, off, multi-start, cmaes");
   }
+  for (const double phi : overrides.phi_angles) {
+    check.Require(std::isfinite(phi), {"--phi", "phi"}, phi, "must be finite (degrees)");
+  }
+  if (const auto& starts = overrides.multi_start_n) {
+    check.Require(*starts >= 1 && *starts <= 100000, {"--multistart-n", "multistart_n"}, *starts,
+                  "must be from 1 to 100000");
+    if (const auto& method = overrides.global_search; method && !method->empty()) {
+      check.Require(ParseGlobalSearchOverride(*method) == GlobalSearchMethod::kMultiStart,
+                    {"--multistart-n", "multistart_n"}, *starts,
+                    "sets the multi-start search's starts, but --global-search " + *method +
+                        " runs another method");
+    }
+  }
 }
 
 ConfigSource ReadConfigFile(const std::string& path) {
@@ -340,7 +360,8 @@ Config ResolveConfig(const ConfigSource& source, const ConfigOverrides& override
   config.source_path = source.path;
   CheckOverrides(overrides, OverrideSpelling::kKeyword);
   ApplyOverrides(overrides, config);
-  SettleGlobalSearchMethod(overrides.global_search.value_or(""), config.nlsq);
+  SettleGlobalSearchMethod(overrides.global_search.value_or(""), overrides.multi_start_n,
+                           config.nlsq);
   return config;
 }
 

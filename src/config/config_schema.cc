@@ -63,7 +63,7 @@ const SchemaRow kSchema[] = {
     {"optimization", "method max_iterations fast_chi2_mode"},
     {"optimization.nlsq",
      "workflow goal memory_fraction memory_threshold_gb max_iterations tolerance ftol xtol gtol "
-     "variable_projection statistical_tolerance profile_check solver uncertainty "
+     "variable_projection statistical_tolerance profile_check profile_intervals solver uncertainty "
      "sigma trust_region_scale verbose loss f_scale x_scale use_streaming "
      "enable_quality_validation "
      "quality_reduced_chi_squared_threshold quality_warn_on_max_restarts "

@@ -72,7 +72,7 @@ optimization:
     tolerance: 1.0e-8     # ftol: stop when the relative chi2 change is below; > 0. Default 1e-8
     xtol: 1.0e-8          # stop when the relative step is below; > 0. Default 1e-8
     gtol: 1.0e-8          # stop when the scaled gradient is below; > 0. Default 1e-8
-    sigma: 0.01           # noise per point when the data has none; > 0. Default 0.01
+    sigma: 0.01           # noise per point when the data has none; > 0, or auto. Default 0.01
     loss: linear          # linear | soft_l1 | huber | cauchy | arctan (scipy's). Default linear
     f_scale: 1.0          # soft threshold of the loss, in units of r = (data - c2) / sigma; > 0
     x_scale: jac          # 'jac', a number or a list (> 0): no effect, steps are scaled by J
@@ -93,6 +93,7 @@ optimization:
     solver: lm                     # standard strategy: lm (our LM core) or ceres. Default lm
     uncertainty: jackknife         # jackknife (frame blocks; right for noise correlated along
                                    # frames) | standard | curvature (the reference's numbers)
+    profile_intervals: false       # 68 % and 95 % profile-likelihood intervals after the fit
     global_search:                 # the global phase before the fit (docs/configuration.md)
       method: auto                 # auto | off | multi_start | cmaes. Default auto
       max_points: 1000000          # above this, search on every s-th row; >= 1000. Default 1e6

@@ -548,8 +548,48 @@ OpenedDataset Inspect(const DataSelection& selection) {
   info.first_frame = first;
   info.num_raw_frames = end - first;
 
-  // phi_filtering (docs/design.md section 8): keep angles in any range; none matching keeps all.
-  if (selection.phi_filtering_enabled && !selection.phi_ranges.empty()) {
+  // --phi (DataSelection::phi_selected_degrees): each requested angle keeps the file's nearest
+  // angle within the tolerance; one with none there fails, naming the file's angles (the
+  // successor warns and fits all angles instead: docs/user-guide.md section 3).
+  if (!selection.phi_selected_degrees.empty()) {
+    std::vector<bool> keep(info.angles.size(), false);
+    for (const double requested : selection.phi_selected_degrees) {
+      const double wanted = NormalizePhiDegrees(requested);
+      size_t nearest = 0;
+      double nearest_distance = std::numeric_limits<double>::infinity();
+      for (size_t k = 0; k < info.angles.size(); ++k) {
+        double distance = std::fabs(info.angles[k].phi_degrees - wanted);
+        distance = std::min(distance, 360.0 - distance);
+        if (distance < nearest_distance) {
+          nearest = k;
+          nearest_distance = distance;
+        }
+      }
+      if (!(nearest_distance <= kPhiSelectionToleranceDegrees)) {
+        std::ostringstream message;
+        message << "--phi " << requested << ": no angle of the file within "
+                << kPhiSelectionToleranceDegrees << " degree (its angles:";
+        for (size_t k = 0; k < info.angles.size(); ++k) {
+          message << (k ? ", " : " ") << info.angles[k].phi_degrees;
+        }
+        Fail(path, message.str() + ")");
+      }
+      keep[nearest] = true;
+    }
+    std::vector<AngleInfo> selected;
+    std::vector<double> left_out;
+    for (size_t k = 0; k < info.angles.size(); ++k) {
+      if (keep[k]) {
+        selected.push_back(info.angles[k]);
+      } else {
+        left_out.push_back(info.angles[k].phi_degrees);
+      }
+    }
+    info.angles = std::move(selected);
+    info.phi_filtered_out = std::move(left_out);
+  } else if (selection.phi_filtering_enabled && !selection.phi_ranges.empty()) {
+    // phi_filtering (docs/design.md section 8): keep angles in any range; none matching keeps
+    // all.
     std::vector<AngleInfo> in_range;
     std::vector<double> out_of_range;
     for (const AngleInfo& angle : info.angles) {

@@ -333,8 +333,9 @@ void WriteContents(hid_t file, BatchSource& source, const ModelEvaluation& evalu
 
 namespace io_internal {
 
-void AddFittedData(DurableFileSet& set, BatchSource& source, const ModelEvaluation& evaluation,
-                   const std::vector<AngleScaling>& per_angle) {
+std::filesystem::path AddFittedData(DurableFileSet& set, BatchSource& source,
+                                    const ModelEvaluation& evaluation,
+                                    const std::vector<AngleScaling>& per_angle) {
   HOMODYNE_CHECK(static_cast<int>(per_angle.size()) == source.info().num_angles());
   HOMODYNE_CHECK(evaluation.model().num_times() == source.info().num_times());
   const DurableFile& file = set.Add(std::string(kFittedDataFileName));
@@ -354,6 +355,7 @@ void AddFittedData(DurableFileSet& set, BatchSource& source, const ModelEvaluati
     throw std::runtime_error(file.final_path().string() + ": cannot write the fitted data (" +
                              failure.what() + ")" + set.NothingPublished());
   }
+  return file.temporary_path();
 }
 
 }  // namespace io_internal

@@ -19,7 +19,20 @@ std::filesystem::path CreateResultsFolder(const std::string& output_dir);
 // WriteFittedData) with HDF5 into its temporary file, closed there, ready for
 // DurableFileSet::Commit. Throws std::runtime_error naming the file, what failed (a dataset,
 // rows) and HDF5's reason, and that nothing was published.
-void AddFittedData(DurableFileSet& set, BatchSource& source, const ModelEvaluation& evaluation,
-                   const std::vector<AngleScaling>& per_angle);
+// Returns the temporary file's path (AddFittedDataNpz reads it back).
+std::filesystem::path AddFittedData(DurableFileSet& set, BatchSource& source,
+                                    const ModelEvaluation& evaluation,
+                                    const std::vector<AngleScaling>& per_angle);
+
+// Adds fitted_data.npz (kFittedDataNpzFileName, npz_writer.cc) to `set`: the successor's arrays
+// (phi_angles, c2_exp, c2_theoretical_raw: the model at contrast 1 and offset 1,
+// c2_theoretical_scaled, per_angle_scaling and per_angle_scaling_solver: [contrast, offset] per
+// angle, residuals, residuals_normalized: residuals / sigma, t1, t2, q), the matrices read from
+// `fitted_data_h5` (AddFittedData's temporary file, closed). Returns false, adding nothing, with a
+// warning, when the archive would pass 4 GiB (ZIP64 is not written). Throws std::runtime_error as
+// AddFittedData.
+bool AddFittedDataNpz(DurableFileSet& set, const std::filesystem::path& fitted_data_h5,
+                      const ModelEvaluation& evaluation, const std::vector<AngleScaling>& per_angle,
+                      const std::vector<double>& times, double q_inv_angstrom, double sigma);
 
 }  // namespace homodyne::io_internal

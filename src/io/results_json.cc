@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "homodyne/errors.h"
+#include "homodyne/dataset.h"
 #include "homodyne/results.h"
 #include "io/derived_rates.h"
 #include "io/durable_file.h"
@@ -54,6 +55,13 @@ ordered_json Estimate(const ParameterEstimate& estimate) {
   ordered_json json = {{"value", Number(estimate.value)},
                        {"uncertainty", Number(estimate.uncertainty)}};
   if (!estimate.at_bound.empty()) json["at_bound"] = estimate.at_bound;
+  // Profile intervals (docs/results.md, Profile intervals), when the fit computed them.
+  const auto interval = [](const std::vector<double>& ends) {
+    return ordered_json::array({Number(ends[0]), Number(ends[1])});
+  };
+  if (estimate.interval_68.size() == 2) json["interval_68"] = interval(estimate.interval_68);
+  if (estimate.interval_95.size() == 2) json["interval_95"] = interval(estimate.interval_95);
+  if (!estimate.interval_note.empty()) json["interval_note"] = estimate.interval_note;
   return json;
 }
 
@@ -197,6 +205,7 @@ ordered_json FitQualityJson(const FitResult& result) {
   json["uncertainty"] = UncertaintyJson(result);
   json["quality_flag"] = result.quality_flag;
   json["quality_reasons"] = result.quality_reasons;
+  json["sigma"] = {{"value", Number(result.sigma)}, {"source", result.sigma_source}};
   return json;
 }
 
@@ -246,17 +255,18 @@ ordered_json ParametersJson(const FitResult& result, const std::string& timestam
 }
 
 ordered_json AnalysisResultsJson(const FitResult& result, const std::string& timestamp) {
+  ordered_json dataset_info = {
+      {"n_angles", result.n_angles},
+      {"n_time_points", static_cast<int64_t>(result.n_times) * result.n_times},
+      {"total_data_points", static_cast<int64_t>(result.n_angles) * result.n_times * result.n_times},
+      {"q_value", Number(result.q_inv_angstrom)}};
+  if (!result.data_file.empty()) dataset_info["data_file"] = result.data_file;
   ordered_json json = {
       {"method", "nlsq"},
       {"timestamp", timestamp},
       {"analysis_mode", std::string(ToString(result.analysis_mode))},
       {"fit_quality", FitQualityJson(result)},
-      {"dataset_info",
-       {{"n_angles", result.n_angles},
-        {"n_time_points", static_cast<int64_t>(result.n_times) * result.n_times},
-        {"total_data_points",
-         static_cast<int64_t>(result.n_angles) * result.n_times * result.n_times},
-        {"q_value", Number(result.q_inv_angstrom)}}},
+      {"dataset_info", std::move(dataset_info)},
       {"optimization_summary",
        {{"convergence_status", result.convergence_status},
         {"iterations", result.iterations},
@@ -306,6 +316,7 @@ void AddJson(io_internal::DurableFileSet& set, std::string_view name, const orde
 struct FittedDataInputs {
   BatchSource& source;
   const ModelEvaluation& evaluation;
+  bool npz = false;  // fitted_data.npz too
 };
 void WriteResultSet(const FitResult& result, const FittedDataInputs* fitted_data,
                     const std::string& output_dir) {
@@ -316,11 +327,17 @@ void WriteResultSet(const FitResult& result, const FittedDataInputs* fitted_data
   // and its derived rates (written with fitted_data.h5, from the same time grid).
   previous_names.emplace_back(kConvergenceHistoryFileName);
   previous_names.emplace_back(io_internal::kDerivedRatesFileName);
+  previous_names.emplace_back(kFittedDataNpzFileName);
   try {
     io_internal::DurableFileSet set(folder, std::move(previous_names));
     if (fitted_data != nullptr) {
-      io_internal::AddFittedData(set, fitted_data->source, fitted_data->evaluation,
-                                 result.per_angle);
+      const std::filesystem::path h5 = io_internal::AddFittedData(
+          set, fitted_data->source, fitted_data->evaluation, result.per_angle);
+      if (fitted_data->npz) {
+        io_internal::AddFittedDataNpz(set, h5, fitted_data->evaluation, result.per_angle,
+                                      fitted_data->source.info().FittedTimes(),
+                                      fitted_data->source.info().q_inv_angstrom, result.sigma);
+      }
       AddJson(set, io_internal::kDerivedRatesFileName,
               io_internal::DerivedRatesJson(result,
                                             fitted_data->evaluation.model().times_seconds()));
@@ -409,8 +426,9 @@ void WriteResultFiles(const FitResult& result, const std::string& output_dir) {
 }
 
 void WriteAllResultFiles(const FitResult& result, BatchSource& source,
-                         const ModelEvaluation& evaluation, const std::string& output_dir) {
-  const FittedDataInputs fitted_data{source, evaluation};
+                         const ModelEvaluation& evaluation, const std::string& output_dir,
+                         bool npz) {
+  const FittedDataInputs fitted_data{source, evaluation, npz};
   WriteResultSet(result, &fitted_data, output_dir);
 }
 

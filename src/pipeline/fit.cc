@@ -18,6 +18,7 @@
 #include <Eigen/Dense>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <limits>
@@ -36,6 +37,7 @@
 #include "objective/batched_objective.h"
 #include "optimize/global_search.h"
 #include "optimize/levenberg_marquardt.h"
+#include "optimize/number_text.h"
 #include "optimize/per_angle_mode.h"
 
 namespace homodyne {
@@ -264,6 +266,15 @@ class FitRun {
       recorded.point_evaluations += objective.num_points();
     }
     RecordBackendSelfCheck(fit_->backend, recorded);
+    // The file the config named, when that is what the source read (not the Python module's
+    // arrays, whose source is named after them).
+    if (const std::string& read = source_.info().file_path;
+        !read.empty() && read == config_.data.file_path) {
+      std::error_code error;
+      const std::filesystem::path absolute = std::filesystem::absolute(read, error);
+      recorded.data_file = error ? read : absolute.lexically_normal().string();
+    }
+    recorded.sigma = config_.nlsq.sigma;
     outcome_.final_fit_report = summary_.BriefReport();
     if (const ProcessGroup& group = *CurrentProcessGroup(); group.size() > 1) {
       spdlog::info("{} ranks shared the passes: rank 0 received {} bytes from the others",
@@ -286,6 +297,14 @@ class FitRun {
   ReportedUncertainty UncertaintyOfTheSolution(FitResult& recorded) {
     ReportedUncertainty reported;
     reported.method = config_.nlsq.uncertainty;
+    // Profile intervals when asked for (docs/results.md, Profile intervals), not in fast mode.
+    if (config_.nlsq.profile_intervals && !config_.performance.fast_mode) {
+      reported.intervals = ProbeOfTheSolution();
+      if (!reported.intervals) {
+        spdlog::warn("optimization.nlsq.profile_intervals: not computed (they need the plain "
+                     "loss and variable projection)");
+      }
+    }
     if (reported.method != UncertaintyMethod::kJackknife) return reported;
     std::string standard_because;
     if (config_.performance.fast_mode) {
@@ -353,13 +372,22 @@ class FitRun {
   // solution, and above global_search.max_points points, where each profile point would cost
   // the passes of a local fit over all the data.
   ProfileProbe ProfileProbeOfTheSolution() {
-    static constexpr int kProfileIterations = 50;
-    BatchedObjective& objective = fit_->strategy->objective();
     const bool asked =
         config_.nlsq.profile_check.value_or(DefinitionOf(config_.analysis_mode).profile_check);
-    if (!asked || !config_.nlsq.loss.is_linear() || !config_.nlsq.variable_projection ||
-        summary_.theta.size() == 0 ||
-        objective.num_points() > config_.nlsq.global_search.max_points) {
+    if (!asked || fit_->strategy->objective().num_points() > config_.nlsq.global_search.max_points) {
+      return nullptr;
+    }
+    return ProbeOfTheSolution();
+  }
+
+  // ProfilePoint at the solution (the profile check's and the profile intervals' probe); null
+  // under a robust loss (its projected chi2 is not the reported one), without variable
+  // projection, and without a solution.
+  ProfileProbe ProbeOfTheSolution() {
+    static constexpr int kProfileIterations = 50;
+    BatchedObjective& objective = fit_->strategy->objective();
+    if (!config_.nlsq.loss.is_linear() || !config_.nlsq.variable_projection ||
+        summary_.theta.size() == 0) {
       return nullptr;
     }
     return [this, &objective](const std::string& name, double value, double enough) {
@@ -394,14 +422,81 @@ class FitRun {
 
 }  // namespace
 
+namespace {
+
+// optimization.nlsq.sigma: auto (NlsqOptions::sigma_auto): a first fit at config.nlsq.sigma
+// without checkpoints and without the final fit's iteration events, the noise estimated from its
+// residuals, sigma = sqrt(chi2 / dof) at sigma 1, then the fit at that sigma from the first fit's
+// minimum (global phase off: the first found the basin). When no estimate can be made (a failed
+// first fit, no degrees of freedom, chi2 0 or not finite, an estimate outside the loader's range)
+// the first fit is the result, with a warning.
+FitOutcome FitWithSigmaAuto(const Config& config, BatchSource& source,
+                            const FitObserver& observer) {
+  Config first_config = config;
+  first_config.nlsq.sigma_auto = false;
+  first_config.streaming.enable_checkpoints = false;
+  FitObserver first_observer = observer;
+  first_observer.on_iteration = nullptr;  // the convergence history is the final fit's
+  spdlog::info("sigma auto: a first fit at sigma {} to estimate the noise",
+               FormatNumber(config.nlsq.sigma));
+  FitOutcome first = FitRun(first_config, source, first_observer).Run();
+  const FitResult& pilot = first.result;
+  const double chi2_at_unit_sigma =
+      pilot.chi_squared * config.nlsq.sigma * config.nlsq.sigma;  // sum of (data - c2)^2
+  const double estimate =
+      pilot.degrees_of_freedom > 0
+          ? std::sqrt(chi2_at_unit_sigma / static_cast<double>(pilot.degrees_of_freedom))
+          : std::numeric_limits<double>::quiet_NaN();
+  if (first.exit_code != 0 || !std::isfinite(estimate) || estimate < 1e-12 || estimate > 1e3) {
+    const std::string warning =
+        "optimization.nlsq.sigma auto: no noise estimate (first fit " + pilot.convergence_status +
+        ", chi2 " + FormatNumber(pilot.chi_squared) + ", dof " +
+        std::to_string(pilot.degrees_of_freedom) + "); the result is the fit at sigma " +
+        FormatNumber(config.nlsq.sigma);
+    spdlog::warn("{}", warning);
+    first.result.warnings.insert(first.result.warnings.begin(), warning);
+    first.result.sigma_source = "optimization.nlsq.sigma auto: no estimate; the first fit's sigma";
+    return first;
+  }
+  Config final_config = config;
+  final_config.nlsq.sigma_auto = false;
+  final_config.nlsq.sigma = estimate;
+  final_config.initial.parameter_names = PhysicalParameterNames(config.analysis_mode);
+  final_config.initial.values = first.physical;
+  final_config.nlsq.global_search.method = GlobalSearchMethod::kOff;
+  final_config.nlsq.global_search.method_reason =
+      "sigma auto: the fit at the estimated sigma starts at the first fit's minimum (its global "
+      "phase: " + config.nlsq.global_search.method_reason + ")";
+  const std::string source_text = "sqrt(chi2 / dof) of a first fit at sigma " +
+                                  FormatNumber(config.nlsq.sigma) + " (reduced chi2 " +
+                                  FormatNumber(pilot.reduced_chi_squared) + ", dof " +
+                                  std::to_string(pilot.degrees_of_freedom) + ")";
+  const std::string warning = "sigma adjusted: optimization.nlsq.sigma auto = " +
+                              FormatNumber(estimate) + ", " + source_text +
+                              "; the fit was repeated at that sigma from the first fit's minimum";
+  spdlog::warn("{}", warning);
+  FitOutcome final_outcome = FitRun(final_config, source, observer).Run();
+  FitResult& result = final_outcome.result;
+  result.sigma_source = "auto: " + source_text;
+  result.warnings.insert(result.warnings.begin(), warning);
+  result.passes += pilot.passes;  // the work of both fits
+  result.point_evaluations += pilot.point_evaluations;
+  result.total_seconds += pilot.total_seconds;
+  return final_outcome;
+}
+
+}  // namespace
+
 FitOutcome Fit(const Config& config, BatchSource& source, const FitObserver& observer) {
+  if (config.nlsq.sigma_auto) return FitWithSigmaAuto(config, source, observer);
   return FitRun(config, source, observer).Run();
 }
 
-void WriteFitResults(const FitOutcome& outcome, BatchSource& source, const std::string& output_dir) {
+void WriteFitResults(const FitOutcome& outcome, BatchSource& source, const std::string& output_dir,
+                     bool npz) {
   if (!CurrentProcessGroup()->is_root()) return;  // rank 0 of a job writes
   const ModelEvaluation evaluation(*outcome.model, outcome.physical);
-  WriteAllResultFiles(outcome.result, source, evaluation, output_dir);
+  WriteAllResultFiles(outcome.result, source, evaluation, output_dir, npz);
 }
 
 void RemoveCheckpoints(const FitOutcome& outcome) {

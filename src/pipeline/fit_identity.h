@@ -43,7 +43,7 @@ void VisitGeometry(Struct& geometry, Visitor& visit) {
 template <typename Struct, typename Visitor>
 void VisitData(Struct& data, Visitor& visit) {
   auto& [file_path, wavevector_q_target, start_frame, end_frame, dt_seconds, q_tolerance_fraction,
-         phi_filtering_enabled, phi_ranges] = data;
+         phi_filtering_enabled, phi_ranges, phi_selected_degrees] = data;
   visit("data.file_path", kInputFileField, file_path);
   visit("data.wavevector_q_target", kNumbersField, wavevector_q_target);
   visit("data.start_frame", kNumbersField, start_frame);
@@ -52,6 +52,7 @@ void VisitData(Struct& data, Visitor& visit) {
   visit("data.q_tolerance_fraction", kNumbersField, q_tolerance_fraction);
   visit("data.phi_filtering_enabled", kNumbersField, phi_filtering_enabled);
   visit("data.phi_ranges", kNumbersField, phi_ranges);  // VisitPhiRange per element
+  visit("data.phi_selected_degrees", kNumbersField, phi_selected_degrees);
 }
 
 template <typename Struct, typename Visitor>
@@ -112,15 +113,17 @@ void VisitCmaes(Struct& cmaes, Visitor& visit) {
 
 template <typename Struct, typename Visitor>
 void VisitNlsq(Struct& nlsq, Visitor& visit) {
-  auto& [max_iterations, tolerance, xtol, gtol, sigma, loss, x_scale, anti_degeneracy_enabled,
+  auto& [max_iterations, tolerance, xtol, gtol, sigma, sigma_auto, loss, x_scale, anti_degeneracy_enabled,
          per_angle_mode, constant_scaling_threshold, fourier_order, per_angle_mode_from_config,
          variable_projection, solver, statistical_tolerance, profile_check, uncertainty,
-         global_search, multi_start, cmaes] = nlsq;
+         profile_intervals, global_search, multi_start, cmaes] = nlsq;
   visit("optimization.nlsq.max_iterations", kNumbersField, max_iterations);
   visit("optimization.nlsq.tolerance", kNumbersField, tolerance);
   visit("optimization.nlsq.xtol", kNumbersField, xtol);
   visit("optimization.nlsq.gtol", kNumbersField, gtol);
   visit("optimization.nlsq.sigma", kNumbersField, sigma);
+  // Enters resolved: each of the two fits of sigma auto runs with it false and a number in sigma.
+  visit("optimization.nlsq.sigma_auto", kNotNumbersField, sigma_auto);
   // The objective the fit minimises (docs/model.md, Robust loss): the function and f_scale, in
   // the identity only when the loss is not linear (f_scale changes nothing then), so the
   // identities of linear fits are what they were before the key was read.
@@ -144,6 +147,8 @@ void VisitNlsq(Struct& nlsq, Visitor& visit) {
   visit("optimization.nlsq.profile_check", kNotNumbersField, profile_check);
   // Chooses what the result reports as uncertainties, after the fit: none of its numbers.
   visit("optimization.nlsq.uncertainty", kNotNumbersField, uncertainty);
+  // Adds intervals after the fit: none of its numbers.
+  visit("optimization.nlsq.profile_intervals", kNotNumbersField, profile_intervals);
   VisitGlobalSearch(global_search, visit);
   VisitMultiStart(multi_start, visit);
   VisitCmaes(cmaes, visit);

@@ -82,13 +82,16 @@ FitOutcome RunFitJob(const Config& config, BatchSource& source, const FitJobOpti
   if (options.on_fitted) options.on_fitted(outcome);
   if (options.output_dir) {
     const auto write_start = std::chrono::steady_clock::now();
-    WriteFitResults(outcome, source, *options.output_dir);
+    WriteFitResults(outcome, source, *options.output_dir, options.write_npz);
     performance_log.LogOperation(
         "results written to " + *options.output_dir + "/nlsq",
         std::chrono::duration<double>(std::chrono::steady_clock::now() - write_start).count());
     // Only the plots read the history: a failure to write it warns and costs the convergence plot.
     try {
-      WriteConvergenceHistory(history, outcome.result, config.nlsq.sigma, *options.output_dir);
+      // The sigma the final fit divided by (sigma auto: the estimate).
+      WriteConvergenceHistory(history, outcome.result,
+                              outcome.result.sigma > 0.0 ? outcome.result.sigma : config.nlsq.sigma,
+                              *options.output_dir);
     } catch (const std::exception& error) {
       spdlog::warn("{}; the result files are complete", error.what());
     }

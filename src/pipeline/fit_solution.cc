@@ -637,7 +637,64 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
   ReportUncertainty(uncertainty, map, summary.theta, summary.covariance,
                     summary.undetermined_parameters,
                     covariance_scale * StandardErrorScale(stored_points, n_effective), result);
+  if (uncertainty.intervals && has_uncertainties) {
+    AddProfileIntervals(uncertainty.intervals, full.uncertainties, lm, result);
+  }
   return std::vector<double>(full.theta.data(), full.theta.data() + n_physical);
+}
+
+void AddProfileIntervals(const ProfileProbe& probe, const Eigen::VectorXd& curvature,
+                         const LevenbergMarquardtOptions& lm, FitResult& result) {
+  const double infinity = std::numeric_limits<double>::infinity();
+  const double chi2_min = result.chi_squared;
+  const double s2 = result.reduced_chi_squared;
+  std::vector<std::string> reached;
+  for (size_t p = 0; p < result.physical.size(); ++p) {
+    ParameterEstimate& estimate = result.physical[p];
+    const double reported = estimate.uncertainty;
+    const double curved = static_cast<Eigen::Index>(p) < curvature.size()
+                              ? curvature[static_cast<Eigen::Index>(p)]
+                              : 0.0;
+    const auto at = std::find(lm.parameter_names.begin(), lm.parameter_names.end(), estimate.name);
+    if (!(reported > 0.0) || !(curved > 0.0) || !std::isfinite(reported) || !std::isfinite(s2) ||
+        at == lm.parameter_names.end()) {
+      continue;
+    }
+    const auto r = static_cast<Eigen::Index>(at - lm.parameter_names.begin());
+    const double lower = lm.lower_bounds.size() > r ? lm.lower_bounds[r] : -infinity;
+    const double upper = lm.upper_bounds.size() > r ? lm.upper_bounds[r] : infinity;
+    const std::string name = estimate.name;
+    const auto rise = [&](double value) { return probe(name, value, -infinity) - chi2_min; };
+    std::vector<std::string> notes;
+    for (const double z : {1.0, 1.96}) {
+      const double target = z * z * s2 * (reported * reported) / (curved * curved);
+      const ProfileEnd low = FindProfileEnd(rise, estimate.value, z * reported, -1, lower, target);
+      const ProfileEnd high = FindProfileEnd(rise, estimate.value, z * reported, +1, upper, target);
+      (z == 1.0 ? estimate.interval_68 : estimate.interval_95) = {low.value, high.value};
+      const std::string level = z == 1.0 ? "68 %" : "95 %";
+      for (const auto& [end, side] : {std::pair{low, "lower"}, std::pair{high, "upper"}}) {
+        if (end.note == "bound") {
+          notes.push_back(level + " " + side + " end at the " + side + " bound (chi2 rises by "
+                          "less within the bounds)");
+        } else if (end.note == "failed") {
+          notes.push_back(level + " " + side + " end not computed (a profile fit failed)");
+        }
+      }
+    }
+    for (size_t n = 0; n < notes.size(); ++n) {
+      estimate.interval_note += (n ? "; " : "") + notes[n];
+    }
+    if (!notes.empty()) reached.push_back(name);
+  }
+  if (!reached.empty()) {
+    std::string names;
+    for (const std::string& name : reached) names += (names.empty() ? "" : ", ") + name;
+    const std::string warning = "the profile intervals of " + names +
+                                " reach a bound or could not be computed: the data do not bound "
+                                "them within parameter_space.bounds (interval_note)";
+    spdlog::warn("{}", warning);
+    result.warnings.push_back(warning);
+  }
 }
 
 void RecordTotals(const FitTotals& totals, FitResult& result) {

@@ -141,7 +141,20 @@ std::vector<std::string> ProfileWarnings(const FitResult& result, const ProfileP
 struct ReportedUncertainty {
   UncertaintyMethod method = UncertaintyMethod::kCurvature;
   std::optional<FrameBlockJackknife> jackknife;  // set for kJackknife
+  // Set: each physical parameter's profile intervals are computed with it (chi2 at a held value,
+  // `enough` -inf: a full refit; docs/results.md, Profile intervals). Null: none.
+  ProfileProbe intervals;
 };
+
+// The profile-likelihood intervals of result.physical (docs/results.md, Profile intervals): for
+// each parameter with a finite reported uncertainty u and curvature uncertainty c (curvature:
+// one per full-layout parameter, the covariance RecordSolution's checks read), the ends where
+// chi2, the parameter held and the others refitted (probe), rises above result.chi_squared by
+// z^2 s^2 u^2 / c^2 (s^2: the reduced chi2; z = 1 and 1.96), which on a quadratic chi2 is +-z u:
+// the profile's shape with the reported method's scale. An end that the bound (lm's, by name)
+// comes before is the bound, and the parameter's interval_note and a warning say so.
+void AddProfileIntervals(const ProfileProbe& probe, const Eigen::VectorXd& curvature,
+                         const LevenbergMarquardtOptions& lm, FitResult& result);
 
 // Fills result.physical, per_angle, covariance_names, covariance, per_angle_mode, chi_squared,
 // reduced_chi_squared, degrees_of_freedom, convergence_status and termination_reason

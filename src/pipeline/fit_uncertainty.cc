@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "optimize/scaled_pseudo_inverse.h"
 
@@ -161,6 +162,33 @@ std::optional<FrameBlockJackknife> ComputeFrameBlockJackknife(const FrameBlockSu
     for (int j = 0; j < s; ++j) result.covariance(support[i], support[j]) = v(i, j);
   }
   return result;
+}
+
+ProfileEnd FindProfileEnd(const std::function<double(double)>& rise, double value,
+                          double first_step, int direction, double bound, double target) {
+  const double limit = std::abs(bound - value);  // how far the side goes (inf: unbounded)
+  const double goal = std::sqrt(target);
+  // (distance, sqrt(rise)) of the last two evaluations; the profile starts at (0, 0).
+  double near_distance = 0.0, near_root = 0.0;
+  double distance = std::min(first_step, limit);
+  for (int evaluation = 0; evaluation < kProfileEndEvaluations; ++evaluation) {
+    const double at = value + direction * distance;
+    const double risen = rise(at);
+    if (!std::isfinite(risen)) return {std::numeric_limits<double>::quiet_NaN(), "failed"};
+    const double root = std::sqrt(std::max(risen, 0.0));
+    if (std::abs(risen - target) <= 0.01 * target) return {at, ""};
+    if (risen < target && distance >= limit) return {value + direction * limit, "bound"};
+    // The secant through the last two points (through the minimum first), kept within the side.
+    double next = root > near_root
+                      ? near_distance + (goal - near_root) * (distance - near_distance) /
+                                            (root - near_root)
+                      : 2.0 * distance;
+    if (!(next > 0.0)) next = 0.5 * distance;
+    near_distance = distance;
+    near_root = root;
+    distance = std::min(next, limit);
+  }
+  return {value + direction * distance, ""};  // the last secant step: within a few %
 }
 
 }  // namespace homodyne

@@ -2,6 +2,7 @@
 // section 4d): the frame-block jackknife from the sums of one pass (objective/frame_block_sums.h).
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,5 +46,23 @@ std::optional<FrameBlockJackknife> ComputeFrameBlockJackknife(const FrameBlockSu
                                                               const ScalingMap& map,
                                                               const std::vector<int>& support,
                                                               int num_physical);
+
+// One end of a profile-likelihood interval (docs/results.md, Profile intervals).
+struct ProfileEnd {
+  double value = 0.0;  // NaN when the profile failed
+  // "" when chi2 rose to the target there; "bound" when the bound came first (value is the
+  // bound, where chi2 rose by less); "failed" when a profile point could not be computed.
+  std::string note;
+};
+
+// The end on side `direction` (+1 upper, -1 lower) of the interval of a parameter at `value`:
+// where rise(v) = chi2 at v with the others refitted, less the minimum, reaches `target`,
+// searched from value + direction * first_step (the quadratic guess) by the secant of
+// sqrt(rise) in v (linear on a quadratic chi2: one step), to within 1 % of target, at most
+// kProfileEndEvaluations evaluations; the end stays within `bound` (the parameter's bound on that
+// side, +-inf for none).
+inline constexpr int kProfileEndEvaluations = 6;
+ProfileEnd FindProfileEnd(const std::function<double(double)>& rise, double value,
+                          double first_step, int direction, double bound, double target);
 
 }  // namespace homodyne

@@ -820,10 +820,159 @@ PY
       grep -qxF -- "$line" as_yaml/homodyne_results.yaml ||
         { echo "FAIL: homodyne_results.yaml lacks '$line'"; failures=$((failures + 1)); }
     done
-    expect_exit 2 "--output-format npz: this engine writes no NumPy files; use yaml or json" \
-      "$bin_dir/homodyne" "${flags[@]}" --output-format npz
-    expect_exit 2 "--output-format xml: must be one of yaml, json" \
+    [ ! -e plain/nlsq/fitted_data.npz ] ||
+      { echo "FAIL: fitted_data.npz without --output-format npz"; failures=$((failures + 1)); }
+    expect_exit 2 "--output-format xml: must be one of yaml, json, npz, both" \
       "$bin_dir/homodyne" "${flags[@]}" --output-format xml
+    ;;
+  npz_output)
+    # --output-format npz: nlsq/fitted_data.npz holds the successor's arrays, the matrices equal
+    # to fitted_data.h5's; both: the json summary too; a later set without npz removes it.
+    python=/usr/bin/python3
+    "$python" -c "import numpy, h5py" 2>/dev/null || { echo "skipped: no numpy and h5py"; exit 77; }
+    write_config sim.yaml laminar_flow sim.h5 ""
+    "$bin_dir/homodyne-simulate" --config sim.yaml > /dev/null || failures=$((failures + 1))
+    flags=(--config sim.yaml --global-search off --phi 0 90)
+    expect_exit 0 "results in out/nlsq" "$bin_dir/homodyne" "${flags[@]}" --output-dir out \
+      --output-format npz
+    [ ! -e out/homodyne_results.json ] ||
+      { echo "FAIL: npz wrote a legacy summary"; failures=$((failures + 1)); }
+    "$python" - out/nlsq <<'PY' || failures=$((failures + 1))
+import json, sys, zipfile
+import h5py, numpy as np
+folder = sys.argv[1]
+names = ["phi_angles", "c2_exp", "c2_theoretical_raw", "c2_theoretical_scaled",
+         "per_angle_scaling", "per_angle_scaling_solver", "residuals", "residuals_normalized",
+         "t1", "t2", "q"]
+bad = []
+if zipfile.ZipFile(folder + "/fitted_data.npz").testzip() is not None:
+    bad.append("a CRC")
+npz = np.load(folder + "/fitted_data.npz")
+h5 = h5py.File(folder + "/fitted_data.h5", "r")
+sigma = json.load(open(folder + "/convergence_history.json"))["sigma"]
+if npz.files != names:
+    bad.append(f"names {npz.files}")
+n = len(h5["t"])
+if npz["c2_exp"].shape != (2, n, n) or npz["c2_exp"].dtype != np.float64:
+    bad.append(f"c2_exp shape {npz['c2_exp'].shape} {npz['c2_exp'].dtype}")
+for key, want in [("phi_angles", h5["phi"][()]), ("t1", h5["t"][()]), ("t2", h5["t"][()]),
+                  ("q", [h5["q"][()]]),
+                  ("per_angle_scaling", np.stack([h5["contrast"][()], h5["offset"][()]], 1))]:
+    if not np.array_equal(npz[key], want):
+        bad.append(key)
+if list(npz["phi_angles"]) != [0.0, 90.0]:
+    bad.append(f"phi_angles {npz['phi_angles']}")
+for k in range(2):
+    group = h5[f"angles/phi_{k:03d}"]
+    for key, name in [("c2_exp", "data"), ("c2_theoretical_scaled", "fit"),
+                      ("residuals", "residuals")]:
+        if not np.array_equal(npz[key][k], group[name][()]):
+            bad.append(f"{key}[{k}]")
+    if not np.array_equal(npz["residuals_normalized"][k], group["residuals"][()] / sigma):
+        bad.append(f"residuals_normalized[{k}]")
+    contrast, offset = group.attrs["contrast"], group.attrs["offset"]
+    # the fit is offset + contrast g1^2, the raw model 1 + g1^2
+    scaled = offset + contrast * (npz["c2_theoretical_raw"][k] - 1.0)
+    if not np.allclose(scaled, group["fit"][()], rtol=0, atol=1e-12):
+        bad.append(f"c2_theoretical_raw[{k}]")
+    if not np.all(npz["c2_theoretical_raw"][k] > 1.0):
+        bad.append(f"c2_theoretical_raw[{k}] not 1 + g1^2")
+print("fitted_data.npz:", "ok" if not bad else "wrong " + ", ".join(bad))
+sys.exit(1 if bad else 0)
+PY
+    # dataset_info.data_file: the fitted file's absolute path (homodyne-plot's titles read it).
+    python3 - out/nlsq/analysis_results_nlsq.json "$PWD/sim.h5" <<'PY' || failures=$((failures + 1))
+import json, sys
+info = json.load(open(sys.argv[1]))["dataset_info"]
+print("data_file:", "ok" if info.get("data_file") == sys.argv[2] else f"wrong {info}")
+sys.exit(0 if info.get("data_file") == sys.argv[2] else 1)
+PY
+    expect_exit 0 "legacy summary in out/homodyne_results.json" "$bin_dir/homodyne" \
+      "${flags[@]}" --output-dir out --output-format both
+    [ -s out/nlsq/fitted_data.npz ] ||
+      { echo "FAIL: --output-format both wrote no fitted_data.npz"; failures=$((failures + 1)); }
+    expect_exit 0 "results in out/nlsq" "$bin_dir/homodyne" "${flags[@]}" --output-dir out
+    [ ! -e out/nlsq/fitted_data.npz ] ||
+      { echo "FAIL: a set without npz left the earlier fitted_data.npz"; failures=$((failures + 1)); }
+    ;;
+  successor_flags)
+    # The successor's (xpcsjax) spellings: --mode, --phi, --multistart-n, --initial-D0 (any case),
+    # --initial-gamma-dot-t-offset and the two_component --initial-* flags.
+    write_config sim.yaml laminar_flow sim.h5 ""
+    "$bin_dir/homodyne-simulate" --config sim.yaml > /dev/null || failures=$((failures + 1))
+    expect_exit 0 "analysis mode +static" "$bin_dir/homodyne" --config sim.yaml --dry-run \
+      --mode static
+    expect_exit 0 "analysis mode +static" "$bin_dir/homodyne" --config sim.yaml --dry-run \
+      --mode static_isotropic
+    expect_exit 2 "--static-mode excludes --mode" "$bin_dir/homodyne" --config sim.yaml \
+      --dry-run --mode static --static-mode
+    expect_exit 2 "'steady' is not an analysis mode" "$bin_dir/homodyne" --config sim.yaml \
+      --dry-run --mode steady
+    expect_exit 0 "angles kept +2: 0.00, 90.00 deg" "$bin_dir/homodyne" --config sim.yaml \
+      --dry-run --phi 0 90
+    expect_exit 0 "angles kept +2: 45.00, 90.00 deg" "$bin_dir/homodyne" --config sim.yaml \
+      --dry-run --phi 405.5,89.2
+    expect_exit 0 "angles filtered +2: 0.00, 90.00 deg" "$bin_dir/homodyne" --config sim.yaml \
+      --dry-run --phi 45
+    expect_exit 1 "--phi 47: no angle of the file within 1 degree \(its angles: 0, 45, 90\)" \
+      "$bin_dir/homodyne" --config sim.yaml --dry-run --phi 0 47
+    expect_exit 0 "start values +D0 2000 .*D_offset 5 .*gamma_dot_t_offset 0.02 " \
+      "$bin_dir/homodyne" --config sim.yaml --dry-run --initial-D0 2000 --initial-D-offset 5 \
+      --initial-gamma-dot-t-offset 0.02
+    expect_exit 0 "start values .*D0_ref 500 .*v0 3 .*v_beta 0.7 .*f3 0.1 .*phi0_het 2 in" \
+      "$bin_dir/homodyne" --config sim.yaml --dry-run --mode two_component --initial-D0-ref 500 \
+      --initial-v0 3 --initial-v-beta 0.7 --initial-f3 0.1 --initial-phi0-het 2
+    expect_exit 2 "--initial-f0 applies to two_component only; the analysis mode is laminar_flow" \
+      "$bin_dir/homodyne" --config sim.yaml --dry-run --initial-f0 0.3
+    expect_exit 2 "--multistart-n 0: must be from 1 to 100000" "$bin_dir/homodyne" \
+      --config sim.yaml --dry-run --multistart-n 0
+    expect_exit 2 "--multistart-n 4: sets the multi-start search's starts, but --global-search off" \
+      "$bin_dir/homodyne" --config sim.yaml --dry-run --multistart-n 4 --global-search off
+    # --multistart-n 4 runs multi-start with 4 sampled starts: 5 screened with the user's start.
+    expect_exit 0 "multi_start: 5 candidates screened" "$bin_dir/homodyne" --config sim.yaml \
+      --multistart-n 4 --output-dir ms
+    python3 - ms/nlsq/analysis_results_nlsq.json <<'PY' || failures=$((failures + 1))
+import json, sys
+search = json.load(open(sys.argv[1]))["global_search"]
+ok = search["method"] == "multi_start" and search["reason"] == "--multistart-n 4"
+print("global_search:", "ok" if ok else "wrong " + json.dumps(search)[:300])
+sys.exit(0 if ok else 1)
+PY
+    ;;
+  sigma_auto)
+    # optimization.nlsq.sigma: auto: the noise estimated from a first fit's residuals,
+    # sqrt(chi2 / dof) at sigma 1, and the fit repeated at it; reported with its source and a
+    # warning. The simulated noise is 0.01 (write_config).
+    write_config sim.yaml static sim.h5 "optimization:
+  nlsq:
+    sigma: auto"
+    "$bin_dir/homodyne-simulate" --config sim.yaml > /dev/null || failures=$((failures + 1))
+    expect_exit 0 "sigma auto \(from the residuals of a first fit at 0.01\)" \
+      "$bin_dir/homodyne-config" --validate sim.yaml
+    expect_exit 0 "sigma adjusted: optimization.nlsq.sigma auto = " "$bin_dir/homodyne" \
+      --config sim.yaml --output-dir auto
+    sed 's/sigma: auto/sigma: 0.02/' sim.yaml > fixed.yaml
+    expect_exit 0 "results in fixed/nlsq" "$bin_dir/homodyne" --config fixed.yaml \
+      --output-dir fixed
+    python3 - auto/nlsq fixed/nlsq <<'PY' || failures=$((failures + 1))
+import json, sys
+auto, fixed = (json.load(open(folder + "/analysis_results_nlsq.json")) for folder in sys.argv[1:])
+history = json.load(open(sys.argv[1] + "/convergence_history.json"))
+warnings = json.load(open(sys.argv[1] + "/convergence_metrics.json"))["quality_warnings"]
+sigma = auto["fit_quality"]["sigma"]
+checks = {
+    "estimate near the simulated noise": 0.009 < sigma["value"] < 0.011,
+    "source": sigma["source"].startswith("auto: sqrt(chi2 / dof) of a first fit at sigma 0.01"),
+    "reduced chi2 about 1": abs(auto["fit_quality"]["reduced_chi_squared"] - 1.0) < 0.01,
+    "history's sigma": history["sigma"] == sigma["value"],
+    "warning": warnings[0].startswith("sigma adjusted: optimization.nlsq.sigma auto = "),
+    "numeric sigma": fixed["fit_quality"]["sigma"] == {"value": 0.02,
+                                                        "source": "optimization.nlsq.sigma"},
+}
+bad = [name for name, ok in checks.items() if not ok]
+print("sigma auto:", "ok" if not bad else f"wrong {bad}: {sigma} {auto['fit_quality']}")
+sys.exit(1 if bad else 0)
+PY
     ;;
   short_flags)
     # -v is --verbose in homodyne; homodyne-config has no -v (the reference's short --validate)

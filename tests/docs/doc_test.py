@@ -363,8 +363,8 @@ MESSAGE_RECIPES = {
     "[warning] ... unknown key": (
         "sed 's/max_iterations:/max_iteration:/' laminar_flow.yaml > unknown.yaml"
         " && homodyne --config unknown.yaml --dry-run", 0),
-    "--output-format npz": (
-        "homodyne --config laminar_flow.yaml --output-format npz --dry-run", 2),
+    "--output-format xml": (
+        "homodyne --config laminar_flow.yaml --output-format xml --dry-run", 2),
     "homodyne-config: -v is not a flag": ("homodyne-config -v laminar_flow.yaml", 2),
 }
 # Rows that a small bad config or file cannot produce, and why.

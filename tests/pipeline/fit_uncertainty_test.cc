@@ -8,6 +8,7 @@
 #include <omp.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -171,6 +172,67 @@ TEST(FrameBlockSumsTest, CorrelationLengthIsWhereTheCorrelationFallsBelowOneOver
   EXPECT_EQ(NoiseCorrelationFrames(sums), 1);  // uncorrelated
   for (double& value : sums.lag_products) value = 1.0;
   EXPECT_EQ(NoiseCorrelationFrames(sums), 100);  // never falls: the whole window
+}
+
+// Profile intervals (docs/results.md, Profile intervals).
+TEST(ProfileEndTest, QuadraticRiseIsFoundInOneStepAndBoundsClip) {
+  int evaluations = 0;
+  // chi2 rises by (v - 10)^2 / 4: the 68 % end of target 1 is at 10 +- 2.
+  const auto rise = [&](double v) {
+    ++evaluations;
+    return (v - 10.0) * (v - 10.0) / 4.0;
+  };
+  const double infinity = std::numeric_limits<double>::infinity();
+  const ProfileEnd upper = FindProfileEnd(rise, 10.0, 1.5, +1, infinity, 1.0);
+  EXPECT_NEAR(upper.value, 12.0, 0.02);
+  EXPECT_EQ(upper.note, "");
+  EXPECT_LE(evaluations, 2);
+  const ProfileEnd lower = FindProfileEnd(rise, 10.0, 3.0, -1, -infinity, 3.8416);
+  EXPECT_NEAR(lower.value, 10.0 - 1.96 * 2.0, 0.04);
+  // A bound before the rise: the end is the bound.
+  const ProfileEnd clipped = FindProfileEnd(rise, 10.0, 2.0, +1, 11.0, 1.0);
+  EXPECT_EQ(clipped.value, 11.0);
+  EXPECT_EQ(clipped.note, "bound");
+  // A flat profile never rises: the bound, however far.
+  const ProfileEnd flat = FindProfileEnd([](double) { return 0.0; }, 10.0, 1.0, -1, 0.0, 1.0);
+  EXPECT_EQ(flat.value, 0.0);
+  EXPECT_EQ(flat.note, "bound");
+  const ProfileEnd failed =
+      FindProfileEnd([](double) { return std::nan(""); }, 10.0, 1.0, +1, infinity, 1.0);
+  EXPECT_TRUE(std::isnan(failed.value));
+  EXPECT_EQ(failed.note, "failed");
+}
+
+TEST(FitUncertaintyTest, ProfileIntervalsAreTheUncertaintyWhereChi2IsQuadratic) {
+  // D_offset held at its truth: D0 and alpha alone are well determined, chi2 nearly quadratic
+  // (with D_offset free, D0 and D_offset lie in a curved valley and their intervals are wider
+  // than +-u, as they should be).
+  const std::vector<double> c2 = StaticC2(0.0, 11);
+  const auto source = MakeInMemoryBatchSource(test::LaminarData(c2, kPhi));
+  Config config = ParseConfig(std::string(test::kStaticConfig) +
+                                  "initial_parameters: {parameter_names: [D0, alpha, D_offset], "
+                                  "values: [700, -0.3, 5.0], fixed_parameters: [D_offset]}\n",
+                              "fit_uncertainty_test");
+  config.nlsq.profile_intervals = true;
+  const FitOutcome outcome = Fit(config, *source);
+  EXPECT_TRUE(outcome.result.physical[2].interval_68.empty());  // fixed: no interval
+  for (const ParameterEstimate& p : outcome.result.physical) {
+    if (p.name == "D_offset") continue;
+    ASSERT_EQ(p.interval_68.size(), 2u) << p.name;
+    ASSERT_EQ(p.interval_95.size(), 2u) << p.name;
+    EXPECT_EQ(p.interval_note, "") << p.name;
+    // Close to quadratic at this noise: +-u and +-1.96 u within a few %.
+    EXPECT_NEAR(p.value - p.interval_68[0], p.uncertainty, 0.05 * p.uncertainty) << p.name;
+    EXPECT_NEAR(p.interval_68[1] - p.value, p.uncertainty, 0.05 * p.uncertainty) << p.name;
+    EXPECT_NEAR(p.interval_95[1] - p.interval_95[0], 2 * 1.96 * p.uncertainty,
+                0.1 * p.uncertainty)
+        << p.name;
+  }
+  // Off by default, and the values do not change.
+  config.nlsq.profile_intervals = false;
+  const FitOutcome plain = Fit(config, *source);
+  EXPECT_TRUE(plain.result.physical[0].interval_68.empty());
+  EXPECT_EQ(plain.result.physical[0].value, outcome.result.physical[0].value);
 }
 
 }  // namespace
