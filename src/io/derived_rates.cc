@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "homodyne/model.h"
+
 namespace homodyne::io_internal {
 namespace {
 
@@ -32,7 +34,9 @@ double Softplus(double z) { return z > 30.0 ? z : std::log1p(std::exp(z)); }
 double SoftUnit(double z) { return 1.0 - Softplus(50.0 * (1.0 - Softplus(50.0 * z) / 50.0)) / 50.0; }
 
 std::vector<Rate> RatesOf(AnalysisMode mode) {
-  const auto floored = [](double value) { return value > 1e-10 ? value : 1e-10; };
+  const auto floored = [](double value) {
+    return value > model_limits::kRateFloor ? value : model_limits::kRateFloor;
+  };
   switch (mode) {
     case AnalysisMode::kStatic:
     case AnalysisMode::kLaminarFlow: {

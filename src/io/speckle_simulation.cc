@@ -35,9 +35,8 @@ namespace {
 
 // Independent scatterer fields per mode of a pixel in laminar_flow (the shear's heights).
 constexpr int kShearScatterers = 32;
-// The model's rate floor and smallest t -> 0 guard (docs/model.md, Rates).
-constexpr double kRateFloor = 1e-10;
-constexpr double kMinTimeGuard = 1e-8;
+using model_limits::kMinTimeGuardSeconds;
+using model_limits::kRateFloor;
 
 // The model's rate c0 t^exponent + c_offset on the grid (t -> 0 guard, floor), integrated by the
 // trapezoid in steps: C_0 = 0, C_k = C_{k-1} + (f_{k-1} + f_k) / 2.
@@ -45,7 +44,7 @@ std::vector<double> CumulativeRate(const std::vector<double>& times, double c0, 
                                    double c_offset) {
   const size_t n = times.size();
   const double spacing = n > 1 ? std::abs(times[1] - times[0]) : 0.0;
-  const double guard = spacing / 2 > kMinTimeGuard ? spacing / 2 : kMinTimeGuard;
+  const double guard = spacing / 2 > kMinTimeGuardSeconds ? spacing / 2 : kMinTimeGuardSeconds;
   std::vector<double> rate(n);
   for (size_t k = 0; k < n; ++k) {
     const double ts = times[k] > guard ? times[k] : guard;
