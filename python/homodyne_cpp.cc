@@ -79,6 +79,10 @@ void Fields(ParameterEstimate& estimate, V& visit) {
   visit("interval_68", estimate.interval_68);
   visit("interval_95", estimate.interval_95);
   visit("interval_note", estimate.interval_note);
+  visit("interval_method", estimate.interval_method);
+  visit("profile_values", estimate.profile_values);
+  visit("profile_delta_chi2", estimate.profile_delta_chi2);
+  visit("profile_quadratic", estimate.profile_quadratic);
 }
 template <typename V>
 void Fields(AngleScaling& angle, V& visit) {
@@ -139,6 +143,8 @@ void Fields(FitResult& result, V& visit) {
   visit("uncertainty_method", result.uncertainty_method);
   visit("uncertainty_blocks", result.uncertainty_blocks);
   visit("noise_correlation_frames", result.noise_correlation_frames);
+  visit("uncertainty_ratio_to_standard", result.uncertainty_ratio_to_standard);
+  visit("residual_lag1_correlation", result.residual_lag1_correlation);
   visit("per_angle_mode", result.per_angle_mode);
   visit("chi_squared", result.chi_squared);
   visit("reduced_chi_squared", result.reduced_chi_squared);
@@ -207,6 +213,10 @@ py::object ToPython(T& value) {
     return list;
   } else if constexpr (std::is_same_v<T, AnalysisMode>) {
     return py::str(std::string(ToString(value)));
+  } else if constexpr (std::is_same_v<T, double>) {
+    // NaN ("not computed": a profile's quadratic, an unmeasured correlation) as None, so that
+    // equal results compare equal and to_dict() is strict JSON.
+    return std::isnan(value) ? py::none() : py::cast(value);
   } else {
     return py::cast(value);
   }
@@ -236,6 +246,8 @@ void FromPython(const py::handle& source, T& value) {
     }
   } else if constexpr (std::is_same_v<T, AnalysisMode>) {
     value = ParseAnalysisMode(py::cast<std::string>(source));
+  } else if constexpr (std::is_same_v<T, double>) {
+    value = source.is_none() ? std::numeric_limits<double>::quiet_NaN() : py::cast<double>(source);
   } else {
     value = py::cast<T>(source);
   }
@@ -911,6 +923,24 @@ PYBIND11_MODULE(_core, m) {
           "noise_correlation_frames",
           [](const NlsqResult& r) { return r.outcome.result.noise_correlation_frames; },
           "The residuals' correlation length along a row [frames] (jackknife only; 0 else).")
+      .def_property_readonly(
+          "residual_lag1_correlation",
+          [](const NlsqResult& r) { return r.outcome.result.residual_lag1_correlation; },
+          "The residuals' correlation at lag 1 along a row, which the default method 'auto' "
+          "chose by (NaN when not measured: 'standard' or 'curvature' asked for, fast mode).")
+      .def_property_readonly(
+          "uncertainty_ratio_to_standard",
+          [](const NlsqResult& r) {
+            const FitResult& result = r.outcome.result;
+            py::dict ratios;
+            if (result.uncertainty_ratio_to_standard.size() != result.physical.size()) return ratios;
+            for (size_t p = 0; p < result.physical.size(); ++p) {
+              ratios[py::str(result.physical[p].name)] = result.uncertainty_ratio_to_standard[p];
+            }
+            return ratios;
+          },
+          "Jackknife only: {parameter: its uncertainty over the standard error of independent "
+          "noise}; above 1 where the noise is correlated along frames. Empty for another method.")
       .def_property_readonly(
           "param_names",
           [](const NlsqResult& r) {

@@ -40,6 +40,9 @@ Writes into RESULTS_DIR/nlsq (or --plot-dir):
                                     iteration: the global phase's passes and local fits)
   parameter_correlations.png        the correlation matrix, pairs with |r| >= 0.99 (the data do
                                     not separate them) and >= 0.9 outlined
+  profiles.png                      with profile intervals only: chi2 less its minimum with each
+                                    parameter held (the others refitted), the quadratic of the
+                                    curvature beside it, the 68 % and 95 % interval ends
 The noise sigma of the bands and the histogram is the one the fit's residuals show:
 sigma_fit = sigma * sqrt(reduced chi2), sigma being optimization.nlsq.sigma (what the fit
 assumed, from convergence_history.json); without that file, the RMS of the residuals.
@@ -1619,6 +1622,70 @@ def experimental_main(h5py, numpy, pyplot, arguments):
     return run_jobs(jobs, worker_count(arguments.jobs, len(jobs)))
 
 
+def profiles_of(results):
+    """{name: (value, profile, interval_68, interval_95)} of parameters.json's physical
+    parameters that have profile points (profile intervals: docs/results.md, Profile
+    intervals), in file order; entries that are not well-formed are left out."""
+    profiles = {}
+    for name, entry in (results.parameters or {}).get("parameters", {}).items():
+        profile = entry.get("profile") if isinstance(entry, dict) else None
+        if not isinstance(profile, dict):
+            continue
+        values, rises = profile.get("values"), profile.get("delta_chi2")
+        quadratic = number(profile.get("quadratic"))
+        if (not isinstance(values, list) or not isinstance(rises, list)
+                or len(values) != len(rises) or len(values) < 2 or not math.isfinite(quadratic)):
+            continue
+        points = [(number(v), number(r)) for v, r in zip(values, rises)]
+        points = [(v, r) for v, r in points if math.isfinite(v) and math.isfinite(r)]
+        value = number(entry.get("value"))
+        if len(points) >= 2 and math.isfinite(value):
+            profiles[name] = (value, points, quadratic, entry.get("interval_68"),
+                              entry.get("interval_95"))
+    return profiles
+
+
+def plot_profiles(numpy, pyplot, results, plot_dir, dpi):
+    """profiles.png (with profile intervals only): per parameter, chi2 less its minimum with the
+    parameter held and the others refitted (the profile points), the quadratic of the curvature
+    at the result beside it, and the 68 % and 95 % interval ends."""
+    profiles = profiles_of(results)
+    if not profiles:
+        return
+    path = drawing(os.path.join(plot_dir, "profiles.png"))
+    columns = min(3, len(profiles))
+    rows = (len(profiles) + columns - 1) // columns
+    figure, axes = new_figure(pyplot, (4.2 * columns, 3.2 * rows), dpi, rows, columns,
+                              spaces=(0.3, 0.5))
+    for k, (name, (value, points, quadratic, interval68, interval95)) in enumerate(
+            profiles.items()):
+        axis = axes[k // columns, k % columns]
+        x = numpy.array([v for v, _ in points])
+        y = numpy.array([r for _, r in points])
+        axis.plot(x, y, "o-", color="C0", label="profile")
+        grid = numpy.linspace(x.min(), x.max(), 200)
+        axis.plot(grid, quadratic * (grid - value) ** 2, "--", color="0.4",
+                  label="quadratic (curvature)")
+        for interval, colour, level in ((interval68, "C1", "68 %"), (interval95, "C3", "95 %")):
+            if isinstance(interval, list) and len(interval) == 2:
+                for end in interval:
+                    end = number(end)
+                    if math.isfinite(end):
+                        axis.axvline(end, color=colour, linewidth=0.8)
+                axis.plot([], [], color=colour, linewidth=0.8, label=f"{level} interval")
+        axis.axvline(value, color="0.6", linewidth=0.6, linestyle=":")
+        axis.set_xlabel(results.label(name))
+        axis.set_ylabel(r"$\Delta\chi^2$")
+        axis.set_ylim(bottom=0.0)
+        if k == 0:
+            axis.legend(fontsize=8)
+    for k in range(len(profiles), rows * columns):
+        axes[k // columns, k % columns].set_visible(False)
+    figure.suptitle("profile likelihood: chi2 with each parameter held, the others refitted"
+                    + title_tail(results.q, results.data_file))
+    save(pyplot, figure, path)
+
+
 def figure_jobs(numpy, pyplot, results, plot_dir, arguments):
     """The figures of a fit, one callable each, the slowest first."""
     dpi = arguments.dpi
@@ -1635,6 +1702,7 @@ def figure_jobs(numpy, pyplot, results, plot_dir, arguments):
         jobs.append(lambda angle=angle: plot_cuts(numpy, pyplot, results, angle, plot_dir, dpi,
                                                   arguments.cuts))
     jobs.append(lambda: plot_correlations(numpy, pyplot, results, plot_dir, dpi))
+    jobs.append(lambda: plot_profiles(numpy, pyplot, results, plot_dir, dpi))
     return jobs
 
 

@@ -160,13 +160,17 @@ std::optional<LmSolver> ParseLmSolver(std::string_view text);
 
 // What a result's uncertainties are (optimization.nlsq.uncertainty, --uncertainty; docs/results.md,
 // What the uncertainties mean):
-//   kJackknife (default): the frame-block jackknife, right for noise correlated along frames as a
+//   kAuto (default): kJackknife where the residuals are correlated along frames (a correlator's
+//     output, a model that misses a feature), kStandard where they are not (ResidualsUncorrelated
+//     in src/pipeline/fit_uncertainty.h): there both are right on average and the standard error
+//     scatters less from one data set to the next;
+//   kJackknife: the frame-block jackknife, right for noise correlated along frames as a
 //     correlator's output is, and for independent noise;
 //   kStandard: the statistical standard error of independent noise, s^2 (J^T J)^-1 over the
 //     stored points (the reference's value times about sqrt(2));
 //   kCurvature: the reference's value, s^2 (J^T J)^-1 with both triangles counted.
-enum class UncertaintyMethod { kJackknife, kStandard, kCurvature };
-// "jackknife", "standard", "curvature".
+enum class UncertaintyMethod { kAuto, kJackknife, kStandard, kCurvature };
+// "auto", "jackknife", "standard", "curvature".
 std::string_view ToString(UncertaintyMethod method);
 std::optional<UncertaintyMethod> ParseUncertaintyMethod(std::string_view text);
 
@@ -225,7 +229,7 @@ struct NlsqOptions {
   // two_component, off for the homodyne modes, where it costs as much as the rest of a fit).
   std::optional<bool> profile_check;
   // optimization.nlsq.uncertainty (UncertaintyMethod above).
-  UncertaintyMethod uncertainty = UncertaintyMethod::kJackknife;
+  UncertaintyMethod uncertainty = UncertaintyMethod::kAuto;
   // optimization.nlsq.profile_intervals (--profile-intervals): each physical parameter's 68 % and
   // 95 % profile-likelihood intervals after the fit (docs/results.md, Profile intervals); off by
   // default: each end costs a few refits of all the data.

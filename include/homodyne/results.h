@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,13 +23,24 @@ struct ParameterEstimate {
   // is then the data's with the bound released (docs/results.md, Parameters at a bound). "" when
   // the data, not a bound, placed it.
   std::string at_bound{};
-  // The profile-likelihood intervals (docs/results.md, Profile intervals): {lower, upper} where
-  // chi2 with this parameter held and the others refitted rises by the 68 % and 95 % levels of
-  // the reported uncertainty; empty when not computed. interval_note: "" or why an end is not
-  // where chi2 rose (e.g. "upper end at the bound: chi2 rises by less within the bounds").
+  // The 68 % and 95 % intervals {lower, upper} (docs/results.md, Intervals), as interval_method
+  // says: "profile" (profile likelihood: where chi2 with this parameter held and the others
+  // refitted rises by the levels of the reported uncertainty; docs/results.md, Profile
+  // intervals) or "student_t" (value +- t u, t the Student quantile with the jackknife's
+  // blocks - 1 degrees of freedom, the normal one for the standard error; clipped to the
+  // bounds). Empty, with interval_method "", when not computed. interval_note: "" or why an end
+  // is not where chi2 rose (e.g. "upper end at the bound: chi2 rises by less within the bounds").
   std::vector<double> interval_68{};
   std::vector<double> interval_95{};
   std::string interval_note{};
+  std::string interval_method{};
+  // Profile intervals' points (docs/results.md, Profile intervals): the values the parameter was
+  // held at (ascending, the result's own included) and chi2 there less the minimum; and the
+  // quadratic's coefficient k, so that a chi2 quadratic at the result rises by k (v - value)^2
+  // (k = s^2 / c^2, c the curvature uncertainty). Empty and NaN without profile intervals.
+  std::vector<double> profile_values{};
+  std::vector<double> profile_delta_chi2{};
+  double profile_quadratic = std::numeric_limits<double>::quiet_NaN();
 };
 
 // Contrast and offset of one angle (always one pair per angle, whatever the per-angle mode).
@@ -117,6 +129,14 @@ struct FitResult {
   std::string uncertainty_method = "curvature";
   int uncertainty_blocks = 0;
   int noise_correlation_frames = 0;
+  // For the jackknife: each physical parameter's uncertainty over the standard error of
+  // independent noise (model order; empty for another method). Above 1 by more than the
+  // jackknife's own scatter is what noise correlated along frames does; below it is flagged
+  // (docs/results.md, What the uncertainties mean).
+  std::vector<double> uncertainty_ratio_to_standard;
+  // The residuals' correlation at lag 1 along a row, when the fit measured it (the default
+  // method and the jackknife do), else NaN: what the default method chose by.
+  double residual_lag1_correlation = std::numeric_limits<double>::quiet_NaN();
   std::string per_angle_mode = "individual";  // individual | constant | auto_averaged | fourier
   double chi_squared = 0.0;                   // sum r^2 over both triangles, whatever the loss
   double reduced_chi_squared = 0.0;

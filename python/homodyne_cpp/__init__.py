@@ -224,7 +224,8 @@ def fit_nlsq(data, config, initial_params=None, *, threads=None, strategy=None,
     the CLI flags of the same name do, and are checked as those flags are: threads,
     strategy, memory_limit_gb, global_search, fast_mode, max_iterations, checkpoint_dir,
     checkpoints (False: none), resume (False: start afresh), output_dir (also write the CLI's
-    result files there), uncertainty ('jackknife', the default; 'standard'; 'curvature': the
+    result files there), uncertainty ('auto', the default: 'jackknife' where the residuals are
+    correlated along frames, else 'standard'; 'jackknife'; 'standard'; 'curvature': the
     reference's numbers). progress: a callable given a dict per event (stage, index, total,
     value); an exception it raises stops the fit and is raised as it is. verbose: True shows the
     engine's progress lines (phases, iterations) for this call; by default only its warnings.
@@ -316,11 +317,17 @@ def _str(self):
                      f"{self.offset_uncertainties[k]:.2g}")
     method = self.uncertainty_method
     if method == "jackknife":
+        ratios = list(self.uncertainty_ratio_to_standard.values())
+        spread = (f"; {min(ratios):.2g} to {max(ratios):.2g} times the independent-noise ones"
+                  if ratios else "")
         lines.append(f"  uncertainties: frame-block jackknife over {self.uncertainty_blocks} blocks "
                      f"(residuals correlated over about {self.noise_correlation_frames} "
-                     f"frame{'' if self.noise_correlation_frames == 1 else 's'})")
+                     f"frame{'' if self.noise_correlation_frames == 1 else 's'}{spread})")
     elif method == "standard":
-        lines.append("  uncertainties: standard errors of independent noise")
+        lag1 = self.residual_lag1_correlation
+        lines.append("  uncertainties: standard errors of independent noise" +
+                     (f" (residuals uncorrelated along frames: lag-1 correlation {lag1:.3f})"
+                      if lag1 == lag1 else ""))
     elif method == "curvature":
         lines.append("  uncertainties: curvature, the reference's numbers")
     lines.append(f"  chi2 {self.chi_squared:.6g}, reduced chi2 {self.reduced_chi_squared:.6g}, "

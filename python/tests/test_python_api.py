@@ -67,7 +67,13 @@ def test_uncertainty_keyword_chooses_the_method_and_changes_no_value(in_set):
     config = hc.load_config(in_set[1])
     results = {method: hc.fit_nlsq(None, config, checkpoints=False, uncertainty=method)
                for method in ("jackknife", "standard", "curvature")}
-    assert hc.fit_nlsq(None, config, checkpoints=False).uncertainty_method == "jackknife"
+    # The default (auto): independent noise here, so the standard error, chosen by the residuals'
+    # lag-1 correlation.
+    default = hc.fit_nlsq(None, config, checkpoints=False)
+    assert default.uncertainty_method == "standard"
+    assert abs(default.residual_lag1_correlation) < 0.02
+    assert default.uncertainty_ratio_to_standard == {}
+    assert results["jackknife"].uncertainty_ratio_to_standard.keys() == set(default.param_names)
     for method, result in results.items():
         assert result.uncertainty_method == method
         assert (result.parameters == results["curvature"].parameters).all()
@@ -77,7 +83,14 @@ def test_uncertainty_keyword_chooses_the_method_and_changes_no_value(in_set):
     assert results["curvature"].uncertainty_blocks == 0
     assert "uncertainties: frame-block jackknife" in str(results["jackknife"])
     assert results["jackknife"].interval_68.shape == (7, 2)
-    assert np.isnan(results["jackknife"].interval_68).all()  # off unless the config asks
+    # Without profile intervals: value +- t u (Student's t with the jackknife's blocks - 1
+    # degrees of freedom), none for curvature.
+    lower, upper = results["jackknife"].interval_68.T
+    free = np.isfinite(lower)
+    assert free.any()
+    assert (lower[free] < results["jackknife"].parameters[free]).all()
+    assert (upper[free] > results["jackknife"].parameters[free]).all()
+    assert np.isnan(results["curvature"].interval_68).all()
     asked = copy.deepcopy(LAMINAR_DICT)
     asked["optimization"]["nlsq"] = {"profile_intervals": True}
     with_intervals = hc.fit_nlsq(None, asked, checkpoints=False)
@@ -87,7 +100,7 @@ def test_uncertainty_keyword_chooses_the_method_and_changes_no_value(in_set):
     # An end a profile fit could not compute is NaN (its estimate's interval_note says so).
     assert (np.isnan(lower) | (lower < values)).all() and (np.isnan(upper) | (values < upper)).all()
     assert (np.isnan(lower) | (with_intervals.interval_95[:, 0] <= lower)).all()  # bound: equal
-    with pytest.raises(ValueError, match="uncertainty = 'sandwich': must be one of jackknife, "
+    with pytest.raises(ValueError, match="uncertainty = 'sandwich': must be one of auto, jackknife, "
                                          "standard, curvature"):
         hc.fit_nlsq(None, config, checkpoints=False, uncertainty="sandwich")
 

@@ -198,10 +198,11 @@ std::optional<CommandLineOptions> ParseCommandLine(int argc, char** argv) {
                  "(the cross-check; optimization.nlsq.solver)")
       ->check(CLI::IsMember({"lm", "ceres"}));
   app.add_option("--uncertainty", options.uncertainty,
-                 "What the uncertainties are: jackknife (frame blocks, default) | standard "
+                 "What the uncertainties are: auto (default: jackknife where the residuals are "
+                 "correlated along frames, else standard) | jackknife (frame blocks) | standard "
                  "(independent noise) | curvature (the reference's numbers; "
                  "optimization.nlsq.uncertainty)")
-      ->check(CLI::IsMember({"jackknife", "standard", "curvature"}));
+      ->check(CLI::IsMember({"auto", "jackknife", "standard", "curvature"}));
   app.add_flag("--profile-intervals", options.profile_intervals,
                "Profile-likelihood 68 % and 95 % intervals of each physical parameter after the "
                "fit (optimization.nlsq.profile_intervals; a few refits per interval end)");

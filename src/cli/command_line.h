@@ -43,7 +43,7 @@ struct CommandLineOptions {
   std::optional<std::string> global_search;  // --global-search auto|off|multi-start|cmaes
   bool no_variable_projection = false;       // --no-variable-projection
   std::optional<std::string> solver;         // --solver lm|ceres
-  std::optional<std::string> uncertainty;    // --uncertainty jackknife|standard|curvature
+  std::optional<std::string> uncertainty;    // --uncertainty auto|jackknife|standard|curvature
   bool profile_intervals = false;            // --profile-intervals
   bool dry_run = false;                      // --dry-run
 };

@@ -5,7 +5,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <exception>
 #include <memory>
@@ -83,7 +85,7 @@ void PrintResult(const FitOutcome& outcome, std::ostream& out) {
                   estimate.value, estimate.uncertainty);
     out << line;
     // The 68 % profile interval relative to the value (docs/results.md, Profile intervals).
-    if (estimate.interval_68.size() == 2) {
+    if (estimate.interval_68.size() == 2 && estimate.interval_method == "profile") {
       std::snprintf(line, sizeof(line), "  [%+.3g, %+.3g]", estimate.interval_68[0] - estimate.value,
                     estimate.interval_68[1] - estimate.value);
       out << line;
@@ -102,9 +104,24 @@ void PrintResult(const FitOutcome& outcome, std::ostream& out) {
   if (result.uncertainty_method == "jackknife") {
     out << "  uncertainties: frame-block jackknife over " << result.uncertainty_blocks
         << " blocks (residuals correlated over about " << result.noise_correlation_frames
-        << (result.noise_correlation_frames == 1 ? " frame)\n" : " frames)\n");
+        << (result.noise_correlation_frames == 1 ? " frame" : " frames");
+    const std::vector<double>& ratios = result.uncertainty_ratio_to_standard;
+    if (!ratios.empty()) {
+      std::snprintf(line, sizeof(line), "; %.2g to %.2g times the independent-noise ones",
+                    *std::min_element(ratios.begin(), ratios.end()),
+                    *std::max_element(ratios.begin(), ratios.end()));
+      out << line;
+    }
+    out << ")\n";
   } else if (result.uncertainty_method == "standard") {
-    out << "  uncertainties: standard errors of independent noise\n";
+    out << "  uncertainties: standard errors of independent noise";
+    if (std::isfinite(result.residual_lag1_correlation)) {
+      std::snprintf(line, sizeof(line),
+                    " (residuals uncorrelated along frames: lag-1 correlation %.3f)",
+                    result.residual_lag1_correlation);
+      out << line;
+    }
+    out << "\n";
   } else if (result.uncertainty_method == "curvature") {
     out << "  uncertainties: curvature, the reference's numbers\n";
   }

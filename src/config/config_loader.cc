@@ -704,7 +704,7 @@ void ParseGlobalSearch(const ConfigReader& reader, Config& config) {
 
   one_of(base + "solver", nlsq.solver, ParseLmSolver, {LmSolver::kLmCore, LmSolver::kCeres});
   one_of(base + "uncertainty", nlsq.uncertainty, ParseUncertaintyMethod,
-         {UncertaintyMethod::kJackknife, UncertaintyMethod::kStandard,
+         {UncertaintyMethod::kAuto, UncertaintyMethod::kJackknife, UncertaintyMethod::kStandard,
           UncertaintyMethod::kCurvature});
   one_of(base + "loss", nlsq.loss.function, ParseLossFunction,
          {LossFunction::kLinear, LossFunction::kSoftL1, LossFunction::kHuber, LossFunction::kCauchy,

@@ -279,7 +279,7 @@ void CheckOverrides(const ConfigOverrides& overrides, OverrideSpelling spelling)
   }
   if (const auto& uncertainty = overrides.uncertainty) {
     check.RequireOneOf({"--uncertainty", "uncertainty"}, *uncertainty,
-                       {"jackknife", "standard", "curvature"});
+                       {"auto", "jackknife", "standard", "curvature"});
   }
   if (const auto& directory = overrides.checkpoint_dir) {
     check.Require(!directory->empty(), {"--checkpoint-dir", "checkpoint_dir"}, *directory,

@@ -91,8 +91,9 @@ optimization:
     profile_check: null            # check the uncertainties by profile points: true, false, or
                                    # null for the mode's default (two_component only)
     solver: lm                     # standard strategy: lm (our LM core) or ceres. Default lm
-    uncertainty: jackknife         # jackknife (frame blocks; right for noise correlated along
-                                   # frames) | standard | curvature (the reference's numbers)
+    uncertainty: auto              # auto (jackknife where the residuals are correlated along
+                                   # frames, else standard) | jackknife (frame blocks) |
+                                   # standard | curvature (the reference's numbers)
     profile_intervals: false       # 68 % and 95 % profile-likelihood intervals after the fit
     global_search:                 # the global phase before the fit (docs/configuration.md)
       method: auto                 # auto | off | multi_start | cmaes. Default auto

@@ -64,6 +64,8 @@ std::optional<LmSolver> ParseLmSolver(std::string_view text) {
 
 std::string_view ToString(UncertaintyMethod method) {
   switch (method) {
+    case UncertaintyMethod::kAuto:
+      return "auto";
     case UncertaintyMethod::kJackknife:
       return "jackknife";
     case UncertaintyMethod::kStandard:
@@ -76,8 +78,8 @@ std::string_view ToString(UncertaintyMethod method) {
 
 std::optional<UncertaintyMethod> ParseUncertaintyMethod(std::string_view text) {
   return ParseByName<UncertaintyMethod>(
-      text, {UncertaintyMethod::kJackknife, UncertaintyMethod::kStandard,
-             UncertaintyMethod::kCurvature});
+      text, {UncertaintyMethod::kAuto, UncertaintyMethod::kJackknife,
+             UncertaintyMethod::kStandard, UncertaintyMethod::kCurvature});
 }
 
 std::string_view ToString(LossFunction function) {

@@ -55,13 +55,25 @@ ordered_json Estimate(const ParameterEstimate& estimate) {
   ordered_json json = {{"value", Number(estimate.value)},
                        {"uncertainty", Number(estimate.uncertainty)}};
   if (!estimate.at_bound.empty()) json["at_bound"] = estimate.at_bound;
-  // Profile intervals (docs/results.md, Profile intervals), when the fit computed them.
+  // Intervals (docs/results.md, Intervals), when the fit computed them.
   const auto interval = [](const std::vector<double>& ends) {
     return ordered_json::array({Number(ends[0]), Number(ends[1])});
   };
   if (estimate.interval_68.size() == 2) json["interval_68"] = interval(estimate.interval_68);
   if (estimate.interval_95.size() == 2) json["interval_95"] = interval(estimate.interval_95);
   if (!estimate.interval_note.empty()) json["interval_note"] = estimate.interval_note;
+  if (!estimate.interval_method.empty()) json["interval_method"] = estimate.interval_method;
+  if (!estimate.profile_values.empty() && std::isfinite(estimate.profile_quadratic)) {
+    ordered_json values = ordered_json::array();
+    ordered_json rises = ordered_json::array();
+    for (size_t i = 0; i < estimate.profile_values.size(); ++i) {
+      values.push_back(Number(estimate.profile_values[i]));
+      rises.push_back(Number(estimate.profile_delta_chi2[i]));
+    }
+    json["profile"] = {{"values", std::move(values)},
+                       {"delta_chi2", std::move(rises)},
+                       {"quadratic", Number(estimate.profile_quadratic)}};
+  }
   return json;
 }
 
@@ -190,9 +202,19 @@ void AddRobustLoss(const FitResult& result, ordered_json& json) {
 // the frame-block jackknife, its blocks and the residuals' correlation length [frames].
 ordered_json UncertaintyJson(const FitResult& result) {
   ordered_json json = {{"method", result.uncertainty_method}};
+  if (std::isfinite(result.residual_lag1_correlation)) {
+    json["residual_lag1_correlation"] = Number(result.residual_lag1_correlation);
+  }
   if (result.uncertainty_method == "jackknife") {
     json["blocks"] = result.uncertainty_blocks;
     json["noise_correlation_frames"] = result.noise_correlation_frames;
+    if (result.uncertainty_ratio_to_standard.size() == result.physical.size()) {
+      ordered_json ratios = ordered_json::object();
+      for (size_t p = 0; p < result.physical.size(); ++p) {
+        ratios[result.physical[p].name] = Number(result.uncertainty_ratio_to_standard[p]);
+      }
+      json["ratio_to_standard"] = std::move(ratios);
+    }
   }
   return json;
 }

@@ -290,10 +290,12 @@ class FitRun {
   }
 
   // The uncertainties the result reports (docs/results.md, What the uncertainties mean): the
-  // config's method; the jackknife costs one more pass over the data (FrameBlockSums) and is
-  // replaced by the standard error in fast mode, under a robust loss (its sums are those of the
-  // plain residuals) and without a covariance. A warning (in `recorded`) when the noise is
-  // correlated over more frames than the jackknife's blocks can hold.
+  // config's method; the jackknife (and auto, which measures the residuals' correlation from the
+  // same sums) costs one more pass over the data (FrameBlockSums) and is replaced by the
+  // standard error in fast mode, under a robust loss (its sums are those of the plain residuals)
+  // and without a covariance; auto reports the standard error where ResidualsUncorrelated. A
+  // warning (in `recorded`) when the noise is correlated over more frames than the jackknife's
+  // blocks can hold.
   ReportedUncertainty UncertaintyOfTheSolution(FitResult& recorded) {
     ReportedUncertainty reported;
     reported.method = config_.nlsq.uncertainty;
@@ -305,7 +307,10 @@ class FitRun {
                      "loss and variable projection)");
       }
     }
-    if (reported.method != UncertaintyMethod::kJackknife) return reported;
+    if (reported.method != UncertaintyMethod::kJackknife &&
+        reported.method != UncertaintyMethod::kAuto) {
+      return reported;
+    }
     std::string standard_because;
     if (config_.performance.fast_mode) {
       standard_because = "fast mode";
@@ -334,6 +339,15 @@ class FitRun {
     const FrameBlockSums sums = objective.AccumulateFrameBlockSums(
         map.Expand(summary_.theta),
         FineFrameBlocks(objective.model().num_times(), objective.num_angles(), n_physical + 2));
+    reported.residual_lag1_correlation = RowCorrelationAtLag1(sums);
+    if (reported.method == UncertaintyMethod::kAuto && ResidualsUncorrelated(sums)) {
+      spdlog::info("uncertainties: standard errors of independent noise (the residuals are "
+                   "uncorrelated along frames: lag-1 correlation {:.3f}), {:.2f} s",
+                   reported.residual_lag1_correlation, SecondsSince(start));
+      reported.method = UncertaintyMethod::kStandard;
+      return reported;
+    }
+    reported.method = UncertaintyMethod::kJackknife;
     reported.jackknife = ComputeFrameBlockJackknife(sums, map, support, n_physical);
     if (!reported.jackknife) {
       const std::string warning =

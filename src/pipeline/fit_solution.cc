@@ -1,5 +1,7 @@
 #include "fit_solution.h"
 
+#include <boost/math/distributions/normal.hpp>
+#include <boost/math/distributions/students_t.hpp>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -102,13 +104,13 @@ std::vector<std::string> UndeterminedWarnings(const LevenbergMarquardtSummary& s
 
 }  // namespace
 
-std::vector<std::string> CorrelationWarnings(const FitResult& result, int n_physical) {
-  std::vector<std::string> warnings;
+std::vector<std::string> StrongCorrelations(const FitResult& result, int n_physical) {
+  std::vector<std::string> pairs;
   const size_t n = result.covariance_names.size();
   // No covariance (the fit failed before one was computed, or it could not be inverted), or
   // one that does not match the names: nothing to judge.
   if (n_physical <= 0 || static_cast<size_t>(n_physical) > n || result.covariance.size() != n * n) {
-    return warnings;
+    return pairs;
   }
   const std::vector<double> correlation = CorrelationMatrix(result.covariance, n);
   for (int i = 0; i < n_physical; ++i) {
@@ -118,15 +120,13 @@ std::vector<std::string> CorrelationWarnings(const FitResult& result, int n_phys
       if (!std::isfinite(r) || std::abs(r) <= 0.99) continue;
       char value[32];
       std::snprintf(value, sizeof(value), "%.4f", r);
-      warnings.push_back(
-          "the data do not separate " + result.covariance_names[static_cast<size_t>(i)] + " and " +
-          result.covariance_names[static_cast<size_t>(j)] + " (correlation " + value +
-          "): their uncertainties are large and the fit may stop along "
-          "the valley between them");
+      pairs.push_back(result.covariance_names[static_cast<size_t>(i)] + " and " +
+                      result.covariance_names[static_cast<size_t>(j)] + " (" + value + ")");
     }
   }
-  return warnings;
+  return pairs;
 }
+
 
 namespace {
 
@@ -190,6 +190,34 @@ std::vector<std::string> FullLayoutBoundMarks(const LevenbergMarquardtSummary& s
 }
 
 }  // namespace
+
+std::vector<std::string> UncertaintyDisagreements(const FitResult& result,
+                                                  std::vector<std::string>& disagree) {
+  const std::vector<double>& ratios = result.uncertainty_ratio_to_standard;
+  if (result.uncertainty_method != "jackknife" || result.uncertainty_blocks < 2 ||
+      ratios.size() != result.physical.size()) {
+    return {};
+  }
+  // The relative standard deviation of a jackknife standard error from B blocks of independent
+  // noise is about 1 / sqrt(2 (B - 1)) (its variance has B - 1 degrees of freedom).
+  const double scatter = 1.0 / std::sqrt(2.0 * (result.uncertainty_blocks - 1));
+  const double lowest = 1.0 - 3.0 * scatter;
+  std::string evidence;
+  for (size_t p = 0; p < ratios.size(); ++p) {
+    if (!(ratios[p] < lowest)) continue;  // NaN: nothing to compare
+    disagree.push_back(result.physical[p].name);
+    evidence += (evidence.empty() ? "" : ", ") + result.physical[p].name + " " +
+                ReasonNumber(ratios[p]);
+  }
+  if (evidence.empty()) return {};
+  return {"the frame-block jackknife's uncertainties of " + evidence +
+          " times the standard errors of independent noise lie below what its " +
+          std::to_string(result.uncertainty_blocks) + " blocks give by chance (at least " +
+          ReasonNumber(lowest) +
+          "): noise correlated along frames raises them, so the blocks do not describe these "
+          "residuals (too few points per block, or anticorrelated noise); compare with "
+          "--uncertainty standard"};
+}
 
 std::vector<std::string> OtherMinimumWarnings(const FitResult& result, int64_t num_points,
                                               std::vector<std::string>& undetermined) {
@@ -284,7 +312,7 @@ std::vector<std::string> ProfileWarnings(const FitResult& result, const ProfileP
       largest = std::max(largest, std::abs(covariance(i, j)) /
                                       std::sqrt(covariance(i, i) * covariance(j, j)));
     }
-    if (!(largest >= kProfileCorrelation && largest < 0.99)) continue;
+    if (!(largest >= kProfileCorrelation)) continue;
     for (const double side : {-1.0, 1.0}) {
       const double held = estimate.value + side * kProfileStandardErrors * estimate.uncertainty;
       const double enough = result.chi_squared + kProfileRise * reduced;
@@ -421,6 +449,22 @@ FitQuality AssessFitQuality(const FitQualityInputs& inputs) {
     for (const std::string& name : inputs.undetermined) names += (names.empty() ? "" : ", ") + name;
     quality.reasons.push_back("the data do not determine " + names);
   }
+  const auto joined = [](const std::vector<std::string>& names) {
+    std::string text;
+    for (const std::string& name : names) text += (text.empty() ? "" : ", ") + name;
+    return text;
+  };
+  if (!inputs.unbounded_intervals.empty()) {
+    lower_once();
+    quality.reasons.push_back("the profile intervals of " + joined(inputs.unbounded_intervals) +
+                              " reach a bound or could not be computed");
+  }
+  if (!inputs.methods_disagree.empty()) {
+    lower_once();
+    quality.reasons.push_back("the jackknife's uncertainties of " +
+                              joined(inputs.methods_disagree) +
+                              " lie below the standard errors of independent noise");
+  }
   if (inputs.nothing_free) {
     level = kPoor;
     quality.reasons.push_back(
@@ -464,13 +508,14 @@ void ReportUncertainty(const ReportedUncertainty& uncertainty, const ScalingMap&
                        const std::vector<int>& undetermined, double standard_scale,
                        FitResult& result) {
   result.uncertainty_method = std::string(ToString(uncertainty.method));
+  result.residual_lag1_correlation = uncertainty.residual_lag1_correlation;
   if (uncertainty.method == UncertaintyMethod::kCurvature || curvature.size() == 0) return;
   const bool jackknife =
       uncertainty.method == UncertaintyMethod::kJackknife && uncertainty.jackknife.has_value();
   if (!jackknife) result.uncertainty_method = std::string(ToString(UncertaintyMethod::kStandard));
-  Eigen::MatrixXd reduced = standard_scale * curvature;
+  const Eigen::MatrixXd standard = standard_scale * curvature;
+  Eigen::MatrixXd reduced = standard;
   if (jackknife) {
-    const Eigen::MatrixXd standard = reduced;
     reduced = uncertainty.jackknife->covariance;
     for (int u : undetermined) {
       reduced.row(u) = standard.row(u);
@@ -478,11 +523,17 @@ void ReportUncertainty(const ReportedUncertainty& uncertainty, const ScalingMap&
     }
   }
   const ExpandedSolution reported = ExpandSolution(map, theta, reduced, 1.0);
+  const int n_physical = static_cast<int>(result.physical.size());
   if (jackknife) {
     result.uncertainty_blocks = uncertainty.jackknife->blocks;
     result.noise_correlation_frames = uncertainty.jackknife->correlation_frames;
+    const ExpandedSolution independent = ExpandSolution(map, theta, standard, 1.0);
+    result.uncertainty_ratio_to_standard.clear();
+    for (int p = 0; p < n_physical; ++p) {
+      result.uncertainty_ratio_to_standard.push_back(reported.uncertainties[p] /
+                                                     independent.uncertainties[p]);
+    }
   }
-  const int n_physical = static_cast<int>(result.physical.size());
   const int n_angles = static_cast<int>(result.per_angle.size());
   for (int p = 0; p < n_physical; ++p) result.physical[static_cast<size_t>(p)].uncertainty =
       reported.uncertainties[p];
@@ -561,9 +612,13 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
     }
   }
   if (full_validation) {
-    for (const std::string& warning : CorrelationWarnings(result, n_physical)) {
-      spdlog::warn("{}", warning);
-      result.warnings.push_back(warning);
+    const std::vector<std::string> pairs = StrongCorrelations(result, n_physical);
+    std::string list;
+    for (const std::string& pair : pairs) list += (list.empty() ? "" : ", ") + pair;
+    if (!list.empty()) {
+      spdlog::info("correlated beyond 0.99 (each one's uncertainty is large along the pair; "
+                   "`correlation` in parameters.json): {}",
+                   list);
     }
   }
   result.per_angle_mode = std::string(ToString(scaling.mode));
@@ -630,21 +685,30 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
       }
     }
   }
-  FitQuality quality = AssessFitQuality(quality_inputs);
-  result.quality_flag = std::move(quality.flag);
-  result.quality_reasons = std::move(quality.reasons);
   const int64_t stored_points = objective.num_residuals() / 2;
   ReportUncertainty(uncertainty, map, summary.theta, summary.covariance,
                     summary.undetermined_parameters,
                     covariance_scale * StandardErrorScale(stored_points, n_effective), result);
-  if (uncertainty.intervals && has_uncertainties) {
-    AddProfileIntervals(uncertainty.intervals, full.uncertainties, lm, result);
+  for (const std::string& warning :
+       UncertaintyDisagreements(result, quality_inputs.methods_disagree)) {
+    spdlog::warn("{}", warning);
+    result.warnings.push_back(warning);
   }
+  if (uncertainty.intervals && has_uncertainties) {
+    quality_inputs.unbounded_intervals =
+        AddProfileIntervals(uncertainty.intervals, full.uncertainties, lm, result);
+  }
+  AddStudentIntervals(lm, result);
+  FitQuality quality = AssessFitQuality(quality_inputs);
+  result.quality_flag = std::move(quality.flag);
+  result.quality_reasons = std::move(quality.reasons);
   return std::vector<double>(full.theta.data(), full.theta.data() + n_physical);
 }
 
-void AddProfileIntervals(const ProfileProbe& probe, const Eigen::VectorXd& curvature,
-                         const LevenbergMarquardtOptions& lm, FitResult& result) {
+std::vector<std::string> AddProfileIntervals(const ProfileProbe& probe,
+                                             const Eigen::VectorXd& curvature,
+                                             const LevenbergMarquardtOptions& lm,
+                                             FitResult& result) {
   const double infinity = std::numeric_limits<double>::infinity();
   const double chi2_min = result.chi_squared;
   const double s2 = result.reduced_chi_squared;
@@ -664,13 +728,20 @@ void AddProfileIntervals(const ProfileProbe& probe, const Eigen::VectorXd& curva
     const double lower = lm.lower_bounds.size() > r ? lm.lower_bounds[r] : -infinity;
     const double upper = lm.upper_bounds.size() > r ? lm.upper_bounds[r] : infinity;
     const std::string name = estimate.name;
-    const auto rise = [&](double value) { return probe(name, value, -infinity) - chi2_min; };
+    // Every profile point, for the figure of the profiles (docs/results.md, Profile intervals).
+    std::vector<std::pair<double, double>> points{{estimate.value, 0.0}};
+    const auto rise = [&](double value) {
+      const double delta = probe(name, value, -infinity) - chi2_min;
+      points.emplace_back(value, delta);
+      return delta;
+    };
     std::vector<std::string> notes;
     for (const double z : {1.0, 1.96}) {
       const double target = z * z * s2 * (reported * reported) / (curved * curved);
       const ProfileEnd low = FindProfileEnd(rise, estimate.value, z * reported, -1, lower, target);
       const ProfileEnd high = FindProfileEnd(rise, estimate.value, z * reported, +1, upper, target);
       (z == 1.0 ? estimate.interval_68 : estimate.interval_95) = {low.value, high.value};
+      estimate.interval_method = "profile";
       const std::string level = z == 1.0 ? "68 %" : "95 %";
       for (const auto& [end, side] : {std::pair{low, "lower"}, std::pair{high, "upper"}}) {
         if (end.note == "bound") {
@@ -685,6 +756,13 @@ void AddProfileIntervals(const ProfileProbe& probe, const Eigen::VectorXd& curva
       estimate.interval_note += (n ? "; " : "") + notes[n];
     }
     if (!notes.empty()) reached.push_back(name);
+    std::sort(points.begin(), points.end());
+    for (const auto& [value, delta] : points) {
+      if (!std::isfinite(delta)) continue;
+      estimate.profile_values.push_back(value);
+      estimate.profile_delta_chi2.push_back(delta);
+    }
+    estimate.profile_quadratic = s2 / (curved * curved);
   }
   if (!reached.empty()) {
     std::string names;
@@ -694,6 +772,43 @@ void AddProfileIntervals(const ProfileProbe& probe, const Eigen::VectorXd& curva
                                 "them within parameter_space.bounds (interval_note)";
     spdlog::warn("{}", warning);
     result.warnings.push_back(warning);
+  }
+  return reached;
+}
+
+double StudentQuantile(double probability, int degrees_of_freedom) {
+  if (degrees_of_freedom <= 0) {
+    return boost::math::quantile(boost::math::normal_distribution<double>(), probability);
+  }
+  return boost::math::quantile(
+      boost::math::students_t_distribution<double>(static_cast<double>(degrees_of_freedom)),
+      probability);
+}
+
+void AddStudentIntervals(const LevenbergMarquardtOptions& lm, FitResult& result) {
+  if (result.uncertainty_method != "jackknife" && result.uncertainty_method != "standard") return;
+  const int dof = result.uncertainty_method == "jackknife" ? result.uncertainty_blocks - 1 : 0;
+  const double infinity = std::numeric_limits<double>::infinity();
+  for (ParameterEstimate& estimate : result.physical) {
+    if (!estimate.interval_68.empty() || !(estimate.uncertainty > 0.0) ||
+        !std::isfinite(estimate.uncertainty)) {
+      continue;
+    }
+    const auto at = std::find(lm.parameter_names.begin(), lm.parameter_names.end(), estimate.name);
+    if (at == lm.parameter_names.end()) continue;  // held fixed
+    const auto r = static_cast<Eigen::Index>(at - lm.parameter_names.begin());
+    const double lower = lm.lower_bounds.size() > r ? lm.lower_bounds[r] : -infinity;
+    const double upper = lm.upper_bounds.size() > r ? lm.upper_bounds[r] : infinity;
+    bool clipped = false;
+    for (const double probability : {kOneSigmaProbability, 0.975}) {
+      const double half = StudentQuantile(probability, dof) * estimate.uncertainty;
+      const double low = std::max(lower, estimate.value - half);
+      const double high = std::min(upper, estimate.value + half);
+      clipped = clipped || low > estimate.value - half || high < estimate.value + half;
+      (probability == 0.975 ? estimate.interval_95 : estimate.interval_68) = {low, high};
+    }
+    estimate.interval_method = "student_t";
+    if (clipped) estimate.interval_note = "clipped to parameter_space.bounds";
   }
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <functional>
 #include <optional>
 #include <string>
@@ -76,6 +77,12 @@ struct FitQualityInputs {
   std::vector<std::string> at_upper_bound;  // ... on their upper bound
   std::vector<std::string> undetermined;    // parameters the data do not determine
   bool nothing_free = false;                // every fitted parameter ended held on a bound
+  // Profile intervals (docs/results.md, Profile intervals) that end at a bound or could not be
+  // computed: the data do not bound these parameters within the bounds.
+  std::vector<std::string> unbounded_intervals;
+  // Physical parameters whose jackknife uncertainty lies further below the standard error of
+  // independent noise than the jackknife's own scatter allows (UncertaintyDisagreements).
+  std::vector<std::string> methods_disagree;
 };
 
 struct FitQuality {
@@ -86,7 +93,8 @@ struct FitQuality {
 // The quality flag (docs/results.md, Quality flag): the reduced chi2's level (QualityFlag;
 // poor when dof <= 0 or the reduced chi2 is below kNegligibleReducedChi2), then one level lower
 // (poor at most) for each kind of problem the solution has: physical parameters on a bound,
-// undetermined parameters, a stop at max_iterations; a fit with nothing free and every status
+// undetermined parameters, profile intervals that reach a bound, uncertainty methods that
+// disagree, a stop at max_iterations; a fit with nothing free and every status
 // but converged and max_iterations (a failure) is poor. Every problem that set or lowered the
 // level adds a reason, so a converged fit that is not good always says why.
 FitQuality AssessFitQuality(const FitQualityInputs& inputs);
@@ -105,12 +113,24 @@ FitQuality AssessFitQuality(const FitQualityInputs& inputs);
 std::vector<std::string> OtherMinimumWarnings(const FitResult& result, int64_t num_points,
                                               std::vector<std::string>& undetermined);
 
-// Full validation's correlation warnings (docs/design.md section 7): each pair of the first
-// n_physical parameters of result.covariance (named result.covariance_names) whose correlation
-// exceeds 0.99 in magnitude is not separated by the data. None when the covariance is empty or
-// does not match the names (a fit that failed before its covariance), and none for a pair whose
-// correlation is not finite.
-std::vector<std::string> CorrelationWarnings(const FitResult& result, int n_physical);
+// The strongly correlated pairs of physical parameters (docs/results.md, What the uncertainties
+// mean), for the log's information line, not a warning: each pair of the first n_physical
+// parameters of result.covariance (named result.covariance_names) whose correlation exceeds 0.99
+// in magnitude, as "P1 and P2 (-0.9950)". Such a pair is what the uncertainties of each already
+// say (they are large along the pair's valley); what the data fail to determine is warned about
+// by the checks that measure it (UndeterminedWarnings, ProfileWarnings, the bound warnings,
+// profile intervals). None when the covariance is empty or does not match the names (a fit that
+// failed before its covariance), and none for a pair whose correlation is not finite.
+std::vector<std::string> StrongCorrelations(const FitResult& result, int n_physical);
+
+// The jackknife's check against the standard error (docs/results.md, What the uncertainties
+// mean): the physical parameters whose ratio (result.uncertainty_ratio_to_standard) is below
+// 1 - 3 / sqrt(2 (B - 1)), three times the relative scatter of a B-block jackknife's standard
+// error, so below what chance gives when the noise is independent; correlated noise raises the
+// ratio, it does not lower it. Returns the warning naming them with their ratios (empty when
+// none, and for another method) and appends their names to `disagree`.
+std::vector<std::string> UncertaintyDisagreements(const FitResult& result,
+                                                  std::vector<std::string>& disagree);
 
 // chi2 of the fit with the named physical parameter held at `value` and every other fitted
 // parameter refitted from the solution (a profile point); the fit may stop as soon as its chi2
@@ -122,9 +142,8 @@ using ProfileProbe =
 // The profile check of the uncertainties (docs/results.md, What the uncertainties mean), part of
 // full validation: each physical parameter that is fitted, off its bounds, not named
 // undetermined yet (`undetermined`), and correlated with another physical parameter by
-// kProfileCorrelation or more in magnitude but by less than 0.99 with every one (pairs beyond
-// 0.99 get CorrelationWarnings) is held kProfileStandardErrors standard errors from the result,
-// on each side, and the rest refitted (probe). On a quadratic chi2 surface chi2 rises by
+// kProfileCorrelation or more in magnitude is held kProfileStandardErrors standard errors from
+// the result, on each side, and the rest refitted (probe). On a quadratic chi2 surface chi2 rises by
 // kProfileStandardErrors^2 s^2 there (s^2: the reduced chi2, at least 1); a rise below
 // kProfileRise s^2 means the surface is flatter along that profile than the curvature at the
 // result says, so the uncertainty understates how far the data let the parameter move.
@@ -141,6 +160,9 @@ std::vector<std::string> ProfileWarnings(const FitResult& result, const ProfileP
 struct ReportedUncertainty {
   UncertaintyMethod method = UncertaintyMethod::kCurvature;
   std::optional<FrameBlockJackknife> jackknife;  // set for kJackknife
+  // The residuals' lag-1 correlation along rows when measured (RowCorrelationAtLag1; the
+  // jackknife's pass measures it), else NaN.
+  double residual_lag1_correlation = std::numeric_limits<double>::quiet_NaN();
   // Set: each physical parameter's profile intervals are computed with it (chi2 at a held value,
   // `enough` -inf: a full refit; docs/results.md, Profile intervals). Null: none.
   ProfileProbe intervals;
@@ -152,9 +174,24 @@ struct ReportedUncertainty {
 // chi2, the parameter held and the others refitted (probe), rises above result.chi_squared by
 // z^2 s^2 u^2 / c^2 (s^2: the reduced chi2; z = 1 and 1.96), which on a quadratic chi2 is +-z u:
 // the profile's shape with the reported method's scale. An end that the bound (lm's, by name)
-// comes before is the bound, and the parameter's interval_note and a warning say so.
-void AddProfileIntervals(const ProfileProbe& probe, const Eigen::VectorXd& curvature,
+// comes before is the bound, and the parameter's interval_note and a warning say so; returns the
+// names of the parameters with such an end (or an end that could not be computed).
+std::vector<std::string> AddProfileIntervals(const ProfileProbe& probe, const Eigen::VectorXd& curvature,
                          const LevenbergMarquardtOptions& lm, FitResult& result);
+
+// The probability below +1 standard deviation of a normal distribution, Phi(1): a 68 % interval
+// runs from its 1 - p to its p quantile.
+inline constexpr double kOneSigmaProbability = 0.8413447460685429;
+// The p quantile of Student's t with `degrees_of_freedom` (the normal's when it is <= 0).
+double StudentQuantile(double probability, int degrees_of_freedom);
+
+// The intervals of the physical parameters that have none yet (no profile intervals asked for,
+// or a parameter they skipped), for the statistical methods (result.uncertainty_method
+// jackknife or standard; curvature gets none): value +- t u at 68 % and 95 %, t Student's
+// quantile with the jackknife's blocks - 1 degrees of freedom (its variance estimate has that
+// many), the normal's for the standard error; clipped to lm's bounds (by name; parameters not in
+// lm are held and get none), interval_method "student_t" (docs/results.md, Intervals).
+void AddStudentIntervals(const LevenbergMarquardtOptions& lm, FitResult& result);
 
 // Fills result.physical, per_angle, covariance_names, covariance, per_angle_mode, chi_squared,
 // reduced_chi_squared, degrees_of_freedom, convergence_status and termination_reason
@@ -162,9 +199,10 @@ void AddProfileIntervals(const ProfileProbe& probe, const Eigen::VectorXd& curva
 // and appends to result.warnings (each also logged): the optimiser's own, undetermined
 // parameters, no parameter free at the result, a reduced chi2 below kNegligibleReducedChi2
 // (always) and,
-// with full_validation (not fast mode), parameters ended on a bound, pairs of physical
-// parameters correlated beyond 0.99 and OtherMinimumWarnings (its parameters also count as
-// undetermined in the quality flag). lm: the reduced bounds and names the final fit ran with;
+// with full_validation (not fast mode), parameters ended on a bound, OtherMinimumWarnings and
+// ProfileWarnings (their parameters also count as undetermined in the quality flag), then the
+// reported uncertainty's UncertaintyDisagreements and profile intervals' bounds (both in the
+// quality flag too); pairs correlated beyond 0.99 are logged as information (StrongCorrelations). lm: the reduced bounds and names the final fit ran with;
 // objective: the fit's (its residual count and full layout); phi_degrees: the data's angles;
 // result.analysis_mode names the physical parameters.
 // Under a robust loss (objective.loss() not linear) summary.final_chi2 is the robust objective

@@ -27,6 +27,20 @@ int NoiseCorrelationFrames(const FrameBlockSums& sums) {
   return std::max(1, sums.num_frames());
 }
 
+double RowCorrelationAtLag1(const FrameBlockSums& sums) {
+  if (sums.lags.empty() || sums.lags.front() != 1) return std::numeric_limits<double>::quiet_NaN();
+  const double scale = std::sqrt(sums.lag_left[0] * sums.lag_right[0]);
+  return scale > 0.0 ? sums.lag_products[0] / scale : std::numeric_limits<double>::quiet_NaN();
+}
+
+bool ResidualsUncorrelated(const FrameBlockSums& sums) {
+  const double correlation = RowCorrelationAtLag1(sums);
+  // The pairs (i, j), (i, j + 1) of the upper triangle over every angle, about.
+  const double frames = sums.num_frames();
+  const double pairs = std::max(1.0, sums.num_angles * (frames - 1.0) * (frames - 2.0) / 2.0);
+  return correlation < std::max(kUncorrelatedLag1, 4.0 / std::sqrt(pairs));
+}
+
 namespace {
 
 // The merge of the fine blocks: `factor` consecutive fine blocks per block.

@@ -22,6 +22,19 @@ inline constexpr int kMinJackknifeBlocks = 8;
 // the number of frames when it never falls below).
 int NoiseCorrelationFrames(const FrameBlockSums& sums);
 
+// The residuals' correlation at lag 1 along a row (NaN when sums has no lag or no residual).
+double RowCorrelationAtLag1(const FrameBlockSums& sums);
+
+// Whether the residuals are uncorrelated along frames, as independent noise leaves them: their
+// lag-1 correlation along rows is below kUncorrelatedLag1, and below 4 times its standard
+// deviation under independent noise, 1 / sqrt(pairs), for small data sets. A correlator's output
+// (speckle noise: above 0.5) and a model that misses a feature (a smooth residual) are well
+// above it; a correlation of 0.02 at lag 1 alone would widen the uncertainties by a few percent.
+// The default method (UncertaintyMethod::kAuto) reports the standard error when this holds,
+// the jackknife otherwise (docs/results.md, What the uncertainties mean).
+inline constexpr double kUncorrelatedLag1 = 0.02;
+bool ResidualsUncorrelated(const FrameBlockSums& sums);
+
 struct FrameBlockJackknife {
   Eigen::MatrixXd covariance;  // reduced layout (map.num_reduced() square)
   int blocks = 0;              // blocks the jackknife deleted one at a time

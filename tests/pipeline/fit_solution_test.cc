@@ -88,6 +88,20 @@ TEST(FitQualityTest, UndeterminedParametersLowerOneLevel) {
               ElementsAre("the data do not determine gamma_dot_t0, gamma_dot_t_offset"));
 }
 
+TEST(FitQualityTest, UnboundedIntervalsAndDisagreeingMethodsEachLowerOneLevel) {
+  FitQualityInputs inputs = Clean();
+  inputs.unbounded_intervals = {"D_offset"};
+  FitQuality quality = AssessFitQuality(inputs);
+  EXPECT_EQ(quality.flag, "marginal");
+  EXPECT_THAT(quality.reasons,
+              ElementsAre("the profile intervals of D_offset reach a bound or could not be "
+                          "computed"));
+  inputs.methods_disagree = {"D0", "alpha"};
+  quality = AssessFitQuality(inputs);
+  EXPECT_EQ(quality.flag, "poor");
+  EXPECT_THAT(quality.reasons[1], HasSubstr("uncertainties of D0, alpha lie below the standard"));
+}
+
 TEST(FitQualityTest, StopAtMaxIterationsLowersOneLevel) {
   FitQualityInputs inputs = Clean();
   inputs.convergence_status = "max_iterations";
@@ -261,7 +275,7 @@ TEST(ConvergenceStatusTest, AnAstronomicalChiSquaredWithoutAnAcceptedStepIsNoPro
       "converged");
 }
 
-// The correlation warnings read the result's covariance, which a fit that failed before its
+// The strongly correlated pairs read the result's covariance, which a fit that failed before its
 // covariance leaves empty: no warning, never an out-of-range read.
 FitResult ResultWithCovariance(std::vector<double> covariance) {
   FitResult result;
@@ -270,27 +284,62 @@ FitResult ResultWithCovariance(std::vector<double> covariance) {
   return result;
 }
 
-TEST(CorrelationWarningsTest, PairsBeyondTheLimitAreNamed) {
+TEST(StrongCorrelationsTest, PairsBeyondTheLimitAreNamed) {
   // D0 and alpha correlated by -0.995; contrast[0] is not physical.
   const FitResult result =
       ResultWithCovariance({1.0, -0.995, 0.0, -0.995, 1.0, 0.999, 0.0, 0.999, 1.0});
-  EXPECT_THAT(CorrelationWarnings(result, 2),
-              ElementsAre(HasSubstr("do not separate D0 and alpha (correlation -0.9950)")));
+  EXPECT_THAT(StrongCorrelations(result, 2),
+              ElementsAre("D0 and alpha (-0.9950)"));
 }
 
-TEST(CorrelationWarningsTest, AnEmptyOrMismatchedCovarianceGivesNoWarning) {
-  EXPECT_THAT(CorrelationWarnings(ResultWithCovariance({}), 2), IsEmpty());
-  EXPECT_THAT(CorrelationWarnings(ResultWithCovariance({1.0, 0.0, 0.0, 1.0}), 2), IsEmpty());
+// A jackknife result over `blocks` blocks whose uncertainties are `ratios` times the standard
+// errors of independent noise.
+FitResult JackknifeResult(int blocks, std::vector<double> ratios) {
+  FitResult result;
+  result.physical = {{"D0", 1.0, 0.1, ""}, {"alpha", -0.5, 0.01, ""}, {"D_offset", 3.0, 1.0, ""}};
+  result.uncertainty_method = "jackknife";
+  result.uncertainty_blocks = blocks;
+  result.uncertainty_ratio_to_standard = std::move(ratios);
+  return result;
+}
+
+TEST(UncertaintyDisagreementsTest, OnlyRatiosBelowTheJackknifesScatterAreFlagged) {
+  // 64 blocks: scatter 1 / sqrt(126) = 0.089, so ratios below 0.733 are flagged; correlated
+  // noise's large ratios are not.
+  std::vector<std::string> disagree;
+  EXPECT_THAT(UncertaintyDisagreements(JackknifeResult(64, {0.8, 1.0, 40.0}), disagree),
+              IsEmpty());
+  EXPECT_THAT(disagree, IsEmpty());
+  const std::vector<std::string> warnings =
+      UncertaintyDisagreements(JackknifeResult(64, {0.7, 1.0, std::nan("")}), disagree);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], HasSubstr("uncertainties of D0 0.7 times the standard errors"));
+  EXPECT_THAT(warnings[0], HasSubstr("64 blocks"));
+  EXPECT_THAT(disagree, ElementsAre("D0"));
+  // 8 blocks scatter more (0.27): 0.5 is chance there (the limit is 0.198).
+  disagree.clear();
+  EXPECT_THAT(UncertaintyDisagreements(JackknifeResult(8, {0.5, 1.0, 1.0}), disagree), IsEmpty());
+  // Another method, or no ratios: nothing to compare.
+  FitResult standard = JackknifeResult(64, {0.1, 0.1, 0.1});
+  standard.uncertainty_method = "standard";
+  EXPECT_THAT(UncertaintyDisagreements(standard, disagree), IsEmpty());
+  EXPECT_THAT(UncertaintyDisagreements(JackknifeResult(64, {}), disagree), IsEmpty());
+  EXPECT_THAT(disagree, IsEmpty());
+}
+
+TEST(StrongCorrelationsTest, AnEmptyOrMismatchedCovarianceGivesNoWarning) {
+  EXPECT_THAT(StrongCorrelations(ResultWithCovariance({}), 2), IsEmpty());
+  EXPECT_THAT(StrongCorrelations(ResultWithCovariance({1.0, 0.0, 0.0, 1.0}), 2), IsEmpty());
   // More physical parameters than names.
-  EXPECT_THAT(CorrelationWarnings(ResultWithCovariance(std::vector<double>(9, 1.0)), 4), IsEmpty());
+  EXPECT_THAT(StrongCorrelations(ResultWithCovariance(std::vector<double>(9, 1.0)), 4), IsEmpty());
 }
 
-TEST(CorrelationWarningsTest, NonFiniteEntriesGiveNoWarning) {
+TEST(StrongCorrelationsTest, NonFiniteEntriesGiveNoWarning) {
   const double inf = std::numeric_limits<double>::infinity();
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  EXPECT_THAT(CorrelationWarnings(ResultWithCovariance({inf, inf, 0, inf, inf, 0, 0, 0, 1}), 2),
+  EXPECT_THAT(StrongCorrelations(ResultWithCovariance({inf, inf, 0, inf, inf, 0, 0, 0, 1}), 2),
               IsEmpty());
-  EXPECT_THAT(CorrelationWarnings(ResultWithCovariance({nan, nan, 0, nan, nan, 0, 0, 0, 1}), 2),
+  EXPECT_THAT(StrongCorrelations(ResultWithCovariance({nan, nan, 0, nan, nan, 0, 0, 0, 1}), 2),
               IsEmpty());
 }
 
@@ -423,7 +472,7 @@ TEST(ProfileWarningsTest, AFlatterProfileOfACorrelatedParameterNamesIt) {
 
 TEST(ProfileWarningsTest, OnlyParametersCorrelatedBetweenTheLimitsAreProbed) {
   std::vector<std::string> undetermined;
-  for (const double ab : {0.5, 0.995}) {  // below 0.9; beyond 0.99 (a pair warning of its own)
+  for (const double ab : {0.5}) {  // below 0.9
     const FitResult result = ResultWithCorrelation(ab);
     RecordingProbe probe;
     probe.rise = [](const std::string&) { return 1.0; };
@@ -438,6 +487,17 @@ TEST(ProfileWarningsTest, OnlyParametersCorrelatedBetweenTheLimitsAreProbed) {
   probe.rise = [](const std::string&) { return 1.0; };
   EXPECT_THAT(ProfileWarnings(result, probe.Probe(result), undetermined), IsEmpty());
   EXPECT_THAT(probe.calls, IsEmpty());
+}
+
+TEST(ProfileWarningsTest, PairsBeyond099AreProbedToo) {
+  // Correlated by 0.995 (a pair the log lists as information): the profile, not the
+  // correlation, says whether the data determine the parameter.
+  const FitResult result = ResultWithCorrelation(0.995);
+  RecordingProbe probe;
+  probe.rise = [](const std::string& name) { return name == "a" ? 9.0 : 16.0; };
+  std::vector<std::string> undetermined;
+  EXPECT_EQ(ProfileWarnings(result, probe.Probe(result), undetermined).size(), 1u);
+  EXPECT_THAT(undetermined, ElementsAre("a"));
 }
 
 TEST(ProfileWarningsTest, NoProfilePointOrAQuadraticRiseIsNoEvidence) {

@@ -7,16 +7,19 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "homodyne/config.h"
 #include "homodyne/dataset.h"
 #include "homodyne/fit.h"
 #include "laminar_data.h"
+#include "pipeline/fit_solution.h"
 #include "pipeline/fit_uncertainty.h"
 
 namespace homodyne {
@@ -118,6 +121,55 @@ TEST(FitUncertaintyTest, JackknifeGrowsWithNoiseCorrelatedAlongFrames) {
               2.0 * standard.result.physical[p].uncertainty)
         << jackknife.result.physical[p].name;
   }
+}
+
+TEST(FitUncertaintyTest, AutoChoosesByTheResidualsCorrelationAlongFrames) {
+  // Independent noise: the standard error, with the lag-1 correlation it chose by.
+  const FitOutcome independent = FitWith(StaticC2(0.0, 3), "auto");
+  EXPECT_EQ(independent.result.uncertainty_method, "standard");
+  EXPECT_LT(std::abs(independent.result.residual_lag1_correlation), kUncorrelatedLag1);
+  EXPECT_EQ(Uncertainties(independent), Uncertainties(FitWith(StaticC2(0.0, 3), "standard")));
+  // Noise correlated along frames: the jackknife, above the standard errors.
+  const FitOutcome correlated = FitWith(StaticC2(0.01, 5), "auto");
+  EXPECT_EQ(correlated.result.uncertainty_method, "jackknife");
+  EXPECT_GT(correlated.result.residual_lag1_correlation, 0.2);
+  ASSERT_EQ(correlated.result.uncertainty_ratio_to_standard.size(), kStaticTruth.size());
+  for (const double ratio : correlated.result.uncertainty_ratio_to_standard) EXPECT_GT(ratio, 2.0);
+  EXPECT_EQ(Uncertainties(correlated), Uncertainties(FitWith(StaticC2(0.01, 5), "jackknife")));
+}
+
+TEST(FitUncertaintyTest, IntervalsUseStudentsTWithTheJackknifesBlocks) {
+  const FitOutcome standard = FitWith(StaticC2(0.0, 3), "standard");
+  const FitOutcome jackknife = FitWith(StaticC2(0.01, 5), "jackknife");
+  const FitOutcome curvature = FitWith(StaticC2(0.0, 3), "curvature");
+  const int dof = jackknife.result.uncertainty_blocks - 1;
+  for (size_t p = 0; p < kStaticTruth.size(); ++p) {
+    EXPECT_TRUE(curvature.result.physical[p].interval_68.empty());
+    for (const auto& [outcome, t68, t95] :
+         {std::tuple{&standard, 1.0, 1.959964}, std::tuple{&jackknife, 0.0, 0.0}}) {
+      const ParameterEstimate& estimate = outcome->result.physical[p];
+      ASSERT_EQ(estimate.interval_68.size(), 2u) << estimate.name;
+      ASSERT_EQ(estimate.interval_95.size(), 2u) << estimate.name;
+      EXPECT_EQ(estimate.interval_method, "student_t");
+      const double half68 = 0.5 * (estimate.interval_68[1] - estimate.interval_68[0]);
+      const double half95 = 0.5 * (estimate.interval_95[1] - estimate.interval_95[0]);
+      const double want68 = t68 > 0.0 ? t68 : StudentQuantile(kOneSigmaProbability, dof);
+      const double want95 = t95 > 0.0 ? t95 : StudentQuantile(0.975, dof);
+      if (estimate.interval_note.empty()) {
+        EXPECT_NEAR(half68, want68 * estimate.uncertainty, 1e-6 * estimate.uncertainty);
+        EXPECT_NEAR(half95, want95 * estimate.uncertainty, 1e-6 * estimate.uncertainty);
+      } else {  // a bound came first: the interval is the t one cut there
+        EXPECT_EQ(estimate.interval_note, "clipped to parameter_space.bounds");
+        EXPECT_LT(half95, want95 * estimate.uncertainty);
+        EXPECT_GE(estimate.interval_95[0], estimate.value - want95 * estimate.uncertainty - 1e-9);
+        EXPECT_LE(estimate.interval_95[1], estimate.value + want95 * estimate.uncertainty + 1e-9);
+      }
+    }
+  }
+  // Student's t is wider than the normal with few degrees of freedom.
+  EXPECT_NEAR(StudentQuantile(0.975, 7), 2.3646, 1e-4);
+  EXPECT_NEAR(StudentQuantile(kOneSigmaProbability, 7), 1.0767, 1e-4);
+  EXPECT_NEAR(StudentQuantile(0.975, 0), 1.959964, 1e-6);
 }
 
 TEST(FitUncertaintyTest, JackknifeIsBitwiseTheSameForAnyThreadCount) {
@@ -228,10 +280,19 @@ TEST(FitUncertaintyTest, ProfileIntervalsAreTheUncertaintyWhereChi2IsQuadratic) 
                 0.1 * p.uncertainty)
         << p.name;
   }
-  // Off by default, and the values do not change.
+  for (const ParameterEstimate& p : outcome.result.physical) {
+    if (p.name == "D_offset") continue;  // fixed
+    EXPECT_EQ(p.interval_method, "profile");
+    EXPECT_EQ(p.profile_values.size(), p.profile_delta_chi2.size());
+    EXPECT_GE(p.profile_values.size(), 5u) << p.name;  // the result and at least one per end
+    EXPECT_TRUE(std::is_sorted(p.profile_values.begin(), p.profile_values.end()));
+    EXPECT_GT(p.profile_quadratic, 0.0);
+  }
+  // Off by default (the symmetric Student intervals instead), and the values do not change.
   config.nlsq.profile_intervals = false;
   const FitOutcome plain = Fit(config, *source);
-  EXPECT_TRUE(plain.result.physical[0].interval_68.empty());
+  EXPECT_EQ(plain.result.physical[0].interval_method, "student_t");
+  EXPECT_TRUE(plain.result.physical[0].profile_values.empty());
   EXPECT_EQ(plain.result.physical[0].value, outcome.result.physical[0].value);
 }
 
