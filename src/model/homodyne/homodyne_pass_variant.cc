@@ -694,9 +694,164 @@ void ForEachAngleTile(const Inputs& in, int row_begin, int row_end, int row_stri
       });
 }
 
+// The static full pass through per-frame sums (Inputs::static_row_sums; docs/design.md section
+// 2, The static full pass through per-frame sums). With J_p = -2 c w g1^2 D_p (D_p = dC_D[j] -
+// dC_D[i] along theta_p), J_contrast = g1^2, J_offset = 1, every entry of J^T J is a sum over the
+// points of G4 = g1^4, G2 = g1^2 times products of D_p: the rows' sums of Inputs::static_row_sums,
+// scaled per angle by c and w. Only the data terms read every point: per point e, e g, e and
+// e g D_p (3), as the cost pass's residual plus four multiply-adds. A non-finite data point's
+// terms, which the row sums hold, are subtracted (SubtractStaticPoint). Where the floor or the
+// clip binds, the row sums hold g1^4 and g1^2 instead of zero and 1e-20: below 1e-20 relative to
+// the entries (the points next to the diagonal have g1 near 1).
+//
+// Per angle the scratch's lane-Gram space holds kStaticAngleSums doubles: the data sums
+// (kStaticE2 ...) and the row sums of the non-finite points (kStaticCorrections on).
+inline constexpr int kStaticE2 = 0;       // sum e^2
+inline constexpr int kStaticE = 1;        // sum e
+inline constexpr int kStaticEG = 2;       // sum e g1f^2 (the contrast column)
+inline constexpr int kStaticEGD = 3;      // sum e g1^2 D_p where the floor does not bind (3)
+inline constexpr int kStaticFinite = 6;   // finite points
+inline constexpr int kStaticCorrections = 8;
+inline constexpr int kStaticAngleSums = kStaticCorrections + kStaticRowSums;
+static_assert(kStaticAngleSums <= LaneGramDoubles(6), "fits an angle's lane-Gram space");
+
+// The row sums' terms of the point (i, j) (Inputs::static_row_sums), added to sums.
+void AddStaticPoint(const Inputs& in, int i, int j, double* sums) {
+  const int n = in.num_times;
+  const double* dc = in.cumulative_diffusion_derivatives;
+  const double g2 = vector_math::ExpOfScaledDifference(2.0 * in.diffusion_prefactor,
+                                                       in.cumulative_diffusion[j],
+                                                       in.cumulative_diffusion[i]);
+  const double g4 = g2 * g2;
+  double d[3];
+  for (int p = 0; p < 3; ++p) d[p] = dc[p * n + j] - dc[p * n + i];
+  sums[kStaticG4] += g4;
+  sums[kStaticG2] += g2;
+  int pq = kStaticG4DD;
+  for (int q = 0; q < 3; ++q) {
+    sums[kStaticG4D + q] += g4 * d[q];
+    sums[kStaticG2D + q] += g2 * d[q];
+    for (int p = q; p < 3; ++p) sums[pq++] += g4 * d[p] * d[q];
+  }
+}
+
+void AccumulateStaticRows(const Inputs& in, int row_begin, int row_end, int row_stride,
+                          const float* const* data, double* const* grams, int64_t* finite_points,
+                          const Scratch& scratch) {
+  const int n = in.num_times;
+  // The rows' sums, shared by the angles.
+  double rows[kStaticRowSums] = {};
+  for (int i = row_begin; i < row_end && i < n - 1; i += row_stride) {
+    const double* row = in.static_row_sums + static_cast<int64_t>(i) * kStaticRowSums;
+    for (int m = 0; m < kStaticRowSums; ++m) rows[m] += row[m];
+  }
+  double* const sums = scratch.lane_grams;
+  for (int m = 0; m < kStaticAngleSums * in.num_angles; ++m) sums[m] = 0.0;
+  const double* dc = in.cumulative_diffusion_derivatives;
+  SeparableExpRowCache row_factors;
+  ForEachTile<kCostTilePoints>(n, row_begin, row_end, row_stride, [&](int i, int j, int count,
+                                                                       int64_t point) {
+    TileSharedFactors<false>(in, i, j, count, &row_factors, scratch);
+    const double* g1d = scratch.g1_diffusion;
+    // D_p of the tile's points, once for all angles, in the shear columns (static: unused).
+    double* d0 = scratch.m_shear;
+    double* d1 = scratch.inverse_m_shear;
+    double* d2 = scratch.smoothing_shear;
+    {
+      const double* dc0 = dc + j;
+      const double* dc1 = dc + n + j;
+      const double* dc2 = dc + 2 * n + j;
+      const double dc_i0 = dc[i], dc_i1 = dc[n + i], dc_i2 = dc[2 * n + i];
+#pragma omp simd
+      for (int t = 0; t < count; ++t) {
+        d0[t] = dc0[t] - dc_i0;
+        d1[t] = dc1[t] - dc_i1;
+        d2[t] = dc2[t] - dc_i2;
+      }
+    }
+    for (int k = 0; k < in.num_angles; ++k) {
+      const float* values = data[k] + point;
+      PrefetchNextTile<kCostTilePoints>(values + count);
+      const double contrast = in.angles[k].contrast;
+      const double offset = in.angles[k].offset;
+      double ee = 0.0, e1 = 0.0, eg = 0.0, egd0 = 0.0, egd1 = 0.0, egd2 = 0.0, finite = 0.0;
+      // Branch-free: a non-finite d is replaced by the model's c2 (e = 0 exactly; selects of
+      // plain values: a few mask operations per vector, not the dozens that selects of computed
+      // values cost). J_p's zero where the floor binds is left out: there g = 1e-20, so those
+      // points' terms of J^T e are below 1e-20 relative to the others'.
+#pragma omp simd reduction(+ : ee, e1, eg, egd0, egd1, egd2, finite)
+      for (int t = 0; t < count; ++t) {
+        const double d = static_cast<double>(values[t]);
+        const bool is_finite = (d - d) == 0.0;
+        const double g1 = g1d[t];
+        const double g1_floored = g1 > kG1Floor ? g1 : kG1Floor;
+        const double g = g1_floored * g1_floored;
+        const double c2 = offset + contrast * g;
+        const double e = (is_finite ? d : c2) - c2;
+        const double e_g = e * g;
+        ee += e * e;
+        e1 += e;
+        eg += e_g;
+        egd0 += e_g * d0[t];
+        egd1 += e_g * d1[t];
+        egd2 += e_g * d2[t];
+        finite += is_finite ? 1.0 : 0.0;
+      }
+      double* angle_sums = sums + k * kStaticAngleSums;
+      angle_sums[kStaticE2] += ee;
+      angle_sums[kStaticE] += e1;
+      angle_sums[kStaticEG] += eg;
+      angle_sums[kStaticEGD + 0] += egd0;
+      angle_sums[kStaticEGD + 1] += egd1;
+      angle_sums[kStaticEGD + 2] += egd2;
+      angle_sums[kStaticFinite] += finite;
+      if (finite < static_cast<double>(count)) {  // rare: the row sums hold these points' terms
+        for (int t = 0; t < count; ++t) {
+          const double d = static_cast<double>(values[t]);
+          if ((d - d) != 0.0) AddStaticPoint(in, i, j + t, angle_sums + kStaticCorrections);
+        }
+      }
+    }
+  });
+  const double w = in.diffusion_prefactor;
+  const int size = in.gram_size;  // 6: D0, alpha, D_offset, contrast, offset, e
+  for (int k = 0; k < in.num_angles; ++k) {
+    const double* angle_sums = sums + k * kStaticAngleSums;
+    // Without a finite point J^T J is zero exactly (not the rounding the subtraction leaves).
+    const bool any_finite = angle_sums[kStaticFinite] > 0.0;
+    double total[kStaticRowSums];
+    for (int m = 0; m < kStaticRowSums; ++m) {
+      total[m] = any_finite ? rows[m] - angle_sums[kStaticCorrections + m] : 0.0;
+    }
+    const double c = in.angles[k].contrast;
+    const double a = -2.0 * c * w;  // J_p = a g1^2 D_p
+    double* gram = grams[k];
+    auto at = [gram, size](int r, int col) -> double& { return gram[col * size + r]; };
+    int pq = kStaticG4DD;
+    for (int q = 0; q < 3; ++q) {
+      for (int p = q; p < 3; ++p) at(p, q) += (a * a) * total[pq++];
+      at(3, q) += a * total[kStaticG4D + q];
+      at(4, q) += a * total[kStaticG2D + q];
+      at(5, q) += a * angle_sums[kStaticEGD + q];
+    }
+    at(3, 3) += total[kStaticG4];
+    at(4, 3) += total[kStaticG2];
+    at(5, 3) += angle_sums[kStaticEG];
+    at(4, 4) += angle_sums[kStaticFinite];
+    at(5, 4) += angle_sums[kStaticE];
+    at(5, 5) += angle_sums[kStaticE2];
+    finite_points[k] += static_cast<int64_t>(angle_sums[kStaticFinite]);
+  }
+}
+
 void AccumulateRows(const Inputs& in, int row_begin, int row_end, int row_stride,
                     const float* const* data, double* const* grams, int64_t* finite_points,
                     const Scratch& scratch) {
+  if (!in.laminar && in.static_row_sums != nullptr &&
+      in.loss.function == LossFunction::kLinear) {
+    AccumulateStaticRows(in, row_begin, row_end, row_stride, data, grams, finite_points, scratch);
+    return;
+  }
   const int lane_gram_doubles = LaneGramDoubles(in.gram_size);
   for (int k = 0; k < in.num_angles; ++k) {
     ClearLaneGram(in.gram_size, scratch.lane_grams + k * lane_gram_doubles);
