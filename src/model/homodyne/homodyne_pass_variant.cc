@@ -704,16 +704,21 @@ void ForEachAngleTile(const Inputs& in, int row_begin, int row_end, int row_stri
 // clip binds, the row sums hold g1^4 and g1^2 instead of zero and 1e-20: below 1e-20 relative to
 // the entries (the points next to the diagonal have g1 near 1).
 //
-// Per angle the scratch's lane-Gram space holds kStaticAngleSums doubles: the data sums
-// (kStaticE2 ...) and the row sums of the non-finite points (kStaticCorrections on).
+// Per angle the scratch's lane-Gram space holds kStaticAngleSums doubles: the data sums as lane
+// sums (gram_block.h; kStaticE2 ..., kGramLanes partial sums each, kMaxGramLanes apart), added
+// up once per batch, and the row sums of the non-finite points (kStaticCorrections on).
 inline constexpr int kStaticE2 = 0;       // sum e^2
 inline constexpr int kStaticE = 1;        // sum e
 inline constexpr int kStaticEG = 2;       // sum e g1f^2 (the contrast column)
-inline constexpr int kStaticEGD = 3;      // sum e g1^2 D_p where the floor does not bind (3)
-inline constexpr int kStaticFinite = 6;   // finite points
-inline constexpr int kStaticCorrections = 8;
+inline constexpr int kStaticEGD = 3;      // sum e g1f^2 D_p (3)
+inline constexpr int kStaticFinite = 6;   // finite points (a plain sum, in the first lane)
+inline constexpr int kStaticDataSums = 7;
+inline constexpr int kStaticCorrections = kStaticDataSums * kMaxGramLanes;
 inline constexpr int kStaticAngleSums = kStaticCorrections + kStaticRowSums;
 static_assert(kStaticAngleSums <= LaneGramDoubles(6), "fits an angle's lane-Gram space");
+// The tile's per-point columns (the scratch's tile, kCostTilePoints each): e and e g1f^2.
+inline constexpr int kStaticColumns = 2;
+static_assert(kStaticColumns * kCostTilePoints <= kTilePoints * PaddedTileColumns(6));
 
 // The row sums' terms of the point (i, j) (Inputs::static_row_sums), added to sums.
 void AddStaticPoint(const Inputs& in, int i, int j, double* sums) {
@@ -753,10 +758,14 @@ void AccumulateStaticRows(const Inputs& in, int row_begin, int row_end, int row_
                                                                        int64_t point) {
     TileSharedFactors<false>(in, i, j, count, &row_factors, scratch);
     const double* g1d = scratch.g1_diffusion;
-    // D_p of the tile's points, once for all angles, in the shear columns (static: unused).
+    // D_p of the tile's points, once for all angles, in the shear columns (static: unused),
+    // zero in the lane padding (the lane loop multiplies them by the padding's zeros).
     double* d0 = scratch.m_shear;
     double* d1 = scratch.inverse_m_shear;
     double* d2 = scratch.smoothing_shear;
+    ZeroLanePadding(d0, count);
+    ZeroLanePadding(d1, count);
+    ZeroLanePadding(d2, count);
     {
       const double* dc0 = dc + j;
       const double* dc1 = dc + n + j;
@@ -774,12 +783,14 @@ void AccumulateStaticRows(const Inputs& in, int row_begin, int row_end, int row_
       PrefetchNextTile<kCostTilePoints>(values + count);
       const double contrast = in.angles[k].contrast;
       const double offset = in.angles[k].offset;
-      double ee = 0.0, e1 = 0.0, eg = 0.0, egd0 = 0.0, egd1 = 0.0, egd2 = 0.0, finite = 0.0;
-      // Branch-free: a non-finite d is replaced by the model's c2 (e = 0 exactly; selects of
-      // plain values: a few mask operations per vector, not the dozens that selects of computed
-      // values cost). J_p's zero where the floor binds is left out: there g = 1e-20, so those
-      // points' terms of J^T e are below 1e-20 relative to the others'.
-#pragma omp simd reduction(+ : ee, e1, eg, egd0, egd1, egd2, finite)
+      // The points' e and e g1f^2, branch-free (a non-finite d replaced by the model's c2: e = 0
+      // exactly), then whole vectors of them into the angle's lane sums: no horizontal sum per
+      // tile. J_p's zero where the floor binds is left out: there g = 1e-20, so those points'
+      // terms of J^T e are below 1e-20 relative to the others'.
+      double* e_column = scratch.tile;
+      double* eg_column = scratch.tile + kCostTilePoints;
+      double tile_finite = 0.0;
+#pragma omp simd reduction(+ : tile_finite)
       for (int t = 0; t < count; ++t) {
         const double d = static_cast<double>(values[t]);
         const bool is_finite = (d - d) == 0.0;
@@ -788,24 +799,37 @@ void AccumulateStaticRows(const Inputs& in, int row_begin, int row_end, int row_
         const double g = g1_floored * g1_floored;
         const double c2 = offset + contrast * g;
         const double e = (is_finite ? d : c2) - c2;
-        const double e_g = e * g;
+        e_column[t] = e;
+        eg_column[t] = e * g;
+        tile_finite += is_finite ? 1.0 : 0.0;
+      }
+      ZeroLanePadding(e_column, count);
+      ZeroLanePadding(eg_column, count);
+      double* angle_sums = sums + k * kStaticAngleSums;
+      double* lanes[kStaticDataSums];
+      for (int m = 0; m < kStaticDataSums; ++m) lanes[m] = angle_sums + m * kMaxGramLanes;
+      GramLanes ee = LoadLanes(lanes[kStaticE2]), e1 = LoadLanes(lanes[kStaticE]);
+      GramLanes eg = LoadLanes(lanes[kStaticEG]);
+      GramLanes egd0 = LoadLanes(lanes[kStaticEGD]), egd1 = LoadLanes(lanes[kStaticEGD + 1]);
+      GramLanes egd2 = LoadLanes(lanes[kStaticEGD + 2]);
+      for (int t = 0; t < PaddedCount(count); t += kGramLanes) {
+        const GramLanes e = LoadLanes(e_column + t);
+        const GramLanes e_g = LoadLanes(eg_column + t);
         ee += e * e;
         e1 += e;
         eg += e_g;
-        egd0 += e_g * d0[t];
-        egd1 += e_g * d1[t];
-        egd2 += e_g * d2[t];
-        finite += is_finite ? 1.0 : 0.0;
+        egd0 += e_g * LoadLanes(d0 + t);
+        egd1 += e_g * LoadLanes(d1 + t);
+        egd2 += e_g * LoadLanes(d2 + t);
       }
-      double* angle_sums = sums + k * kStaticAngleSums;
-      angle_sums[kStaticE2] += ee;
-      angle_sums[kStaticE] += e1;
-      angle_sums[kStaticEG] += eg;
-      angle_sums[kStaticEGD + 0] += egd0;
-      angle_sums[kStaticEGD + 1] += egd1;
-      angle_sums[kStaticEGD + 2] += egd2;
-      angle_sums[kStaticFinite] += finite;
-      if (finite < static_cast<double>(count)) {  // rare: the row sums hold these points' terms
+      StoreLanes(ee, lanes[kStaticE2]);
+      StoreLanes(e1, lanes[kStaticE]);
+      StoreLanes(eg, lanes[kStaticEG]);
+      StoreLanes(egd0, lanes[kStaticEGD]);
+      StoreLanes(egd1, lanes[kStaticEGD + 1]);
+      StoreLanes(egd2, lanes[kStaticEGD + 2]);
+      lanes[kStaticFinite][0] += tile_finite;
+      if (tile_finite < static_cast<double>(count)) {  // rare: the row sums hold these points' terms
         for (int t = 0; t < count; ++t) {
           const double d = static_cast<double>(values[t]);
           if ((d - d) != 0.0) AddStaticPoint(in, i, j + t, angle_sums + kStaticCorrections);
@@ -817,8 +841,10 @@ void AccumulateStaticRows(const Inputs& in, int row_begin, int row_end, int row_
   const int size = in.gram_size;  // 6: D0, alpha, D_offset, contrast, offset, e
   for (int k = 0; k < in.num_angles; ++k) {
     const double* angle_sums = sums + k * kStaticAngleSums;
+    auto sum_of = [angle_sums](int m) { return LaneSum(angle_sums + m * kMaxGramLanes); };
+    const double finite = angle_sums[kStaticFinite * kMaxGramLanes];
     // Without a finite point J^T J is zero exactly (not the rounding the subtraction leaves).
-    const bool any_finite = angle_sums[kStaticFinite] > 0.0;
+    const bool any_finite = finite > 0.0;
     double total[kStaticRowSums];
     for (int m = 0; m < kStaticRowSums; ++m) {
       total[m] = any_finite ? rows[m] - angle_sums[kStaticCorrections + m] : 0.0;
@@ -832,15 +858,15 @@ void AccumulateStaticRows(const Inputs& in, int row_begin, int row_end, int row_
       for (int p = q; p < 3; ++p) at(p, q) += (a * a) * total[pq++];
       at(3, q) += a * total[kStaticG4D + q];
       at(4, q) += a * total[kStaticG2D + q];
-      at(5, q) += a * angle_sums[kStaticEGD + q];
+      at(5, q) += a * sum_of(kStaticEGD + q);
     }
     at(3, 3) += total[kStaticG4];
     at(4, 3) += total[kStaticG2];
-    at(5, 3) += angle_sums[kStaticEG];
-    at(4, 4) += angle_sums[kStaticFinite];
-    at(5, 4) += angle_sums[kStaticE];
-    at(5, 5) += angle_sums[kStaticE2];
-    finite_points[k] += static_cast<int64_t>(angle_sums[kStaticFinite]);
+    at(5, 3) += sum_of(kStaticEG);
+    at(4, 4) += finite;
+    at(5, 4) += sum_of(kStaticE);
+    at(5, 5) += sum_of(kStaticE2);
+    finite_points[k] += static_cast<int64_t>(finite);
   }
 }
 
