@@ -711,13 +711,14 @@ inline constexpr int kStaticE2 = 0;       // sum e^2
 inline constexpr int kStaticE = 1;        // sum e
 inline constexpr int kStaticEG = 2;       // sum e g1f^2 (the contrast column)
 inline constexpr int kStaticEGD = 3;      // sum e g1f^2 D_p (3)
-inline constexpr int kStaticFinite = 6;   // finite points (a plain sum, in the first lane)
+inline constexpr int kStaticFinite = 6;   // finite points
 inline constexpr int kStaticDataSums = 7;
 inline constexpr int kStaticCorrections = kStaticDataSums * kMaxGramLanes;
 inline constexpr int kStaticAngleSums = kStaticCorrections + kStaticRowSums;
 static_assert(kStaticAngleSums <= LaneGramDoubles(6), "fits an angle's lane-Gram space");
-// The tile's per-point columns (the scratch's tile, kCostTilePoints each): e and e g1f^2.
-inline constexpr int kStaticColumns = 2;
+// The tile's per-point columns (the scratch's tile, kCostTilePoints each): e, e g1f^2 and the
+// finite indicator.
+inline constexpr int kStaticColumns = 3;
 static_assert(kStaticColumns * kCostTilePoints <= kTilePoints * PaddedTileColumns(6));
 
 // The row sums' terms of the point (i, j) (Inputs::static_row_sums), added to sums.
@@ -789,8 +790,8 @@ void AccumulateStaticRows(const Inputs& in, int row_begin, int row_end, int row_
       // terms of J^T e are below 1e-20 relative to the others'.
       double* e_column = scratch.tile;
       double* eg_column = scratch.tile + kCostTilePoints;
-      double tile_finite = 0.0;
-#pragma omp simd reduction(+ : tile_finite)
+      double* finite_column = scratch.tile + 2 * kCostTilePoints;
+#pragma omp simd
       for (int t = 0; t < count; ++t) {
         const double d = static_cast<double>(values[t]);
         const bool is_finite = (d - d) == 0.0;
@@ -801,15 +802,16 @@ void AccumulateStaticRows(const Inputs& in, int row_begin, int row_end, int row_
         const double e = (is_finite ? d : c2) - c2;
         e_column[t] = e;
         eg_column[t] = e * g;
-        tile_finite += is_finite ? 1.0 : 0.0;
+        finite_column[t] = is_finite ? 1.0 : 0.0;
       }
       ZeroLanePadding(e_column, count);
       ZeroLanePadding(eg_column, count);
+      ZeroLanePadding(finite_column, count);
       double* angle_sums = sums + k * kStaticAngleSums;
       double* lanes[kStaticDataSums];
       for (int m = 0; m < kStaticDataSums; ++m) lanes[m] = angle_sums + m * kMaxGramLanes;
       GramLanes ee = LoadLanes(lanes[kStaticE2]), e1 = LoadLanes(lanes[kStaticE]);
-      GramLanes eg = LoadLanes(lanes[kStaticEG]);
+      GramLanes eg = LoadLanes(lanes[kStaticEG]), finite = LoadLanes(lanes[kStaticFinite]);
       GramLanes egd0 = LoadLanes(lanes[kStaticEGD]), egd1 = LoadLanes(lanes[kStaticEGD + 1]);
       GramLanes egd2 = LoadLanes(lanes[kStaticEGD + 2]);
       for (int t = 0; t < PaddedCount(count); t += kGramLanes) {
@@ -821,6 +823,7 @@ void AccumulateStaticRows(const Inputs& in, int row_begin, int row_end, int row_
         egd0 += e_g * LoadLanes(d0 + t);
         egd1 += e_g * LoadLanes(d1 + t);
         egd2 += e_g * LoadLanes(d2 + t);
+        finite += LoadLanes(finite_column + t);
       }
       StoreLanes(ee, lanes[kStaticE2]);
       StoreLanes(e1, lanes[kStaticE]);
@@ -828,21 +831,32 @@ void AccumulateStaticRows(const Inputs& in, int row_begin, int row_end, int row_
       StoreLanes(egd0, lanes[kStaticEGD]);
       StoreLanes(egd1, lanes[kStaticEGD + 1]);
       StoreLanes(egd2, lanes[kStaticEGD + 2]);
-      lanes[kStaticFinite][0] += tile_finite;
-      if (tile_finite < static_cast<double>(count)) {  // rare: the row sums hold these points' terms
-        for (int t = 0; t < count; ++t) {
-          const double d = static_cast<double>(values[t]);
-          if ((d - d) != 0.0) AddStaticPoint(in, i, j + t, angle_sums + kStaticCorrections);
-        }
-      }
+      StoreLanes(finite, lanes[kStaticFinite]);
     }
   });
+  // The non-finite points' terms, which the row sums hold: looked for only in the angles with
+  // fewer finite points than the rows have (rare), and added up to be subtracted.
+  int64_t points = 0;
+  for (int i = row_begin; i < row_end && i < n - 1; i += row_stride) points += n - 1 - i;
+  for (int k = 0; k < in.num_angles; ++k) {
+    double* angle_sums = sums + k * kStaticAngleSums;
+    if (LaneSum(angle_sums + kStaticFinite * kMaxGramLanes) >= static_cast<double>(points)) {
+      continue;
+    }
+    int64_t point = 0;
+    for (int i = row_begin; i < row_end && i < n - 1; i += row_stride) {
+      for (int j = i + 1; j < n; ++j, ++point) {
+        const double d = static_cast<double>(data[k][point]);
+        if ((d - d) != 0.0) AddStaticPoint(in, i, j, angle_sums + kStaticCorrections);
+      }
+    }
+  }
   const double w = in.diffusion_prefactor;
   const int size = in.gram_size;  // 6: D0, alpha, D_offset, contrast, offset, e
   for (int k = 0; k < in.num_angles; ++k) {
     const double* angle_sums = sums + k * kStaticAngleSums;
     auto sum_of = [angle_sums](int m) { return LaneSum(angle_sums + m * kMaxGramLanes); };
-    const double finite = angle_sums[kStaticFinite * kMaxGramLanes];
+    const double finite = sum_of(kStaticFinite);
     // Without a finite point J^T J is zero exactly (not the rounding the subtraction leaves).
     const bool any_finite = finite > 0.0;
     double total[kStaticRowSums];
