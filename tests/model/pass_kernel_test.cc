@@ -277,6 +277,64 @@ TEST(PassKernelTest, StaticPerFrameGramMatchesTheReferenceOnTheBenchmarkGrid) {
   }
 }
 
+// Strided rows (the global phase's subsamples: rows 0, 3, 6, ... one after the other), a batch of
+// 40 of them at a time: the per-frame Gram equals the reference's over those rows.
+TEST(PassKernelTest, StaticPerFrameGramOfStridedRowsMatchesTheReference) {
+  KernelCase c;
+  c.mode = AnalysisMode::kStatic;
+  c.n = 600;
+  c.geometry = ScatteringGeometry{0.0054, 2.0e6, 0.1};
+  c.physical = {3000.0, -0.5, 10.0};
+  constexpr int kStride = 3;
+  const HomodyneModel model(c.mode, c.geometry, Times(c.n, c.geometry.dt_seconds));
+  const std::vector<std::vector<float>> full = MakeData(model, c, c.physical);
+  // The strided rows' values, packed; the other rows NaN in the reference's copy (not counted).
+  std::vector<std::vector<float>> strided(full.size()), reference_data = full;
+  for (size_t k = 0; k < full.size(); ++k) {
+    for (int i = 0; i < c.n; ++i) {
+      const int64_t begin = UpperTriangleRowOffset(c.n, i);
+      const int64_t end = UpperTriangleRowOffset(c.n, i + 1);
+      for (int64_t p = begin; p < end; ++p) {
+        if (i % kStride == 0) {
+          strided[k].push_back(full[k][static_cast<size_t>(p)]);
+        } else {
+          reference_data[k][static_cast<size_t>(p)] = std::numeric_limits<float>::quiet_NaN();
+        }
+      }
+    }
+  }
+  std::vector<double> start = c.physical;
+  for (double& value : start) value *= 1.05;
+  const ModelEvaluation evaluation(model, start);
+  std::vector<int64_t> reference_finite;
+  const std::vector<Eigen::MatrixXd> reference =
+      ReferenceGrams(evaluation, c, reference_data, &reference_finite);
+  const PassKernel kernel(evaluation, c.phi, c.contrast, c.offset);
+  ASSERT_TRUE(kernel.per_frame_gram());
+  const int g = kernel.gram_size();
+  std::vector<Eigen::MatrixXd> grams(c.phi.size(), Eigen::MatrixXd::Zero(g, g));
+  std::vector<int64_t> finite(c.phi.size(), 0);
+  PassKernel::Workspace workspace(g);
+  int64_t offset = 0;
+  for (int row = 0; row < c.n; row += 40 * kStride) {
+    const int row_end = std::min(row + 40 * kStride, c.n);
+    std::vector<const float*> pointers;
+    for (const auto& values : strided) pointers.push_back(values.data() + offset);
+    kernel.AccumulateRows(row, row_end, pointers, grams, finite, workspace, kStride);
+    for (int i = row; i < row_end; i += kStride) offset += c.n - 1 - i;
+  }
+  for (size_t k = 0; k < c.phi.size(); ++k) {
+    EXPECT_EQ(finite[k], reference_finite[k]) << "angle " << k;
+    for (int a = 0; a < g; ++a) {
+      for (int col = 0; col <= a; ++col) {
+        const double scale = std::sqrt(reference[k](a, a) * reference[k](col, col)) + 1e-300;
+        EXPECT_NEAR(grams[k](a, col) / scale, reference[k](a, col) / scale, 1e-12)
+            << "angle " << k << " entry (" << a << ", " << col << ")";
+      }
+    }
+  }
+}
+
 // Where C_D grows by too little from one frame to the next for the smoothing of M_D to be
 // negligible (D 1e-4 per second, dt 1 ms), the full pass keeps the point-by-point Gram.
 TEST(PassKernelTest, StaticKeepsThePointByPointGramWhereTheSmoothingMatters) {
