@@ -25,7 +25,8 @@
 namespace homodyne {
 
 // A phase of the fit, finished: "load" (data read, strategy set up), "global search" (or
-// "projected local fit" when the global phase is off) and "final fit".
+// "projected local fit" when the global phase is off), "final fit" and "uncertainties" (the
+// error bars' work after the final fit: FitResult::uncertainty_seconds).
 struct FitPhaseReport {
   std::string phase;
   double seconds = 0.0;  // its wall time [s]

@@ -176,6 +176,9 @@ struct FitResult {
   double load_seconds = 0.0;
   double optimization_seconds = 0.0;
   double total_seconds = 0.0;
+  // Of total_seconds, the uncertainties' own work after the final fit: the jackknife's pass
+  // (docs/results.md, What the uncertainties mean) and the profile intervals' refits.
+  double uncertainty_seconds = 0.0;
   double memory_peak_mb = 0.0;
   BatchStatisticsSummary batch_statistics;
   GlobalSearchRecord global_search;

@@ -15,7 +15,10 @@
 #include <optional>
 #include <sstream>
 #include <stdexcept>
+#include <type_traits>
 #include <utility>
+
+#include <omp.h>
 
 #include "config/path_checks.h"
 #include "homodyne/dataset.h"
@@ -630,6 +633,8 @@ class HdfBatchSource final : public BatchSource {
   const std::vector<std::string>& float32_read_paths() const { return why_not_direct_; }
   // RowsDecodedByPrefetch (read_paths.h).
   int64_t rows_decoded_by_prefetch() const { return rows_decoded_by_prefetch_; }
+  // RowsDecodedForCorrectedReads (read_paths.h).
+  int64_t rows_decoded_for_corrected_reads() const { return rows_decoded_for_corrected_reads_; }
 
   // Reads may come from another thread than the open (streaming's prefetch thread).
   void ReadUpperTriangleRows(int angle, int row_begin, int row_end,
@@ -654,6 +659,7 @@ class HdfBatchSource final : public BatchSource {
   void ReadCorrectedUpperRows(int angle, int row_begin, int row_end,
                               std::span<double> out) override;
   void ReleaseReadBuffers() override {
+    decoded_floats_ = {};
     float_blocks_ = {};
     double_blocks_ = {};
     direct_reader_.ReleaseBuffers();
@@ -713,6 +719,14 @@ class HdfBatchSource final : public BatchSource {
   const RowBlock<T>& BlockWithRow(int angle, int64_t raw_row);
   // Raw rows per block (BlockRows, once per source, from the first selected dataset's layout).
   int64_t BlockRows();
+  // The float64 block of `angle` from the block boundary at or before raw row `raw_row`, as tall
+  // as PrefetchRows' blocks (the blocks' memory over the angles), decoded by this project's
+  // chunk decoder on OpenMP's thread count (io/chunk_decoder.h) and widened to double (exactly
+  // what H5Dread's conversion gives). False, with the block left empty, when the angle has no
+  // chunk plan or the decoder declines (the caller then reads through HDF5, which reports a
+  // corrupt chunk). The corrected reads' blocks (ReadCorrectedUpperRows: the fitted data's
+  // writer) so decompress on every thread, as the streaming reads do.
+  bool DecodeDoubleBlock(int angle, int64_t raw_row, RowBlock<double>& block);
 
   DatasetInfo info_;
   Hid file_;
@@ -732,6 +746,8 @@ class HdfBatchSource final : public BatchSource {
   // the reads through HDF5).
   std::vector<std::optional<io_internal::ChunkPlan>> chunk_plans_;
   int64_t rows_decoded_by_prefetch_ = 0;
+  int64_t rows_decoded_for_corrected_reads_ = 0;
+  std::vector<float> decoded_floats_;  // DecodeDoubleBlock's float32 values before widening
 };
 
 void HdfBatchSource::PlanChunkDecodingOfEveryAngle(bool allowed) {
@@ -924,10 +940,43 @@ std::vector<HdfBatchSource::RowBlock<T>>& HdfBatchSource::BlocksInUse() {
   return blocks;
 }
 
+bool HdfBatchSource::DecodeDoubleBlock(int angle, int64_t raw_row, RowBlock<double>& block) {
+  const std::optional<io_internal::ChunkPlan>& plan = chunk_plans_[static_cast<size_t>(angle)];
+  if (!plan) return false;
+  const int64_t block_rows = BlockRows();
+  const int64_t width = info_.num_raw_frames;
+  const int64_t first = info_.first_frame;
+  const int64_t begin = std::max<int64_t>((first + raw_row) / block_rows * block_rows - first, 0);
+  const int64_t budget_rows =
+      static_cast<int64_t>(kBlockCacheBytes) /
+      (std::max<int64_t>(info_.num_angles(), 1) * width * static_cast<int64_t>(sizeof(double)));
+  const int64_t max_rows = std::max<int64_t>(block_rows, budget_rows / block_rows * block_rows);
+  const int64_t end = std::min(begin + max_rows, width);
+  if (raw_row < begin || raw_row >= end) return false;
+  block.raw_begin = block.raw_end = 0;  // empty while (and if) the decoding fails
+  decoded_floats_.resize(static_cast<size_t>((end - begin) * width));
+  const io_internal::ChunkRectangle rectangle{Dataset(angle), &*plan,    first + begin,
+                                              end - begin,    first,     width,
+                                              decoded_floats_.data()};
+  std::string why_not;
+  if (!io_internal::DecodeChunkRectangles({&rectangle, 1}, omp_get_max_threads(), &why_not)) {
+    return false;
+  }
+  block.values.resize(decoded_floats_.size());
+  std::copy(decoded_floats_.begin(), decoded_floats_.end(), block.values.begin());
+  block.raw_begin = begin;
+  block.raw_end = end;
+  rows_decoded_for_corrected_reads_ += end - begin;
+  return true;
+}
+
 template <typename T>
 const HdfBatchSource::RowBlock<T>& HdfBatchSource::BlockWithRow(int angle, int64_t raw_row) {
   RowBlock<T>& block = BlocksInUse<T>()[static_cast<size_t>(angle)];
   if (raw_row >= block.raw_begin && raw_row < block.raw_end) return block;
+  if constexpr (std::is_same_v<T, double>) {
+    if (DecodeDoubleBlock(angle, raw_row, block)) return block;
+  }
   // Aligned in file rows, so a block of whole chunk rows starts at a chunk boundary.
   const int64_t rows = BlockRows();
   const int64_t file_row = info_.first_frame + raw_row;
@@ -1101,6 +1150,11 @@ std::unique_ptr<BatchSource> io_internal::OpenHdfBatchSource(const DataSelection
 std::vector<std::string> io_internal::Float32ReadPaths(const BatchSource& source) {
   const auto* hdf_source = dynamic_cast<const HdfBatchSource*>(&source);
   return hdf_source != nullptr ? hdf_source->float32_read_paths() : std::vector<std::string>{};
+}
+
+int64_t io_internal::RowsDecodedForCorrectedReads(const BatchSource& source) {
+  const auto* hdf = dynamic_cast<const HdfBatchSource*>(&source);
+  return hdf != nullptr ? hdf->rows_decoded_for_corrected_reads() : 0;
 }
 
 int64_t io_internal::RowsDecodedByPrefetch(const BatchSource& source) {

@@ -27,4 +27,9 @@ std::vector<std::string> Float32ReadPaths(const BatchSource& source);
 // summed over the angles and calls: 0 when none, and for any other source.
 int64_t RowsDecodedByPrefetch(const BatchSource& source);
 
+// Raw rows a source made by OpenBatchSource has decoded itself for its corrected reads
+// (ReadCorrectedUpperRows, ReadCorrectedRows: the fitted data's writer), summed over the angles
+// and calls: 0 when none, and for any other source.
+int64_t RowsDecodedForCorrectedReads(const BatchSource& source);
+
 }  // namespace homodyne::io_internal

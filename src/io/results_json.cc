@@ -181,6 +181,7 @@ ordered_json RunDetails(const FitResult& result) {
       {"timings_s",
        {{"load", Number(result.load_seconds)},
         {"optimization", Number(result.optimization_seconds)},
+        {"uncertainty", Number(result.uncertainty_seconds)},
         {"total", Number(result.total_seconds)}}},
       {"memory_peak_mb", Number(result.memory_peak_mb)},
       {"batch_statistics", BatchStatisticsJson(result.batch_statistics)},

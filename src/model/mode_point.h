@@ -84,6 +84,10 @@ class ModePass {
   virtual void AccumulateScalingRows(int row_begin, int row_end, int row_stride,
                                      const float* const* data, double* const* grams,
                                      int64_t* finite_points, PassScratch& scratch) const = 0;
+  // True when AccumulateRows adds J^T J from per-frame sums and reads the points only for J^T e
+  // and e^T e (the static mode, docs/design.md section 2, The static full pass through per-frame
+  // sums); false when it builds the Gram point by point.
+  virtual bool PerFrameGram() const { return false; }
 };
 
 // One mode's model at one physical parameter vector. Immutable; safe to share between threads.

@@ -71,6 +71,8 @@ class PassKernel {
   // M + 1: the side of each angle's Gram matrix ([J | e]).
   int gram_size() const { return gram_size_; }
   IsaLevel isa_level() const { return level_; }
+  // ModePass::PerFrameGram: J^T J from per-frame sums (the static mode's full pass).
+  bool per_frame_gram() const { return pass_->PerFrameGram(); }
 
   // Adds, for every angle k, [J | e]^T [J | e] over rows row_begin, row_begin + row_stride, ...
   // (below row_end) to grams[k] (lower triangle and diagonal updated; the upper triangle is left

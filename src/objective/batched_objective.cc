@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include <omp.h>
+
 #include "homodyne/errors.h"
 #include "objective/batched_objective.h"
 #include "objective/c2_rows.h"
@@ -40,6 +42,28 @@ int PassChunkBatchesOf(const PassOptions& options, std::span<const RowBatch> bat
   const int64_t asked = options.chunk_batches > 0 ? options.chunk_batches : 1024;
   const int64_t num_batches = std::max<int64_t>(static_cast<int64_t>(batches.size()), 1);
   return static_cast<int>(std::min({asked, by_points, num_batches}));
+}
+
+// Rows [row_begin, row_end) of every angle k into out[k] (their packed values, UpperTriangleRowsSize
+// of them), in the pieces the source prepares for every angle at once (BatchSource::PrefetchRows:
+// compressed chunks decoded on the passes' threads, as the streaming reads do), every angle's
+// rows of a piece before the next piece is prepared. The same values as one ReadC2Rows per angle.
+void ReadRowsOfEveryAngle(BatchSource& source, int row_begin, int row_end,
+                          std::span<float* const> out) {
+  const int64_t n = source.info().num_times();
+  const int64_t origin = UpperTriangleRowOffset(n, row_begin);
+  const int threads = omp_get_max_threads();
+  for (int piece_begin = row_begin; piece_begin < row_end;) {
+    const int piece_end =
+        std::clamp(source.PrefetchRows(piece_begin, row_end, threads), piece_begin + 1, row_end);
+    const int64_t offset = UpperTriangleRowOffset(n, piece_begin) - origin;
+    const size_t points = static_cast<size_t>(UpperTriangleRowsSize(n, piece_begin, piece_end));
+    for (size_t k = 0; k < out.size(); ++k) {
+      ReadC2Rows(source, static_cast<int>(k), piece_begin, piece_end,
+                 std::span<float>(out[k] + offset, points));
+    }
+    piece_begin = piece_end;
+  }
 }
 
 // More than one rank shares the passes.
@@ -159,41 +183,46 @@ std::unique_ptr<InMemoryPassData> InMemoryPassData::ReadRuns(
     std::span<const std::pair<int, int>> runs, int64_t rows_block_points) {
   int64_t held = 0;
   std::vector<Run> placed = PlaceRuns(batches, runs, &held);
-  PackedData data(static_cast<size_t>(source.info().num_angles()));
-  for (size_t k = 0; k < data.size(); ++k) {
-    std::vector<float>& values = data[k];
-    values.resize(static_cast<size_t>(held));
-    for (const Run& run : placed) {
-      // Batches of rows that follow each other are read together, up to rows_block_points
-      // points a read (a read per batch would decompress the same chunks again and again). Their
-      // values are the same, in the same places.
-      for (int b = run.first; b < run.last;) {
-        const RowBatch& begin = batches[static_cast<size_t>(b)];
-        float* held_values = values.data() + run.held_offset + (begin.offset - run.source_begin);
-        if (begin.row_stride > 1) {  // a subsample's batch: its rows one by one
-          ForEachRowOf(
-              begin, source.info().num_times(), [&](int i, int64_t first_point, int64_t points) {
-                ReadC2Rows(
-                    source, static_cast<int>(k), i, i + 1,
-                    std::span<float>(held_values + first_point, static_cast<size_t>(points)));
-              });
-          ++b;
-          continue;
+  const int num_angles = source.info().num_angles();
+  const int64_t n = source.info().num_times();
+  PackedData data(static_cast<size_t>(num_angles));
+  for (std::vector<float>& values : data) values.resize(static_cast<size_t>(held));
+  for (const Run& run : placed) {
+    for (int b = run.first; b < run.last;) {
+      const RowBatch& begin = batches[static_cast<size_t>(b)];
+      const int64_t held_begin = run.held_offset + (begin.offset - run.source_begin);
+      if (begin.row_stride > 1) {  // a subsample's batch: its rows one by one, angle by angle
+        for (int k = 0; k < num_angles; ++k) {
+          float* held_values = data[static_cast<size_t>(k)].data() + held_begin;
+          ForEachRowOf(begin, static_cast<int>(n),
+                       [&](int i, int64_t first_point, int64_t points) {
+                         ReadC2Rows(source, k, i, i + 1,
+                                    std::span<float>(held_values + first_point,
+                                                     static_cast<size_t>(points)));
+                       });
         }
-        int64_t points = begin.points;
-        int end = b + 1;
-        while (end < run.last && batches[static_cast<size_t>(end)].row_stride == 1 &&
-               batches[static_cast<size_t>(end)].row_begin ==
-                   batches[static_cast<size_t>(end) - 1].row_end &&
-               points + batches[static_cast<size_t>(end)].points <= rows_block_points) {
-          points += batches[static_cast<size_t>(end)].points;
-          ++end;
-        }
-        ReadC2Rows(source, static_cast<int>(k), begin.row_begin,
-                   batches[static_cast<size_t>(end) - 1].row_end,
-                   std::span<float>(held_values, static_cast<size_t>(points)));
-        b = end;
+        ++b;
+        continue;
       }
+      // Batches of rows that follow each other are read together, up to rows_block_points
+      // points a read (a read per batch would decompress the same chunks again and again), every
+      // angle at once (ReadRowsOfEveryAngle). The values are the same, in the same places.
+      int64_t points = begin.points;
+      int end = b + 1;
+      while (end < run.last && batches[static_cast<size_t>(end)].row_stride == 1 &&
+             batches[static_cast<size_t>(end)].row_begin ==
+                 batches[static_cast<size_t>(end) - 1].row_end &&
+             points + batches[static_cast<size_t>(end)].points <= rows_block_points) {
+        points += batches[static_cast<size_t>(end)].points;
+        ++end;
+      }
+      std::vector<float*> out(static_cast<size_t>(num_angles));
+      for (int k = 0; k < num_angles; ++k) {
+        out[static_cast<size_t>(k)] = data[static_cast<size_t>(k)].data() + held_begin;
+      }
+      ReadRowsOfEveryAngle(source, begin.row_begin, batches[static_cast<size_t>(end) - 1].row_end,
+                           out);
+      b = end;
     }
   }
   source.ReleaseReadBuffers();  // the rank's rows are in memory now
@@ -820,13 +849,15 @@ PackedDataObjective::PackedData PackedDataObjective::LoadPackedData(BatchSource&
   const int n = source.info().num_times();
   PackedData data(static_cast<size_t>(source.info().num_angles()));
   const std::vector<RowBatch> blocks = SplitIntoBatches(n, std::max<int64_t>(rows_block_points, 1));
-  for (int k = 0; k < source.info().num_angles(); ++k) {
-    std::vector<float>& values = data[static_cast<size_t>(k)];
-    values.resize(static_cast<size_t>(UpperTriangleSize(n)));
-    for (const RowBatch& block : blocks) {
-      ReadC2Rows(source, k, block.row_begin, block.row_end,
-                 std::span<float>(values.data() + block.offset, static_cast<size_t>(block.points)));
-    }
+  std::vector<float*> out(data.size());
+  for (size_t k = 0; k < data.size(); ++k) {
+    data[k].resize(static_cast<size_t>(UpperTriangleSize(n)));
+  }
+  // Block after block, every angle's rows of a block (ReadRowsOfEveryAngle: compressed chunks
+  // decoded on every thread).
+  for (const RowBatch& block : blocks) {
+    for (size_t k = 0; k < data.size(); ++k) out[k] = data[k].data() + block.offset;
+    ReadRowsOfEveryAngle(source, block.row_begin, block.row_end, out);
   }
   source.ReleaseReadBuffers();  // the data are in memory now
   return data;

@@ -252,7 +252,10 @@ class FitRun {
       sum_of_squares =
           fit_->strategy->objective().SumOfSquares(fit_->parameters->map.Expand(summary_.theta));
     }
+    const Clock::time_point uncertainty_start = Clock::now();
     const ReportedUncertainty uncertainty = UncertaintyOfTheSolution(recorded);
+    const double uncertainty_seconds = SecondsSince(uncertainty_start);
+    ReportPhase("uncertainties", uncertainty_seconds);
     outcome_.physical = RecordSolution(summary_, lm_, *fit_->parameters, fit_->plan.scaling,
                                        objective, fit_->phi_degrees,
                                        !config_.performance.fast_mode, recorded, sum_of_squares,
@@ -261,6 +264,7 @@ class FitRun {
         {summary_, source_.info(), objective, checkpoints.statistics(), checkpoints.saves(),
          *fit_->backend.backend, fit_->plan.size.threads, SecondsSince(start_)},
         recorded);
+    recorded.uncertainty_seconds = uncertainty_seconds;
     if (uncertainty.jackknife) {  // its pass over the data
       recorded.passes += 1;
       recorded.point_evaluations += objective.num_points();

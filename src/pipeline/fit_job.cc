@@ -19,6 +19,11 @@
 namespace homodyne {
 namespace {
 
+// When the library was loaded: the program's start for the command-line programs (static
+// initialisation), the module's import for Python. The run's "start" phase is from here to the
+// fit's start (PerformanceLog::LogWallByPhase).
+const std::chrono::steady_clock::time_point kLoaded = std::chrono::steady_clock::now();
+
 // The lock of output_dir/nlsq for the whole job (fit.h, RunFitJob step 0), on rank 0; the ranks
 // learn together whether rank 0 holds it, so that none of them starts a fit the others refused.
 // A folder that cannot be created or locked only warns: the write at the end reports it.
@@ -60,6 +65,8 @@ FitOutcome RunFitJob(const Config& config, BatchSource& source, const FitJobOpti
     log_options.enabled = false;
   }
   PerformanceLog performance_log(log_options, options.output_dir.value_or(""));
+  const double start_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - kLoaded).count();
   // The final fit's iterations, for nlsq/convergence_history.json (the convergence plot).
   std::vector<IterationProgress> history;
   FitObserver recording = observer;
@@ -83,9 +90,11 @@ FitOutcome RunFitJob(const Config& config, BatchSource& source, const FitJobOpti
   if (options.output_dir) {
     const auto write_start = std::chrono::steady_clock::now();
     WriteFitResults(outcome, source, *options.output_dir, options.write_npz);
-    performance_log.LogOperation(
-        "results written to " + *options.output_dir + "/nlsq",
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - write_start).count());
+    const double write_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - write_start).count();
+    performance_log.LogOperation("results written to " + *options.output_dir + "/nlsq",
+                                 write_seconds);
+    performance_log.LogWallByPhase(start_seconds, outcome.result, write_seconds);
     // Only the plots read the history: a failure to write it warns and costs the convergence plot.
     try {
       // The sigma the final fit divided by (sigma auto: the estimate).

@@ -219,6 +219,18 @@ void PerformanceLog::LogTotal(const FitResult& result) {
             ", peak memory " + std::to_string(std::lround(result.memory_peak_mb)) + " MB)");
 }
 
+void PerformanceLog::LogWallByPhase(double start_seconds, const FitResult& result,
+                                    double write_seconds) {
+  const double fit =
+      std::max(0.0, result.total_seconds - result.load_seconds - result.uncertainty_seconds);
+  Write(PerformanceLogLevel::kInfo,
+        "wall by phase: start " + Seconds(start_seconds) + ", load " +
+            Seconds(result.load_seconds) + ", fit " + Seconds(fit) + ", error bars " +
+            Seconds(result.uncertainty_seconds) + ", writing " + Seconds(write_seconds) +
+            " (total " +
+            Seconds(start_seconds + result.total_seconds + write_seconds) + ")");
+}
+
 void PerformanceLog::LogFailure(const std::string& message) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();

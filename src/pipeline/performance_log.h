@@ -59,6 +59,11 @@ class PerformanceLog {
   void LogOperation(const std::string& what, double seconds);
   // The line of a finished fit: its total time, status, iterations, passes and memory.
   void LogTotal(const FitResult& result);
+  // The run's wall time by phase, once the results are written (docs/performance.md, Where a
+  // run's time goes): start (before the fit: start_seconds, e.g. the program's start-up and the
+  // file's inspection), load, fit (total_seconds less load and uncertainties), error bars
+  // (uncertainty_seconds) and writing (write_seconds).
+  void LogWallByPhase(double start_seconds, const FitResult& result, double write_seconds);
   // The line of a fit that threw (WARNING): how long it ran and the message.
   void LogFailure(const std::string& message);
 

@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <hdf5.h>
+#include <omp.h>
 
 #include <cmath>
 #include <cstring>
@@ -222,6 +223,45 @@ TEST_F(PrefetchRowsTest, PrefetchedLzfAndGzipRowsAreBitwiseHdf5s) {
     EXPECT_GT(io_internal::RowsDecodedByPrefetch(*source_), 0);
     EXPECT_EQ(io_internal::RowsDecodedByPrefetch(*hdf5_), 0);
   }
+}
+
+// The corrected reads (ReadCorrectedUpperRows, the fitted data's writer's) of LZF and gzip
+// chunks decode them on OpenMP's threads (the row blocks of DecodeDoubleBlock): the same doubles
+// as through HDF5, bitwise, for bands in order, a band that starts inside a block, and whole rows
+// (ReadCorrectedRows), on 1 to 3 threads.
+TEST_F(PrefetchRowsTest, CorrectedRowsDecodedOnEveryThreadAreBitwiseHdf5s) {
+  const int saved_threads = omp_get_max_threads();
+  for (const std::string compression : {"lzf", "gzip"}) {
+    SCOPED_TRACE(compression);
+    for (int threads : {1, 2, 3}) {
+      omp_set_num_threads(threads);
+      Open(compression);
+      const int n = source_->info().num_times();
+      for (int angle = 0; angle < 3; ++angle) {
+        for (auto [begin, end] : {std::pair{0, 7}, std::pair{7, 19}, std::pair{19, 30},
+                                  std::pair{11, 13}, std::pair{29, 30}}) {
+          const size_t size = static_cast<size_t>((end - begin) * (n - begin));
+          std::vector<double> decoded(size, 7.0);
+          std::vector<double> through_hdf5(size, -7.0);
+          source_->ReadCorrectedUpperRows(angle, begin, end, decoded);
+          hdf5_->ReadCorrectedUpperRows(angle, begin, end, through_hdf5);
+          EXPECT_EQ(std::memcmp(decoded.data(), through_hdf5.data(), size * sizeof(double)), 0)
+              << "angle " << angle << ", rows " << begin << "-" << end << ", " << threads
+              << " threads";
+        }
+        const size_t whole = static_cast<size_t>(5 * n);
+        std::vector<double> decoded(whole, 7.0);
+        std::vector<double> through_hdf5(whole, -7.0);
+        source_->ReadCorrectedRows(angle, 12, 17, decoded);
+        hdf5_->ReadCorrectedRows(angle, 12, 17, through_hdf5);
+        EXPECT_EQ(std::memcmp(decoded.data(), through_hdf5.data(), whole * sizeof(double)), 0);
+      }
+      // The rows came from the decoder, not from HDF5's reads.
+      EXPECT_GT(io_internal::RowsDecodedForCorrectedReads(*source_), 0);
+      EXPECT_EQ(io_internal::RowsDecodedForCorrectedReads(*hdf5_), 0);
+    }
+  }
+  omp_set_num_threads(saved_threads);
 }
 
 TEST_F(PrefetchRowsTest, AnOutOfRangeRequestDoesNothing) {

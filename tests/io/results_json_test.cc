@@ -57,6 +57,7 @@ class ResultsJsonTest : public ::testing::Test {
     result.strategy_reason = "size tier";
     result.threads = 2;
     result.total_seconds = 1.5;
+    result.uncertainty_seconds = 0.25;
     return result;
   }
 
@@ -120,6 +121,7 @@ TEST_F(ResultsJsonTest, AnalysisAndConvergenceFilesCarryRunDetails) {
   EXPECT_EQ(analysis["passes"], 8);
   EXPECT_EQ(analysis["point_evaluations"], 9600);
   EXPECT_EQ(analysis["timings_s"]["total"], 1.5);
+  EXPECT_EQ(analysis["timings_s"]["uncertainty"], 0.25);
 
   const nlohmann::json convergence = Read("convergence_metrics.json");
   EXPECT_EQ(convergence["convergence"]["iterations"], 7);

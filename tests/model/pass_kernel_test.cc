@@ -9,6 +9,7 @@
 #include <cmath>
 #include <iostream>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -59,6 +60,10 @@ struct KernelCase {
   std::vector<double> phi = {0.0, 45.0, 95.0};
   std::vector<double> contrast = {0.3, 0.25, 0.2};
   std::vector<double> offset = {1.0, 1.02, 0.98};
+  // When set, whether the kernel must take the per-frame Gram (PassKernel::per_frame_gram).
+  std::optional<bool> per_frame_gram;
+  // Rows per batch of ExpectKernelMatchesReference (0: two batches, a third and the rest).
+  int batch_rows = 0;
 };
 
 std::vector<double> Times(int n, double dt) {
@@ -196,14 +201,23 @@ void ExpectKernelMatchesReference(const KernelCase& c, IsaLevel level, double to
 
   const PassKernel kernel(evaluation, c.phi, c.contrast, c.offset, level, loss);
   ASSERT_EQ(kernel.isa_level(), level);
+  if (c.per_frame_gram) {
+    EXPECT_EQ(kernel.per_frame_gram(), *c.per_frame_gram);
+  }
   const int g = kernel.gram_size();
   ASSERT_EQ(g, model.num_point_derivatives() + 1);
   std::vector<Eigen::MatrixXd> grams(c.phi.size(), Eigen::MatrixXd::Zero(g, g));
   std::vector<int64_t> finite(c.phi.size(), 0);
   PassKernel::Workspace workspace(g);
   double sum_squares = 0.0;
-  const int split = c.n / 3;
-  for (auto [row_begin, row_end] : {std::pair{0, split}, std::pair{split, c.n}}) {
+  std::vector<std::pair<int, int>> batches = {{0, c.n / 3}, {c.n / 3, c.n}};
+  if (c.batch_rows > 0) {
+    batches.clear();
+    for (int row = 0; row < c.n; row += c.batch_rows) {
+      batches.emplace_back(row, std::min(row + c.batch_rows, c.n));
+    }
+  }
+  for (auto [row_begin, row_end] : batches) {
     std::vector<const float*> pointers;
     for (const auto& values : data) {
       pointers.push_back(values.data() + UpperTriangleRowOffset(c.n, row_begin));
@@ -240,7 +254,96 @@ TEST(PassKernelTest, StaticMatchesReferenceModel) {
   KernelCase c;
   c.mode = AnalysisMode::kStatic;
   c.physical = {3000.0, -0.5, 10.0};
+  c.per_frame_gram = true;
   ExpectKernelMatchesReferenceAtEveryLevel(c, 1e-12);
+}
+
+// The static per-frame Gram (docs/design.md section 2, The static full pass through per-frame
+// sums) on the benchmark grid (bench/objective_benchmark.cc: q 0.0054, dt 0.1; 1000 of its 2000
+// frames) and parameters, in batches of 7
+// rows (partial rows of a factor block, NaN and inf points subtracted), slow decay (D0 30: the
+// sums run over hundreds of frames) and fast decay (D0 3e6: floored and clipped points).
+TEST(PassKernelTest, StaticPerFrameGramMatchesTheReferenceOnTheBenchmarkGrid) {
+  for (double d0 : {3000.0, 30.0, 3.0e6}) {
+    SCOPED_TRACE("D0 " + std::to_string(d0));
+    KernelCase c;
+    c.mode = AnalysisMode::kStatic;
+    c.n = 1000;
+    c.geometry = ScatteringGeometry{0.0054, 2.0e6, 0.1};
+    c.physical = {d0, -0.5, 10.0};
+    c.per_frame_gram = true;
+    c.batch_rows = 7;
+    ExpectKernelMatchesReference(c, ActiveIsaLevel(), 1e-12);
+  }
+}
+
+// Strided rows (the global phase's subsamples: rows 0, 3, 6, ... one after the other), a batch of
+// 40 of them at a time: the per-frame Gram equals the reference's over those rows.
+TEST(PassKernelTest, StaticPerFrameGramOfStridedRowsMatchesTheReference) {
+  KernelCase c;
+  c.mode = AnalysisMode::kStatic;
+  c.n = 600;
+  c.geometry = ScatteringGeometry{0.0054, 2.0e6, 0.1};
+  c.physical = {3000.0, -0.5, 10.0};
+  constexpr int kStride = 3;
+  const HomodyneModel model(c.mode, c.geometry, Times(c.n, c.geometry.dt_seconds));
+  const std::vector<std::vector<float>> full = MakeData(model, c, c.physical);
+  // The strided rows' values, packed; the other rows NaN in the reference's copy (not counted).
+  std::vector<std::vector<float>> strided(full.size()), reference_data = full;
+  for (size_t k = 0; k < full.size(); ++k) {
+    for (int i = 0; i < c.n; ++i) {
+      const int64_t begin = UpperTriangleRowOffset(c.n, i);
+      const int64_t end = UpperTriangleRowOffset(c.n, i + 1);
+      for (int64_t p = begin; p < end; ++p) {
+        if (i % kStride == 0) {
+          strided[k].push_back(full[k][static_cast<size_t>(p)]);
+        } else {
+          reference_data[k][static_cast<size_t>(p)] = std::numeric_limits<float>::quiet_NaN();
+        }
+      }
+    }
+  }
+  std::vector<double> start = c.physical;
+  for (double& value : start) value *= 1.05;
+  const ModelEvaluation evaluation(model, start);
+  std::vector<int64_t> reference_finite;
+  const std::vector<Eigen::MatrixXd> reference =
+      ReferenceGrams(evaluation, c, reference_data, &reference_finite);
+  const PassKernel kernel(evaluation, c.phi, c.contrast, c.offset);
+  ASSERT_TRUE(kernel.per_frame_gram());
+  const int g = kernel.gram_size();
+  std::vector<Eigen::MatrixXd> grams(c.phi.size(), Eigen::MatrixXd::Zero(g, g));
+  std::vector<int64_t> finite(c.phi.size(), 0);
+  PassKernel::Workspace workspace(g);
+  int64_t offset = 0;
+  for (int row = 0; row < c.n; row += 40 * kStride) {
+    const int row_end = std::min(row + 40 * kStride, c.n);
+    std::vector<const float*> pointers;
+    for (const auto& values : strided) pointers.push_back(values.data() + offset);
+    kernel.AccumulateRows(row, row_end, pointers, grams, finite, workspace, kStride);
+    for (int i = row; i < row_end; i += kStride) offset += c.n - 1 - i;
+  }
+  for (size_t k = 0; k < c.phi.size(); ++k) {
+    EXPECT_EQ(finite[k], reference_finite[k]) << "angle " << k;
+    for (int a = 0; a < g; ++a) {
+      for (int col = 0; col <= a; ++col) {
+        const double scale = std::sqrt(reference[k](a, a) * reference[k](col, col)) + 1e-300;
+        EXPECT_NEAR(grams[k](a, col) / scale, reference[k](a, col) / scale, 1e-12)
+            << "angle " << k << " entry (" << a << ", " << col << ")";
+      }
+    }
+  }
+}
+
+// Where C_D grows by too little from one frame to the next for the smoothing of M_D to be
+// negligible (D 1e-4 per second, dt 1 ms), the full pass keeps the point-by-point Gram.
+TEST(PassKernelTest, StaticKeepsThePointByPointGramWhereTheSmoothingMatters) {
+  KernelCase c;
+  c.mode = AnalysisMode::kStatic;
+  c.geometry = ScatteringGeometry{0.0054, 2.0e6, 0.001};
+  c.physical = {1.0e-4, 0.0, 0.0};
+  c.per_frame_gram = false;
+  ExpectKernelMatchesReference(c, ActiveIsaLevel(), 1e-12);
 }
 
 // Under each robust loss, the rescaled Gram matrices and the loss sums of both passes match the

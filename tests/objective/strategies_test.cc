@@ -278,6 +278,40 @@ bool CorruptChunk(const std::string& file_path, const std::string& dataset_path,
   return true;
 }
 
+// The in-memory load of an LZF file (LoadPackedData, and ReadRuns of a rank's share) decodes the
+// chunks itself on the passes' threads (BatchSource::PrefetchRows), every angle's rows of a piece
+// at once: the same floats as the reads through HDF5 alone, on 1 and 3 threads.
+TEST_F(StrategiesTest, TheInMemoryLoadOfLzfChunksIsBitwiseHdf5s) {
+  Config config = SimulationConfig(AnalysisMode::kStatic, 400);
+  config.simulation.compression = "lzf";
+  config.simulation.dtype = "float32";  // what the chunk decoder reads
+  SimulateDataset(config);
+  DataSelection selection;
+  selection.file_path = config.simulation.output;
+  selection.wavevector_q_target = config.geometry.q_inv_angstrom;
+  selection.dt_seconds = config.geometry.dt_seconds;
+  std::unique_ptr<BatchSource> hdf5 = io_internal::OpenHdfBatchSource(selection, false);
+  const PackedDataObjective::PackedData expected = PackedDataObjective::LoadPackedData(*hdf5);
+  EXPECT_EQ(io_internal::RowsDecodedByPrefetch(*hdf5), 0);
+  const std::vector<RowBatch> batches = SplitIntoBatches(hdf5->info().num_times(), 3000);
+  const std::vector<std::pair<int, int>> runs = {{1, 4}, {6, static_cast<int>(batches.size())}};
+  const std::unique_ptr<InMemoryPassData> expected_runs =
+      InMemoryPassData::ReadRuns(*hdf5, batches, runs, 7000);
+  hdf5.reset();
+  const int saved_threads = omp_get_max_threads();
+  for (int threads : {1, 3}) {
+    omp_set_num_threads(threads);
+    std::unique_ptr<BatchSource> source = OpenBatchSource(selection);
+    // Blocks of 20000 points: several pieces and blocks per angle.
+    EXPECT_EQ(PackedDataObjective::LoadPackedData(*source, 20000), expected) << threads;
+    EXPECT_GT(io_internal::RowsDecodedByPrefetch(*source), 0);
+    EXPECT_EQ(InMemoryPassData::ReadRuns(*source, batches, runs, 7000)->data(),
+              expected_runs->data())
+        << threads;
+  }
+  omp_set_num_threads(saved_threads);
+}
+
 TEST_F(StrategiesTest, ACorruptChunkMidFileStopsAPrefetchingPassNamingFileAndDataset) {
   // Arrange: an LZF file of 8 chunks of 131 rows per matrix (float64, 1000 frames: chunks of
   // about 1 MiB); the second angle's third chunk (rows 262-392, none of the rows the reader

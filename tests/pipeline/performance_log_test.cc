@@ -292,6 +292,22 @@ TEST_F(PerformanceLogTest, ObserveRunsTheInnerHandlersFirst) {
   EXPECT_EQ(lines[2], "[INFO] checkpoint saved in 0.001 s (10 bytes, ck.h5)");
 }
 
+// The run's wall by phase: the fit's share is its total less the load and the error bars, and
+// the total adds the start and the writing.
+TEST_F(PerformanceLogTest, WallByPhaseSplitsTheRun) {
+  PerformanceLog log(Options(PerformanceLogLevel::kInfo, 10.0), folder_.string());
+  FitResult result;
+  result.total_seconds = 4.0;
+  result.load_seconds = 0.75;
+  result.uncertainty_seconds = 1.25;
+  log.LogWallByPhase(0.125, result, 0.5);
+  const std::vector<std::string> lines = Lines();
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[1],
+            "[INFO] wall by phase: start 0.125 s, load 0.750 s, fit 2.000 s, error bars 1.250 s, "
+            "writing 0.500 s (total 4.625 s)");
+}
+
 TEST_F(PerformanceLogTest, AnUnwritableFolderGivesOneWarningAndNoThrow) {
   fs::create_directories(folder_);
   std::ofstream(folder_ / "blocker") << "a file";

@@ -694,9 +694,204 @@ void ForEachAngleTile(const Inputs& in, int row_begin, int row_end, int row_stri
       });
 }
 
+// The static full pass through per-frame sums (Inputs::static_row_sums; docs/design.md section
+// 2, The static full pass through per-frame sums). With J_p = -2 c w g1^2 D_p (D_p = dC_D[j] -
+// dC_D[i] along theta_p), J_contrast = g1^2, J_offset = 1, every entry of J^T J is a sum over the
+// points of G4 = g1^4, G2 = g1^2 times products of D_p: the rows' sums of Inputs::static_row_sums,
+// scaled per angle by c and w. Only the data terms read every point: per point e, e g, e and
+// e g D_p (3), as the cost pass's residual plus four multiply-adds. A non-finite data point's
+// terms, which the row sums hold, are subtracted (SubtractStaticPoint). Where the floor or the
+// clip binds, the row sums hold g1^4 and g1^2 instead of zero and 1e-20: below 1e-20 relative to
+// the entries (the points next to the diagonal have g1 near 1).
+//
+// Per angle the scratch's lane-Gram space holds kStaticAngleSums doubles: the data sums as lane
+// sums (gram_block.h; kStaticE2 ..., kGramLanes partial sums each, kMaxGramLanes apart), added
+// up once per batch, and the row sums of the non-finite points (kStaticCorrections on).
+inline constexpr int kStaticE2 = 0;       // sum e^2
+inline constexpr int kStaticE = 1;        // sum e
+inline constexpr int kStaticEG = 2;       // sum e g1f^2 (the contrast column)
+inline constexpr int kStaticEGD = 3;      // sum e g1f^2 D_p (3)
+inline constexpr int kStaticFinite = 6;   // finite points
+inline constexpr int kStaticDataSums = 7;
+inline constexpr int kStaticCorrections = kStaticDataSums * kMaxGramLanes;
+inline constexpr int kStaticAngleSums = kStaticCorrections + kStaticRowSums;
+static_assert(kStaticAngleSums <= LaneGramDoubles(6), "fits an angle's lane-Gram space");
+// The tile's per-point columns (the scratch's tile, kCostTilePoints each): e, e g1f^2 and the
+// finite indicator.
+inline constexpr int kStaticColumns = 3;
+static_assert(kStaticColumns * kCostTilePoints <= kTilePoints * PaddedTileColumns(6));
+
+// The row sums' terms of the point (i, j) (Inputs::static_row_sums), added to sums.
+void AddStaticPoint(const Inputs& in, int i, int j, double* sums) {
+  const int n = in.num_times;
+  const double* dc = in.cumulative_diffusion_derivatives;
+  const double g2 = vector_math::ExpOfScaledDifference(2.0 * in.diffusion_prefactor,
+                                                       in.cumulative_diffusion[j],
+                                                       in.cumulative_diffusion[i]);
+  const double g4 = g2 * g2;
+  double d[3];
+  for (int p = 0; p < 3; ++p) d[p] = dc[p * n + j] - dc[p * n + i];
+  sums[kStaticG4] += g4;
+  sums[kStaticG2] += g2;
+  int pq = kStaticG4DD;
+  for (int q = 0; q < 3; ++q) {
+    sums[kStaticG4D + q] += g4 * d[q];
+    sums[kStaticG2D + q] += g2 * d[q];
+    for (int p = q; p < 3; ++p) sums[pq++] += g4 * d[p] * d[q];
+  }
+}
+
+void AccumulateStaticRows(const Inputs& in, int row_begin, int row_end, int row_stride,
+                          const float* const* data, double* const* grams, int64_t* finite_points,
+                          const Scratch& scratch) {
+  const int n = in.num_times;
+  // The rows' sums, shared by the angles.
+  double rows[kStaticRowSums] = {};
+  for (int i = row_begin; i < row_end && i < n - 1; i += row_stride) {
+    const double* row = in.static_row_sums + static_cast<int64_t>(i) * kStaticRowSums;
+    for (int m = 0; m < kStaticRowSums; ++m) rows[m] += row[m];
+  }
+  double* const sums = scratch.lane_grams;
+  for (int m = 0; m < kStaticAngleSums * in.num_angles; ++m) sums[m] = 0.0;
+  const double* dc = in.cumulative_diffusion_derivatives;
+  SeparableExpRowCache row_factors;
+  ForEachTile<kCostTilePoints>(n, row_begin, row_end, row_stride, [&](int i, int j, int count,
+                                                                       int64_t point) {
+    TileSharedFactors<false>(in, i, j, count, &row_factors, scratch);
+    const double* g1d = scratch.g1_diffusion;
+    // D_p of the tile's points, once for all angles, in the shear columns (static: unused),
+    // zero in the lane padding (the lane loop multiplies them by the padding's zeros).
+    double* d0 = scratch.m_shear;
+    double* d1 = scratch.inverse_m_shear;
+    double* d2 = scratch.smoothing_shear;
+    ZeroLanePadding(d0, count);
+    ZeroLanePadding(d1, count);
+    ZeroLanePadding(d2, count);
+    {
+      const double* dc0 = dc + j;
+      const double* dc1 = dc + n + j;
+      const double* dc2 = dc + 2 * n + j;
+      const double dc_i0 = dc[i], dc_i1 = dc[n + i], dc_i2 = dc[2 * n + i];
+#pragma omp simd
+      for (int t = 0; t < count; ++t) {
+        d0[t] = dc0[t] - dc_i0;
+        d1[t] = dc1[t] - dc_i1;
+        d2[t] = dc2[t] - dc_i2;
+      }
+    }
+    for (int k = 0; k < in.num_angles; ++k) {
+      const float* values = data[k] + point;
+      PrefetchNextTile<kCostTilePoints>(values + count);
+      const double contrast = in.angles[k].contrast;
+      const double offset = in.angles[k].offset;
+      // The points' e and e g1f^2, branch-free (a non-finite d replaced by the model's c2: e = 0
+      // exactly), then whole vectors of them into the angle's lane sums: no horizontal sum per
+      // tile. J_p's zero where the floor binds is left out: there g = 1e-20, so those points'
+      // terms of J^T e are below 1e-20 relative to the others'.
+      double* e_column = scratch.tile;
+      double* eg_column = scratch.tile + kCostTilePoints;
+      double* finite_column = scratch.tile + 2 * kCostTilePoints;
+#pragma omp simd
+      for (int t = 0; t < count; ++t) {
+        const double d = static_cast<double>(values[t]);
+        const bool is_finite = (d - d) == 0.0;
+        const double g1 = g1d[t];
+        const double g1_floored = g1 > kG1Floor ? g1 : kG1Floor;
+        const double g = g1_floored * g1_floored;
+        const double c2 = offset + contrast * g;
+        const double e = (is_finite ? d : c2) - c2;
+        e_column[t] = e;
+        eg_column[t] = e * g;
+        finite_column[t] = is_finite ? 1.0 : 0.0;
+      }
+      ZeroLanePadding(e_column, count);
+      ZeroLanePadding(eg_column, count);
+      ZeroLanePadding(finite_column, count);
+      double* angle_sums = sums + k * kStaticAngleSums;
+      double* lanes[kStaticDataSums];
+      for (int m = 0; m < kStaticDataSums; ++m) lanes[m] = angle_sums + m * kMaxGramLanes;
+      GramLanes ee = LoadLanes(lanes[kStaticE2]), e1 = LoadLanes(lanes[kStaticE]);
+      GramLanes eg = LoadLanes(lanes[kStaticEG]), finite = LoadLanes(lanes[kStaticFinite]);
+      GramLanes egd0 = LoadLanes(lanes[kStaticEGD]), egd1 = LoadLanes(lanes[kStaticEGD + 1]);
+      GramLanes egd2 = LoadLanes(lanes[kStaticEGD + 2]);
+      for (int t = 0; t < PaddedCount(count); t += kGramLanes) {
+        const GramLanes e = LoadLanes(e_column + t);
+        const GramLanes e_g = LoadLanes(eg_column + t);
+        ee += e * e;
+        e1 += e;
+        eg += e_g;
+        egd0 += e_g * LoadLanes(d0 + t);
+        egd1 += e_g * LoadLanes(d1 + t);
+        egd2 += e_g * LoadLanes(d2 + t);
+        finite += LoadLanes(finite_column + t);
+      }
+      StoreLanes(ee, lanes[kStaticE2]);
+      StoreLanes(e1, lanes[kStaticE]);
+      StoreLanes(eg, lanes[kStaticEG]);
+      StoreLanes(egd0, lanes[kStaticEGD]);
+      StoreLanes(egd1, lanes[kStaticEGD + 1]);
+      StoreLanes(egd2, lanes[kStaticEGD + 2]);
+      StoreLanes(finite, lanes[kStaticFinite]);
+    }
+  });
+  // The non-finite points' terms, which the row sums hold: looked for only in the angles with
+  // fewer finite points than the rows have (rare), and added up to be subtracted.
+  int64_t points = 0;
+  for (int i = row_begin; i < row_end && i < n - 1; i += row_stride) points += n - 1 - i;
+  for (int k = 0; k < in.num_angles; ++k) {
+    double* angle_sums = sums + k * kStaticAngleSums;
+    if (LaneSum(angle_sums + kStaticFinite * kMaxGramLanes) >= static_cast<double>(points)) {
+      continue;
+    }
+    int64_t point = 0;
+    for (int i = row_begin; i < row_end && i < n - 1; i += row_stride) {
+      for (int j = i + 1; j < n; ++j, ++point) {
+        const double d = static_cast<double>(data[k][point]);
+        if ((d - d) != 0.0) AddStaticPoint(in, i, j, angle_sums + kStaticCorrections);
+      }
+    }
+  }
+  const double w = in.diffusion_prefactor;
+  const int size = in.gram_size;  // 6: D0, alpha, D_offset, contrast, offset, e
+  for (int k = 0; k < in.num_angles; ++k) {
+    const double* angle_sums = sums + k * kStaticAngleSums;
+    auto sum_of = [angle_sums](int m) { return LaneSum(angle_sums + m * kMaxGramLanes); };
+    const double finite = sum_of(kStaticFinite);
+    // Without a finite point J^T J is zero exactly (not the rounding the subtraction leaves).
+    const bool any_finite = finite > 0.0;
+    double total[kStaticRowSums];
+    for (int m = 0; m < kStaticRowSums; ++m) {
+      total[m] = any_finite ? rows[m] - angle_sums[kStaticCorrections + m] : 0.0;
+    }
+    const double c = in.angles[k].contrast;
+    const double a = -2.0 * c * w;  // J_p = a g1^2 D_p
+    double* gram = grams[k];
+    auto at = [gram, size](int r, int col) -> double& { return gram[col * size + r]; };
+    int pq = kStaticG4DD;
+    for (int q = 0; q < 3; ++q) {
+      for (int p = q; p < 3; ++p) at(p, q) += (a * a) * total[pq++];
+      at(3, q) += a * total[kStaticG4D + q];
+      at(4, q) += a * total[kStaticG2D + q];
+      at(5, q) += a * sum_of(kStaticEGD + q);
+    }
+    at(3, 3) += total[kStaticG4];
+    at(4, 3) += total[kStaticG2];
+    at(5, 3) += sum_of(kStaticEG);
+    at(4, 4) += finite;
+    at(5, 4) += sum_of(kStaticE);
+    at(5, 5) += sum_of(kStaticE2);
+    finite_points[k] += static_cast<int64_t>(finite);
+  }
+}
+
 void AccumulateRows(const Inputs& in, int row_begin, int row_end, int row_stride,
                     const float* const* data, double* const* grams, int64_t* finite_points,
                     const Scratch& scratch) {
+  if (!in.laminar && in.static_row_sums != nullptr &&
+      in.loss.function == LossFunction::kLinear) {
+    AccumulateStaticRows(in, row_begin, row_end, row_stride, data, grams, finite_points, scratch);
+    return;
+  }
   const int lane_gram_doubles = LaneGramDoubles(in.gram_size);
   for (int k = 0; k < in.num_angles; ++k) {
     ClearLaneGram(in.gram_size, scratch.lane_grams + k * lane_gram_doubles);

@@ -31,6 +31,21 @@ struct AngleCoefficients {
   const double* shear_cos = nullptr;
 };
 
+// The static mode's per-row sums over the frames of the row (docs/design.md section 2, The static
+// full pass through per-frame sums): for row i, over j > i, with G2 = exp(-2 w (C_D[j] - C_D[i]))
+// (g1d^2 without smoothing, clip or floor), G4 = G2^2 and D_p = dC_D[j] / d theta_p - dC_D[i] /
+// d theta_p (p = D0, alpha, D_offset), kStaticRowSums doubles per row, in this order:
+//   sum G4, sum G4 D_p (3), sum G4 D_p D_q (6: pq = 00, 10, 20, 11, 21, 22), sum G2,
+//   sum G2 D_p (3).
+// The static J^T J of an angle of contrast c over a set of rows is these sums added over the
+// rows, scaled by c and w (AccumulateRows).
+inline constexpr int kStaticRowSums = 14;
+inline constexpr int kStaticG4 = 0;
+inline constexpr int kStaticG4D = 1;
+inline constexpr int kStaticG4DD = 4;
+inline constexpr int kStaticG2 = 10;
+inline constexpr int kStaticG2D = 11;
+
 // What a pass reads: the model's tables at the physical parameters (ModelEvaluation, valid for
 // the call) and the angles' coefficients.
 struct Inputs {
@@ -43,6 +58,10 @@ struct Inputs {
   // BuildSeparableExpFactors of C_D with diffusion_prefactor (separable_exp.h), for the per-row
   // separable form of g1d; null: the direct form only.
   const double* diffusion_factors = nullptr;
+  // Static mode under the linear loss, where the per-frame form holds on the whole grid: the
+  // per-row sums above, N kStaticRowSums values (row N - 1's zero); the full pass then adds J^T J
+  // from them and reads every point only for J^T e and e^T e. Null: the point-by-point Gram.
+  const double* static_row_sums = nullptr;
   const double* cumulative_shear = nullptr;                  // C_G, N values (laminar_flow)
   const double* cumulative_shear_derivatives = nullptr;      // 3 N (laminar_flow)
   const AngleCoefficients* angles = nullptr;
