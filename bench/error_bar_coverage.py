@@ -119,6 +119,8 @@ def main():
                     sys.exit(f"set {index}: homodyne exited {done.returncode}: {done.stderr[-2000:]}")
                 with open(os.path.join(out, "nlsq", "parameters.json")) as handle:
                     result = json.load(handle)
+                used = (result.get("uncertainty") or {}).get("method", method)
+                row.setdefault("used", {})[method] = used
                 row[method] = {name: (entry["value"], entry["uncertainty"],
                                       entry.get("interval_68"), entry.get("interval_95"))
                                for name, entry in result["parameters"].items()
@@ -162,8 +164,13 @@ def main():
             rms_z = math.sqrt(sum(v * v for v in finite_z) / len(finite_z)) if finite_z else float("nan")
             print(f"{method:10s} {name:20s} {c68:9.2f} {c95:9.2f} {ratio:21.2f} {median_z:10.2f} "
                   f"{rms_z:6.2f}")
+        used = {}
+        for row in rows:
+            name_used = row.get("used", {}).get(method, method)
+            used[name_used] = used.get(name_used, 0) + 1
         print(f"{method:10s} {'(all)':20s} {statistics.mean(all68):9.2f} {statistics.mean(all95):9.2f}"
-              f"   fit wall median {statistics.median(seconds[method]):.2f} s")
+              f"   fit wall median {statistics.median(seconds[method]):.2f} s; sets by method "
+              + ", ".join(f"{k} {v}" for k, v in sorted(used.items())))
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(rows, handle, indent=1)
