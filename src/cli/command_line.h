@@ -49,7 +49,7 @@ struct CommandLineOptions {
   // --q-index K: of several rings fitted independently, ring K alone (0-based, the order of the
   // config's list, ascending q for all): a SLURM array's task (docs/configuration.md, Several q rings).
   std::optional<int> q_index;
-  bool q_summary_only = false;  // --q-summary: only write nlsq/q_summary.{json,csv} (and the plot)
+  bool q_summary_only = false;  // --q-summary: only write OUTPUT_DIR/nlsq/q_summary.json and .csv
 };
 
 // What --output-format asks for: the reference's legacy summary (yaml, json) and the successor's
