@@ -214,6 +214,19 @@ PY
     sed 's/wavevector_q: \[0.0048, 0.0054, 0.0060\]/wavevector_q: [0.0054, 0.009]/' rings.yaml > absent.yaml
     expect_exit 1 "wavevector_q\[1\]: wavevector q = 0.009 1/A is not present" "$bin_dir/homodyne" \
       --config absent.yaml --dry-run
+    # Rings of different frame counts (a file h5py writes: the simulator writes one size).
+    "$(plot_python)" - <<'PY' || { echo "FAIL: cannot write frames.h5"; failures=$((failures + 1)); }
+import h5py, numpy
+with h5py.File("data/frames.h5", "w") as f:
+    f["/xpcs/qmap/dynamic_v_list_dim0"] = numpy.array([0.0054, 0.006])
+    f["/xpcs/qmap/dynamic_v_list_dim1"] = numpy.array([0.0])
+    f["/xpcs/twotime/processed_bins"] = numpy.array([1, 2])
+    for k, n in ((1, 20), (2, 30)):
+        f[f"/xpcs/twotime/correlation_map/c2_{k:05d}"] = numpy.triu(numpy.ones((n, n))) + 0.1
+PY
+    sed 's/wavevector_q: \[0.0048, 0.0054, 0.0060\]/wavevector_q: [0.0054, 0.006]/; s/data_file_name: rings.h5/data_file_name: frames.h5/' rings.yaml > frames.yaml
+    expect_exit 1 "analyzer_parameters.scattering.wavevector_q: the ring q = 0.006 1/A \(/xpcs/twotime/correlation_map/c2_00002\) has 30 frames but the ring q = 0.0054 1/A" \
+      "$bin_dir/homodyne" --config frames.yaml --dry-run
     # Joint: every ring's matrices in one data set, refused until the engine fits several q.
     sed 's/wavevector_q: \[0.0048, 0.0054, 0.0060\]/wavevector_q: [0.0048, 0.0054, 0.0060]\n    q_fit: joint/' rings.yaml > joint.yaml
     expect_exit 1 "q_fit: joint is not available yet" "$bin_dir/homodyne" --config joint.yaml \
