@@ -214,6 +214,19 @@ PY
     sed 's/wavevector_q: \[0.0048, 0.0054, 0.0060\]/wavevector_q: [0.0054, 0.009]/' rings.yaml > absent.yaml
     expect_exit 1 "wavevector_q\[1\]: wavevector q = 0.009 1/A is not present" "$bin_dir/homodyne" \
       --config absent.yaml --dry-run
+    # A SLURM array over the rings (slurm/README.md, Several q rings), its tasks run without
+    # SLURM: every ring's folder in one results folder, then the summary from them.
+    for task in 1 2 3; do
+      SLURM_JOB_ID=$((4240 + task)) SLURM_ARRAY_JOB_ID=77 SLURM_ARRAY_TASK_ID=$task \
+        SLURM_CPUS_PER_TASK=2 SCRATCH_DIR=$PWD/scratch Q_RINGS=1 CONFIG=rings.yaml \
+        HOMODYNE=$bin_dir/homodyne bash "$repo/slurm/homodyne_array.sbatch" > "array_$task.log" 2>&1 ||
+        { echo "FAIL: array task $task"; cat "array_$task.log"; failures=$((failures + 1)); }
+    done
+    expect_exit 0 "q summary in homodyne_results/77/rings/nlsq/q_summary.json" "$bin_dir/homodyne" \
+      --config rings.yaml --output-dir homodyne_results/77/rings --q-summary
+    [ "$(grep -c '"fitted": true' homodyne_results/77/rings/nlsq/q_summary.json)" -eq 3 ] ||
+      { echo "FAIL: the array's summary does not hold 3 fitted rings"; failures=$((failures + 1)); }
+    same_results out/q_0.006 homodyne_results/77/rings/q_0.006
     # Rings of different frame counts (a file h5py writes: the simulator writes one size).
     "$(plot_python)" - <<'PY' || { echo "FAIL: cannot write frames.h5"; failures=$((failures + 1)); }
 import h5py, numpy
