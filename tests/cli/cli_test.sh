@@ -189,6 +189,15 @@ PY
     else
       echo "FAIL: q_summary"; failures=$((failures + 1))
     fi
+    # Interrupted in ring 1: its checkpoint in its own folder; the rerun resumes it and ends with
+    # bitwise the uninterrupted rings.
+    HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=100:15 expect_exit 3 "interrupted by SIGTERM; checkpoint saved" \
+      "$faults_program" --config rings.yaml --output-dir resumed
+    ls checkpoints/q_0.0048/homodyne_state_batch_*.h5 > /dev/null 2>&1 ||
+      { echo "FAIL: no checkpoint in checkpoints/q_0.0048"; failures=$((failures + 1)); }
+    expect_exit 0 "resuming from ./checkpoints/q_0.0048/" "$bin_dir/homodyne" --config rings.yaml \
+      --output-dir resumed
+    for ring in q_0.0048 q_0.0054 q_0.006; do same_results "out/$ring" "resumed/$ring"; done
     # A ring of the list is bitwise the fit of a config naming that ring alone.
     sed 's/wavevector_q: \[0.0048, 0.0054, 0.0060\]/wavevector_q: 0.0054/' rings.yaml > one.yaml
     expect_exit 0 "LM converged" "$bin_dir/homodyne" --config one.yaml --output-dir one
