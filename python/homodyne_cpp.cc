@@ -15,6 +15,7 @@
 #include <cmath>
 #include <csignal>
 #include <exception>
+#include <filesystem>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -594,15 +595,45 @@ class PythonObserver {
   std::optional<py::error_already_set> error_;
 };
 
+bool SelectsSeveralRings(const DataSelection& data) {
+  return data.all_q_rings || !data.wavevector_q_list.empty();
+}
+
+// ring_q: the fit of one ring of several fitted independently (fit_nlsq loops over them; its
+// checkpoints in checkpoint_dir/q_<q>, as the CLI's: docs/python.md, Several q rings). Several
+// rings with q_fit joint: every ring's matrices in one data set.
 NlsqResult FitNlsq(const std::optional<py::dict>& data, const LoadedConfig& loaded,
                    const std::vector<InitialValue>& initial_values, const PythonFitOptions& options,
-                   const py::object& progress, const std::optional<std::string>& output_dir) {
-  const Config config =
-      ResolveConfig(loaded.source, OverridesFromKeywords(options, initial_values));
+                   const py::object& progress, const std::optional<std::string>& output_dir,
+                   const std::optional<double>& ring_q = std::nullopt) {
+  Config config = ResolveConfig(loaded.source, OverridesFromKeywords(options, initial_values));
+  if (ring_q) {
+    RingInfo ring;
+    ring.q_inv_angstrom = *ring_q;
+    config.data = SelectionOfRing(config.data, ring);
+    config.geometry.q_inv_angstrom = *ring_q;
+    config.streaming.checkpoint_dir =
+        (std::filesystem::path(config.streaming.checkpoint_dir) / RingFolderName(*ring_q)).string();
+  } else if (SelectsSeveralRings(config.data) && config.data.q_fit == QFitMode::kJoint && !data) {
+    config.data = JointSelection(config.data);
+  }
   ArrayInput input;
   if (!data) {
     input.source = OpenBatchSource(config.data);
+    if (config.data.q_fit == QFitMode::kJoint) RequireJointFitSupport(input.source->info());
   } else {
+    if (!ring_q && SelectsSeveralRings(config.data) && data->contains("wavevector_q_list")) {
+      // A dict of several rings' matrices (load_xpcs_data of a config of several rings) fitted
+      // as one data set: the joint fit's guard.
+      DatasetInfo rings;
+      rings.file_path = "<in-memory data>";
+      for (const double q : DoublesOf(*data, "wavevector_q_list")) {
+        AngleInfo angle;
+        angle.q_inv_angstrom = q;
+        rings.angles.push_back(angle);
+      }
+      RequireJointFitSupport(rings);
+    }
     input = SourceFromDict(*data, config);
   }
   PythonObserver observer(progress);
@@ -648,7 +679,11 @@ NlsqResult FitNlsq(const std::optional<py::dict>& data, const LoadedConfig& load
 }
 
 py::dict LoadXpcsData(const LoadedConfig& loaded) {
-  std::unique_ptr<BatchSource> source = OpenBatchSource(loaded.config.data);
+  // Several rings: every selected ring's matrices, ring after ring, a q per matrix
+  // (wavevector_q_list; docs/python.md, Several q rings).
+  const DataSelection& selection = loaded.config.data;
+  std::unique_ptr<BatchSource> source =
+      OpenBatchSource(SelectsSeveralRings(selection) ? JointSelection(selection) : selection);
   const DatasetInfo& info = source->info();
   const auto n = static_cast<py::ssize_t>(info.num_times());
   const auto n_phi = static_cast<py::ssize_t>(info.num_angles());
@@ -1080,18 +1115,35 @@ PYBIND11_MODULE(_core, m) {
          std::optional<std::string> global_search, std::optional<bool> fast_mode,
          std::optional<int> max_iterations, std::optional<std::string> checkpoint_dir,
          std::optional<bool> checkpoints, std::optional<bool> resume, const py::object& progress,
-         std::optional<std::string> output_dir, std::optional<std::string> uncertainty) {
+         std::optional<std::string> output_dir, std::optional<std::string> uncertainty,
+         std::optional<double> ring_q) {
         const PythonFitOptions options{threads,        strategy,    memory_limit_gb,
                                        global_search,  fast_mode,   max_iterations,
                                        checkpoint_dir, checkpoints, resume,
                                        uncertainty};
-        return FitNlsq(data, config, initial_values, options, progress, output_dir);
+        return FitNlsq(data, config, initial_values, options, progress, output_dir, ring_q);
       },
       py::arg("data"), py::arg("config"), py::arg("initial_values"), py::arg("threads"),
       py::arg("strategy"), py::arg("memory_limit_gb"), py::arg("global_search"),
       py::arg("fast_mode"), py::arg("max_iterations"), py::arg("checkpoint_dir"),
       py::arg("checkpoints"), py::arg("resume"), py::arg("progress"), py::arg("output_dir"),
-      py::arg("uncertainty"), "fit_nlsq with its arguments converted (homodyne_cpp.fit_nlsq).");
+      py::arg("uncertainty"), py::arg("ring_q") = py::none(),
+      "fit_nlsq with its arguments converted (homodyne_cpp.fit_nlsq).");
+  m.def(
+      "_rings",
+      [](const LoadedConfig& loaded) -> py::object {
+        const DataSelection& selection = loaded.config.data;
+        if (!SelectsSeveralRings(selection)) return py::none();
+        std::vector<double> qs;
+        for (const RingInfo& ring : ListSelectedRings(selection)) qs.push_back(ring.q_inv_angstrom);
+        return py::make_tuple(std::string(ToString(selection.q_fit)), qs);
+      },
+      py::arg("config"),
+      "None for one ring, else (q_fit, [q of each selected ring]) (docs/python.md, Several q "
+      "rings).");
+  m.def("_ring_folder_name", &RingFolderName, py::arg("q"), "q_<q>, a ring's results folder.");
+  m.def("_write_ring_summary", &WriteRingSummary, py::arg("output_dir"), py::arg("ring_qs"),
+        "Writes OUTPUT_DIR/nlsq/q_summary.json and .csv; returns the JSON's path.");
 
   m.def("_compute_c2", &ComputeC2, py::arg("params"), py::arg("t"), py::arg("phi"), py::arg("q"),
         py::arg("L"), py::arg("contrast"), py::arg("offset"), py::arg("mode"), py::arg("dt"),

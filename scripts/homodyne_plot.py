@@ -52,6 +52,12 @@ carry q and the data file's name where known. The figures are drawn by --jobs pr
 after the files are read (default one per CPU, at most 8); HOMODYNE_PLOT_TIMES=1 with --jobs 1
 prints each figure's time.
 
+--q-summary draws OUTPUT_DIR/nlsq/q_dependence.png from OUTPUT_DIR/nlsq/q_summary.json, the
+summary of several q rings fitted independently (docs/results.md, Several q rings): the decay
+rate q^2 D(t_ref) against q^2 with the line a pure diffusion gives (slope the rings' weighted
+mean D, through 0), and in laminar_flow the shear phase scale q gamma_dot(t_ref) against q with
+its line; t_ref is the summary's reference_time_s.
+
 --plot-experimental-data draws the data alone, before any fit (experimental_c2_heatmaps.png,
 experimental_g2_lag.png into exp_data/ or --plot-dir): from a beamline HDF5 file (APS-U or
 APS-old, read as src/io/beamline_reader.cc reads them: the q ring closest to --q, the frame
@@ -150,6 +156,9 @@ def parse_arguments(argv):
     parser.add_argument("--data-file",
                         help="the data file: its name in the titles; with "
                              "--plot-experimental-data, the file drawn")
+    parser.add_argument("--q-summary", action="store_true",
+                        help="draw nlsq/q_dependence.png from nlsq/q_summary.json (several q "
+                             "rings fitted independently)")
     experimental = parser.add_argument_group(
         "the data alone (--plot-experimental-data)",
         "draws c2(t1, t2) and g2(tau) of a beamline HDF5 file (APS-U or APS-old layout) or of "
@@ -1788,6 +1797,8 @@ def main(argv):
     numpy.seterr(invalid="ignore", divide="ignore")
     if arguments.plot_experimental_data:
         return experimental_main(h5py, numpy, pyplot, arguments)
+    if arguments.q_summary:
+        return q_summary_main(numpy, pyplot, arguments)
     folder = os.path.join(arguments.output_dir, "nlsq")
     results = Results(h5py, numpy, folder, arguments.max_pixels, arguments.data_file)
     plot_dir = arguments.plot_dir or folder
@@ -1798,6 +1809,76 @@ def main(argv):
         fail(f"{plot_dir}: cannot create the plot folder ({error.strerror})")
     jobs = figure_jobs(numpy, pyplot, results, plot_dir, arguments)
     return run_jobs(jobs, worker_count(arguments.jobs, len(jobs)))
+
+
+def weighted_slope_through_zero(numpy, x, y, sigma):
+    """The least-squares slope of y = s x (weights 1 / sigma^2; unit weights where sigma is not
+    a positive number)."""
+    weights = numpy.where(numpy.isfinite(sigma) & (sigma > 0), 1.0 / numpy.square(sigma), 1.0)
+    denominator = numpy.sum(weights * x * x)
+    return float(numpy.sum(weights * x * y) / denominator) if denominator > 0 else math.nan
+
+
+def q_summary_main(numpy, pyplot, arguments):
+    """--q-summary: nlsq/q_dependence.png from nlsq/q_summary.json."""
+    global current_activity
+    folder = os.path.join(arguments.output_dir, "nlsq")
+    path = os.path.join(folder, "q_summary.json")
+    current_activity = f"{path}: reading it"
+    if not os.path.isfile(path):
+        fail(f"{path}: no such file (run the independent fits of several q rings first)")
+    with open(path, encoding="utf-8") as handle:
+        summary = json.load(handle)
+    rings = [ring for ring in summary.get("rings", [])
+             if ring.get("fitted") and ring.get("rates_at_reference_time")]
+    if not rings:
+        fail(f"{path}: no fitted ring with rates at the reference time")
+    t_ref = summary.get("reference_time_s")
+    q = numpy.array([ring["q"] for ring in rings], dtype=float)
+
+    def rate(name):
+        values, errors = [], []
+        for ring in rings:
+            entry = ring["rates_at_reference_time"].get(name) or {}
+            value, error = entry.get("value"), entry.get("uncertainty")
+            values.append(math.nan if value is None else value)
+            errors.append(math.nan if error is None else error)
+        return numpy.array(values, dtype=float), numpy.array(errors, dtype=float)
+
+    panels = [("D", "q²  [Å⁻²]", "q² D(t_ref)  [1/s]", 2)]
+    if any("gamma_dot" in ring["rates_at_reference_time"] for ring in rings):
+        panels.append(("gamma_dot", "q  [Å⁻¹]", "q γ̇(t_ref)  [1/(Å s)]", 1))
+    figure, axes = pyplot.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), squeeze=False)
+    for axis, (name, x_label, y_label, power) in zip(axes[0], panels):
+        values, errors = rate(name)
+        x = q ** power
+        y = values * q ** power
+        y_errors = errors * q ** power
+        axis.errorbar(x, y, yerr=numpy.where(numpy.isfinite(y_errors), y_errors, 0.0), fmt="o",
+                      capsize=3, label="rings (independent fits)")
+        slope = weighted_slope_through_zero(numpy, x, y, y_errors)
+        if math.isfinite(slope):
+            line_x = numpy.linspace(0.0, float(numpy.max(x)) * 1.05, 50)
+            what = "pure diffusion" if name == "D" else "one shear rate"
+            mean_name = "D" if name == "D" else "γ̇"
+            axis.plot(line_x, slope * line_x, "--",
+                      label=f"{what}: {mean_name} = {slope:.4g} (weighted mean)")
+        axis.set_xlabel(x_label)
+        axis.set_ylabel(y_label)
+        axis.set_xlim(left=0.0)
+        axis.legend(fontsize=8)
+        axis.grid(alpha=0.3)
+    time_text = f"t_ref = {t_ref:.4g} s" if isinstance(t_ref, (int, float)) else "t_ref unknown"
+    figure.suptitle(f"{len(rings)} q rings, rates at {time_text}")
+    figure.tight_layout()
+    plot_dir = arguments.plot_dir or folder
+    os.makedirs(plot_dir, exist_ok=True)
+    output = os.path.join(plot_dir, "q_dependence.png")
+    current_activity = f"{output}: writing it"
+    figure.savefig(output, dpi=arguments.dpi)
+    pyplot.close(figure)
+    print(f"{PROGRAM}: wrote {output}")
+    return 0
 
 
 def report_failure(error):

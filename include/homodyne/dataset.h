@@ -11,8 +11,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 namespace homodyne {
@@ -42,6 +45,16 @@ struct PhiRange {
 // True when phi (normalised) lies in the range (ends normalised, wrap-aware, inclusive).
 bool PhiInRange(double phi_degrees, const PhiRange& range);
 
+// How several selected rings are fitted (analyzer_parameters.scattering.q_fit).
+enum class QFitMode {
+  kIndependent,  // one fit per ring, each in its own results folder, then a summary
+  kJoint,        // one fit of every ring's matrices: physical parameters shared
+};
+// "independent" or "joint".
+inline std::string_view ToString(QFitMode mode) {
+  return mode == QFitMode::kJoint ? "joint" : "independent";
+}
+
 // What to read from a file; built from the config (experimental_data, analyzer_parameters,
 // phi_filtering) and CLI overrides.
 struct DataSelection {
@@ -57,8 +70,30 @@ struct DataSelection {
   // kPhiSelectionToleranceDegrees (the successor's tolerance), none there is a DataError, and
   // phi_filtering is not applied.
   std::vector<double> phi_selected_degrees;
+  // Several q rings (docs/configuration.md, Several q rings). wavevector_q_list: the targets of a
+  // list (or the rings `all` resolved to), in the order given; empty: the one ring nearest
+  // wavevector_q_target (today's single-ring selection, bitwise the same). Non-empty: every listed
+  // ring is selected exactly (the matrices whose q is that ring's, in both layouts: no APS-old
+  // window), their matrices together in file order, each AngleInfo with its own q.
+  std::vector<double> wavevector_q_list;
+  bool all_q_rings = false;  // wavevector_q: all (every ring of the file; ListSelectedRings)
+  // data_filtering (enabled): kept rings' q in [q_range_min, q_range_max] [1/A] and kept angles
+  // in data_phi_range, on top of the q target(s) and phi_filtering. When they keep nothing:
+  // fallback_on_empty keeps everything (a warning, as the reference does), else a DataError.
+  std::optional<std::pair<double, double>> data_q_range;  // data_filtering.q_range {min, max}
+  std::optional<PhiRange> data_phi_range;                 // data_filtering.phi_range {min, max}
+  bool data_filtering_fallback_on_empty = true;           // data_filtering.fallback_on_empty
+  QFitMode q_fit = QFitMode::kIndependent;  // analyzer_parameters.scattering.q_fit
 };
 inline constexpr double kPhiSelectionToleranceDegrees = 1.0;
+
+// One q ring of a file as a selection keeps it: its q and the angles kept there.
+struct RingInfo {
+  double q_inv_angstrom = 0.0;     // the file's q of the ring
+  std::vector<double> phi_degrees;  // kept angles, normalised, file order
+  int num_raw_frames = 0;           // N_raw after slicing (the same for every ring)
+  int64_t num_fit_points() const;   // n_angles * N * (N - 1)
+};
 
 // One correlation matrix kept for fitting.
 struct AngleInfo {
@@ -155,6 +190,19 @@ class BatchSource {
 // Opens the file, detects the layout, selects q ring, frames and angles, and validates shapes.
 // Throws DataError with the file path and what is missing or wrong.
 DatasetInfo InspectDataset(const DataSelection& selection);
+// The rings a selection names, each with its kept angles, in the order of the list (ascending q
+// for `all`): wavevector_q_list (or all_q_rings), else the one ring of wavevector_q_target. Each
+// listed q must match a ring within q_tolerance_fraction (the single-ring message, with the key
+// and list index). Throws DataError naming the file, the key and the ring: a listed q absent,
+// two entries on the same ring, rings of different frame counts, a ring without angles.
+std::vector<RingInfo> ListSelectedRings(const DataSelection& selection);
+// The selection of ring `ring` alone (one fit of an independent run): wavevector_q_list = {its q},
+// wavevector_q_target its q, all_q_rings and data_q_range cleared.
+DataSelection SelectionOfRing(const DataSelection& selection, const RingInfo& ring);
+// The selection of a joint fit (q_fit: joint): every ring ListSelectedRings selects, by its
+// file q, in one data set (AngleInfo::q_inv_angstrom per matrix); all_q_rings and data_q_range
+// resolved into wavevector_q_list.
+DataSelection JointSelection(const DataSelection& selection);
 std::unique_ptr<BatchSource> OpenBatchSource(const DataSelection& selection);
 
 // Correlation matrices already in memory (numpy arrays from Python, a program's own buffers):

@@ -275,4 +275,18 @@ std::optional<LegacySummaryFormat> ParseLegacySummaryFormat(const std::string& t
 std::string WriteLegacySummary(const FitResult& result, LegacySummaryFormat format,
                                const std::string& output_dir);
 
+// Several q rings fitted independently (docs/results.md, Several q rings): ring q's folder is
+// output_dir/q_<q> (RingFolderName: q with 8 significant digits, e.g. q_0.0054), an ordinary
+// results folder (its nlsq/ holds the usual files).
+std::string RingFolderName(double q_inv_angstrom);
+
+// Writes output_dir/nlsq/q_summary.json and q_summary.csv from the result files of each ring's
+// folder (nlsq/parameters.json, analysis_results_nlsq.json, derived_rates.json): per ring its q,
+// folder, every parameter with its uncertainty, reduced chi2, convergence status, quality flag,
+// and the rates (D, and gamma_dot in laminar_flow) at a reference time, the middle of the first
+// fitted ring's derived-rates grid. A ring without results (not fitted yet, or failed) is listed
+// with "fitted": false. Durable and atomic, as every result file. Returns the JSON's path.
+// Throws InputError naming a file that cannot be read or written.
+std::string WriteRingSummary(const std::string& output_dir, const std::vector<double>& ring_qs);
+
 }  // namespace homodyne

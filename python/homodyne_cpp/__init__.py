@@ -178,7 +178,9 @@ def load_config(config):
 def load_xpcs_data(config):
     """The config's data set as the fit sees it: a dict of c2_exp (n_phi, n_t, n_t) float64 on the
     fitted grid (frame 0 dropped, diagonal corrected), t1, t2 (t_i = (i + 1) dt), phi_angles_list,
-    wavevector_q_list, dt and file_path. config: anything load_config takes."""
+    wavevector_q_list, dt and file_path. config: anything load_config takes. A config of several
+    q rings (wavevector_q a list or all) gives every selected ring's matrices, ring after ring:
+    wavevector_q_list holds each matrix's q (docs/python.md, Several q rings)."""
     return _core._load_xpcs_data(load_config(config))
 
 
@@ -229,6 +231,12 @@ def fit_nlsq(data, config, initial_params=None, *, threads=None, strategy=None,
     reference's numbers). progress: a callable given a dict per event (stage, index, total,
     value); an exception it raises stops the fit and is raised as it is. verbose: True shows the
     engine's progress lines (phases, iterations) for this call; by default only its warnings.
+
+    Several q rings (analyzer_parameters.scattering.wavevector_q a list or all): q_fit
+    independent returns a dict {q: NlsqResult}, one fit per ring in the rings' order (with
+    output_dir, each ring's files in output_dir/q_<q>/ and the summary in
+    output_dir/nlsq/q_summary.json); q_fit joint returns one NlsqResult of every ring's matrices
+    (docs/python.md, Several q rings).
     """
     if data is not None and not isinstance(data, dict):
         raise TypeError("data must be None (read the config's file) or a dict as load_xpcs_data "
@@ -252,13 +260,44 @@ def fit_nlsq(data, config, initial_params=None, *, threads=None, strategy=None,
     verbose = _flag(verbose, "verbose")
     config = load_config(config)
     initial_values = _initial_values(initial_params, config)
+    rings = _core._rings(config)
     previous_level = _core._log_level()
     if verbose:
         set_log_level("info")
     try:
+        if rings is not None and rings[0] == "independent":
+            return _fit_rings(data, config, rings[1], initial_values, progress, options)
         return _core._fit_nlsq(data, config, initial_values, progress=progress, **options)
     finally:
         set_log_level(previous_level)
+
+
+def _fit_rings(data, config, ring_qs, initial_values, progress, options):
+    """Independent fits of several q rings, one after the other (docs/python.md, Several q
+    rings): {q: NlsqResult} in the rings' order; with output_dir, each ring's files in
+    output_dir/q_<q>/ and the summary in output_dir/nlsq/q_summary.json and .csv."""
+    import os
+    results = {}
+    output_dir = options.pop("output_dir")
+    for q in ring_qs:
+        ring_data = data
+        if data is not None:
+            # The ring's matrices of a dict as load_xpcs_data returns it (a q per matrix).
+            q_list = [float(value) for value in data["wavevector_q_list"]]
+            keep = [k for k, value in enumerate(q_list) if abs(value - q) <= 1e-10]
+            if not keep:
+                raise ValueError(f"data has no matrix of the ring q = {q:g} 1/A "
+                                 f"(its wavevector_q_list: {sorted(set(q_list))})")
+            ring_data = dict(data)
+            for key in ("c2_exp", "phi_angles_list", "wavevector_q_list"):
+                ring_data[key] = data[key][keep]
+        ring_output = (None if output_dir is None
+                       else os.path.join(output_dir, _core._ring_folder_name(q)))
+        results[q] = _core._fit_nlsq(ring_data, config, initial_values, progress=progress,
+                                     output_dir=ring_output, ring_q=q, **options)
+    if output_dir is not None:
+        _core._write_ring_summary(output_dir, list(ring_qs))
+    return results
 
 
 def compute_c2(params, t, phi, q, L=None, contrast=0.5, offset=1.0, mode="laminar_flow", dt=0.0):

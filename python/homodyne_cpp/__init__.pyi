@@ -125,7 +125,7 @@ def fit_nlsq(
     output_dir: Optional[_PathLike] = None,
     verbose: bool = False,
     uncertainty: Optional[str] = None,
-) -> NlsqResult: ...
+) -> Union[NlsqResult, dict[float, NlsqResult]]: ...
 def compute_c2(
     params: _Numbers,
     t: _Numbers,

@@ -84,6 +84,12 @@ void ValidateProgramFlags(const CommandLineOptions& options) {
     throw UsageError("--output-format " + *options.output_format +
                      ": must be one of yaml, json, npz, both");
   }
+  if (options.q_index && *options.q_index < 0) {
+    throw UsageError("--q-index " + std::to_string(*options.q_index) + ": must be >= 0");
+  }
+  if (options.q_index && options.q_summary_only) {
+    throw UsageError("--q-index and --q-summary: give one (--q-summary fits nothing)");
+  }
 }
 
 }  // namespace
@@ -206,6 +212,12 @@ std::optional<CommandLineOptions> ParseCommandLine(int argc, char** argv) {
   app.add_flag("--profile-intervals", options.profile_intervals,
                "Profile-likelihood 68 % and 95 % intervals of each physical parameter after the "
                "fit (optimization.nlsq.profile_intervals; a few refits per interval end)");
+  AddOptional(app, "--q-index", options.q_index,
+              "Of several q rings fitted independently, fit ring K alone (0-based; a SLURM "
+              "array task: --q-index $SLURM_ARRAY_TASK_ID)");
+  app.add_flag("--q-summary", options.q_summary_only,
+               "Of several q rings fitted independently, only write OUTPUT_DIR/nlsq/q_summary.json "
+               "and .csv from the rings' result folders (after a SLURM array)");
   app.add_flag("--dry-run", options.dry_run,
                "Load config and data, print a summary and the memory each strategy needs; no fit");
 

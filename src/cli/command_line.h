@@ -46,6 +46,10 @@ struct CommandLineOptions {
   std::optional<std::string> uncertainty;    // --uncertainty auto|jackknife|standard|curvature
   bool profile_intervals = false;            // --profile-intervals
   bool dry_run = false;                      // --dry-run
+  // --q-index K: of several rings fitted independently, ring K alone (0-based, the order of the
+  // config's list, ascending q for all): a SLURM array's task (docs/configuration.md, Several q rings).
+  std::optional<int> q_index;
+  bool q_summary_only = false;  // --q-summary: only write OUTPUT_DIR/nlsq/q_summary.json and .csv
 };
 
 // What --output-format asks for: the reference's legacy summary (yaml, json) and the successor's

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -154,8 +155,11 @@ void PrintResult(const FitOutcome& outcome, std::ostream& out) {
 
 }  // namespace
 
-int RunFit(const Config& config, const CommandLineOptions& options, std::ostream& out) {
+// One fit into output_dir (its nlsq/ folder): the single-ring run, and each ring of several.
+int RunOneFit(const Config& config, const CommandLineOptions& options,
+              const std::string& output_dir, std::ostream& out) {
   std::unique_ptr<BatchSource> source = OpenBatchSource(config.data);
+  if (config.data.q_fit == QFitMode::kJoint) RequireJointFitSupport(source->info());
   // Rank 0 of an MPI job alone shows progress (the ranks make the same passes).
   PassProgressBar progress_bar(config.performance.enable_progress &&
                                CurrentProcessGroup()->is_root());
@@ -164,7 +168,7 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
     progress_bar.Update(progress);
   };
   FitJobOptions job;
-  job.output_dir = options.output_dir;
+  job.output_dir = output_dir;
   const std::optional<OutputFormat> format =
       options.output_format ? ParseOutputFormat(*options.output_format) : std::nullopt;
   job.write_npz = format && format->npz;
@@ -174,18 +178,151 @@ int RunFit(const Config& config, const CommandLineOptions& options, std::ostream
   };
   const FitOutcome outcome = RunFitJob(config, *source, job, observer);
   if (!CurrentProcessGroup()->is_root()) return outcome.exit_code;  // rank 0 prints and writes
-  if (options.save_plots) SavePlots(options.output_dir);  // a failure only warns
-  out << "  results in " << options.output_dir << "/nlsq/\n";
+  if (options.save_plots) SavePlots(output_dir);  // a failure only warns
+  out << "  results in " << output_dir << "/nlsq/\n";
   if (format && format->legacy_summary) {
     out << "  legacy summary in "
-        << WriteLegacySummary(outcome.result, *format->legacy_summary, options.output_dir) << "\n";
+        << WriteLegacySummary(outcome.result, *format->legacy_summary, output_dir) << "\n";
   }
   return outcome.exit_code;
 }
 
-int RunDryRun(const Config& config, std::ostream& out) {
-  std::unique_ptr<BatchSource> source = OpenBatchSource(config.data);
-  DescribeFitPlan(config, *source, out);
+bool SelectsSeveralRings(const DataSelection& data) {
+  return data.all_q_rings || !data.wavevector_q_list.empty();
+}
+
+std::string RingText(const RingInfo& ring) {
+  char text[160];
+  std::snprintf(text, sizeof(text), "q = %.8g 1/A: %zu angle%s (", ring.q_inv_angstrom,
+                ring.phi_degrees.size(), ring.phi_degrees.size() == 1 ? "" : "s");
+  std::string line = text;
+  for (size_t k = 0; k < ring.phi_degrees.size(); ++k) {
+    std::snprintf(text, sizeof(text), "%s%g", k ? ", " : "", ring.phi_degrees[k]);
+    line += text;
+  }
+  std::snprintf(text, sizeof(text), " deg), %lld points",
+                static_cast<long long>(ring.num_fit_points()));
+  return line + text;
+}
+
+// The config of ring `ring` of several fitted independently: its selection alone, its q, and
+// its checkpoint folder checkpoint_dir/q_<q>.
+Config ConfigOfRing(const Config& config, const RingInfo& ring) {
+  Config ring_config = config;
+  ring_config.data = SelectionOfRing(config.data, ring);
+  ring_config.geometry.q_inv_angstrom = ring.q_inv_angstrom;
+  ring_config.streaming.checkpoint_dir =
+      (std::filesystem::path(config.streaming.checkpoint_dir) / RingFolderName(ring.q_inv_angstrom))
+          .string();
+  return ring_config;
+}
+
+// The rings of the config, with --q-index checked against them (a UsageError naming the flag).
+std::vector<RingInfo> RingsToRun(const Config& config, const CommandLineOptions& options,
+                                 std::vector<RingInfo>& all_rings) {
+  all_rings = ListSelectedRings(config.data);
+  if (!options.q_index) return all_rings;
+  const int k = *options.q_index;
+  if (k < 0 || k >= static_cast<int>(all_rings.size())) {
+    throw UsageError("--q-index " + std::to_string(k) + ": the config selects " +
+                     std::to_string(all_rings.size()) + " ring(s), indices 0 to " +
+                     std::to_string(all_rings.size() - 1) +
+                     " (analyzer_parameters.scattering.wavevector_q)");
+  }
+  return {all_rings[static_cast<size_t>(k)]};
+}
+
+// Independent fits of several rings (docs/configuration.md, Several q rings): one after the other,
+// each with all the threads, into output_dir/q_<q>/ with its own checkpoint folder
+// checkpoint_dir/q_<q>/ (so that a ring resumes its own fit, and rings run by separate processes
+// never share a folder's lock); then the summary of every ring of the config found on disk.
+int RunIndependentRings(const Config& config, const CommandLineOptions& options,
+                        std::ostream& out) {
+  std::vector<RingInfo> all_rings;
+  const std::vector<RingInfo> rings = RingsToRun(config, options, all_rings);
+  std::vector<double> all_qs;
+  for (const RingInfo& ring : all_rings) all_qs.push_back(ring.q_inv_angstrom);
+  int exit_code = kExitSuccess;
+  if (!options.q_summary_only) {
+    for (size_t k = 0; k < rings.size(); ++k) {
+      const RingInfo& ring = rings[k];
+      const std::string folder = RingFolderName(ring.q_inv_angstrom);
+      out << "ring " << (options.q_index ? *options.q_index : static_cast<int>(k)) + 1 << " of "
+          << all_rings.size() << ", " << RingText(ring) << "\n";
+      out.flush();
+      const Config ring_config = ConfigOfRing(config, ring);
+      const std::string ring_output = (std::filesystem::path(options.output_dir) / folder).string();
+      const int ring_exit = RunOneFit(ring_config, options, ring_output, out);
+      if (ring_exit != kExitSuccess) exit_code = ring_exit;
+    }
+  }
+  if (!CurrentProcessGroup()->is_root()) return exit_code;
+  if (options.q_index) {
+    // One ring of a SLURM array: the others may not be done; the summary comes after them.
+    out << "ring " << *options.q_index + 1 << " of " << all_rings.size()
+        << " done; when every ring is, write the summary with --q-summary\n";
+    return exit_code;
+  }
+  out << "q summary in " << WriteRingSummary(options.output_dir, all_qs) << " (and q_summary.csv)\n";
+  if (options.save_plots) SaveRingSummaryPlot(options.output_dir);  // a failure only warns
+  return exit_code;
+}
+
+int RunFit(const Config& config, const CommandLineOptions& options, std::ostream& out) {
+  if (!SelectsSeveralRings(config.data)) {
+    if (options.q_index || options.q_summary_only) {
+      throw UsageError(std::string(options.q_index ? "--q-index" : "--q-summary") +
+                       " needs several q rings: analyzer_parameters.scattering.wavevector_q is "
+                       "one number (give a list or all)");
+    }
+    return RunOneFit(config, options, options.output_dir, out);
+  }
+  if (config.data.q_fit == QFitMode::kIndependent) return RunIndependentRings(config, options, out);
+  if (options.q_index || options.q_summary_only) {
+    throw UsageError(std::string(options.q_index ? "--q-index" : "--q-summary") +
+                     " is for independent fits of several rings; this config has q_fit: joint");
+  }
+  // Joint: every selected ring's matrices in one data set, one fit (ResolveJointSelection).
+  Config joint = config;
+  joint.data = JointSelection(config.data);
+  return RunOneFit(joint, options, options.output_dir, out);
+}
+
+int RunDryRun(const Config& config, const CommandLineOptions& options, std::ostream& out) {
+  if (!SelectsSeveralRings(config.data)) {
+    std::unique_ptr<BatchSource> source = OpenBatchSource(config.data);
+    DescribeFitPlan(config, *source, out);
+    return kExitSuccess;
+  }
+  // The rings, their angles and points; then the plan of the first ring (independent: each
+  // ring's plan is the same but for its q) or of the joint data set.
+  std::vector<RingInfo> all_rings;
+  const std::vector<RingInfo> rings =
+      config.data.q_fit == QFitMode::kIndependent ? RingsToRun(config, options, all_rings)
+                                                  : ListSelectedRings(config.data);
+  const size_t total = config.data.q_fit == QFitMode::kIndependent ? all_rings.size() : rings.size();
+  int64_t points = 0;
+  for (const RingInfo& ring : rings) points += ring.num_fit_points();
+  out << "q rings: " << total << " selected, q_fit: " << ToString(config.data.q_fit)
+      << (options.q_index ? ", this run: --q-index " + std::to_string(*options.q_index) : "")
+      << "\n";
+  for (size_t k = 0; k < rings.size(); ++k) {
+    out << "  ring " << (options.q_index ? *options.q_index : static_cast<int>(k)) + 1 << ": "
+        << RingText(rings[k]) << "\n";
+  }
+  out << "  points, all rings listed: " << points << "\n";
+  Config first = config;
+  if (config.data.q_fit == QFitMode::kJoint) {
+    first.data = JointSelection(config.data);
+    out << "plan of the joint fit:\n";
+  } else {
+    first = ConfigOfRing(config, rings.front());
+    out << "plan of ring " << (options.q_index ? *options.q_index : 0) + 1
+        << " (every ring is planned alike):\n";
+  }
+  std::unique_ptr<BatchSource> source = OpenBatchSource(first.data);
+  if (first.data.q_fit == QFitMode::kJoint) RequireJointFitSupport(source->info());
+  DescribeFitPlan(first, *source, out);
   return kExitSuccess;
 }
 

@@ -59,7 +59,7 @@ int Run(int argc, char** argv) {
       ResolveConfig(ReadConfigFile(options->config_path), OverridesFromCommandLine(*options));
   for (const std::string& warning : config.warnings) spdlog::warn("{}", warning);
 
-  if (options->dry_run) return RunDryRun(config, out);
+  if (options->dry_run) return RunDryRun(config, *options, out);
   return RunFit(config, *options, out);
 }
 

@@ -140,13 +140,29 @@ ChildOutcome RunProgram(const std::vector<std::string>& argv) {
   return outcome;
 }
 
+// Runs the plot script with `script_arguments` (the last is the output folder), trying each
+// interpreter (SavePlots); never throws.
+bool RunPlotScript(const std::vector<std::string>& script_arguments);
+
 void WarnNoPlots(const std::string& reason) {
   spdlog::warn("--save-plots: no plots written: {}; the fit's result files are complete", reason);
 }
 
 }  // namespace
 
-bool SavePlots(const std::string& output_dir) {
+bool SavePlots(const std::string& output_dir) { return RunPlotScript({"--", output_dir}); }
+
+bool SaveRingSummaryPlot(const std::string& output_dir) {
+  return RunPlotScript({"--q-summary", "--", output_dir});
+}
+
+}  // namespace homodyne::cli
+
+namespace homodyne::cli {
+namespace {
+
+bool RunPlotScript(const std::vector<std::string>& script_arguments) {
+  const std::string& output_dir = script_arguments.back();
   try {
     std::string reason;
     const std::optional<fs::path> script = FindScript(&reason);
@@ -157,7 +173,9 @@ bool SavePlots(const std::string& output_dir) {
     std::vector<std::string> attempts;
     for (const std::string& python : PythonCandidates()) {
       // "--" ends the script's options, so an output folder starting with '-' is still a folder.
-      const ChildOutcome outcome = RunProgram({python, script->string(), "--", output_dir});
+      std::vector<std::string> argv = {python, script->string()};
+      argv.insert(argv.end(), script_arguments.begin(), script_arguments.end());
+      const ChildOutcome outcome = RunProgram(argv);
       if (!outcome.started) {
         WarnNoPlots(outcome.error);
         return false;
@@ -191,4 +209,5 @@ bool SavePlots(const std::string& output_dir) {
   }
 }
 
+}  // namespace
 }  // namespace homodyne::cli

@@ -23,4 +23,9 @@ namespace homodyne::cli {
 // script error) is logged as a warning and false is returned. True when every PNG was written.
 bool SavePlots(const std::string& output_dir);
 
+// The figure of several q rings fitted independently (docs/results.md, Several q rings):
+// <output_dir>/nlsq/q_dependence.png from nlsq/q_summary.json (homodyne_plot.py --q-summary).
+// Never throws; false (with a warning) when it could not be drawn.
+bool SaveRingSummaryPlot(const std::string& output_dir);
+
 }  // namespace homodyne::cli

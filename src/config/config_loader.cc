@@ -17,6 +17,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config/config_parse.h"
@@ -319,6 +320,42 @@ void WarnLegacyKey(const ConfigReader& reader, const std::string& key, const std
   }
 }
 
+
+// A {min, max} pair of data_filtering (q_range, phi_range): both required and finite.
+std::pair<double, double> RangeOf(const ConfigReader& reader, const std::string& path) {
+  const YAML::Node range = reader.Find(path);
+  if (!range.IsMap()) reader.Fail(path, range, "must be a mapping {min, max}");
+  double ends[2] = {0.0, 0.0};
+  for (int k = 0; k < 2; ++k) {
+    const std::string end = k == 0 ? "min" : "max";
+    const YAML::Node value = range[end];
+    if (!Present(value)) reader.Fail(path + "." + end, value, "is required");
+    ends[k] = reader.NumberOf(value, path + "." + end);
+    if (!std::isfinite(ends[k])) reader.Fail(path + "." + end, value, "must be finite");
+  }
+  return {ends[0], ends[1]};
+}
+
+// data_filtering (docs/configuration.md, Several q rings): read when enabled; q_range and
+// phi_range select rings and angles, fallback_on_empty says what an empty selection does. The
+// reference's other keys of the section (quality_threshold, frame_filtering, combine_criteria,
+// validation_level) are accepted and not used: the two ranges always combine as AND.
+void ParseDataFiltering(const ConfigReader& reader, DataSelection& data) {
+  if (!reader.Bool("data_filtering.enabled").value_or(false)) return;
+  if (Present(reader.Find("data_filtering.q_range"))) {
+    const auto [min, max] = RangeOf(reader, "data_filtering.q_range");
+    reader.Require(min >= 0.0 && max >= min, "data_filtering.q_range",
+                   "must have 0 <= min <= max [1/Angstrom]");
+    data.data_q_range = std::make_pair(min, max);
+  }
+  if (Present(reader.Find("data_filtering.phi_range"))) {
+    const auto [min, max] = RangeOf(reader, "data_filtering.phi_range");
+    data.data_phi_range = PhiRange{min, max};  // min > max wraps through 180
+  }
+  data.data_filtering_fallback_on_empty =
+      reader.Bool("data_filtering.fallback_on_empty").value_or(true);
+}
+
 void ParseDataAndGeometry(const ConfigReader& reader, Config& config) {
   DataSelection& data = config.data;
   WarnLegacyKey(reader, "data_file", "experimental_data.data_folder_path + data_file_name");
@@ -379,12 +416,37 @@ void ParseDataAndGeometry(const ConfigReader& reader, Config& config) {
     data.end_frame = static_cast<int>(end);
   }
 
-  if (const auto q = reader.Number("analyzer_parameters.scattering.wavevector_q")) {
-    reader.Require(std::isfinite(*q) && *q > 0.0, "analyzer_parameters.scattering.wavevector_q",
-                   "must be a finite number > 0 [1/Angstrom]");
-    data.wavevector_q_target = *q;
+  // A number (one ring), a list of numbers or `all` (docs/configuration.md, Several q rings).
+  const std::string q_path = "analyzer_parameters.scattering.wavevector_q";
+  const YAML::Node q_node = reader.Find(q_path);
+  if (Present(q_node) && q_node.IsSequence()) {
+    if (q_node.size() == 0) reader.Fail(q_path, q_node, "must list at least one q [1/Angstrom]");
+    for (size_t i = 0; i < q_node.size(); ++i) {
+      const std::string item = q_path + "[" + std::to_string(i) + "]";
+      const double q = reader.NumberOf(q_node[i], item);
+      if (!(std::isfinite(q) && q > 0.0)) {
+        reader.Fail(item, q_node[i], "must be a finite number > 0 [1/Angstrom]");
+      }
+      data.wavevector_q_list.push_back(q);
+    }
+    data.wavevector_q_target = data.wavevector_q_list.front();
+  } else if (Present(q_node) && q_node.IsScalar() && Lower(q_node.Scalar()) == "all") {
+    data.all_q_rings = true;
+  } else if (Present(q_node)) {
+    double q = 0.0;
+    if (!q_node.IsScalar() || !YAML::convert<double>::decode(q_node, q)) {
+      reader.Fail(q_path, q_node, "must be a number, a list of numbers or all");
+    }
+    reader.Require(std::isfinite(q) && q > 0.0, q_path, "must be a finite number > 0 [1/Angstrom]");
+    data.wavevector_q_target = q;
   }
   config.geometry.q_inv_angstrom = data.wavevector_q_target;
+  if (const auto q_fit = reader.String("analyzer_parameters.scattering.q_fit")) {
+    const std::string lower = Lower(*q_fit);
+    reader.Require(lower == "independent" || lower == "joint",
+                   "analyzer_parameters.scattering.q_fit", "must be independent or joint");
+    data.q_fit = lower == "joint" ? QFitMode::kJoint : QFitMode::kIndependent;
+  }
 
   // L and its fallbacks (docs/configuration.md, Model and data).
   const std::string gap_path =
@@ -427,6 +489,7 @@ void ParseDataAndGeometry(const ConfigReader& reader, Config& config) {
       data.phi_ranges.push_back(phi_range);
     }
   }
+  ParseDataFiltering(reader, data);
 }
 
 void ParseBounds(const ConfigReader& reader, Config& config) {
@@ -1304,8 +1367,22 @@ std::string BriefReport(const Config& config) {
   const DataSelection& d = config.data;
   out << "mode: " << ToString(config.analysis_mode) << "\n";
   out << "data file: " << (d.file_path.empty() ? "(none; give --data-file)" : d.file_path) << "\n";
-  out << "q target: " << d.wavevector_q_target << " 1/A, gap L: " << config.geometry.gap_angstrom
-      << " A\n";
+  if (d.all_q_rings || !d.wavevector_q_list.empty()) {
+    out << "q targets: ";
+    if (d.all_q_rings) {
+      out << "all rings of the file";
+    } else {
+      for (size_t k = 0; k < d.wavevector_q_list.size(); ++k) {
+        out << (k ? ", " : "") << d.wavevector_q_list[k];
+      }
+      out << " 1/A";
+    }
+    out << " (q_fit: " << ToString(d.q_fit) << "), gap L: " << config.geometry.gap_angstrom
+        << " A\n";
+  } else {
+    out << "q target: " << d.wavevector_q_target << " 1/A, gap L: " << config.geometry.gap_angstrom
+        << " A\n";
+  }
   out << "dt: " << d.dt_seconds << " s " << DtSourceNote(config) << "\n";
   out << "frames: " << d.start_frame << ".."
       << (d.end_frame == -1 ? "last" : std::to_string(d.end_frame)) << "\n";

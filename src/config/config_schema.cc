@@ -43,7 +43,7 @@ const SchemaRow kSchema[] = {
      "data_file dt start_frame end_frame"},
     {"metadata", "*"},
     {"analyzer_parameters", "dt start_frame end_frame frame_step time_unit"},
-    {"analyzer_parameters.scattering", "wavevector_q"},
+    {"analyzer_parameters.scattering", "wavevector_q q_fit"},
     {"analyzer_parameters.geometry", "stator_rotor_gap"},
     {"analysis_settings", "*"},
     {"experimental_data",

@@ -31,7 +31,10 @@ analyzer_parameters:
   start_frame: 1       # first frame of the window, 1-based inclusive; >= 1. Default 1
   end_frame: -1        # last frame, inclusive; -1 = to the last frame, else >= start_frame
   scattering:
-    wavevector_q: 0.0054      # target q ring [1/Angstrom]; > 0. Default 0.0054
+    wavevector_q: 0.0054      # target q ring [1/Angstrom]; > 0. Default 0.0054. Several
+                              # rings: a list [0.0054, 0.0064] or all (every ring of the file)
+    q_fit: independent        # several rings: independent (one fit per ring, results in
+                              # OUTPUT_DIR/q_<q>/, summary nlsq/q_summary.json) or joint
   geometry:
     stator_rotor_gap: 2000000  # gap L [Angstrom] (2e6 A = 200 um); > 0. Default 2000000
 
@@ -43,6 +46,14 @@ experimental_data:
 
 # APS-old files only: keep q bins within this fraction of the target q. Default 0.1
 q_tolerance_fraction: 0.1
+
+# Rings and angles kept from the file, on top of wavevector_q and phi_filtering (both ranges
+# must hold). Default: not enabled
+data_filtering:
+  enabled: false
+  q_range: {min: 0.0, max: 1.0}       # [1/Angstrom], inclusive
+  phi_range: {min: -180, max: 180}    # [degrees], inclusive; min > max wraps
+  fallback_on_empty: true   # keeping nothing keeps everything (a warning); false: an error
 
 phi_filtering:
   enabled: @PHI_ENABLED@     # keep only angles inside target_ranges. Default false

@@ -67,6 +67,11 @@ bool PhiInRange(double phi_degrees, const PhiRange& range) {
   return phi >= low || phi <= high;  // wrapped range
 }
 
+int64_t RingInfo::num_fit_points() const {
+  const int64_t n = num_raw_frames - 1;
+  return static_cast<int64_t>(phi_degrees.size()) * n * (n - 1);
+}
+
 int64_t DatasetInfo::num_fit_points() const {
   const int64_t n = num_times();
   return static_cast<int64_t>(num_angles()) * n * (n - 1);
@@ -304,6 +309,137 @@ std::vector<Candidate> SelectApsOld(const std::vector<Candidate>& candidates,
   return kept;
 }
 
+constexpr const char* kQKey = "analyzer_parameters.scattering.wavevector_q";
+
+bool InQRange(double q, const DataSelection& selection) {
+  return !selection.data_q_range ||
+         (selection.data_q_range->first <= q && q <= selection.data_q_range->second);
+}
+
+// The distinct ring q's of the file, ascending (a ring: the matrices of one q, kApsUSameQ).
+std::vector<double> DistinctRings(const std::vector<Candidate>& candidates) {
+  std::vector<double> rings;
+  for (const Candidate& candidate : candidates) {
+    const bool known = std::any_of(rings.begin(), rings.end(), [&](double q) {
+      return std::abs(q - candidate.q) < kApsUSameQ;
+    });
+    if (!known) rings.push_back(candidate.q);
+  }
+  std::sort(rings.begin(), rings.end());
+  return rings;
+}
+
+std::string ListOfRings(const std::vector<double>& rings) {
+  std::string text;
+  for (double q : rings) text += (text.empty() ? "" : ", ") + FormatDouble(q);
+  return text;
+}
+
+// The file q's of the rings a multi-ring selection names (docs/configuration.md, Several q
+// rings): `all` (ascending), or each listed target's closest ring within q_tolerance_fraction,
+// in the list's order; then data_filtering.q_range.
+std::vector<double> SelectedRingQs(const std::vector<Candidate>& candidates,
+                                   const DataSelection& selection,
+                                   std::vector<std::string>& warnings) {
+  const std::string& path = selection.file_path;
+  const std::vector<double> file_rings = DistinctRings(candidates);
+  std::vector<double> rings;
+  if (selection.all_q_rings) {
+    rings = file_rings;
+  } else {
+    for (size_t i = 0; i < selection.wavevector_q_list.size(); ++i) {
+      const double target = selection.wavevector_q_list[i];
+      size_t best = 0;
+      for (size_t k = 1; k < file_rings.size(); ++k) {
+        if (std::abs(file_rings[k] - target) < std::abs(file_rings[best] - target)) best = k;
+      }
+      const std::string key = std::string(kQKey) + "[" + std::to_string(i) + "]";
+      if (!(std::abs(file_rings[best] - target) <= selection.q_tolerance_fraction * target)) {
+        Fail(path, key + ": wavevector q = " + FormatDouble(target) +
+                       " 1/A is not present: the closest available q is " +
+                       FormatDouble(file_rings[best]) + " 1/A (allowed distance " +
+                       FormatDouble(selection.q_tolerance_fraction) + " x q; the file's rings: " +
+                       ListOfRings(file_rings) + ")");
+      }
+      for (size_t j = 0; j < rings.size(); ++j) {
+        if (std::abs(rings[j] - file_rings[best]) < kApsUSameQ) {
+          Fail(path, key + " = " + FormatDouble(target) + " and " + kQKey + "[" +
+                         std::to_string(j) + "] select the same ring, q = " +
+                         FormatDouble(file_rings[best]) + " 1/A; list each ring once");
+        }
+      }
+      rings.push_back(file_rings[best]);
+    }
+  }
+  if (selection.data_q_range) {
+    std::vector<double> in_range;
+    for (double q : rings) {
+      if (InQRange(q, selection)) in_range.push_back(q);
+    }
+    const std::string range = "[" + FormatDouble(selection.data_q_range->first) + ", " +
+                              FormatDouble(selection.data_q_range->second) + "]";
+    if (in_range.empty()) {
+      if (!selection.data_filtering_fallback_on_empty) {
+        Fail(path, "data_filtering.q_range = " + range + " keeps none of the rings " +
+                       ListOfRings(rings) + " 1/A (data_filtering.fallback_on_empty = false)");
+      }
+      warnings.push_back(path + ": data_filtering.q_range = " + range + " keeps none of the rings " +
+                         ListOfRings(rings) + " 1/A; using them all (fallback_on_empty, as the " +
+                         "reference does)");
+    } else {
+      rings = std::move(in_range);
+    }
+  }
+  return rings;
+}
+
+// The matrices of the rings, ring after ring in the rings' order, file order within a ring.
+std::vector<Candidate> SelectRings(const std::vector<Candidate>& candidates,
+                                   const std::vector<double>& rings) {
+  std::vector<Candidate> kept;
+  for (double q : rings) {
+    for (const Candidate& candidate : candidates) {
+      if (std::abs(candidate.q - q) < kApsUSameQ) kept.push_back(candidate);
+    }
+  }
+  return kept;
+}
+
+// data_filtering (docs/configuration.md, Several q rings): the kept matrices whose q is in
+// q_range (unless the rings were already chosen by it: rings_filtered) and whose phi is in
+// phi_range; none: all of them (a warning) or, without fallback_on_empty, a DataError.
+std::vector<Candidate> ApplyDataFiltering(std::vector<Candidate> kept,
+                                          const DataSelection& selection, bool rings_filtered,
+                                          std::vector<double>& filtered_out,
+                                          std::vector<std::string>& warnings) {
+  const bool q_range = selection.data_q_range && !rings_filtered;
+  if (!q_range && !selection.data_phi_range) return kept;
+  std::vector<Candidate> in_range;
+  std::vector<double> out_of_range;
+  for (const Candidate& candidate : kept) {
+    const bool keep = (!q_range || InQRange(candidate.q, selection)) &&
+                      (!selection.data_phi_range ||
+                       PhiInRange(candidate.phi_degrees, *selection.data_phi_range));
+    if (keep) {
+      in_range.push_back(candidate);
+    } else {
+      out_of_range.push_back(NormalizePhiDegrees(candidate.phi_degrees));
+    }
+  }
+  if (!in_range.empty()) {
+    filtered_out.insert(filtered_out.end(), out_of_range.begin(), out_of_range.end());
+    return in_range;
+  }
+  const std::string what = "data_filtering (q_range, phi_range) keeps none of the " +
+                           std::to_string(kept.size()) + " selected matrices";
+  if (!selection.data_filtering_fallback_on_empty) {
+    Fail(selection.file_path, what + " (data_filtering.fallback_on_empty = false)");
+  }
+  warnings.push_back(selection.file_path + ": " + what +
+                     "; using them all (fallback_on_empty, as the reference does)");
+  return kept;
+}
+
 std::string TypeName(hid_t type) {
   if (H5Tget_class(type) == H5T_FLOAT) {
     if (H5Tget_size(type) == 4) return "float32";
@@ -459,12 +595,19 @@ OpenedDataset Inspect(const DataSelection& selection) {
                    ")");
   }
 
-  std::vector<Candidate> kept = info.layout == FileLayout::kApsU
-                                    ? SelectApsU(candidates, selection)
-                                    : SelectApsOld(candidates, selection, info.warnings);
+  const bool several_rings = selection.all_q_rings || !selection.wavevector_q_list.empty();
+  std::vector<Candidate> kept;
+  if (several_rings) {
+    kept = SelectRings(candidates, SelectedRingQs(candidates, selection, info.warnings));
+  } else {
+    kept = info.layout == FileLayout::kApsU ? SelectApsU(candidates, selection)
+                                            : SelectApsOld(candidates, selection, info.warnings);
+  }
+  kept = ApplyDataFiltering(std::move(kept), selection, several_rings, info.phi_filtered_out,
+                            info.warnings);
   info.q_inv_angstrom = kept.front().q;
-  if (std::abs(info.q_inv_angstrom - selection.wavevector_q_target) >
-      1e-6 * std::abs(selection.wavevector_q_target)) {
+  if (!several_rings && std::abs(info.q_inv_angstrom - selection.wavevector_q_target) >
+                            1e-6 * std::abs(selection.wavevector_q_target)) {
     info.warnings.push_back(path + ": target q " + FormatDouble(selection.wavevector_q_target) +
                             " 1/A not in the file; using the closest ring, q = " +
                             FormatDouble(info.q_inv_angstrom) + " 1/A");
@@ -502,6 +645,16 @@ OpenedDataset Inspect(const DataSelection& selection) {
     } else {
       Compression(dataset.get(), path, candidate.dataset_path);  // decodable?
       if (static_cast<int>(dims[0]) != info.frames_in_file) {
+        const AngleInfo& first = info.angles.front();
+        if (std::abs(candidate.q - first.q_inv_angstrom) >= kApsUSameQ) {
+          // Rings of several (docs/configuration.md, Several q rings): the key and the rings.
+          Fail(path, std::string(kQKey) + ": the ring q = " + FormatDouble(candidate.q) +
+                         " 1/A (" + candidate.dataset_path + ") has " + std::to_string(dims[0]) +
+                         " frames but the ring q = " + FormatDouble(first.q_inv_angstrom) +
+                         " 1/A (" + first.dataset_path + ") has " +
+                         std::to_string(info.frames_in_file) +
+                         "; rings fitted together must have the same frames");
+        }
         Fail(path, "matrix " + candidate.dataset_path + " has " + std::to_string(dims[0]) +
                        " frames but " + info.angles.front().dataset_path + " has " +
                        std::to_string(info.frames_in_file));
@@ -578,6 +731,23 @@ OpenedDataset Inspect(const DataSelection& selection) {
         Fail(path, message.str() + ")");
       }
       keep[nearest] = true;
+      // Several rings: each ring's own nearest angle within the tolerance too.
+      for (size_t k = 0; k < info.angles.size(); ++k) {
+        const double ring_q = info.angles[k].q_inv_angstrom;
+        if (std::abs(ring_q - info.angles[nearest].q_inv_angstrom) < kApsUSameQ) continue;
+        size_t ring_nearest = k;
+        double ring_distance = std::numeric_limits<double>::infinity();
+        for (size_t j = 0; j < info.angles.size(); ++j) {
+          if (std::abs(info.angles[j].q_inv_angstrom - ring_q) >= kApsUSameQ) continue;
+          double distance = std::fabs(info.angles[j].phi_degrees - wanted);
+          distance = std::min(distance, 360.0 - distance);
+          if (distance < ring_distance) {
+            ring_nearest = j;
+            ring_distance = distance;
+          }
+        }
+        if (ring_distance <= kPhiSelectionToleranceDegrees) keep[ring_nearest] = true;
+      }
     }
     std::vector<AngleInfo> selected;
     std::vector<double> left_out;
@@ -1137,6 +1307,47 @@ void BatchSource::ReadCorrectedRows(int angle, int row_begin, int row_end, std::
 }
 
 DatasetInfo InspectDataset(const DataSelection& selection) { return Inspect(selection).info; }
+
+DataSelection SelectionOfRing(const DataSelection& selection, const RingInfo& ring) {
+  DataSelection one = selection;
+  one.wavevector_q_target = ring.q_inv_angstrom;
+  one.wavevector_q_list = {ring.q_inv_angstrom};
+  one.all_q_rings = false;
+  one.data_q_range.reset();
+  return one;
+}
+
+DataSelection JointSelection(const DataSelection& selection) {
+  DataSelection joint = selection;
+  joint.wavevector_q_list.clear();
+  for (const RingInfo& ring : ListSelectedRings(selection)) {
+    joint.wavevector_q_list.push_back(ring.q_inv_angstrom);
+  }
+  joint.wavevector_q_target = joint.wavevector_q_list.front();
+  joint.all_q_rings = false;
+  joint.data_q_range.reset();
+  return joint;
+}
+
+std::vector<RingInfo> ListSelectedRings(const DataSelection& selection) {
+  if (!selection.all_q_rings && selection.wavevector_q_list.empty()) {
+    const DatasetInfo info = Inspect(selection).info;
+    RingInfo ring{info.q_inv_angstrom, {}, info.num_raw_frames};
+    for (const AngleInfo& angle : info.angles) ring.phi_degrees.push_back(angle.phi_degrees);
+    return {ring};
+  }
+  // Every selected ring's matrices at once: a listed q absent, or rings of different frame
+  // counts, fail here naming the key and the ring.
+  const DatasetInfo all = Inspect(selection).info;
+  std::vector<RingInfo> rings;
+  for (const AngleInfo& angle : all.angles) {
+    if (rings.empty() || std::abs(rings.back().q_inv_angstrom - angle.q_inv_angstrom) >= kApsUSameQ) {
+      rings.push_back({angle.q_inv_angstrom, {}, all.num_raw_frames});
+    }
+    rings.back().phi_degrees.push_back(angle.phi_degrees);
+  }
+  return rings;
+}
 
 std::unique_ptr<BatchSource> OpenBatchSource(const DataSelection& selection) {
   return std::make_unique<HdfBatchSource>(Inspect(selection), /*allow_direct_reads=*/true);

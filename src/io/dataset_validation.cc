@@ -46,7 +46,10 @@ void ValidateDatasetInfo(DatasetInfo& info) {
                       Text(angle.phi_degrees) + "; phi must be a finite angle in degrees");
     }
     for (size_t other = 0; other < k; ++other) {
-      if (info.angles[other].phi_degrees == angle.phi_degrees) {
+      // Each (q, phi) once: rings of several (docs/configuration.md, Several q rings) share
+      // their angles.
+      if (info.angles[other].phi_degrees == angle.phi_degrees &&
+          info.angles[other].q_inv_angstrom == angle.q_inv_angstrom) {
         throw DataError(name + ": " + AngleName(info.angles[other], other) + " and " +
                         AngleName(angle, k) + " are both at phi = " + Text(angle.phi_degrees) +
                         " degrees (after normalisation to (-180, 180]); each angle once");

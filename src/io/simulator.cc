@@ -113,6 +113,11 @@ void Validate(const Config& config) {
     Reject("frames", std::to_string(sim.frames), "must be >= " + std::to_string(kMinSimulationFrames));
   }
   if (sim.phi_angles_degrees.empty()) Reject("phi_angles", "[]", "must list at least one angle");
+  if (config.data.all_q_rings) {
+    throw InputError(
+        "analyzer_parameters.scattering.wavevector_q = all: homodyne-simulate writes the rings "
+        "the config lists; give a number or a list of numbers [1/Angstrom]");
+  }
   ValidateAngles(sim.phi_angles_degrees);
   ValidateOwnFrameWindow(config);
   const int n_physical = NumPhysicalParameters(config.analysis_mode);
@@ -192,6 +197,12 @@ void WriteSimulation(const Config& config, const std::string& path) {
   const std::vector<double> contrast = PerAngle(sim.contrast, n_angles, "contrast");
   const std::vector<double> offset = PerAngle(sim.offset, n_angles, "offset");
   const int frames = sim.frames;
+  // The rings: analyzer_parameters.scattering.wavevector_q, one number or a list (one ring per
+  // q, each with every angle: docs/configuration.md, Several q rings).
+  const std::vector<double> rings = config.data.wavevector_q_list.empty()
+                                        ? std::vector<double>{config.geometry.q_inv_angstrom}
+                                        : config.data.wavevector_q_list;
+  const size_t n_rings = rings.size();
 
   BeamlineWriterOptions options;
   options.layout = sim.format;
@@ -199,71 +210,92 @@ void WriteSimulation(const Config& config, const std::string& path) {
   options.dtype = sim.dtype;
   options.compression = sim.compression;
   BeamlineWriter writer(path, options);
-  const double q = config.geometry.q_inv_angstrom;
+  // Matrix m = ring * n_angles + angle (ring-major), bin m + 1.
   if (sim.format == FileLayout::kApsU) {
-    std::vector<int64_t> bins(n_angles);
-    for (size_t k = 0; k < n_angles; ++k) bins[k] = static_cast<int64_t>(k) + 1;
-    const double q_list[1] = {q};
-    writer.WriteApsUBins(q_list, sim.phi_angles_degrees, bins);
+    std::vector<int64_t> bins(n_rings * n_angles);
+    for (size_t k = 0; k < bins.size(); ++k) bins[k] = static_cast<int64_t>(k) + 1;
+    writer.WriteApsUBins(rings, sim.phi_angles_degrees, bins);
   } else {
-    const std::vector<double> q_list(n_angles, q);
-    writer.WriteApsOldBins(q_list, sim.phi_angles_degrees);
+    std::vector<double> q_list;
+    std::vector<double> phi_list;
+    for (double q : rings) {
+      q_list.insert(q_list.end(), n_angles, q);
+      phi_list.insert(phi_list.end(), sim.phi_angles_degrees.begin(), sim.phi_angles_degrees.end());
+    }
+    writer.WriteApsOldBins(q_list, phi_list);
   }
   WriteTruth(writer, config, contrast, offset);
+  if (n_rings > 1) {
+    try {
+      io_internal::Hid group =
+          io_internal::GroupHid(H5Gopen2(writer.file(), "/simulation", H5P_DEFAULT));
+      io_internal::WriteDoubles(group.get(), "q_list", {n_rings}, rings);
+    } catch (const std::runtime_error& error) {
+      throw DataError(writer.path() + ": cannot write /simulation/q_list (" + error.what() + ")");
+    }
+  }
 
   // Raw grid t_k = k dt, k = 0..frames-1 (the t=0 guard of the model applies at k = 0).
   std::vector<double> times(static_cast<size_t>(frames));
   for (int k = 0; k < frames; ++k) times[static_cast<size_t>(k)] = k * config.geometry.dt_seconds;
-  const HomodyneModel model(config.analysis_mode, config.geometry, std::move(times));
-  const ModelEvaluation evaluation(model, sim.physical_parameters);
+  for (size_t ring = 0; ring < n_rings; ++ring) {
+    ScatteringGeometry geometry = config.geometry;
+    geometry.q_inv_angstrom = rings[ring];
+    const HomodyneModel model(config.analysis_mode, geometry, times);
+    const ModelEvaluation evaluation(model, sim.physical_parameters);
 
-  // Blocks: whole chunks of rows, about kBlockBytes of doubles.
-  const int chunk_rows = writer.chunk_rows();
-  const size_t row_bytes = sizeof(double) * static_cast<size_t>(frames);
-  const int chunks_per_block =
-      std::max(1, static_cast<int>(kBlockBytes / (row_bytes * static_cast<size_t>(chunk_rows))));
-  const int block_rows = std::min(frames, chunks_per_block * chunk_rows);
-  std::vector<double> block(static_cast<size_t>(block_rows) * static_cast<size_t>(frames));
+    // Blocks: whole chunks of rows, about kBlockBytes of doubles.
+    const int chunk_rows = writer.chunk_rows();
+    const size_t row_bytes = sizeof(double) * static_cast<size_t>(frames);
+    const int chunks_per_block =
+        std::max(1, static_cast<int>(kBlockBytes / (row_bytes * static_cast<size_t>(chunk_rows))));
+    const int block_rows = std::min(frames, chunks_per_block * chunk_rows);
+    std::vector<double> block(static_cast<size_t>(block_rows) * static_cast<size_t>(frames));
 
-  for (size_t angle = 0; angle < n_angles; ++angle) {
-    io_internal::MatrixWriter matrix = writer.CreateMatrix(static_cast<int>(angle));
-    const double phi = sim.phi_angles_degrees[angle];
-    if (sim.noise_model == "speckle") {
-      const std::vector<double> speckle = io_internal::SpeckleTwoTimeMatrix(
-          model, sim.physical_parameters, phi, contrast[angle], offset[angle],
-          {sim.pixels, sim.modes, sim.seed}, static_cast<int>(angle));
+    for (size_t angle = 0; angle < n_angles; ++angle) {
+      // The matrix's index seeds its noise: ring 0 draws what a single-ring file draws.
+      const size_t index = ring * n_angles + angle;
+      io_internal::MatrixWriter matrix = writer.CreateMatrix(static_cast<int>(index));
+      const double phi = sim.phi_angles_degrees[angle];
+      if (sim.noise_model == "speckle") {
+        const std::vector<double> speckle = io_internal::SpeckleTwoTimeMatrix(
+            model, sim.physical_parameters, phi, contrast[angle], offset[angle],
+            {sim.pixels, sim.modes, sim.seed}, static_cast<int>(index));
+        for (int row_begin = 0; row_begin < frames; row_begin += block_rows) {
+          const int rows = std::min(block_rows, frames - row_begin);
+          matrix.WriteRows(row_begin, rows,
+                           std::span<const double>(speckle).subspan(
+                               static_cast<size_t>(row_begin) * static_cast<size_t>(frames),
+                               static_cast<size_t>(rows) * static_cast<size_t>(frames)));
+        }
+        matrix.Close();
+        continue;
+      }
       for (int row_begin = 0; row_begin < frames; row_begin += block_rows) {
         const int rows = std::min(block_rows, frames - row_begin);
+#pragma omp parallel for schedule(dynamic, 4)
+        for (int r = 0; r < rows; ++r) {
+          const int i = row_begin + r;
+          double* row = block.data() + static_cast<size_t>(r) * static_cast<size_t>(frames);
+          std::fill(row, row + i, 0.0);  // APS convention: zeros below the diagonal
+          evaluation.ComputeC2RowSegment(
+              phi, contrast[angle], offset[angle], i, i, frames,
+              std::span<double>(row + i, static_cast<size_t>(frames - i)));
+          if (sim.noise_sigma > 0.0) {
+            std::seed_seq seed{static_cast<uint32_t>(sim.seed),
+                               static_cast<uint32_t>(sim.seed >> 32), static_cast<uint32_t>(index),
+                               static_cast<uint32_t>(i)};
+            std::mt19937_64 generator(seed);
+            std::normal_distribution<double> noise(0.0, sim.noise_sigma);
+            for (int j = i; j < frames; ++j) row[j] += noise(generator);
+          }
+        }
         matrix.WriteRows(row_begin, rows,
-                         std::span<const double>(speckle).subspan(
-                             static_cast<size_t>(row_begin) * static_cast<size_t>(frames),
-                             static_cast<size_t>(rows) * static_cast<size_t>(frames)));
+                         std::span<const double>(block.data(), static_cast<size_t>(rows) *
+                                                                   static_cast<size_t>(frames)));
       }
       matrix.Close();
-      continue;
     }
-    for (int row_begin = 0; row_begin < frames; row_begin += block_rows) {
-      const int rows = std::min(block_rows, frames - row_begin);
-#pragma omp parallel for schedule(dynamic, 4)
-      for (int r = 0; r < rows; ++r) {
-        const int i = row_begin + r;
-        double* row = block.data() + static_cast<size_t>(r) * static_cast<size_t>(frames);
-        std::fill(row, row + i, 0.0);  // APS convention: zeros below the diagonal
-        evaluation.ComputeC2RowSegment(phi, contrast[angle], offset[angle], i, i, frames,
-                                       std::span<double>(row + i, static_cast<size_t>(frames - i)));
-        if (sim.noise_sigma > 0.0) {
-          std::seed_seq seed{static_cast<uint32_t>(sim.seed), static_cast<uint32_t>(sim.seed >> 32),
-                             static_cast<uint32_t>(angle), static_cast<uint32_t>(i)};
-          std::mt19937_64 generator(seed);
-          std::normal_distribution<double> noise(0.0, sim.noise_sigma);
-          for (int j = i; j < frames; ++j) row[j] += noise(generator);
-        }
-      }
-      matrix.WriteRows(row_begin, rows,
-                       std::span<const double>(
-                           block.data(), static_cast<size_t>(rows) * static_cast<size_t>(frames)));
-    }
-    matrix.Close();
   }
   writer.Close();
 }
@@ -284,7 +316,9 @@ SimulationReport SimulateDataset(const Config& config) {
     throw DataError(sim.output + ": cannot create the file: directory " + directory.string() +
                     " does not exist and cannot be created");
   }
-  spdlog::info("simulating {} angles x {} x {} frames ({}, {}) to {}",
+  const size_t n_rings = std::max<size_t>(config.data.wavevector_q_list.size(), 1);
+  spdlog::info("simulating {}{} angles x {} x {} frames ({}, {}) to {}",
+               n_rings > 1 ? std::to_string(n_rings) + " q rings x " : std::string(),
                sim.phi_angles_degrees.size(), sim.frames, sim.frames, sim.dtype, sim.compression,
                sim.output);
   SimulationReport report;
@@ -303,7 +337,7 @@ SimulationReport SimulateDataset(const Config& config) {
     throw DataError(sim.output + ": cannot write the file (" + failure.what() + ")");
   }
   report.output_path = sim.output;
-  report.points_written = static_cast<int64_t>(sim.phi_angles_degrees.size()) *
+  report.points_written = static_cast<int64_t>(n_rings * sim.phi_angles_degrees.size()) *
                           static_cast<int64_t>(sim.frames) * static_cast<int64_t>(sim.frames);
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   spdlog::info("wrote {} points, {} bytes in {:.2f} s", report.points_written, report.bytes_written,

@@ -52,7 +52,17 @@ class IdentityWriter {
     }
     if constexpr (std::is_same_v<T, std::vector<double>>) {
       // fit_identity.h: absent without --phi, so the identities of earlier fits stay.
-      if (value.empty() && std::string_view(path) == "data.phi_selected_degrees") return;
+      if (value.empty() && (std::string_view(path) == "data.phi_selected_degrees" ||
+                            std::string_view(path) == "data.wavevector_q_list")) {
+        return;
+      }
+    }
+    // fit_identity.h: the data_filtering fields are absent at their defaults.
+    if constexpr (std::is_same_v<T, std::optional<PhiRange>>) {
+      if (!value) return;
+    }
+    if constexpr (std::is_same_v<T, bool>) {
+      if (value && std::string_view(path) == "data.data_filtering_fallback_on_empty") return;
     }
     if constexpr (kRole != FieldRole::kNotNumbers) {
       out_ << path << '=';

@@ -43,7 +43,8 @@ void VisitGeometry(Struct& geometry, Visitor& visit) {
 template <typename Struct, typename Visitor>
 void VisitData(Struct& data, Visitor& visit) {
   auto& [file_path, wavevector_q_target, start_frame, end_frame, dt_seconds, q_tolerance_fraction,
-         phi_filtering_enabled, phi_ranges, phi_selected_degrees] = data;
+         phi_filtering_enabled, phi_ranges, phi_selected_degrees, wavevector_q_list, all_q_rings,
+         data_q_range, data_phi_range, data_filtering_fallback_on_empty, q_fit] = data;
   visit("data.file_path", kInputFileField, file_path);
   visit("data.wavevector_q_target", kNumbersField, wavevector_q_target);
   visit("data.start_frame", kNumbersField, start_frame);
@@ -54,6 +55,15 @@ void VisitData(Struct& data, Visitor& visit) {
   visit("data.phi_ranges", kNumbersField, phi_ranges);  // VisitPhiRange per element
   // In the identity only when given (--phi), so those of fits without it are what they were.
   visit("data.phi_selected_degrees", kNumbersField, phi_selected_degrees);
+  // The rings (docs/configuration.md, Several q rings), in the identity only when set, so that
+  // single-ring fits keep theirs. A ring of an independent run has its own q alone in the list
+  // (SelectionOfRing): rings never share a checkpoint.
+  visit("data.wavevector_q_list", kNumbersField, wavevector_q_list);
+  visit("data.all_q_rings", kNotNumbersField, all_q_rings);  // resolved into the list first
+  visit("data.data_q_range", kNotNumbersField, data_q_range);  // resolved into the list first
+  visit("data.data_phi_range", kNumbersField, data_phi_range);
+  visit("data.data_filtering_fallback_on_empty", kNumbersField, data_filtering_fallback_on_empty);
+  visit("data.q_fit", kNotNumbersField, q_fit);  // the list and the matrices say it
 }
 
 template <typename Struct, typename Visitor>

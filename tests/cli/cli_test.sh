@@ -141,6 +141,121 @@ parameter_space:
     HOMODYNE_MEMORY_LIMIT=2 expect_exit 0 "2.00 GB \(HOMODYNE_MEMORY_LIMIT\)" \
       "$bin_dir/homodyne" --config sim.yaml --dry-run
     ;;
+  q_rings)
+    # Several q rings (docs/configuration.md, Several q rings; docs/results.md, Several q rings):
+    # a 3-ring x 2-angle file simulated with one truth (the demo's, static mode, 150 frames),
+    # fitted ring by ring.
+    sed 's/^analysis_mode: laminar_flow/analysis_mode: static/; s/wavevector_q: 0.0054 /wavevector_q: [0.0048, 0.0054, 0.0060]/; s/phi_angles: \[0.0, 45.0, 90.0\]/phi_angles: [0.0, 90.0]/; s/frames: 500/frames: 150/; s/simulated_laminar_flow/rings/' \
+      "$repo/configs/simulate_laminar_flow.yaml" > rings.yaml
+    expect_exit 0 "wrote .*rings.h5: 135000 points" "$bin_dir/homodyne-simulate" --config rings.yaml
+    expect_exit 0 "q rings: 3 selected, q_fit: independent" "$bin_dir/homodyne" --config rings.yaml --dry-run
+    expect_exit 0 "ring 2: q = 0.0054 1/A: 2 angles \(0, 90 deg\), 44104 points" \
+      "$bin_dir/homodyne" --config rings.yaml --dry-run
+    expect_exit 0 "plan of ring 3 \(every ring is planned alike\)" "$bin_dir/homodyne" \
+      --config rings.yaml --dry-run --q-index 2
+    grep -q "checkpoints *none to resume in ./checkpoints/q_0.006" <<<"$last_output" ||
+      { echo "FAIL: the ring's checkpoint folder is not its own"; failures=$((failures + 1)); }
+    # Every ring, one after the other: its own folder, then the summary naming every ring.
+    expect_exit 0 "q summary in out/nlsq/q_summary.json" "$bin_dir/homodyne" --config rings.yaml \
+      --output-dir out
+    grep -q "ring 3 of 3, q = 0.006 1/A" <<<"$last_output" ||
+      { echo "FAIL: no line for ring 3"; failures=$((failures + 1)); }
+    for ring in q_0.0048 q_0.0054 q_0.006; do
+      for file in parameters.json analysis_results_nlsq.json fitted_data.h5 derived_rates.json; do
+        [ -s "out/$ring/nlsq/$file" ] || { echo "FAIL: out/$ring/nlsq/$file missing"; failures=$((failures + 1)); }
+      done
+    done
+    # Each ring recovers the shared truth within 4 error bars; the summary names every ring.
+    if python3 - out/nlsq/q_summary.json out/nlsq/q_summary.csv <<'PY'; then
+import csv, json, sys
+summary = json.load(open(sys.argv[1]))
+truth = {"D0": 3000.0, "alpha": -0.5, "D_offset": 10.0}
+rings = summary["rings"]
+assert [ring["folder"] for ring in rings] == ["q_0.0048", "q_0.0054", "q_0.006"], rings
+assert summary["n_rings"] == 3 and summary["reference_time_s"] > 0
+for ring in rings:
+    assert ring["fitted"] and ring["quality_flag"] and ring["reduced_chi_squared"] > 0, ring
+    assert ring["rates_at_reference_time"]["D"]["uncertainty"] > 0, ring
+    for name, value in truth.items():
+        fit = ring["parameters"][name]
+        pull = abs(fit["value"] - value) / fit["uncertainty"]
+        print(f"q {ring['q']}: {name} {fit['value']:.6g} +- {fit['uncertainty']:.3g} ({pull:.2f} sigma)")
+        assert pull < 4, (ring["q"], name, fit, value)
+rows = list(csv.DictReader(open(sys.argv[2])))
+assert [row["folder"] for row in rows] == ["q_0.0048", "q_0.0054", "q_0.006"], rows
+assert all(row["D0_uncertainty"] and row["D_at_reference_time"] for row in rows), rows
+PY
+      echo "ok: every ring recovers the truth; the summary names every ring"
+    else
+      echo "FAIL: q_summary"; failures=$((failures + 1))
+    fi
+    # Interrupted in ring 1: its checkpoint in its own folder; the rerun resumes it and ends with
+    # bitwise the uninterrupted rings.
+    HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=100:15 expect_exit 3 "interrupted by SIGTERM; checkpoint saved" \
+      "$faults_program" --config rings.yaml --output-dir resumed
+    ls checkpoints/q_0.0048/homodyne_state_batch_*.h5 > /dev/null 2>&1 ||
+      { echo "FAIL: no checkpoint in checkpoints/q_0.0048"; failures=$((failures + 1)); }
+    expect_exit 0 "resuming from ./checkpoints/q_0.0048/" "$bin_dir/homodyne" --config rings.yaml \
+      --output-dir resumed
+    for ring in q_0.0048 q_0.0054 q_0.006; do same_results "out/$ring" "resumed/$ring"; done
+    # A ring of the list is bitwise the fit of a config naming that ring alone.
+    sed 's/wavevector_q: \[0.0048, 0.0054, 0.0060\]/wavevector_q: 0.0054/' rings.yaml > one.yaml
+    expect_exit 0 "LM converged" "$bin_dir/homodyne" --config one.yaml --output-dir one
+    same_results out/q_0.0054 one
+    # One ring alone (a SLURM array's task), then the summary from the folders.
+    expect_exit 0 "ring 2 of 3 done; when every ring is, write the summary with --q-summary" \
+      "$bin_dir/homodyne" --config rings.yaml --output-dir task --q-index 1
+    [ -d task/q_0.0048 ] && { echo "FAIL: --q-index 1 fitted ring 1"; failures=$((failures + 1)); }
+    same_results out/q_0.0054 task/q_0.0054
+    expect_exit 0 "q summary in task/nlsq/q_summary.json" "$bin_dir/homodyne" --config rings.yaml \
+      --output-dir task --q-summary
+    grep -q '"fitted": false' task/nlsq/q_summary.json ||
+      { echo "FAIL: the summary does not mark the rings not fitted"; failures=$((failures + 1)); }
+    expect_exit 2 "--q-index 3: the config selects 3 ring\(s\), indices 0 to 2" "$bin_dir/homodyne" \
+      --config rings.yaml --output-dir task --q-index 3
+    expect_exit 2 "--q-index needs several q rings" "$bin_dir/homodyne" --config one.yaml \
+      --q-index 0
+    # `all`, and data_filtering keeping two rings.
+    sed 's/wavevector_q: \[0.0048, 0.0054, 0.0060\]/wavevector_q: all/' rings.yaml > all.yaml
+    printf 'data_filtering:\n  enabled: true\n  q_range: {min: 0.005, max: 0.007}\n' >> all.yaml
+    expect_exit 0 "q rings: 2 selected" "$bin_dir/homodyne" --config all.yaml --dry-run
+    # Errors name the key and the ring.
+    sed 's/wavevector_q: \[0.0048, 0.0054, 0.0060\]/wavevector_q: [0.0054, 0.009]/' rings.yaml > absent.yaml
+    expect_exit 1 "wavevector_q\[1\]: wavevector q = 0.009 1/A is not present" "$bin_dir/homodyne" \
+      --config absent.yaml --dry-run
+    # A SLURM array over the rings (slurm/README.md, Several q rings), its tasks run without
+    # SLURM: every ring's folder in one results folder, then the summary from them.
+    for task in 1 2 3; do
+      SLURM_JOB_ID=$((4240 + task)) SLURM_ARRAY_JOB_ID=77 SLURM_ARRAY_TASK_ID=$task \
+        SLURM_CPUS_PER_TASK=2 SCRATCH_DIR=$PWD/scratch Q_RINGS=1 CONFIG=rings.yaml \
+        HOMODYNE=$bin_dir/homodyne bash "$repo/slurm/homodyne_array.sbatch" > "array_$task.log" 2>&1 ||
+        { echo "FAIL: array task $task"; cat "array_$task.log"; failures=$((failures + 1)); }
+    done
+    expect_exit 0 "q summary in homodyne_results/77/rings/nlsq/q_summary.json" "$bin_dir/homodyne" \
+      --config rings.yaml --output-dir homodyne_results/77/rings --q-summary
+    [ "$(grep -c '"fitted": true' homodyne_results/77/rings/nlsq/q_summary.json)" -eq 3 ] ||
+      { echo "FAIL: the array's summary does not hold 3 fitted rings"; failures=$((failures + 1)); }
+    same_results out/q_0.006 homodyne_results/77/rings/q_0.006
+    # Rings of different frame counts (a file h5py writes: the simulator writes one size).
+    "$(plot_python)" - <<'PY' || { echo "FAIL: cannot write frames.h5"; failures=$((failures + 1)); }
+import h5py, numpy
+with h5py.File("data/frames.h5", "w") as f:
+    f["/xpcs/qmap/dynamic_v_list_dim0"] = numpy.array([0.0054, 0.006])
+    f["/xpcs/qmap/dynamic_v_list_dim1"] = numpy.array([0.0])
+    f["/xpcs/twotime/processed_bins"] = numpy.array([1, 2])
+    for k, n in ((1, 20), (2, 30)):
+        f[f"/xpcs/twotime/correlation_map/c2_{k:05d}"] = numpy.triu(numpy.ones((n, n))) + 0.1
+PY
+    sed 's/wavevector_q: \[0.0048, 0.0054, 0.0060\]/wavevector_q: [0.0054, 0.006]/; s/data_file_name: rings.h5/data_file_name: frames.h5/' rings.yaml > frames.yaml
+    expect_exit 1 "analyzer_parameters.scattering.wavevector_q: the ring q = 0.006 1/A \(/xpcs/twotime/correlation_map/c2_00002\) has 30 frames but the ring q = 0.0054 1/A" \
+      "$bin_dir/homodyne" --config frames.yaml --dry-run
+    # Joint: every ring's matrices in one data set, refused until the engine fits several q.
+    sed 's/wavevector_q: \[0.0048, 0.0054, 0.0060\]/wavevector_q: [0.0048, 0.0054, 0.0060]\n    q_fit: joint/' rings.yaml > joint.yaml
+    expect_exit 1 "q_fit: joint is not available yet" "$bin_dir/homodyne" --config joint.yaml \
+      --output-dir joint
+    expect_exit 1 "q_fit: joint is not available yet" "$bin_dir/homodyne" --config joint.yaml \
+      --dry-run
+    ;;
   frame_window)
     write_config sim.yaml static sim.h5 ""
     "$bin_dir/homodyne-simulate" --config sim.yaml --frames 40 > /dev/null || failures=1

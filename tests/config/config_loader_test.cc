@@ -264,6 +264,50 @@ phi_filtering:
   EXPECT_DOUBLE_EQ(config.data.phi_ranges[1].max_angle_degrees, -170.0);
 }
 
+// analyzer_parameters.scattering.wavevector_q: a list or `all`, q_fit, and data_filtering
+// (docs/configuration.md, Several q rings).
+TEST(ConfigDataTest, SeveralRingsAndDataFiltering) {
+  const Config listed = ParseConfig(R"(
+analysis_mode: static
+analyzer_parameters:
+  scattering: {wavevector_q: [0.006, 0.0054], q_fit: joint}
+data_filtering:
+  enabled: true
+  q_range: {min: 0.001, max: 0.01}
+  phi_range: {min: 170, max: -170}
+  fallback_on_empty: false
+)",
+                                    "rings.yaml");
+  EXPECT_THAT(listed.data.wavevector_q_list, ::testing::ElementsAre(0.006, 0.0054));
+  EXPECT_DOUBLE_EQ(listed.data.wavevector_q_target, 0.006);
+  EXPECT_DOUBLE_EQ(listed.geometry.q_inv_angstrom, 0.006);
+  EXPECT_FALSE(listed.data.all_q_rings);
+  EXPECT_EQ(listed.data.q_fit, QFitMode::kJoint);
+  ASSERT_TRUE(listed.data.data_q_range.has_value());
+  EXPECT_DOUBLE_EQ(listed.data.data_q_range->second, 0.01);
+  ASSERT_TRUE(listed.data.data_phi_range.has_value());
+  EXPECT_DOUBLE_EQ(listed.data.data_phi_range->min_angle_degrees, 170.0);
+  EXPECT_FALSE(listed.data.data_filtering_fallback_on_empty);
+  EXPECT_THAT(BriefReport(listed), HasSubstr("q targets: 0.006, 0.0054 1/A (q_fit: joint)"));
+
+  const Config all = ParseConfig(
+      "analysis_mode: static\nanalyzer_parameters: {scattering: {wavevector_q: ALL}}\n"
+      "data_filtering: {enabled: false, q_range: {min: 1, max: 2}}\n",
+      "all.yaml");
+  EXPECT_TRUE(all.data.all_q_rings);
+  EXPECT_TRUE(all.data.wavevector_q_list.empty());
+  EXPECT_EQ(all.data.q_fit, QFitMode::kIndependent);
+  EXPECT_FALSE(all.data.data_q_range.has_value());  // data_filtering not enabled: not read
+  // One number: today's single ring, nothing of the rings set.
+  const Config one = ParseConfig(
+      "analysis_mode: static\nanalyzer_parameters: {scattering: {wavevector_q: 0.0237}}\n",
+      "one.yaml");
+  EXPECT_DOUBLE_EQ(one.data.wavevector_q_target, 0.0237);
+  EXPECT_TRUE(one.data.wavevector_q_list.empty());
+  EXPECT_FALSE(one.data.all_q_rings);
+  EXPECT_FALSE(one.data.data_phi_range.has_value());
+}
+
 TEST(ConfigDataTest, DtAndGapFallbacks) {
   const Config config = ParseConfig(R"(
 analysis_mode: laminar_flow

@@ -79,6 +79,71 @@ TEST_F(SimulatorTest, NoiseFreeFloat64ReproducesTheModel) {
   }
 }
 
+// A q list (docs/configuration.md, Several q rings): one ring per q, each the model at its q,
+// in both layouts; ring 0 is bitwise the file of its q alone (its noise too).
+TEST_F(SimulatorTest, AQListWritesOneRingPerQ) {
+  for (FileLayout layout : {FileLayout::kApsU, FileLayout::kApsOld}) {
+    Config config = LaminarSimulationConfig(PathOf("rings.h5"), 30, 0.01);
+    config.simulation.format = layout;
+    config.data.wavevector_q_list = {0.0054, 0.0070};
+    const SimulationReport report = SimulateDataset(config);
+    EXPECT_EQ(report.points_written, 2 * 3 * 30 * 30);
+    Config single = config;
+    single.data.wavevector_q_list.clear();
+    single.simulation.output = PathOf("single.h5");
+    SimulateDataset(single);
+    Config second = single;
+    second.geometry.q_inv_angstrom = 0.0070;
+    second.simulation.noise_sigma = 0.0;
+    second.simulation.output = PathOf("second.h5");
+    SimulateDataset(second);
+
+    DataSelection rings = SelectionOf(config);
+    rings.all_q_rings = true;
+    const std::vector<RingInfo> listed = ListSelectedRings(rings);
+    ASSERT_EQ(listed.size(), 2u);
+    EXPECT_DOUBLE_EQ(listed[1].q_inv_angstrom, 0.0070);
+    EXPECT_EQ(listed[1].phi_degrees.size(), 3u);
+    // Ring 0 alone: bitwise the single-ring file.
+    DataSelection first_ring = SelectionOfRing(rings, listed[0]);
+    first_ring.file_path = config.simulation.output;
+    std::unique_ptr<BatchSource> ring0 = OpenBatchSource(first_ring);
+    const std::vector<double> single_points = ReadAllPoints(PathOf("single.h5"), single);
+    const int n = ring0->info().num_times();
+    std::vector<double> points;
+    std::vector<double> values(static_cast<size_t>(UpperTriangleSize(n)));
+    for (int a = 0; a < 3; ++a) {
+      ring0->ReadUpperTriangleRows(a, 0, n, std::span<double>(values));
+      points.insert(points.end(), values.begin(), values.end());
+    }
+    EXPECT_EQ(points, single_points);
+    // Ring 1: the model at its own q (within the noise of 0.01).
+    DataSelection second_ring = SelectionOfRing(rings, listed[1]);
+    std::unique_ptr<BatchSource> ring1 = OpenBatchSource(second_ring);
+    const std::vector<double> clean = ReadAllPoints(PathOf("second.h5"), second);
+    double largest = 0.0;
+    size_t p = 0;
+    for (int a = 0; a < 3; ++a) {
+      ring1->ReadUpperTriangleRows(a, 0, n, std::span<double>(values));
+      for (double value : values) largest = std::max(largest, std::abs(value - clean[p++]));
+    }
+    EXPECT_GT(largest, 0.0);
+    EXPECT_LT(largest, 0.01 * 6.0);
+  }
+}
+
+TEST_F(SimulatorTest, RefusesAllRings) {
+  Config config = LaminarSimulationConfig(PathOf("all.h5"), 30, 0.0);
+  config.data.all_q_rings = true;
+  try {
+    SimulateDataset(config);
+    FAIL() << "no InputError";
+  } catch (const InputError& error) {
+    EXPECT_THAT(error.what(), HasSubstr("analyzer_parameters.scattering.wavevector_q = all"));
+  }
+  EXPECT_FALSE(std::filesystem::exists(config.simulation.output));
+}
+
 TEST_F(SimulatorTest, WritesTheTruth) {
   Config config = LaminarSimulationConfig(PathOf("sim.h5"), 30, 0.0);
   config.simulation.noise_sigma = 0.01;

@@ -17,6 +17,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "checkpoint/checkpoint_lock.h"
@@ -99,6 +100,11 @@ void Mutate(UncertaintyMethod& value) {
   value = value == UncertaintyMethod::kJackknife ? UncertaintyMethod::kCurvature
                                                  : UncertaintyMethod::kJackknife;
 }
+void Mutate(QFitMode& value) {
+  value = value == QFitMode::kJoint ? QFitMode::kIndependent : QFitMode::kJoint;
+}
+void Mutate(PhiRange& value) { value.max_angle_degrees += 1.0; }
+void Mutate(std::pair<double, double>& value) { value.second += 1.0; }
 void Mutate(SimulationOptions& value) { value.present = !value.present; }
 void Mutate(LoggingOptions& value) { value.performance.enabled = !value.performance.enabled; }
 template <typename T>
