@@ -79,6 +79,8 @@ void Fields(ParameterEstimate& estimate, V& visit) {
   visit("interval_68", estimate.interval_68);
   visit("interval_95", estimate.interval_95);
   visit("interval_note", estimate.interval_note);
+  visit("fixed", estimate.fixed);
+  visit("unit", estimate.unit);
 }
 template <typename V>
 void Fields(AngleScaling& angle, V& visit) {
@@ -130,6 +132,20 @@ void Fields(GlobalSearchRecord& search, V& visit) {
   visit("chosen", search.chosen);
 }
 template <typename V>
+void Fields(Phi0MirrorRecord& mirror, V& visit) {
+  visit("checked", mirror.checked);
+  visit("measure", mirror.measure);
+  visit("angles_degrees", mirror.angles_degrees);
+  visit("phi0", mirror.phi0);
+  visit("phi0_uncertainty", mirror.phi0_uncertainty);
+  visit("cost", mirror.cost);
+  visit("mirror_phi0", mirror.mirror_phi0);
+  visit("mirror_uncertainty", mirror.mirror_uncertainty);
+  visit("mirror_cost", mirror.mirror_cost);
+  visit("tie", mirror.tie);
+  visit("note", mirror.note);
+}
+template <typename V>
 void Fields(FitResult& result, V& visit) {
   visit("analysis_mode", result.analysis_mode);
   visit("physical", result.physical);
@@ -167,6 +183,7 @@ void Fields(FitResult& result, V& visit) {
   visit("memory_peak_mb", result.memory_peak_mb);
   visit("batch_statistics", result.batch_statistics);
   visit("global_search", result.global_search);
+  visit("phi0_mirror", result.phi0_mirror);  // docs/results.md, The phi0 mirror check
   visit("recovery_actions", result.recovery_actions);
   visit("warnings", result.warnings);
 }

@@ -34,6 +34,7 @@ constexpr int64_t kMaxFourierOrder = 1000;
 
 using config_internal::ClassifyKey;
 using config_internal::ClosestKnownKey;
+using config_internal::HasNoEffect;
 using config_internal::KeyKind;
 
 // The largest counts the global phase accepts (docs/configuration.md, Global phase): starts,
@@ -204,15 +205,23 @@ class ConfigReader {
 // Walks the document and warns about every key the schema does not know.
 // An unknown key whose value is a mapping is an unknown section (a misspelt `scattering:` takes
 // every key below it out of the config): its path is added to unknown_sections as well.
+// Known keys without effect (HasNoEffect) go to no_effect instead, a section or free-form one as
+// "path.*", and are not walked further.
 void CheckKnownKeys(const ConfigReader& reader, const YAML::Node& map,
                     const std::string& display_path, const std::string& schema_path,
-                    std::vector<std::string>& unknown_sections) {
+                    std::vector<std::string>& unknown_sections,
+                    std::vector<std::string>& no_effect) {
   for (const auto& entry : map) {
     const std::string key = entry.first.IsScalar() ? entry.first.Scalar() : Show(entry.first);
     const std::string display = display_path.empty() ? key : display_path + "." + key;
     const std::string schema = schema_path.empty() ? key : schema_path + "." + key;
     const YAML::Node& value = entry.second;
-    switch (ClassifyKey(schema)) {
+    const KeyKind kind = ClassifyKey(schema);
+    if (kind != KeyKind::kUnknown && HasNoEffect(schema)) {
+      no_effect.push_back(kind == KeyKind::kLeaf ? display : display + ".*");
+      continue;
+    }
+    switch (kind) {
       case KeyKind::kUnknown:
         if (value.IsMap()) {
           reader.Warn("unknown section '" + display + "' (did you mean '" +
@@ -228,12 +237,12 @@ void CheckKnownKeys(const ConfigReader& reader, const YAML::Node& map,
         break;
       case KeyKind::kSection:
         if (value.IsMap()) {
-          CheckKnownKeys(reader, value, display, schema, unknown_sections);
+          CheckKnownKeys(reader, value, display, schema, unknown_sections, no_effect);
         } else if (value.IsSequence()) {
           for (size_t i = 0; i < value.size(); ++i) {
             if (value[i].IsMap()) {
               CheckKnownKeys(reader, value[i], display + "[" + std::to_string(i) + "]",
-                             schema + "[]", unknown_sections);
+                             schema + "[]", unknown_sections, no_effect);
             }
           }
         } else if (!value.IsNull()) {
@@ -1269,7 +1278,7 @@ Config ParseConfigText(const std::string& yaml_text, const std::string& source_n
     throw ConfigError(source_name + ": the document must be a mapping of sections, got " +
                       Show(root));
   }
-  CheckKnownKeys(reader, root, "", "", config.unknown_sections);
+  CheckKnownKeys(reader, root, "", "", config.unknown_sections, config.ignored_keys);
   ParseMode(reader, mode, config);
   ParseDataAndGeometry(reader, config);
   ParseBounds(reader, config);
@@ -1297,6 +1306,14 @@ std::string DtSourceNote(const Config& config) {
   if (!config.dt_source.empty()) return "(" + config.dt_source + ")";
   return "(the default: the config gives no analyzer_parameters.dt, and beamline files carry no "
          "frame time; set it to the time between two frames)";
+}
+
+std::string IgnoredKeysText(const Config& config) {
+  if (config.ignored_keys.empty()) return "";
+  std::string keys;
+  for (const std::string& key : config.ignored_keys) keys += (keys.empty() ? "" : ", ") + key;
+  return "accepted and ignored (no effect in homodyne-cpp; docs/configuration.md, Accepted but "
+         "not used): " + keys;
 }
 
 std::string BriefReport(const Config& config) {
@@ -1352,6 +1369,7 @@ std::string BriefReport(const Config& config) {
     out << "performance log: " << log.filename << " in the output folder, level "
         << ToString(log.level) << ", slow above " << FormatNumber(log.threshold_seconds) << " s\n";
   }
+  if (!config.ignored_keys.empty()) out << IgnoredKeysText(config) << "\n";
   if (config.simulation.present) {
     out << "simulation: " << config.simulation.output << ", " << config.simulation.frames
         << " frames, " << config.simulation.phi_angles_degrees.size() << " angles\n";

@@ -212,7 +212,7 @@ template <typename ConfigType, typename Visitor>
 void VisitConfigFields(ConfigType& config, Visitor&& visit) {
   using namespace fit_identity_internal;
   auto& [source_path, analysis_mode, geometry, data, bounds, initial, nlsq, streaming, performance,
-         logging, simulation, warnings, unknown_sections, dt_source] = config;
+         logging, simulation, warnings, unknown_sections, ignored_keys, dt_source] = config;
   visit("source_path", kNotNumbersField, source_path);  // its values count, not its place
   visit("analysis_mode", kNumbersField, analysis_mode);
   VisitGeometry(geometry, visit);
@@ -226,6 +226,7 @@ void VisitConfigFields(ConfigType& config, Visitor&& visit) {
   visit("simulation", kNotNumbersField, simulation);
   visit("warnings", kNotNumbersField, warnings);
   visit("unknown_sections", kNotNumbersField, unknown_sections);
+  visit("ignored_keys", kNotNumbersField, ignored_keys);  // keys without effect
   visit("dt_source", kNotNumbersField, dt_source);  // data.dt_seconds counts, not its origin
 }
 

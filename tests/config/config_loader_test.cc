@@ -840,3 +840,44 @@ TEST(ConfigDtSourceTest, TheFrameTimeSaysWhereItCameFrom) {
 
 }  // namespace
 }  // namespace homodyne
+
+namespace homodyne {
+namespace {
+
+// Keys that are accepted and have no effect (docs/configuration.md, Accepted but not used) are
+// listed in Config::ignored_keys, a section with everything below it as "path.*", in file order;
+// the keys that act and the documentation-only keys are not, and IgnoredKeysText names them all
+// on one line.
+TEST(ConfigIgnoredKeysTest, KeysWithoutEffectAreListedOnce) {
+  const Config config = ParseConfig(
+      "analysis_mode: laminar_flow\n"
+      "metadata: {description: doc only}\n"
+      "analyzer_parameters: {dt: 0.1, frame_step: 2}\n"
+      "optimization:\n"
+      "  nlsq:\n"
+      "    max_iterations: 50\n"
+      "    anti_degeneracy:\n"
+      "      per_angle_mode: individual\n"
+      "      hierarchical: {enable: true, max_outer_iterations: 5}\n"
+      "      shear_weighting: {enable: true}\n",
+      "ignored.yaml");
+  EXPECT_THAT(config.ignored_keys,
+              ::testing::ElementsAre("analyzer_parameters.frame_step",
+                                     "optimization.nlsq.anti_degeneracy.hierarchical.*",
+                                     "optimization.nlsq.anti_degeneracy.shear_weighting.*"));
+  EXPECT_EQ(IgnoredKeysText(config),
+            "accepted and ignored (no effect in homodyne-cpp; docs/configuration.md, Accepted but "
+            "not used): analyzer_parameters.frame_step, "
+            "optimization.nlsq.anti_degeneracy.hierarchical.*, "
+            "optimization.nlsq.anti_degeneracy.shear_weighting.*");
+  EXPECT_THAT(BriefReport(config), HasSubstr(IgnoredKeysText(config) + "\n"));
+  // Nothing without effect: no line.
+  const Config plain = ParseConfig("analysis_mode: static\nanalyzer_parameters: {dt: 0.1}\n",
+                                   "plain.yaml");
+  EXPECT_TRUE(plain.ignored_keys.empty());
+  EXPECT_EQ(IgnoredKeysText(plain), "");
+  EXPECT_THAT(BriefReport(plain), Not(HasSubstr("accepted and ignored")));
+}
+
+}  // namespace
+}  // namespace homodyne
