@@ -1310,8 +1310,32 @@ std::string DtSourceNote(const Config& config) {
 
 std::string IgnoredKeysText(const Config& config) {
   if (config.ignored_keys.empty()) return "";
+  // Neighbours with one parent section as "parent.{a, b.*}", to keep the line readable.
+  const auto split = [](const std::string& key) {
+    const std::string path = key.ends_with(".*") ? key.substr(0, key.size() - 2) : key;
+    const size_t dot = path.rfind('.');
+    if (dot == std::string::npos) return std::pair<std::string, std::string>("", key);
+    return std::pair<std::string, std::string>(key.substr(0, dot), key.substr(dot + 1));
+  };
   std::string keys;
-  for (const std::string& key : config.ignored_keys) keys += (keys.empty() ? "" : ", ") + key;
+  for (size_t i = 0; i < config.ignored_keys.size();) {
+    const std::string parent = split(config.ignored_keys[i]).first;
+    size_t end = i + 1;
+    while (end < config.ignored_keys.size() && !parent.empty() &&
+           split(config.ignored_keys[end]).first == parent) {
+      ++end;
+    }
+    std::string group;
+    if (end - i == 1) {
+      group = config.ignored_keys[i];
+    } else {
+      group = parent + ".{";
+      for (size_t k = i; k < end; ++k) group += (k == i ? "" : ", ") + split(config.ignored_keys[k]).second;
+      group += "}";
+    }
+    keys += (keys.empty() ? "" : ", ") + group;
+    i = end;
+  }
   return "accepted and ignored (no effect in homodyne-cpp; docs/configuration.md, Accepted but "
          "not used): " + keys;
 }
