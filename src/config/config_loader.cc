@@ -357,6 +357,36 @@ void ParseDataAndGeometry(const ConfigReader& reader, Config& config) {
     data.file_path = *legacy;
   }
 
+  // The diagonal of the result files and plots (docs/model.md, Diagonal correction).
+  DiagonalCorrectionOptions& diagonal = data.diagonal_correction;
+  if (const auto apply = reader.Bool("experimental_data.apply_diagonal_correction")) {
+    diagonal.apply = *apply;
+  }
+  if (const auto method = reader.String("experimental_data.diagonal_correction.method")) {
+    diagonal.method = *method;
+    reader.Require(diagonal.method == "basic" || diagonal.method == "statistical" ||
+                       diagonal.method == "interpolation",
+                   "experimental_data.diagonal_correction.method",
+                   "must be basic, statistical or interpolation");
+  }
+  if (const auto estimator = reader.String("experimental_data.diagonal_correction.estimator")) {
+    diagonal.estimator = *estimator;
+    reader.Require(diagonal.estimator == "median" || diagonal.estimator == "mean" ||
+                       diagonal.estimator == "trimmed_mean",
+                   "experimental_data.diagonal_correction.estimator",
+                   "must be median, mean or trimmed_mean");
+  }
+  if (const auto window = reader.Integer("experimental_data.diagonal_correction.window")) {
+    reader.Require(*window >= 1 && *window <= 1000, "experimental_data.diagonal_correction.window",
+                   "must be an integer from 1 to 1000");
+    diagonal.window = static_cast<int>(*window);
+  }
+  if (const auto trim = reader.Number("experimental_data.diagonal_correction.trim_fraction")) {
+    reader.Require(std::isfinite(*trim) && *trim >= 0.0 && *trim < 0.5,
+                   "experimental_data.diagonal_correction.trim_fraction", "must be in [0, 0.5)");
+    diagonal.trim_fraction = *trim;
+  }
+
   const std::string dt_path =
       FirstPresent(reader, {"analyzer_parameters.dt", "experimental_data.dt", "dt"});
   if (!dt_path.empty()) {

@@ -50,7 +50,8 @@ const SchemaRow kSchema[] = {
     {"experimental_data",
      "file_path data_folder_path data_file_name phi_angles_path phi_angles_file cache_file_path "
      "cache_filename_template cache_compression data_type file_format exchange_key dt "
-     "sample_detector_distance cache_directory use_caching"},
+     "sample_detector_distance cache_directory use_caching apply_diagonal_correction"},
+    {"experimental_data.diagonal_correction", "method estimator window trim_fraction"},
     {"experimental_data.geometry", "stator_rotor_gap"},
     {"phi_filtering", "enabled fallback_to_all_angles algorithm tolerance"},
     {"phi_filtering.target_ranges[]", "min_angle max_angle description"},

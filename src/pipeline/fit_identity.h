@@ -43,7 +43,7 @@ void VisitGeometry(Struct& geometry, Visitor& visit) {
 template <typename Struct, typename Visitor>
 void VisitData(Struct& data, Visitor& visit) {
   auto& [file_path, wavevector_q_target, start_frame, end_frame, dt_seconds, q_tolerance_fraction,
-         phi_filtering_enabled, phi_ranges, phi_selected_degrees] = data;
+         phi_filtering_enabled, phi_ranges, phi_selected_degrees, diagonal_correction] = data;
   visit("data.file_path", kInputFileField, file_path);
   visit("data.wavevector_q_target", kNumbersField, wavevector_q_target);
   visit("data.start_frame", kNumbersField, start_frame);
@@ -54,6 +54,14 @@ void VisitData(Struct& data, Visitor& visit) {
   visit("data.phi_ranges", kNumbersField, phi_ranges);  // VisitPhiRange per element
   // In the identity only when given (--phi), so those of fits without it are what they were.
   visit("data.phi_selected_degrees", kNumbersField, phi_selected_degrees);
+  // The diagonal is never fitted (docs/model.md, Diagonal correction): no fitted number depends
+  // on how the result files' diagonal is corrected.
+  visit("data.diagonal_correction.apply", kNotNumbersField, diagonal_correction.apply);
+  visit("data.diagonal_correction.method", kNotNumbersField, diagonal_correction.method);
+  visit("data.diagonal_correction.estimator", kNotNumbersField, diagonal_correction.estimator);
+  visit("data.diagonal_correction.window", kNotNumbersField, diagonal_correction.window);
+  visit("data.diagonal_correction.trim_fraction", kNotNumbersField,
+        diagonal_correction.trim_fraction);
 }
 
 template <typename Struct, typename Visitor>

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config_test_util.h"
@@ -876,6 +877,54 @@ TEST(ConfigIgnoredKeysTest, KeysWithoutEffectAreListedOnce) {
   EXPECT_TRUE(plain.ignored_keys.empty());
   EXPECT_EQ(IgnoredKeysText(plain), "");
   EXPECT_THAT(BriefReport(plain), Not(HasSubstr("accepted and ignored")));
+}
+
+}  // namespace
+}  // namespace homodyne
+
+namespace homodyne {
+namespace {
+
+// experimental_data.apply_diagonal_correction and .diagonal_correction (docs/configuration.md,
+// Model and data): read into DataSelection::diagonal_correction; a bad value names its key.
+TEST(ConfigDiagonalCorrectionTest, KeysAreReadAndChecked) {
+  const Config defaults = ParseConfig("analysis_mode: static\n", "defaults.yaml");
+  EXPECT_TRUE(defaults.data.diagonal_correction.apply);
+  EXPECT_EQ(defaults.data.diagonal_correction.method, "basic");
+  const Config config = ParseConfig(
+      "analysis_mode: static\n"
+      "experimental_data:\n"
+      "  apply_diagonal_correction: true\n"
+      "  diagonal_correction: {method: statistical, estimator: trimmed_mean, window: 5,\n"
+      "                        trim_fraction: 0.1}\n",
+      "diagonal.yaml");
+  const DiagonalCorrectionOptions& options = config.data.diagonal_correction;
+  EXPECT_EQ(options.method, "statistical");
+  EXPECT_EQ(options.estimator, "trimmed_mean");
+  EXPECT_EQ(options.window, 5);
+  EXPECT_DOUBLE_EQ(options.trim_fraction, 0.1);
+  EXPECT_TRUE(config.warnings.empty());
+  EXPECT_FALSE(ParseConfig("analysis_mode: static\nexperimental_data: "
+                           "{apply_diagonal_correction: false}\n",
+                           "off.yaml")
+                   .data.diagonal_correction.apply);
+  for (const auto& [yaml, message] : {
+           std::pair{"{method: smooth}",
+                     "experimental_data.diagonal_correction.method = 'smooth': must be basic, "
+                     "statistical or interpolation"},
+           std::pair{"{estimator: mode}", "experimental_data.diagonal_correction.estimator"},
+           std::pair{"{window: 0}", "experimental_data.diagonal_correction.window = 0"},
+           std::pair{"{trim_fraction: 0.5}",
+                     "experimental_data.diagonal_correction.trim_fraction = 0.5"}}) {
+    try {
+      ParseConfig(std::string("analysis_mode: static\nexperimental_data:\n  diagonal_correction: ") +
+                      yaml + "\n",
+                  "bad.yaml");
+      FAIL() << yaml << " was accepted";
+    } catch (const ConfigError& error) {
+      EXPECT_THAT(error.what(), HasSubstr(message)) << yaml;
+    }
+  }
 }
 
 }  // namespace
