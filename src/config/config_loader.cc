@@ -1405,6 +1405,14 @@ std::string BriefReport(const Config& config) {
       << ", per_angle_mode " << ToString(config.nlsq.per_angle_mode) << "\n";
   // The objective itself: a robust loss changes what is minimised (docs/model.md, Robust loss).
   out << "objective: " << LossText(config.nlsq.loss) << "\n";
+  if (!config.initial.fixed_parameters.empty()) {
+    std::string fixed;
+    for (const std::string& name : config.initial.fixed_parameters) {
+      fixed += (fixed.empty() ? "" : ", ") + name;
+    }
+    out << "fixed parameters: " << fixed
+        << " (initial_parameters.fixed_parameters: held at their start values)\n";
+  }
   const PerformanceOptions& p = config.performance;
   out << "strategy: "
       << (p.strategy_override ? std::string(ToString(*p.strategy_override)) : "automatic")

@@ -877,6 +877,13 @@ TEST(ConfigIgnoredKeysTest, KeysWithoutEffectAreListedOnce) {
   EXPECT_TRUE(plain.ignored_keys.empty());
   EXPECT_EQ(IgnoredKeysText(plain), "");
   EXPECT_THAT(BriefReport(plain), Not(HasSubstr("accepted and ignored")));
+  EXPECT_THAT(BriefReport(plain), Not(HasSubstr("fixed parameters")));
+  // Fixed parameters change the objective: --validate names them (BriefReport).
+  const Config fixed = ParseConfig(
+      "analysis_mode: static\ninitial_parameters: {fixed_parameters: [D_offset]}\n", "fixed.yaml");
+  EXPECT_THAT(BriefReport(fixed),
+              HasSubstr("fixed parameters: D_offset (initial_parameters.fixed_parameters: held at "
+                        "their start values)\n"));
 }
 
 }  // namespace
