@@ -84,6 +84,8 @@ void Fields(ParameterEstimate& estimate, V& visit) {
   visit("profile_values", estimate.profile_values);
   visit("profile_delta_chi2", estimate.profile_delta_chi2);
   visit("profile_quadratic", estimate.profile_quadratic);
+  visit("fixed", estimate.fixed);
+  visit("unit", estimate.unit);
 }
 template <typename V>
 void Fields(AngleScaling& angle, V& visit) {
@@ -135,6 +137,20 @@ void Fields(GlobalSearchRecord& search, V& visit) {
   visit("chosen", search.chosen);
 }
 template <typename V>
+void Fields(Phi0MirrorRecord& mirror, V& visit) {
+  visit("checked", mirror.checked);
+  visit("measure", mirror.measure);
+  visit("angles_degrees", mirror.angles_degrees);
+  visit("phi0", mirror.phi0);
+  visit("phi0_uncertainty", mirror.phi0_uncertainty);
+  visit("cost", mirror.cost);
+  visit("mirror_phi0", mirror.mirror_phi0);
+  visit("mirror_uncertainty", mirror.mirror_uncertainty);
+  visit("mirror_cost", mirror.mirror_cost);
+  visit("tie", mirror.tie);
+  visit("note", mirror.note);
+}
+template <typename V>
 void Fields(FitResult& result, V& visit) {
   visit("analysis_mode", result.analysis_mode);
   visit("physical", result.physical);
@@ -174,6 +190,7 @@ void Fields(FitResult& result, V& visit) {
   visit("memory_peak_mb", result.memory_peak_mb);
   visit("batch_statistics", result.batch_statistics);
   visit("global_search", result.global_search);
+  visit("phi0_mirror", result.phi0_mirror);  // docs/results.md, The phi0 mirror check
   visit("recovery_actions", result.recovery_actions);
   visit("warnings", result.warnings);
 }

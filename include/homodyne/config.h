@@ -352,6 +352,10 @@ struct Config {
   // The YAML paths of unknown keys whose value is a mapping (a misspelt section: every key in it
   // is ignored); each also has its warning. homodyne-config --validate fails on any.
   std::vector<std::string> unknown_sections;
+  // The keys of the file that are accepted and have no effect here (docs/configuration.md,
+  // Accepted but not used; the documentation-only keys left out), in file order; a section
+  // whose every key has no effect as "path.*". Listed by --validate, the dry run and the run log.
+  std::vector<std::string> ignored_keys;
   // Where the frame time data.dt_seconds came from: its YAML path, or "" when the config gives
   // none (the default 0.001 s; beamline files carry no frame time). Shown by --validate and the
   // dry run, so that a default dt is never missed.
@@ -433,6 +437,9 @@ Config ParseConfig(const std::string& yaml_text, const std::string& source_name)
 // A few lines for logs and `homodyne-config --validate`: mode, data file, q, dt, L, frame window,
 // phi filtering, NLSQ settings, strategy, backend, memory limit, checkpoints.
 std::string BriefReport(const Config& config);
+
+// One line naming Config::ignored_keys ("accepted and ignored (...): a, b.*"), "" when none.
+std::string IgnoredKeysText(const Config& config);
 
 // "linear loss (...)" or "soft_l1 loss, f_scale 2 (...)": what a fit minimises, for --validate,
 // the dry run and the printed result.

@@ -57,6 +57,22 @@ inline std::string_view ToString(QFitMode mode) {
 
 // What to read from a file; built from the config (experimental_data, analyzer_parameters,
 // phi_filtering) and CLI overrides.
+// experimental_data.apply_diagonal_correction and experimental_data.diagonal_correction
+// (docs/configuration.md, Model and data; docs/model.md, Diagonal correction).
+struct DiagonalCorrectionOptions {
+  bool apply = true;               // apply_diagonal_correction; false keeps the stored diagonal
+  std::string method = "basic";    // diagonal_correction.method: basic | statistical | interpolation
+  std::string estimator = "median";  // .estimator (statistical): median | mean | trimmed_mean
+  int window = 3;                  // .window (statistical): off-diagonal neighbours on each side, >= 1
+  double trim_fraction = 0.2;      // .trim_fraction (trimmed_mean): cut from each end, in [0, 0.5)
+};
+
+// The diagonal correction `options` (method, estimator, window) in place on a row-major N x N
+// matrix (docs/model.md, Diagonal correction): basic and interpolation as ApplyDiagonalCorrection
+// (model.h), statistical from the window's neighbours; apply = false leaves it unchanged.
+void ApplyDiagonalCorrection(const DiagonalCorrectionOptions& options, int n,
+                             std::span<double> matrix);
+
 struct DataSelection {
   std::string file_path;                // the HDF5 file
   double wavevector_q_target = 0.0054;  // analyzer_parameters.scattering.wavevector_q [1/A]
@@ -84,6 +100,9 @@ struct DataSelection {
   std::optional<PhiRange> data_phi_range;                 // data_filtering.phi_range {min, max}
   bool data_filtering_fallback_on_empty = true;           // data_filtering.fallback_on_empty
   QFitMode q_fit = QFitMode::kIndependent;  // analyzer_parameters.scattering.q_fit
+  // How the stored diagonal of the matrices read for the result files and plots is replaced
+  // (docs/model.md, Diagonal correction); the fit never reads the diagonal.
+  DiagonalCorrectionOptions diagonal_correction;
 };
 inline constexpr double kPhiSelectionToleranceDegrees = 1.0;
 

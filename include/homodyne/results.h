@@ -41,6 +41,10 @@ struct ParameterEstimate {
   std::vector<double> profile_values{};
   std::vector<double> profile_delta_chi2{};
   double profile_quadratic = std::numeric_limits<double>::quiet_NaN();
+  // Held at its start value by initial_parameters.fixed_parameters (not fitted; uncertainty 0).
+  bool fixed = false;
+  // Its unit as docs/model.md (Symbols and units) gives it, e.g. "Å²/s^(1+α)"; "" dimensionless.
+  std::string unit{};
 };
 
 // Contrast and offset of one angle (always one pair per angle, whatever the per-angle mode).
@@ -115,6 +119,25 @@ struct BackendSelfCheckRecord {
   std::string report;               // the log's line
 };
 
+// The phi0 mirror check of a laminar_flow fit (docs/results.md, The phi0 mirror check):
+// checked = false when it did not run (other modes, phi0 held, angles that tell phi0 from its
+// mirror, a mirror outside the bounds). cost and mirror_cost are chi2, or the robust cost under
+// a robust loss (`measure`: "chi2" or "robust_cost"); tie: they differ by at most one unit of
+// chi2 noise (the final fit's reduced chi2).
+struct Phi0MirrorRecord {
+  bool checked = false;
+  std::string measure = "chi2";
+  std::string angles_degrees;  // the data's angles, "0, 90"
+  double phi0 = 0.0;
+  double phi0_uncertainty = 0.0;
+  double cost = 0.0;
+  double mirror_phi0 = 0.0;
+  double mirror_uncertainty = 0.0;
+  double mirror_cost = 0.0;
+  bool tie = false;
+  std::string note;
+};
+
 struct FitResult {
   AnalysisMode analysis_mode = AnalysisMode::kLaminarFlow;
   std::vector<ParameterEstimate> physical;    // model order (PhysicalParameterNames)
@@ -182,6 +205,7 @@ struct FitResult {
   double memory_peak_mb = 0.0;
   BatchStatisticsSummary batch_statistics;
   GlobalSearchRecord global_search;
+  Phi0MirrorRecord phi0_mirror;
   std::vector<std::string> recovery_actions;  // e.g. strategy fallbacks, resume
   std::vector<std::string> warnings;
 };

@@ -319,6 +319,14 @@ def compute_c2(params, t, phi, q, L=None, contrast=0.5, offset=1.0, mode="lamina
 # NlsqResult in a notebook
 
 
+def _units_and_fixed(self):
+    """{name: unit} of the physical parameters ("" dimensionless; docs/model.md, Symbols and
+    units) and the set of those initial_parameters.fixed_parameters held."""
+    physical = self.to_dict()["physical"]
+    return ({p["name"]: p["unit"] for p in physical},
+            {p["name"] for p in physical if p["fixed"]})
+
+
 def _repr_html_(self):
     """An HTML table for notebooks: parameter, value, uncertainty and a mark ("at lower bound",
     "at upper bound", or "fixed" where the uncertainty is 0), then chi2, reduced chi2 and the
@@ -326,14 +334,17 @@ def _repr_html_(self):
     import html
     rows = []
     held = self.at_bound
+    units, fixed = _units_and_fixed(self)
     for name, value, error in zip(self.param_names, self.parameters, self.uncertainties):
-        mark = f"at {held[name]} bound" if name in held else "fixed" if error == 0 else ""
+        mark = (f"at {held[name]} bound" if name in held
+                else "fixed" if name in fixed or error == 0 else "")
         rows.append(f"<tr><td>{html.escape(name)}</td><td>{value:.6g}</td><td>{error:.3g}</td>"
-                    f"<td>{mark}</td></tr>")
+                    f"<td>{html.escape(units.get(name, ''))}</td><td>{mark}</td></tr>")
     quality = html.escape(self.quality_flag)
     if self.quality_reasons:
         quality += ": " + html.escape("; ".join(self.quality_reasons))
-    return ("<table><thead><tr><th>parameter</th><th>value</th><th>uncertainty</th><th></th>"
+    return ("<table><thead><tr><th>parameter</th><th>value</th><th>uncertainty</th><th>unit</th>"
+            "<th></th>"
             "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
             f"<p>chi2 {self.chi_squared:.6g}, reduced chi2 {self.reduced_chi_squared:.4g}, "
             f"quality {quality}, {html.escape(self.convergence_status)}</p>")
@@ -346,10 +357,13 @@ def _str(self):
     """The printed result: the final fit's line, then parameter, value, uncertainty and mark, the
     per-angle scaling, chi2 and the quality flag (as the CLI prints it)."""
     held = self.at_bound
+    units, fixed = _units_and_fixed(self)
     lines = [self.report]
     for name, value, error in zip(self.param_names, self.parameters, self.uncertainties):
-        mark = f" (at {held[name]} bound)" if name in held else ""
-        lines.append(f"  {name:<20} {value:14.6g} +- {error:.3g}{mark}")
+        unit = f" {units[name]}" if units.get(name) else ""
+        mark = (" (fixed)" if name in fixed else "") + (
+            f" (at {held[name]} bound)" if name in held else "")
+        lines.append(f"  {name:<20} {value:14.6g} +- {error:.3g}{unit}{mark}")
     for k, phi in enumerate(self.phi_angles):
         lines.append(f"  phi {phi:8.2f} deg      contrast {self.contrast[k]:.6f} +- "
                      f"{self.contrast_uncertainties[k]:.2g}   offset {self.offset[k]:.6f} +- "

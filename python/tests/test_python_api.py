@@ -299,6 +299,23 @@ def test_print_shows_the_parameter_table(fitted):
     assert repr(fitted).startswith("<NlsqResult ")  # repr stays one line
 
 
+def test_print_shows_units_and_fixed_parameters(in_set):
+    """Each parameter's unit after its uncertainty, and " (fixed)" after a held one
+    (docs/results.md, Fields shared with the reference)."""
+    config = dict(LAMINAR_DICT, initial_parameters=dict(
+        LAMINAR_DICT.get("initial_parameters", {}), fixed_parameters=["gamma_dot_t_offset"]))
+    result = hc.fit_nlsq(None, config, checkpoints=False, global_search="off")
+    lines = str(result).splitlines()
+    d0 = next(line for line in lines if line.split()[:1] == ["D0"])
+    assert d0.endswith(" Å²/s^(1+α)")
+    held = next(line for line in lines if line.split()[:1] == ["gamma_dot_t_offset"])
+    assert held.endswith(" 1/s (fixed)")
+    assert not d0.endswith("(fixed)")
+    physical = {p["name"]: p for p in result.to_dict()["physical"]}
+    assert physical["phi0"]["unit"] == "deg" and physical["gamma_dot_t_offset"]["fixed"]
+    assert "<td>Å²/s^(1+α)</td>" in result._repr_html_()
+
+
 def test_html_table_lists_parameters_and_quality(fitted):
     html = fitted._repr_html_()
     assert html.startswith("<table>")

@@ -81,10 +81,16 @@ void PrintResult(const FitOutcome& outcome, std::ostream& out) {
   const auto bound_mark = [](const ParameterEstimate& estimate) {
     return estimate.at_bound.empty() ? std::string() : " (at " + estimate.at_bound + " bound)";
   };
+  // The unit after the uncertainty (docs/model.md, Symbols and units) and " (fixed)" after a
+  // parameter held by initial_parameters.fixed_parameters.
+  const auto unit_and_fixed = [](const ParameterEstimate& estimate) {
+    return (estimate.unit.empty() ? std::string() : " " + estimate.unit) +
+           (estimate.fixed ? " (fixed)" : "");
+  };
   for (const ParameterEstimate& estimate : result.physical) {
     std::snprintf(line, sizeof(line), "  %-20s %14.6g +- %.3g", estimate.name.c_str(),
                   estimate.value, estimate.uncertainty);
-    out << line;
+    out << line << unit_and_fixed(estimate);
     // The 68 % profile interval relative to the value (docs/results.md, Profile intervals).
     if (estimate.interval_68.size() == 2 && estimate.interval_method == "profile") {
       std::snprintf(line, sizeof(line), "  [%+.3g, %+.3g]", estimate.interval_68[0] - estimate.value,
@@ -96,10 +102,10 @@ void PrintResult(const FitOutcome& outcome, std::ostream& out) {
   for (const AngleScaling& angle : result.per_angle) {
     std::snprintf(line, sizeof(line), "  phi %8.2f deg      contrast %.6f +- %.2g",
                   angle.phi_degrees, angle.contrast.value, angle.contrast.uncertainty);
-    out << line << bound_mark(angle.contrast);
+    out << line << (angle.contrast.fixed ? " (fixed)" : "") << bound_mark(angle.contrast);
     std::snprintf(line, sizeof(line), "   offset %.6f +- %.2g", angle.offset.value,
                   angle.offset.uncertainty);
-    out << line << bound_mark(angle.offset) << "\n";
+    out << line << (angle.offset.fixed ? " (fixed)" : "") << bound_mark(angle.offset) << "\n";
   }
   // What the +- are (docs/results.md, What the uncertainties mean).
   if (result.uncertainty_method == "jackknife") {

@@ -59,7 +59,11 @@ int Run(int argc, char** argv) {
       ResolveConfig(ReadConfigFile(options->config_path), OverridesFromCommandLine(*options));
   for (const std::string& warning : config.warnings) spdlog::warn("{}", warning);
 
-  if (options->dry_run) return RunDryRun(config, *options, out);
+  if (options->dry_run) return RunDryRun(config, *options, out);  // its plan names the ignored keys
+  // The keys that have no effect here, in one line (docs/configuration.md, Accepted but not used).
+  if (const std::string ignored = IgnoredKeysText(config); !ignored.empty()) {
+    spdlog::info("{}", ignored);
+  }
   return RunFit(config, *options, out);
 }
 

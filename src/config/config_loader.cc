@@ -35,6 +35,7 @@ constexpr int64_t kMaxFourierOrder = 1000;
 
 using config_internal::ClassifyKey;
 using config_internal::ClosestKnownKey;
+using config_internal::HasNoEffect;
 using config_internal::KeyKind;
 
 // The largest counts the global phase accepts (docs/configuration.md, Global phase): starts,
@@ -205,15 +206,23 @@ class ConfigReader {
 // Walks the document and warns about every key the schema does not know.
 // An unknown key whose value is a mapping is an unknown section (a misspelt `scattering:` takes
 // every key below it out of the config): its path is added to unknown_sections as well.
+// Known keys without effect (HasNoEffect) go to no_effect instead, a section or free-form one as
+// "path.*", and are not walked further.
 void CheckKnownKeys(const ConfigReader& reader, const YAML::Node& map,
                     const std::string& display_path, const std::string& schema_path,
-                    std::vector<std::string>& unknown_sections) {
+                    std::vector<std::string>& unknown_sections,
+                    std::vector<std::string>& no_effect) {
   for (const auto& entry : map) {
     const std::string key = entry.first.IsScalar() ? entry.first.Scalar() : Show(entry.first);
     const std::string display = display_path.empty() ? key : display_path + "." + key;
     const std::string schema = schema_path.empty() ? key : schema_path + "." + key;
     const YAML::Node& value = entry.second;
-    switch (ClassifyKey(schema)) {
+    const KeyKind kind = ClassifyKey(schema);
+    if (kind != KeyKind::kUnknown && HasNoEffect(schema)) {
+      no_effect.push_back(kind == KeyKind::kLeaf ? display : display + ".*");
+      continue;
+    }
+    switch (kind) {
       case KeyKind::kUnknown:
         if (value.IsMap()) {
           reader.Warn("unknown section '" + display + "' (did you mean '" +
@@ -229,12 +238,12 @@ void CheckKnownKeys(const ConfigReader& reader, const YAML::Node& map,
         break;
       case KeyKind::kSection:
         if (value.IsMap()) {
-          CheckKnownKeys(reader, value, display, schema, unknown_sections);
+          CheckKnownKeys(reader, value, display, schema, unknown_sections, no_effect);
         } else if (value.IsSequence()) {
           for (size_t i = 0; i < value.size(); ++i) {
             if (value[i].IsMap()) {
               CheckKnownKeys(reader, value[i], display + "[" + std::to_string(i) + "]",
-                             schema + "[]", unknown_sections);
+                             schema + "[]", unknown_sections, no_effect);
             }
           }
         } else if (!value.IsNull()) {
@@ -383,6 +392,36 @@ void ParseDataAndGeometry(const ConfigReader& reader, Config& config) {
     data.file_path = *name;
   } else if (const auto legacy = reader.String("data_file")) {
     data.file_path = *legacy;
+  }
+
+  // The diagonal of the result files and plots (docs/model.md, Diagonal correction).
+  DiagonalCorrectionOptions& diagonal = data.diagonal_correction;
+  if (const auto apply = reader.Bool("experimental_data.apply_diagonal_correction")) {
+    diagonal.apply = *apply;
+  }
+  if (const auto method = reader.String("experimental_data.diagonal_correction.method")) {
+    diagonal.method = *method;
+    reader.Require(diagonal.method == "basic" || diagonal.method == "statistical" ||
+                       diagonal.method == "interpolation",
+                   "experimental_data.diagonal_correction.method",
+                   "must be basic, statistical or interpolation");
+  }
+  if (const auto estimator = reader.String("experimental_data.diagonal_correction.estimator")) {
+    diagonal.estimator = *estimator;
+    reader.Require(diagonal.estimator == "median" || diagonal.estimator == "mean" ||
+                       diagonal.estimator == "trimmed_mean",
+                   "experimental_data.diagonal_correction.estimator",
+                   "must be median, mean or trimmed_mean");
+  }
+  if (const auto window = reader.Integer("experimental_data.diagonal_correction.window")) {
+    reader.Require(*window >= 1 && *window <= 1000, "experimental_data.diagonal_correction.window",
+                   "must be an integer from 1 to 1000");
+    diagonal.window = static_cast<int>(*window);
+  }
+  if (const auto trim = reader.Number("experimental_data.diagonal_correction.trim_fraction")) {
+    reader.Require(std::isfinite(*trim) && *trim >= 0.0 && *trim < 0.5,
+                   "experimental_data.diagonal_correction.trim_fraction", "must be in [0, 0.5)");
+    diagonal.trim_fraction = *trim;
   }
 
   const std::string dt_path =
@@ -1332,7 +1371,7 @@ Config ParseConfigText(const std::string& yaml_text, const std::string& source_n
     throw ConfigError(source_name + ": the document must be a mapping of sections, got " +
                       Show(root));
   }
-  CheckKnownKeys(reader, root, "", "", config.unknown_sections);
+  CheckKnownKeys(reader, root, "", "", config.unknown_sections, config.ignored_keys);
   ParseMode(reader, mode, config);
   ParseDataAndGeometry(reader, config);
   ParseBounds(reader, config);
@@ -1360,6 +1399,38 @@ std::string DtSourceNote(const Config& config) {
   if (!config.dt_source.empty()) return "(" + config.dt_source + ")";
   return "(the default: the config gives no analyzer_parameters.dt, and beamline files carry no "
          "frame time; set it to the time between two frames)";
+}
+
+std::string IgnoredKeysText(const Config& config) {
+  if (config.ignored_keys.empty()) return "";
+  // Neighbours with one parent section as "parent.{a, b.*}", to keep the line readable.
+  const auto split = [](const std::string& key) {
+    const std::string path = key.ends_with(".*") ? key.substr(0, key.size() - 2) : key;
+    const size_t dot = path.rfind('.');
+    if (dot == std::string::npos) return std::pair<std::string, std::string>("", key);
+    return std::pair<std::string, std::string>(key.substr(0, dot), key.substr(dot + 1));
+  };
+  std::string keys;
+  for (size_t i = 0; i < config.ignored_keys.size();) {
+    const std::string parent = split(config.ignored_keys[i]).first;
+    size_t end = i + 1;
+    while (end < config.ignored_keys.size() && !parent.empty() &&
+           split(config.ignored_keys[end]).first == parent) {
+      ++end;
+    }
+    std::string group;
+    if (end - i == 1) {
+      group = config.ignored_keys[i];
+    } else {
+      group = parent + ".{";
+      for (size_t k = i; k < end; ++k) group += (k == i ? "" : ", ") + split(config.ignored_keys[k]).second;
+      group += "}";
+    }
+    keys += (keys.empty() ? "" : ", ") + group;
+    i = end;
+  }
+  return "accepted and ignored (no effect in homodyne-cpp; docs/configuration.md, Accepted but "
+         "not used): " + keys;
 }
 
 std::string BriefReport(const Config& config) {
@@ -1411,6 +1482,14 @@ std::string BriefReport(const Config& config) {
       << ", per_angle_mode " << ToString(config.nlsq.per_angle_mode) << "\n";
   // The objective itself: a robust loss changes what is minimised (docs/model.md, Robust loss).
   out << "objective: " << LossText(config.nlsq.loss) << "\n";
+  if (!config.initial.fixed_parameters.empty()) {
+    std::string fixed;
+    for (const std::string& name : config.initial.fixed_parameters) {
+      fixed += (fixed.empty() ? "" : ", ") + name;
+    }
+    out << "fixed parameters: " << fixed
+        << " (initial_parameters.fixed_parameters: held at their start values)\n";
+  }
   const PerformanceOptions& p = config.performance;
   out << "strategy: "
       << (p.strategy_override ? std::string(ToString(*p.strategy_override)) : "automatic")
@@ -1429,6 +1508,7 @@ std::string BriefReport(const Config& config) {
     out << "performance log: " << log.filename << " in the output folder, level "
         << ToString(log.level) << ", slow above " << FormatNumber(log.threshold_seconds) << " s\n";
   }
+  if (!config.ignored_keys.empty()) out << IgnoredKeysText(config) << "\n";
   if (config.simulation.present) {
     out << "simulation: " << config.simulation.output << ", " << config.simulation.frames
         << " frames, " << config.simulation.phi_angles_degrees.size() << " angles\n";

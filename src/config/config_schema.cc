@@ -12,6 +12,7 @@
 #include "config/config_schema.h"
 
 #include <algorithm>
+#include <iterator>
 #include <set>
 #include <sstream>
 #include <string_view>
@@ -49,7 +50,8 @@ const SchemaRow kSchema[] = {
     {"experimental_data",
      "file_path data_folder_path data_file_name phi_angles_path phi_angles_file cache_file_path "
      "cache_filename_template cache_compression data_type file_format exchange_key dt "
-     "sample_detector_distance cache_directory use_caching"},
+     "sample_detector_distance cache_directory use_caching apply_diagonal_correction"},
+    {"experimental_data.diagonal_correction", "method estimator window trim_fraction"},
     {"experimental_data.geometry", "stator_rotor_gap"},
     {"phi_filtering", "enabled fallback_to_all_angles algorithm tolerance"},
     {"phi_filtering.target_ranges[]", "min_angle max_angle description"},
@@ -145,6 +147,53 @@ const SchemaRow kSchema[] = {
      "output format frames phi_angles contrast offset noise_sigma noise_model pixels modes seed dtype "
      "compression"},
     {"simulation.parameters", "*"},
+};
+
+// The keys of docs/configuration.md (Accepted but not used) that could be taken for settings:
+// leaves, and sections or free-form paths whose whole subtree has no effect. The documentation
+// keys are not here (a template's metadata is no setting anyone expects to act).
+const char* const kNoEffectKeys[] = {
+    "experimental_data.phi_angles_path", "experimental_data.phi_angles_file",
+    "experimental_data.cache_file_path", "experimental_data.cache_filename_template",
+    "experimental_data.cache_compression", "experimental_data.data_type",
+    "experimental_data.file_format", "experimental_data.exchange_key",
+    "experimental_data.cache_directory", "experimental_data.use_caching",
+    "analyzer_parameters.frame_step", "analyzer_parameters.time_unit",
+    "phi_filtering.fallback_to_all_angles", "phi_filtering.algorithm", "phi_filtering.tolerance",
+    "phi_filtering.quality_control", "initial_parameters.active_parameters", "v2_features",
+    "preprocessing", "quality_control", "noise_estimation",
+    "optimization.method", "optimization.max_iterations",
+    "optimization.nlsq.workflow", "optimization.nlsq.goal", "optimization.nlsq.memory_fraction",
+    "optimization.nlsq.memory_threshold_gb", "optimization.nlsq.trust_region_scale",
+    "optimization.nlsq.verbose", "optimization.nlsq.x_scale", "optimization.nlsq.x_scale_map",
+    "optimization.nlsq.use_streaming", "optimization.nlsq.enable_quality_validation",
+    "optimization.nlsq.quality_reduced_chi_squared_threshold",
+    "optimization.nlsq.quality_warn_on_max_restarts", "optimization.nlsq.quality_warn_on_bounds_hit",
+    "optimization.nlsq.quality_warn_on_convergence_failure",
+    "optimization.nlsq.quality_bounds_tolerance", "optimization.nlsq.progress",
+    "optimization.nlsq.diagnostics", "optimization.nlsq.hybrid_streaming",
+    "optimization.nlsq.quality_validation", "optimization.nlsq.recovery",
+    "optimization.nlsq.shear_transforms", "optimization.nlsq.multi_start.n_workers",
+    "optimization.nlsq.cmaes.warmstart_auto_skip", "optimization.nlsq.cmaes.warmstart_skip_threshold",
+    "optimization.nlsq.cmaes.population_batch_size", "optimization.nlsq.cmaes.data_chunk_size",
+    "optimization.nlsq.cmaes.memory_limit_gb", "optimization.nlsq.cmaes.auto_select",
+    "optimization.nlsq.cmaes.scale_threshold", "optimization.nlsq.cmaes.normalize",
+    "optimization.nlsq.cmaes.normalization_epsilon", "optimization.nlsq.cmaes.refinement_workflow",
+    "optimization.nlsq.cmaes.refinement_ftol", "optimization.nlsq.cmaes.refinement_xtol",
+    "optimization.nlsq.cmaes.refinement_gtol", "optimization.nlsq.cmaes.refinement_max_nfev",
+    "optimization.nlsq.cmaes.refinement_loss",
+    "optimization.nlsq.anti_degeneracy.fourier_auto_threshold",
+    "optimization.nlsq.anti_degeneracy.execute_layers",
+    "optimization.nlsq.anti_degeneracy.hierarchical",
+    "optimization.nlsq.anti_degeneracy.regularization",
+    "optimization.nlsq.anti_degeneracy.gradient_monitoring",
+    "optimization.nlsq.anti_degeneracy.shear_weighting", "optimization.angle_filtering",
+    "optimization.streaming.adaptive_batching", "optimization.nlsq.streaming.adaptive_batching",
+    "optimization.stratification", "optimization.sequential", "optimization.recovery",
+    "optimization.mcmc", "optimization.cmc", "optimization.lsq", "optimization_config",
+    "performance.memory_optimization", "performance.computation.enable_jit",
+    "performance.computation.vectorization_level", "logging.enabled", "logging.level",
+    "logging.console", "logging.file", "logging.modules", "plotting", "output", "validation",
 };
 
 struct Schema {
@@ -270,5 +319,10 @@ std::string ClosestKnownKey(const std::string& schema_path) {
 }
 
 const std::vector<std::string>& KnownKeys() { return GetSchema().known; }
+
+bool HasNoEffect(const std::string& schema_path) {
+  static const std::set<std::string> keys(std::begin(kNoEffectKeys), std::end(kNoEffectKeys));
+  return keys.count(schema_path) > 0;
+}
 
 }  // namespace homodyne::config_internal

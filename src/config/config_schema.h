@@ -25,4 +25,10 @@ std::string ClosestKnownKey(const std::string& schema_path);
 // Every known leaf and free-form path ("prefix.*"), in table order.
 const std::vector<std::string>& KnownKeys();
 
+// True for a known key (leaf, section or free-form path) that is accepted and has no effect here
+// (docs/configuration.md, Accepted but not used), the documentation-only keys (metadata,
+// analysis_settings, units, priors, ...) left out: a section or free-form path true here has no
+// effect with everything below it.
+bool HasNoEffect(const std::string& schema_path);
+
 }  // namespace homodyne::config_internal

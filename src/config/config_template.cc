@@ -43,6 +43,14 @@ experimental_data:
   # (file_path is used when the pair is absent). --data-file on the command line overrides.
   data_folder_path: ./data/
   data_file_name: experiment.hdf
+  # The diagonal of the result files and plots (the fit never reads it). false keeps the stored
+  # diagonal. Default true
+  apply_diagonal_correction: true
+  diagonal_correction:
+    method: basic        # basic | statistical | interpolation. Default basic
+    estimator: median    # statistical: median | mean | trimmed_mean. Default median
+    window: 3            # statistical: neighbours on each side; 1..1000. Default 3
+    trim_fraction: 0.2   # statistical trimmed_mean: cut from each end; [0, 0.5). Default 0.2
 
 # APS-old files only: keep q bins within this fraction of the target q. Default 0.1
 q_tolerance_fraction: 0.1

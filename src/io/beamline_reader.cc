@@ -791,9 +791,13 @@ OpenedDataset Inspect(const DataSelection& selection) {
 class HdfBatchSource final : public BatchSource {
  public:
   // Decides here, once, which angles' float32 reads are direct (PlanDirectReads).
-  HdfBatchSource(OpenedDataset opened, bool allow_direct_reads)
-      : info_(std::move(opened.info)), file_(std::move(opened.file)) {
+  HdfBatchSource(OpenedDataset opened, bool allow_direct_reads,
+                 DiagonalCorrectionOptions diagonal_correction = {})
+      : info_(std::move(opened.info)),
+        file_(std::move(opened.file)),
+        diagonal_correction_(std::move(diagonal_correction)) {
     datasets_.resize(info_.angles.size());
+    diagonal_overrides_.resize(info_.angles.size());
     PlanDirectReadsOfEveryAngle(allow_direct_reads);
     PlanChunkDecodingOfEveryAngle(allow_direct_reads);
   }
@@ -825,6 +829,13 @@ class HdfBatchSource final : public BatchSource {
   int PrefetchRows(int row_begin, int row_end, int threads) override;
 
   void ReadCorrectedMatrix(int angle, std::span<double> out) override;
+  // For the options that are not the basic rule (apply false: the stored diagonal; statistical:
+  // the estimate from each raw diagonal point's `window` neighbours on each side, its row's and
+  // its column's, NaN where none is finite), the value of each raw diagonal point of `angle`
+  // (N_raw values, raw frame 0's included), read once (a band of window + 1 diagonals; every
+  // chunk on the diagonal) and kept; empty for basic and interpolation (basic on the symmetric
+  // matrix).
+  const std::vector<double>& DiagonalOverride(int angle);
   void ReadCorrectedRows(int angle, int row_begin, int row_end, std::span<double> out) override;
   void ReadCorrectedUpperRows(int angle, int row_begin, int row_end,
                               std::span<double> out) override;
@@ -902,6 +913,10 @@ class HdfBatchSource final : public BatchSource {
   Hid file_;
   std::vector<Hid> datasets_;
   std::vector<double> double_buffer_;
+  // The diagonal correction of the corrected reads (docs/model.md, Diagonal correction) and, per
+  // angle, the raw diagonal that replaces the basic one (DiagonalOverride).
+  DiagonalCorrectionOptions diagonal_correction_;
+  std::vector<std::vector<double>> diagonal_overrides_;
   int64_t block_rows_ = 0;  // 0 until BlockRows() has looked at the layout
   std::vector<RowBlock<float>> float_blocks_;    // one per angle
   std::vector<RowBlock<double>> double_blocks_;  // one per angle
@@ -1218,6 +1233,56 @@ void HdfBatchSource::ReadCorrectedMatrix(int angle, std::span<double> out) {
     out[static_cast<size_t>((r - 1) * n + (r - 1))] = model_internal::CorrectedDiagonalValue(
         r, n_raw, super_diagonal[static_cast<size_t>(r - 1)], s_after);
   }
+  // Another method than basic (DiagonalOverride): its value where it has one.
+  const std::vector<double>& override_values = DiagonalOverride(angle);
+  for (int64_t r = 1; r < static_cast<int64_t>(override_values.size()); ++r) {
+    const double value = override_values[static_cast<size_t>(r)];
+    if (std::isfinite(value)) out[static_cast<size_t>((r - 1) * n + (r - 1))] = value;
+  }
+}
+
+const std::vector<double>& HdfBatchSource::DiagonalOverride(int angle) {
+  std::vector<double>& override_values = diagonal_overrides_[static_cast<size_t>(angle)];
+  const DiagonalCorrectionOptions& options = diagonal_correction_;
+  if (options.apply && options.method != "statistical") return override_values;  // empty
+  if (!override_values.empty()) return override_values;
+  const int64_t n_raw = info_.num_raw_frames;
+  const int64_t window = options.apply ? options.window : 0;
+  // band[r * window + k - 1] = C[r, r + k] (NaN beyond the matrix); stored[r] = C[r, r].
+  std::vector<double> band(static_cast<size_t>(n_raw * window),
+                           std::numeric_limits<double>::quiet_NaN());
+  std::vector<double> stored(static_cast<size_t>(n_raw));
+  constexpr int64_t kBlockRows = 512;
+  std::vector<double> block;
+  for (int64_t r0 = 0; r0 < n_raw; r0 += kBlockRows) {
+    const int64_t rows = std::min(kBlockRows, n_raw - r0);
+    const int64_t cols = std::min(rows + window, n_raw - r0);
+    block.resize(static_cast<size_t>(rows * cols));
+    ReadRaw(angle, r0, rows, r0, cols, block.data());
+    for (int64_t r = r0; r < r0 + rows; ++r) {
+      const double* row = block.data() + (r - r0) * cols;  // row[c - r0] = C[r, c]
+      stored[static_cast<size_t>(r)] = row[r - r0];
+      for (int64_t k = 1; k <= window && r + k < n_raw; ++k) {
+        band[static_cast<size_t>(r * window + k - 1)] = row[r + k - r0];
+      }
+    }
+  }
+  if (!options.apply) {
+    override_values = std::move(stored);
+    return override_values;
+  }
+  override_values.assign(static_cast<size_t>(n_raw), std::numeric_limits<double>::quiet_NaN());
+  std::vector<double> neighbours;
+  for (int64_t r = 0; r < n_raw; ++r) {
+    neighbours.clear();
+    for (int64_t k = 1; k <= window; ++k) {
+      if (r + k < n_raw) neighbours.push_back(band[static_cast<size_t>(r * window + k - 1)]);
+      if (r - k >= 0) neighbours.push_back(band[static_cast<size_t>((r - k) * window + k - 1)]);
+    }
+    override_values[static_cast<size_t>(r)] = model_internal::StatisticalDiagonalValue(
+        neighbours, options.estimator, options.trim_fraction);
+  }
+  return override_values;
 }
 
 // Columns from row_begin on as ReadCorrectedUpperRows; the columns before it (fitted (i, j) =
@@ -1279,6 +1344,13 @@ void HdfBatchSource::ReadCorrectedUpperRows(int angle, int row_begin, int row_en
     const double s_after = i < n - 1 ? raw[i + 2] : 0.0;
     row[i - r0] = model_internal::CorrectedDiagonalValue(i + 1, n + 1, s_before, s_after);
     s_before = s_after;
+  }
+  // Another method than basic (DiagonalOverride): its value where it has one.
+  const std::vector<double>& override_values = DiagonalOverride(angle);
+  if (override_values.empty()) return;
+  for (int64_t i = r0; i < row_end; ++i) {
+    const double value = override_values[static_cast<size_t>(i + 1)];
+    if (std::isfinite(value)) out[static_cast<size_t>((i - r0) * width + (i - r0))] = value;
   }
 }
 
@@ -1350,12 +1422,14 @@ std::vector<RingInfo> ListSelectedRings(const DataSelection& selection) {
 }
 
 std::unique_ptr<BatchSource> OpenBatchSource(const DataSelection& selection) {
-  return std::make_unique<HdfBatchSource>(Inspect(selection), /*allow_direct_reads=*/true);
+  return std::make_unique<HdfBatchSource>(Inspect(selection), /*allow_direct_reads=*/true,
+                                          selection.diagonal_correction);
 }
 
 std::unique_ptr<BatchSource> io_internal::OpenHdfBatchSource(const DataSelection& selection,
                                                              bool allow_direct_reads) {
-  return std::make_unique<HdfBatchSource>(Inspect(selection), allow_direct_reads);
+  return std::make_unique<HdfBatchSource>(Inspect(selection), allow_direct_reads,
+                                          selection.diagonal_correction);
 }
 
 std::vector<std::string> io_internal::Float32ReadPaths(const BatchSource& source) {

@@ -54,6 +54,10 @@ ordered_json DeviceInfo(const FitResult& result) {
 ordered_json Estimate(const ParameterEstimate& estimate) {
   ordered_json json = {{"value", Number(estimate.value)},
                        {"uncertainty", Number(estimate.uncertainty)}};
+  // Its unit (docs/model.md, Symbols and units; "" dimensionless) and "fixed": true for a
+  // parameter held by initial_parameters.fixed_parameters.
+  json["unit"] = estimate.unit;
+  if (estimate.fixed) json["fixed"] = true;
   if (!estimate.at_bound.empty()) json["at_bound"] = estimate.at_bound;
   // Intervals (docs/results.md, Intervals), when the fit computed them.
   const auto interval = [](const std::vector<double>& ends) {
@@ -274,6 +278,20 @@ ordered_json ParametersJson(const FitResult& result, const std::string& timestam
                         {"matrix", std::move(matrix)}};
   json["correlation"] = {{"parameter_names", result.covariance_names},
                          {"matrix", std::move(correlation)}};
+  // The phi0 mirror check (docs/results.md, The phi0 mirror check), when it ran.
+  if (const Phi0MirrorRecord& mirror = result.phi0_mirror; mirror.checked) {
+    json["phi0_mirror"] = {
+        {"angles_degrees", mirror.angles_degrees},
+        {"measure", mirror.measure},
+        {"fit", {{"phi0", Number(mirror.phi0)},
+                 {"uncertainty", Number(mirror.phi0_uncertainty)},
+                 {mirror.measure, Number(mirror.cost)}}},
+        {"mirror", {{"phi0", Number(mirror.mirror_phi0)},
+                    {"uncertainty", Number(mirror.mirror_uncertainty)},
+                    {mirror.measure, Number(mirror.mirror_cost)}}},
+        {"tie", mirror.tie},
+        {"note", mirror.note}};
+  }
   return json;
 }
 

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <string_view>
 
 namespace homodyne::model_internal {
 
@@ -17,5 +19,13 @@ inline double CorrectedDiagonalValue(int64_t i, int64_t n, double s_before, doub
   if (i == n - 1) return s_before;
   return 0.5 * (s_before + s_after);
 }
+
+// Method "statistical" (docs/model.md, Diagonal correction): the estimate of one diagonal value
+// from its off-diagonal neighbours `values` (C[r, r+k] and C[r-k, r], k = 1..window, those inside
+// the matrix; reordered in place, non-finite ones left out). estimator: "median" (the mean of the
+// middle two of an even count), "mean", or "trimmed_mean" (int(trim_fraction * count) values cut
+// from each end of the sorted values, as scipy.stats.trim_mean). NaN when no value is finite.
+double StatisticalDiagonalValue(std::span<double> values, std::string_view estimator,
+                                double trim_fraction);
 
 }  // namespace homodyne::model_internal

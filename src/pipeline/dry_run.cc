@@ -203,6 +203,7 @@ void DescribeFitPlan(const Config& config, BatchSource& source, std::ostream& ou
   DescribeParameters(*fit, out);
   out << "  sigma             " << config.nlsq.sigma << "\n";
   out << "  objective         " << LossText(config.nlsq.loss) << "\n";
+  if (!config.ignored_keys.empty()) out << "  " << IgnoredKeysText(config) << "\n";
   out << "  memory available  " << FormatBytes(plan.available.bytes) << " ("
       << plan.available.source << ")\n";
   out << "  batch size        " << size.batch_points << " points"

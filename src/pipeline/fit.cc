@@ -12,6 +12,7 @@
 #include "fit_strategy.h"
 #include "global_phase.h"
 #include "interrupts.h"
+#include "phi0_mirror.h"
 
 #include <spdlog/spdlog.h>
 
@@ -57,8 +58,12 @@ double SecondsSince(Clock::time_point start) {
 // fit (its strategy, checkpoints, model and angles).
 class FitRun {
  public:
-  FitRun(const Config& config, BatchSource& source, const FitObserver& observer)
-      : config_(config), source_(source), observer_(observer) {}
+  // check_phi0_mirror: run the phi0 mirror check (phi0_mirror.h) after the final fit; off for
+  // sigma auto's first fit, whose minimum the second fit refines.
+  FitRun(const Config& config, BatchSource& source, const FitObserver& observer,
+         bool check_phi0_mirror = true)
+      : config_(config), source_(source), observer_(observer),
+        check_phi0_mirror_(check_phi0_mirror) {}
 
   FitOutcome Run() {
     fit_ = PrepareFit(config_, source_, observer_);
@@ -68,6 +73,7 @@ class FitRun {
     try {
       GlobalPhaseStep();
       FinalFitStep();
+      Phi0MirrorStep();
       return ResultStep();
     } catch (const PassInterrupted&) {
       // A signal seen inside a pass that no on_chunk hook saves (PassOptions::stop_requested):
@@ -227,6 +233,17 @@ class FitRun {
     ReportPhase("final fit", summary_.seconds);
   }
 
+  // The phi0 mirror check (phi0_mirror.h): one more local fit when the angles cannot tell phi0
+  // from its mirror. A signal during it stops the fit as one during the final fit does.
+  void Phi0MirrorStep() {
+    if (!check_phi0_mirror_ || summary_.status == LevenbergMarquardtStatus::kStoppedByCallback)
+      return;
+    bool stopped = false;
+    phi0_mirror_ = CheckPhi0Mirror(fit_->strategy->objective(), fit_->parameters->map, lm_,
+                                   summary_, fit_->phi_degrees, &stopped);
+    if (stopped) fit_->checkpoints->StopIfInterrupted();
+  }
+
   // The result: warnings, the solution (fit_solution.h) and the totals; what a caller needs
   // beside it.
   FitOutcome ResultStep() {
@@ -265,6 +282,8 @@ class FitRun {
          *fit_->backend.backend, fit_->plan.size.threads, SecondsSince(start_)},
         recorded);
     recorded.uncertainty_seconds = uncertainty_seconds;
+    AnnotateParameters(config_.initial.fixed_parameters, recorded);
+    if (phi0_mirror_) RecordPhi0Mirror(*phi0_mirror_, recorded);
     if (uncertainty.jackknife) {  // its pass over the data
       recorded.passes += 1;
       recorded.point_evaluations += objective.num_points();
@@ -436,6 +455,8 @@ class FitRun {
   LevenbergMarquardtOptions lm_;                   // the final fit's options
   Eigen::VectorXd fit_start_;                      // GlobalPhaseStep
   LevenbergMarquardtSummary summary_;              // FinalFitStep
+  bool check_phi0_mirror_ = true;
+  std::optional<Phi0MirrorFinding> phi0_mirror_;   // Phi0MirrorStep
 };
 
 }  // namespace
@@ -457,7 +478,7 @@ FitOutcome FitWithSigmaAuto(const Config& config, BatchSource& source,
   first_observer.on_iteration = nullptr;  // the convergence history is the final fit's
   spdlog::info("sigma auto: a first fit at sigma {} to estimate the noise",
                FormatNumber(config.nlsq.sigma));
-  FitOutcome first = FitRun(first_config, source, first_observer).Run();
+  FitOutcome first = FitRun(first_config, source, first_observer, false).Run();
   const FitResult& pilot = first.result;
   const double chi2_at_unit_sigma =
       pilot.chi_squared * config.nlsq.sigma * config.nlsq.sigma;  // sum of (data - c2)^2

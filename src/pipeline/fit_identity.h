@@ -44,7 +44,8 @@ template <typename Struct, typename Visitor>
 void VisitData(Struct& data, Visitor& visit) {
   auto& [file_path, wavevector_q_target, start_frame, end_frame, dt_seconds, q_tolerance_fraction,
          phi_filtering_enabled, phi_ranges, phi_selected_degrees, wavevector_q_list, all_q_rings,
-         data_q_range, data_phi_range, data_filtering_fallback_on_empty, q_fit] = data;
+         data_q_range, data_phi_range, data_filtering_fallback_on_empty, q_fit,
+         diagonal_correction] = data;
   visit("data.file_path", kInputFileField, file_path);
   visit("data.wavevector_q_target", kNumbersField, wavevector_q_target);
   visit("data.start_frame", kNumbersField, start_frame);
@@ -64,6 +65,14 @@ void VisitData(Struct& data, Visitor& visit) {
   visit("data.data_phi_range", kNumbersField, data_phi_range);
   visit("data.data_filtering_fallback_on_empty", kNumbersField, data_filtering_fallback_on_empty);
   visit("data.q_fit", kNotNumbersField, q_fit);  // the list and the matrices say it
+  // The diagonal is never fitted (docs/model.md, Diagonal correction): no fitted number depends
+  // on how the result files' diagonal is corrected.
+  visit("data.diagonal_correction.apply", kNotNumbersField, diagonal_correction.apply);
+  visit("data.diagonal_correction.method", kNotNumbersField, diagonal_correction.method);
+  visit("data.diagonal_correction.estimator", kNotNumbersField, diagonal_correction.estimator);
+  visit("data.diagonal_correction.window", kNotNumbersField, diagonal_correction.window);
+  visit("data.diagonal_correction.trim_fraction", kNotNumbersField,
+        diagonal_correction.trim_fraction);
 }
 
 template <typename Struct, typename Visitor>
@@ -222,7 +231,7 @@ template <typename ConfigType, typename Visitor>
 void VisitConfigFields(ConfigType& config, Visitor&& visit) {
   using namespace fit_identity_internal;
   auto& [source_path, analysis_mode, geometry, data, bounds, initial, nlsq, streaming, performance,
-         logging, simulation, warnings, unknown_sections, dt_source] = config;
+         logging, simulation, warnings, unknown_sections, ignored_keys, dt_source] = config;
   visit("source_path", kNotNumbersField, source_path);  // its values count, not its place
   visit("analysis_mode", kNumbersField, analysis_mode);
   VisitGeometry(geometry, visit);
@@ -236,6 +245,7 @@ void VisitConfigFields(ConfigType& config, Visitor&& visit) {
   visit("simulation", kNotNumbersField, simulation);
   visit("warnings", kNotNumbersField, warnings);
   visit("unknown_sections", kNotNumbersField, unknown_sections);
+  visit("ignored_keys", kNotNumbersField, ignored_keys);  // keys without effect
   visit("dt_source", kNotNumbersField, dt_source);  // data.dt_seconds counts, not its origin
 }
 

@@ -145,4 +145,30 @@ LevenbergMarquardtOptions FinalFitOptions(const Config& config, const FitParamet
   return lm;
 }
 
+void AnnotateParameters(const std::vector<std::string>& fixed_parameters, FitResult& result) {
+  const auto held = [&](const std::string& name) {
+    return std::find(fixed_parameters.begin(), fixed_parameters.end(), name) !=
+           fixed_parameters.end();
+  };
+  const auto unit = [](const std::string& name) {
+    const ParameterDefinition* definition = FindParameterDefinition(name);
+    return definition == nullptr ? std::string() : std::string(definition->unit);
+  };
+  for (ParameterEstimate& estimate : result.physical) {
+    estimate.fixed = held(estimate.name);
+    estimate.unit = unit(estimate.name);
+  }
+  for (size_t k = 0; k < result.per_angle.size(); ++k) {
+    // "contrast[k]" and "offset[k]", the full layout's names (fit_parameters.h).
+    std::string contrast_k = "contrast[";
+    contrast_k.append(std::to_string(k)).push_back(']');
+    std::string offset_k = "offset[";
+    offset_k.append(std::to_string(k)).push_back(']');
+    result.per_angle[k].contrast.fixed = held("contrast") || held(contrast_k);
+    result.per_angle[k].offset.fixed = held("offset") || held(offset_k);
+    result.per_angle[k].contrast.unit = unit("contrast");
+    result.per_angle[k].offset.unit = unit("offset");
+  }
+}
+
 }  // namespace homodyne

@@ -10,6 +10,7 @@
 #include <Eigen/Dense>
 
 #include "homodyne/config.h"
+#include "homodyne/results.h"
 #include "objective/batched_objective.h"
 #include "optimize/initial_values.h"
 #include "optimize/levenberg_marquardt.h"
@@ -46,6 +47,11 @@ FitParameters BuildFitParameters(const Config& config, const ResolvedScaling& sc
 // True when `name` (of the full or the reduced layout) is one of the mode's physical parameters,
 // not a contrast or an offset (per angle, shared, or a Fourier coefficient of them).
 bool IsPhysicalParameter(AnalysisMode mode, const std::string& name);
+
+// Sets ParameterEstimate::unit (the mode catalog's, mode_catalog.h) and ParameterEstimate::fixed
+// (the names of initial_parameters.fixed_parameters, as BuildFitParameters holds them) of every
+// physical parameter and per-angle contrast and offset of `result`.
+void AnnotateParameters(const std::vector<std::string>& fixed_parameters, FitResult& result);
 
 // The final fit's options from the config: the reduced bounds and names of `parameters`,
 // optimization.nlsq's max_iterations, tolerance (ftol), xtol, gtol and statistical_tolerance, and

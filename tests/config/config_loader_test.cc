@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config_test_util.h"
@@ -880,6 +881,101 @@ TEST(ConfigDtSourceTest, TheFrameTimeSaysWhereItCameFrom) {
   EXPECT_THAT(DtSourceNote(absent), HasSubstr("the default: the config gives no "
                                               "analyzer_parameters.dt, and beamline files carry "
                                               "no frame time"));
+}
+
+}  // namespace
+}  // namespace homodyne
+
+namespace homodyne {
+namespace {
+
+// Keys that are accepted and have no effect (docs/configuration.md, Accepted but not used) are
+// listed in Config::ignored_keys, a section with everything below it as "path.*", in file order;
+// the keys that act and the documentation-only keys are not, and IgnoredKeysText names them all
+// on one line.
+TEST(ConfigIgnoredKeysTest, KeysWithoutEffectAreListedOnce) {
+  const Config config = ParseConfig(
+      "analysis_mode: laminar_flow\n"
+      "metadata: {description: doc only}\n"
+      "analyzer_parameters: {dt: 0.1, frame_step: 2}\n"
+      "optimization:\n"
+      "  nlsq:\n"
+      "    max_iterations: 50\n"
+      "    anti_degeneracy:\n"
+      "      per_angle_mode: individual\n"
+      "      hierarchical: {enable: true, max_outer_iterations: 5}\n"
+      "      shear_weighting: {enable: true}\n",
+      "ignored.yaml");
+  EXPECT_THAT(config.ignored_keys,
+              ::testing::ElementsAre("analyzer_parameters.frame_step",
+                                     "optimization.nlsq.anti_degeneracy.hierarchical.*",
+                                     "optimization.nlsq.anti_degeneracy.shear_weighting.*"));
+  EXPECT_EQ(IgnoredKeysText(config),
+            "accepted and ignored (no effect in homodyne-cpp; docs/configuration.md, Accepted but "
+            "not used): analyzer_parameters.frame_step, "
+            "optimization.nlsq.anti_degeneracy.{hierarchical.*, shear_weighting.*}");
+  EXPECT_THAT(BriefReport(config), HasSubstr(IgnoredKeysText(config) + "\n"));
+  // Nothing without effect: no line.
+  const Config plain = ParseConfig("analysis_mode: static\nanalyzer_parameters: {dt: 0.1}\n",
+                                   "plain.yaml");
+  EXPECT_TRUE(plain.ignored_keys.empty());
+  EXPECT_EQ(IgnoredKeysText(plain), "");
+  EXPECT_THAT(BriefReport(plain), Not(HasSubstr("accepted and ignored")));
+  EXPECT_THAT(BriefReport(plain), Not(HasSubstr("fixed parameters")));
+  // Fixed parameters change the objective: --validate names them (BriefReport).
+  const Config fixed = ParseConfig(
+      "analysis_mode: static\ninitial_parameters: {fixed_parameters: [D_offset]}\n", "fixed.yaml");
+  EXPECT_THAT(BriefReport(fixed),
+              HasSubstr("fixed parameters: D_offset (initial_parameters.fixed_parameters: held at "
+                        "their start values)\n"));
+}
+
+}  // namespace
+}  // namespace homodyne
+
+namespace homodyne {
+namespace {
+
+// experimental_data.apply_diagonal_correction and .diagonal_correction (docs/configuration.md,
+// Model and data): read into DataSelection::diagonal_correction; a bad value names its key.
+TEST(ConfigDiagonalCorrectionTest, KeysAreReadAndChecked) {
+  const Config defaults = ParseConfig("analysis_mode: static\n", "defaults.yaml");
+  EXPECT_TRUE(defaults.data.diagonal_correction.apply);
+  EXPECT_EQ(defaults.data.diagonal_correction.method, "basic");
+  const Config config = ParseConfig(
+      "analysis_mode: static\n"
+      "experimental_data:\n"
+      "  apply_diagonal_correction: true\n"
+      "  diagonal_correction: {method: statistical, estimator: trimmed_mean, window: 5,\n"
+      "                        trim_fraction: 0.1}\n",
+      "diagonal.yaml");
+  const DiagonalCorrectionOptions& options = config.data.diagonal_correction;
+  EXPECT_EQ(options.method, "statistical");
+  EXPECT_EQ(options.estimator, "trimmed_mean");
+  EXPECT_EQ(options.window, 5);
+  EXPECT_DOUBLE_EQ(options.trim_fraction, 0.1);
+  EXPECT_TRUE(config.warnings.empty());
+  EXPECT_FALSE(ParseConfig("analysis_mode: static\nexperimental_data: "
+                           "{apply_diagonal_correction: false}\n",
+                           "off.yaml")
+                   .data.diagonal_correction.apply);
+  for (const auto& [yaml, message] : {
+           std::pair{"{method: smooth}",
+                     "experimental_data.diagonal_correction.method = 'smooth': must be basic, "
+                     "statistical or interpolation"},
+           std::pair{"{estimator: mode}", "experimental_data.diagonal_correction.estimator"},
+           std::pair{"{window: 0}", "experimental_data.diagonal_correction.window = 0"},
+           std::pair{"{trim_fraction: 0.5}",
+                     "experimental_data.diagonal_correction.trim_fraction = 0.5"}}) {
+    try {
+      ParseConfig(std::string("analysis_mode: static\nexperimental_data:\n  diagonal_correction: ") +
+                      yaml + "\n",
+                  "bad.yaml");
+      FAIL() << yaml << " was accepted";
+    } catch (const ConfigError& error) {
+      EXPECT_THAT(error.what(), HasSubstr(message)) << yaml;
+    }
+  }
 }
 
 }  // namespace

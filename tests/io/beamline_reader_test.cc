@@ -2,6 +2,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <sys/stat.h>
 
 #include <cmath>
@@ -231,6 +233,69 @@ TEST_F(ReaderTest, CorrectedMatrixDiagonalUsesRawFrameZero) {
   }
   EXPECT_DOUBLE_EQ(full[0 * n + 1], StoredValue(0, 2, 3));
   EXPECT_DOUBLE_EQ(full[1 * n + 0], StoredValue(0, 2, 3));
+}
+
+// experimental_data.diagonal_correction (docs/model.md, Diagonal correction): statistical takes
+// each raw diagonal point's neighbours C[r, r+k], C[r-k, r], k = 1..window, inside the raw window
+// (raw frame 0 included); apply = false keeps the stored diagonal. The matrix and the upper rows
+// agree; the off-diagonal values are untouched.
+TEST_F(ReaderTest, DiagonalCorrectionMethodsOfTheCorrectedReads) {
+  TestFileSpec spec;
+  spec.frames = 12;
+  spec.chunk_rows = 4;
+  spec.chunk_cols = 4;
+  const std::string path = PathOf("diagonal.h5");
+  WriteTestFile(path, spec);
+  DataSelection selection = SelectionFor(path);
+  selection.start_frame = 2;  // raw frame r = file frame 1 + r, N_raw = 11
+  const int n_raw = 11;
+  // The stored value at raw (r, c), r <= c.
+  auto raw = [](int r, int c) { return StoredValue(0, 1 + r, 1 + c); };
+  for (const std::string estimator : {"median", "mean", "trimmed_mean"}) {
+    selection.diagonal_correction.method = "statistical";
+    selection.diagonal_correction.estimator = estimator;
+    selection.diagonal_correction.window = 3;
+    selection.diagonal_correction.trim_fraction = 0.2;
+    std::unique_ptr<BatchSource> source = OpenBatchSource(selection);
+    const int n = source->info().num_times();
+    ASSERT_EQ(n, n_raw - 1);
+    std::vector<double> full(static_cast<size_t>(n) * n);
+    source->ReadCorrectedMatrix(0, full);
+    for (int i = 0; i < n; ++i) {
+      const int r = i + 1;
+      std::vector<double> neighbours;
+      for (int k = 1; k <= 3; ++k) {
+        if (r + k < n_raw) neighbours.push_back(raw(r, r + k));
+        if (r - k >= 0) neighbours.push_back(raw(r - k, r));
+      }
+      std::sort(neighbours.begin(), neighbours.end());
+      const size_t count = neighbours.size();
+      double expected = 0.0;
+      if (estimator == "median") {
+        expected = count % 2 ? neighbours[count / 2]
+                             : 0.5 * (neighbours[count / 2 - 1] + neighbours[count / 2]);
+      } else {
+        const size_t cut = estimator == "mean" ? 0 : static_cast<size_t>(0.2 * count);
+        for (size_t k = cut; k < count - cut; ++k) expected += neighbours[k];
+        expected /= static_cast<double>(count - 2 * cut);
+      }
+      EXPECT_NEAR(full[static_cast<size_t>(i) * n + i], expected, 1e-14) << estimator << " " << i;
+    }
+    EXPECT_DOUBLE_EQ(full[0 * n + 1], raw(1, 2));  // off the diagonal: as stored
+    std::vector<double> rows(static_cast<size_t>(4 * (n - 3)));
+    source->ReadCorrectedUpperRows(0, 3, 7, std::span<double>(rows));
+    for (int i = 3; i < 7; ++i) {
+      EXPECT_EQ(rows[static_cast<size_t>((i - 3) * (n - 3) + (i - 3))],
+                full[static_cast<size_t>(i) * n + i]) << i;
+    }
+  }
+  // apply_diagonal_correction: false: the stored diagonal.
+  selection.diagonal_correction = {};
+  selection.diagonal_correction.apply = false;
+  std::unique_ptr<BatchSource> stored = OpenBatchSource(selection);
+  std::vector<double> full(static_cast<size_t>(10) * 10);
+  stored->ReadCorrectedMatrix(0, full);
+  for (int i = 0; i < 10; ++i) EXPECT_DOUBLE_EQ(full[static_cast<size_t>(i) * 10 + i], raw(i + 1, i + 1));
 }
 
 TEST_F(ReaderTest, ApsUSelectsTheExactQRing) {

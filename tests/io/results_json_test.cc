@@ -107,6 +107,43 @@ TEST_F(ResultsJsonTest, ParameterHeldByABoundIsMarked) {
   EXPECT_FALSE(json["per_angle"][0]["contrast"].contains("at_bound"));
 }
 
+// Every parameter carries its unit; a held one "fixed": true (docs/results.md, Fields shared with
+// the reference); the phi0 mirror check's record only when it ran (docs/results.md, The phi0
+// mirror check).
+TEST_F(ResultsJsonTest, UnitsFixedMarksAndThePhi0MirrorRecord) {
+  FitResult result = StaticResult();
+  result.physical[0].unit = "Å²/s^(1+α)";
+  result.physical[2].unit = "Å²/s";
+  result.physical[2].fixed = true;
+  WriteResultFiles(result, directory_.string());
+  nlohmann::json json = Read("parameters.json");
+  EXPECT_EQ(json["parameters"]["D0"]["unit"], "Å²/s^(1+α)");
+  EXPECT_EQ(json["parameters"]["alpha"]["unit"], "");
+  EXPECT_EQ(json["parameters"]["D_offset"]["fixed"], true);
+  EXPECT_FALSE(json["parameters"]["D0"].contains("fixed"));
+  EXPECT_FALSE(json.contains("phi0_mirror"));
+
+  Phi0MirrorRecord& mirror = result.phi0_mirror;
+  mirror.checked = true;
+  mirror.angles_degrees = "0, 90";
+  mirror.phi0 = 3.1;
+  mirror.phi0_uncertainty = 0.2;
+  mirror.cost = 100.0;
+  mirror.mirror_phi0 = -3.1;
+  mirror.mirror_uncertainty = 0.2;
+  mirror.mirror_cost = 100.5;
+  mirror.tie = true;
+  WriteResultFiles(result, directory_.string());
+  json = Read("parameters.json");
+  EXPECT_EQ(json["phi0_mirror"]["angles_degrees"], "0, 90");
+  EXPECT_EQ(json["phi0_mirror"]["measure"], "chi2");
+  EXPECT_DOUBLE_EQ(json["phi0_mirror"]["fit"]["phi0"].get<double>(), 3.1);
+  EXPECT_DOUBLE_EQ(json["phi0_mirror"]["fit"]["chi2"].get<double>(), 100.0);
+  EXPECT_DOUBLE_EQ(json["phi0_mirror"]["mirror"]["phi0"].get<double>(), -3.1);
+  EXPECT_DOUBLE_EQ(json["phi0_mirror"]["mirror"]["chi2"].get<double>(), 100.5);
+  EXPECT_EQ(json["phi0_mirror"]["tie"], true);
+}
+
 TEST_F(ResultsJsonTest, AnalysisAndConvergenceFilesCarryRunDetails) {
   WriteResultFiles(StaticResult(), directory_.string());
   const nlohmann::json analysis = Read("analysis_results_nlsq.json");

@@ -4,8 +4,10 @@
 #include <array>
 #include <cmath>
 #include <numbers>
+#include <tuple>
 #include <vector>
 
+#include "homodyne/dataset.h"
 #include "homodyne/model.h"
 
 namespace homodyne {
@@ -112,6 +114,51 @@ TEST(ReferenceNumbersTest, DiagonalCorrectionExample) {
   EXPECT_DOUBLE_EQ(matrix[8], 1.3);
   EXPECT_EQ(matrix[1], 1.2);  // off-diagonal untouched
   EXPECT_EQ(matrix[5], 1.3);
+}
+
+// The other methods (docs/model.md, Diagonal correction) on the reference's example matrix and a
+// 5 x 5 one: statistical from `window` neighbours on each side, interpolation as basic on a
+// symmetric matrix, apply = false unchanged.
+TEST(ReferenceNumbersTest, DiagonalCorrectionMethods) {
+  const std::vector<double> example = {5, 1.2, 1.1, 1.2, 5, 1.3, 1.1, 1.3, 5};
+  DiagonalCorrectionOptions options;
+  options.method = "statistical";
+  options.window = 2;
+  std::vector<double> matrix = example;
+  ApplyDiagonalCorrection(options, 3, matrix);
+  EXPECT_DOUBLE_EQ(matrix[0], 1.15);  // median of C[0,1] 1.2, C[0,2] 1.1
+  EXPECT_DOUBLE_EQ(matrix[4], 1.25);  // C[1,2] 1.3, C[0,1] 1.2
+  EXPECT_DOUBLE_EQ(matrix[8], 1.2);   // C[1,2] 1.3, C[0,2] 1.1
+  EXPECT_EQ(matrix[1], 1.2);
+  options.method = "interpolation";
+  matrix = example;
+  ApplyDiagonalCorrection(options, 3, matrix);
+  EXPECT_DOUBLE_EQ(matrix[0], 1.2);
+  EXPECT_DOUBLE_EQ(matrix[4], 1.25);
+  options.apply = false;
+  matrix = example;
+  ApplyDiagonalCorrection(options, 3, matrix);
+  EXPECT_EQ(matrix, example);
+
+  // Row 2 of a 5 x 5 matrix, window 2: neighbours C[2,3] 4, C[1,2] 1, C[2,4] 10, C[0,2] 2.
+  std::vector<double> five(25, 0.0);
+  const auto set = [&](int i, int j, double v) { five[i * 5 + j] = five[j * 5 + i] = v; };
+  set(2, 3, 4.0);
+  set(1, 2, 1.0);
+  set(2, 4, 10.0);
+  set(0, 2, 2.0);
+  DiagonalCorrectionOptions statistical;
+  statistical.method = "statistical";
+  statistical.window = 2;
+  for (const auto& [estimator, trim, expected] :
+       {std::tuple{"median", 0.2, 3.0}, std::tuple{"mean", 0.2, 4.25},
+        std::tuple{"trimmed_mean", 0.25, 3.0}, std::tuple{"trimmed_mean", 0.2, 4.25}}) {
+    statistical.estimator = estimator;
+    statistical.trim_fraction = trim;
+    std::vector<double> m = five;
+    ApplyDiagonalCorrection(statistical, 5, m);
+    EXPECT_DOUBLE_EQ(m[2 * 5 + 2], expected) << estimator << " " << trim;
+  }
 }
 
 TEST(ReferenceNumbersTest, DiagonalCorrectionSymmetrisesAndLeavesTinyMatricesAlone) {

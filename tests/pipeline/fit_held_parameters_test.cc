@@ -291,5 +291,31 @@ TEST_F(FitHeldParametersTest, NoHoldCrashesAndEveryResultIsFiniteOrFlagged) {
   EXPECT_GT(ceres_fits_, 100);
 }
 
+// The result names each parameter's unit (the mode catalog's, docs/model.md, Symbols and units)
+// and marks the parameters initial_parameters.fixed_parameters held (docs/results.md, Fields
+// shared with the reference): static with D_offset and contrast held.
+TEST(FitAnnotationsTest, ResultMarksFixedParametersAndUnits) {
+  const std::vector<double> truth = {1500.0, -0.6, 5.0};
+  const std::vector<double> c2 = test::SimulatedC2(AnalysisMode::kStatic, truth, kPhi);
+  const auto source = MakeInMemoryBatchSource(test::LaminarData(c2, kPhi));
+  Config config = ParseConfig(std::string(test::kStaticConfig) +
+                                  "initial_parameters: {fixed_parameters: [D_offset, contrast]}\n",
+                              "fixed_units_test");
+  config.initial.values = truth;
+  config.nlsq.global_search.method = GlobalSearchMethod::kOff;
+  const FitResult result = Fit(config, *source).result;
+  ASSERT_EQ(result.physical.size(), 3u);
+  EXPECT_EQ(result.physical[0].unit, "Å²/s^(1+α)");
+  EXPECT_FALSE(result.physical[0].fixed);
+  EXPECT_EQ(result.physical[1].unit, "");
+  EXPECT_EQ(result.physical[2].unit, "Å²/s");
+  EXPECT_TRUE(result.physical[2].fixed);
+  EXPECT_EQ(result.physical[2].value, 5.0);
+  for (const AngleScaling& angle : result.per_angle) {
+    EXPECT_TRUE(angle.contrast.fixed);
+    EXPECT_FALSE(angle.offset.fixed);
+  }
+}
+
 }  // namespace
 }  // namespace homodyne
