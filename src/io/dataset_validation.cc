@@ -46,10 +46,14 @@ void ValidateDatasetInfo(DatasetInfo& info) {
                       Text(angle.phi_degrees) + "; phi must be a finite angle in degrees");
     }
     for (size_t other = 0; other < k; ++other) {
-      if (info.angles[other].phi_degrees == angle.phi_degrees) {
+      // The same phi in two rings (two q) are two matrices (docs/design.md, Matrices of
+      // several q).
+      if (info.angles[other].phi_degrees == angle.phi_degrees &&
+          info.angles[other].q_inv_angstrom == angle.q_inv_angstrom) {
         throw DataError(name + ": " + AngleName(info.angles[other], other) + " and " +
                         AngleName(angle, k) + " are both at phi = " + Text(angle.phi_degrees) +
-                        " degrees (after normalisation to (-180, 180]); each angle once");
+                        " degrees (after normalisation to (-180, 180]) and q = " +
+                        Text(angle.q_inv_angstrom) + " 1/A; each angle once");
       }
     }
     all_within_two_pi = all_within_two_pi && std::abs(angle.phi_degrees) <= 2.0 * std::numbers::pi;

@@ -99,7 +99,8 @@ void ComputeBatch(const ModelEvaluation& evaluation, std::span<const double> phi
     for (int k = 0; k < angles; ++k) {
       const float* row = data[k] + first_point;
       const size_t len = static_cast<size_t>(points);
-      evaluation.point().EvaluateSegment(phi_degrees[static_cast<size_t>(k)],
+      // The matrix's own q (a model of several rings: docs/design.md section 2d).
+      evaluation.OfAngle(k).point().EvaluateSegment(phi_degrees[static_cast<size_t>(k)],
                                          contrast[static_cast<size_t>(k)],
                                          offset[static_cast<size_t>(k)], i, i + 1, n, c2.data(),
                                          jacobian.data());
