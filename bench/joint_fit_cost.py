@@ -21,8 +21,8 @@ import numpy as np
 import homodyne_cpp as hc
 
 TRUTH = {
-    "static": [800.0, -0.2, 5.0],
-    "laminar_flow": [800.0, -0.2, 5.0, 2e-3, 0.3, 1e-4, 5.0],
+    "static": [3000.0, -0.5, 10.0],
+    "laminar_flow": [3000.0, -0.5, 10.0, 2e-4, 0.3, 1e-5, 5.0],
 }
 
 

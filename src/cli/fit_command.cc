@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -90,7 +91,26 @@ void PrintResult(const FitOutcome& outcome, std::ostream& out) {
     }
     out << bound_mark(estimate) << "\n";
   }
-  for (const AngleScaling& angle : result.per_angle) {
+  // A joint fit of several q (docs/design.md section 2d): the matrices grouped by ring, ascending
+  // q, each ring under its q; one q: in data order, as always.
+  std::vector<size_t> order(result.per_angle.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  const bool several_q = std::any_of(
+      result.per_angle.begin(), result.per_angle.end(), [&](const AngleScaling& angle) {
+        return angle.q_inv_angstrom != result.per_angle.front().q_inv_angstrom;
+      });
+  if (several_q) {
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return result.per_angle[a].q_inv_angstrom < result.per_angle[b].q_inv_angstrom;
+    });
+  }
+  for (size_t position = 0; position < order.size(); ++position) {
+    const AngleScaling& angle = result.per_angle[order[position]];
+    if (several_q && (position == 0 || result.per_angle[order[position - 1]].q_inv_angstrom !=
+                                           angle.q_inv_angstrom)) {
+      std::snprintf(line, sizeof(line), "  q %.6g 1/A\n", angle.q_inv_angstrom);
+      out << line;
+    }
     std::snprintf(line, sizeof(line), "  phi %8.2f deg      contrast %.6f +- %.2g",
                   angle.phi_degrees, angle.contrast.value, angle.contrast.uncertainty);
     out << line << bound_mark(angle.contrast);

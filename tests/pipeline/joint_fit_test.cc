@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -21,6 +22,7 @@
 #include "homodyne/errors.h"
 #include "homodyne/fit.h"
 #include "homodyne/model.h"
+#include "io/hdf5_util.h"
 #include "laminar_data.h"
 #include "pipeline/fit_checkpoints.h"
 
@@ -143,8 +145,10 @@ INSTANTIATE_TEST_SUITE_P(
                  {3000.0, -0.5, 10.0, 2e-4, 0.3, 1e-5, 5.0}}),
     [](const ::testing::TestParamInfo<ModeCase>& param_info) { return Name(param_info.param); });
 
-// The result files of a joint fit: each matrix's q in parameters.json's per-angle block.
-TEST(JointFitResultsTest, ParametersJsonNamesEachMatrixsQ) {
+// The result files of a joint fit: each matrix's q in parameters.json's per-angle block and in
+// fitted_data.h5 (/q_per_angle, each angle's q attribute), whose fit of each matrix is the model at
+// that matrix's q.
+TEST(JointFitResultsTest, ResultFilesNameEachMatrixsQAndFitEachAtIt) {
   const std::filesystem::path folder =
       std::filesystem::temp_directory_path() /
       ("homodyne_joint_fit_results_" + std::to_string(::getpid()));
@@ -162,6 +166,35 @@ TEST(JointFitResultsTest, ParametersJsonNamesEachMatrixsQ) {
   for (size_t k = 0; k < all.q.size(); ++k) {
     EXPECT_EQ(per_angle[k].at("q").get<double>(), all.q[k]) << k;
     EXPECT_EQ(per_angle[k].at("phi").get<double>(), all.phi[k]) << k;
+  }
+  const std::string h5 = (folder / "nlsq" / "fitted_data.h5").string();
+  io_internal::InitializeHdf5();
+  const io_internal::Hid file(
+      io_internal::FileHid(H5Fopen(h5.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT)));
+  ASSERT_TRUE(file.valid()) << h5;
+  EXPECT_EQ(io_internal::ReadAllDoubles(file.get(), "/q_per_angle"), all.q);
+  const size_t n = test::kTimes;
+  std::vector<double> times;
+  for (size_t i = 0; i < n; ++i) times.push_back(test::kDt * static_cast<double>(i + 1));
+  for (size_t k = 0; k < all.q.size(); ++k) {
+    char group[48];
+    std::snprintf(group, sizeof(group), "/angles/phi_%03zu", k);
+    const io_internal::Hid angle(io_internal::GroupHid(H5Gopen2(file.get(), group, H5P_DEFAULT)));
+    ASSERT_TRUE(angle.valid()) << group;
+    double q = 0.0;
+    const io_internal::Hid attribute(io_internal::AttributeHid(H5Aopen(angle.get(), "q", H5P_DEFAULT)));
+    ASSERT_TRUE(attribute.valid()) << group;
+    ASSERT_GE(H5Aread(attribute.get(), H5T_NATIVE_DOUBLE, &q), 0);
+    EXPECT_EQ(q, all.q[k]) << group;
+    const HomodyneModel model(AnalysisMode::kStatic, ScatteringGeometry{all.q[k], test::kGap, test::kDt},
+                              times);
+    const ModelEvaluation evaluation(model, outcome.physical);
+    const AngleScaling& scaling = outcome.result.per_angle[k];
+    std::vector<double> expected(n * n);
+    evaluation.ComputeC2Matrix(scaling.phi_degrees, scaling.contrast.value, scaling.offset.value,
+                               expected);
+    EXPECT_EQ(io_internal::ReadAllDoubles(file.get(), std::string(group) + "/fit"), expected)
+        << group;
   }
   std::filesystem::remove_all(folder);
 }
