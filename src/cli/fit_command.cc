@@ -95,8 +95,8 @@ void PrintResult(const FitOutcome& outcome, std::ostream& out) {
   // q, each ring under its q; one q: in data order, as always.
   std::vector<size_t> order(result.per_angle.size());
   for (size_t k = 0; k < order.size(); ++k) order[k] = k;
-  const bool several_q = std::any_of(
-      result.per_angle.begin(), result.per_angle.end(), [&](const AngleScaling& angle) {
+  const bool several_q =
+      std::any_of(result.per_angle.begin(), result.per_angle.end(), [&](const AngleScaling& angle) {
         return angle.q_inv_angstrom != result.per_angle.front().q_inv_angstrom;
       });
   if (several_q) {

@@ -325,8 +325,8 @@ void WriteContents(hid_t file, BatchSource& source, const ModelEvaluation& evalu
     AngleMatrices matrices{name, CreateMatrix(group.get(), "data", n, side),
                            CreateMatrix(group.get(), "fit", n, side),
                            CreateMatrix(group.get(), "residuals", n, side)};
-    WriteAngleMatrices(source, static_cast<int>(k), evaluation.OfAngle(static_cast<int>(k)), phi[k], contrast[k], offset[k],
-                       side, matrices);
+    WriteAngleMatrices(source, static_cast<int>(k), evaluation.OfAngle(static_cast<int>(k)), phi[k],
+                       contrast[k], offset[k], side, matrices);
     if (matrices.data.Close() < 0 || matrices.fit.Close() < 0 || matrices.residuals.Close() < 0) {
       throw std::runtime_error("cannot close the datasets of /angles/" + name + ": " +
                                io_internal::Hdf5ErrorText());

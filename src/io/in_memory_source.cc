@@ -122,7 +122,8 @@ std::unique_ptr<BatchSource> MakeInMemoryBatchSource(InMemoryData data) {
     throw InputError(name + ": " + std::to_string(data.phi_degrees.size()) +
                      " phi angles for " + std::to_string(data.num_angles) + " matrices");
   }
-  if (!data.q_per_angle.empty() && data.q_per_angle.size() != static_cast<size_t>(data.num_angles)) {
+  if (!data.q_per_angle.empty() &&
+      data.q_per_angle.size() != static_cast<size_t>(data.num_angles)) {
     throw InputError(name + ": " + std::to_string(data.q_per_angle.size()) + " q values for " +
                      std::to_string(data.num_angles) + " matrices (give one q, or one per matrix)");
   }

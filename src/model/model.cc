@@ -52,8 +52,8 @@ HomodyneModel::HomodyneModel(AnalysisMode mode, ScatteringGeometry geometry,
   }
   angle_ring_.reserve(angle_q_.size());
   for (double q : angle_q_) {
-    angle_ring_.push_back(static_cast<int>(
-        std::lower_bound(distinct.begin(), distinct.end(), q) - distinct.begin()));
+    angle_ring_.push_back(
+        static_cast<int>(std::lower_bound(distinct.begin(), distinct.end(), q) - distinct.begin()));
   }
   rings_ = std::move(rings);
 }
@@ -109,8 +109,7 @@ void ModelEvaluation::ComputeC2RowSegment(double phi_degrees, double contrast, d
   HOMODYNE_CHECK(0 <= i && i < n);
   HOMODYNE_CHECK(0 <= j_begin && j_begin <= j_end && j_end <= n);
   HOMODYNE_CHECK(c2_out.size() >= static_cast<std::size_t>(j_end - j_begin));
-  point().EvaluateSegment(phi_degrees, contrast, offset, i, j_begin, j_end, c2_out.data(),
-                          nullptr);
+  point().EvaluateSegment(phi_degrees, contrast, offset, i, j_begin, j_end, c2_out.data(), nullptr);
 }
 
 void ModelEvaluation::ComputeC2Matrix(double phi_degrees, double contrast, double offset,

@@ -78,9 +78,10 @@ void SetUpStrategyStep(PreparedFit& fit, std::chrono::steady_clock::time_point s
       ScatteringGeometry{info.q_inv_angstrom, fit.config.geometry.gap_angstrom, info.dt_seconds},
       info.FittedTimes(), std::move(angle_q));
   if (fit.model->num_rings() > 1) {
-    spdlog::info("joint fit of {} q rings ({} matrices): physical parameters shared, contrast and "
-                 "offset per matrix",
-                 fit.model->num_rings(), info.num_angles());
+    spdlog::info(
+        "joint fit of {} q rings ({} matrices): physical parameters shared, contrast and "
+        "offset per matrix",
+        fit.model->num_rings(), info.num_angles());
   }
   for (const AngleInfo& angle : info.angles) fit.phi_degrees.push_back(angle.phi_degrees);
   PreparedFit* prepared = &fit;  // not moved (PreparedFit): the pointer stays valid

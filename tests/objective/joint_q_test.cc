@@ -10,10 +10,10 @@
 
 #include <cmath>
 #include <functional>
-#include <thread>
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <Eigen/Dense>
@@ -60,9 +60,11 @@ struct Matrix {
   double contrast;
   double offset;
 };
-const std::vector<Matrix> kMatrices = {
-    {0.025, 0.0, 0.21, 1.01}, {0.015, 0.0, 0.30, 0.99}, {0.015, 45.0, 0.28, 1.02},
-    {0.025, 90.0, 0.19, 0.98}, {0.025, 30.0, 0.22, 1.00}};
+const std::vector<Matrix> kMatrices = {{0.025, 0.0, 0.21, 1.01},
+                                       {0.015, 0.0, 0.30, 0.99},
+                                       {0.015, 45.0, 0.28, 1.02},
+                                       {0.025, 90.0, 0.19, 0.98},
+                                       {0.025, 30.0, 0.22, 1.00}};
 
 // Each matrix's packed strict upper triangle: its q's model at the physical point, slightly
 // perturbed, plus noise and one non-finite point.
@@ -76,8 +78,8 @@ InMemoryPassData::PackedData MakeData(AnalysisMode mode) {
     const HomodyneModel model(mode, ScatteringGeometry{matrix.q, kGap, kDt}, Times());
     const ModelEvaluation evaluation(model, physical);
     std::vector<double> c2(static_cast<size_t>(UpperTriangleSize(kTimes)));
-    evaluation.EvaluateUpperTriangleRows(matrix.phi, matrix.contrast, matrix.offset, 0, kTimes,
-                                         c2, {});
+    evaluation.EvaluateUpperTriangleRows(matrix.phi, matrix.contrast, matrix.offset, 0, kTimes, c2,
+                                         {});
     std::vector<float> values;
     for (double value : c2) values.push_back(static_cast<float>(value + noise(random)));
     values[7] = std::nanf("");
@@ -104,8 +106,9 @@ Objective MakeObjective(AnalysisMode mode, const InMemoryPassData::PackedData& d
     q.push_back(kMatrices[static_cast<size_t>(k)].q);
     kept.push_back(data[static_cast<size_t>(k)]);
   }
-  HomodyneModel model = one_q ? HomodyneModel(mode, ScatteringGeometry{q.front(), kGap, kDt}, Times())
-                              : HomodyneModel(mode, ScatteringGeometry{0.0, kGap, kDt}, Times(), q);
+  HomodyneModel model = one_q
+                            ? HomodyneModel(mode, ScatteringGeometry{q.front(), kGap, kDt}, Times())
+                            : HomodyneModel(mode, ScatteringGeometry{0.0, kGap, kDt}, Times(), q);
   PassOptions options;
   options.batch_points = 60;  // several batches, and several chunks:
   options.chunk_batches = 4;
@@ -326,15 +329,17 @@ TEST(JointQDistributedTest, RanksGiveTheSingleProcessPassesBitwise) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    ModesAndBackends, JointQObjectiveTest,
-    ::testing::Values(Case{AnalysisMode::kStatic, false}, Case{AnalysisMode::kLaminarFlow, false},
-                      Case{AnalysisMode::kTwoComponent, false}, Case{AnalysisMode::kStatic, true},
-                      Case{AnalysisMode::kLaminarFlow, true},
-                      Case{AnalysisMode::kTwoComponent, true}),
-    [](const ::testing::TestParamInfo<Case>& param_info) {
-      return std::string(ToString(param_info.param.mode)) + (param_info.param.emulated ? "_emulated" : "_cpu");
-    });
+INSTANTIATE_TEST_SUITE_P(ModesAndBackends, JointQObjectiveTest,
+                         ::testing::Values(Case{AnalysisMode::kStatic, false},
+                                           Case{AnalysisMode::kLaminarFlow, false},
+                                           Case{AnalysisMode::kTwoComponent, false},
+                                           Case{AnalysisMode::kStatic, true},
+                                           Case{AnalysisMode::kLaminarFlow, true},
+                                           Case{AnalysisMode::kTwoComponent, true}),
+                         [](const ::testing::TestParamInfo<Case>& param_info) {
+                           return std::string(ToString(param_info.param.mode)) +
+                                  (param_info.param.emulated ? "_emulated" : "_cpu");
+                         });
 
 }  // namespace
 }  // namespace homodyne

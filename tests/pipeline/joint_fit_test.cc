@@ -141,7 +141,8 @@ INSTANTIATE_TEST_SUITE_P(
         // The pipeline tests' laminar truth: c2 decays within the 90 frames at every ring's q, so
         // D0, alpha and D_offset are determined (a slower decay leaves them a near-degenerate
         // valley, where the jackknife's error bars are not a measure of the data's information).
-        ModeCase{AnalysisMode::kLaminarFlow, test::kLaminarConfig,
+        ModeCase{AnalysisMode::kLaminarFlow,
+                 test::kLaminarConfig,
                  {3000.0, -0.5, 10.0, 2e-4, 0.3, 1e-5, 5.0}}),
     [](const ::testing::TestParamInfo<ModeCase>& param_info) { return Name(param_info.param); });
 
@@ -149,9 +150,8 @@ INSTANTIATE_TEST_SUITE_P(
 // fitted_data.h5 (/q_per_angle, each angle's q attribute), whose fit of each matrix is the model at
 // that matrix's q.
 TEST(JointFitResultsTest, ResultFilesNameEachMatrixsQAndFitEachAtIt) {
-  const std::filesystem::path folder =
-      std::filesystem::temp_directory_path() /
-      ("homodyne_joint_fit_results_" + std::to_string(::getpid()));
+  const std::filesystem::path folder = std::filesystem::temp_directory_path() /
+                                       ("homodyne_joint_fit_results_" + std::to_string(::getpid()));
   std::filesystem::remove_all(folder);
   const Config config = ParseConfig(test::kStaticConfig, "joint_fit_test");
   const Rings all = Simulate(AnalysisMode::kStatic, {800.0, -0.2, 5.0}, {0, 2}, 9);
@@ -182,12 +182,13 @@ TEST(JointFitResultsTest, ResultFilesNameEachMatrixsQAndFitEachAtIt) {
     const io_internal::Hid angle(io_internal::GroupHid(H5Gopen2(file.get(), group, H5P_DEFAULT)));
     ASSERT_TRUE(angle.valid()) << group;
     double q = 0.0;
-    const io_internal::Hid attribute(io_internal::AttributeHid(H5Aopen(angle.get(), "q", H5P_DEFAULT)));
+    const io_internal::Hid attribute(
+        io_internal::AttributeHid(H5Aopen(angle.get(), "q", H5P_DEFAULT)));
     ASSERT_TRUE(attribute.valid()) << group;
     ASSERT_GE(H5Aread(attribute.get(), H5T_NATIVE_DOUBLE, &q), 0);
     EXPECT_EQ(q, all.q[k]) << group;
-    const HomodyneModel model(AnalysisMode::kStatic, ScatteringGeometry{all.q[k], test::kGap, test::kDt},
-                              times);
+    const HomodyneModel model(AnalysisMode::kStatic,
+                              ScatteringGeometry{all.q[k], test::kGap, test::kDt}, times);
     const ModelEvaluation evaluation(model, outcome.physical);
     const AngleScaling& scaling = outcome.result.per_angle[k];
     std::vector<double> expected(n * n);
@@ -221,8 +222,9 @@ TEST(JointFitDataTest, SamePhiInTwoRingsIsTwoMatricesAndTwiceInOneRingIsRefused)
 TEST(JointFitDataTest, DataFingerprintHoldsEachMatrixsQWhenTheyDiffer) {
   Rings rings = Simulate(AnalysisMode::kStatic, {800.0, -0.2, 5.0}, {0, 2}, 3);
   const std::string joint = DataFingerprint(*MakeInMemoryBatchSource(rings.Data()));
-  EXPECT_NE(joint.find("q_per_angle=0.014999999999999999 0.014999999999999999 0.025000000000000001"),
-            std::string::npos)
+  EXPECT_NE(
+      joint.find("q_per_angle=0.014999999999999999 0.014999999999999999 0.025000000000000001"),
+      std::string::npos)
       << joint;
   rings.q = {0.015, 0.015, 0.02, 0.02};
   EXPECT_NE(DataFingerprint(*MakeInMemoryBatchSource(rings.Data())), joint);
