@@ -146,6 +146,34 @@ INSTANTIATE_TEST_SUITE_P(
                  {3000.0, -0.5, 10.0, 2e-4, 0.3, 1e-5, 5.0}}),
     [](const ::testing::TestParamInfo<ModeCase>& param_info) { return Name(param_info.param); });
 
+// Every strategy's data path and the Ceres solver fit a joint set to the same values (each
+// evaluates every matrix at its own q).
+TEST(JointFitStrategiesTest, EveryStrategyAndTheCeresSolverAgree) {
+  const Config config = ParseConfig(test::kStaticConfig, "joint_fit_test");
+  const std::vector<double> truth = {3000.0, -0.5, 10.0};  // well determined at these q
+  const Rings all = Simulate(AnalysisMode::kStatic, truth, {0, 1, 2}, 7);
+  const auto source = MakeInMemoryBatchSource(all.Data());
+  const FitOutcome reference = Fit(config, *source);
+  ASSERT_EQ(reference.exit_code, 0) << reference.final_fit_report;
+  for (StrategyKind kind : {StrategyKind::kStandard, StrategyKind::kLarge, StrategyKind::kChunked,
+                            StrategyKind::kStreaming}) {
+    for (LmSolver solver : {LmSolver::kLmCore, LmSolver::kCeres}) {
+      if (solver == LmSolver::kCeres && kind != StrategyKind::kStandard) continue;
+      Config other = config;
+      other.performance.strategy_override = kind;
+      other.nlsq.solver = solver;
+      const FitOutcome outcome = Fit(other, *source);
+      ASSERT_EQ(outcome.exit_code, 0) << outcome.final_fit_report;
+      EXPECT_EQ(outcome.result.strategy, std::string(ToString(kind)));
+      for (size_t p = 0; p < truth.size(); ++p) {
+        const ParameterEstimate& expected = reference.result.physical[p];
+        EXPECT_NEAR(outcome.result.physical[p].value, expected.value, 0.05 * expected.uncertainty)
+            << ToString(kind) << " " << ToString(solver) << " " << expected.name;
+      }
+    }
+  }
+}
+
 // The result files of a joint fit: each matrix's q in parameters.json's per-angle block and in
 // fitted_data.h5 (/q_per_angle, each angle's q attribute), whose fit of each matrix is the model at
 // that matrix's q.
