@@ -299,7 +299,8 @@ void WriteContents(hid_t file, BatchSource& source, const ModelEvaluation& evalu
   io_internal::WriteDoubles(file, "t", {static_cast<hsize_t>(n)}, info.FittedTimes());
   io_internal::WriteDoubles(file, "phi", {n_angles}, phi);
   WriteScalar(file, "q", info.q_inv_angstrom);
-  io_internal::WriteDoubles(file, "q_per_angle", {n_angles}, q);
+  // Matrices of several q (a joint fit): each one's q beside the first's; one q: the file as ever.
+  if (evaluation.num_rings() > 1) io_internal::WriteDoubles(file, "q_per_angle", {n_angles}, q);
   io_internal::WriteDoubles(file, "contrast", {n_angles}, contrast);
   io_internal::WriteDoubles(file, "offset", {n_angles}, offset);
 

@@ -221,9 +221,12 @@ bool AddFittedDataNpz(DurableFileSet& set, const std::filesystem::path& fitted_d
       {{"t1", {n}}, Matrix::kData, times},
       {{"t2", {n}}, Matrix::kData, times},
       {{"q", {1}}, Matrix::kData, {q_inv_angstrom}},
-      // Each matrix's q (several in a joint fit of q rings): not one of the successor's names.
-      {{"q_per_angle", {n_angles}}, Matrix::kData, angle_q},
   };
+  // Each matrix's q when they differ (a joint fit of q rings): not one of the successor's names,
+  // so written only then.
+  if (evaluation.num_rings() > 1) {
+    planned.push_back({{"q_per_angle", {n_angles}}, Matrix::kData, angle_q});
+  }
   // The archive's size, to refuse what needs ZIP64 before anything is written.
   uint64_t total = 22;  // end of central directory
   for (const Planned& p : planned) {
