@@ -60,9 +60,11 @@ DoubleArray ModelMatrices(const ModelEvaluation& evaluation, const std::vector<d
   const auto n = static_cast<py::ssize_t>(evaluation.model().num_times());
   DoubleArray c2({static_cast<py::ssize_t>(phi.size()), n, n});
   for (size_t k = 0; k < phi.size(); ++k) {
-    evaluation.ComputeC2Matrix(phi[k], contrasts[k], offsets[k],
-                               std::span<double>(c2.mutable_data(static_cast<py::ssize_t>(k)),
-                                                 static_cast<size_t>(n * n)));
+    // Each matrix at its own q (a joint fit of several rings).
+    evaluation.OfAngle(static_cast<int>(k))
+        .ComputeC2Matrix(phi[k], contrasts[k], offsets[k],
+                         std::span<double>(c2.mutable_data(static_cast<py::ssize_t>(k)),
+                                           static_cast<size_t>(n * n)));
   }
   return c2;
 }
@@ -92,6 +94,7 @@ void Fields(AngleScaling& angle, V& visit) {
   visit("phi_degrees", angle.phi_degrees);
   visit("contrast", angle.contrast);
   visit("offset", angle.offset);
+  visit("q_inv_angstrom", angle.q_inv_angstrom);
 }
 template <typename V>
 void Fields(BatchStatisticsSummary& statistics, V& visit) {
@@ -367,6 +370,7 @@ struct NlsqResult {
     model_state["L"] = model.geometry().gap_angstrom;
     model_state["dt"] = model.geometry().dt_seconds;
     model_state["times"] = model.times_seconds();
+    model_state["q_per_angle"] = model.angle_q_inv_angstrom();  // empty: every matrix at q
     return py::make_tuple(ToDictionary(), outcome.physical, model_state, outcome.exit_code);
   }
   static NlsqResult FromState(const py::tuple& state) {
@@ -378,11 +382,19 @@ struct NlsqResult {
     restored.phi_degrees = py::cast<std::vector<double>>(dict["phi_angles"]);
     restored.outcome.physical = py::cast<std::vector<double>>(state[1]);
     const auto model = py::cast<py::dict>(state[2]);
-    restored.outcome.model.emplace(
-        ParseAnalysisMode(py::cast<std::string>(model["mode"])),
-        ScatteringGeometry{py::cast<double>(model["q"]), py::cast<double>(model["L"]),
-                           py::cast<double>(model["dt"])},
-        py::cast<std::vector<double>>(model["times"]));
+    const AnalysisMode mode = ParseAnalysisMode(py::cast<std::string>(model["mode"]));
+    const ScatteringGeometry geometry{py::cast<double>(model["q"]), py::cast<double>(model["L"]),
+                                      py::cast<double>(model["dt"])};
+    std::vector<double> times = py::cast<std::vector<double>>(model["times"]);
+    std::vector<double> angle_q;
+    if (model.contains("q_per_angle")) {
+      angle_q = py::cast<std::vector<double>>(model["q_per_angle"]);
+    }
+    if (angle_q.empty()) {
+      restored.outcome.model.emplace(mode, geometry, std::move(times));
+    } else {
+      restored.outcome.model.emplace(mode, geometry, std::move(times), std::move(angle_q));
+    }
     restored.outcome.exit_code = py::cast<int>(state[3]);
     return restored;
   }
@@ -467,10 +479,21 @@ ArrayInput SourceFromDict(const py::dict& data, const Config& config) {
   input.phi_degrees = DoublesOf(data, "phi_angles_list");
   // q: the first of wavevector_q_list, as the reference; dt: data['dt'], else the spacing of t1,
   // else the config's analyzer_parameters.dt.
+  // A wavevector_q_list of one q per matrix whose values differ (load_xpcs_data of several
+  // rings) makes a joint fit: each matrix at its own q (docs/design.md section 2d).
   input.q_inv_angstrom = config.geometry.q_inv_angstrom;
   if (data.contains("wavevector_q_list")) {
     const std::vector<double> q = DoublesOf(data, "wavevector_q_list");
     if (!q.empty()) input.q_inv_angstrom = q.front();
+    const bool one_q = std::all_of(q.begin(), q.end(), [&](double v) { return v == q.front(); });
+    if (!one_q) {
+      if (q.size() != static_cast<size_t>(input.num_angles)) {
+        throw py::value_error("data['wavevector_q_list'] has " + std::to_string(q.size()) +
+                              " different q values for " + std::to_string(input.num_angles) +
+                              " matrices: give one q, or one per matrix of c2_exp");
+      }
+      input.q_per_angle = q;
+    }
   }
   input.dt_seconds = config.data.dt_seconds;
   if (data.contains("dt")) {
@@ -637,20 +660,7 @@ NlsqResult FitNlsq(const std::optional<py::dict>& data, const LoadedConfig& load
   ArrayInput input;
   if (!data) {
     input.source = OpenBatchSource(config.data);
-    if (config.data.q_fit == QFitMode::kJoint) RequireJointFitSupport(input.source->info());
   } else {
-    if (!ring_q && SelectsSeveralRings(config.data) && data->contains("wavevector_q_list")) {
-      // A dict of several rings' matrices (load_xpcs_data of a config of several rings) fitted
-      // as one data set: the joint fit's guard.
-      DatasetInfo rings;
-      rings.file_path = "<in-memory data>";
-      for (const double q : DoublesOf(*data, "wavevector_q_list")) {
-        AngleInfo angle;
-        angle.q_inv_angstrom = q;
-        rings.angles.push_back(angle);
-      }
-      RequireJointFitSupport(rings);
-    }
     input = SourceFromDict(*data, config);
   }
   PythonObserver observer(progress);
@@ -747,7 +757,7 @@ void RequireFinite(const std::vector<double>& values, const std::string& name) {
 // laminar_flow, the one mode whose model reads it (ScatteringGeometry); the others take it or not
 // and, when given, check it as laminar_flow does.
 DoubleArray ComputeC2(const std::vector<double>& params, const std::vector<double>& t,
-                      const std::vector<double>& phi, double q,
+                      const std::vector<double>& phi, const std::vector<double>& q_values,
                       const std::optional<double>& gap_angstrom,
                       const std::vector<double>& contrast, const std::vector<double>& offset,
                       const std::string& mode_name, double dt) {
@@ -785,6 +795,15 @@ DoubleArray ComputeC2(const std::vector<double>& params, const std::vector<doubl
     }
     return values;
   };
+  // q: one for every angle, or one per angle (matrices of several q rings).
+  // Not RequireFinite: a q that is not finite and > 0 is the data checks' DataError (below).
+  if (q_values.size() != 1 && q_values.size() != phi.size()) {
+    throw py::value_error("q has " + std::to_string(q_values.size()) +
+                          " values: give 1 or one per angle (" + std::to_string(phi.size()) + ")");
+  }
+  const std::vector<double> angle_q =
+      q_values.size() == 1 ? std::vector<double>(phi.size(), q_values.front()) : q_values;
+  const double q = angle_q.front();
   const std::vector<double> contrasts = expand(contrast, "contrast");
   const std::vector<double> offsets = expand(offset, "offset");
   // dt: the model's prefactors use the grid step (docs/model.md); t1 - t0 unless given. The
@@ -821,6 +840,7 @@ DoubleArray ComputeC2(const std::vector<double>& params, const std::vector<doubl
     described.num_times = static_cast<int>(t.size());
     described.phi_degrees = phi;
     described.q_inv_angstrom = q;
+    if (q_values.size() > 1) described.q_per_angle = angle_q;
     described.dt_seconds = step;
     described.name = "compute_c2";
     const std::unique_ptr<BatchSource> checked = MakeInMemoryBatchSource(std::move(described));
@@ -828,14 +848,17 @@ DoubleArray ComputeC2(const std::vector<double>& params, const std::vector<doubl
       if (PyErr_WarnEx(PyExc_UserWarning, warning.c_str(), 1) != 0) throw py::error_already_set();
     }
   }
-  const HomodyneModel model(
-      mode, ScatteringGeometry{q, gap_angstrom.value_or(ScatteringGeometry{}.gap_angstrom), step},
-      t);
+  const ScatteringGeometry geometry{q, gap_angstrom.value_or(ScatteringGeometry{}.gap_angstrom),
+                                    step};
+  const HomodyneModel model = q_values.size() > 1 ? HomodyneModel(mode, geometry, t, angle_q)
+                                                  : HomodyneModel(mode, geometry, t);
   const ModelEvaluation evaluation(model, params);
   for (size_t k = 0; k < phi.size(); ++k) {
-    evaluation.ComputeC2Matrix(phi[k], contrasts[k], offsets[k],
-                               std::span<double>(c2.mutable_data(static_cast<py::ssize_t>(k)),
-                                                 static_cast<size_t>(n * n)));
+    // Each matrix at its own q (a joint fit of several rings).
+    evaluation.OfAngle(static_cast<int>(k))
+        .ComputeC2Matrix(phi[k], contrasts[k], offsets[k],
+                         std::span<double>(c2.mutable_data(static_cast<py::ssize_t>(k)),
+                                           static_cast<size_t>(n * n)));
   }
   return c2;
 }

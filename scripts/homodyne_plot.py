@@ -377,6 +377,17 @@ class Results:
                     self.angles.append(self._read_angle(h5py, numpy, file["angles"], name, t))
         except OSError as error:
             fail(f"{path}: cannot read it as HDF5 ({error})")
+        # Matrices of several q (a joint fit): the figures name each angle's q too, and their
+        # files carry it, so that two rings' matrices at one phi do not share a file.
+        several_q = len({a["q"] for a in self.angles if math.isfinite(a["q"])}) > 1
+        for angle in self.angles:
+            angle["label"] = phi_text(angle["phi"])
+            angle["tag"] = f"phi_{angle['phi']:.1f}deg"
+            if several_q:
+                angle["label"] += f", q = {angle['q']:.4g} \u00c5\u207b\u00b9"
+                angle["tag"] = f"q_{angle['q']:.4g}_" + angle["tag"]
+        if several_q:
+            self.q = math.nan  # the titles' q: each angle's, not the file's first
         if not self.angles:
             fail(f"{path}, /angles: holds no angle to plot")
         self.t_full = t
@@ -441,6 +452,9 @@ class Results:
                      f"{len(t)} x {len(t)} matrix of numbers (one row and column per time "
                      f"of /t)")
             angle[key] = numpy.asarray(dataset[::self.stride, ::self.stride], dtype=float)
+        # The matrix's q (written since joint fits of several q rings; absent in older files).
+        angle["q"] = (self._scalar(numpy, group.attrs["q"], f"{where} attribute q", False)
+                      if "q" in group.attrs else math.nan)
         return angle
 
     def _check_correlation(self, path):
@@ -645,7 +659,7 @@ def plot_heatmap(pyplot, results, angle, scales, plot_dir, dpi):
     t = results.t
     extent = (t[0], t[-1], t[0], t[-1])
     data_limits, residual_bound = scales
-    path = drawing(os.path.join(plot_dir, f"c2_heatmaps_phi_{angle['phi']:.1f}deg.png"))
+    path = drawing(os.path.join(plot_dir, f"c2_heatmaps_{angle['tag']}.png"))
     figure, axes = new_figure(pyplot, (15, 4.8), dpi, 1, 3, margins=(0.7, 0.95, 0.6, 0.8),
                               spaces=(0.45, 0.3))
     axes = axes[0]
@@ -665,7 +679,7 @@ def plot_heatmap(pyplot, results, angle, scales, plot_dir, dpi):
         axis.set_ylabel("t\u2082 [s]")
         bar = figure.colorbar(image, ax=axis, shrink=0.85)
         bar.set_label(bar_label)
-    figure.suptitle(f"{phi_text(angle['phi'])}    contrast = {angle['contrast']:.4f}    "
+    figure.suptitle(f"{angle['label']}    contrast = {angle['contrast']:.4f}    "
                     f"offset = {angle['offset']:.4f}" + results.title_tail())
     save(pyplot, figure, path)
 
@@ -745,7 +759,7 @@ def plot_g2(numpy, pyplot, panels, path, title, sigma, dpi, time_unit="s"):
         top.plot(lags, data, "o", color="tab:blue", markersize=3.5, label="data")
         if fit is not None:
             top.plot(lags, fit, "-", color="black", linewidth=1.4, label="fit")
-        top.set_title(phi_text(phi) if phi is not None else "")
+        top.set_title(phi if isinstance(phi, str) else phi_text(phi) if phi is not None else "")
         if column == 0:
             top.set_ylabel("g\u2082(\u03c4) = \u27e8c\u2082(t\u2081, t\u2081 + \u03c4)"
                            "\u27e9 over t\u2081", fontsize=10)
@@ -779,7 +793,7 @@ def plot_fit_g2(numpy, pyplot, results, plot_dir, dpi):
     path = drawing(os.path.join(plot_dir, "g2_lag.png"))
     panels = []
     for angle in results.angles:
-        panels.append((angle["phi"],) + results.lag_average(angle, numpy))
+        panels.append((angle["label"],) + results.lag_average(angle, numpy))
     sampled = (f", t\u2081 every {results.stride}th time" if results.stride > 1 else "")
     plot_g2(numpy, pyplot, panels, path,
             f"g\u2082(\u03c4): c\u2082 averaged over t\u2081 at each lag{sampled}; residual "
@@ -954,7 +968,7 @@ def plot_cuts(numpy, pyplot, results, angle, plot_dir, dpi, cut_count):
     indices = cut_indices(cut_count, n)
     columns = min(len(indices), 2 if len(indices) <= 4 else 3)
     rows = math.ceil(len(indices) / columns)
-    path = drawing(os.path.join(plot_dir, f"c2_cuts_phi_{angle['phi']:.1f}deg.png"))
+    path = drawing(os.path.join(plot_dir, f"c2_cuts_{angle['tag']}.png"))
     cuts = [(index,) + tuple(numpy.asarray(row, dtype=float)
                              for row in results.rows(angle, index)) for index in indices]
     finite = numpy.concatenate([numpy.concatenate([d[i + 1:], f[i + 1:]])
@@ -963,7 +977,7 @@ def plot_cuts(numpy, pyplot, results, angle, plot_dir, dpi, cut_count):
     pad = 2.5 * sigma if math.isfinite(sigma) else 0.0
     y_limits = ((float(finite.min()) - pad, float(finite.max()) + pad)
                 if finite.size else None)
-    lines = [f"{phi_text(angle['phi'])}: c\u2082(t\u2081, t\u2081 + lag), data and fit",
+    lines = [f"{angle['label']}: c\u2082(t\u2081, t\u2081 + lag), data and fit",
              results.title_tail().strip(),
              f"bands: noise \u03c3 = {sigma:.3g} ({results.sigma_source})"]
     title = "\n".join(line for line in lines if line)

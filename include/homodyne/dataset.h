@@ -135,7 +135,8 @@ struct DatasetInfo {
   int first_frame = 0;      // 0-based file frame of raw-grid time 0
   int num_raw_frames = 0;   // N_raw after slicing
   double dt_seconds = 0.0;
-  double q_inv_angstrom = 0.0;           // q of the selected ring (the first kept matrix's q)
+  // q of the selected ring (the first kept matrix's q); each matrix's own: AngleInfo.
+  double q_inv_angstrom = 0.0;
   double q_target_inv_angstrom = 0.0;    // the requested q (DataSelection::wavevector_q_target)
   std::vector<AngleInfo> angles;         // kept, in file order
   std::vector<double> phi_filtered_out;  // normalised angles removed by phi_filtering
@@ -236,12 +237,16 @@ struct InMemoryData {
   int num_times = 0;                 // N
   std::vector<double> phi_degrees;   // one per angle
   double q_inv_angstrom = 0.0;
+  // The q of each matrix when they differ (a joint fit of several q rings: docs/design.md
+  // section 2d): one per angle, and q_inv_angstrom is then ignored; empty: every
+  // matrix at q_inv_angstrom.
+  std::vector<double> q_per_angle;
   double dt_seconds = 0.0;
   std::string name = "<in-memory data>";  // DatasetInfo::file_path: names the data in messages
 };
 // A BatchSource over `data`. Throws InputError naming what is inconsistent (sizes, N < 2), and
 // DataError (an InputError) from the checks every data source passes: dt or q not positive and
-// finite, a phi that is not finite, an angle given twice.
+// finite, a phi that is not finite, an angle given twice (the same phi and q).
 std::unique_ptr<BatchSource> MakeInMemoryBatchSource(InMemoryData data);
 
 // Counts of non-finite values in the fitted points (strict upper triangle) of a data set.

@@ -119,14 +119,6 @@ FitOutcome RunFitJob(const Config& config, BatchSource& source, const FitJobOpti
 // InputError, DataError). Writes and removes nothing, and gives the caller's thread count back.
 void DescribeFitPlan(const Config& config, BatchSource& source, std::ostream& out);
 
-// Joint fits of several q rings (analyzer_parameters.scattering.q_fit: joint; docs/user-guide.md,
-// Several q rings): whether Fit fits a data set whose matrices have different q, each with its own
-// AngleInfo::q_inv_angstrom, sharing the physical parameters. Not yet: the model takes one q.
-inline constexpr bool kFitSupportsSeveralQ = false;
-// Throws InputError "q_fit: joint is not available yet" when `info`'s matrices have different q
-// and kFitSupportsSeveralQ is false; does nothing otherwise (one ring: an ordinary fit).
-void RequireJointFitSupport(const DatasetInfo& info);
-
 // ---------------------------------------------------------------------------------------------
 // Interruption: the process-wide flag and its signal handlers are in interrupts.h.
 

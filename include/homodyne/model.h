@@ -80,6 +80,13 @@ class HomodyneModel {
   // times_seconds: the 1-D time grid t_0..t_{N-1} (N >= 1) on which matrix element (i, j) means
   // (t1 = t_i, t2 = t_j). The fitted grid of the CLI is t_k = k dt for k = 1..N_raw-1.
   HomodyneModel(AnalysisMode mode, ScatteringGeometry geometry, std::vector<double> times_seconds);
+  // The model of matrices whose q need not be one (a joint fit of several q rings: docs/design.md
+  // section 2d): angle_q_inv_angstrom holds the q of each fitted matrix, in the fit's
+  // angle order (at least one, each finite and > 0; std::invalid_argument otherwise).
+  // geometry.q_inv_angstrom is replaced by the first matrix's q. Every matrix at one q: exactly
+  // the one-q model of that q (num_rings() == 1, the same evaluations bitwise).
+  HomodyneModel(AnalysisMode mode, ScatteringGeometry geometry, std::vector<double> times_seconds,
+                std::vector<double> angle_q_inv_angstrom);
 
   AnalysisMode mode() const { return mode_; }
   const ScatteringGeometry& geometry() const { return geometry_; }
@@ -89,10 +96,28 @@ class HomodyneModel {
   // Derivatives per point: num_physical() columns, then contrast, then offset.
   int num_point_derivatives() const { return num_physical() + 2; }
 
+  // The q of each matrix when the model was given them, else empty (every matrix at
+  // geometry().q_inv_angstrom).
+  const std::vector<double>& angle_q_inv_angstrom() const { return angle_q_; }
+  // The q of matrix `angle`: angle_q_inv_angstrom()[angle] when given, else geometry()'s.
+  double AngleQ(int angle) const;
+  // The distinct q of the matrices (rings), ascending: 1 for a one-q model.
+  int num_rings() const { return rings_ == nullptr ? 1 : static_cast<int>(rings_->size()); }
+  // The ring of matrix `angle` (0 for a one-q model, whatever the angle).
+  int RingOfAngle(int angle) const;
+  // The one-q model of ring r: the same mode, gap, dt and times at the ring's q (this model for
+  // a one-q model).
+  const HomodyneModel& Ring(int ring) const;
+
  private:
   AnalysisMode mode_;
   ScatteringGeometry geometry_;
   std::vector<double> times_seconds_;
+  std::vector<double> angle_q_;   // empty unless given
+  std::vector<int> angle_ring_;   // per matrix, when rings_ is set
+  // The one-q model of each ring when the matrices have several q (null: one q). Shared by
+  // copies; immutable.
+  std::shared_ptr<const std::vector<HomodyneModel>> rings_;
 };
 
 class ModePoint;  // src/model/mode_point.h: a mode's model at one parameter vector
@@ -114,8 +139,17 @@ class ModelEvaluation {
 
   const HomodyneModel& model() const { return model_; }
   std::span<const double> physical_parameters() const { return parameters_; }
-  // The mode's model (src/model/mode_point.h), for the pass kernel.
-  const ModePoint& point() const { return *point_; }
+  // The mode's model (src/model/mode_point.h), for the pass kernel. One-q models only (a model
+  // of several rings has one per ring: Ring).
+  const ModePoint& point() const;
+
+  // Rings (HomodyneModel::num_rings): the evaluation of ring r's one-q model at the same
+  // parameters (this evaluation for a one-q model), and that of matrix `angle`'s ring. The
+  // per-angle methods below need a one-q evaluation: call them on OfAngle(k) for a model of
+  // several rings.
+  int num_rings() const { return model_.num_rings(); }
+  const ModelEvaluation& Ring(int ring) const;
+  const ModelEvaluation& OfAngle(int angle) const { return Ring(model_.RingOfAngle(angle)); }
 
   // c2 at (i, j) for j in [j_begin, j_end) of one angle (any j, diagonal included).
   void ComputeC2RowSegment(double phi_degrees, double contrast, double offset, int i, int j_begin,
@@ -138,7 +172,8 @@ class ModelEvaluation {
  private:
   const HomodyneModel& model_;
   std::vector<double> parameters_;
-  std::unique_ptr<const ModePoint> point_;
+  std::unique_ptr<const ModePoint> point_;  // null for a model of several rings
+  std::vector<std::unique_ptr<ModelEvaluation>> rings_;  // one per ring, or empty
 };
 
 // Diagonal correction "basic" of the reference (docs/model.md, Diagonal correction), in place on a

@@ -52,6 +52,7 @@ struct AngleScaling {
   double phi_degrees = 0.0;
   ParameterEstimate contrast;
   ParameterEstimate offset;
+  double q_inv_angstrom = 0.0;  // the matrix's q (several in a joint fit of q rings)
 };
 
 // Everything the result files report. Fields start as "not run" values.

@@ -303,14 +303,15 @@ def _fit_rings(data, config, ring_qs, initial_values, progress, options):
 def compute_c2(params, t, phi, q, L=None, contrast=0.5, offset=1.0, mode="laminar_flow", dt=0.0):
     """The model c2 (docs/model.md) on the 1-D grid t (seconds) for each angle of phi (degrees;
     a number is one angle): array (n_phi, n_t, n_t). params: the mode's physical parameters in
-    order; q in 1/A (> 0); L the stator-rotor gap in A (> 0), required for laminar_flow only (the
+    order; q in 1/A (> 0), one value or one per angle (matrices of several q rings); L the
+    stator-rotor gap in A (> 0), required for laminar_flow only (the
     other modes do not use it; None leaves it out); contrast and offset: one value or one per
     angle; dt: the grid step (0: t[1] - t[0]; another value gives a UserWarning). t must be
     uniform. No diagonal correction. The angles, q and the step pass the checks of a fit's data
     (DataError); other bad values raise ValueError, wrong types TypeError, each naming the
     argument."""
     return _core._compute_c2(
-        _numbers(params, "params"), _numbers(t, "t"), _numbers(phi, "phi"), _real(q, "q"),
+        _numbers(params, "params"), _numbers(t, "t"), _numbers(phi, "phi"), _numbers(q, "q"),
         _real(L, "L"), _numbers(contrast, "contrast"), _numbers(offset, "offset"),
         _text(mode, "mode"), _real(dt, "dt"))
 

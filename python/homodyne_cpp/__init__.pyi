@@ -130,7 +130,7 @@ def compute_c2(
     params: _Numbers,
     t: _Numbers,
     phi: _Numbers,
-    q: float,
+    q: _Numbers,
     L: Optional[float] = None,
     contrast: _Numbers = 0.5,
     offset: _Numbers = 1.0,

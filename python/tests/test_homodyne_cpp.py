@@ -1,6 +1,7 @@
 """The Python module homodyne_cpp against the CLI and against known truths."""
 import json
 import os
+import pickle
 import re
 import signal
 import subprocess
@@ -232,3 +233,35 @@ def test_paths_with_a_nul_are_refused_before_the_fit(laminar_set, monkeypatch):
         hc.fit_nlsq(data, config, progress=calls.append, checkpoint_dir="nul\0ckpt")
     assert calls == []  # nothing fitted
     assert not (folder / "nul").exists()
+
+
+def test_fits_matrices_of_several_q_as_one_joint_fit(laminar_set):
+    """A wavevector_q_list of one q per matrix with two values: one joint fit (docs/design.md
+    section 2d), the physics shared, each matrix at its own q in the result and fitted_c2."""
+    folder, config_path = laminar_set
+    config = hc.load_config(str(config_path))
+    t = 0.1 * np.arange(1, 81)
+    phi = np.array([-30.0, 20.0, -30.0, 20.0])  # the same angles in two rings
+    q = np.array([0.0054, 0.0054, 0.0081, 0.0081])
+    truth = [1500.0, -0.6, 5.0, 3e-4, -0.3, 0.0, 10.0]
+    clean = hc.compute_c2(truth, t, phi, q=q, L=2e6, contrast=[0.3, 0.3, 0.25, 0.25],
+                          offset=1.0, mode="laminar_flow")
+    # Each matrix is the model at its own q: the ring at 0.0081 decays faster.
+    one_q = hc.compute_c2(truth, t, phi[2:], q=0.0081, L=2e6, contrast=0.25, mode="laminar_flow")
+    np.testing.assert_array_equal(clean[2:], one_q)
+    assert not np.allclose(clean[0], clean[2] * 0.3 / 0.25)
+    noisy = clean + np.random.default_rng(4).normal(0.0, 0.01, clean.shape)
+    noisy = 0.5 * (noisy + noisy.transpose(0, 2, 1))
+    data = {"c2_exp": noisy, "t1": t, "t2": t, "phi_angles_list": phi, "wavevector_q_list": q}
+    result = hc.fit_nlsq(data, config, checkpoints=False)
+    assert result.success, result.message
+    assert [angle["q_inv_angstrom"] for angle in result.to_dict()["per_angle"]] == list(q)
+    values = dict(zip(result.param_names, result.parameters))
+    errors = dict(zip(result.param_names, result.uncertainties))
+    for name in ("D0", "alpha", "gamma_dot_t0", "beta", "phi0"):
+        assert abs(values[name] - truth[result.param_names.index(name)]) < 5 * errors[name], name
+    fitted = result.fitted_c2()
+    assert np.sqrt(np.mean((fitted - clean) ** 2)) < 0.002
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(result)).fitted_c2(), fitted)
+    with pytest.raises(ValueError, match="3 different q values for 4 matrices"):
+        hc.fit_nlsq(dict(data, wavevector_q_list=q[:3]), config, checkpoints=False)

@@ -63,11 +63,16 @@ def test_independent_fits_return_a_result_per_ring_and_the_summary(in_rings, tmp
         np.testing.assert_array_equal(from_dict[q].parameters, results[q].parameters)
 
 
-def test_joint_is_refused_until_the_engine_fits_several_q(in_rings):
+def test_joint_fits_every_ring_at_once(in_rings):
     text = in_rings[1].read_text().replace(
         "scattering: {wavevector_q: [0.0048, 0.0054, 0.0060]}",
         "scattering: {wavevector_q: [0.0048, 0.0054, 0.0060], q_fit: joint}")
     path = in_rings[0] / "joint.yaml"
     path.write_text(text)
-    with pytest.raises(hc.InputError, match="q_fit: joint is not available yet"):
-        hc.fit_nlsq(None, path, global_search="off")
+    joint = hc.fit_nlsq(None, path, global_search="off")
+    assert joint.convergence_status == "converged"
+    per_angle = joint.to_dict()["per_angle"]
+    assert sorted({round(angle["q"], 6) for angle in per_angle}) == sorted(RINGS)
+    # The same rings from the loaded dict (a q per matrix): the same joint fit.
+    from_dict = hc.fit_nlsq(hc.load_xpcs_data(path), path, global_search="off")
+    np.testing.assert_allclose(from_dict.parameters, joint.parameters, rtol=1e-9)

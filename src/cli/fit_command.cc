@@ -99,7 +99,26 @@ void PrintResult(const FitOutcome& outcome, std::ostream& out) {
     }
     out << bound_mark(estimate) << "\n";
   }
-  for (const AngleScaling& angle : result.per_angle) {
+  // A joint fit of several q (docs/design.md section 2d): the matrices grouped by ring, ascending
+  // q, each ring under its q; one q: in data order, as always.
+  std::vector<size_t> order(result.per_angle.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  const bool several_q =
+      std::any_of(result.per_angle.begin(), result.per_angle.end(), [&](const AngleScaling& angle) {
+        return angle.q_inv_angstrom != result.per_angle.front().q_inv_angstrom;
+      });
+  if (several_q) {
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return result.per_angle[a].q_inv_angstrom < result.per_angle[b].q_inv_angstrom;
+    });
+  }
+  for (size_t position = 0; position < order.size(); ++position) {
+    const AngleScaling& angle = result.per_angle[order[position]];
+    if (several_q && (position == 0 || result.per_angle[order[position - 1]].q_inv_angstrom !=
+                                           angle.q_inv_angstrom)) {
+      std::snprintf(line, sizeof(line), "  q %.6g 1/A\n", angle.q_inv_angstrom);
+      out << line;
+    }
     std::snprintf(line, sizeof(line), "  phi %8.2f deg      contrast %.6f +- %.2g",
                   angle.phi_degrees, angle.contrast.value, angle.contrast.uncertainty);
     out << line << (angle.contrast.fixed ? " (fixed)" : "") << bound_mark(angle.contrast);
@@ -165,7 +184,6 @@ void PrintResult(const FitOutcome& outcome, std::ostream& out) {
 int RunOneFit(const Config& config, const CommandLineOptions& options,
               const std::string& output_dir, std::ostream& out) {
   std::unique_ptr<BatchSource> source = OpenBatchSource(config.data);
-  if (config.data.q_fit == QFitMode::kJoint) RequireJointFitSupport(source->info());
   // Rank 0 of an MPI job alone shows progress (the ranks make the same passes).
   PassProgressBar progress_bar(config.performance.enable_progress &&
                                CurrentProcessGroup()->is_root());
@@ -327,7 +345,6 @@ int RunDryRun(const Config& config, const CommandLineOptions& options, std::ostr
         << " (every ring is planned alike):\n";
   }
   std::unique_ptr<BatchSource> source = OpenBatchSource(first.data);
-  if (first.data.q_fit == QFitMode::kJoint) RequireJointFitSupport(source->info());
   DescribeFitPlan(first, *source, out);
   return kExitSuccess;
 }

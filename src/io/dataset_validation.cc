@@ -52,7 +52,8 @@ void ValidateDatasetInfo(DatasetInfo& info) {
           info.angles[other].q_inv_angstrom == angle.q_inv_angstrom) {
         throw DataError(name + ": " + AngleName(info.angles[other], other) + " and " +
                         AngleName(angle, k) + " are both at phi = " + Text(angle.phi_degrees) +
-                        " degrees (after normalisation to (-180, 180]); each angle once");
+                        " degrees (after normalisation to (-180, 180]) and q = " +
+                        Text(angle.q_inv_angstrom) + " 1/A; each angle once");
       }
     }
     all_within_two_pi = all_within_two_pi && std::abs(angle.phi_degrees) <= 2.0 * std::numbers::pi;

@@ -288,14 +288,19 @@ void WriteContents(hid_t file, BatchSource& source, const ModelEvaluation& evalu
   std::vector<double> phi(n_angles);
   std::vector<double> contrast(n_angles);
   std::vector<double> offset(n_angles);
+  std::vector<double> q(n_angles);
   for (size_t k = 0; k < n_angles; ++k) {
     phi[k] = per_angle[k].phi_degrees;
+    // Each matrix's own q (several in a joint fit of q rings: docs/results.md, fitted_data.h5).
+    q[k] = evaluation.model().AngleQ(static_cast<int>(k));
     contrast[k] = per_angle[k].contrast.value;
     offset[k] = per_angle[k].offset.value;
   }
   io_internal::WriteDoubles(file, "t", {static_cast<hsize_t>(n)}, info.FittedTimes());
   io_internal::WriteDoubles(file, "phi", {n_angles}, phi);
   WriteScalar(file, "q", info.q_inv_angstrom);
+  // Matrices of several q (a joint fit): each one's q beside the first's; one q: the file as ever.
+  if (evaluation.num_rings() > 1) io_internal::WriteDoubles(file, "q_per_angle", {n_angles}, q);
   io_internal::WriteDoubles(file, "contrast", {n_angles}, contrast);
   io_internal::WriteDoubles(file, "offset", {n_angles}, offset);
 
@@ -314,14 +319,15 @@ void WriteContents(hid_t file, BatchSource& source, const ModelEvaluation& evalu
                                io_internal::Hdf5ErrorText());
     }
     io_internal::WriteAttribute(group.get(), "phi", phi[k]);
+    io_internal::WriteAttribute(group.get(), "q", q[k]);
     io_internal::WriteAttribute(group.get(), "contrast", contrast[k]);
     io_internal::WriteAttribute(group.get(), "offset", offset[k]);
     if (n == 0) continue;
     AngleMatrices matrices{name, CreateMatrix(group.get(), "data", n, side),
                            CreateMatrix(group.get(), "fit", n, side),
                            CreateMatrix(group.get(), "residuals", n, side)};
-    WriteAngleMatrices(source, static_cast<int>(k), evaluation, phi[k], contrast[k], offset[k],
-                       side, matrices);
+    WriteAngleMatrices(source, static_cast<int>(k), evaluation.OfAngle(static_cast<int>(k)), phi[k],
+                       contrast[k], offset[k], side, matrices);
     if (matrices.data.Close() < 0 || matrices.fit.Close() < 0 || matrices.residuals.Close() < 0) {
       throw std::runtime_error("cannot close the datasets of /angles/" + name + ": " +
                                io_internal::Hdf5ErrorText());

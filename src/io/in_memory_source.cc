@@ -26,12 +26,15 @@ class InMemoryBatchSource : public BatchSource {
     info_.first_frame = 0;
     info_.num_raw_frames = data_.num_times + 1;
     info_.dt_seconds = data_.dt_seconds;
-    info_.q_inv_angstrom = data_.q_inv_angstrom;
-    info_.q_target_inv_angstrom = data_.q_inv_angstrom;
+    // One q for every matrix, or each its own (q_per_angle); the data set's q is the first's.
+    const double q = data_.q_per_angle.empty() ? data_.q_inv_angstrom : data_.q_per_angle.front();
+    info_.q_inv_angstrom = q;
+    info_.q_target_inv_angstrom = q;
     for (int k = 0; k < data_.num_angles; ++k) {
       AngleInfo angle;
       angle.phi_degrees = NormalizePhiDegrees(data_.phi_degrees[static_cast<size_t>(k)]);
-      angle.q_inv_angstrom = data_.q_inv_angstrom;
+      angle.q_inv_angstrom =
+          data_.q_per_angle.empty() ? q : data_.q_per_angle[static_cast<size_t>(k)];
       angle.dataset_path = data_.name + "[" + std::to_string(k) + "]";
       info_.angles.push_back(std::move(angle));
     }
@@ -118,6 +121,11 @@ std::unique_ptr<BatchSource> MakeInMemoryBatchSource(InMemoryData data) {
   if (data.phi_degrees.size() != static_cast<size_t>(data.num_angles)) {
     throw InputError(name + ": " + std::to_string(data.phi_degrees.size()) +
                      " phi angles for " + std::to_string(data.num_angles) + " matrices");
+  }
+  if (!data.q_per_angle.empty() &&
+      data.q_per_angle.size() != static_cast<size_t>(data.num_angles)) {
+    throw InputError(name + ": " + std::to_string(data.q_per_angle.size()) + " q values for " +
+                     std::to_string(data.num_angles) + " matrices (give one q, or one per matrix)");
   }
   // phi finite, dt and q finite and > 0, no angle twice: the checks every source passes.
   auto source = std::make_unique<InMemoryBatchSource>(std::move(data));

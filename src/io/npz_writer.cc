@@ -200,9 +200,10 @@ bool AddFittedDataNpz(DurableFileSet& set, const std::filesystem::path& fitted_d
     Matrix matrix = Matrix::kData;  // for the (n_angles, N, N) entries
     std::vector<double> values;     // the small entries' values
   };
-  std::vector<double> phi, scaling;
+  std::vector<double> phi, scaling, angle_q;
   for (const AngleScaling& angle : per_angle) {
     phi.push_back(angle.phi_degrees);
+    angle_q.push_back(evaluation.model().AngleQ(static_cast<int>(angle_q.size())));
     scaling.push_back(angle.contrast.value);
     scaling.push_back(angle.offset.value);
   }
@@ -221,6 +222,11 @@ bool AddFittedDataNpz(DurableFileSet& set, const std::filesystem::path& fitted_d
       {{"t2", {n}}, Matrix::kData, times},
       {{"q", {1}}, Matrix::kData, {q_inv_angstrom}},
   };
+  // Each matrix's q when they differ (a joint fit of q rings): not one of the successor's names,
+  // so written only then.
+  if (evaluation.num_rings() > 1) {
+    planned.push_back({{"q_per_angle", {n_angles}}, Matrix::kData, angle_q});
+  }
   // The archive's size, to refuse what needs ZIP64 before anything is written.
   uint64_t total = 22;  // end of central directory
   for (const Planned& p : planned) {
@@ -265,8 +271,9 @@ bool AddFittedDataNpz(DurableFileSet& set, const std::filesystem::path& fitted_d
           if (p.matrix == Matrix::kRaw) {
             // The model at contrast 1 and offset 1 (the successor's c2_theoretical_raw).
             for (int64_t r = 0; r < n; ++r) {
-              evaluation.ComputeC2RowSegment(angle.phi_degrees, 1.0, 1.0, static_cast<int>(r), 0,
-                                             static_cast<int>(n), raw_row);
+              evaluation.OfAngle(static_cast<int>(k))
+                  .ComputeC2RowSegment(angle.phi_degrees, 1.0, 1.0, static_cast<int>(r), 0,
+                                       static_cast<int>(n), raw_row);
               out.WriteDoubles(raw_row);
             }
             continue;

@@ -246,6 +246,7 @@ ordered_json ParametersJson(const FitResult& result, const std::string& timestam
   ordered_json per_angle = ordered_json::array();
   for (const AngleScaling& angle : result.per_angle) {
     per_angle.push_back({{"phi", Number(angle.phi_degrees)},
+                         {"q", Number(angle.q_inv_angstrom)},
                          {"contrast", Estimate(angle.contrast)},
                          {"offset", Estimate(angle.offset)}});
   }

@@ -276,6 +276,12 @@ BatchedObjective::BatchedObjective(HomodyneModel model, std::vector<double> phi_
                                 ": must be finite and > 0");
   }
   if (phi_degrees_.empty()) throw std::invalid_argument("objective: no angle");
+  if (!model_.angle_q_inv_angstrom().empty() &&
+      model_.angle_q_inv_angstrom().size() != phi_degrees_.size()) {
+    throw std::invalid_argument(
+        "objective: the model has " + std::to_string(model_.angle_q_inv_angstrom().size()) +
+        " matrix q values for " + std::to_string(phi_degrees_.size()) + " angles");
+  }
   if (data_ == nullptr) throw std::invalid_argument("objective: no data");
   if (options_.chunk_batches < 0) {
     throw std::invalid_argument(
@@ -336,13 +342,13 @@ struct BatchedObjective::PassAt {
       : evaluation(
             objective.model_,
             std::span<const double>(theta.data(), static_cast<size_t>(objective.num_physical_))),
-        pass(objective.backend_->Prepare(
-            {&evaluation, objective.phi_degrees_,
-             std::span<const double>(theta.data() + objective.ContrastIndex(0),
-                                     static_cast<size_t>(objective.num_angles())),
-             std::span<const double>(theta.data() + objective.OffsetIndex(0),
-                                     static_cast<size_t>(objective.num_angles())),
-             loss, objective.data_->stable_data_id(), columns})) {}
+        pass(PrepareByRing(*objective.backend_,
+                           {&evaluation, objective.phi_degrees_,
+                            std::span<const double>(theta.data() + objective.ContrastIndex(0),
+                                                    static_cast<size_t>(objective.num_angles())),
+                            std::span<const double>(theta.data() + objective.OffsetIndex(0),
+                                                    static_cast<size_t>(objective.num_angles())),
+                            loss, objective.data_->stable_data_id(), columns})) {}
   PassAt(const PassAt&) = delete;
   PassAt& operator=(const PassAt&) = delete;
 

@@ -99,10 +99,10 @@ void ComputeBatch(const ModelEvaluation& evaluation, std::span<const double> phi
     for (int k = 0; k < angles; ++k) {
       const float* row = data[k] + first_point;
       const size_t len = static_cast<size_t>(points);
-      evaluation.point().EvaluateSegment(phi_degrees[static_cast<size_t>(k)],
-                                         contrast[static_cast<size_t>(k)],
-                                         offset[static_cast<size_t>(k)], i, i + 1, n, c2.data(),
-                                         jacobian.data());
+      // The matrix's own q (a model of several rings: docs/design.md section 2d).
+      evaluation.OfAngle(k).point().EvaluateSegment(
+          phi_degrees[static_cast<size_t>(k)], contrast[static_cast<size_t>(k)],
+          offset[static_cast<size_t>(k)], i, i + 1, n, c2.data(), jacobian.data());
       for (size_t m = 0; m < len; ++m) {
         const double value = row[m];
         finite[m] = std::isfinite(value) ? 1 : 0;

@@ -112,6 +112,14 @@ class PassBackend {
 // PassColumns::kScaling its own kernel, PassKernel::AccumulateScalingRows).
 std::shared_ptr<PassBackend> MakeCpuPassBackend();
 
+// point prepared on `backend`, whatever the rings of its model (docs/design.md section 2d): a
+// model of one q is backend.Prepare(point) itself; a model of several is one pass
+// prepared on the backend per ring, over that ring's matrices (in angle order) at the ring's
+// one-q evaluation (ModelEvaluation::Ring), whose per-batch sums the result puts back in the
+// point's angle order. Each ring's sums are then those of a data set of that ring's matrices
+// alone; a batch's sum of e^2 adds the rings' in ring order. The backends see one-q points only.
+std::unique_ptr<PreparedPass> PrepareByRing(PassBackend& backend, const PassPoint& point);
+
 // A PassColumns::kScaling pass made from a prepared kAll pass at the same point (a backend
 // without a kernel of its own for the scaling columns: the device backends): ComputeGrams
 // computes the full Gram matrices and keeps their 3 x 3 sub-blocks of the contrast, offset and e

@@ -162,9 +162,10 @@ class UpperTriangleRowsCost : public ceres::CostFunction {
     thread_local std::vector<double> derivatives;
     c2.resize(static_cast<size_t>(num_points_));
     derivatives.resize(with_jacobian ? static_cast<size_t>(num_points_ * stride) : 0);
-    point_.evaluation().EvaluateUpperTriangleRows(phi_degrees_, point_.contrast(angle_),
-                                                  point_.offset(angle_), rows_.row_begin,
-                                                  rows_.row_end, c2, derivatives);
+    // The matrix's own q (docs/design.md section 2d).
+    point_.evaluation().OfAngle(angle_).EvaluateUpperTriangleRows(
+        phi_degrees_, point_.contrast(angle_), point_.offset(angle_), rows_.row_begin,
+        rows_.row_end, c2, derivatives);
 
     const int num_finite = num_residuals();
     if (finite_points_.empty()) {

@@ -225,6 +225,19 @@ std::string DataFingerprint(BatchSource& source) {
       << std::chrono::duration_cast<std::chrono::nanoseconds>(mtime.time_since_epoch()).count()
       << "\n"
       << "angles=" << info.num_angles() << " times=" << info.num_times() << "\n";
+  // Matrices of several q (a joint fit of rings: docs/design.md section 2d): each
+  // matrix's q is part of the fit's identity. One q: nothing more, as before.
+  bool one_q = true;
+  for (const AngleInfo& angle : info.angles) {
+    one_q = one_q && angle.q_inv_angstrom == info.angles.front().q_inv_angstrom;
+  }
+  if (!one_q) {
+    out << "q_per_angle=";
+    for (const AngleInfo& angle : info.angles) {
+      out << std::setprecision(17) << angle.q_inv_angstrom << ' ';
+    }
+    out << "\n";
+  }
   const int n = info.num_times();
   std::vector<float> sample;
   for (int k = 0; k < info.num_angles(); ++k) {

@@ -69,10 +69,20 @@ void PlanStep(PreparedFit& fit) {
 // leaner one: docs/design.md section 3). result.load_seconds: from `start` to the strategy set up.
 void SetUpStrategyStep(PreparedFit& fit, std::chrono::steady_clock::time_point start) {
   const DatasetInfo& info = fit.source.info();
+  // Each matrix at its own q: the matrices of one q (one ring) give today's one-q model, several
+  // rings a joint fit (docs/design.md section 2d).
+  std::vector<double> angle_q;
+  for (const AngleInfo& angle : info.angles) angle_q.push_back(angle.q_inv_angstrom);
   fit.model.emplace(
       fit.config.analysis_mode,
       ScatteringGeometry{info.q_inv_angstrom, fit.config.geometry.gap_angstrom, info.dt_seconds},
-      info.FittedTimes());
+      info.FittedTimes(), std::move(angle_q));
+  if (fit.model->num_rings() > 1) {
+    spdlog::info(
+        "joint fit of {} q rings ({} matrices): physical parameters shared, contrast and "
+        "offset per matrix",
+        fit.model->num_rings(), info.num_angles());
+  }
   for (const AngleInfo& angle : info.angles) fit.phi_degrees.push_back(angle.phi_degrees);
   PreparedFit* prepared = &fit;  // not moved (PreparedFit): the pointer stays valid
   fit.on_chunk = [prepared](const PassProgress& progress) {

@@ -601,9 +601,9 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
     result.physical.push_back(estimate(names[static_cast<size_t>(p)], p));
   }
   for (int k = 0; k < n_angles; ++k) {
-    result.per_angle.push_back({phi_degrees[static_cast<size_t>(k)],
-                                estimate("contrast", objective.ContrastIndex(k)),
-                                estimate("offset", objective.OffsetIndex(k))});
+    result.per_angle.push_back(
+        {phi_degrees[static_cast<size_t>(k)], estimate("contrast", objective.ContrastIndex(k)),
+         estimate("offset", objective.OffsetIndex(k)), objective.model().AngleQ(k)});
   }
   result.covariance_names = parameters.full_names;
   for (int i = 0; i < full.covariance.rows(); ++i) {

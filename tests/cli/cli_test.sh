@@ -249,12 +249,19 @@ PY
     sed 's/wavevector_q: \[0.0048, 0.0054, 0.0060\]/wavevector_q: [0.0054, 0.006]/; s/data_file_name: rings.h5/data_file_name: frames.h5/' rings.yaml > frames.yaml
     expect_exit 1 "analyzer_parameters.scattering.wavevector_q: the ring q = 0.006 1/A \(/xpcs/twotime/correlation_map/c2_00002\) has 30 frames but the ring q = 0.0054 1/A" \
       "$bin_dir/homodyne" --config frames.yaml --dry-run
-    # Joint: every ring's matrices in one data set, refused until the engine fits several q.
+    # Joint: every ring's matrices in one data set, one fit with the physical parameters shared
+    # and a contrast and offset per (q, phi) matrix (docs/design.md section 2d).
     sed 's/wavevector_q: \[0.0048, 0.0054, 0.0060\]/wavevector_q: [0.0048, 0.0054, 0.0060]\n    q_fit: joint/' rings.yaml > joint.yaml
-    expect_exit 1 "q_fit: joint is not available yet" "$bin_dir/homodyne" --config joint.yaml \
+    expect_exit 0 "plan of the joint fit" "$bin_dir/homodyne" --config joint.yaml --dry-run
+    expect_exit 0 "results in joint/nlsq/" "$bin_dir/homodyne" --config joint.yaml \
       --output-dir joint
-    expect_exit 1 "q_fit: joint is not available yet" "$bin_dir/homodyne" --config joint.yaml \
-      --dry-run
+    "$(plot_python)" - <<'PY' || { echo "FAIL: the joint fit's per-matrix q"; failures=$((failures + 1)); }
+import json
+result = json.load(open("joint/nlsq/parameters.json"))
+qs = sorted({round(angle["q"], 6) for angle in result["per_angle"]})
+assert qs == [0.0048, 0.0054, 0.006], qs
+assert result["convergence_status"] == "converged", result["convergence_status"]
+PY
     ;;
   frame_window)
     write_config sim.yaml static sim.h5 ""
