@@ -70,9 +70,12 @@ def test_joint_fits_every_ring_at_once(in_rings):
     path = in_rings[0] / "joint.yaml"
     path.write_text(text)
     joint = hc.fit_nlsq(None, path, global_search="off")
-    assert joint.convergence_status == "converged"
+    # Angles 0 and 90 only: beta and gamma_dot_t_offset trade off along a valley (and phi0 has its
+    # mirror), so the fit may stop at max_iterations; it must fit every ring's data.
+    assert joint.convergence_status in ("converged", "max_iterations")
+    assert 0.8 < joint.reduced_chi_squared < 1.2
     per_angle = joint.to_dict()["per_angle"]
-    assert sorted({round(angle["q"], 6) for angle in per_angle}) == sorted(RINGS)
+    assert sorted({round(angle["q_inv_angstrom"], 6) for angle in per_angle}) == sorted(RINGS)
     # The same rings from the loaded dict (a q per matrix): the same joint fit.
     from_dict = hc.fit_nlsq(hc.load_xpcs_data(path), path, global_search="off")
     np.testing.assert_allclose(from_dict.parameters, joint.parameters, rtol=1e-9)
