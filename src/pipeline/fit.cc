@@ -284,7 +284,7 @@ class FitRun {
     recorded.uncertainty_seconds = uncertainty_seconds;
     AnnotateParameters(config_.initial.fixed_parameters, recorded);
     if (phi0_mirror_) RecordPhi0Mirror(*phi0_mirror_, recorded);
-    if (uncertainty.jackknife) {  // its pass over the data
+    if (uncertainty.sums_pass) {  // the frame-block sums' pass over the data
       recorded.passes += 1;
       recorded.point_evaluations += objective.num_points();
     }
@@ -362,6 +362,7 @@ class FitRun {
     const FrameBlockSums sums = objective.AccumulateFrameBlockSums(
         map.Expand(summary_.theta),
         FineFrameBlocks(objective.model().num_times(), objective.num_angles(), n_physical + 2));
+    reported.sums_pass = true;
     reported.residual_lag1_correlation = RowCorrelationAtLag1(sums);
     if (reported.method == UncertaintyMethod::kAuto && ResidualsUncorrelated(sums)) {
       spdlog::info("uncertainties: standard errors of independent noise (the residuals are "

@@ -163,6 +163,8 @@ struct ReportedUncertainty {
   // The residuals' lag-1 correlation along rows when measured (RowCorrelationAtLag1; the
   // jackknife's pass measures it), else NaN.
   double residual_lag1_correlation = std::numeric_limits<double>::quiet_NaN();
+  // Whether the frame-block sums' pass over the data ran (auto and the jackknife make it).
+  bool sums_pass = false;
   // Set: each physical parameter's profile intervals are computed with it (chi2 at a held value,
   // `enough` -inf: a full refit; docs/results.md, Profile intervals). Null: none.
   ProfileProbe intervals;
