@@ -172,6 +172,13 @@ void RecordPhi0Mirror(const Phi0MirrorFinding& finding, FitResult& result) {
         " choose one";
     spdlog::warn("{}", warning);
     result.warnings.push_back(warning);
+    // A sign the data do not determine lowers the quality flag one level, as an undetermined
+    // parameter does (docs/results.md, Quality flag).
+    if (result.quality_flag == "good" || result.quality_flag == "marginal") {
+      result.quality_flag = result.quality_flag == "good" ? "marginal" : "poor";
+    }
+    result.quality_reasons.push_back("the sign of phi0 is not determined: phi0 = " +
+                                     FormatNumber(finding.mirror_phi0) + " fits equally well");
     return;
   }
   if (finding.mirror_cost < finding.cost) {

@@ -77,6 +77,9 @@ TEST(Phi0MirrorTest, AnglesZeroAndNinetyWarnWithBothValues) {
   EXPECT_NEAR(mirror.mirror_phi0, -mirror.phi0, 0.05);
   EXPECT_GT(mirror.phi0_uncertainty, 0.0);
   EXPECT_LE(std::abs(mirror.mirror_cost - mirror.cost), result.reduced_chi_squared);
+  EXPECT_NE(result.quality_flag, "good");
+  EXPECT_THAT(result.quality_reasons,
+              ::testing::Contains(::testing::HasSubstr("the sign of phi0 is not determined")));
   const auto warning = std::find_if(result.warnings.begin(), result.warnings.end(),
                                     [](const std::string& w) { return w.find("phi0 mirror") == 0; });
   ASSERT_NE(warning, result.warnings.end());
