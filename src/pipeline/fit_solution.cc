@@ -34,6 +34,25 @@ double PeakResidentMb() {
   return 0.0;
 }
 
+// "a, b, c": the items in order, for the names in a warning or a quality reason.
+std::string CommaList(const std::vector<std::string>& items) {
+  std::string text;
+  for (const std::string& item : items) text += (text.empty() ? "" : ", ") + item;
+  return text;
+}
+
+// The bounds the fit ran with of the parameter `name` ({-inf, +inf} on a side lm has none);
+// nullopt when lm does not fit it (held fixed).
+std::optional<std::pair<double, double>> BoundsByName(const LevenbergMarquardtOptions& lm,
+                                                      const std::string& name) {
+  const auto at = std::find(lm.parameter_names.begin(), lm.parameter_names.end(), name);
+  if (at == lm.parameter_names.end()) return std::nullopt;
+  const double infinity = std::numeric_limits<double>::infinity();
+  const auto r = static_cast<Eigen::Index>(at - lm.parameter_names.begin());
+  return std::pair{lm.lower_bounds.size() > r ? lm.lower_bounds[r] : -infinity,
+                   lm.upper_bounds.size() > r ? lm.upper_bounds[r] : infinity};
+}
+
 }  // namespace
 
 std::vector<std::string> ResultBoundWarnings(const LevenbergMarquardtSummary& summary,
@@ -445,24 +464,17 @@ FitQuality AssessFitQuality(const FitQualityInputs& inputs) {
   }
   if (!inputs.undetermined.empty()) {
     lower_once();
-    std::string names;
-    for (const std::string& name : inputs.undetermined) names += (names.empty() ? "" : ", ") + name;
-    quality.reasons.push_back("the data do not determine " + names);
+    quality.reasons.push_back("the data do not determine " + CommaList(inputs.undetermined));
   }
-  const auto joined = [](const std::vector<std::string>& names) {
-    std::string text;
-    for (const std::string& name : names) text += (text.empty() ? "" : ", ") + name;
-    return text;
-  };
   if (!inputs.unbounded_intervals.empty()) {
     lower_once();
-    quality.reasons.push_back("the profile intervals of " + joined(inputs.unbounded_intervals) +
+    quality.reasons.push_back("the profile intervals of " + CommaList(inputs.unbounded_intervals) +
                               " reach a bound or could not be computed");
   }
   if (!inputs.methods_disagree.empty()) {
     lower_once();
     quality.reasons.push_back("the jackknife's uncertainties of " +
-                              joined(inputs.methods_disagree) +
+                              CommaList(inputs.methods_disagree) +
                               " lie below the standard errors of independent noise");
   }
   if (inputs.nothing_free) {
@@ -612,9 +624,7 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
     }
   }
   if (full_validation) {
-    const std::vector<std::string> pairs = StrongCorrelations(result, n_physical);
-    std::string list;
-    for (const std::string& pair : pairs) list += (list.empty() ? "" : ", ") + pair;
+    const std::string list = CommaList(StrongCorrelations(result, n_physical));
     if (!list.empty()) {
       spdlog::info("correlated beyond 0.99 (each one's uncertainty is large along the pair; "
                    "`correlation` in parameters.json): {}",
@@ -719,14 +729,12 @@ std::vector<std::string> AddProfileIntervals(const ProfileProbe& probe,
     const double curved = static_cast<Eigen::Index>(p) < curvature.size()
                               ? curvature[static_cast<Eigen::Index>(p)]
                               : 0.0;
-    const auto at = std::find(lm.parameter_names.begin(), lm.parameter_names.end(), estimate.name);
+    const std::optional<std::pair<double, double>> bounds = BoundsByName(lm, estimate.name);
     if (!(reported > 0.0) || !(curved > 0.0) || !std::isfinite(reported) || !std::isfinite(s2) ||
-        at == lm.parameter_names.end()) {
+        !bounds) {
       continue;
     }
-    const auto r = static_cast<Eigen::Index>(at - lm.parameter_names.begin());
-    const double lower = lm.lower_bounds.size() > r ? lm.lower_bounds[r] : -infinity;
-    const double upper = lm.upper_bounds.size() > r ? lm.upper_bounds[r] : infinity;
+    const auto [lower, upper] = *bounds;
     const std::string name = estimate.name;
     // Every profile point, for the figure of the profiles (docs/results.md, Profile intervals).
     std::vector<std::pair<double, double>> points{{estimate.value, 0.0}};
@@ -765,9 +773,7 @@ std::vector<std::string> AddProfileIntervals(const ProfileProbe& probe,
     estimate.profile_quadratic = s2 / (curved * curved);
   }
   if (!reached.empty()) {
-    std::string names;
-    for (const std::string& name : reached) names += (names.empty() ? "" : ", ") + name;
-    const std::string warning = "the profile intervals of " + names +
+    const std::string warning = "the profile intervals of " + CommaList(reached) +
                                 " reach a bound or could not be computed: the data do not bound "
                                 "them within parameter_space.bounds (interval_note)";
     spdlog::warn("{}", warning);
@@ -788,17 +794,14 @@ double StudentQuantile(double probability, int degrees_of_freedom) {
 void AddStudentIntervals(const LevenbergMarquardtOptions& lm, FitResult& result) {
   if (result.uncertainty_method != "jackknife" && result.uncertainty_method != "standard") return;
   const int dof = result.uncertainty_method == "jackknife" ? result.uncertainty_blocks - 1 : 0;
-  const double infinity = std::numeric_limits<double>::infinity();
   for (ParameterEstimate& estimate : result.physical) {
     if (!estimate.interval_68.empty() || !(estimate.uncertainty > 0.0) ||
         !std::isfinite(estimate.uncertainty)) {
       continue;
     }
-    const auto at = std::find(lm.parameter_names.begin(), lm.parameter_names.end(), estimate.name);
-    if (at == lm.parameter_names.end()) continue;  // held fixed
-    const auto r = static_cast<Eigen::Index>(at - lm.parameter_names.begin());
-    const double lower = lm.lower_bounds.size() > r ? lm.lower_bounds[r] : -infinity;
-    const double upper = lm.upper_bounds.size() > r ? lm.upper_bounds[r] : infinity;
+    const std::optional<std::pair<double, double>> bounds = BoundsByName(lm, estimate.name);
+    if (!bounds) continue;  // held fixed
+    const auto [lower, upper] = *bounds;
     bool clipped = false;
     for (const double probability : {kOneSigmaProbability, 0.975}) {
       const double half = StudentQuantile(probability, dof) * estimate.uncertainty;
