@@ -238,19 +238,26 @@ std::vector<std::string> UncertaintyDisagreements(const FitResult& result,
           "--uncertainty standard"};
 }
 
+namespace {
+
+// The unit of the global phase's minima's chi2: what the phase minimised is 2 cost under a
+// robust loss (docs/design.md section 4c), whose reduced value (the covariance's s^2) is then the
+// unit; the reduced chi2 otherwise.
+double ReducedObjective(const FitResult& result) {
+  return result.loss == "linear"
+             ? result.reduced_chi_squared
+             : 2.0 * result.robust_cost /
+                   static_cast<double>(std::max<int64_t>(result.degrees_of_freedom, 1));
+}
+
+}  // namespace
+
 std::vector<std::string> OtherMinimumWarnings(const FitResult& result, int64_t num_points,
                                               std::vector<std::string>& undetermined) {
   const GlobalSearchRecord& search = result.global_search;
   if (search.chosen < 0 || search.search_points <= 0 || result.physical.empty()) return {};
   const double scale = static_cast<double>(num_points) / static_cast<double>(search.search_points);
-  // The minima's chi2 is what the phase minimised: 2 cost under a robust loss (docs/design.md
-  // section 4c), whose reduced value (the covariance's s^2) is then the unit.
-  const double reduced_objective =
-      result.loss == "linear"
-          ? result.reduced_chi_squared
-          : 2.0 * result.robust_cost /
-                static_cast<double>(std::max<int64_t>(result.degrees_of_freedom, 1));
-  const double reduced = std::max(reduced_objective, 1.0);
+  const double reduced = std::max(ReducedObjective(result), 1.0);
   const double chosen_chi2 = search.minima[static_cast<size_t>(search.chosen)].chi2;
   std::vector<std::string> names;
   std::string evidence;  // the lowest such minimum's differences
@@ -671,8 +678,10 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
     result.warnings.push_back(warning);
   }
   FitQualityInputs quality_inputs = QualityInputs(summary, lm, result);
+  // Named by the checks against other minima and profile points: their chi2 surface is far from
+  // quadratic, so their intervals come from profiles when a probe is at hand (below).
+  std::vector<std::string> loosely_determined;
   if (full_validation) {
-    std::vector<std::string> loosely_determined;
     for (const std::string& warning :
          OtherMinimumWarnings(result, objective.num_points(), loosely_determined)) {
       spdlog::warn("{}", warning);
@@ -704,11 +713,21 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
     spdlog::warn("{}", warning);
     result.warnings.push_back(warning);
   }
+  const bool statistical =
+      result.uncertainty_method == "jackknife" || result.uncertainty_method == "standard";
   if (uncertainty.intervals && has_uncertainties) {
     quality_inputs.unbounded_intervals =
         AddProfileIntervals(uncertainty.intervals, full.uncertainties, lm, result);
+  } else if (profile && has_uncertainties && statistical && !loosely_determined.empty()) {
+    // The profile check's probe profiles what the checks found far from quadratic: value +- t u
+    // would claim the curvature's shape there (docs/results.md, Intervals). The quality flag
+    // counts them as undetermined already.
+    AddProfileIntervals(profile, full.uncertainties, lm, result, &loosely_determined);
   }
   AddStudentIntervals(lm, result);
+  if (full_validation && has_uncertainties) {
+    WidenIntervalsToOtherMinima(full.uncertainties, objective.num_points(), result);
+  }
   FitQuality quality = AssessFitQuality(quality_inputs);
   result.quality_flag = std::move(quality.flag);
   result.quality_reasons = std::move(quality.reasons);
@@ -718,7 +737,8 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
 std::vector<std::string> AddProfileIntervals(const ProfileProbe& probe,
                                              const Eigen::VectorXd& curvature,
                                              const LevenbergMarquardtOptions& lm,
-                                             FitResult& result) {
+                                             FitResult& result,
+                                             const std::vector<std::string>* only) {
   const double infinity = std::numeric_limits<double>::infinity();
   const double chi2_min = result.chi_squared;
   const double s2 = result.reduced_chi_squared;
@@ -731,7 +751,8 @@ std::vector<std::string> AddProfileIntervals(const ProfileProbe& probe,
                               : 0.0;
     const std::optional<std::pair<double, double>> bounds = BoundsByName(lm, estimate.name);
     if (!(reported > 0.0) || !(curved > 0.0) || !std::isfinite(reported) || !std::isfinite(s2) ||
-        !bounds) {
+        !bounds ||
+        (only && std::find(only->begin(), only->end(), estimate.name) == only->end())) {
       continue;
     }
     const auto [lower, upper] = *bounds;
@@ -780,6 +801,52 @@ std::vector<std::string> AddProfileIntervals(const ProfileProbe& probe,
     result.warnings.push_back(warning);
   }
   return reached;
+}
+
+std::vector<std::string> WidenIntervalsToOtherMinima(const Eigen::VectorXd& curvature,
+                                                     int64_t num_points, FitResult& result) {
+  const GlobalSearchRecord& search = result.global_search;
+  if (search.chosen < 0 || search.search_points <= 0) return {};
+  const double scale = static_cast<double>(num_points) / static_cast<double>(search.search_points);
+  const double s2 = ReducedObjective(result);
+  const double chosen_chi2 = search.minima[static_cast<size_t>(search.chosen)].chi2;
+  std::vector<std::string> widened;
+  for (size_t p = 0; p < result.physical.size(); ++p) {
+    ParameterEstimate& estimate = result.physical[p];
+    const double reported = estimate.uncertainty;
+    const double curved = static_cast<Eigen::Index>(p) < curvature.size()
+                              ? curvature[static_cast<Eigen::Index>(p)]
+                              : 0.0;
+    if (estimate.interval_68.size() != 2 || estimate.interval_95.size() != 2 ||
+        !(reported > 0.0) || !(curved > 0.0) || !std::isfinite(reported) || !std::isfinite(s2)) {
+      continue;
+    }
+    std::string note;
+    for (size_t m = 0; m < search.minima.size(); ++m) {
+      const GlobalSearchRecord::Minimum& other = search.minima[m];
+      const auto at = std::find(other.names.begin(), other.names.end(), estimate.name);
+      if (static_cast<int>(m) == search.chosen || at == other.names.end()) continue;
+      const double value = other.values[static_cast<size_t>(at - other.names.begin())];
+      const double delta = (other.chi2 - chosen_chi2) * scale;
+      if (!std::isfinite(value) || !std::isfinite(delta)) continue;
+      for (const double z : {1.0, 1.96}) {
+        std::vector<double>& interval = z == 1.0 ? estimate.interval_68 : estimate.interval_95;
+        const double threshold = z * z * s2 * (reported * reported) / (curved * curved);
+        if (!(delta <= threshold) || (value >= interval[0] && value <= interval[1])) continue;
+        interval[0] = std::min(interval[0], value);
+        interval[1] = std::max(interval[1], value);
+        char text[160];
+        std::snprintf(text, sizeof(text),
+                      "%s widened to %.4g, another minimum of the global phase (chi2 %.3g higher)",
+                      z == 1.0 ? "68 %" : "95 %", value, delta);
+        note += (note.empty() ? "" : "; ") + std::string(text);
+      }
+    }
+    if (note.empty()) continue;
+    estimate.interval_note += (estimate.interval_note.empty() ? "" : "; ") + note;
+    widened.push_back(estimate.name);
+  }
+  return widened;
 }
 
 double StudentQuantile(double probability, int degrees_of_freedom) {

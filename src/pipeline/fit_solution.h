@@ -178,8 +178,23 @@ struct ReportedUncertainty {
 // the profile's shape with the reported method's scale. An end that the bound (lm's, by name)
 // comes before is the bound, and the parameter's interval_note and a warning say so; returns the
 // names of the parameters with such an end (or an end that could not be computed).
+// only: the parameters to profile (all of result.physical when null).
 std::vector<std::string> AddProfileIntervals(const ProfileProbe& probe, const Eigen::VectorXd& curvature,
-                         const LevenbergMarquardtOptions& lm, FitResult& result);
+                         const LevenbergMarquardtOptions& lm, FitResult& result,
+                         const std::vector<std::string>* only = nullptr);
+
+// The intervals' check against the global phase's other minima (docs/results.md, Intervals): a
+// minimum whose chi2, scaled from the search data to all the data (num_points /
+// result.global_search.search_points), lies within a level's threshold z^2 s^2 u^2 / c^2 of the
+// chosen one (AddProfileIntervals' threshold; s^2 the reduced objective, as OtherMinimumWarnings
+// reads it) lies inside that level's profile-likelihood region: with the parameter held at the
+// minimum's value, chi2 is at most that minimum's. So each physical parameter's interval at that
+// level (68 %: z = 1, 95 %: z = 1.96) is widened to hold the minimum's value, and its
+// interval_note says so. Only parameters that have intervals and a curvature uncertainty c
+// (curvature: one per full-layout parameter, in result.physical's order) change. Returns the
+// names of the parameters widened, in result.physical's order.
+std::vector<std::string> WidenIntervalsToOtherMinima(const Eigen::VectorXd& curvature,
+                                                     int64_t num_points, FitResult& result);
 
 // The probability below +1 standard deviation of a normal distribution, Phi(1): a 68 % interval
 // runs from its 1 - p to its p quantile.

@@ -396,7 +396,26 @@ YAML
     if grep -q "4 standard errors from the result" <<<"$last_output"; then
       echo "FAIL: profile_check: false still checked"; failures=$((failures + 1))
     fi
-    same_results on off
+    # The same fit either way; only the intervals of what the check names come from profiles
+    # (docs/results.md, Intervals).
+    python3 - on/nlsq/parameters.json off/nlsq/parameters.json <<'PY' || failures=$((failures + 1))
+import json, sys
+on, off = (json.load(open(path)) for path in sys.argv[1:])
+interval_keys = ("interval_68", "interval_95", "interval_method", "interval_note", "profile")
+strip = lambda entry: {k: v for k, v in entry.items() if k not in interval_keys}
+failed = []
+for name, entry in on["parameters"].items():
+    if strip(entry) != strip(off["parameters"][name]):
+        failed.append(name + ": value or uncertainty differ")
+if on["covariance"] != off["covariance"] or on["chi_squared"] != off["chi_squared"]:
+    failed.append("covariance or chi2 differ")
+if on["parameters"]["v_offset"].get("interval_method") != "profile":
+    failed.append("v_offset, named by the check, has no profile interval")
+if off["parameters"]["v_offset"].get("interval_method") != "student_t":
+    failed.append("without the check v_offset's interval is not value +- t u")
+print("FAIL: " + "; ".join(failed) if failed else "ok: the check changes only the intervals of what it names")
+sys.exit(1 if failed else 0)
+PY
     ;;
   bounds_warning)
     # Full validation warns about a parameter that ended on a bound; fast mode skips that check.

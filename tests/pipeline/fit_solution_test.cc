@@ -422,6 +422,63 @@ TEST(OtherMinimumWarningsTest, UnderARobustLossTheRobustCostSetsTheContour) {
 }
 
 
+// ResultWithMinima with Student intervals of the standard error (a: [0.9, 1.1] and [0.8, 1.2];
+// b: [4, 6] and [3, 7]) whose curvature uncertainties are 1/sqrt(2) of the reported ones, so
+// each level's threshold is 2 z^2: 2 (68 %) and 7.68 (95 %) on all the data.
+FitResult ResultWithIntervalsAndMinima(std::vector<std::pair<double, std::vector<double>>> others) {
+  FitResult result = ResultWithMinima(std::move(others));
+  result.uncertainty_method = "standard";
+  result.physical[0].interval_68 = {0.9, 1.1};
+  result.physical[0].interval_95 = {0.8, 1.2};
+  result.physical[1].interval_68 = {4.0, 6.0};
+  result.physical[1].interval_95 = {3.0, 7.0};
+  return result;
+}
+
+Eigen::VectorXd CurvatureOfIntervalsAndMinima() {
+  return Eigen::Vector2d(0.1, 1.0) / std::sqrt(2.0);
+}
+
+TEST(WidenIntervalsToOtherMinimaTest, AMinimumWithinALevelsThresholdWidensThatLevel) {
+  // 0.9 above on half the points is 1.8 on all: inside both levels' regions, so a's intervals
+  // reach 3 and b's 9; 1.5 above (3 on all) is inside the 95 % region only.
+  FitResult result = ResultWithIntervalsAndMinima({{100.9, {3.0, 9.0}}, {101.5, {-1.0, 5.5}}});
+  EXPECT_THAT(WidenIntervalsToOtherMinima(CurvatureOfIntervalsAndMinima(), 1000, result),
+              ElementsAre("a", "b"));
+  EXPECT_THAT(result.physical[0].interval_68, ElementsAre(0.9, 3.0));
+  EXPECT_THAT(result.physical[0].interval_95, ElementsAre(-1.0, 3.0));
+  EXPECT_THAT(result.physical[1].interval_68, ElementsAre(4.0, 9.0));
+  EXPECT_THAT(result.physical[1].interval_95, ElementsAre(3.0, 9.0));
+  EXPECT_THAT(result.physical[0].interval_note, HasSubstr("68 % widened to 3"));
+  EXPECT_THAT(result.physical[0].interval_note, HasSubstr("95 % widened to -1"));
+}
+
+TEST(WidenIntervalsToOtherMinimaTest, MinimaOutsideTheRegionsOrInsideTheIntervalsChangeNothing) {
+  // 9 above on all (beyond 7.68), and a minimum already inside every interval.
+  FitResult result = ResultWithIntervalsAndMinima({{104.5, {3.0, 9.0}}, {100.1, {1.05, 5.2}}});
+  EXPECT_THAT(WidenIntervalsToOtherMinima(CurvatureOfIntervalsAndMinima(), 1000, result),
+              IsEmpty());
+  EXPECT_THAT(result.physical[0].interval_68, ElementsAre(0.9, 1.1));
+  EXPECT_THAT(result.physical[1].interval_95, ElementsAre(3.0, 7.0));
+  EXPECT_EQ(result.physical[0].interval_note, "");
+  // The curvature's own scale (u = c) halves the thresholds: 1.8 on all is then beyond the 68 %
+  // region (1) and inside the 95 % one (3.84).
+  FitResult curvature_scale = ResultWithIntervalsAndMinima({{100.9, {3.0, 9.0}}});
+  EXPECT_THAT(WidenIntervalsToOtherMinima(Eigen::Vector2d(0.1, 1.0), 1000, curvature_scale),
+              ElementsAre("a", "b"));
+  EXPECT_THAT(curvature_scale.physical[0].interval_68, ElementsAre(0.9, 1.1));
+  EXPECT_THAT(curvature_scale.physical[0].interval_95, ElementsAre(0.8, 3.0));
+  // No intervals (curvature reports none) or no global phase: nothing to widen.
+  FitResult no_intervals = ResultWithMinima({{100.9, {3.0, 9.0}}});
+  EXPECT_THAT(WidenIntervalsToOtherMinima(CurvatureOfIntervalsAndMinima(), 1000, no_intervals),
+              IsEmpty());
+  FitResult no_search = ResultWithIntervalsAndMinima({});
+  no_search.global_search.chosen = -1;
+  EXPECT_THAT(WidenIntervalsToOtherMinima(CurvatureOfIntervalsAndMinima(), 1000, no_search),
+              IsEmpty());
+}
+
+
 // A result with three physical parameters: a = 1 +- 0.1 and b = 5 +- 1 correlated by `ab`, c =
 // 0 +- 2 uncorrelated; chi2 1000, reduced chi2 1.
 FitResult ResultWithCorrelation(double ab) {
