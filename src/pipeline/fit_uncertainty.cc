@@ -165,6 +165,9 @@ std::optional<FrameBlockJackknife> ComputeFrameBlockJackknife(const FrameBlockSu
       v.noalias() -= w * w.transpose();
     }
   }
+  // The delete-a-group jackknife's factor (B - 1) / B, centred at the full fit's solution, as
+  // the cluster-robust CV3 estimator defines it (docs/design.md section 4d).
+  v *= static_cast<double>(blocks - 1) / static_cast<double>(blocks);
   if (!v.allFinite()) return std::nullopt;
   // The two sums estimate one covariance; their difference may have small negative directions.
   Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eigen(v);

@@ -50,9 +50,11 @@ struct FrameBlockJackknife {
 // Checking error bars); then, with s_B the gradient sum (J^T e) of the points that touch block B (row or
 // column in B), H_B their J^T J, H the total, and t_AB the gradient sum of the cell of blocks
 // A < B:
-//   C = sum_B u_B u_B^T - sum_{A<B} w_AB w_AB^T,   u_B = (H - H_B)^-1 s_B,  w_AB = H^-1 t_AB,
-// the change of the solution when the points of block B are deleted, minus the cells counted for
-// both of their blocks; negative eigenvalues of C are set to 0. In the reduced layout of `map`,
+//   C = (B - 1) / B (sum_B u_B u_B^T - sum_{A<B} w_AB w_AB^T),
+//   u_B = (H - H_B)^-1 s_B,  w_AB = H^-1 t_AB,
+// u_B the change of the solution when the points of block B are deleted, less the cells counted
+// for both of their blocks, with the delete-a-group jackknife's factor (B - 1) / B (B blocks);
+// negative eigenvalues of C are set to 0. In the reduced layout of `map`,
 // over the reduced parameters `support` (the others get zero rows); the full-layout derivatives
 // of sums map through map.matrix. nullopt when an inversion fails (a non-finite sum).
 std::optional<FrameBlockJackknife> ComputeFrameBlockJackknife(const FrameBlockSums& sums,
