@@ -1,7 +1,8 @@
 // Tests of the host emulation of the CUDA backend (src/objective/emulated_pass_backend.cc): the
-// kernels' arithmetic and schedule (src/model/device/) against the CPU backend, on static,
-// laminar_flow and two_component, odd sizes and several launch geometries; its independence of the chunking; and a whole
-// fit on it against the CPU fit (docs/backends.md, Verified where).
+// registered device modes against the catalog (src/model/device/device_modes.h); the kernels'
+// arithmetic and schedule against the CPU backend, on static, laminar_flow and two_component, odd
+// sizes and several launch geometries; its independence of the chunking; and a whole fit on it
+// against the CPU fit (docs/backends.md, Verified where).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -73,8 +74,9 @@ struct CheckDeviceMode {
 
     const PassCase pass_case = device_pass_testing::MakeCase("inputs", mode, 12, 30, 0);
     const ModelEvaluation evaluation(pass_case.model, pass_case.physical);
-    const PassPoint point{&evaluation, pass_case.phi, pass_case.contrast, pass_case.offset,
-                          PassLoss(),  0,             PassColumns::kAll};
+    const PassPoint point{&evaluation,      pass_case.phi, pass_case.contrast,
+                          pass_case.offset, PassLoss(),    0,
+                          PassColumns::kAll};
     const DevicePassInputs inputs = MakeDevicePassInputs(point);
     EXPECT_EQ(inputs.mode, index) << Mode::kName;
     EXPECT_EQ(inputs.gram_size, pass_case.model.num_point_derivatives() + 1) << Mode::kName;
@@ -100,8 +102,8 @@ TEST(DeviceModesTest, EveryRegisteredModeIsACatalogModeWithItsLayout) {
   for (int index = 0; index < device_pass::DeviceModes::kCount; ++index) {
     EXPECT_TRUE(device_pass::DeviceModes::Visit(index, CheckDeviceMode{index}));
   }
-  EXPECT_FALSE(device_pass::DeviceModes::Visit(device_pass::DeviceModes::kCount,
-                                               CheckDeviceMode{-1}));
+  EXPECT_FALSE(
+      device_pass::DeviceModes::Visit(device_pass::DeviceModes::kCount, CheckDeviceMode{-1}));
   EXPECT_EQ(device_pass::DeviceModes::IndexOf("no_such_mode"), -1);
 }
 
