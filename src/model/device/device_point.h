@@ -3,8 +3,9 @@
 // host emulation, src/objective/emulated_pass_backend.cc): the math functions of both compilers,
 // the Gram triangle's layout, and the robust loss's rescaling of a point's row of [J | e] (the
 // loss of src/model/robust_loss_tile.h; docs/model.md, Robust loss) and its cost term. A mode's
-// own point arithmetic is in its folder, beside its scalar model (src/model/homodyne/
-// homodyne_device.h, src/model/two_component/two_component_device.h; docs/adding-a-mode.md).
+// own point arithmetic is in its folder, beside its scalar model
+// (src/model/homodyne/homodyne_device.h, src/model/two_component/two_component_device.h;
+// docs/adding-a-mode.md).
 //
 // Contract of every file that includes this header (and device_schedule.h, and a mode's device
 // header): it is compiled with floating-point contraction off (g++ -ffp-contract=off, nvcc
