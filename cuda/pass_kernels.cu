@@ -14,20 +14,16 @@
 #include <vector>
 
 #include "homodyne/errors.h"
-#include "model/device/device_schedule.h"
+#include "model/device/device_modes.h"
 #include "objective/cuda_pass_runner.h"
 
 namespace homodyne::cuda {
 namespace {
 
-using device_pass::AngleTerms;
 using device_pass::LaunchGeometry;
 using device_pass::LossTerms;
-using device_pass::ModelTables;
-using device_pass::ModeShape;
 using device_pass::PassJob;
-using device_pass::TwoComponentAngleTerms;
-using device_pass::TwoComponentTables;
+using device_pass::TableScalars;
 
 // Every CUDA call is checked (docs/conventions.md habit 8): a failure throws Error naming the call
 // and the runtime's text.
@@ -67,8 +63,7 @@ class CudaArray {
     if (data_ != nullptr) Check(Memory::Free(data_), Memory::kFree);
     data_ = nullptr;
     capacity_ = 0;
-    Check(Memory::Allocate(reinterpret_cast<void**>(&data_), count * sizeof(T)),
-          Memory::kAllocate);
+    Check(Memory::Allocate(reinterpret_cast<void**>(&data_), count * sizeof(T)), Memory::kAllocate);
     capacity_ = count;
   }
   T* data() const { return data_; }
@@ -84,7 +79,9 @@ using PinnedArray = CudaArray<T, PinnedHostMemory>;
 
 class Stream {
  public:
-  Stream() { Check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate"); }
+  Stream() {
+    Check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+  }
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
   ~Stream() { cudaStreamDestroy(stream_); }
@@ -97,7 +94,7 @@ class Stream {
 // The full-pass kernel (device_schedule.h): block blockIdx.x is block (blockIdx.x mod
 // blocks_per_job) of job (blockIdx.x / blocks_per_job); each thread's partial sums, then the
 // block's tree in shared memory, entry after entry, then thread 0 writes the block's sums.
-// Mode: a DeviceMode of device_schedule.h (each mode its own instantiation, sized by its Gram).
+// Mode: a device mode of device_modes.h (each mode its own instantiation, sized by its Gram).
 template <class Mode>
 __global__ void GramKernel(typename Mode::Tables tables, const typename Mode::Angle* angles,
                            LossTerms loss, const PassJob* jobs, int blocks_per_job,
@@ -112,9 +109,9 @@ __global__ void GramKernel(typename Mode::Tables tables, const typename Mode::An
   double partial[kStride];
 #pragma unroll
   for (int e = 0; e < kStride; ++e) partial[e] = 0.0;
-  device_pass::ThreadGramPartial<Mode>(
-      tables, angles[job.angle], loss, job, static_cast<int64_t>(block) * threads + t,
-      static_cast<int64_t>(blocks_per_job) * threads, partial);
+  device_pass::ThreadGramPartial<Mode>(tables, angles[job.angle], loss, job,
+                                       static_cast<int64_t>(block) * threads + t,
+                                       static_cast<int64_t>(blocks_per_job) * threads, partial);
   double* out = block_sums + (static_cast<int64_t>(job_index) * blocks_per_job + block) * kStride;
 #pragma unroll
   for (int e = 0; e < kStride; ++e) {
@@ -159,23 +156,35 @@ constexpr size_t kPartValues = size_t{1} << 24;
 
 enum class PassKind { kGrams, kCosts };
 
-// One launch of mode Mode's kernel of `kind`.
-template <class Mode>
-void LaunchKernel(PassKind kind, unsigned grid, unsigned threads, size_t shared,
-                  cudaStream_t stream, const typename Mode::Tables& tables,
-                  const typename Mode::Angle* angles, const LossTerms& loss, const PassJob* jobs,
-                  int blocks_per_job, double* block_sums) {
-  if (kind == PassKind::kGrams) {
-    GramKernel<Mode><<<grid, threads, shared, stream>>>(tables, angles, loss, jobs,
-                                                        blocks_per_job, block_sums);
-  } else {
-    CostKernel<Mode><<<grid, threads, shared, stream>>>(tables, angles, loss, jobs,
-                                                        blocks_per_job, block_sums);
-  }
-}
+// One launch of the kernel of `kind` for the mode it is called with (DeviceModes::Visit), on the
+// point's tables and angles in device memory.
+struct LaunchKernel {
+  PassKind kind;
+  unsigned grid;
+  unsigned threads;
+  size_t shared;
+  cudaStream_t stream;
+  const TableScalars& scalars;
+  const double* tables;
+  const void* angles;
+  const LossTerms& loss;
+  const PassJob* jobs;
+  int blocks_per_job;
+  double* block_sums;
 
-// The mode of the point a runner holds.
-enum class DeviceMode { kStatic, kLaminarFlow, kTwoComponent };
+  template <class Mode>
+  void operator()(Mode) const {
+    const typename Mode::Tables mode_tables = Mode::TablesAt(scalars, tables);
+    const auto* mode_angles = static_cast<const typename Mode::Angle*>(angles);
+    if (kind == PassKind::kGrams) {
+      GramKernel<Mode><<<grid, threads, shared, stream>>>(mode_tables, mode_angles, loss, jobs,
+                                                          blocks_per_job, block_sums);
+    } else {
+      CostKernel<Mode><<<grid, threads, shared, stream>>>(mode_tables, mode_angles, loss, jobs,
+                                                          blocks_per_job, block_sums);
+    }
+  }
+};
 
 class CudaPassRunner final : public PassRunner {
  public:
@@ -191,57 +200,32 @@ class CudaPassRunner final : public PassRunner {
     for (Slot& slot : slots_) slot.stream = std::make_unique<Stream>();
   }
 
-  void SetPoint(const ModelTables& host_tables, bool laminar, const AngleTerms* angles,
-                int num_angles, const LossTerms& loss) override {
-    Check(cudaSetDevice(device_), "cudaSetDevice");
-    const size_t n = static_cast<size_t>(host_tables.num_times);
-    const size_t blocks = laminar ? 8 : 4;  // C_D, dC_D (3), C_G, dC_G (3): N values each
-    tables_.Reserve(blocks * n);
-    double* base = tables_.data();
-    auto upload = [&](const double* host, size_t count, size_t at) {
-      Check(cudaMemcpy(base + at * n, host, count * n * sizeof(double), cudaMemcpyHostToDevice),
-            "cudaMemcpy tables");
-      return base + at * n;
-    };
-    device_tables_ = host_tables;
-    device_tables_.cumulative_diffusion = upload(host_tables.cumulative_diffusion, 1, 0);
-    device_tables_.cumulative_diffusion_derivatives =
-        upload(host_tables.cumulative_diffusion_derivatives, 3, 1);
-    if (laminar) {
-      device_tables_.cumulative_shear = upload(host_tables.cumulative_shear, 1, 4);
-      device_tables_.cumulative_shear_derivatives =
-          upload(host_tables.cumulative_shear_derivatives, 3, 5);
+  void SetPoint(int mode, const TableScalars& scalars, const double* tables, int64_t table_doubles,
+                const void* angles, int num_angles, size_t angle_bytes,
+                const LossTerms& loss) override {
+    if (mode < 0 || mode >= device_pass::DeviceModes::kCount || table_doubles < 0 ||
+        num_angles < 0) {
+      throw Error("CUDA pass kernels: invalid point");
     }
-    angles_.Reserve(static_cast<size_t>(num_angles));
-    Check(cudaMemcpy(angles_.data(), angles, static_cast<size_t>(num_angles) * sizeof(AngleTerms),
-                     cudaMemcpyHostToDevice),
-          "cudaMemcpy angles");
+    Check(cudaSetDevice(device_), "cudaSetDevice");
+    mode_ = -1;  // until the uploads succeed
+    tables_.Reserve(static_cast<size_t>(table_doubles));
+    if (table_doubles > 0) {
+      Check(cudaMemcpy(tables_.data(), tables, static_cast<size_t>(table_doubles) * sizeof(double),
+                       cudaMemcpyHostToDevice),
+            "cudaMemcpy tables");
+    }
+    angles_.Reserve(angle_bytes);
+    if (angle_bytes > 0) {
+      Check(cudaMemcpy(angles_.data(), angles, angle_bytes, cudaMemcpyHostToDevice),
+            "cudaMemcpy angles");
+    }
     // A copy from pageable memory may return before its DMA ends, and the kernels run on
     // non-blocking streams that do not wait for the default stream: wait here.
     Check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-    mode_ = laminar ? DeviceMode::kLaminarFlow : DeviceMode::kStatic;
+    scalars_ = scalars;
     loss_ = loss;
-  }
-
-  void SetTwoComponentPoint(const double* host_arrays, int num_times, double transport_prefactor,
-                            const TwoComponentAngleTerms* angles, int num_angles,
-                            const LossTerms& loss) override {
-    Check(cudaSetDevice(device_), "cudaSetDevice");
-    const size_t count = static_cast<size_t>(
-        device_pass::TwoComponentTableDoubles(num_times, static_cast<int64_t>(num_angles)));
-    tables_.Reserve(count);
-    Check(cudaMemcpy(tables_.data(), host_arrays, count * sizeof(double), cudaMemcpyHostToDevice),
-          "cudaMemcpy two_component tables");
-    two_component_tables_ =
-        device_pass::TwoComponentTablesAt(num_times, transport_prefactor, tables_.data());
-    two_component_angles_.Reserve(static_cast<size_t>(num_angles));
-    Check(cudaMemcpy(two_component_angles_.data(), angles,
-                     static_cast<size_t>(num_angles) * sizeof(TwoComponentAngleTerms),
-                     cudaMemcpyHostToDevice),
-          "cudaMemcpy two_component angles");
-    Check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");  // as SetPoint
-    mode_ = DeviceMode::kTwoComponent;
-    loss_ = loss;
+    mode_ = mode;
   }
 
   void RunGrams(const PassJob* jobs, const unsigned char* resident, int num_jobs,
@@ -324,11 +308,9 @@ class CudaPassRunner final : public PassRunner {
     if (!device_pass::IsValidGeometry(geometry)) {
       throw Error("CUDA pass kernels: invalid launch geometry");
     }
+    if (mode_ < 0) throw Error("CUDA pass kernels: no point set");
     Check(cudaSetDevice(device_), "cudaSetDevice");
-    const int gram_size = mode_ == DeviceMode::kTwoComponent
-                              ? device_pass::TwoComponentShape::kGramSize
-                          : mode_ == DeviceMode::kLaminarFlow ? ModeShape<true>::kGramSize
-                                                              : ModeShape<false>::kGramSize;
+    const int gram_size = device_pass::DeviceModes::GramSize(mode_);
     const size_t per_block =
         kind == PassKind::kGrams ? device_pass::TriangleEntries(gram_size) + 1 : 1;
     const size_t blocks = static_cast<size_t>(geometry.blocks_per_job);
@@ -381,24 +363,10 @@ class CudaPassRunner final : public PassRunner {
         const unsigned grid = static_cast<unsigned>(static_cast<size_t>(part_jobs) * blocks);
         const unsigned threads = static_cast<unsigned>(geometry.threads_per_block);
         const size_t shared = static_cast<size_t>(threads) * sizeof(double);
-        switch (mode_) {
-          case DeviceMode::kTwoComponent:
-            LaunchKernel<device_pass::TwoComponentDeviceMode>(
-                kind, grid, threads, shared, stream, two_component_tables_,
-                two_component_angles_.data(), loss_, slot.jobs.data(), geometry.blocks_per_job,
-                slot.sums.data());
-            break;
-          case DeviceMode::kLaminarFlow:
-            LaunchKernel<device_pass::HomodyneDeviceMode<true>>(
-                kind, grid, threads, shared, stream, device_tables_, angles_.data(), loss_,
-                slot.jobs.data(), geometry.blocks_per_job, slot.sums.data());
-            break;
-          case DeviceMode::kStatic:
-            LaunchKernel<device_pass::HomodyneDeviceMode<false>>(
-                kind, grid, threads, shared, stream, device_tables_, angles_.data(), loss_,
-                slot.jobs.data(), geometry.blocks_per_job, slot.sums.data());
-            break;
-        }
+        device_pass::DeviceModes::Visit(
+            mode_, LaunchKernel{kind, grid, threads, shared, stream, scalars_, tables_.data(),
+                                angles_.data(), loss_, slot.jobs.data(), geometry.blocks_per_job,
+                                slot.sums.data()});
         Check(cudaGetLastError(), "kernel launch");
         Check(cudaMemcpyAsync(slot.host_sums.data(), slot.sums.data(), part_sums * sizeof(double),
                               cudaMemcpyDeviceToHost, stream),
@@ -422,12 +390,12 @@ class CudaPassRunner final : public PassRunner {
 
   const int device_;
   std::string description_;
+  // The point (SetPoint): its mode's index in DeviceModes (-1: none), its tables and angles in
+  // device memory, its scalars and loss.
+  int mode_ = -1;
   DeviceArray<double> tables_;
-  DeviceArray<AngleTerms> angles_;
-  ModelTables device_tables_;
-  DeviceArray<TwoComponentAngleTerms> two_component_angles_;
-  TwoComponentTables two_component_tables_;
-  DeviceMode mode_ = DeviceMode::kStatic;
+  DeviceArray<unsigned char> angles_;
+  TableScalars scalars_;
   LossTerms loss_;
   Slot slots_[2];
 };

@@ -2,8 +2,8 @@
 // names, its physical parameters with their default bounds, simulation defaults and physical
 // domains, and the builder of its model at a parameter vector (mode_point.h). Code outside
 // src/model asks this table (and model.h, which reads it); nothing outside src/model computes a
-// mode-specific formula. A new mode is a folder under src/model/ with its ModePoint and one entry
-// in mode_catalog.cc.
+// mode-specific formula. A new mode is a folder under src/model/ with its ModePoint, pass body and
+// device arithmetic, and one entry in mode_catalog.cc (docs/adding-a-mode.md).
 #pragma once
 
 #include <limits>

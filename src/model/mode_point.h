@@ -7,8 +7,11 @@
 //     per-point c2 and Jacobian with libm (the readable reference every faster form is tested
 //     against);
 //   - its ModePass: the vectorised pass kernel's body, compiled once per instruction-set level
-//     (isa_level.h), which fills one angle's tile of [J | e] and adds its Gram matrix with the
-//     shared Gram updates (gram_block.h).
+//     (isa_level.h, pass_variants.h), which fills one angle's tile of [J | e] and adds its Gram
+//     matrix with the shared Gram updates (gram_block.h);
+//   - its device arithmetic and device traits (device/device_modes.h), from which the device
+//     passes are instantiated.
+// docs/adding-a-mode.md is the checklist for a new mode.
 #pragma once
 
 #include <cstddef>

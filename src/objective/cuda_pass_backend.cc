@@ -54,14 +54,9 @@ class CudaPassDevice final : public PassDevice {
     HOMODYNE_CHECK(resident.size() == jobs.size());
     if (point_serial != point_serial_) {
       point_serial_ = 0;  // until the upload succeeds
-      if (inputs.two_component) {
-        runner_->SetTwoComponentPoint(
-            inputs.two_component_arrays.data(), inputs.num_times, inputs.transport_prefactor,
-            inputs.two_component_angles.data(), inputs.num_angles(), inputs.loss);
-      } else {
-        runner_->SetPoint(inputs.HostTables(), inputs.laminar, inputs.angles.data(),
-                          inputs.num_angles(), inputs.loss);
-      }
+      runner_->SetPoint(inputs.mode, inputs.scalars, inputs.tables.data(),
+                        static_cast<int64_t>(inputs.tables.size()), inputs.angles.data(),
+                        inputs.num_angles(), inputs.angles.size(), inputs.loss);
       point_serial_ = point_serial;
     }
     const int num_jobs = static_cast<int>(jobs.size());

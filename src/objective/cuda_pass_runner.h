@@ -11,6 +11,7 @@
 // place and take no part's room: a call on resident data only is one launch.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -24,20 +25,13 @@ class PassRunner {
  public:
   virtual ~PassRunner() = default;
 
-  // Uploads a static or laminar_flow point's tables (host arrays of tables.num_times and
-  // 3 num_times values; the shear tables only when laminar), its angles and its loss. Later runs
-  // use them (the homodyne kernels).
-  virtual void SetPoint(const device_pass::ModelTables& host_tables, bool laminar,
-                        const device_pass::AngleTerms* angles, int num_angles,
-                        const device_pass::LossTerms& loss) = 0;
-
-  // Uploads a two_component point: its tables' one array (host_arrays, TwoComponentTableDoubles(
-  // num_times, num_angles) values in the layout of device_two_component.h TwoComponentTablesAt),
-  // its angles and its loss. Later runs use them (the two_component kernels).
-  virtual void SetTwoComponentPoint(const double* host_arrays, int num_times,
-                                    double transport_prefactor,
-                                    const device_pass::TwoComponentAngleTerms* angles,
-                                    int num_angles, const device_pass::LossTerms& loss) = 0;
+  // Uploads a point: its mode (an index into device_pass::DeviceModes,
+  // src/model/device/device_modes.h), its tables (their scalars and one array of table_doubles
+  // values, in the layout of the mode's TablesAt), its angles (num_angles values of the mode's
+  // Angle, angle_bytes bytes in all) and its loss. Later runs use them (the mode's kernels).
+  virtual void SetPoint(int mode, const device_pass::TableScalars& scalars, const double* tables,
+                        int64_t table_doubles, const void* angles, int num_angles,
+                        size_t angle_bytes, const device_pass::LossTerms& loss) = 0;
 
   // The full-pass kernel over jobs[0, num_jobs): block_sums receives, job after job, block after
   // block, TriangleEntries(gram size) + 1 doubles per block (device_schedule.h). A job whose

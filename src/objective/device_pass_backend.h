@@ -1,8 +1,8 @@
 // The device passes' host side (docs/design.md section 5; docs/backends.md): what the CUDA
-// backend and its host emulation share. The per-point arithmetic and the schedule are
-// src/model/device/device_point.h and device_schedule.h; this header turns a PassPoint and a
-// call's batches into their plain inputs, and the launch's block sums into the per-batch sums of
-// the PassBackend interface.
+// backend and its host emulation share. The per-point arithmetic is each mode's (its device
+// traits, src/model/device/device_modes.h) and the schedule src/model/device/device_schedule.h;
+// this header turns a PassPoint and a call's batches into their plain inputs, and the launch's
+// block sums into the per-batch sums of the PassBackend interface.
 //
 // Backends built on it:
 //   - the host emulation (MakeEmulatedPassBackend, emulated_pass_backend.h): runs the device
@@ -11,13 +11,14 @@
 //     compiled into the test library homodyne_testing, not into homodyne_objective.
 //   - the CUDA backend (MakeCudaPassBackend, cuda_pass_backend.cc): the kernels of
 //     cuda/pass_kernels.cu.
-// Modes: static, laminar_flow and two_component (each its own kernel instantiation,
-// device_schedule.h HomodyneDeviceMode, TwoComponentDeviceMode); Prepare throws NotCompiledError
-// for another mode (the self-check, backend_self_check.h, then falls back to the CPU under
-// backend auto).
+// Modes: those of src/model/device/device_modes.h (DeviceModes; each its own kernel
+// instantiation), with no per-mode code here or in the backends; Prepare throws NotCompiledError
+// for another mode (the self-check, backend_self_check.h, then falls back to the CPU under backend
+// auto).
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <span>
@@ -27,42 +28,38 @@
 
 #include <Eigen/Dense>
 
-#include "model/device/device_schedule.h"
+#include "homodyne/errors.h"
+#include "model/device/device_modes.h"
 #include "objective/pass_backend.h"
 
 namespace homodyne {
 
-// The plain inputs of the device passes at one point: the model's tables (owned here), the
-// angles' terms and the loss.
+// The plain inputs of the device passes at one point, every mode's: the mode (its index in
+// device_pass::DeviceModes), the tables' scalars and one array (owned here, in the layout of the
+// mode's TablesAt), the angles' terms as bytes (the mode's Angle, trivially copyable), and the
+// loss. Made by the mode's MakeInputs (src/model/device/device_modes.h).
 struct DevicePassInputs {
-  bool laminar = false;
-  bool two_component = false;  // then only gram_size, the two_component_* members and loss
-  int gram_size = 0;           // M + 1
-  double diffusion_prefactor = 0.0;
-  std::vector<double> cumulative_diffusion;              // N
-  std::vector<double> cumulative_diffusion_derivatives;  // 3 N
-  std::vector<double> cumulative_shear;                  // N (laminar_flow)
-  std::vector<double> cumulative_shear_derivatives;      // 3 N (laminar_flow)
-  std::vector<device_pass::AngleTerms> angles;
+  int mode = -1;      // index into device_pass::DeviceModes
+  int gram_size = 0;  // M + 1: the mode's Shape::kGramSize
+  device_pass::TableScalars scalars;
+  std::vector<double> tables;
+  std::vector<unsigned char> angles;  // angle_count values of the mode's Angle
+  int angle_count = 0;
   device_pass::LossTerms loss;
-  // two_component (device_two_component.h): the tables' one array (TwoComponentTablesAt layout),
-  // the model's N and q^2 / 2, and the angles' terms.
-  std::vector<double> two_component_arrays;
-  int num_times = 0;
-  double transport_prefactor = 0.0;
-  std::vector<device_pass::TwoComponentAngleTerms> two_component_angles;
-  // The tables as the schedule reads them, pointing into this object's vectors.
-  device_pass::ModelTables HostTables() const;
-  device_pass::TwoComponentTables HostTwoComponentTables() const;
-  int num_angles() const {
-    return static_cast<int>(two_component ? two_component_angles.size() : angles.size());
+  int num_angles() const { return angle_count; }
+  // The angles' terms as the mode's Angle (Mode::Angle, the type they were made as).
+  template <class Angle>
+  std::vector<Angle> AnglesAs() const {
+    HOMODYNE_CHECK(angles.size() == static_cast<size_t>(angle_count) * sizeof(Angle));
+    std::vector<Angle> typed(static_cast<size_t>(angle_count));
+    if (!angles.empty()) std::memcpy(typed.data(), angles.data(), angles.size());
+    return typed;
   }
 };
 
-// The inputs at point: the tables of ModelEvaluation (docs/model.md, The time integrals) computed
-// by the same arithmetic as the CPU's, the angles' coefficients as the CPU kernel's (two_component:
-// those of TwoComponentPoint, two_component_point.cc). Throws NotCompiledError naming the mode when
-// it is none of static, laminar_flow and two_component.
+// The inputs at point: the mode's MakeInputs (its tables computed by the same arithmetic as the
+// CPU's, the angles' coefficients as the CPU kernel's). Throws NotCompiledError naming the mode
+// when it is none of device_pass::DeviceModes.
 DevicePassInputs MakeDevicePassInputs(const PassPoint& point);
 
 // The jobs of a call: job i * num_angles + k is batch i's angle k (the PreparedPass layout).

@@ -1,8 +1,9 @@
 // The host emulation of the CUDA backend (emulated_pass_backend.h; device_pass_backend.h): the
-// kernels' schedule (src/model/device/device_schedule.h) run sequentially, thread after thread of
-// each block, then the block's reduction tree step after step, then the blocks in block order. It
-// computes every sum in the order a launch does, so it verifies the kernels' arithmetic and
-// schedule on a machine without a GPU (docs/backends.md). Its devices model the CUDA backend's
+// kernels' schedule (src/model/device/device_schedule.h), instantiated on each device mode
+// (src/model/device/device_modes.h), run sequentially, thread after thread of each block, then the
+// block's reduction tree step after step, then the blocks in block order. It computes every sum in
+// the order a launch does, so it verifies the kernels' arithmetic and schedule on a machine
+// without a GPU (docs/backends.md). Its devices model the CUDA backend's
 // data movement (resident arrays, copies per launch) with counters for the tests, and several of
 // them model several GPUs. Compiled with contraction off (device_point.h), into the test library
 // homodyne_testing only (src/objective/CMakeLists.txt).
@@ -91,6 +92,26 @@ void EmulateCostLaunch(const typename Mode::Tables& tables,
   }
 }
 
+// One launch of the kernel of `kind` for the mode it is called with (DeviceModes::Visit).
+struct EmulateLaunch {
+  DevicePassKind kind;
+  const DevicePassInputs& inputs;
+  std::span<const PassJob> jobs;
+  const LaunchGeometry& geometry;
+  std::vector<double>& block_sums;
+
+  template <class Mode>
+  void operator()(Mode) const {
+    const typename Mode::Tables tables = Mode::TablesAt(inputs.scalars, inputs.tables.data());
+    const std::vector<typename Mode::Angle> angles = inputs.AnglesAs<typename Mode::Angle>();
+    if (kind == DevicePassKind::kGrams) {
+      EmulateGramLaunch<Mode>(tables, angles, inputs.loss, jobs, geometry, block_sums);
+    } else {
+      EmulateCostLaunch<Mode>(tables, angles, inputs.loss, jobs, geometry, block_sums);
+    }
+  }
+};
+
 // An emulated device: the kernels' schedule on the host (above), and device memory modelled as
 // memory of its own: resident arrays are copied into it once (UploadResident), the values of the
 // other jobs into a staging copy for each launch, as the CUDA runner copies them; the launches
@@ -158,11 +179,9 @@ class EmulatedPassDevice final : public PassDevice {
       at += jobs[i].points;
       ++counters_.launch_copies;
     }
-    if (kind == DevicePassKind::kGrams) {
-      LaunchGrams(inputs, launch_jobs_, geometry, block_sums);
-    } else {
-      LaunchCosts(inputs, launch_jobs_, geometry, block_sums);
-    }
+    const bool launched = device_pass::DeviceModes::Visit(
+        inputs.mode, EmulateLaunch{kind, inputs, launch_jobs_, geometry, block_sums});
+    HOMODYNE_CHECK(launched);
     if (faulty_) {
       for (double& sum : block_sums) sum *= 1.0 + 1e-6;
     }
@@ -187,42 +206,6 @@ class EmulatedPassDevice final : public PassDevice {
     --found;
     const float* begin = found->first;
     return data >= begin && data + values <= begin + found->second.values;
-  }
-
-  static void LaunchGrams(const DevicePassInputs& in, std::span<const PassJob> jobs,
-                          const LaunchGeometry& geometry, std::vector<double>& block_sums) {
-    if (in.two_component) {
-      EmulateGramLaunch<device_pass::TwoComponentDeviceMode>(
-          in.HostTwoComponentTables(),
-          std::span<const device_pass::TwoComponentAngleTerms>(in.two_component_angles), in.loss,
-          jobs, geometry, block_sums);
-    } else if (in.laminar) {
-      EmulateGramLaunch<device_pass::HomodyneDeviceMode<true>>(
-          in.HostTables(), std::span<const device_pass::AngleTerms>(in.angles), in.loss, jobs,
-          geometry, block_sums);
-    } else {
-      EmulateGramLaunch<device_pass::HomodyneDeviceMode<false>>(
-          in.HostTables(), std::span<const device_pass::AngleTerms>(in.angles), in.loss, jobs,
-          geometry, block_sums);
-    }
-  }
-
-  static void LaunchCosts(const DevicePassInputs& in, std::span<const PassJob> jobs,
-                          const LaunchGeometry& geometry, std::vector<double>& block_sums) {
-    if (in.two_component) {
-      EmulateCostLaunch<device_pass::TwoComponentDeviceMode>(
-          in.HostTwoComponentTables(),
-          std::span<const device_pass::TwoComponentAngleTerms>(in.two_component_angles), in.loss,
-          jobs, geometry, block_sums);
-    } else if (in.laminar) {
-      EmulateCostLaunch<device_pass::HomodyneDeviceMode<true>>(
-          in.HostTables(), std::span<const device_pass::AngleTerms>(in.angles), in.loss, jobs,
-          geometry, block_sums);
-    } else {
-      EmulateCostLaunch<device_pass::HomodyneDeviceMode<false>>(
-          in.HostTables(), std::span<const device_pass::AngleTerms>(in.angles), in.loss, jobs,
-          geometry, block_sums);
-    }
   }
 
   const std::string description_;

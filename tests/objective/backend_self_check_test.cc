@@ -214,8 +214,8 @@ TEST_F(BackendSelfCheckTest, AModeTheDeviceLacksFallsBackOrStops) {
   EXPECT_THROW(Passes(*cuda), ConfigError);
 }
 
-// two_component has device kernels (src/model/device/device_two_component.h): the emulation
-// passes the self-check on it and the passes stay on the device backend.
+// two_component has device kernels (src/model/two_component/two_component_device.h): the
+// emulation passes the self-check on it and the passes stay on the device backend.
 TEST_F(BackendSelfCheckTest, TwoComponentPassesTheSelfCheck) {
   const device_pass_testing::PassCase two_component = device_pass_testing::MakeCase(
       "self-check two_component", AnalysisMode::kTwoComponent, 60, 700, 3);

@@ -1,7 +1,8 @@
 // Tests of the host emulation of the CUDA backend (src/objective/emulated_pass_backend.cc): the
-// kernels' arithmetic and schedule (src/model/device/) against the CPU backend, on static,
-// laminar_flow and two_component, odd sizes and several launch geometries; its independence of the chunking; and a whole
-// fit on it against the CPU fit (docs/backends.md, Verified where).
+// registered device modes against the catalog (src/model/device/device_modes.h); the kernels'
+// arithmetic and schedule against the CPU backend, on static, laminar_flow and two_component, odd
+// sizes and several launch geometries; its independence of the chunking; and a whole fit on it
+// against the CPU fit (docs/backends.md, Verified where).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -13,7 +14,7 @@
 #include "device_pass_comparison.h"
 #include "homodyne/errors.h"
 #include "homodyne/model.h"
-#include "model/device/device_schedule.h"
+#include "model/device/device_modes.h"
 #include "model/two_component/two_component_point.h"
 #include "objective/batched_objective.h"
 #include "objective/device_pass_backend.h"
@@ -53,6 +54,57 @@ TEST(DevicePointTest, GuardsAreTheModelsGuards) {
   EXPECT_EQ(device_pass::kTwoComponentLogTransportMin, two_component::kLogTransportMin);
   EXPECT_EQ(device_pass::kTwoComponentNormalizationFloor, two_component::kNormalizationFloor);
   EXPECT_EQ(device_pass::kSmoothAbsEpsilon, two_component::kSmoothAbsEpsilon);
+}
+
+// Each registered device mode (src/model/device/device_modes.h) is a mode of the catalog, with
+// the catalog's parameter count, and the inputs it makes have its layout: the Gram side of its
+// model, one angle term per angle, and a table array whose TablesAt pointers stay inside it.
+struct CheckDeviceMode {
+  int index;
+  template <class Mode>
+  void operator()(Mode) const {
+    const AnalysisMode mode = ParseAnalysisMode(Mode::kName);
+    EXPECT_EQ(ToString(mode), Mode::kName);
+    EXPECT_EQ(Mode::Shape::kPhysical, NumPhysicalParameters(mode)) << Mode::kName;
+    EXPECT_EQ(Mode::Shape::kGramSize, Mode::Shape::kPhysical + 3) << Mode::kName;
+    EXPECT_EQ(Mode::Shape::kTriangle, device_pass::TriangleEntries(Mode::Shape::kGramSize));
+    EXPECT_EQ(device_pass::DeviceModes::IndexOf(Mode::kName), index);
+    EXPECT_EQ(device_pass::DeviceModes::GramSize(index), Mode::Shape::kGramSize);
+    EXPECT_LE(Mode::Shape::kGramSize, device_pass::kMaxGramSize);
+
+    const PassCase pass_case = device_pass_testing::MakeCase("inputs", mode, 12, 30, 0);
+    const ModelEvaluation evaluation(pass_case.model, pass_case.physical);
+    const PassPoint point{&evaluation,      pass_case.phi, pass_case.contrast,
+                          pass_case.offset, PassLoss(),    0,
+                          PassColumns::kAll};
+    const DevicePassInputs inputs = MakeDevicePassInputs(point);
+    EXPECT_EQ(inputs.mode, index) << Mode::kName;
+    EXPECT_EQ(inputs.gram_size, pass_case.model.num_point_derivatives() + 1) << Mode::kName;
+    EXPECT_EQ(inputs.num_angles(), static_cast<int>(pass_case.phi.size()));
+    EXPECT_EQ(inputs.AnglesAs<typename Mode::Angle>().size(), pass_case.phi.size());
+    EXPECT_EQ(inputs.scalars.num_times, 12);
+    const typename Mode::Tables tables = Mode::TablesAt(inputs.scalars, inputs.tables.data());
+    EXPECT_EQ(tables.num_times, 12);
+    // Every point's row and cost are finite on inputs made from finite data (a pointer off the
+    // array would read garbage or fault under the sanitizers).
+    const std::vector<typename Mode::Angle> angles = inputs.AnglesAs<typename Mode::Angle>();
+    for (const typename Mode::Angle& angle : angles) {
+      double row[Mode::Shape::kGramSize];
+      Mode::Row(tables, angle, 2, 9, 1.1, row);
+      for (double value : row) EXPECT_TRUE(std::isfinite(value)) << Mode::kName;
+      EXPECT_TRUE(std::isfinite(Mode::Cost(tables, angle, inputs.loss, 2, 9, 1.1)));
+    }
+  }
+};
+
+TEST(DeviceModesTest, EveryRegisteredModeIsACatalogModeWithItsLayout) {
+  ASSERT_GE(device_pass::DeviceModes::kCount, 1);
+  for (int index = 0; index < device_pass::DeviceModes::kCount; ++index) {
+    EXPECT_TRUE(device_pass::DeviceModes::Visit(index, CheckDeviceMode{index}));
+  }
+  EXPECT_FALSE(
+      device_pass::DeviceModes::Visit(device_pass::DeviceModes::kCount, CheckDeviceMode{-1}));
+  EXPECT_EQ(device_pass::DeviceModes::IndexOf("no_such_mode"), -1);
 }
 
 TEST(DevicePointTest, LocatePointWalksThePackedTriangle) {

@@ -11,13 +11,14 @@
 //   - the host adds a job's block sums in block order (BlockOrderSum).
 // The CUDA kernels (cuda/pass_kernels.cu) run it with one CUDA thread per thread; the host
 // emulation (src/objective/emulated_pass_backend.cc) runs the same threads one after the other and
-// the same tree and block order, so both compute every sum in the same order.
+// the same tree and block order, so both compute every sum in the same order. It is written once
+// for every mode: its templates take a device mode's traits (device_modes.h), whose Row and Cost
+// give a point's row of [J | e] and its cost term.
 #pragma once
 
 #include <cstdint>
 
 #include "model/device/device_point.h"
-#include "model/device/device_two_component.h"
 
 namespace homodyne::device_pass {
 
@@ -71,37 +72,6 @@ HOMODYNE_HOST_DEVICE inline void LocatePoint(int n, const PassJob& job, int64_t 
   *j = low + 1 + static_cast<int>(p - (RowOffset(n, low) - base));
 }
 
-// The modes of the device passes, each a type the schedule and the kernels are instantiated on:
-// its tables, its angle terms, its Gram shape, and its point's row of [J | e] and cost term.
-template <bool kLaminar>
-struct HomodyneDeviceMode {  // static (false) and laminar_flow (true): device_point.h
-  using Tables = ModelTables;
-  using Angle = AngleTerms;
-  using Shape = ModeShape<kLaminar>;
-  HOMODYNE_HOST_DEVICE static void Row(const Tables& tables, const Angle& angle, int i, int j,
-                                       double data, double* row) {
-    PointModel<kLaminar, true>(tables, angle, i, j, data, row);
-  }
-  HOMODYNE_HOST_DEVICE static double Cost(const Tables& tables, const Angle& angle,
-                                          const LossTerms& loss, int i, int j, double data) {
-    return PointCost<kLaminar>(tables, angle, loss, i, j, data);
-  }
-};
-
-struct TwoComponentDeviceMode {  // two_component: device_two_component.h
-  using Tables = TwoComponentTables;
-  using Angle = TwoComponentAngleTerms;
-  using Shape = TwoComponentShape;
-  HOMODYNE_HOST_DEVICE static void Row(const Tables& tables, const Angle& angle, int i, int j,
-                                       double data, double* row) {
-    TwoComponentPointModel<true>(tables, angle, i, j, data, row);
-  }
-  HOMODYNE_HOST_DEVICE static double Cost(const Tables& tables, const Angle& angle,
-                                          const LossTerms& loss, int i, int j, double data) {
-    return TwoComponentPointCost(tables, angle, loss, i, j, data);
-  }
-};
-
 // Thread `global_thread` of a job's full pass: partial[0, kTriangle) += the lower triangle of
 // [J | e]^T [J | e] (row by row, TriangleEntries) over its points, each product added with one
 // fused multiply-add; partial[kTriangle] += the number of finite points. Under a robust loss the
@@ -115,7 +85,6 @@ HOMODYNE_HOST_DEVICE inline void ThreadGramPartial(const typename Mode::Tables& 
                                                    double* partial) {
   using Shape = typename Mode::Shape;
   constexpr int g = Shape::kGramSize;
-  static_assert(g <= kMaxGramSize, "kMaxGramSize");
   for (int64_t p = global_thread; p < job.points; p += thread_stride) {
     int i, j;
     LocatePoint(tables.num_times, job, p, &i, &j);

@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "model/gram_block.h"
+#include "model/pass_variants.h"
 #include "model/robust_loss_tile.h"
 
 namespace homodyne::pass_kernel {
@@ -114,20 +115,9 @@ struct Functions {
                                   int64_t* finite_points, const Scratch& scratch);
 };
 
-// One definition per level the build compiles (src/model/CMakeLists.txt); only those are linked.
-// The two-component body (two_component/two_component_pass_variant.h) lives beside each of them
-// in namespace homodyne::pass_kernel::<level>::two_component.
-namespace baseline {
-extern const Functions kFunctions;  // x86-64, or the compiler's default target elsewhere
-}
-namespace avx2 {
-extern const Functions kFunctions;  // x86-64-v3
-}
-namespace avx512 {
-extern const Functions kFunctions;  // x86-64-v4
-}
-namespace native {
-extern const Functions kFunctions;  // -march=native (HOMODYNE_NATIVE_ARCH=ON)
-}
+// One definition per level the build compiles (src/model/CMakeLists.txt); only those are linked
+// (pass_variants.h). The two-component body (two_component/two_component_pass_variant.h) lives
+// beside each of them in namespace homodyne::pass_kernel::<level>.
+HOMODYNE_DECLARE_PASS_VARIANTS(Functions, kFunctions)
 
 }  // namespace homodyne::pass_kernel

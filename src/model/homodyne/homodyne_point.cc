@@ -99,30 +99,6 @@ void IntegrateRate(const std::vector<double>& log_guarded_times, double amplitud
 }
 
 
-// The body compiled for `level`, or nullptr when this build lacks the level (BuiltIsaLevels()).
-const pass_kernel::Functions* FunctionsOf(IsaLevel level) {
-  switch (level) {
-#ifdef HOMODYNE_PASS_KERNEL_HAS_BASELINE
-    case IsaLevel::kBaseline:
-      return &pass_kernel::baseline::kFunctions;
-#endif
-#ifdef HOMODYNE_PASS_KERNEL_HAS_AVX2
-    case IsaLevel::kAvx2:
-      return &pass_kernel::avx2::kFunctions;
-#endif
-#ifdef HOMODYNE_PASS_KERNEL_HAS_AVX512
-    case IsaLevel::kAvx512:
-      return &pass_kernel::avx512::kFunctions;
-#endif
-#ifdef HOMODYNE_PASS_KERNEL_HAS_NATIVE
-    case IsaLevel::kNative:
-      return &pass_kernel::native::kFunctions;
-#endif
-    default:
-      return nullptr;
-  }
-}
-
 class HomodynePoint final : public ModePoint {
  public:
   HomodynePoint(const HomodyneModel& model, std::span<const double> physical_parameters);
@@ -178,7 +154,9 @@ class HomodynePass final : public ModePass {
   HomodynePass(const HomodynePoint& point, std::span<const double> phi_degrees,
                std::span<const double> contrast, std::span<const double> offset, IsaLevel level,
                const PassLoss& loss)
-      : point_(point), functions_(FunctionsOf(level)), loss_(loss) {
+      : point_(point),
+        functions_(HOMODYNE_PASS_VARIANT(pass_kernel::Functions, kFunctions, level)),
+        loss_(loss) {
     HOMODYNE_CHECK(functions_ != nullptr);
     for (size_t k = 0; k < phi_degrees.size(); ++k) {
       pass_kernel::AngleCoefficients angle;

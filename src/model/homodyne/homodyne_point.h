@@ -18,8 +18,8 @@ std::unique_ptr<const ModePoint> MakeHomodynePoint(const HomodyneModel& model,
 // The O(N) tables of a static or laminar_flow point (docs/model.md, Rates, The time integrals):
 // the cumulative integrals of the diffusion rate and (laminar_flow) of the shear rate, each with
 // its derivatives with respect to (amplitude, exponent, offset). Computed once per point by the
-// CPU model and by the device passes' inputs (src/objective/device_pass_inputs.cc), which so start
-// from bitwise the same tables.
+// CPU model and by the device passes' inputs (homodyne_device.cc), which so start from bitwise
+// the same tables.
 struct HomodyneRateTables {
   std::vector<double> diffusion;              // C_D, N values
   std::vector<double> diffusion_derivatives;  // 3 N: d C_D / d(D0, alpha, D_offset)

@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "model/gram_block.h"
-#include "model/isa_level.h"
+#include "model/pass_variants.h"
 #include "model/robust_loss_tile.h"
 
 namespace homodyne::pass_kernel {
@@ -78,21 +78,7 @@ struct TwoComponentFunctions {
                                   double* sums);
 };
 
-// The body of `level`, or nullptr when this build lacks it.
-const TwoComponentFunctions* TwoComponentFunctionsOf(IsaLevel level);
-
-// One definition per level the build compiles (src/model/CMakeLists.txt).
-namespace baseline {
-extern const TwoComponentFunctions kTwoComponentFunctions;
-}
-namespace avx2 {
-extern const TwoComponentFunctions kTwoComponentFunctions;
-}
-namespace avx512 {
-extern const TwoComponentFunctions kTwoComponentFunctions;
-}
-namespace native {
-extern const TwoComponentFunctions kTwoComponentFunctions;
-}
+// One definition per level the build compiles (src/model/CMakeLists.txt; pass_variants.h).
+HOMODYNE_DECLARE_PASS_VARIANTS(TwoComponentFunctions, kTwoComponentFunctions)
 
 }  // namespace homodyne::pass_kernel

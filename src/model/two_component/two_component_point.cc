@@ -235,8 +235,9 @@ std::unique_ptr<const ModePass> TwoComponentPoint::PreparePass(std::span<const d
   }
   pass_kernel::TwoComponentInputs inputs = Inputs();
   inputs.loss = loss;
-  return std::make_unique<TwoComponentPass>(inputs, std::move(angles),
-                                            pass_kernel::TwoComponentFunctionsOf(level));
+  return std::make_unique<TwoComponentPass>(
+      inputs, std::move(angles),
+      HOMODYNE_PASS_VARIANT(pass_kernel::TwoComponentFunctions, kTwoComponentFunctions, level));
 }
 
 // Per point (two_component_point.h), with libm; the Jacobian by the chain rule through H_r, H_s,
@@ -314,33 +315,6 @@ void TwoComponentPoint::EvaluateSegment(double phi_degrees, double contrast, dou
 }
 
 }  // namespace
-
-namespace pass_kernel {
-
-const TwoComponentFunctions* TwoComponentFunctionsOf(IsaLevel level) {
-  switch (level) {
-#ifdef HOMODYNE_PASS_KERNEL_HAS_BASELINE
-    case IsaLevel::kBaseline:
-      return &baseline::kTwoComponentFunctions;
-#endif
-#ifdef HOMODYNE_PASS_KERNEL_HAS_AVX2
-    case IsaLevel::kAvx2:
-      return &avx2::kTwoComponentFunctions;
-#endif
-#ifdef HOMODYNE_PASS_KERNEL_HAS_AVX512
-    case IsaLevel::kAvx512:
-      return &avx512::kTwoComponentFunctions;
-#endif
-#ifdef HOMODYNE_PASS_KERNEL_HAS_NATIVE
-    case IsaLevel::kNative:
-      return &native::kTwoComponentFunctions;
-#endif
-    default:
-      return nullptr;
-  }
-}
-
-}  // namespace pass_kernel
 
 void FillVelocityPhaseTables(double s, std::span<const double> velocity, double* sin_table,
                              double* cos_table) {

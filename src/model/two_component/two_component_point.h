@@ -58,8 +58,7 @@ inline constexpr double kNormalizationFloor = 1e-10;
 // The O(N) tables of the model at p (the formulas above): C[J_ref], C[J_sample] and C[v] with
 // their derivatives with respect to (amplitude, exponent, offset), and x_s with its derivatives
 // with respect to (f0, f1, f2, f3). Computed once per point by the CPU model and by the device
-// passes' inputs (src/objective/device_pass_inputs.cc), which so start from bitwise the same
-// tables.
+// passes' inputs (two_component_device.cc), which so start from bitwise the same tables.
 struct TwoComponentTables {
   struct Integral {
     std::vector<double> cumulative;   // C[y], N values

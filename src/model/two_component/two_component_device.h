@@ -1,17 +1,19 @@
-// The per-point arithmetic of the device passes for the two-component mode (docs/model.md,
-// Two-component mode; formula in src/model/two_component/two_component_point.h), written once for
-// nvcc (cuda/pass_kernels.cu) and the host compiler (the host emulation,
-// src/objective/emulated_pass_backend.cc), under the contract of device_point.h (contraction off
-// in every including file).
+// The two-component mode's per-point arithmetic of the device passes (docs/model.md,
+// Two-component mode; formula in two_component_point.h beside this file), written once for nvcc
+// (cuda/pass_kernels.cu) and the host compiler (the host emulation,
+// src/objective/emulated_pass_backend.cc), under the contract of src/model/device/device_point.h
+// (contraction off in every including file), and the mode's device traits
+// (TwoComponentDeviceMode) that the shared schedule (src/model/device/device_schedule.h) is
+// instantiated on.
 //
 // The per-row tables (C[J_ref], C[J_sample], C[v] and their derivatives, the sample fraction x_s
 // and its derivatives, and each angle's sin and cos of phase_per_unit C[v]_j) are computed on the
-// host (src/objective/device_pass_inputs.cc) by the arithmetic of the CPU model's tables. The point
-// arithmetic is that of the CPU pass body (two_component_pass_variant.cc, AccumulateTile and
-// TileSquaredResiduals) with the transport factors H_r, H_s in the direct form (one exp per point
-// and component, the exponent clipped at -700 with a zero derivative there) and the phase in the
-// per-row product form (sin Phi = S_j K_i - K_j S_i, cos Phi = K_j K_i + S_j S_i; no sin or cos
-// per point on the device).
+// host by the arithmetic of the CPU model's tables. The point arithmetic is that of the CPU pass
+// body (two_component_pass_variant.cc, AccumulateTile and TileSquaredResiduals) with the transport
+// factors H_r, H_s in the direct form (one exp per point and component, the exponent clipped at
+// -700 with a zero derivative there) and the phase in the per-row product form
+// (sin Phi = S_j K_i - K_j S_i, cos Phi = K_j K_i + S_j S_i; no sin or cos per point on the
+// device).
 #pragma once
 
 #include <cstdint>
@@ -164,8 +166,8 @@ HOMODYNE_HOST_DEVICE inline double TwoComponentPointModel(const TwoComponentTabl
     const double c_du = contrast * dg_du, c_dw = contrast * dg_dw;
     const double* dx = tables.fraction_derivatives;
     for (int m = 0; m < 4; ++m) {
-      row[9 + m] = c_du * dx[static_cast<int64_t>(m) * n + i] +
-                   c_dw * dx[static_cast<int64_t>(m) * n + j];
+      row[9 + m] =
+          c_du * dx[static_cast<int64_t>(m) * n + i] + c_dw * dx[static_cast<int64_t>(m) * n + j];
     }
     const double phase_difference = tables.cumulative_velocity[j] - tables.cumulative_velocity[i];
     row[13] = c_phase * angle.dphase_dphi0_per_unit * phase_difference;
@@ -186,5 +188,31 @@ HOMODYNE_HOST_DEVICE inline double TwoComponentPointCost(const TwoComponentTable
   return ResidualCost(loss,
                       data - TwoComponentPointModel<false>(tables, angle, i, j, data, nullptr));
 }
+
+// The device traits of the two-component mode (as HomodyneDeviceMode, homodyne_device.h).
+struct TwoComponentDeviceMode {
+  static constexpr const char* kName = "two_component";
+  using Tables = TwoComponentTables;
+  using Angle = TwoComponentAngleTerms;
+  using Shape = TwoComponentShape;
+
+  // TwoComponentTablesAt; scalars.values[0] is the transport prefactor q^2 / 2.
+  HOMODYNE_HOST_DEVICE static Tables TablesAt(const TableScalars& scalars, const double* base) {
+    return TwoComponentTablesAt(scalars.num_times, scalars.values[0], base);
+  }
+
+  HOMODYNE_HOST_DEVICE static void Row(const Tables& tables, const Angle& angle, int i, int j,
+                                       double data, double* row) {
+    TwoComponentPointModel<true>(tables, angle, i, j, data, row);
+  }
+  HOMODYNE_HOST_DEVICE static double Cost(const Tables& tables, const Angle& angle,
+                                          const LossTerms& loss, int i, int j, double data) {
+    return TwoComponentPointCost(tables, angle, loss, i, j, data);
+  }
+
+  // Host only (two_component_device.cc): the inputs at a point of this mode, the tables computed
+  // by the CPU model's own arithmetic (ComputeTwoComponentTables, FillVelocityPhaseTables).
+  static void MakeInputs(const DevicePoint& point, DeviceInputs<Angle>* inputs);
+};
 
 }  // namespace homodyne::device_pass
