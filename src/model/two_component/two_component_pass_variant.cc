@@ -47,71 +47,10 @@ enum FactorColumn : int {
   kDDenDu = 15,  // d den / d x_s,i (0 where the floor binds)
   kDDenDw = 16,  // d den / d x_s,j
   kW = 17,       // x_s,j
-  // The full pass's per-angle factors as a + b cos Phi with a, b per point (AngleFactors): the
-  // pairs (a, b) of g, dg/dH_r, dg/dH_s, dg/du and dg/dw (u = x_s,i, w = x_s,j); dg/dPhi is
-  // -b_g sin Phi.
-  kG = 18,      // 2 columns: g = G[0] + G[1] cos Phi
-  kDgDhr = 20,  // 2 columns
-  kDgDhs = 22,  // 2 columns
-  kDgDu = 24,   // 2 columns
-  kDgDw = 26,   // 2 columns
-  kNumFactors = 28,
+  kNumFactors = 18,
 };
 static_assert(kNumFactors == kTwoComponentFactorColumns &&
               kNumCostFactors == kTwoComponentCostFactorColumns);
-
-// The full pass's per-angle factors of row i's tile, from its shared factors (FactorColumn kG to
-// kDgDw): with g = (A^2 H_r^2 + B^2 H_s^2 + 2 A B H_r H_s cos Phi) / den (two_component_point.h)
-// every factor of AccumulateTile's Jacobian is linear in cos Phi, so each is a + b cos Phi with
-// a and b computed here once per point for all angles, and per angle one FMA (TwoComponentPoint::
-// EvaluateSegment's formulas, the same rearranged):
-//   g       = [A^2 H_r^2 + B^2 H_s^2] / den + [2 A B H_r H_s / den] cos Phi
-//   dg/dH_r = 2 A^2 H_r / den + 2 A B H_s / den cos Phi,  dg/dH_s alike,  dg/dPhi = -G[1] sin Phi
-//   dg/du   = (n_A dA/du + n_B dB/du - g dden/du) / den with n_A = 2 A H_r^2 + 2 B H_r H_s cos Phi,
-//             n_B = 2 B H_s^2 + 2 A H_r H_s cos Phi, dA/du = -(1 - w), dB/du = w; dg/dw alike.
-void AngleFactors(const TwoComponentInputs& in, int i, int count, double* factors) {
-  const double* hr_col = factors + kHr * kTile;
-  const double* hs_col = factors + kHs * kTile;
-  const double* a_col = factors + kA * kTile;
-  const double* b_col = factors + kB * kTile;
-  const double* inverse_den_col = factors + kInverseDen * kTile;
-  const double* dden_du_col = factors + kDDenDu * kTile;
-  const double* dden_dw_col = factors + kDDenDw * kTile;
-  const double* w_col = factors + kW * kTile;
-  double* g0 = factors + kG * kTile;
-  double* g1 = g0 + kTile;
-  double* hr0 = factors + kDgDhr * kTile;
-  double* hr1 = hr0 + kTile;
-  double* hs0 = factors + kDgDhs * kTile;
-  double* hs1 = hs0 + kTile;
-  double* du0 = factors + kDgDu * kTile;
-  double* du1 = du0 + kTile;
-  double* dw0 = factors + kDgDw * kTile;
-  double* dw1 = dw0 + kTile;
-  const double u = in.fraction[i], ur = 1.0 - u;
-#pragma omp simd
-  for (int t = 0; t < count; ++t) {
-    const double hr = hr_col[t], hs = hs_col[t], a = a_col[t], b = b_col[t];
-    const double inverse_den = inverse_den_col[t];
-    const double w = w_col[t], wr = 1.0 - w;
-    const double g_0 = (a * a * hr * hr + b * b * hs * hs) * inverse_den;
-    const double g_1 = 2.0 * (a * b) * hr * hs * inverse_den;
-    g0[t] = g_0;
-    g1[t] = g_1;
-    hr0[t] = 2.0 * (a * a * hr) * inverse_den;
-    hr1[t] = 2.0 * (a * b * hs) * inverse_den;
-    hs0[t] = 2.0 * (b * b * hs) * inverse_den;
-    hs1[t] = 2.0 * (a * b * hr) * inverse_den;
-    // n_A and n_B's parts: 2 A H_r^2 + cos Phi 2 B H_r H_s, 2 B H_s^2 + cos Phi 2 A H_r H_s.
-    const double na_0 = 2.0 * a * hr * hr, na_1 = 2.0 * b * hr * hs;
-    const double nb_0 = 2.0 * b * hs * hs, nb_1 = 2.0 * a * hr * hs;
-    const double dden_du = dden_du_col[t], dden_dw = dden_dw_col[t];
-    du0[t] = ((na_0 * (-wr) + nb_0 * w) - g_0 * dden_du) * inverse_den;
-    du1[t] = ((na_1 * (-wr) + nb_1 * w) - g_1 * dden_du) * inverse_den;
-    dw0[t] = ((na_0 * (-ur) + nb_0 * u) - g_0 * dden_dw) * inverse_den;
-    dw1[t] = ((na_1 * (-ur) + nb_1 * u) - g_1 * dden_dw) * inverse_den;
-  }
-}
 
 // Points per tile of the pass that fills the factor columns with or without derivatives (the full
 // pass; the cost and scaling passes).
@@ -222,7 +161,6 @@ void SharedFactors(const TwoComponentInputs& in, int i, int j_begin, int count,
       }
     }
   }
-  if constexpr (kWithDerivatives) AngleFactors(in, i, count, factors);
 }
 
 // sin and cos of the phase Phi = s (C[v]_j - C[v]_i) in per-row separable form (issue 24):
@@ -258,23 +196,22 @@ void AccumulateTile(const TwoComponentInputs& in, const TwoComponentAngle& angle
   // AddTileToLastRowApartOffsetLaneGram: the linear loss's tile columns are a multiple of 4.
   static_assert((tc::kNumPhysical + 2) % 4 == 0);
   const int n = in.num_times;
+  const double* hr_col = factors + kHr * kTile;
+  const double* hs_col = factors + kHs * kTile;
   const double* dhr = factors + kDHr * kTile;
   const double* dhs = factors + kDHs * kTile;
   const double* dv_col = factors + kDv * kTile;
   const double* ddv = factors + kDDv * kTile;
-  const double* g0_col = factors + kG * kTile;
-  const double* g1_col = g0_col + kTile;
-  const double* hr0_col = factors + kDgDhr * kTile;
-  const double* hr1_col = hr0_col + kTile;
-  const double* hs0_col = factors + kDgDhs * kTile;
-  const double* hs1_col = hs0_col + kTile;
-  const double* du0_col = factors + kDgDu * kTile;
-  const double* du1_col = du0_col + kTile;
-  const double* dw0_col = factors + kDgDw * kTile;
-  const double* dw1_col = dw0_col + kTile;
+  const double* a_col = factors + kA * kTile;
+  const double* b_col = factors + kB * kTile;
+  const double* inverse_den_col = factors + kInverseDen * kTile;
+  const double* dden_du_col = factors + kDDenDu * kTile;
+  const double* dden_dw_col = factors + kDDenDw * kTile;
+  const double* w_col = factors + kW * kTile;
   const double* dx = in.fraction_derivatives;
   const double dxi0 = dx[i], dxi1 = dx[n + i], dxi2 = dx[2 * n + i], dxi3 = dx[3 * n + i];
   const double* dxj = dx + j_begin;
+  const double u = in.fraction[i], ur = 1.0 - u;
   const double contrast = angle.contrast;
   const double offset = angle.offset;
   const double s = angle.phase_per_unit;
@@ -290,16 +227,20 @@ void AccumulateTile(const TwoComponentInputs& in, const TwoComponentAngle& angle
     const double dv = dv_col[t];
     const double sin_phase = sin_j[t] * cos_i - cos_j[t] * sin_i;
     const double cos_phase = cos_j[t] * cos_i + sin_j[t] * sin_i;
-    // The factors of AngleFactors at this angle's cos Phi and sin Phi.
-    const double g1 = g1_col[t];
-    const double g = g0_col[t] + g1 * cos_phase;
+    const double hr = hr_col[t], hs = hs_col[t], a = a_col[t], b = b_col[t];
+    const double inverse_den = inverse_den_col[t];
+    const double w = w_col[t], wr = 1.0 - w;
+    const double num = a * a * hr * hr + b * b * hs * hs + 2.0 * (a * b) * hr * hs * cos_phase;
+    const double g = num * inverse_den;
     const double c2 = offset + contrast * g;
     const double cw = contrast * weight;
-    const double dg_dhr = hr0_col[t] + hr1_col[t] * cos_phase;
-    const double dg_dhs = hs0_col[t] + hs1_col[t] * cos_phase;
-    const double dg_dphase = -g1 * sin_phase;
-    const double dg_du = du0_col[t] + du1_col[t] * cos_phase;
-    const double dg_dw = dw0_col[t] + dw1_col[t] * cos_phase;
+    const double dg_dhr = 2.0 * (a * a * hr + a * b * hs * cos_phase) * inverse_den;
+    const double dg_dhs = 2.0 * (b * b * hs + a * b * hr * cos_phase) * inverse_den;
+    const double dg_dphase = -2.0 * a * b * hr * hs * sin_phase * inverse_den;
+    const double n_a = 2.0 * a * hr * hr + 2.0 * b * hr * hs * cos_phase;
+    const double n_b = 2.0 * b * hs * hs + 2.0 * a * hr * hs * cos_phase;
+    const double dg_du = ((n_a * (-wr) + n_b * w) - g * dden_du_col[t]) * inverse_den;
+    const double dg_dw = ((n_a * (-ur) + n_b * u) - g * dden_dw_col[t]) * inverse_den;
     const double c_hr = cw * dg_dhr, c_hs = cw * dg_dhs, c_phase = cw * dg_dphase;
     tile[(tc::kD0Ref + 0) * kTile + t] = c_hr * dhr[0 * kTile + t];
     tile[(tc::kD0Ref + 1) * kTile + t] = c_hr * dhr[1 * kTile + t];

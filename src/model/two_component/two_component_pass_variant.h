@@ -51,7 +51,7 @@ struct TwoComponentInputs {
 // walks tiles of kTilePoints and carves kTwoComponentFactorColumns columns of that many points;
 // the cost and scaling passes walk row segments of kCostTilePoints (tile.h) and carve the first
 // kTwoComponentCostFactorColumns of them at that length.
-inline constexpr int kTwoComponentFactorColumns = 28;
+inline constexpr int kTwoComponentFactorColumns = 18;
 inline constexpr int kTwoComponentCostFactorColumns = 5;
 
 // The entry points of one level; contracts as ModePass (mode_point.h). factors: the scratch's
