@@ -51,12 +51,13 @@ struct SimulatedData {
   homodyne::InMemoryPassData::PackedData data;
 };
 
-SimulatedData Simulate(homodyne::AnalysisMode mode, int n) {
+SimulatedData Simulate(homodyne::AnalysisMode mode, int n,
+                       std::vector<double> phi = {0.0, 45.0, 90.0}) {
   std::vector<double> times(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) times[static_cast<size_t>(i)] = (i + 1) * 0.1;
   SimulatedData simulated{
       homodyne::HomodyneModel(mode, homodyne::ScatteringGeometry{0.0054, 2e6, 0.1}, times),
-      {0.0, 45.0, 90.0},
+      std::move(phi),
       {}};
   std::vector<double> physical = {3000.0, -0.5, 10.0, 2.0e-5, 0.3, 1.0e-6, 5.0};
   if (mode == homodyne::AnalysisMode::kTwoComponent) physical = TwoComponentTruth();
@@ -224,6 +225,53 @@ void BM_AccumulateTwoComponentCoarse(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * objective.num_points());
 }
 
+// The coarse level of docs/performance.md's 23-angle two-component fit ("A 23-angle x 1001-frame
+// fit": 1000 fitted times, angles 0, 8, ..., 176, every 62nd row: 196,673 points), the passes of
+// its global phase's local fits (AccumulateAngleGrams, variable projection's full pass) and of
+// their scaling.
+homodyne::BatchedObjective& ManyAngleCoarseObjective() {
+  static homodyne::BatchedObjective* objective = [] {
+    std::vector<double> phi;
+    for (int k = 0; k < 23; ++k) phi.push_back(8.0 * k);
+    const SimulatedData simulated = Simulate(homodyne::AnalysisMode::kTwoComponent, 1000, phi);
+    return homodyne::MakeRowSubsampleObjective(simulated.data, simulated.model, simulated.phi, 0.01,
+                                               62)
+        .release();
+  }();
+  return *objective;
+}
+
+Eigen::VectorXd ManyAngleTwoComponentTheta() {
+  const std::vector<double> truth = TwoComponentTruth();
+  Eigen::VectorXd theta(14 + 2 * 23);
+  for (int i = 0; i < 14; ++i) theta[i] = 1.05 * truth[static_cast<size_t>(i)];
+  theta.segment(14, 23).setConstant(0.3);
+  theta.tail(23).setConstant(1.0);
+  return theta;
+}
+
+void BM_AngleGramsTwoComponent23Coarse(benchmark::State& state) {
+  omp_set_num_threads(static_cast<int>(state.range(0)));
+  homodyne::BatchedObjective& objective = ManyAngleCoarseObjective();
+  const Eigen::VectorXd theta = ManyAngleTwoComponentTheta();
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(objective.AccumulateAngleGrams(theta).finite_points);
+  }
+  state.SetItemsProcessed(state.iterations() * objective.num_points());
+}
+
+void BM_ScalingGramsTwoComponent23Coarse(benchmark::State& state) {
+  omp_set_num_threads(static_cast<int>(state.range(0)));
+  homodyne::BatchedObjective& objective = ManyAngleCoarseObjective();
+  const Eigen::VectorXd theta = ManyAngleTwoComponentTheta();
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(
+        objective.AccumulateAngleGrams(theta, false, homodyne::PassColumns::kScaling)
+            .finite_points);
+  }
+  state.SetItemsProcessed(state.iterations() * objective.num_points());
+}
+
 void BM_ScalingGramsTwoComponentCoarse(benchmark::State& state) {
   omp_set_num_threads(static_cast<int>(state.range(0)));
   homodyne::BatchedObjective& objective = CoarseObjective(homodyne::AnalysisMode::kTwoComponent);
@@ -307,6 +355,16 @@ BENCHMARK(BM_AccumulateTwoComponentCoarse)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK(BM_ScalingGramsTwoComponentCoarse)
+    ->Arg(1)
+    ->Arg(2)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_AngleGramsTwoComponent23Coarse)
+    ->Arg(1)
+    ->Arg(2)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_ScalingGramsTwoComponent23Coarse)
     ->Arg(1)
     ->Arg(2)
     ->Unit(benchmark::kMillisecond)

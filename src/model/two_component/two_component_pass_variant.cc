@@ -430,10 +430,55 @@ void AccumulateScalingRows(const TwoComponentInputs& in, int row_begin, int row_
   }
 }
 
+// The high and low halves of x (Veltkamp's split): hi + lo = x exactly, each with at most 26
+// significant bits, so the product of two halves is exact. |x| < 1e300 (no overflow).
+inline void SplitHalves(double x, double* hi, double* lo) {
+  constexpr double kSplitter = 134217729.0;  // 2^27 + 1
+  const double scaled = kSplitter * x;
+  *hi = scaled - (scaled - x);
+  *lo = x - *hi;
+}
+
+// s C[v]_j = hi + lo exactly, lo from Dekker's product of the halves (the value std::fma(s, v,
+// -hi) gives, at every level: the baseline level has no FMA instruction, and a libm call per
+// value would keep the loop scalar); then the first-order correction of FillVelocityPhaseTables.
+bool FillVelocityTables(double s, const double* velocity, int64_t n, double* sin_table,
+                        double* cos_table) {
+  // The domain: the largest |velocity[j]| bounds every phase (rounding is monotone), and a sum of
+  // velocity[j] * 0 is 0 unless a value is infinite or NaN.
+  double largest = 0.0, probe = 0.0;
+#pragma omp simd reduction(max : largest) reduction(+ : probe)
+  for (int64_t j = 0; j < n; ++j) {
+    const double magnitude = std::fabs(velocity[j]);
+    largest = magnitude > largest ? magnitude : largest;
+    probe += velocity[j] * 0.0;
+  }
+  const double s_magnitude = std::fabs(s);
+  if (!(probe == 0.0 && largest < 1e300 && s_magnitude < 1e300 &&
+        s_magnitude * largest <= vector_math::kSinCosMaxArgument)) {
+    return false;
+  }
+  double s_hi, s_lo;
+  SplitHalves(s, &s_hi, &s_lo);
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) {
+    const double v = velocity[j];
+    const double hi = s * v;
+    double v_hi, v_lo;
+    SplitHalves(v, &v_hi, &v_lo);
+    const double lo = ((s_hi * v_hi - hi) + s_hi * v_lo + s_lo * v_hi) + s_lo * v_lo;
+    double sin_hi, cos_hi;
+    vector_math::SinCos(hi, &sin_hi, &cos_hi);
+    sin_table[j] = sin_hi + lo * cos_hi;
+    cos_table[j] = cos_hi - lo * sin_hi;
+  }
+  return true;
+}
+
 }  // namespace
 
 // External linkage from the declaration in two_component_pass_variant.h.
 const TwoComponentFunctions kTwoComponentFunctions = {&AccumulateRows, &SumSquaredResiduals,
-                                                      &AccumulateScalingRows};
+                                                      &AccumulateScalingRows, &FillVelocityTables};
 
 }  // namespace homodyne::pass_kernel::HOMODYNE_PASS_KERNEL_LEVEL

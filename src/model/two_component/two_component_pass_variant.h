@@ -76,6 +76,12 @@ struct TwoComponentFunctions {
                                   int row_stride, const float* const* data, double* const* grams,
                                   int64_t* finite_points, double* factors, double* tile,
                                   double* sums);
+  // FillVelocityPhaseTables' vector loop (two_component_point.h): sin_table[j] and cos_table[j]
+  // for j < n, sin(hi) and cos(hi) from vector_math::SinCos, where every |s velocity[j]| is at
+  // most vector_math::kSinCosMaxArgument and s and every velocity[j] are finite and below 1e300
+  // in magnitude: returns true. Otherwise writes nothing and returns false (the caller uses libm).
+  bool (*fill_velocity_tables)(double s, const double* velocity, int64_t n, double* sin_table,
+                               double* cos_table);
 };
 
 // One definition per level the build compiles (src/model/CMakeLists.txt; pass_variants.h).

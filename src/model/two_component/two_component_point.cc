@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "homodyne/errors.h"
+#include "model/isa_level.h"
 #include "model/separable_exp.h"
 #include "model/two_component/two_component_pass_variant.h"
 
@@ -166,7 +167,7 @@ class TwoComponentPass final : public ModePass {
   void BuildVelocityTables() {
     const std::size_t n = static_cast<std::size_t>(inputs_.num_times);
     const double* velocity = inputs_.cumulative_velocity;
-    velocity_tables_.assign(2 * n * angles_.size(), 0.0);
+    velocity_tables_.resize(2 * n * angles_.size());  // every value written below
     for (std::size_t k = 0; k < angles_.size(); ++k) {
       double* sin_table = velocity_tables_.data() + 2 * n * k;
       double* cos_table = sin_table + n;
@@ -318,6 +319,15 @@ void TwoComponentPoint::EvaluateSegment(double phi_degrees, double contrast, dou
 
 void FillVelocityPhaseTables(double s, std::span<const double> velocity, double* sin_table,
                              double* cos_table) {
+  // The active level's vector loop where every phase is within vector_math::SinCos's domain
+  // (TwoComponentFunctions::fill_velocity_tables tests it), libm elsewhere.
+  const pass_kernel::TwoComponentFunctions* functions =
+      pass_kernel::TwoComponentFunctionsOf(ActiveIsaLevel());
+  if (functions != nullptr &&
+      functions->fill_velocity_tables(s, velocity.data(), static_cast<int64_t>(velocity.size()),
+                                      sin_table, cos_table)) {
+    return;
+  }
   for (std::size_t j = 0; j < velocity.size(); ++j) {
     const double hi = s * velocity[j];
     const double lo = std::fma(s, velocity[j], -hi);

@@ -75,7 +75,10 @@ TwoComponentTables ComputeTwoComponentTables(const HomodyneModel& model,
 // per unit of C[v]), into sin_table and cos_table (velocity.size() values each): s C[v]_j =
 // hi + lo exactly (lo from an FMA), sin(hi + lo) = sin(hi) + lo cos(hi), cos(hi + lo) =
 // cos(hi) - lo sin(hi) (|lo| <= ulp(hi) / 2: the next terms are below the rounding of the
-// values). The CPU model and the device passes' inputs both fill theirs here, bitwise the same.
+// values). sin(hi) and cos(hi) from vector_math::SinCos in the active instruction-set level's
+// vectorised loop (ActiveIsaLevel; a few ulp, as the laminar tables), or libm where a phase
+// exceeds its domain (vector_math::kSinCosMaxArgument) or is not finite. The CPU model and the
+// device passes' inputs both fill theirs here, bitwise the same.
 void FillVelocityPhaseTables(double s, std::span<const double> velocity, double* sin_table,
                              double* cos_table);
 
