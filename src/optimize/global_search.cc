@@ -30,13 +30,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// The staged grid (method auto): at most this many values along a decade-spanning parameter,
-// and this many phi0 values spread over its bounds.
+// The staged grid: at most this many decades along a decade-spanning parameter (times its
+// steps per decade, ParameterSearchHints::steps_per_decade).
 constexpr int kMaxDecades = 7;
-// gamma_dot_t0 sets the flow phase, which the sinc^2 factor turns into oscillations of chi2: a
-// factor 3 off can leave the true basin, so it gets half-decade steps (at most 2 kMaxDecades).
-constexpr int kStepsPerDecadeGammaDot = 2;
-constexpr int kPhi0Values = 5;
 // Two local minima are the same when chi2 agrees to this relative tolerance and the physical
 // parameters to this distance (max norm, unit coordinates).
 constexpr double kSameMinimumChi2 = 1e-6;
@@ -63,8 +59,11 @@ std::string Format(const char* format, double value) {
   return text;
 }
 
-// The staged grid of method auto: decades of every decade-spanning parameter (D0,
-// gamma_dot_t0), kPhi0Values of phi0, every other parameter at 0 (or the start when 0 is out
+// The staged grid of methods auto and cmaes (StagedCandidates), axis by axis as the parameters'
+// catalog hints say (ParameterSearchHints, src/model/mode_catalog.h): the decades of every
+// decade-spanning parameter (a logarithmic axis of the search space; steps_per_decade values per
+// decade), spread_values values over an angle's bounds, the decades of an amplitude
+// (staged_decades) or its staged_values; every other parameter at 0 (or the start when 0 is out
 // of its bounds).
 std::vector<Eigen::VectorXd> StagedGrid(const Search& search) {
   const SearchSpace& space = search.space();
@@ -73,9 +72,10 @@ std::vector<Eigen::VectorXd> StagedGrid(const Search& search) {
     std::vector<double> values;
     const double lower = space.lower[i];
     const double upper = space.upper[i];
+    const ParameterDefinition* definition =
+        FindParameterDefinition(search.names()[static_cast<size_t>(i)]);
     if (space.log_scale[static_cast<size_t>(i)]) {
-      const int steps =
-          search.names()[static_cast<size_t>(i)] == "gamma_dot_t0" ? kStepsPerDecadeGammaDot : 1;
+      const int steps = definition != nullptr ? definition->search.steps_per_decade : 1;
       const int first = static_cast<int>(std::ceil(steps * std::log10(lower) - 1e-9));
       const int last = static_cast<int>(std::floor(steps * std::log10(upper) + 1e-9));
       const int count = last - first + 1;
@@ -84,24 +84,24 @@ std::vector<Eigen::VectorXd> StagedGrid(const Search& search) {
         const int exponent = kept == 1 ? first : first + (j * (count - 1)) / (kept - 1);
         values.push_back(std::pow(10.0, static_cast<double>(exponent) / steps));
       }
-    } else if (search.names()[static_cast<size_t>(i)] == "phi0" && lower < upper) {
-      for (int j = 0; j < kPhi0Values; ++j) {
-        values.push_back(lower + (j + 0.5) / kPhi0Values * (upper - lower));
+    } else if (definition != nullptr && definition->search.spread_values > 0 && lower < upper) {
+      const int spread = definition->search.spread_values;
+      for (int j = 0; j < spread; ++j) {
+        values.push_back(lower + (j + 0.5) / spread * (upper - lower));
       }
-    } else if (const ParameterDefinition* definition =
-                   FindParameterDefinition(search.names()[static_cast<size_t>(i)]);
-               definition != nullptr) {
-      // Catalog hints of the other modes (ParameterDefinition): decades of an amplitude from
-      // its search width up to the upper bound, or its staged values.
-      if (definition->staged_decades && definition->search_width > 0.0) {
-        const double first = std::max(definition->search_width, lower);
+    } else if (definition != nullptr) {
+      // Decades of an amplitude from its search width up to the upper bound, or its staged
+      // values.
+      const ParameterSearchHints& hints = definition->search;
+      if (hints.staged_decades && hints.width > 0.0) {
+        const double first = std::max(hints.width, lower);
         for (double value = first;
              value <= upper * (1.0 + 1e-12) && static_cast<int>(values.size()) < kMaxDecades;
              value *= 10.0) {
           values.push_back(std::min(value, upper));
         }
       } else {
-        for (double value : definition->staged_values) {
+        for (double value : hints.staged_values) {
           if (lower <= value && value <= upper) values.push_back(value);
         }
       }
@@ -183,7 +183,7 @@ Search::Search(const GlobalSearchInputs& inputs, BatchedObjective* coarse_data,
                       ") must be finite with min <= max: set parameter_space.bounds, or "
                       "optimization.nlsq.global_search.method: off");
   }
-  UseSymmetricLogForOffsets();
+  UseSymmetricLogAxes();
   start_ = ClipToBox(projected_.NonlinearPart(inputs.start));
   start_scaling_ = inputs.start(projected_.linear_indices());
   if (inputs.spread_group != nullptr && inputs.spread_group->size() > 1 &&
@@ -574,30 +574,24 @@ void Search::AddToTrail(double evaluation) {
   trail_.projection_state = active_->linear_estimate();
 }
 
-void Search::UseSymmetricLogForOffsets() {
-  const std::pair<const char*, const char*> offsets[] = {{"D_offset", "D0"},
-                                                         {"gamma_dot_t_offset", "gamma_dot_t0"}};
-  for (const auto& [offset, companion] : offsets) {
-    const auto at = std::find(names_.begin(), names_.end(), offset);
-    if (at == names_.end()) continue;
-    const int i = static_cast<int>(at - names_.begin());
-    if (!(space_.lower[i] < 0.0 && space_.upper[i] > 0.0)) continue;
-    double width = 1e-6 * std::max(-space_.lower[i], space_.upper[i]);
-    const auto partner = std::find(names_.begin(), names_.end(), companion);
-    if (partner != names_.end()) {
-      const double partner_lower = space_.lower[static_cast<int>(partner - names_.begin())];
-      if (partner_lower > 0.0) width = partner_lower;
-    }
-    space_.UseSymmetricLog(i, width);
-  }
-  // The other modes' decade-spanning parameters, as their catalog entries say
-  // (ParameterDefinition::search_width).
+void Search::UseSymmetricLogAxes() {
   for (size_t i = 0; i < names_.size(); ++i) {
     const ParameterDefinition* definition = FindParameterDefinition(names_[i]);
-    if (definition == nullptr || !(definition->search_width > 0.0)) continue;
+    if (definition == nullptr) continue;
+    const ParameterSearchHints& hints = definition->search;
     const int index = static_cast<int>(i);
-    if (!(space_.upper[index] > space_.lower[index])) continue;
-    space_.UseSymmetricLog(index, definition->search_width);
+    if (!hints.width_from.empty()) {
+      if (!(space_.lower[index] < 0.0 && space_.upper[index] > 0.0)) continue;
+      double width = 1e-6 * std::max(-space_.lower[index], space_.upper[index]);
+      const auto companion = std::find(names_.begin(), names_.end(), hints.width_from);
+      if (companion != names_.end()) {
+        const double companion_lower = space_.lower[static_cast<int>(companion - names_.begin())];
+        if (companion_lower > 0.0) width = companion_lower;
+      }
+      space_.UseSymmetricLog(index, width);
+    } else if (hints.width > 0.0 && space_.upper[index] > space_.lower[index]) {
+      space_.UseSymmetricLog(index, hints.width);
+    }
   }
 }
 

@@ -97,9 +97,9 @@ class Search {
   // starts' separation, the same-minimum test and the joining of refinements measure.
   double UnitDistance(const Eigen::VectorXd& a, const Eigen::VectorXd& b) const;
   // Whether the physical point n has every decade-spanning parameter (the search's log-scaled
-  // axes: D0, gamma_dot_t0, ...) more than kInteriorMargin from its bounds in unit coordinates.
-  // Such a parameter on a bound means the effect it scales has vanished (no flow, no decay);
-  // the others (phi0, the offsets) reach their bounds wherever the data leave them loose.
+  // axes) more than kInteriorMargin from its bounds in unit coordinates. Such a parameter on a
+  // bound means the effect it scales has vanished (no flow, no decay); the others (angles,
+  // offsets) reach their bounds wherever the data leave them loose.
   bool ScalesInsideBox(const Eigen::VectorXd& n) const;
   // chi2 per degree of freedom of the data the search runs on now (dof() at least 1).
   double ReducedChi2(double chi2) const;
@@ -195,12 +195,10 @@ class Search {
   void AddToTrail(const GlobalMinimum& minimum);
   void AddToTrail(double evaluation);
 
-  // D_offset and gamma_dot_t_offset are searched in symmetric log coordinates: their bounds
-  // straddle 0 and are wide ([-1e5, 1e5], [-0.1, 0.1]), but the values that matter are of the
-  // order of D0 and gamma_dot_t0, which span decades; linearly, almost every sample would be a
-  // huge offset (a negative shear rate is floored: the whole "no flow" plateau). The linear
-  // width is the companion's lower bound (else 1e-6 of the bound).
-  void UseSymmetricLogForOffsets();
+  // The symmetric-logarithmic axes of the search space, as the parameters' catalog hints say
+  // (ParameterSearchHints in src/model/mode_catalog.h: a fixed width, or the lower bound of a
+  // companion parameter).
+  void UseSymmetricLogAxes();
 
   const GlobalSearchInputs& inputs_;
   BatchedObjective* coarse_data_;  // null: one level
@@ -236,9 +234,10 @@ void SortByChi2(std::vector<GlobalMinimum>& minima);
 // ranks); false when stopped.
 bool ScreenAll(Search& search, std::vector<Candidate>& candidates, GlobalSearchSummary& summary);
 
-// The start (screening index 0), then the staged grid: decades of every decade-spanning
-// parameter (D0, gamma_dot_t0), kPhi0Values of phi0, every other parameter at 0 (or the start
-// when 0 is out of its bounds). Methods auto and cmaes.
+// The start (screening index 0), then the staged grid: per parameter the values its catalog
+// hints stage (ParameterSearchHints in src/model/mode_catalog.h: the decades of a logarithmic
+// axis, values spread over an angle's bounds, an amplitude's decades, listed values), every other
+// parameter at 0 (or the start when 0 is out of its bounds). Methods auto and cmaes.
 std::vector<Candidate> StagedCandidates(const Search& search);
 
 // n points sampled in the box (SampleUnitCube mapped by the search space).
