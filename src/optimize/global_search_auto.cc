@@ -7,12 +7,10 @@
 // Search::Record; it returns early once Search::Report says stop. Deterministic for a seed.
 
 #include <algorithm>
-#include <cmath>
-#include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
-#include "homodyne/errors.h"
 #include "model/mode_catalog.h"
 #include "optimize/global_search_internal.h"
 
@@ -37,6 +35,8 @@ constexpr int kAutoDimensionsPerUnit = 7;
 // root), the best first, at most kAutoRefinements per unit.
 constexpr double kRefineWindow = 25.0;
 constexpr int kAutoRefinements = 4;
+// A refinement that joins a minimum refined before it stops there (Search::JoinedMinimum) with
+// this status.
 constexpr const char* kJoinedStatus = "joined a refined minimum";
 // Method auto's local fits from the screened candidates join the same way: one that joins a
 // minimum found before it (on the level they run on) stops there and counts as that minimum.

@@ -10,11 +10,9 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "homodyne/errors.h"
-#include "model/mode_catalog.h"
 #include "optimize/cmaes_search.h"
 #include "optimize/global_search_internal.h"
 

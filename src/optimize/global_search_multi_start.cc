@@ -13,8 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "homodyne/errors.h"
-#include "model/mode_catalog.h"
+#include "homodyne/model.h"
 #include "optimize/global_search_internal.h"
 
 namespace homodyne::global_search_internal {
