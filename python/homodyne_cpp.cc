@@ -354,8 +354,10 @@ struct NlsqResult {
       if (!p.at_bound.empty()) held[py::str(p.name)] = p.at_bound;
     }
     for (size_t k = 0; k < result.per_angle.size(); ++k) {
-      for (const ParameterEstimate* p : {&result.per_angle[k].contrast, &result.per_angle[k].offset}) {
-        if (!p->at_bound.empty()) held[py::str(p->name + "[" + std::to_string(k) + "]")] = p->at_bound;
+      for (const ParameterEstimate* p :
+           {&result.per_angle[k].contrast, &result.per_angle[k].offset}) {
+        if (!p->at_bound.empty())
+          held[py::str(p->name + "[" + std::to_string(k) + "]")] = p->at_bound;
       }
     }
     return held;
@@ -525,7 +527,8 @@ ArrayInput SourceFromDict(const py::dict& data, const Config& config) {
           NumberText(expected) + " ((i + 1) dt, dt = " + NumberText(dt) +
           "): the fitted grid starts one frame after frame 0, which the fit drops (as "
           "load_xpcs_data does); for a matrix that still holds frame 0 pass c2_exp[:, 1:, 1:] "
-          "and " + key + "[1:]");
+          "and " +
+          key + "[1:]");
     }
   }
   input.name = "data['c2_exp']";
@@ -863,18 +866,13 @@ DoubleArray ComputeC2(const std::vector<double>& params, const std::vector<doubl
   return c2;
 }
 
-}  // namespace
-}  // namespace homodyne::python
+// The module's parts, one function each, in the order PYBIND11_MODULE adds them.
 
-PYBIND11_MODULE(_core, m) {
-  using namespace homodyne;
-  using namespace homodyne::python;
-  m.doc() = "The compiled part of homodyne_cpp (docs/python.md); import homodyne_cpp instead.";
-  m.attr("__version__") = HOMODYNE_VERSION;
-  // Quiet by default in Python: a notebook shows the engine's warnings, not its progress lines
-  // (fit_nlsq(verbose=True) or set_log_level("info") shows them).
-  spdlog::set_level(spdlog::level::warn);
-
+// The engine's error classes as Python exceptions (docs/python.md, API): HomodyneError (a
+// RuntimeError) and below it InputError (ConfigError, DataError, CheckpointMismatchError) and
+// FitInterrupted; a UsageError becomes a ValueError. Each C++ exception thrown through a binding
+// is translated to its class.
+void BindErrors(py::module_& m) {
   static py::exception<Error> error(m, "HomodyneError", PyExc_RuntimeError);
   static py::exception<InputError> input_error(m, "InputError", error.ptr());
   static py::exception<ConfigError> config_error(m, "ConfigError", input_error.ptr());
@@ -914,7 +912,10 @@ PYBIND11_MODULE(_core, m) {
       interrupted(e.what());
     }
   });
+}
 
+// Config: what load_config returns (read-only properties; docs/python.md).
+void BindConfig(py::module_& m) {
   py::class_<LoadedConfig>(m, "Config", "A validated config: what load_config returns.")
       .def_property_readonly(
           "path", [](const LoadedConfig& c) { return c.config.source_path; },
@@ -934,7 +935,10 @@ PYBIND11_MODULE(_core, m) {
           [](const LoadedConfig& c) { return PhysicalParameterNames(c.config.analysis_mode); },
           "The physical parameters of the mode, in model order.")
       .def("__repr__", [](const LoadedConfig& c) { return BriefReport(c.config); });
+}
 
+// set_log_level and _log_level: the engine's log lines.
+void BindLogging(py::module_& m) {
   m.def(
       "set_log_level",
       [](const std::string& level) {
@@ -956,7 +960,10 @@ PYBIND11_MODULE(_core, m) {
         return std::string(name.data(), name.size());
       },
       "The engine's log level now (fit_nlsq restores it after verbose=True).");
+}
 
+// The loaders behind load_config (a file or YAML text) and load_xpcs_data.
+void BindLoaders(py::module_& m) {
   m.def(
       "_load_config_file",
       [](const std::string& path) { return LoadConfigSource(ReadConfigFile(path)); },
@@ -968,7 +975,11 @@ PYBIND11_MODULE(_core, m) {
       },
       py::arg("text"), py::arg("name"), "load_config of YAML text; name names it in messages.");
   m.def("_load_xpcs_data", &LoadXpcsData, py::arg("config"), "load_xpcs_data of a Config.");
+}
 
+// NlsqResult, what fit_nlsq returns (read-only copies of arrays, to_dict, write, pickling through
+// _state and _nlsq_result_from_state).
+void BindNlsqResult(py::module_& m) {
   py::class_<NlsqResult>(m, "NlsqResult",
                          "What fit_nlsq returns. Array properties are read-only copies.")
       .def_property_readonly(
@@ -1008,7 +1019,8 @@ PYBIND11_MODULE(_core, m) {
           [](const NlsqResult& r) {
             const FitResult& result = r.outcome.result;
             py::dict ratios;
-            if (result.uncertainty_ratio_to_standard.size() != result.physical.size()) return ratios;
+            if (result.uncertainty_ratio_to_standard.size() != result.physical.size())
+              return ratios;
             for (size_t p = 0; p < result.physical.size(); ++p) {
               ratios[py::str(result.physical[p].name)] = result.uncertainty_ratio_to_standard[p];
             }
@@ -1135,6 +1147,10 @@ PYBIND11_MODULE(_core, m) {
       "_nlsq_result_from_state",
       [](const py::tuple& state) { return NlsqResult::FromState(state); }, py::arg("state"),
       "The NlsqResult of a pickled state (NlsqResult.__reduce__).");
+}
+
+// Refuses NlsqResult() and Config() from Python. Needs both classes bound.
+void RefuseDirectConstruction(py::module_& m) {
   // Every instance comes from the engine (a C++ value converted). A class's __new__ would make
   // one whose C++ value was never constructed, and reading it crashed the interpreter: refused.
   for (const char* name : {"NlsqResult", "Config"}) {
@@ -1146,7 +1162,11 @@ PYBIND11_MODULE(_core, m) {
           throw py::type_error(message);
         }));
   }
+}
 
+// The fit: _fit_nlsq (behind fit_nlsq) and the rings of a multi-ring config (_rings,
+// _ring_folder_name, _write_ring_summary).
+void BindFit(py::module_& m) {
   m.def(
       "_fit_nlsq",
       [](const std::optional<py::dict>& data, const LoadedConfig& config,
@@ -1157,10 +1177,9 @@ PYBIND11_MODULE(_core, m) {
          std::optional<bool> checkpoints, std::optional<bool> resume, const py::object& progress,
          std::optional<std::string> output_dir, std::optional<std::string> uncertainty,
          std::optional<double> ring_q) {
-        const PythonFitOptions options{threads,        strategy,    memory_limit_gb,
-                                       global_search,  fast_mode,   max_iterations,
-                                       checkpoint_dir, checkpoints, resume,
-                                       uncertainty};
+        const PythonFitOptions options{threads,   strategy,       memory_limit_gb, global_search,
+                                       fast_mode, max_iterations, checkpoint_dir,  checkpoints,
+                                       resume,    uncertainty};
         return FitNlsq(data, config, initial_values, options, progress, output_dir, ring_q);
       },
       py::arg("data"), py::arg("config"), py::arg("initial_values"), py::arg("threads"),
@@ -1184,8 +1203,32 @@ PYBIND11_MODULE(_core, m) {
   m.def("_ring_folder_name", &RingFolderName, py::arg("q"), "q_<q>, a ring's results folder.");
   m.def("_write_ring_summary", &WriteRingSummary, py::arg("output_dir"), py::arg("ring_qs"),
         "Writes OUTPUT_DIR/nlsq/q_summary.json and .csv; returns the JSON's path.");
+}
 
+// _compute_c2, behind compute_c2: the model at given parameters.
+void BindModel(py::module_& m) {
   m.def("_compute_c2", &ComputeC2, py::arg("params"), py::arg("t"), py::arg("phi"), py::arg("q"),
         py::arg("L"), py::arg("contrast"), py::arg("offset"), py::arg("mode"), py::arg("dt"),
         "compute_c2 with its arguments converted (homodyne_cpp.compute_c2).");
+}
+
+}  // namespace
+}  // namespace homodyne::python
+
+PYBIND11_MODULE(_core, m) {
+  using namespace homodyne::python;
+  m.doc() = "The compiled part of homodyne_cpp (docs/python.md); import homodyne_cpp instead.";
+  m.attr("__version__") = HOMODYNE_VERSION;
+  // Quiet by default in Python: a notebook shows the engine's warnings, not its progress lines
+  // (fit_nlsq(verbose=True) or set_log_level("info") shows them).
+  spdlog::set_level(spdlog::level::warn);
+
+  BindErrors(m);
+  BindConfig(m);
+  BindLogging(m);
+  BindLoaders(m);
+  BindNlsqResult(m);
+  RefuseDirectConstruction(m);
+  BindFit(m);
+  BindModel(m);
 }

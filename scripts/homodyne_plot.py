@@ -60,7 +60,7 @@ its line; t_ref is the summary's reference_time_s.
 
 --plot-experimental-data draws the data alone, before any fit (experimental_c2_heatmaps.png,
 experimental_g2_lag.png into exp_data/ or --plot-dir): from a beamline HDF5 file (APS-U or
-APS-old, read as src/io/beamline_reader.cc reads them: the q ring closest to --q, the frame
+APS-old, selected as src/io/dataset_inspection.cc selects them: the q ring closest to --q, the frame
 window with its first frame dropped, --dt or times in frames), from a config (--config or a
 .yaml argument: its data file, q, dt and frames) or from a fit's fitted_data.h5.
 
@@ -1365,7 +1365,7 @@ def plot_correlations(numpy, pyplot, results, plot_dir, dpi):
     save(pyplot, figure, os.path.join(plot_dir, "parameter_correlations.png"))
 
 
-# --plot-experimental-data: the beamline layouts as src/io/beamline_reader.cc reads them
+# --plot-experimental-data: the beamline layouts as src/io/dataset_inspection.cc reads them
 # (docs/design.md section 8, Input).
 APS_U_Q, APS_U_PHI = "/xpcs/qmap/dynamic_v_list_dim0", "/xpcs/qmap/dynamic_v_list_dim1"
 APS_U_BINS, APS_U_MATRICES = "/xpcs/twotime/processed_bins", "/xpcs/twotime/correlation_map"

@@ -260,7 +260,10 @@ void CheckOverrides(const ConfigOverrides& overrides, OverrideSpelling spelling)
   }
   for (const ConfigOverrides::InitialValue& given : overrides.initial_values) {
     check.RequireNamed(std::isfinite(given.value), given.origin, given.value, "must be finite");
-    if (CanonicalParameterName(given.name) == "D0") {
+    // The parameter's catalog entry says whether its start must be > 0 (D0).
+    const ParameterDefinition* definition =
+        FindParameterDefinition(CanonicalParameterName(given.name));
+    if (definition != nullptr && definition->positive_start) {
       check.RequireNamed(given.value > 0.0, given.origin, given.value, "must be > 0");
     }
   }

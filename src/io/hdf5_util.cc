@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <mutex>
 #include <stdexcept>
+#include <type_traits>
 
 namespace homodyne::io_internal {
 
@@ -236,5 +237,25 @@ void CreateGroups(hid_t file, const std::string& path) {
     position = next + 1;
   }
 }
+
+template <typename T>
+void ReadRectangle(hid_t dataset, int64_t row, int64_t rows, int64_t col, int64_t cols, T* out) {
+  const hid_t memory_type = std::is_same_v<T, float> ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE;
+  const hsize_t start[2] = {static_cast<hsize_t>(row), static_cast<hsize_t>(col)};
+  const hsize_t count[2] = {static_cast<hsize_t>(rows), static_cast<hsize_t>(cols)};
+  Hid file_space = SpaceHid(H5Dget_space(dataset));
+  Hid memory_space = SpaceHid(H5Screate_simple(2, count, nullptr));
+  if (!file_space.valid() || !memory_space.valid() ||
+      H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr) < 0 ||
+      H5Dread(dataset, memory_type, memory_space.get(), file_space.get(), H5P_DEFAULT, out) < 0) {
+    throw std::runtime_error(Hdf5ErrorText());
+  }
+  // Return HDF5's freed conversion buffers (one free list per block size, and every row range
+  // has its own size) so memory stays constant over a whole pass.
+  H5garbage_collect();
+}
+
+template void ReadRectangle<float>(hid_t, int64_t, int64_t, int64_t, int64_t, float*);
+template void ReadRectangle<double>(hid_t, int64_t, int64_t, int64_t, int64_t, double*);
 
 }  // namespace homodyne::io_internal

@@ -67,6 +67,13 @@ std::vector<std::string> GroupMemberNames(hid_t group);
 // Dimensions of a dataset's dataspace. Throws std::runtime_error on failure.
 std::vector<hsize_t> DatasetDims(hid_t dataset);
 
+// Reads `rows` x `cols` values at (row, col) of a 2-D dataset into `out` (row-major), converted
+// to T (float or double) by HDF5, then returns HDF5's freed conversion buffers (H5garbage_collect:
+// one free list per block size, and every row range has its own size, so memory stays constant
+// over a whole pass). Throws std::runtime_error with HDF5's error text.
+template <typename T>
+void ReadRectangle(hid_t dataset, int64_t row, int64_t rows, int64_t col, int64_t cols, T* out);
+
 // Whole dataset converted to double / int64 (flattened, row-major). Throws std::runtime_error.
 std::vector<double> ReadAllDoubles(hid_t file, const std::string& path);
 std::vector<int64_t> ReadAllInt64(hid_t file, const std::string& path);

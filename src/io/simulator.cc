@@ -82,7 +82,7 @@ void ValidateAngles(const std::vector<double>& angles) {
 
 // When the config's experimental_data is the simulated file, its frame window
 // (analyzer_parameters.start_frame, end_frame) must hold at least 3 of the simulated frames, as
-// the reader requires (src/io/beamline_reader.cc: 1-based, inclusive, end -1 or past the file
+// the reader requires (src/io/dataset_inspection.cc: 1-based, inclusive, end -1 or past the file
 // clamped to the last frame): else `homodyne --config` with this config refuses what was written.
 void ValidateOwnFrameWindow(const Config& config) {
   const SimulationOptions& sim = config.simulation;

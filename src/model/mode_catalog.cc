@@ -19,42 +19,71 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // A parameter that may take any finite value.
 ParameterDefinition Free(std::string_view name, std::string_view unit, double default_min,
                          double default_max, double simulation_default) {
-  return {name, unit, default_min, default_max, simulation_default, -kInf, kInf, "", 0.0, false, {}};
+  return {name, unit, default_min, default_max, simulation_default, -kInf, kInf, "", false, {}};
 }
 // A parameter whose bounds must stay within [domain_min, domain_max].
 ParameterDefinition Bounded(std::string_view name, std::string_view unit, double default_min,
                             double default_max, double simulation_default, double domain_min,
                             double domain_max, std::string_view meaning) {
   return {name,       unit,       default_min, default_max, simulation_default,
-          domain_min, domain_max, meaning,     0.0,         false,
-          {}};
+          domain_min, domain_max, meaning,     false,       {}};
+}
+
+// The homodyne modes' search hints (ParameterSearchHints; docs/design.md section 4b):
+// - D_offset and gamma_dot_t_offset are searched in symmetric log coordinates: their bounds
+//   straddle 0 and are wide ([-1e5, 1e5], [-0.1, 0.1]), but the values that matter are of the
+//   order of D0 and gamma_dot_t0, which span decades; linearly, almost every sample would be a
+//   huge offset (a negative shear rate is floored: the whole "no flow" plateau). Their linear
+//   width is the companion's lower bound.
+// - gamma_dot_t0 sets the flow phase, which the sinc^2 factor turns into oscillations of chi2: a
+//   factor 3 off can leave the true basin, so the staged grid gives it half-decade steps.
+// - phi0 gets 5 staged values spread over its bounds.
+// D0 and gamma_dot_t0 need no hint for their logarithmic axes: bounds > 0 that span two decades
+// (their defaults do) make one.
+ParameterDefinition SymmetricLogFrom(ParameterDefinition parameter, std::string_view companion) {
+  parameter.search.width_from = companion;
+  return parameter;
+}
+ParameterDefinition StepsPerDecade(ParameterDefinition parameter, int steps) {
+  parameter.search.steps_per_decade = steps;
+  return parameter;
+}
+ParameterDefinition SpreadValues(ParameterDefinition parameter, int count) {
+  parameter.search.spread_values = count;
+  return parameter;
+}
+ParameterDefinition PositiveStart(ParameterDefinition parameter) {
+  parameter.positive_start = true;
+  return parameter;
 }
 
 // The homodyne transport parameters, shared by static and laminar_flow.
-const ParameterDefinition kD0 =
-    Bounded("D0", "Å²/s^(1+α)", 1e2, 1e5, 1000.0, 0.0, kInf, "a diffusion coefficient");
+const ParameterDefinition kD0 = PositiveStart(
+    Bounded("D0", "Å²/s^(1+α)", 1e2, 1e5, 1000.0, 0.0, kInf, "a diffusion coefficient"));
 const ParameterDefinition kAlpha = Free("alpha", "", -2.0, 2.0, 0.5);
-const ParameterDefinition kDOffset = Free("D_offset", "Å²/s", -1e5, 1e5, 10.0);
+const ParameterDefinition kDOffset =
+    SymmetricLogFrom(Free("D_offset", "Å²/s", -1e5, 1e5, 10.0), "D0");
 // laminar_flow's shear parameters.
-const ParameterDefinition kGammaDotT0 =
-    Bounded("gamma_dot_t0", "1/s^(1+β)", 1e-6, 0.5, 0.01, 0.0, kInf, "a shear-rate amplitude");
+const ParameterDefinition kGammaDotT0 = StepsPerDecade(
+    Bounded("gamma_dot_t0", "1/s^(1+β)", 1e-6, 0.5, 0.01, 0.0, kInf, "a shear-rate amplitude"), 2);
 const ParameterDefinition kBeta = Free("beta", "", -2.0, 2.0, 0.5);
-const ParameterDefinition kGammaDotTOffset = Free("gamma_dot_t_offset", "1/s", -0.1, 0.1, 0.0);
-const ParameterDefinition kPhi0Definition = Free("phi0", "deg", -10.0, 10.0, 0.0);
+const ParameterDefinition kGammaDotTOffset =
+    SymmetricLogFrom(Free("gamma_dot_t_offset", "1/s", -0.1, 0.1, 0.0), "gamma_dot_t0");
+const ParameterDefinition kPhi0Definition = SpreadValues(Free("phi0", "deg", -10.0, 10.0, 0.0), 5);
 
 // A decade-spanning parameter of two_component: searched by asinh(x / width)
-// (ParameterDefinition::search_width), and, for the amplitudes, by decades in the staged grid.
+// (ParameterSearchHints::width), and, for the amplitudes, by decades in the staged grid.
 ParameterDefinition Decades(ParameterDefinition parameter, double width) {
-  parameter.search_width = width;
+  parameter.search.width = width;
   return parameter;
 }
 ParameterDefinition StagedDecades(ParameterDefinition parameter, double width) {
-  parameter.search_width = width;
-  parameter.staged_decades = true;
+  parameter.search.width = width;
+  parameter.search.staged_decades = true;
   return parameter;
 }
 ParameterDefinition Staged(ParameterDefinition parameter, std::vector<double> values) {
-  parameter.staged_values = std::move(values);
+  parameter.search.staged_values = std::move(values);
   return parameter;
 }
 

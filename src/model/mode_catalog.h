@@ -19,6 +19,33 @@ namespace homodyne {
 
 class ModePoint;  // model/mode_point.h
 
+// How the global phase searches a parameter (docs/design.md section 4b; src/optimize/
+// global_search.cc and its method files read these). The search's one rule that needs no hint: a
+// parameter whose bounds are both > 0 and span two decades is searched on a logarithmic axis
+// (SearchSpace::FromBounds in src/optimize/start_sampling.h). Everything that depends on which
+// parameter it is sits here, in the parameter's catalog entry.
+struct ParameterSearchHints {
+  // > 0: sampled by asinh(x / width), linear within +-width and logarithmic in magnitude beyond
+  // (symmetric log), whenever its bounds differ: an offset or amplitude whose relevant values
+  // span decades.
+  double width = 0.0;
+  // Non-empty: sampled by symmetric log when its bounds straddle 0, with the width this
+  // companion's lower bound where the search holds the companion and that bound is > 0, else
+  // 1e-6 of the larger bound magnitude: an offset whose relevant values are of the order of a
+  // decade-spanning rate (D_offset of D0), though its bounds are wide.
+  std::string_view width_from;
+  // The staged grid (methods auto and cmaes): on a logarithmic axis, its values per decade
+  // (half decades, 2, where a factor 3 off can leave the true basin).
+  int steps_per_decade = 1;
+  // Not on a logarithmic axis, bounds that differ: > 0 stages this many values spread over the
+  // bounds, at lower + (j + 1/2) / n (upper - lower) (an angle); else staged_decades stages the
+  // decades of width .. upper bound (an amplitude); else staged_values, those within the bounds.
+  // None of them: 0 where the bounds allow, else the start.
+  int spread_values = 0;
+  bool staged_decades = false;
+  std::vector<double> staged_values;
+};
+
 // One fitted parameter of a mode (or one of the per-angle scaling parameters).
 struct ParameterDefinition {
   std::string_view name;  // canonical name, as in configs and result files
@@ -34,15 +61,11 @@ struct ParameterDefinition {
   double domain_min = -std::numeric_limits<double>::infinity();
   double domain_max = std::numeric_limits<double>::infinity();
   std::string_view domain_meaning;
-  // How the global phase searches it (src/optimize/global_search.cc) when the homodyne rules
-  // (log scale for bounds > 0 spanning two decades, symmetric log for D_offset and
-  // gamma_dot_t_offset) do not name it. search_width > 0: sampled by asinh(x / search_width)
-  // (linear within +-search_width, logarithmic in magnitude beyond). staged_values: its values in the staged
-  // grid when not a decade axis (none: 0 where the bounds allow, else the start). staged_decades:
-  // the staged grid tries the decades of search_width .. upper bound.
-  double search_width = 0.0;
-  bool staged_decades = false;
-  std::vector<double> staged_values;
+  // True: a start given as an override (a --initial-* flag, fit_nlsq's initial_params) must be
+  // > 0 (CheckOverrides, include/homodyne/override_checks.h; D0, whose command-line start has
+  // always had this rule).
+  bool positive_start = false;
+  ParameterSearchHints search;  // how the global phase searches it
 };
 
 // A new start for a local fit of the global phase (method auto), made from a minimum it found:

@@ -2,8 +2,8 @@
 // Ceres residual blocks (runs of whole rows of one angle's strict upper triangle), solved by
 // Ceres' Levenberg-Marquardt with DENSE_QR and bounds; the summary is filled as the LM core's.
 //
-// Ceres is linked as its shared library (src/optimize/CMakeLists.txt), and only Ceres headers that do
-// not include Eigen are used here, so no Eigen code built for another instruction set is mixed
+// Ceres is linked as its shared library (src/optimize/CMakeLists.txt), and only Ceres headers that
+// do not include Eigen are used here, so no Eigen code built for another instruction set is mixed
 // with ours.
 #include <ceres/cost_function.h>
 #include <ceres/evaluation_callback.h>
@@ -482,48 +482,21 @@ LevenbergMarquardtStatus StatusOfCeresTermination(const CeresTermination& termin
 
 }  // namespace fit_internal
 
-LevenbergMarquardtSummary FitStandardWithCeres(const LevenbergMarquardtOptions& options,
-                                               const HomodyneModel& model,
-                                               const std::vector<double>& phi_degrees, double sigma,
-                                               const PackedDataObjective::PackedData& data,
-                                               const ScalingMap& map,
-                                               const Eigen::VectorXd& theta0_reduced) {
-  const auto start_time = std::chrono::steady_clock::now();
-  std::string error;
-  if (!options.IsValid(&error)) throw ConfigError(error);
-  CheckInputs(options, model, phi_degrees, sigma, data, map, theta0_reduced);
+namespace {
+
+// Step 2 of the fit: the residual blocks over the finite data points. Per angle, runs of whole
+// rows of its strict upper triangle (the batches of the other strategies, batched_objective.h,
+// with a smaller size), each over the run's finite points (a run with none is left out), mapping
+// the reduced parameters to the angle's physical, contrast and offset rows of `map`; each reads
+// the model at `point`. Throws DataError when every data point is NaN or infinite.
+std::vector<std::unique_ptr<UpperTriangleRowsCost>> MakeResidualBlocks(
+    const HomodyneModel& model, const std::vector<double>& phi_degrees, double sigma,
+    const PackedDataObjective::PackedData& data, const ScalingMap& map, const ModelAtPoint& point) {
   const int num_angles = static_cast<int>(phi_degrees.size());
   const int num_physical = model.num_physical();
   const int p = map.num_reduced();
-  const ParameterBounds bounds = BoundsOrUnbounded(options.lower_bounds, options.upper_bounds, p);
-  const Eigen::VectorXd& lower = bounds.lower;
-  const Eigen::VectorXd& upper = bounds.upper;
-  auto seconds_since_start = [start_time] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
-  };
-
-  // Step 1: the start, clipped into the bounds (one warning per clipped parameter, as Minimize).
-  LevenbergMarquardtSummary summary;
-  Eigen::VectorXd theta = theta0_reduced;
-  if (std::optional<std::string> non_finite =
-          ClipStartIntoBounds(theta, lower, upper, options.parameter_names, summary.warnings)) {
-    summary.status = LevenbergMarquardtStatus::kFailedNonFinite;
-    summary.reason = std::move(*non_finite);
-    summary.theta = theta;
-    summary.seconds = seconds_since_start();
-    return summary;
-  }
-
-  // Step 2: residual blocks over the finite data points, one parameter block (`scaled`).
-  // Ceres' parameter block: written in place only (an Eigen move assignment would swap buffers).
-  Eigen::VectorXd scaled = theta;  // the scale is 1 until step 3
-  double* const block = scaled.data();
-  ModelAtPoint point(model, map, num_angles, block);
   const double weight = std::sqrt(2.0) / sigma;
-  const int n_times = model.num_times();
-  // Runs of whole rows, the batches of the other strategies (batched_objective.h) with a smaller
-  // size.
-  const std::vector<RowBatch> runs = SplitIntoBatches(n_times, kBlockPoints);
+  const std::vector<RowBatch> runs = SplitIntoBatches(model.num_times(), kBlockPoints);
   std::vector<std::unique_ptr<UpperTriangleRowsCost>> blocks;
   for (int k = 0; k < num_angles; ++k) {
     Eigen::MatrixXd reduced_rows(model.num_point_derivatives(), p);
@@ -553,27 +526,48 @@ LevenbergMarquardtSummary FitStandardWithCeres(const LevenbergMarquardtOptions& 
     }
   }
   if (blocks.empty()) throw DataError("standard fit: every data point is NaN or infinite");
+  return blocks;
+}
 
-  // Step 3: the scale, from the Jacobian at the (clipped) start, which a resumed run recomputes
-  // bit for bit; then the point Ceres starts from: the start, or the resumed state's point.
-  const NormalEquations at_start = AccumulateNormalEquations(blocks, point, scaled);
-  point.SetScale(PowerOfTwoJacobiScale(at_start.jtj));
-  const std::optional<LevenbergMarquardtState>& resumed = options.resume_state;
-  LevenbergMarquardtState start_state;
+// Where Ceres starts: the normal equations at the (clipped) start and the state the run
+// continues (a resumed run's, or a fresh one that counts the start's points).
+struct CeresStart {
+  NormalEquations at_start;
+  LevenbergMarquardtState state;
+};
+
+// Step 3 of the fit: the scale of the parameters, from the Jacobian at the start `theta` (which
+// `scaled`, Ceres' parameter block, holds unscaled on entry), set on `point`; a resumed run
+// recomputes it bit for bit. Then the point Ceres starts from, the start or the resumed state's,
+// scaled and written into `scaled` in place (Ceres holds its address).
+CeresStart ScaleAndPlaceTheStart(const std::vector<std::unique_ptr<UpperTriangleRowsCost>>& blocks,
+                                 ModelAtPoint& point, Eigen::VectorXd& scaled,
+                                 const Eigen::VectorXd& theta,
+                                 const std::optional<LevenbergMarquardtState>& resumed) {
+  CeresStart start;
+  start.at_start = AccumulateNormalEquations(blocks, point, scaled);
+  point.SetScale(PowerOfTwoJacobiScale(start.at_start.jtj));
+  const Eigen::Index p = scaled.size();
   if (resumed) {
-    start_state = *resumed;
-    Eigen::VectorXd::Map(block, p) = point.Scale(resumed->theta);
+    start.state = *resumed;
+    Eigen::VectorXd::Map(scaled.data(), p) = point.Scale(resumed->theta);
   } else {
-    start_state.num_points = at_start.num_points;
-    Eigen::VectorXd::Map(block, p) = point.Scale(theta);
+    start.state.num_points = start.at_start.num_points;
+    Eigen::VectorXd::Map(scaled.data(), p) = point.Scale(theta);
   }
+  return start;
+}
+
+// Step 3 of the fit: Ceres' problem, one parameter block `block` (p scaled parameters) with the
+// finite bounds, scaled, and every residual block (the problem owns none). Ceres rejects
+// lower == upper as a bound: such a parameter is held constant instead (the whole block when
+// every parameter is).
+void AddBlocksAndBounds(ceres::Problem& problem, double* block, const Eigen::VectorXd& lower,
+                        const Eigen::VectorXd& upper, const ModelAtPoint& point,
+                        const std::vector<std::unique_ptr<UpperTriangleRowsCost>>& blocks) {
+  const int p = static_cast<int>(lower.size());
   const Eigen::VectorXd scaled_lower = point.Scale(lower);
   const Eigen::VectorXd scaled_upper = point.Scale(upper);
-
-  ceres::Problem::Options problem_options;
-  problem_options.cost_function_ownership = ceres::DO_NOT_TAKE_OWNERSHIP;
-  problem_options.evaluation_callback = &point;
-  ceres::Problem problem(problem_options);
   std::vector<int> fixed_by_bounds;
   for (int i = 0; i < p; ++i) {
     if (lower[i] == upper[i]) fixed_by_bounds.push_back(i);
@@ -582,7 +576,6 @@ LevenbergMarquardtSummary FitStandardWithCeres(const LevenbergMarquardtOptions& 
     problem.AddParameterBlock(block, p);
     problem.SetParameterBlockConstant(block);
   } else if (!fixed_by_bounds.empty()) {
-    // Ceres rejects lower == upper as a bound; such a parameter is held constant instead.
     problem.AddParameterBlock(block, p, new ceres::SubsetManifold(p, fixed_by_bounds));
   } else {
     problem.AddParameterBlock(block, p);
@@ -595,9 +588,14 @@ LevenbergMarquardtSummary FitStandardWithCeres(const LevenbergMarquardtOptions& 
   for (const std::unique_ptr<UpperTriangleRowsCost>& residuals : blocks) {
     problem.AddResidualBlock(residuals.get(), nullptr, block);
   }
+}
 
-  // Step 4: Ceres' Levenberg-Marquardt with our tolerances (ceres_standard_fit.h says how they
-  // map), continuing a resumed state with its radius and the iterations it has left.
+// Step 4 of the fit: Ceres' Levenberg-Marquardt with our tolerances (ceres_standard_fit.h says
+// how they map), continuing the start's state (a resumed one with its radius and the iterations
+// it has left). The caller adds the iteration callback.
+ceres::Solver::Options LevenbergMarquardtSolverOptions(
+    const LevenbergMarquardtOptions& options, const LevenbergMarquardtState& start_state,
+    const std::optional<LevenbergMarquardtState>& resumed) {
   ceres::Solver::Options solver_options;
   solver_options.minimizer_type = ceres::TRUST_REGION;
   solver_options.trust_region_strategy_type = ceres::LEVENBERG_MARQUARDT;
@@ -620,19 +618,16 @@ LevenbergMarquardtSummary FitStandardWithCeres(const LevenbergMarquardtOptions& 
   // No projected line search on bounded problems: with Ceres' default cubic interpolation it
   // costs a Jacobian pass per step, and steps are projected onto the bounds anyway (as the core).
   solver_options.max_num_line_search_step_size_iterations = 0;
-  IterationReporter reporter(options, point, block, p, start_state, resumed.has_value(),
-                             start_state.passes + 1, start_time);
-  solver_options.callbacks.push_back(&reporter);
-  std::string ceres_error;
-  HOMODYNE_CHECK(solver_options.IsValid(&ceres_error));
+  return solver_options;
+}
 
-  ceres::Solver::Summary ceres_summary;
-  {
-    const QuietGlog quiet;
-    ceres::Solve(solver_options, &problem, &ceres_summary);
-  }
-
-  // Step 5: the summary, as Minimize fills it (counters continued from a resumed state).
+// Step 5 of the fit: how the run ended, as the LM core's status
+// (fit_internal::StatusOfCeresTermination), from Ceres' summary, the options it ran with, the
+// bounds set in AddBlocksAndBounds, Ceres' result `scaled` and the last point evaluated.
+LevenbergMarquardtStatus StatusOfRun(
+    const ceres::Solver::Summary& ceres_summary, const ceres::Solver::Options& solver_options,
+    const Eigen::VectorXd& lower, const Eigen::VectorXd& upper, const Eigen::VectorXd& scaled,
+    ModelAtPoint& point, const std::vector<std::unique_ptr<UpperTriangleRowsCost>>& blocks) {
   fit_internal::CeresTermination termination;
   termination.type = ceres_summary.termination_type;
   if (!ceres_summary.iterations.empty()) {
@@ -644,7 +639,7 @@ LevenbergMarquardtSummary FitStandardWithCeres(const LevenbergMarquardtOptions& 
   termination.gradient_tolerance = solver_options.gradient_tolerance;
   termination.parameter_tolerance = solver_options.parameter_tolerance;
   termination.min_trust_region_radius = solver_options.min_trust_region_radius;
-  for (int i = 0; i < p; ++i) {  // the bounds set above
+  for (Eigen::Index i = 0; i < lower.size(); ++i) {
     termination.bounded |=
         lower[i] != upper[i] && (std::isfinite(lower[i]) || std::isfinite(upper[i]));
   }
@@ -655,16 +650,22 @@ LevenbergMarquardtSummary FitStandardWithCeres(const LevenbergMarquardtOptions& 
     // evaluation and takes a failed cost-only one for an infinite cost.
     termination.jacobian_evaluation_failed = !EvaluationIsFinite(blocks, point, point.point());
   }
-  summary.status = fit_internal::StatusOfCeresTermination(termination);
-  summary.reason = "Ceres: " + ceres_summary.message;
+  return fit_internal::StatusOfCeresTermination(termination);
+}
+
+// Step 5 of the fit: the summary's counters, chi2 history, start chi2 and final damping, as
+// Minimize fills them (counters continued from a resumed state). Ceres reports no iteration when
+// no parameter block varies (every parameter held by equal bounds); the start's chi2 is then the
+// pass at the start (or the resumed state's), never NaN, which the result would take for a
+// non-finite objective (src/pipeline/fit_solution.h).
+void CopyRunCounters(const IterationReporter& reporter, const ceres::Solver::Summary& ceres_summary,
+                     const std::optional<LevenbergMarquardtState>& resumed,
+                     const NormalEquations& at_start, LevenbergMarquardtSummary& summary) {
   const LevenbergMarquardtState& final_state = reporter.state();
   summary.iterations = final_state.iterations;
   summary.accepted_steps = final_state.accepted_steps;
   summary.rejected_steps = final_state.rejected_steps;
   summary.chi2_history = final_state.chi2_history;
-  // Ceres reports no iteration when no parameter block varies (every parameter held by equal
-  // bounds); the start's chi2 is then the pass at the start (or the resumed state's), never NaN,
-  // which the result would take for a non-finite objective (src/pipeline/fit_solution.h).
   summary.initial_chi2 = !final_state.chi2_history.empty() ? final_state.initial_chi2
                          : resumed                         ? resumed->initial_chi2
                                                            : at_start.chi2;
@@ -672,17 +673,31 @@ LevenbergMarquardtSummary FitStandardWithCeres(const LevenbergMarquardtOptions& 
     const double radius = ceres_summary.iterations.back().trust_region_radius;
     summary.final_damping = radius > 0.0 ? 1.0 / radius : 0.0;
   }
-  // After FAILURE and USER_FAILURE Ceres does not write its result into `scaled`, which then
-  // holds the last point evaluated: use the last accepted one instead.
+}
+
+// Step 5 of the fit: the result point in `scaled`. After FAILURE and USER_FAILURE Ceres does not
+// write its result there, which then holds the last point evaluated: the last accepted one
+// (the reporter's) is put there instead.
+void PlaceTheResult(const ceres::Solver::Summary& ceres_summary, const IterationReporter& reporter,
+                    const ModelAtPoint& point, Eigen::VectorXd& scaled) {
   const bool ceres_wrote_result = ceres_summary.termination_type == ceres::CONVERGENCE ||
                                   ceres_summary.termination_type == ceres::NO_CONVERGENCE ||
                                   ceres_summary.termination_type == ceres::USER_SUCCESS;
-  if (!ceres_wrote_result && reporter.current().size() == p) {
-    Eigen::VectorXd::Map(block, p) = point.Scale(reporter.current());
+  if (!ceres_wrote_result && reporter.current().size() == scaled.size()) {
+    Eigen::VectorXd::Map(scaled.data(), scaled.size()) = point.Scale(reporter.current());
   }
-  summary.theta = point.Unscale(scaled);
+}
 
-  // Step 6: one pass at the result for chi2 and the covariance (docs/design.md section 4).
+// Step 6 of the fit: one pass at the result `scaled` for chi2 and the covariance (docs/design.md
+// section 4), and the passes: the start's state's, the scale's pass, Ceres' Jacobian passes and
+// this one (cost-only evaluations as cost passes).
+void FinishAtTheResult(const std::vector<std::unique_ptr<UpperTriangleRowsCost>>& blocks,
+                       ModelAtPoint& point, const Eigen::VectorXd& scaled,
+                       const Eigen::VectorXd& lower, const Eigen::VectorXd& upper,
+                       const LevenbergMarquardtState& start_state,
+                       const ceres::Solver::Summary& ceres_summary,
+                       LevenbergMarquardtSummary& summary) {
+  const int p = static_cast<int>(scaled.size());
   const NormalEquations equations = AccumulateNormalEquations(blocks, point, scaled);
   summary.passes = start_state.passes + 1 + std::max(ceres_summary.num_jacobian_evaluations, 0) + 1;
   summary.cost_passes =
@@ -700,6 +715,84 @@ LevenbergMarquardtSummary FitStandardWithCeres(const LevenbergMarquardtOptions& 
   } else {
     summary.warnings.push_back("no covariance: chi2 or J^T J is not finite at the result");
   }
+}
+
+}  // namespace
+
+// The fit as its steps: 1 the start clipped into the bounds, 2 the residual blocks, 3 the scale,
+// the start and Ceres' problem, 4 Ceres' run, 5 the summary from it, 6 the pass at the result.
+LevenbergMarquardtSummary FitStandardWithCeres(const LevenbergMarquardtOptions& options,
+                                               const HomodyneModel& model,
+                                               const std::vector<double>& phi_degrees, double sigma,
+                                               const PackedDataObjective::PackedData& data,
+                                               const ScalingMap& map,
+                                               const Eigen::VectorXd& theta0_reduced) {
+  const auto start_time = std::chrono::steady_clock::now();
+  std::string error;
+  if (!options.IsValid(&error)) throw ConfigError(error);
+  CheckInputs(options, model, phi_degrees, sigma, data, map, theta0_reduced);
+  const int num_angles = static_cast<int>(phi_degrees.size());
+  const int p = map.num_reduced();
+  const ParameterBounds bounds = BoundsOrUnbounded(options.lower_bounds, options.upper_bounds, p);
+  const Eigen::VectorXd& lower = bounds.lower;
+  const Eigen::VectorXd& upper = bounds.upper;
+  auto seconds_since_start = [start_time] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
+  };
+
+  // Step 1: the start, clipped into the bounds (one warning per clipped parameter, as Minimize).
+  LevenbergMarquardtSummary summary;
+  Eigen::VectorXd theta = theta0_reduced;
+  if (std::optional<std::string> non_finite =
+          ClipStartIntoBounds(theta, lower, upper, options.parameter_names, summary.warnings)) {
+    summary.status = LevenbergMarquardtStatus::kFailedNonFinite;
+    summary.reason = std::move(*non_finite);
+    summary.theta = theta;
+    summary.seconds = seconds_since_start();
+    return summary;
+  }
+
+  // Step 2: the residual blocks over one parameter block, `scaled`: Ceres' parameter block,
+  // written in place only (an Eigen move assignment would swap buffers). The scale is 1 until
+  // step 3.
+  Eigen::VectorXd scaled = theta;
+  double* const block = scaled.data();
+  ModelAtPoint point(model, map, num_angles, block);
+  const std::vector<std::unique_ptr<UpperTriangleRowsCost>> blocks =
+      MakeResidualBlocks(model, phi_degrees, sigma, data, map, point);
+
+  // Step 3: the scale and the start; Ceres' problem.
+  const std::optional<LevenbergMarquardtState>& resumed = options.resume_state;
+  const CeresStart start = ScaleAndPlaceTheStart(blocks, point, scaled, theta, resumed);
+  ceres::Problem::Options problem_options;
+  problem_options.cost_function_ownership = ceres::DO_NOT_TAKE_OWNERSHIP;
+  problem_options.evaluation_callback = &point;
+  ceres::Problem problem(problem_options);
+  AddBlocksAndBounds(problem, block, lower, upper, point, blocks);
+
+  // Step 4: Ceres' run, reported iteration by iteration to options.callback.
+  ceres::Solver::Options solver_options =
+      LevenbergMarquardtSolverOptions(options, start.state, resumed);
+  IterationReporter reporter(options, point, block, p, start.state, resumed.has_value(),
+                             start.state.passes + 1, start_time);
+  solver_options.callbacks.push_back(&reporter);
+  std::string ceres_error;
+  HOMODYNE_CHECK(solver_options.IsValid(&ceres_error));
+  ceres::Solver::Summary ceres_summary;
+  {
+    const QuietGlog quiet;
+    ceres::Solve(solver_options, &problem, &ceres_summary);
+  }
+
+  // Step 5: the summary, as Minimize fills it.
+  summary.status = StatusOfRun(ceres_summary, solver_options, lower, upper, scaled, point, blocks);
+  summary.reason = "Ceres: " + ceres_summary.message;
+  CopyRunCounters(reporter, ceres_summary, resumed, start.at_start, summary);
+  PlaceTheResult(ceres_summary, reporter, point, scaled);
+  summary.theta = point.Unscale(scaled);
+
+  // Step 6: one pass at the result for chi2 and the covariance.
+  FinishAtTheResult(blocks, point, scaled, lower, upper, start.state, ceres_summary, summary);
   summary.seconds = seconds_since_start();
   return summary;
 }

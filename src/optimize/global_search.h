@@ -4,12 +4,15 @@
 //
 // Every method searches the physical parameters only, on the variable-projection problem
 // (variable_projection.h: each candidate is judged with its best per-angle scaling), in the unit
-// box of their bounds with logarithmic coordinates for parameters spanning decades:
-//   auto         a staged start: a grid over the decade-spanning parameters (D0, gamma_dot_t0)
-//                and phi0, the rest at the start, plus Sobol points; all screened by one pass
-//                each; local projected fits from the best few and from the user's start; the
-//                mode's moved fits. With a coarse level (GlobalSearchInputs::coarse_data) all of
-//                that runs on it, and the best distinct minima are refined on the search data.
+// box of their bounds with logarithmic coordinates for parameters spanning decades and the axes
+// and staged values the mode catalog's search hints give (ParameterSearchHints in
+// src/model/mode_catalog.h). One file per method (global_search_internal.h lists them):
+//   auto         a staged start: a grid over the decade-spanning parameters and the values the
+//                hints stage (laminar_flow: D0, gamma_dot_t0 and phi0), the rest at the start,
+//                plus Sobol points; all screened by one pass each; local projected fits from the
+//                best few and from the user's start; the mode's moved fits. With a coarse level
+//                (GlobalSearchInputs::coarse_data) all of that runs on it, and the best distinct
+//                minima are refined on the search data.
 //   multi_start  the reference's multi-start (optimization.nlsq.multi_start): sampled and custom
 //                starts, screening, local fits, the best refined with refinement_ftol.
 //   cmaes        CMA-ES with restarts (pagmo2; optimization.nlsq.cmaes), then a local fit.

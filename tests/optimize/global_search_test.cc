@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,9 +20,10 @@
 
 #include "homodyne/errors.h"
 #include "model/mode_catalog.h"
+#include "optimize/global_search_internal.h"
 #include "optimize/levenberg_marquardt.h"
-#include "optimize/reparametrized_problem.h"
 #include "optimize/per_angle_mode.h"
+#include "optimize/reparametrized_problem.h"
 #include "support/simulated_data_fixture.h"
 #include "support/thread_ranks.h"
 
@@ -122,6 +125,75 @@ class GlobalSearchTest : public SimulatedDataTest {
   BoundBox bounds_;
   Eigen::VectorXd midpoints_;
 };
+
+// The homodyne search rules are the catalog's hints (ParameterSearchHints in
+// src/model/mode_catalog.h) and the search follows them: D_offset and gamma_dot_t_offset on
+// symmetric-log axes as wide as their companions' lower bounds (no other parameter), the staged
+// grid with D0 by decades, gamma_dot_t0 by half decades and phi0 at 5 values spread over its
+// bounds, every other parameter at 0.
+TEST_F(GlobalSearchTest, SearchSpaceAndStagedGridFollowTheCatalogHints) {
+  GlobalSearchSummary summary;
+  const GlobalSearchInputs inputs = Inputs();
+  const global_search_internal::Search search(inputs, nullptr, summary);
+  const SearchSpace& space = search.space();
+  const auto index = [&search](const std::string& name) {
+    const auto at = std::find(search.names().begin(), search.names().end(), name);
+    EXPECT_NE(at, search.names().end()) << name;
+    return static_cast<int>(at - search.names().begin());
+  };
+  const int d0 = index("D0");
+  const int gamma_dot = index("gamma_dot_t0");
+  const int phi0 = index("phi0");
+  ASSERT_GT(space.lower[d0], 0.0);
+  ASSERT_GT(space.lower[gamma_dot], 0.0);
+  for (int i = 0; i < search.dimensions(); ++i) {
+    const std::string& name = search.names()[static_cast<size_t>(i)];
+    const double width = space.symmetric_log_width[static_cast<size_t>(i)];
+    if (name == "D_offset") {
+      EXPECT_EQ(width, space.lower[d0]);
+    } else if (name == "gamma_dot_t_offset") {
+      EXPECT_EQ(width, space.lower[gamma_dot]);
+    } else {
+      EXPECT_EQ(width, 0.0) << name;
+    }
+  }
+  EXPECT_TRUE(space.log_scale[static_cast<size_t>(d0)]);
+  EXPECT_TRUE(space.log_scale[static_cast<size_t>(gamma_dot)]);
+
+  const std::vector<global_search_internal::Candidate> candidates =
+      global_search_internal::StagedCandidates(search);
+  std::vector<std::set<double>> axes(static_cast<size_t>(search.dimensions()));
+  for (size_t k = 1; k < candidates.size(); ++k) {  // 0: the start
+    for (int i = 0; i < search.dimensions(); ++i) {
+      axes[static_cast<size_t>(i)].insert(candidates[k].n[i]);
+    }
+  }
+  // Decades (steps per decade) within the bounds, as many as the grid keeps (at most 7 decades).
+  const auto decade_values = [&space](int i, int steps) {
+    const int first = static_cast<int>(std::ceil(steps * std::log10(space.lower[i]) - 1e-9));
+    const int last = static_cast<int>(std::floor(steps * std::log10(space.upper[i]) + 1e-9));
+    return static_cast<size_t>(std::min(last - first + 1, 7 * steps));
+  };
+  EXPECT_EQ(axes[static_cast<size_t>(d0)].size(), decade_values(d0, 1));
+  EXPECT_EQ(axes[static_cast<size_t>(gamma_dot)].size(), decade_values(gamma_dot, 2));
+  const std::set<double>& gamma_values = axes[static_cast<size_t>(gamma_dot)];
+  EXPECT_NEAR(*std::next(gamma_values.begin()) / *gamma_values.begin(), std::sqrt(10.0), 1e-9);
+  std::set<double> phi0_expected;
+  for (int j = 0; j < 5; ++j) {
+    phi0_expected.insert(space.lower[phi0] +
+                         (j + 0.5) / 5 * (space.upper[phi0] - space.lower[phi0]));
+  }
+  EXPECT_EQ(axes[static_cast<size_t>(phi0)], phi0_expected);
+  size_t grid_size = 1;
+  for (int i = 0; i < search.dimensions(); ++i) {
+    if (i != d0 && i != gamma_dot && i != phi0) {
+      EXPECT_EQ(axes[static_cast<size_t>(i)], std::set<double>{0.0})
+          << search.names()[static_cast<size_t>(i)];
+    }
+    grid_size *= axes[static_cast<size_t>(i)].size();
+  }
+  EXPECT_EQ(candidates.size(), 1 + grid_size);
+}
 
 TEST_F(GlobalSearchTest, LocalFitFromMidpointsStopsInTheNoFlowMinimum) {
   // The trap the global phase exists for: a plain fit from the midpoints ends with no flow.
