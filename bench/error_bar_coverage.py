@@ -83,6 +83,9 @@ def main():
     parser.add_argument("--json", help="write the per-set results here")
     parser.add_argument("--fixed-truth", action="store_true",
                         help="the same truth (the first draw) for every set: only the noise varies")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a config key for every fit, e.g. optimization.nlsq.profile_check=true "
+                             "(repeatable; VALUE read as YAML)")
     args = parser.parse_args()
     config_name, sampler, frames, noise = SCENARIOS[args.scenario]
     frames = args.frames or frames
@@ -102,6 +105,12 @@ def main():
             config["simulation"]["frames"] = frames
             config["experimental_data"] = {"file_path": os.path.join(work, "data.h5")}
             config["initial_parameters"] = {"parameter_names": None, "values": None}
+            for setting in args.set:
+                key, _, value = setting.partition("=")
+                node = config
+                for part in key.split(".")[:-1]:
+                    node = node.setdefault(part, {})
+                node[key.split(".")[-1]] = yaml.safe_load(value)
             path = os.path.join(work, "config.yaml")
             with open(path, "w") as handle:
                 yaml.safe_dump(config, handle)
@@ -128,7 +137,8 @@ def main():
             rows.append(row)
             print(f"set {index + 1}/{args.sets} done", file=sys.stderr)
     names = [n for n in rows[0][methods[0]]]
-    print(f"scenario {args.scenario}: {args.sets} sets, {frames} frames, noise {' '.join(noise)}")
+    print(f"scenario {args.scenario}: {args.sets} sets, {frames} frames, noise {' '.join(noise)}"
+          + "".join(f", {setting}" for setting in args.set))
     print(f"{'method':10s} {'parameter':20s} {'68% cover':>9s} {'95% cover':>9s} "
           f"{'rms err / median unc':>21s} {'median |z|':>10s} {'rms z':>6s}")
     for method in methods:

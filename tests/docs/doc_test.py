@@ -545,7 +545,7 @@ OTHER_TOOLS_FLAGS = {
     "bench/ programs": {"--benchmark", "--methods", "--repeats", "--float32", "--cold",
                         "--no-prefetch", "--passes", "--sets", "--starts", "--losses",
                         "--hot-fraction", "--fix-gamma-offset", "--rounds", "--repetitions",
-                        "--filter", "--runs", "--scenario", "--json", "--fixed-truth"},
+                        "--filter", "--runs", "--scenario", "--json", "--fixed-truth", "--set"},
     "pip, python3 -m venv": {"--no-build-isolation", "--system-site-packages"},
     "nvcc (cmake/HomodyneCuda.cmake, docs/backends.md)": {"--fmad", "--resource-usage"},
     "homodyne-plot (scripts/homodyne_plot.py)": {"--plot-dir", "--dpi", "--max-pixels",
