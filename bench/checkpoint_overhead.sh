@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Checkpoint overhead and fast mode, end to end (issue 4). Times the fit of one simulated data set
-# with checkpoints off, saved every 5/10/20/50 batches (with the default 5 s floor between saves
+# Checkpoint overhead and fast mode, end to end (docs/performance.md, Checkpoint overhead and fast
+# mode). Times the fit of one simulated data set with checkpoints off, saved every 5/10/20/50 batches (with the default 5 s floor between saves
 # and with --checkpoint-min-interval 0), and with --fast-mode, interleaved: round r runs every
 # variant once, R rounds, so drift and other load on the machine fall on all variants alike. The
 # order within a round is shuffled (the same shuffles on every call), so no variant always follows

@@ -25,7 +25,7 @@ struct Probes {
                            double* gram);
 
   // The same with the lane Gram (gram_block.h, AddTileToLaneGram; FlushLaneGram once at the
-  // end), the linear loss's Gram update since issue 24. tile is written (its padding points
+  // end), the linear loss's Gram update. tile is written (its padding points
   // zeroed).
   void (*repeat_lane_gram)(double* tile, int count, int gram_size, int repeats, double* lanes,
                            double* gram);

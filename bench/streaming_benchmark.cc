@@ -1,4 +1,4 @@
-// Streaming against in-memory passes on the same file (issue 19; docs/performance.md, Streaming
+// Streaming against in-memory passes on the same file (docs/performance.md, Streaming
 // passes): PASSES full passes (Accumulate, laminar_flow) over every fitted point, once with the
 // data packed in memory (the large strategy's data path, InMemoryPassData) and once read from the
 // file on every pass (the streaming strategy's, MakeStreamingPassData), with the batch and chunk

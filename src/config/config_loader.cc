@@ -748,72 +748,54 @@ void ParseNlsq(const ConfigReader& reader, Config& config) {
   }
 }
 
-// optimization.nlsq.{variable_projection, statistical_tolerance, profile_check, global_search,
-// multi_start, cmaes} (config.h GlobalSearchOptions, MultiStartOptions, CmaesSearchOptions).
-void ParseGlobalSearch(const ConfigReader& reader, Config& config) {
-  NlsqOptions& nlsq = config.nlsq;
-  const std::string base = "optimization.nlsq.";
-  nlsq.variable_projection =
-      reader.Bool(base + "variable_projection").value_or(nlsq.variable_projection);
-  if (const auto value = reader.Number(base + "statistical_tolerance")) {
-    reader.Require(std::isfinite(*value) && *value >= 0.0, base + "statistical_tolerance",
-                   "must be >= 0 (0 disables the check)");
-    nlsq.statistical_tolerance = *value;
+// A key that holds one of a few names (an enum of config.h): its value, in any case, parsed by
+// `parse` (config.h's Parse... function); any other value fails with "must be one of" the names
+// of `allowed`, in that order. False when the key is absent.
+template <typename Enum>
+bool OneOf(const ConfigReader& reader, const std::string& path, Enum& field,
+           std::optional<Enum> (*parse)(std::string_view), std::initializer_list<Enum> allowed) {
+  const auto text = reader.String(path);
+  if (!text) return false;
+  if (const std::optional<Enum> value = parse(*text)) {
+    field = *value;
+    return true;
   }
-  nlsq.profile_check = reader.Bool(base + "profile_check");
-  nlsq.profile_intervals =
-      reader.Bool(base + "profile_intervals").value_or(nlsq.profile_intervals);
-  // A key that holds one of a few names (an enum of config.h): its value, in any case, parsed by
-  // `parse` (config.h's Parse... function); any other value fails with "must be one of" the names
-  // of `allowed`, in that order. False when the key is absent.
-  auto one_of = [&]<typename Enum>(const std::string& path, Enum& field,
-                                   std::optional<Enum> (*parse)(std::string_view),
-                                   std::initializer_list<Enum> allowed) {
-    const auto text = reader.String(path);
-    if (!text) return false;
-    if (const std::optional<Enum> value = parse(*text)) {
-      field = *value;
-      return true;
-    }
-    std::string list;
-    for (Enum name : allowed) list += (list.empty() ? "" : ", ") + std::string(ToString(name));
-    reader.Fail(path, reader.Find(path), "must be one of " + list);
-  };
-  // An integer key in [minimum, maximum]; the default maximum only keeps it an int. The global
-  // phase's counts have a real maximum: beyond it a run would exhaust memory or never end.
-  auto integer_at_least = [&](const std::string& path, int minimum, int& field,
-                              int maximum = std::numeric_limits<int>::max()) {
-    if (const auto value = reader.Integer(path)) {
-      reader.Require(*value >= minimum, path, "must be >= " + std::to_string(minimum));
-      reader.Require(*value <= maximum, path, "must be <= " + std::to_string(maximum));
-      field = static_cast<int>(*value);
-    }
-  };
-  // A step in the unit coordinates of the search box (width 1): in (0, 1].
-  auto unit_step = [&](const std::string& path, double& field) {
-    if (const auto value = reader.Number(path)) {
-      reader.Require(std::isfinite(*value) && *value > 0.0 && *value <= 1.0, path,
-                     "must be in (0, 1] (unit coordinates: the search box has width 1)");
-      field = *value;
-    }
-  };
-  auto positive_number = [&](const std::string& path, double& field) {
-    if (const auto value = reader.Number(path)) {
-      reader.Require(std::isfinite(*value) && *value > 0.0, path, "must be > 0");
-      field = *value;
-    }
-  };
+  std::string list;
+  for (Enum name : allowed) list += (list.empty() ? "" : ", ") + std::string(ToString(name));
+  reader.Fail(path, reader.Find(path), "must be one of " + list);
+}
 
-  one_of(base + "solver", nlsq.solver, ParseLmSolver, {LmSolver::kLmCore, LmSolver::kCeres});
-  one_of(base + "uncertainty", nlsq.uncertainty, ParseUncertaintyMethod,
-         {UncertaintyMethod::kAuto, UncertaintyMethod::kJackknife, UncertaintyMethod::kStandard,
-          UncertaintyMethod::kCurvature});
-  one_of(base + "loss", nlsq.loss.function, ParseLossFunction,
-         {LossFunction::kLinear, LossFunction::kSoftL1, LossFunction::kHuber, LossFunction::kCauchy,
-          LossFunction::kArctan});
-  positive_number(base + "f_scale", nlsq.loss.f_scale);
-  // x_scale: "jac", a number > 0 or a list of numbers > 0 (the reference's forms); no effect on
-  // the steps (config.h NlsqOptions::x_scale).
+// An integer key in [minimum, maximum]; the default maximum only keeps it an int. The global
+// phase's counts have a real maximum: beyond it a run would exhaust memory or never end.
+void IntegerInRange(const ConfigReader& reader, const std::string& path, int minimum, int& field,
+                    int maximum = std::numeric_limits<int>::max()) {
+  if (const auto value = reader.Integer(path)) {
+    reader.Require(*value >= minimum, path, "must be >= " + std::to_string(minimum));
+    reader.Require(*value <= maximum, path, "must be <= " + std::to_string(maximum));
+    field = static_cast<int>(*value);
+  }
+}
+
+// A step in the unit coordinates of the search box (width 1): in (0, 1].
+void UnitStep(const ConfigReader& reader, const std::string& path, double& field) {
+  if (const auto value = reader.Number(path)) {
+    reader.Require(std::isfinite(*value) && *value > 0.0 && *value <= 1.0, path,
+                   "must be in (0, 1] (unit coordinates: the search box has width 1)");
+    field = *value;
+  }
+}
+
+void PositiveNumber(const ConfigReader& reader, const std::string& path, double& field) {
+  if (const auto value = reader.Number(path)) {
+    reader.Require(std::isfinite(*value) && *value > 0.0, path, "must be > 0");
+    field = *value;
+  }
+}
+
+// optimization.nlsq.x_scale: "jac", a number > 0 or a list of numbers > 0 (the reference's
+// forms); no effect on the steps (config.h NlsqOptions::x_scale).
+void ParseXScale(const ConfigReader& reader, NlsqOptions& nlsq) {
+  const std::string base = "optimization.nlsq.";
   if (const YAML::Node x_scale = reader.Find(base + "x_scale"); Present(x_scale)) {
     const std::string path = base + "x_scale";
     const std::string rule = "must be 'jac', a number > 0 or a list of numbers > 0";
@@ -835,45 +817,37 @@ void ParseGlobalSearch(const ConfigReader& reader, Config& config) {
       nlsq.x_scale = x_scale.Scalar();
     }
   }
+}
 
-  const std::string gs = base + "global_search.";
-  GlobalSearchOptions& global = nlsq.global_search;
-  global.method_from_config = one_of(gs + "method", global.method, ParseGlobalSearchMethod,
-                                     {GlobalSearchMethod::kAuto, GlobalSearchMethod::kOff,
-                                      GlobalSearchMethod::kMultiStart, GlobalSearchMethod::kCmaes});
-  if (const auto points = reader.Integer(gs + "max_points")) {
-    reader.Require(*points >= 1000, gs + "max_points", "must be >= 1000");
-    global.max_points = *points;
+// optimization.nlsq.{variable_projection, statistical_tolerance, profile_check,
+// profile_intervals, solver, uncertainty, loss, f_scale, x_scale}: the final fit's choices.
+void ParseFitChoices(const ConfigReader& reader, NlsqOptions& nlsq) {
+  const std::string base = "optimization.nlsq.";
+  nlsq.variable_projection =
+      reader.Bool(base + "variable_projection").value_or(nlsq.variable_projection);
+  if (const auto value = reader.Number(base + "statistical_tolerance")) {
+    reader.Require(std::isfinite(*value) && *value >= 0.0, base + "statistical_tolerance",
+                   "must be >= 0 (0 disables the check)");
+    nlsq.statistical_tolerance = *value;
   }
+  nlsq.profile_check = reader.Bool(base + "profile_check");
+  nlsq.profile_intervals = reader.Bool(base + "profile_intervals").value_or(nlsq.profile_intervals);
 
-  const std::string ms = base + "multi_start.";
-  MultiStartOptions& multi = nlsq.multi_start;
-  multi.enable = reader.Bool(ms + "enable").value_or(multi.enable);
-  integer_at_least(ms + "n_starts", 1, multi.n_starts, kMaxSearchCount);
-  if (const auto seed = reader.Integer(ms + "seed")) {
-    reader.Require(*seed >= 0, ms + "seed", "must be >= 0");
-    multi.seed = static_cast<uint64_t>(*seed);
-  }
-  one_of(ms + "sampling_strategy", multi.sampling_strategy, ParseSamplingStrategy,
-         {SamplingStrategy::kLatinHypercube, SamplingStrategy::kSobol, SamplingStrategy::kRandom});
-  multi.use_screening = reader.Bool(ms + "use_screening").value_or(multi.use_screening);
-  // Accepted for the reference's configs and not used (starts run one after another, each pass
-  // parallel), but checked like every other number of the section.
-  if (const auto workers = reader.Integer(ms + "n_workers")) {
-    reader.Require(*workers >= 0, ms + "n_workers", "must be an integer >= 0 (0 = automatic)");
-  }
-  if (const auto fraction = reader.Number(ms + "screen_keep_fraction")) {
-    reader.Require(*fraction > 0.0 && *fraction <= 1.0, ms + "screen_keep_fraction",
-                   "must be in (0, 1]");
-    multi.screen_keep_fraction = *fraction;
-  }
-  integer_at_least(ms + "refine_top_k", 1, multi.refine_top_k, kMaxSearchCount);
-  positive_number(ms + "refinement_ftol", multi.refinement_ftol);
-  if (const auto threshold = reader.Number(ms + "degeneracy_threshold")) {
-    reader.Require(std::isfinite(*threshold) && *threshold >= 0.0, ms + "degeneracy_threshold",
-                   "must be >= 0");
-    multi.degeneracy_threshold = *threshold;
-  }
+  OneOf(reader, base + "solver", nlsq.solver, ParseLmSolver, {LmSolver::kLmCore, LmSolver::kCeres});
+  OneOf(reader, base + "uncertainty", nlsq.uncertainty, ParseUncertaintyMethod,
+        {UncertaintyMethod::kAuto, UncertaintyMethod::kJackknife, UncertaintyMethod::kStandard,
+         UncertaintyMethod::kCurvature});
+  OneOf(reader, base + "loss", nlsq.loss.function, ParseLossFunction,
+        {LossFunction::kLinear, LossFunction::kSoftL1, LossFunction::kHuber, LossFunction::kCauchy,
+         LossFunction::kArctan});
+  PositiveNumber(reader, base + "f_scale", nlsq.loss.f_scale);
+  ParseXScale(reader, nlsq);
+}
+
+// optimization.nlsq.multi_start.custom_starts: each a list of the mode's physical parameters,
+// in order, every value finite and inside its bounds.
+void ParseCustomStarts(const ConfigReader& reader, const Config& config, MultiStartOptions& multi) {
+  const std::string ms = "optimization.nlsq.multi_start.";
   const YAML::Node custom = reader.Find(ms + "custom_starts");
   if (Present(custom)) {
     if (!custom.IsSequence()) {
@@ -904,35 +878,92 @@ void ParseGlobalSearch(const ConfigReader& reader, Config& config) {
       multi.custom_starts.push_back(std::move(start));
     }
   }
+}
 
-  const std::string cm = base + "cmaes.";
+// optimization.nlsq.multi_start (config.h MultiStartOptions).
+void ParseMultiStart(const ConfigReader& reader, Config& config) {
+  const std::string ms = "optimization.nlsq.multi_start.";
+  MultiStartOptions& multi = config.nlsq.multi_start;
+  multi.enable = reader.Bool(ms + "enable").value_or(multi.enable);
+  IntegerInRange(reader, ms + "n_starts", 1, multi.n_starts, kMaxSearchCount);
+  if (const auto seed = reader.Integer(ms + "seed")) {
+    reader.Require(*seed >= 0, ms + "seed", "must be >= 0");
+    multi.seed = static_cast<uint64_t>(*seed);
+  }
+  OneOf(reader, ms + "sampling_strategy", multi.sampling_strategy, ParseSamplingStrategy,
+        {SamplingStrategy::kLatinHypercube, SamplingStrategy::kSobol, SamplingStrategy::kRandom});
+  multi.use_screening = reader.Bool(ms + "use_screening").value_or(multi.use_screening);
+  // Accepted for the reference's configs and not used (starts run one after another, each pass
+  // parallel), but checked like every other number of the section.
+  if (const auto workers = reader.Integer(ms + "n_workers")) {
+    reader.Require(*workers >= 0, ms + "n_workers", "must be an integer >= 0 (0 = automatic)");
+  }
+  if (const auto fraction = reader.Number(ms + "screen_keep_fraction")) {
+    reader.Require(*fraction > 0.0 && *fraction <= 1.0, ms + "screen_keep_fraction",
+                   "must be in (0, 1]");
+    multi.screen_keep_fraction = *fraction;
+  }
+  IntegerInRange(reader, ms + "refine_top_k", 1, multi.refine_top_k, kMaxSearchCount);
+  PositiveNumber(reader, ms + "refinement_ftol", multi.refinement_ftol);
+  if (const auto threshold = reader.Number(ms + "degeneracy_threshold")) {
+    reader.Require(std::isfinite(*threshold) && *threshold >= 0.0, ms + "degeneracy_threshold",
+                   "must be >= 0");
+    multi.degeneracy_threshold = *threshold;
+  }
+  ParseCustomStarts(reader, config, multi);
+}
+
+// optimization.nlsq.cmaes (config.h CmaesSearchOptions).
+void ParseCmaes(const ConfigReader& reader, NlsqOptions& nlsq) {
+  const std::string cm = "optimization.nlsq.cmaes.";
   CmaesSearchOptions& cmaes = nlsq.cmaes;
   cmaes.enable = reader.Bool(cm + "enable").value_or(cmaes.enable);
-  one_of(cm + "preset", cmaes.preset, ParseCmaesPreset,
-         {CmaesPreset::kCmaesFast, CmaesPreset::kCmaes, CmaesPreset::kCmaesGlobal,
-          CmaesPreset::kCmaesHpc});
+  OneOf(reader, cm + "preset", cmaes.preset, ParseCmaesPreset,
+        {CmaesPreset::kCmaesFast, CmaesPreset::kCmaes, CmaesPreset::kCmaesGlobal,
+         CmaesPreset::kCmaesHpc});
   if (Present(reader.Find(cm + "max_generations"))) {
     int generations = 1;
-    integer_at_least(cm + "max_generations", 1, generations, kMaxSearchGenerations);
+    IntegerInRange(reader, cm + "max_generations", 1, generations, kMaxSearchGenerations);
     cmaes.max_generations = generations;
   }
   if (Present(reader.Find(cm + "popsize"))) {
     int popsize = 2;
-    integer_at_least(cm + "popsize", 2, popsize, kMaxSearchCount);
+    IntegerInRange(reader, cm + "popsize", 2, popsize, kMaxSearchCount);
     cmaes.popsize = popsize;
   }
   if (Present(reader.Find(cm + "max_restarts"))) {
     int restarts = 0;
-    integer_at_least(cm + "max_restarts", 0, restarts, kMaxSearchRestarts);
+    IntegerInRange(reader, cm + "max_restarts", 0, restarts, kMaxSearchRestarts);
     cmaes.max_restarts = restarts;
   }
-  unit_step(cm + "sigma", cmaes.sigma);
-  unit_step(cm + "sigma_warmstart", cmaes.sigma_warmstart);
-  positive_number(cm + "tol_fun", cmaes.tol_fun);
-  positive_number(cm + "tol_x", cmaes.tol_x);
-  one_of(cm + "restart_strategy", cmaes.restart_strategy, ParseCmaesRestartStrategy,
-         {CmaesRestartStrategy::kIpop, CmaesRestartStrategy::kBipop, CmaesRestartStrategy::kNone});
+  UnitStep(reader, cm + "sigma", cmaes.sigma);
+  UnitStep(reader, cm + "sigma_warmstart", cmaes.sigma_warmstart);
+  PositiveNumber(reader, cm + "tol_fun", cmaes.tol_fun);
+  PositiveNumber(reader, cm + "tol_x", cmaes.tol_x);
+  OneOf(reader, cm + "restart_strategy", cmaes.restart_strategy, ParseCmaesRestartStrategy,
+        {CmaesRestartStrategy::kIpop, CmaesRestartStrategy::kBipop, CmaesRestartStrategy::kNone});
   cmaes.refine_with_nlsq = reader.Bool(cm + "refine_with_nlsq").value_or(cmaes.refine_with_nlsq);
+}
+
+// optimization.nlsq.{variable_projection, statistical_tolerance, profile_check, global_search,
+// multi_start, cmaes} (config.h GlobalSearchOptions, MultiStartOptions, CmaesSearchOptions), as
+// named steps in the order of their checks: the fit's choices, the global phase's method, its
+// multi-start and CMA-ES sections.
+void ParseGlobalSearch(const ConfigReader& reader, Config& config) {
+  NlsqOptions& nlsq = config.nlsq;
+  ParseFitChoices(reader, nlsq);
+  const std::string gs = "optimization.nlsq.global_search.";
+  GlobalSearchOptions& global = nlsq.global_search;
+  global.method_from_config = OneOf(reader, gs + "method", global.method, ParseGlobalSearchMethod,
+                                    {GlobalSearchMethod::kAuto, GlobalSearchMethod::kOff,
+                                     GlobalSearchMethod::kMultiStart, GlobalSearchMethod::kCmaes});
+  if (const auto points = reader.Integer(gs + "max_points")) {
+    reader.Require(*points >= 1000, gs + "max_points", "must be >= 1000");
+    global.max_points = *points;
+  }
+
+  ParseMultiStart(reader, config);
+  ParseCmaes(reader, nlsq);
 }
 
 void ParseStreaming(const ConfigReader& reader, Config& config) {

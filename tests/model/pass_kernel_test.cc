@@ -19,6 +19,7 @@
 
 #include "model/isa_level.h"
 #include "model/pass_kernel.h"
+#include "model/pass_variants.h"
 #include "model/tile.h"
 #include "model/two_component/two_component_pass_variant.h"
 #include "model/two_component/two_component_point.h"
@@ -464,8 +465,8 @@ TEST(PassKernelTest, TwoComponentVelocityTablesMatchLibmAtEveryLevel) {
   libm_tables(s, velocity, expected_sin, expected_cos);
   for (IsaLevel level : LevelsToTest()) {
     SCOPED_TRACE("instruction-set level " + std::string(ToString(level)));
-    const pass_kernel::TwoComponentFunctions* functions =
-        pass_kernel::TwoComponentFunctionsOf(level);
+    const pass_kernel::TwoComponentFunctions* functions = HOMODYNE_PASS_VARIANT(
+        pass_kernel::TwoComponentFunctions, kTwoComponentFunctions, level);
     ASSERT_NE(functions, nullptr);
     std::vector<double> sin_table(static_cast<size_t>(n)), cos_table(static_cast<size_t>(n));
     ASSERT_TRUE(functions->fill_velocity_tables(s, velocity.data(), n, sin_table.data(),

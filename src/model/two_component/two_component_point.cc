@@ -321,8 +321,8 @@ void FillVelocityPhaseTables(double s, std::span<const double> velocity, double*
                              double* cos_table) {
   // The active level's vector loop where every phase is within vector_math::SinCos's domain
   // (TwoComponentFunctions::fill_velocity_tables tests it), libm elsewhere.
-  const pass_kernel::TwoComponentFunctions* functions =
-      pass_kernel::TwoComponentFunctionsOf(ActiveIsaLevel());
+  const pass_kernel::TwoComponentFunctions* functions = HOMODYNE_PASS_VARIANT(
+      pass_kernel::TwoComponentFunctions, kTwoComponentFunctions, ActiveIsaLevel());
   if (functions != nullptr &&
       functions->fill_velocity_tables(s, velocity.data(), static_cast<int64_t>(velocity.size()),
                                       sin_table, cos_table)) {
