@@ -18,8 +18,10 @@
 
 #include <Eigen/Dense>
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <limits>
@@ -277,6 +279,10 @@ class FitRun {
                                        objective, fit_->phi_degrees,
                                        !config_.performance.fast_mode, recorded, sum_of_squares,
                                        ProfileProbeOfTheSolution(), uncertainty);
+    if (!profile_trail_.empty()) {
+      spdlog::info("profile intervals: {} profile points, {} of them from the checkpoint",
+                   profile_trail_.points.size(), profile_points_replayed_);
+    }
     RecordTotals(
         {summary_, source_.info(), objective, checkpoints.statistics(), checkpoints.saves(),
          *fit_->backend.backend, fit_->plan.size.threads, SecondsSince(start_)},
@@ -324,7 +330,7 @@ class FitRun {
     reported.method = config_.nlsq.uncertainty;
     // Profile intervals when asked for (docs/results.md, Profile intervals), not in fast mode.
     if (config_.nlsq.profile_intervals && !config_.performance.fast_mode) {
-      reported.intervals = ProbeOfTheSolution();
+      reported.intervals = CheckpointedProbe(ProbeOfTheSolution());
       if (!reported.intervals) {
         spdlog::warn("optimization.nlsq.profile_intervals: not computed (they need the plain "
                      "loss and variable projection)");
@@ -443,6 +449,42 @@ class FitRun {
     };
   }
 
+  // The profile intervals' probe with its points in the checkpoints (FitCheckpoints::
+  // OnProfilePoint): a point that the checkpoint this run resumed from holds (the same parameter,
+  // the same bits of its value) is taken from it, every other is computed with `probe` and added
+  // to the trail. A point that a signal stopped (the probe's NaN) is not recorded: the checkpoint
+  // is saved without it and the fit stops (FitInterrupted), so the resumed run computes it again.
+  // The points' order and values are those of an uninterrupted run, so the intervals are bitwise
+  // its own. Null when `probe` is.
+  ProfileProbe CheckpointedProbe(ProfileProbe probe) {
+    if (!probe) return nullptr;
+    profile_trail_ = fit_->checkpoints->profile_trail();
+    profile_points_resumed_ = profile_trail_.points.size();
+    return [this, probe = std::move(probe)](const std::string& name, double value, double enough) {
+      const std::vector<std::string>& names = fit_->parameters->full_names;
+      const int parameter =
+          static_cast<int>(std::find(names.begin(), names.end(), name) - names.begin());
+      // A point asked for again (the 95 % search can pass where the 68 % one went) is the same
+      // refit: taken from the trail too.
+      for (size_t k = 0; k < profile_trail_.points.size(); ++k) {
+        const ProfilePointRecord& point = profile_trail_.points[k];
+        if (point.parameter == parameter &&
+            std::bit_cast<uint64_t>(point.value) == std::bit_cast<uint64_t>(value)) {
+          if (k < profile_points_resumed_) ++profile_points_replayed_;
+          return point.chi2;
+        }
+      }
+      const BatchedObjective& objective = fit_->strategy->objective();
+      const int64_t passes_before = objective.passes();
+      const double chi2 = probe(name, value, enough);
+      FitCheckpoints& checkpoints = *fit_->checkpoints;
+      checkpoints.StopIfInterrupted();  // a signal during the point: saved without it
+      profile_trail_.points.push_back({parameter, value, chi2});
+      checkpoints.OnProfilePoint(objective.passes() - passes_before, profile_trail_);
+      return chi2;
+    };
+  }
+
   const Config& config_;
   BatchSource& source_;
   const FitObserver& observer_;
@@ -458,6 +500,9 @@ class FitRun {
   LevenbergMarquardtSummary summary_;              // FinalFitStep
   bool check_phi0_mirror_ = true;
   std::optional<Phi0MirrorFinding> phi0_mirror_;   // Phi0MirrorStep
+  ProfileTrail profile_trail_;                     // CheckpointedProbe's points
+  size_t profile_points_resumed_ = 0;              // of them, the resumed checkpoint's
+  int profile_points_replayed_ = 0;                // resumed points the intervals asked for
 };
 
 }  // namespace
