@@ -137,6 +137,13 @@ class FitCheckpoints {
   void OnGlobalSearchFinished(int64_t batches, const GlobalSearchTrail& trail);
   // The trail of a checkpoint this run resumed from (empty when none).
   const GlobalSearchTrail& global_search_trail() const { return global_search_trail_; }
+  // After the final fit ended by itself (not stopped by a signal) after `iterations` iterations:
+  // when none (it ended at its start), the later saves (the phases after the fit) hold no LM
+  // state, since the state of iteration 0 is reported before the tests that ended the fit and a
+  // run resumed from it would take a step; the resumed run does the final fit again instead.
+  void OnFinalFitEnded(int iterations) {
+    if (iterations == 0) last_state_.reset();
+  }
   // After each profile point of the profile intervals (docs/results.md, Profile intervals),
   // computed in `passes` passes over the data (a local fit's; its passes call no chunk callback):
   // they are counted as batches (statistics, the test signal hook), `trail` (every point so far,
