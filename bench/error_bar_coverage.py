@@ -15,7 +15,8 @@ error over the median uncertainty, and the fit times.
 Scenarios: iid_laminar (3 angles x 300 frames, noise 0.01), iid_static (static, 3 angles x 300
 frames, noise 0.01), speckle_static (3 angles x 600
 frames, 1000 pixels per angle), speckle_laminar (3 angles x 600 frames, 1000 pixels),
-iid_two_component (3 angles x 200 frames, noise 0.01).
+iid_two_component (3 angles x 200 frames, noise 0.01), speckle_two_component (3 angles x 200
+frames, 1000 pixels).
 """
 import argparse
 import json
@@ -69,6 +70,8 @@ SCENARIOS = {
                         ["--noise", "speckle", "--pixels", "1000"]),
     "iid_two_component": ("simulate_two_component.yaml", two_component_truth, 200,
                           ["--noise", "0.01"]),
+    "speckle_two_component": ("simulate_two_component.yaml", two_component_truth, 200,
+                              ["--noise", "speckle", "--pixels", "1000"]),
 }
 
 

@@ -1,6 +1,7 @@
 // The checkpoint file format (checkpoint_file.h).
 //
-// File layout, format_version 4 (docs/checkpoints.md has the field-by-field table):
+// File layout, format_version 4, or 5 when the profile intervals' points are stored
+// (docs/checkpoints.md has the field-by-field table):
 //   /             attributes format_version, global_batch, config_sha256, data_fingerprint,
 //                 engine_version, timestamp_utc, content_sha256
 //   /lm           LevenbergMarquardtState: datasets theta [P], jtj [P,P], jtr [P],
@@ -13,6 +14,10 @@
 //                 minimum_counts [M, 3] (start, iterations, passes as exact doubles); attribute
 //                 minimum_statuses (the M statuses, one per line). Always present; M = 0 and
 //                 E = 0 when the phase did not run.
+//   /profile_intervals  ProfileTrail, format_version 5 only (a file without profile points is
+//                 written as version 4, byte for byte what earlier builds wrote): datasets
+//                 parameters [K] (physical parameter indices as exact doubles), values [K],
+//                 chi2 [K].
 // Doubles are IEEE float64 little endian and integers int64 little endian, whatever their C++
 // width, so values round-trip bit for bit (NaN payloads included). Matrices are stored row-major
 // with their C++ (rows, cols) as the dataset shape. Strings are fixed-length, NUL-padded string
@@ -71,7 +76,11 @@ static_assert(sizeof(GlobalMinimum) == 80,
               "GlobalMinimum changed: store the new field in checkpoint_file.cc");
 static_assert(sizeof(GlobalSearchTrail) == 64,
               "GlobalSearchTrail changed: store the new field in checkpoint_file.cc");
-static_assert(sizeof(Checkpoint) == 168 + 88 + 64 + 32 + 8 + 4 * 32,
+static_assert(sizeof(ProfilePointRecord) == 24,
+              "ProfilePointRecord changed: store the new field in checkpoint_file.cc");
+static_assert(sizeof(ProfileTrail) == 24,
+              "ProfileTrail changed: store the new field in checkpoint_file.cc");
+static_assert(sizeof(Checkpoint) == 168 + 88 + 64 + 24 + 32 + 8 + 4 * 32,
               "Checkpoint changed: store the new field in checkpoint_file.cc");
 #endif
 
@@ -148,6 +157,49 @@ void VisitMinima(std::vector<GlobalMinimum>& minima, Visitor& visitor) {
   }
 }
 
+// The profile points as columns (parameter indices as exact doubles): what the file stores.
+struct ProfileColumns {
+  std::vector<double> parameters;  // [K]
+  std::vector<double> values;      // [K]
+  std::vector<double> chi2;        // [K]
+};
+
+// Writing and hashing: the points to columns.
+template <typename Visitor>
+void VisitProfilePoints(const std::vector<ProfilePointRecord>& points, Visitor& visitor) {
+  ProfileColumns columns;
+  for (const ProfilePointRecord& point : points) {
+    columns.parameters.push_back(static_cast<double>(point.parameter));
+    columns.values.push_back(point.value);
+    columns.chi2.push_back(point.chi2);
+  }
+  visitor.Vector("parameters", columns.parameters);
+  visitor.Vector("values", columns.values);
+  visitor.Vector("chi2", columns.chi2);
+}
+
+// Reading: the columns back to points, checking their lengths and the indices.
+template <typename Visitor>
+void VisitProfilePoints(std::vector<ProfilePointRecord>& points, Visitor& visitor) {
+  ProfileColumns columns;
+  visitor.Vector("parameters", columns.parameters);
+  visitor.Vector("values", columns.values);
+  visitor.Vector("chi2", columns.chi2);
+  if (columns.values.size() != columns.parameters.size() ||
+      columns.chi2.size() != columns.parameters.size()) {
+    throw std::runtime_error("/profile_intervals: parameters, values and chi2 disagree in length");
+  }
+  points.assign(columns.parameters.size(), ProfilePointRecord{});
+  for (size_t k = 0; k < points.size(); ++k) {
+    const double index = columns.parameters[k];
+    if (!(index >= 0.0 && index < 1024.0) || index != static_cast<double>(static_cast<int>(index))) {
+      throw std::runtime_error("/profile_intervals: parameter index " + std::to_string(index) +
+                               " is not a parameter's");
+    }
+    points[k] = {static_cast<int>(index), columns.values[k], columns.chi2[k]};
+  }
+}
+
 // /lm/solver as text: "lm" (the LM core) or "ceres" (the Ceres standard fit), the names
 // optimization.nlsq.solver takes (docs/checkpoints.md, Format (format_version 4)); anything else
 // is a malformed file. The text, not the enum's value, is the format: it enters the content
@@ -176,8 +228,10 @@ void VisitSolver(StateSolver& solver, Visitor& visitor) {
 // Calls `visitor` for every stored field of `checkpoint` in the canonical order of the content
 // checksum. CheckpointType is `const Checkpoint` (writing, hashing) or `Checkpoint` (reading). One
 // list for the three, so no field can be written without being read back and hashed.
+// version: the file's format_version (FormatVersionOf when writing and hashing); 5 adds
+// /profile_intervals.
 template <typename CheckpointType, typename Visitor>
-void VisitCheckpointFields(CheckpointType& checkpoint, Visitor& visitor) {
+void VisitCheckpointFields(CheckpointType& checkpoint, int64_t version, Visitor& visitor) {
   visitor.Group("/");
   visitor.Integer("global_batch", checkpoint.global_batch);
   visitor.Text("config_sha256", checkpoint.config_sha256);
@@ -228,6 +282,11 @@ void VisitCheckpointFields(CheckpointType& checkpoint, Visitor& visitor) {
   visitor.Vector("evaluations", trail.evaluations);
   visitor.Vector("projection_state", trail.projection_state);
   VisitMinima(trail.minima, visitor);
+
+  if (version >= kProfileFormatVersion) {
+    visitor.Group("/profile_intervals");
+    VisitProfilePoints(checkpoint.profile_intervals.points, visitor);
+  }
 }
 
 // The canonical serialisation hashed into content_sha256 (format_version 2):
@@ -244,9 +303,9 @@ void VisitCheckpointFields(CheckpointType& checkpoint, Visitor& visitor) {
 // All integers and doubles little endian. Lengths make the encoding unambiguous.
 class CanonicalSerializer {
  public:
-  CanonicalSerializer() {
+  explicit CanonicalSerializer(int64_t version) {
     bytes_ += "homodyne-checkpoint";
-    AppendU64(static_cast<uint64_t>(kFormatVersion));
+    AppendU64(static_cast<uint64_t>(version));
   }
 
   void Group(const char* path) { group_ = std::string_view(path) == "/" ? "" : path; }
@@ -691,9 +750,14 @@ class Hdf5FieldReader {
 
 }  // namespace
 
+int64_t FormatVersionOf(const Checkpoint& checkpoint) {
+  return checkpoint.profile_intervals.empty() ? kFormatVersion : kProfileFormatVersion;
+}
+
 std::string ContentSha256(const Checkpoint& checkpoint) {
-  CanonicalSerializer serializer;
-  VisitCheckpointFields(checkpoint, serializer);
+  const int64_t version = FormatVersionOf(checkpoint);
+  CanonicalSerializer serializer(version);
+  VisitCheckpointFields(checkpoint, version, serializer);
   return Sha256Hex(serializer.bytes());
 }
 
@@ -709,10 +773,11 @@ std::vector<char> BuildCheckpointImage(const Checkpoint& checkpoint, bool compre
                                               CompactAttributeCreation(H5P_FILE_CREATE).get(),
                                               access.get()));
     if (!file.valid()) throw std::runtime_error("cannot create the HDF5 image: " + Hdf5Reason());
-    io_internal::WriteAttribute(file.get(), "format_version", kFormatVersion);
+    const int64_t version = FormatVersionOf(checkpoint);
+    io_internal::WriteAttribute(file.get(), "format_version", version);
     {
       Hdf5FieldWriter writer(file.get(), compression);
-      VisitCheckpointFields(checkpoint, writer);
+      VisitCheckpointFields(checkpoint, version, writer);
     }
     io_internal::WriteAttribute(file.get(), "content_sha256", ContentSha256(checkpoint));
     if (file.Close() < 0 || capture.bytes.empty()) {
@@ -728,13 +793,18 @@ StoredCheckpoint ReadCheckpointFile(const std::string& path) {
   Hid file = io_internal::FileHid(H5Fopen(path.c_str(), H5F_ACC_RDONLY, access.get()));
   if (!file.valid()) throw std::runtime_error(Hdf5Reason());
   const int64_t version = ReadInt64Attribute(file.get(), "/", "format_version");
-  if (version != kFormatVersion) {
+  if (version != kFormatVersion && version != kProfileFormatVersion) {
     throw std::runtime_error("format_version " + std::to_string(version) + ", this build reads " +
-                             std::to_string(kFormatVersion));
+                             std::to_string(kFormatVersion) + " and " +
+                             std::to_string(kProfileFormatVersion));
   }
   StoredCheckpoint stored;
   Hdf5FieldReader reader(file.get());
-  VisitCheckpointFields(stored.checkpoint, reader);
+  VisitCheckpointFields(stored.checkpoint, version, reader);
+  if (version == kProfileFormatVersion && stored.checkpoint.profile_intervals.empty()) {
+    // Never written so (FormatVersionOf): the checksum, hashed as version 4, would not match.
+    throw std::runtime_error("format_version 5 without profile points");
+  }
   stored.content_sha256 = ReadStringAttribute(file.get(), "/", "content_sha256");
   return stored;
 }

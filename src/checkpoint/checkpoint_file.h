@@ -11,8 +11,16 @@
 
 namespace homodyne::checkpoint_internal {
 
-// 2: /lm/trust_region_radius added; 3: /global_search added.
+// 2: /lm/trust_region_radius added; 3: /global_search added; 4: /lm/solver added.
 inline constexpr int64_t kFormatVersion = 4;
+// 5: /profile_intervals added. Written only for a checkpoint that holds profile points
+// (FormatVersionOf), so that every other checkpoint stays a version 4 file that earlier builds
+// resume; this build reads both.
+inline constexpr int64_t kProfileFormatVersion = 5;
+
+// The format_version `checkpoint` is written as: kProfileFormatVersion when it holds profile
+// points, else kFormatVersion.
+int64_t FormatVersionOf(const Checkpoint& checkpoint);
 
 // The bytes of the HDF5 file holding `checkpoint` (every field, content_sha256 included).
 // compression: shuffle + deflate on the array datasets. Throws std::runtime_error on an HDF5
@@ -26,7 +34,7 @@ struct StoredCheckpoint {
 };
 
 // Reads every field of the file at `path`. Throws std::runtime_error saying what is wrong
-// (unreadable HDF5, another format_version, a missing or malformed field).
+// (unreadable HDF5, a format_version other than 4 and 5, a missing or malformed field).
 StoredCheckpoint ReadCheckpointFile(const std::string& path);
 
 // SHA-256 (hex) of the canonical serialisation of every field: what content_sha256 must be.

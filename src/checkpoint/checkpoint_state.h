@@ -1,6 +1,6 @@
 // The state a checkpoint keeps (src/checkpoint/checkpoint_store.h, docs/design.md section 6):
 // the LM core's between two iterations, a pass's between two chunks, the global phase's work so
-// far. The optimisers and the objective produce and consume these structs and the checkpoint
+// far, the profile intervals' points so far. The optimisers and the objective produce and consume these structs and the checkpoint
 // stores them, so they live in a header of their own at the checkpoint's layer, below both
 // (docs/design.md section 9, Layers): the checkpoint store then includes no optimiser header, and
 // the objective and the optimisers include this one without climbing.
@@ -82,6 +82,24 @@ struct GlobalSearchTrail {
   // evaluation and local fit starts from the start's scaling (or a minimum's, refinements).
   Eigen::VectorXd projection_state;
   bool empty() const { return evaluations.empty() && minima.empty(); }
+};
+
+// One profile point of the profile-likelihood intervals (docs/results.md, Profile intervals): chi2
+// of the fit with physical parameter `parameter` (its index in the mode's order) held at `value`
+// and the others refitted.
+struct ProfilePointRecord {
+  int parameter = 0;
+  double value = 0.0;
+  double chi2 = 0.0;
+};
+
+// The profile points computed so far, in the order they were computed. A checkpoint keeps them
+// and a resumed run takes a point's chi2 from here instead of refitting it (a point is found by
+// its parameter and the bits of its value): the same numbers, so the intervals end bitwise where
+// an uninterrupted run's do, with only the points after the interruption left to compute.
+struct ProfileTrail {
+  std::vector<ProfilePointRecord> points;
+  bool empty() const { return points.empty(); }
 };
 
 }  // namespace homodyne

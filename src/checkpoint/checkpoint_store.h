@@ -30,6 +30,7 @@ struct Checkpoint {
   LevenbergMarquardtState lm;
   std::optional<PassState> pass;  // set when saved inside a pass
   GlobalSearchTrail global_search;  // the global phase's work so far (empty: none, or phase off)
+  ProfileTrail profile_intervals;   // the profile intervals' points so far (empty: none)
   BatchStatistics statistics;
   int64_t global_batch = 0;       // batches computed over the whole run: names the file
   std::string config_sha256;      // SHA-256 of the resolved config (hex)

@@ -13,8 +13,8 @@
 namespace homodyne::io_internal {
 
 struct SpeckleOptions {
-  int pixels = 1000;       // independent speckles averaged by the correlator (pixels of the ring)
-  int modes = 1;           // incoherent modes per pixel: the raw speckle contrast is 1 / modes
+  int pixels = 1000;  // independent speckles averaged by the correlator (pixels of the ring)
+  int modes = 1;      // incoherent modes per pixel: the raw speckle contrast is 1 / modes
   uint64_t seed = 42;
 };
 
@@ -29,9 +29,10 @@ inline constexpr int kMaxSpeckleFrames = 16384;
 // complex Gaussian fields whose frame-to-frame correlation is the model's (see the .cc for how
 // each factor is made), and
 //   c2(i, j) = offset + contrast * modes * (<I(i) I(j)> / (<I(i)> <I(j)>) - 1)     (<>: pixels)
-// so that the expectation is offset + contrast g1^2 up to O(1 / pixels). Static and laminar_flow
-// modes (throws InputError for another). Deterministic for (seed, angle_index), whatever the
-// thread count: each pixel draws from its own generator.
+// so that the expectation is offset + contrast g1^2 up to O(1 / pixels) (two_component: the
+// model's g, the fields of its reference and sample components added). Static, laminar_flow and
+// two_component modes (throws InputError for another). Deterministic for (seed, angle_index),
+// whatever the thread count: each pixel draws from its own generator.
 std::vector<double> SpeckleTwoTimeMatrix(const HomodyneModel& model,
                                          std::span<const double> physical, double phi_degrees,
                                          double contrast, double offset,

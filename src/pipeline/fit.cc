@@ -18,8 +18,10 @@
 
 #include <Eigen/Dense>
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <limits>
@@ -221,6 +223,8 @@ class FitRun {
       // Stopped by a signal (FitCheckpoints::OnIteration): save and exit 3.
       if (summary_.status == LevenbergMarquardtStatus::kStoppedByCallback) {
         fit_->checkpoints->StopIfInterrupted();
+      } else {
+        fit_->checkpoints->OnFinalFitEnded(summary_.iterations);
       }
     } catch (const DataError& error) {
       const bool saved = fit_->checkpoints->SaveAfterFailure();
@@ -277,6 +281,10 @@ class FitRun {
                                        objective, fit_->phi_degrees,
                                        !config_.performance.fast_mode, recorded, sum_of_squares,
                                        ProfileProbeOfTheSolution(), uncertainty);
+    if (!profile_trail_.empty()) {
+      spdlog::info("profile intervals: {} profile points, {} of them from the checkpoint",
+                   profile_trail_.points.size(), profile_points_replayed_);
+    }
     RecordTotals(
         {summary_, source_.info(), objective, checkpoints.statistics(), checkpoints.saves(),
          *fit_->backend.backend, fit_->plan.size.threads, SecondsSince(start_)},
@@ -324,7 +332,8 @@ class FitRun {
     reported.method = config_.nlsq.uncertainty;
     // Profile intervals when asked for (docs/results.md, Profile intervals), not in fast mode.
     if (config_.nlsq.profile_intervals && !config_.performance.fast_mode) {
-      reported.intervals = ProbeOfTheSolution();
+      reported.intervals = CheckpointedProbe(ProbeOfTheSolution());
+      if (reported.intervals) reported.interval_ends = SpreadIntervalEnds();
       if (!reported.intervals) {
         spdlog::warn("optimization.nlsq.profile_intervals: not computed (they need the plain "
                      "loss and variable projection)");
@@ -421,14 +430,16 @@ class FitRun {
   // ProfilePoint at the solution (the profile check's and the profile intervals' probe); null
   // under a robust loss (its projected chi2 is not the reported one), without variable
   // projection, and without a solution.
-  ProfileProbe ProbeOfTheSolution() {
+  // objective: the data it refits (null: the fit's own); here_only: its passes run on this rank
+  // alone (FitStrategy::WholeDataHere).
+  ProfileProbe ProbeOfTheSolution(BatchedObjective* data = nullptr, bool here_only = false) {
     static constexpr int kProfileIterations = 50;
-    BatchedObjective& objective = fit_->strategy->objective();
+    BatchedObjective& objective = data != nullptr ? *data : fit_->strategy->objective();
     if (!config_.nlsq.loss.is_linear() || !config_.nlsq.variable_projection ||
         summary_.theta.size() == 0) {
       return nullptr;
     }
-    return [this, &objective](const std::string& name, double value, double enough) {
+    return [this, &objective, here_only](const std::string& name, double value, double enough) {
       const FitParameters& parameters = *fit_->parameters;
       const ScalingMap& map = parameters.map;
       const auto at = std::find(parameters.full_names.begin(), parameters.full_names.end(), name);
@@ -439,7 +450,130 @@ class FitRun {
         if (map.matrix(full, r) == 1.0 && map.matrix.row(full).cwiseAbs().sum() == 1.0) reduced = r;
       }
       return ProfilePoint(objective, map, parameters.reduced_bounds, summary_.theta,
-                          summary_.covariance, reduced, value, enough, lm_, kProfileIterations);
+                          summary_.covariance, reduced, value, enough, lm_, kProfileIterations,
+                          here_only);
+    };
+  }
+
+  // The ranks of a job spread the profile intervals' ends (docs/design.md section 5b): end i is
+  // found by rank i mod K, in rounds of K ends, on every row of the data held by that rank
+  // (FitStrategy::WholeDataHere: bitwise the single process's objective), alone; one AllGather
+  // after each round brings every rank every end of the round (its value, note and profile
+  // points), whose points then go into the checkpoints' trail (FitCheckpoints::OnProfilePoint,
+  // where the ranks also agree on a signal). An end stopped by a signal on its rank keeps no
+  // point: the round ends and the fit stops with the ends before it saved. Null (each refit's
+  // passes shared in lock step instead) on one process, for a strategy that cannot hold the data
+  // (streaming), and above optimization.nlsq.global_search.max_points points, where K copies of
+  // the data would cost more memory than the gathers they save.
+  ProfileEndsRunner SpreadIntervalEnds() {
+    ProcessGroup& group = *CurrentProcessGroup();
+    if (group.size() <= 1 ||
+        fit_->strategy->objective().num_points() > config_.nlsq.global_search.max_points) {
+      return nullptr;
+    }
+    profile_data_ = fit_->strategy->WholeDataHere();
+    if (!profile_data_) return nullptr;
+    spread_probe_ = ProbeOfTheSolution(profile_data_.get(), /*here_only=*/true);
+    return [this, &group](size_t count, const std::function<ProfileEndFound(size_t)>& find) {
+      std::vector<ProfileEndFound> ends(count);
+      spdlog::info("profile intervals: {} interval ends spread over {} ranks, each holding all "
+                   "the data",
+                   count, group.size());
+      const int ranks = group.size();
+      // One end as doubles: value, note (0 none, 1 bound, 2 failed), parameter, points, then
+      // (value held, chi2 less the minimum, chi2) per point; an end not found here: 0 points.
+      constexpr int kBlock = 4 + 3 * kProfileEndEvaluations;
+      const std::vector<int> counts(static_cast<size_t>(ranks), kBlock);
+      std::vector<double> mine(kBlock), all(static_cast<size_t>(kBlock) * ranks);
+      for (size_t round = 0; round < count; round += static_cast<size_t>(ranks)) {
+        const size_t item = round + static_cast<size_t>(group.rank());
+        std::fill(mine.begin(), mine.end(), kNaN);
+        mine[3] = 0.0;
+        const int64_t passes_before = profile_data_->passes();
+        if (item < count) {
+          spread_points_.clear();
+          spreading_ = true;
+          ProfileEndFound found;
+          bool stopped = false;
+          try {
+            found = find(item);
+          } catch (const PassInterrupted&) {  // a signal here: the round ends first
+            stopped = true;
+          }
+          spreading_ = false;
+          if (!stopped && InterruptSignalHere() == 0) {
+            HOMODYNE_CHECK(found.points.size() == spread_points_.size() &&
+                           found.points.size() <= static_cast<size_t>(kProfileEndEvaluations));
+            mine[0] = found.end.value;
+            mine[1] = found.end.note == "bound" ? 1.0 : found.end.note == "failed" ? 2.0 : 0.0;
+            mine[2] = spread_points_.empty() ? -1.0 : spread_points_.front().parameter;
+            mine[3] = static_cast<double>(found.points.size());
+            for (size_t k = 0; k < found.points.size(); ++k) {
+              mine[4 + 3 * k] = found.points[k].first;
+              mine[5 + 3 * k] = found.points[k].second;
+              mine[6 + 3 * k] = spread_points_[k].chi2;
+            }
+          }
+        }
+        group.AllGather(mine, counts, all);
+        for (int r = 0; r < ranks && round + static_cast<size_t>(r) < count; ++r) {
+          const double* block = all.data() + static_cast<size_t>(kBlock) * r;
+          ProfileEndFound& found = ends[round + static_cast<size_t>(r)];
+          found.end.value = block[0];
+          found.end.note = block[1] == 1.0 ? "bound" : block[1] == 2.0 ? "failed" : "";
+          for (int k = 0; k < static_cast<int>(block[3]); ++k) {
+            found.points.emplace_back(block[4 + 3 * k], block[5 + 3 * k]);
+            profile_trail_.points.push_back(
+                {static_cast<int>(block[2]), block[4 + 3 * k], block[6 + 3 * k]});
+          }
+        }
+        // The ranks agree on a signal here (an end it stopped has no points: not recorded).
+        fit_->checkpoints->OnProfilePoint(profile_data_->passes() - passes_before, profile_trail_);
+      }
+      return ends;
+    };
+  }
+
+  // The profile intervals' probe with its points in the checkpoints (FitCheckpoints::
+  // OnProfilePoint): a point that the checkpoint this run resumed from holds (the same parameter,
+  // the same bits of its value) is taken from it, every other is computed with `probe` and added
+  // to the trail. A point that a signal stopped (the probe's NaN) is not recorded: the checkpoint
+  // is saved without it and the fit stops (FitInterrupted), so the resumed run computes it again.
+  // The points' order and values are those of an uninterrupted run, so the intervals are bitwise
+  // its own. Null when `probe` is.
+  ProfileProbe CheckpointedProbe(ProfileProbe probe) {
+    if (!probe) return nullptr;
+    profile_trail_ = fit_->checkpoints->profile_trail();
+    profile_points_resumed_ = profile_trail_.points.size();
+    return [this, probe = std::move(probe)](const std::string& name, double value, double enough) {
+      const std::vector<std::string>& names = fit_->parameters->full_names;
+      const int parameter =
+          static_cast<int>(std::find(names.begin(), names.end(), name) - names.begin());
+      // A point asked for again (the 95 % search can pass where the 68 % one went) is the same
+      // refit: taken from the trail too.
+      std::optional<double> known;
+      for (size_t k = 0; k < profile_trail_.points.size() && !known; ++k) {
+        const ProfilePointRecord& point = profile_trail_.points[k];
+        if (point.parameter == parameter &&
+            std::bit_cast<uint64_t>(point.value) == std::bit_cast<uint64_t>(value)) {
+          if (k < profile_points_resumed_) ++profile_points_replayed_;
+          known = point.chi2;
+        }
+      }
+      if (spreading_) {  // an end found on this rank alone (SpreadIntervalEnds)
+        const double chi2 = known ? *known : spread_probe_(name, value, enough);
+        spread_points_.push_back({parameter, value, chi2});
+        return chi2;
+      }
+      if (known) return *known;
+      const BatchedObjective& objective = fit_->strategy->objective();
+      const int64_t passes_before = objective.passes();
+      const double chi2 = probe(name, value, enough);
+      FitCheckpoints& checkpoints = *fit_->checkpoints;
+      checkpoints.StopIfInterrupted();  // a signal during the point: saved without it
+      profile_trail_.points.push_back({parameter, value, chi2});
+      checkpoints.OnProfilePoint(objective.passes() - passes_before, profile_trail_);
+      return chi2;
     };
   }
 
@@ -458,6 +592,13 @@ class FitRun {
   LevenbergMarquardtSummary summary_;              // FinalFitStep
   bool check_phi0_mirror_ = true;
   std::optional<Phi0MirrorFinding> phi0_mirror_;   // Phi0MirrorStep
+  ProfileTrail profile_trail_;                     // CheckpointedProbe's points
+  std::unique_ptr<BatchedObjective> profile_data_;  // SpreadIntervalEnds' whole data, or null
+  ProfileProbe spread_probe_;                      // its probe, on profile_data_ alone
+  bool spreading_ = false;                         // inside an end found on this rank alone
+  std::vector<ProfilePointRecord> spread_points_;  // that end's points
+  size_t profile_points_resumed_ = 0;              // of them, the resumed checkpoint's
+  int profile_points_replayed_ = 0;                // resumed points the intervals asked for
 };
 
 }  // namespace

@@ -366,11 +366,14 @@ void FitCheckpoints::ContinueFrom(const Checkpoint& checkpoint) {
   if (checkpoint.lm.theta.size() > 0) last_state_ = checkpoint.lm;
   last_pass_ = checkpoint.pass;
   global_search_trail_ = checkpoint.global_search;
+  profile_trail_ = checkpoint.profile_intervals;
   passes_seen_ = checkpoint.lm.passes + checkpoint.lm.cost_passes;
 }
 
 bool FitCheckpoints::OnIteration(const LevenbergMarquardtIteration& iteration) {
-  last_state_ = iteration.state;
+  // The state every later save holds (the phases after the fit save too: the profile points, a
+  // signal in the uncertainties' pass): not that of the iteration that ended the fit (below).
+  if (!iteration.ended_fit) last_state_ = iteration.state;
   if (policy_.passes_from_iterations) {
     // No chunk callback: the passes count as batches, and signals are seen here.
     const int64_t passes = iteration.passes + iteration.cost_passes;
@@ -413,6 +416,15 @@ void FitCheckpoints::OnGlobalSearchProgress(int64_t batches, const GlobalSearchT
 void FitCheckpoints::OnGlobalSearchFinished(int64_t batches, const GlobalSearchTrail& trail) {
   global_search_trail_ = trail;
   OnGlobalSearchProgress(batches, global_search_trail_);
+}
+
+void FitCheckpoints::OnProfilePoint(int64_t passes, const ProfileTrail& trail) {
+  profile_trail_ = trail;
+  AdvanceBatches(passes * batches_per_pass_);
+  if (const int signal_number = InterruptSignal(); signal_number != 0) {
+    SaveAndStop(nullptr, signal_number);
+  }
+  if (enabled_ && PeriodicSaveDue()) Save(nullptr);
 }
 
 void FitCheckpoints::AdvanceBatches(int64_t batches) {
@@ -469,6 +481,7 @@ bool FitCheckpoints::Save(const PassState* pass) {
   if (last_state_) checkpoint.lm = *last_state_;  // empty theta: still in the first pass
   if (pass != nullptr) checkpoint.pass = *pass;
   checkpoint.global_search = live_trail_ != nullptr ? *live_trail_ : global_search_trail_;
+  checkpoint.profile_intervals = profile_trail_;
   checkpoint.statistics = statistics_;
   checkpoint.global_batch = global_batch_;
   checkpoint.config_sha256 = config_sha256_;

@@ -137,6 +137,21 @@ class FitCheckpoints {
   void OnGlobalSearchFinished(int64_t batches, const GlobalSearchTrail& trail);
   // The trail of a checkpoint this run resumed from (empty when none).
   const GlobalSearchTrail& global_search_trail() const { return global_search_trail_; }
+  // After the final fit ended by itself (not stopped by a signal) after `iterations` iterations:
+  // when none (it ended at its start), the later saves (the phases after the fit) hold no LM
+  // state, since the state of iteration 0 is reported before the tests that ended the fit and a
+  // run resumed from it would take a step; the resumed run does the final fit again instead.
+  void OnFinalFitEnded(int iterations) {
+    if (iterations == 0) last_state_.reset();
+  }
+  // After each profile point of the profile intervals (docs/results.md, Profile intervals),
+  // computed in `passes` passes over the data (a local fit's; its passes call no chunk callback):
+  // they are counted as batches (statistics, the test signal hook), `trail` (every point so far,
+  // in order) goes into every checkpoint from now on, so that a resumed run takes those points
+  // from it; saves when a periodic save is due, and on a signal saves and throws FitInterrupted.
+  void OnProfilePoint(int64_t passes, const ProfileTrail& trail);
+  // The profile points of a checkpoint this run resumed from (empty when none).
+  const ProfileTrail& profile_trail() const { return profile_trail_; }
   // The chunk callback of a pass: counts batches, saves every checkpoint_frequency batches
   // (policy.save_inside_passes), and on a signal saves and throws FitInterrupted.
   void OnChunk(const PassProgress& progress);
@@ -176,6 +191,7 @@ class FitCheckpoints {
   std::optional<LevenbergMarquardtState> last_state_;
   std::optional<PassState> last_pass_;     // after the last finished chunk, or the resumed one
   GlobalSearchTrail global_search_trail_;  // the resumed or finished global phase's work
+  ProfileTrail profile_trail_;             // the resumed or computed profile points
   // The running phase's trail, during OnGlobalSearchProgress only (what Save writes then).
   const GlobalSearchTrail* live_trail_ = nullptr;
   // The injected signal (src/base/fault_injection.h), raised once when global_batch_ reaches

@@ -717,12 +717,13 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
       result.uncertainty_method == "jackknife" || result.uncertainty_method == "standard";
   if (uncertainty.intervals && has_uncertainties) {
     quality_inputs.unbounded_intervals =
-        AddProfileIntervals(uncertainty.intervals, full.uncertainties, lm, result);
+        AddProfileIntervals(uncertainty.intervals, full.uncertainties, lm, result,
+                            uncertainty.interval_ends);
   } else if (profile && has_uncertainties && statistical && !loosely_determined.empty()) {
     // The profile check's probe profiles what the checks found far from quadratic: value +- t u
     // would claim the curvature's shape there (docs/results.md, Intervals). The quality flag
     // counts them as undetermined already.
-    AddProfileIntervals(profile, full.uncertainties, lm, result, &loosely_determined);
+    AddProfileIntervals(profile, full.uncertainties, lm, result, nullptr, &loosely_determined);
   }
   AddStudentIntervals(lm, result);
   if (full_validation && has_uncertainties) {
@@ -737,14 +738,17 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
 std::vector<std::string> AddProfileIntervals(const ProfileProbe& probe,
                                              const Eigen::VectorXd& curvature,
                                              const LevenbergMarquardtOptions& lm,
-                                             FitResult& result,
+                                             FitResult& result, const ProfileEndsRunner& runner,
                                              const std::vector<std::string>* only) {
   const double infinity = std::numeric_limits<double>::infinity();
   const double chi2_min = result.chi_squared;
   const double s2 = result.reduced_chi_squared;
-  std::vector<std::string> reached;
+  // Every end to find, parameter by parameter: the 68 % lower and upper, then the 95 % ones.
+  std::vector<ProfileEndSearch> searches;
+  std::vector<size_t> first_search(result.physical.size(), 0);
+  std::vector<bool> profiled(result.physical.size(), false);
   for (size_t p = 0; p < result.physical.size(); ++p) {
-    ParameterEstimate& estimate = result.physical[p];
+    const ParameterEstimate& estimate = result.physical[p];
     const double reported = estimate.uncertainty;
     const double curved = static_cast<Eigen::Index>(p) < curvature.size()
                               ? curvature[static_cast<Eigen::Index>(p)]
@@ -756,35 +760,64 @@ std::vector<std::string> AddProfileIntervals(const ProfileProbe& probe,
       continue;
     }
     const auto [lower, upper] = *bounds;
-    const std::string name = estimate.name;
-    // Every profile point, for the figure of the profiles (docs/results.md, Profile intervals).
-    std::vector<std::pair<double, double>> points{{estimate.value, 0.0}};
-    const auto rise = [&](double value) {
-      const double delta = probe(name, value, -infinity) - chi2_min;
-      points.emplace_back(value, delta);
-      return delta;
-    };
-    std::vector<std::string> notes;
+    profiled[p] = true;
+    first_search[p] = searches.size();
     for (const double z : {1.0, 1.96}) {
       const double target = z * z * s2 * (reported * reported) / (curved * curved);
-      const ProfileEnd low = FindProfileEnd(rise, estimate.value, z * reported, -1, lower, target);
-      const ProfileEnd high = FindProfileEnd(rise, estimate.value, z * reported, +1, upper, target);
-      (z == 1.0 ? estimate.interval_68 : estimate.interval_95) = {low.value, high.value};
+      searches.push_back({estimate.name, estimate.value, z * reported, -1, lower, target});
+      searches.push_back({estimate.name, estimate.value, z * reported, +1, upper, target});
+    }
+  }
+  const std::function<ProfileEndFound(size_t)> find = [&](size_t i) {
+    const ProfileEndSearch& search = searches[i];
+    ProfileEndFound found;
+    const auto rise = [&](double value) {
+      const double delta = probe(search.name, value, -infinity) - chi2_min;
+      found.points.emplace_back(value, delta);
+      return delta;
+    };
+    found.end = FindProfileEnd(rise, search.value, search.first_step, search.direction,
+                               search.bound, search.target);
+    return found;
+  };
+  std::vector<ProfileEndFound> ends;
+  if (runner) {
+    ends = runner(searches.size(), find);
+  } else {
+    for (size_t i = 0; i < searches.size(); ++i) ends.push_back(find(i));
+  }
+  HOMODYNE_CHECK(ends.size() == searches.size());
+
+  std::vector<std::string> reached;
+  for (size_t p = 0; p < result.physical.size(); ++p) {
+    if (!profiled[p]) continue;
+    ParameterEstimate& estimate = result.physical[p];
+    const double curved = curvature[static_cast<Eigen::Index>(p)];
+    // Every profile point, for the figure of the profiles (docs/results.md, Profile intervals).
+    std::vector<std::pair<double, double>> points{{estimate.value, 0.0}};
+    std::vector<std::string> notes;
+    for (int level = 0; level < 2; ++level) {
+      const ProfileEndFound& low = ends[first_search[p] + 2 * static_cast<size_t>(level)];
+      const ProfileEndFound& high = ends[first_search[p] + 2 * static_cast<size_t>(level) + 1];
+      for (const ProfileEndFound* found : {&low, &high}) {
+        points.insert(points.end(), found->points.begin(), found->points.end());
+      }
+      (level == 0 ? estimate.interval_68 : estimate.interval_95) = {low.end.value, high.end.value};
       estimate.interval_method = "profile";
-      const std::string level = z == 1.0 ? "68 %" : "95 %";
-      for (const auto& [end, side] : {std::pair{low, "lower"}, std::pair{high, "upper"}}) {
+      const std::string level_name = level == 0 ? "68 %" : "95 %";
+      for (const auto& [end, side] : {std::pair{low.end, "lower"}, std::pair{high.end, "upper"}}) {
         if (end.note == "bound") {
-          notes.push_back(level + " " + side + " end at the " + side + " bound (chi2 rises by "
-                          "less within the bounds)");
+          notes.push_back(level_name + " " + side + " end at the " + side +
+                          " bound (chi2 rises by less within the bounds)");
         } else if (end.note == "failed") {
-          notes.push_back(level + " " + side + " end not computed (a profile fit failed)");
+          notes.push_back(level_name + " " + side + " end not computed (a profile fit failed)");
         }
       }
     }
     for (size_t n = 0; n < notes.size(); ++n) {
       estimate.interval_note += (n ? "; " : "") + notes[n];
     }
-    if (!notes.empty()) reached.push_back(name);
+    if (!notes.empty()) reached.push_back(estimate.name);
     std::sort(points.begin(), points.end());
     for (const auto& [value, delta] : points) {
       if (!std::isfinite(delta)) continue;

@@ -155,6 +155,28 @@ inline constexpr double kProfileRise = 12.0;
 std::vector<std::string> ProfileWarnings(const FitResult& result, const ProfileProbe& probe,
                                          std::vector<std::string>& undetermined);
 
+// One end of a profile interval to find (AddProfileIntervals): FindProfileEnd's arguments for
+// the physical parameter `name` at `value`.
+struct ProfileEndSearch {
+  std::string name;
+  double value = 0.0;
+  double first_step = 0.0;
+  int direction = 1;
+  double bound = 0.0;
+  double target = 0.0;
+};
+// What finding one end gave: the end, and every profile point on the way (value held, chi2 less
+// the minimum), in the order they were computed.
+struct ProfileEndFound {
+  ProfileEnd end;
+  std::vector<std::pair<double, double>> points;
+};
+// Finds ends 0 .. count - 1 (find(i) finds end i, independently of the others) and returns them in
+// that order. Whoever computes them (this process one after the other, or the ranks of a job,
+// docs/design.md section 5b), the results must be bitwise find's.
+using ProfileEndsRunner = std::function<std::vector<ProfileEndFound>(
+    size_t count, const std::function<ProfileEndFound(size_t)>& find)>;
+
 // The uncertainties a result reports (optimization.nlsq.uncertainty as the fit could give it;
 // docs/results.md, What the uncertainties mean).
 struct ReportedUncertainty {
@@ -168,6 +190,8 @@ struct ReportedUncertainty {
   // Set: each physical parameter's profile intervals are computed with it (chi2 at a held value,
   // `enough` -inf: a full refit; docs/results.md, Profile intervals). Null: none.
   ProfileProbe intervals;
+  // Who finds the intervals' ends (AddProfileIntervals); null: this process, one after the other.
+  ProfileEndsRunner interval_ends;
 };
 
 // The profile-likelihood intervals of result.physical (docs/results.md, Profile intervals): for
@@ -177,11 +201,14 @@ struct ReportedUncertainty {
 // z^2 s^2 u^2 / c^2 (s^2: the reduced chi2; z = 1 and 1.96), which on a quadratic chi2 is +-z u:
 // the profile's shape with the reported method's scale. An end that the bound (lm's, by name)
 // comes before is the bound, and the parameter's interval_note and a warning say so; returns the
-// names of the parameters with such an end (or an end that could not be computed).
-// only: the parameters to profile (all of result.physical when null).
-std::vector<std::string> AddProfileIntervals(const ProfileProbe& probe, const Eigen::VectorXd& curvature,
-                         const LevenbergMarquardtOptions& lm, FitResult& result,
-                         const std::vector<std::string>* only = nullptr);
+// names of the parameters with such an end (or an end that could not be computed). The ends are
+// independent: `runner` finds them (null: one after the other, here). only: the parameters to
+// profile (all of result.physical when null).
+std::vector<std::string> AddProfileIntervals(const ProfileProbe& probe,
+                                             const Eigen::VectorXd& curvature,
+                                             const LevenbergMarquardtOptions& lm, FitResult& result,
+                                             const ProfileEndsRunner& runner = nullptr,
+                                             const std::vector<std::string>* only = nullptr);
 
 // The intervals' check against the global phase's other minima (docs/results.md, Intervals): a
 // minimum whose chi2, scaled from the search data to all the data (num_points /

@@ -149,10 +149,22 @@ class InMemoryStrategy : public FitStrategy {
         sigma_(inputs.config.nlsq.sigma),
         backend_(inputs.backend),
         group_(inputs.group),
+        pass_options_(InMemoryPassOptions(kind, inputs)),
         objective_(std::move(objective)) {}
 
   CheckpointPolicy checkpoint_policy() const override { return InMemoryPolicy(kind()); }
   BatchedObjective& objective() override { return *objective_; }
+
+  // The single process's objective: its pass options without the group, the chunk callback and
+  // the agreed signal check.
+  std::unique_ptr<BatchedObjective> WholeDataHere() const override {
+    PassOptions options = pass_options_;
+    options.group = nullptr;
+    options.on_chunk = nullptr;
+    options.stop_requested = [] { return InterruptSignalHere() != 0; };
+    return std::make_unique<PackedDataObjective>(source_, model_, phi_degrees_, sigma_,
+                                                 std::move(options), backend_);
+  }
 
   // One process copies the rows from the data in memory (a compressed file would decompress a
   // chunk for each row read); the ranks of a job, which hold only their own rows, read the rows
@@ -189,6 +201,7 @@ class InMemoryStrategy : public FitStrategy {
   double sigma_;
   std::shared_ptr<PassBackend> backend_;
   std::shared_ptr<ProcessGroup> group_;
+  PassOptions pass_options_;  // the objective's (InMemoryPassOptions)
   std::unique_ptr<PackedDataObjective> objective_;
 };
 

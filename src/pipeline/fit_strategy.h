@@ -58,6 +58,14 @@ class FitStrategy {
   virtual std::unique_ptr<BatchedObjective> SearchData(int row_stride,
                                                        bool whole_on_every_rank = false) const = 0;
 
+  // Every row of the data on this rank, in an objective bitwise the single process's
+  // objective() (the same batches, reduced in batch order), whose passes run on this process
+  // alone: no other rank takes part, no chunk callback (no checkpoint, no batch counted), and a
+  // pass stops for a signal that reached this rank (InterruptSignalHere; PassInterrupted). What
+  // the ranks of a job spread the profile intervals' ends over (docs/design.md section 5b).
+  // Null where the strategy cannot hold the data in memory (streaming). Reads the source.
+  virtual std::unique_ptr<BatchedObjective> WholeDataHere() const { return nullptr; }
+
   // On several ranks (include/homodyne/process_group.h): frees the data of the batches other
   // ranks compute (BatchedObjective::KeepOwnShare), once SearchData has run. The in-memory
   // strategies read only this rank's rows in the first place (nothing to free); a strategy whose

@@ -107,7 +107,7 @@ Eigen::VectorXd ProjectedLocalFit(BatchedObjective& objective, const ScalingMap&
 double ProfilePoint(BatchedObjective& objective, const ScalingMap& map, const BoundBox& bounds,
                     const Eigen::VectorXd& theta, const Eigen::MatrixXd& covariance, int held,
                     double value, double enough, const LevenbergMarquardtOptions& lm,
-                    int max_iterations) {
+                    int max_iterations, bool here_only) {
   constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
   if (held < 0 || held >= theta.size() || bounds.lower.size() != theta.size() ||
       !(value >= bounds.lower[held]) || !(value <= bounds.upper[held])) {
@@ -132,9 +132,9 @@ double ProfilePoint(BatchedObjective& objective, const ScalingMap& map, const Bo
   options.statistical_tolerance = 0.0;
   options.max_iterations = std::min(options.max_iterations, max_iterations);
   bool below = false;  // stopped once its chi2 was below `enough`
-  options.callback = [&below, enough](const LevenbergMarquardtIteration& iteration) {
+  options.callback = [&below, enough, here_only](const LevenbergMarquardtIteration& iteration) {
     below = iteration.chi2 < enough;
-    return !below && InterruptSignal() == 0;
+    return !below && (here_only ? InterruptSignalHere() : InterruptSignal()) == 0;
   };
   const LevenbergMarquardtSummary fit = Minimize(options, projected, projected.NonlinearPart(start));
   const bool finished =

@@ -76,11 +76,13 @@ Eigen::VectorXd ProjectedLocalFit(BatchedObjective& objective, const ScalingMap&
 // covariance's regression on that parameter puts them when that lies inside `bounds`, else from
 // theta. It stops as soon as its chi2 is below `enough`. Returns that chi2, or the fit's at
 // convergence or max_iterations; NaN when `value` is outside the bounds or the fit failed or was
-// stopped by a signal (src/pipeline/fit_solution.h ProfileProbe).
+// stopped by a signal (src/pipeline/fit_solution.h ProfileProbe). here_only: `objective`'s passes
+// run on this rank alone (FitStrategy::WholeDataHere), so the fit checks only this rank's signal
+// (InterruptSignalHere), not the ranks' agreed one.
 double ProfilePoint(BatchedObjective& objective, const ScalingMap& map, const BoundBox& bounds,
                     const Eigen::VectorXd& theta, const Eigen::MatrixXd& covariance, int held,
                     double value, double enough, const LevenbergMarquardtOptions& lm,
-                    int max_iterations);
+                    int max_iterations, bool here_only = false);
 
 // The global phase's summary for the result files (results.h), with the physical parameters of
 // each minimum by name (names: the mode's physical parameter names).

@@ -210,6 +210,14 @@ void ExpectBitwiseEqual(const Checkpoint& a, const Checkpoint& b) {
     EXPECT_EQ(x.status, y.status);
     EXPECT_EQ(x.passes, y.passes);
   }
+  ASSERT_EQ(a.profile_intervals.points.size(), b.profile_intervals.points.size());
+  for (size_t k = 0; k < a.profile_intervals.points.size(); ++k) {
+    const ProfilePointRecord& x = a.profile_intervals.points[k];
+    const ProfilePointRecord& y = b.profile_intervals.points[k];
+    EXPECT_EQ(x.parameter, y.parameter);
+    EXPECT_TRUE(SameBits(x.value, y.value));
+    EXPECT_TRUE(SameBits(x.chi2, y.chi2));
+  }
   EXPECT_EQ(a.statistics.batches, b.statistics.batches);
   EXPECT_EQ(a.statistics.retries, b.statistics.retries);
   EXPECT_EQ(a.statistics.read_failures, b.statistics.read_failures);
@@ -343,6 +351,40 @@ TEST_F(CheckpointStoreTest, RoundTripWithPassIsBitwise) {
   ASSERT_TRUE(loaded.has_value());
   EXPECT_THAT(warnings, IsEmpty());
   ExpectBitwiseEqual(saved, *loaded);
+}
+
+// The format_version attribute of the checkpoint file at `path`.
+int64_t FormatVersionInFile(const std::string& path) {
+  io_internal::Hid file = io_internal::FileHid(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  io_internal::Hid attribute = io_internal::AttributeHid(H5Aopen(file.get(), "format_version", H5P_DEFAULT));
+  int64_t version = -1;
+  EXPECT_GE(H5Aread(attribute.get(), H5T_NATIVE_INT64, &version), 0);
+  return version;
+}
+
+// Profile points (docs/checkpoints.md): a checkpoint that holds some is a format_version 5 file
+// and round-trips bit for bit, NaN chi2 (a failed refit) included; one without stays a version 4
+// file, what builds before them wrote and read.
+TEST_F(CheckpointStoreTest, ProfilePointsRoundTripInAVersion5File) {
+  CheckpointStore store = Store();
+  Checkpoint saved = MakeCheckpoint(10, 13, /*with_pass=*/true);
+  saved.profile_intervals.points = {{0, 1102.0625, 267412.5},
+                                    {0, 1.0 / 3.0, std::numeric_limits<double>::quiet_NaN()},
+                                    {6, -0.0, 5e-324}};
+  store.Save(saved);
+  EXPECT_EQ(FormatVersionInFile(store.PathOf(10)), 5);
+
+  std::vector<std::string> warnings;
+  const std::optional<Checkpoint> loaded = Load(store, &warnings);
+
+  ASSERT_TRUE(loaded.has_value());
+  EXPECT_THAT(warnings, IsEmpty());
+  ExpectBitwiseEqual(saved, *loaded);
+
+  CheckpointStore other = Store();
+  const Checkpoint without = MakeCheckpoint(20, 13, /*with_pass=*/true);
+  other.Save(without);
+  EXPECT_EQ(FormatVersionInFile(other.PathOf(20)), 4);
 }
 
 TEST_F(CheckpointStoreTest, RoundTripWithoutPassIsBitwise) {
@@ -607,7 +649,7 @@ TEST_F(CorruptNewestTest, OtherFormatVersionIsSkipped) {
 
   ASSERT_TRUE(loaded_.has_value());
   ASSERT_THAT(warnings_, SizeIs(1));
-  EXPECT_THAT(warnings_[0], HasSubstr("format_version 2, this build reads 4"));
+  EXPECT_THAT(warnings_[0], HasSubstr("format_version 2, this build reads 4 and 5"));
 }
 
 TEST_F(CheckpointStoreTest, FileRenamedByHandIsSkipped) {

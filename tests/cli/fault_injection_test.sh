@@ -103,11 +103,20 @@ else
   strategy_flags=(--strategy "$strategy")
 fi
 local_only=(--global-search off --no-variable-projection)
-case "$case_name" in global_sigterm | global_kill9) local_only=() ;; esac
-fit() { "$bin_dir/homodyne" --config fit.yaml "${strategy_flags[@]}" "${local_only[@]}" "$@"; }
+case_flags=()
+case "$case_name" in
+  global_sigterm | global_kill9) local_only=() ;;
+  # Profile intervals need variable projection (docs/results.md, Profile intervals).
+  profile_sigterm) local_only=(--global-search off); case_flags=(--profile-intervals) ;;
+esac
+fit() {
+  "$bin_dir/homodyne" --config fit.yaml "${strategy_flags[@]}" "${local_only[@]}" \
+    ${case_flags[@]+"${case_flags[@]}"} "$@"
+}
 # The same fit, by the program that injects the faults of the HOMODYNE_TEST_* variables.
 fit_with_faults() {
-  "$faults_program" --config fit.yaml "${strategy_flags[@]}" "${local_only[@]}" "$@"
+  "$faults_program" --config fit.yaml "${strategy_flags[@]}" "${local_only[@]}" \
+    ${case_flags[@]+"${case_flags[@]}"} "$@"
 }
 # When the hooks signal, in batches (a pass is ~40). Chunked and streaming save inside passes;
 # the standard strategy (LM core) at iteration ends, one pass each; Ceres at iteration ends,
@@ -207,6 +216,34 @@ killed_run() {
 }
 
 case "$case_name" in
+  profile_sigterm)
+    # SIGTERM among the profile intervals' refits (docs/results.md, Profile intervals): half-way
+    # between the batches of the fit without intervals and those of the reference, which has them.
+    # Exit 3 with a checkpoint that holds the profile points computed; the resumed run takes them
+    # from it, computes the rest and writes bitwise the reference's result files, intervals and
+    # profiles included.
+    total=$(reference_batches)
+    expect_exit 0 "LM converged" "$bin_dir/homodyne" --config fit.yaml "${strategy_flags[@]}" \
+      "${local_only[@]}" --output-dir plain --checkpoint-dir ./plain_checkpoints
+    plain=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['batch_statistics']['batches'])" \
+      plain/nlsq/convergence_metrics.json)
+    [ "$total" -gt $((plain + 8)) ] ||
+      { echo "FAIL: the profile intervals took $((total - plain)) batches, too few to interrupt"; failures=$((failures + 1)); }
+    rm -rf checkpoints
+    HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=$(((plain + total) / 2)):15 expect_exit 3 \
+      "interrupted by SIGTERM; checkpoint saved" fit_with_faults --output-dir interrupted
+    [ "$(checkpoint_count)" -ge 1 ] || { echo "FAIL: no checkpoint after SIGTERM"; failures=$((failures + 1)); }
+    h5dump -a format_version "$(newest_checkpoint)" 2>/dev/null | grep -q "(0): 5" ||
+      { echo "FAIL: the checkpoint holds no profile points (format_version 5)"; failures=$((failures + 1)); }
+    expect_exit 0 "resumed from the checkpoint" fit --output-dir interrupted
+    grep -Eq "profile intervals: [0-9]+ profile points, [1-9][0-9]* of them from the checkpoint" \
+      <<<"$last_output" ||
+      { echo "FAIL: the resumed run did not take profile points from the checkpoint"; failures=$((failures + 1)); }
+    grep -q '"interval_method": "profile"' interrupted/nlsq/parameters.json ||
+      { echo "FAIL: no profile intervals in the resumed result"; failures=$((failures + 1)); }
+    same_result_files reference interrupted "profile intervals SIGTERM + resume"
+    [ "$(checkpoint_count)" -eq 0 ] || { echo "FAIL: checkpoints left after success"; failures=$((failures + 1)); }
+    ;;
   global_sigterm)
     # SIGTERM inside the global phase (it screens ~140 candidates, one pass each, before any
     # local fit): exit 3 with a checkpoint; the resumed run replays the screening saved in it,

@@ -16,6 +16,10 @@
 #   signal_one_rank STRATEGY   SIGTERM raised on rank 1 only (2 ranks) in the middle of a pass,
 #                              then resumes on 3 ranks and in one process (STRATEGY streaming
 #                              or chunked)
+#   profile_intervals STRATEGY   laminar_flow with --profile-intervals: 2 and 3 ranks bitwise the
+#                           single process (standard: the ranks spread the interval ends;
+#                           streaming: lock step); SIGTERM on rank 1 among the intervals, resumed
+#                           on 3 ranks and in one process
 #   rank_killed             rank 1 SIGKILLed mid-fit (streaming)
 #   unreadable_rows         every read of a batch of rank 1's share fails (streaming)
 #   bad_input               a config error under 2 ranks: reported once, exit 1
@@ -209,6 +213,46 @@ case "$case_name" in
     # Resumed by a job of another rank count, and (from a copy) by the single process: both
     # bitwise the reference.
     resume_on_3_ranks_and_one_process reference
+    ;;
+  profile_intervals)
+    strategy=$1
+    # Profile intervals (docs/results.md, Profile intervals), no periodic save. standard: the
+    # ranks spread the interval ends, each rank holding all the data; streaming: each refit's
+    # passes shared in lock step. Both bitwise the single process, profiles included.
+    write_config laminar_flow 100000 100000 200
+    flags=(--config fit.yaml --strategy "$strategy" --threads 1 --global-search off
+           --profile-intervals)
+    expect_exit 0 "results in" "$bin_dir/homodyne" "${flags[@]}" --output-dir single
+    grep -q '"interval_method": "profile"' single/nlsq/parameters.json ||
+      { echo "FAIL: no profile intervals"; failures=$((failures + 1)); }
+    total=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['batch_statistics']['batches'])" \
+      single/nlsq/convergence_metrics.json)
+    expect_exit 0 "results in" "$bin_dir/homodyne" --config fit.yaml --strategy "$strategy" \
+      --threads 1 --global-search off --output-dir plain
+    plain=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['batch_statistics']['batches'])" \
+      plain/nlsq/convergence_metrics.json)
+    for k in 2 3; do
+      expect_exit 0 "results in" ranks "$k" "$bin_dir/homodyne" "${flags[@]}" --output-dir "ranks$k"
+      same_results single "ranks$k"
+      spread=0
+      grep -q "interval ends spread over $k ranks" <<<"$last_output" && spread=1
+      if [ "$strategy" = streaming ] && [ "$spread" = 1 ]; then
+        echo "FAIL: streaming spread the interval ends"; failures=$((failures + 1))
+      elif [ "$strategy" != streaming ] && [ "$spread" = 0 ]; then
+        echo "FAIL: $k ranks did not spread the interval ends"; failures=$((failures + 1))
+      fi
+    done
+    rm -rf checkpoints
+    # SIGTERM on rank 1 only, a quarter into the single process's profile batches (rank 1 counts
+    # those of its own ends): among the intervals. Every rank stops at the end of the round (the
+    # chunk, streaming); the resumed jobs take the saved profile points from the checkpoint.
+    interrupt_rank_1_after $((plain + (total - plain) / 4))
+    grep -q "iteration" <<<"$last_output" && ! grep -q "results in" <<<"$last_output" ||
+      { echo "FAIL: not stopped among the intervals"; failures=$((failures + 1)); }
+    resume_on_3_ranks_and_one_process single
+    grep -Eq "profile intervals: [0-9]+ profile points, [1-9][0-9]* of them from the checkpoint" \
+      <<<"$last_output" ||
+      { echo "FAIL: the resumed run took no profile point from the checkpoint"; failures=$((failures + 1)); }
     ;;
   rank_killed)
     write_config laminar_flow 100000

@@ -418,13 +418,70 @@ TEST_F(SpeckleSimulationTest, RefusesWhatItCannotSimulate) {
   Config pixels = SpeckleConfig("pixels.h5", 3000, 1000000);
   EXPECT_THAT([&] { SimulateDataset(pixels); },
               ::testing::ThrowsMessage<InputError>(HasSubstr("pixels x frames")));
-  Config two = SpeckleConfig("two.h5", 30, 100);
-  two.analysis_mode = AnalysisMode::kTwoComponent;
-  two.simulation.physical_parameters.assign(
-      static_cast<size_t>(NumPhysicalParameters(AnalysisMode::kTwoComponent)), 0.5);
-  EXPECT_THAT([&] { SimulateDataset(two); },
-              ::testing::ThrowsMessage<InputError>(HasSubstr("static and laminar_flow")));
-  EXPECT_FALSE(std::filesystem::exists(PathOf("two.h5")));
+  EXPECT_FALSE(std::filesystem::exists(PathOf("pixels.h5")));
+}
+
+// two_component (speckle_simulation.h): the reference's and the sample's fields added, the
+// sample's with the flow's phase. The parameters decay the sample over the window (H_s from 1 to
+// about 0.3) and turn the phase by about 6 rad at phi = 0, so that every term of the model's g
+// (A^2 H_r^2, B^2 H_s^2, the cross term's cos Phi) shapes the matrices.
+Config TwoComponentSpeckleConfig(const std::string& path, int frames, int pixels, double noise) {
+  Config config = LaminarSimulationConfig(path, frames, noise);
+  config.analysis_mode = AnalysisMode::kTwoComponent;
+  config.simulation.physical_parameters = {1000.0, -0.3, 10.0, 20000.0, -0.5, 0.0, 200.0,
+                                           0.5,    1.0,  0.3,  0.01,    0.5,  0.2, 2.0};
+  if (pixels > 0) {
+    config.simulation.noise_model = "speckle";
+    config.simulation.pixels = pixels;
+    config.simulation.modes = 2;
+  }
+  return config;
+}
+
+TEST_F(SpeckleSimulationTest, AveragesToTheTwoComponentModel) {
+  // 40 frames, 3e4 pixels: the correlator's noise is some 1e-3, the model's variation some 0.1.
+  const Config config = TwoComponentSpeckleConfig(PathOf("speckle.h5"), 40, 30000, 0.0);
+  SimulateDataset(config);
+  const Config exact = TwoComponentSpeckleConfig(PathOf("exact.h5"), 40, 0, 0.0);
+  SimulateDataset(exact);
+  const std::vector<double> stored = ReadAllPoints(config.simulation.output, config);
+  const std::vector<double> model = ReadAllPoints(exact.simulation.output, exact);
+  ASSERT_EQ(stored.size(), model.size());
+  // The same fields without the phase (phi0_het moved by 90 degrees turns cos Phi into sin Phi,
+  // zero at Phi = 0 and different elsewhere): the matrices must tell it apart.
+  Config turned = exact;
+  turned.simulation.output = PathOf("turned.h5");
+  turned.simulation.physical_parameters[13] += 90.0;
+  SimulateDataset(turned);
+  const std::vector<double> other = ReadAllPoints(turned.simulation.output, turned);
+  double largest_difference = 0.0, largest_other = 0.0;
+  double model_low = model[0], model_high = model[0];
+  for (size_t p = 0; p < stored.size(); ++p) {
+    largest_difference = std::max(largest_difference, std::abs(stored[p] - model[p]));
+    largest_other = std::max(largest_other, std::abs(other[p] - model[p]));
+    model_low = std::min(model_low, model[p]);
+    model_high = std::max(model_high, model[p]);
+  }
+  EXPECT_GT(model_high - model_low, 0.05);
+  EXPECT_LT(largest_difference, 0.05 * (model_high - model_low));
+  EXPECT_GT(largest_other, 5.0 * largest_difference);
+}
+
+TEST_F(SpeckleSimulationTest, TwoComponentNoiseIsCorrelatedAlongRowsAndDeterministic) {
+  Config config = TwoComponentSpeckleConfig(PathOf("a.h5"), 60, 300, 0.0);
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  SimulateDataset(config);
+  omp_set_num_threads(std::max(2, threads));
+  config.simulation.output = PathOf("b.h5");
+  SimulateDataset(config);
+  omp_set_num_threads(threads);
+  const Config exact = TwoComponentSpeckleConfig(PathOf("exact.h5"), 60, 0, 0.0);
+  SimulateDataset(exact);
+  const std::vector<double> a = ReadAllPoints(PathOf("a.h5"), config);
+  EXPECT_EQ(a, ReadAllPoints(PathOf("b.h5"), config));
+  const int n = 59;  // the fitted grid
+  EXPECT_GT(LagOneCorrelation(a, ReadAllPoints(exact.simulation.output, exact), n, 3), 0.5);
 }
 
 }  // namespace
