@@ -29,8 +29,7 @@ constexpr size_t kBlock = size_t{1} << 20;
 constexpr size_t kFloatsPerLine = 16;
 
 double Seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 // One float per cache line of the block, as a pass reads each line of its data.
@@ -47,8 +46,7 @@ double SumBlock(const char* block) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || (argc != 2 && argc != 4) ||
-      (argc == 4 && std::string(argv[2]) != "--repeats")) {
+  if (argc < 2 || (argc != 2 && argc != 4) || (argc == 4 && std::string(argv[2]) != "--repeats")) {
     std::fprintf(stderr, "usage: mapped_read_benchmark FILE [--repeats N]\n");
     return 2;
   }
@@ -82,7 +80,8 @@ int main(int argc, char** argv) {
     }
     times[1] = Seconds();
     for (size_t b = 0; b < blocks; ++b) {
-      void* block = mmap(nullptr, kBlock, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(b * kBlock));
+      void* block =
+          mmap(nullptr, kBlock, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(b * kBlock));
       if (block == MAP_FAILED) {
         std::fprintf(stderr, "mapped_read_benchmark: mmap: %s\n", std::strerror(errno));
         return 1;

@@ -63,8 +63,7 @@ namespace {
 using homodyne::roofline::Probes;
 
 double WallSeconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 double ThreadCpuSeconds() {
@@ -91,8 +90,8 @@ void FmaPeak(const Probes& probes, int repeats) {
   const auto FmaChains = probes.fma_chains;
   const double lanes = probes.lanes;
   const int64_t iterations = 100'000'000;
-  std::printf("FMA peak (%d-lane double FMA chains, %s; %lld FMA steps per chain)\n",
-              probes.lanes, probes.level, static_cast<long long>(iterations));
+  std::printf("FMA peak (%d-lane double FMA chains, %s; %lld FMA steps per chain)\n", probes.lanes,
+              probes.level, static_cast<long long>(iterations));
   for (int chains : {1, 2, 4, 8, 10}) {
     const double seconds = BestSeconds(repeats, ThreadCpuSeconds,
                                        [&] { g_sink = g_sink + FmaChains(chains, iterations); });
@@ -137,8 +136,7 @@ void ReadBandwidth(const Probes& probes, int repeats) {
   std::free(values);
 }
 
-void PassParts(const Probes& probes, homodyne::AnalysisMode mode, const char* name,
-               int repeats) {
+void PassParts(const Probes& probes, homodyne::AnalysisMode mode, const char* name, int repeats) {
   const char* times_text = std::getenv("ROOFLINE_TIMES");
   const int n = times_text != nullptr ? std::max(16, std::atoi(times_text)) : 2000;
   std::vector<double> times(n);
@@ -201,9 +199,8 @@ void PassParts(const Probes& probes, homodyne::AnalysisMode mode, const char* na
       }
     });
   };
-  const double gram_seconds = tiles_seconds([&](int count) {
-    probes.repeat_tile_gram(tile.data(), count, g, angles, gram.data());
-  });
+  const double gram_seconds = tiles_seconds(
+      [&](int count) { probes.repeat_tile_gram(tile.data(), count, g, angles, gram.data()); });
   const double lane_seconds = tiles_seconds([&](int count) {
     probes.repeat_lane_gram(tile.data(), count, g, angles, lanes.data(), gram.data());
   });

@@ -33,13 +33,11 @@ double FmaChains(int chains, int64_t iterations) {
   Vector x[10];
   for (int c = 0; c < 10; ++c) x[c] = b * (c + 1);
   switch (chains) {
-#define HOMODYNE_FMA_CASE(N)                                          \
-  case N:                                                             \
-    for (int64_t it = 0; it < iterations; ++it) {                     \
-      _Pragma("GCC unroll 10") for (int c = 0; c < N; ++c) {          \
-        x[c] = x[c] * a + b;                                          \
-      }                                                               \
-    }                                                                 \
+#define HOMODYNE_FMA_CASE(N)                                                        \
+  case N:                                                                           \
+    for (int64_t it = 0; it < iterations; ++it) {                                   \
+      _Pragma("GCC unroll 10") for (int c = 0; c < N; ++c) { x[c] = x[c] * a + b; } \
+    }                                                                               \
     break;
     HOMODYNE_FMA_CASE(1)
     HOMODYNE_FMA_CASE(2)
@@ -92,7 +90,12 @@ void RepeatOffsetLaneGram(double* tile, int count, int gram_size, int repeats, d
 }  // namespace
 
 extern const Probes kProbes;
-const Probes kProbes = {ROOFLINE_STRING(ROOFLINE_LEVEL), kLanes, &FmaChains, &SumFloats,
-                        &RepeatTileGram, &RepeatLaneGram, &RepeatOffsetLaneGram};
+const Probes kProbes = {ROOFLINE_STRING(ROOFLINE_LEVEL),
+                        kLanes,
+                        &FmaChains,
+                        &SumFloats,
+                        &RepeatTileGram,
+                        &RepeatLaneGram,
+                        &RepeatOffsetLaneGram};
 
 }  // namespace homodyne::roofline::ROOFLINE_LEVEL

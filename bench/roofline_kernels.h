@@ -21,8 +21,7 @@ struct Probes {
 
   // `repeats` Gram updates of one tile (model/gram_block.h, AddTileGram) of `count` points with
   // gram_size columns into gram (gram_size^2 doubles); tile: kTilePoints * padded columns.
-  void (*repeat_tile_gram)(const double* tile, int count, int gram_size, int repeats,
-                           double* gram);
+  void (*repeat_tile_gram)(const double* tile, int count, int gram_size, int repeats, double* gram);
 
   // The same with the lane Gram (gram_block.h, AddTileToLaneGram; FlushLaneGram once at the
   // end), the linear loss's Gram update. tile is written (its padding points

@@ -167,14 +167,14 @@ int main(int argc, char** argv) {
     options.batch_points = arguments.batch_points;
     options.chunk_batches = 8 * arguments.threads;  // as the streaming strategy (fit_strategy.cc)
     const int64_t points = info.num_angles() * homodyne::UpperTriangleSize(info.num_times());
-    std::printf("file %s: %d angles x N = %d, %s, %s; %lld upper-triangle points; %d passes, "
-                "%d threads, batch %lld points, chunk %d batches, prefetch %s%s\n",
-                arguments.file.c_str(), info.num_angles(), info.num_times(),
-                info.value_type.c_str(), info.compression.c_str(),
-                static_cast<long long>(points), arguments.passes, arguments.threads,
-                static_cast<long long>(arguments.batch_points), options.chunk_batches,
-                arguments.prefetch ? "on" : "off",
-                arguments.cold ? ", cold (file dropped from the page cache before every pass)" : "");
+    std::printf(
+        "file %s: %d angles x N = %d, %s, %s; %lld upper-triangle points; %d passes, "
+        "%d threads, batch %lld points, chunk %d batches, prefetch %s%s\n",
+        arguments.file.c_str(), info.num_angles(), info.num_times(), info.value_type.c_str(),
+        info.compression.c_str(), static_cast<long long>(points), arguments.passes,
+        arguments.threads, static_cast<long long>(arguments.batch_points), options.chunk_batches,
+        arguments.prefetch ? "on" : "off",
+        arguments.cold ? ", cold (file dropped from the page cache before every pass)" : "");
 
     // How the float32 reads go (docs/design.md section 8, Input): directly, or through HDF5.
     const std::vector<std::string> read_paths = homodyne::io_internal::Float32ReadPaths(*source);
@@ -185,9 +185,8 @@ int main(int argc, char** argv) {
     }
 
     const Clock::time_point load_start = Clock::now();
-    homodyne::PackedDataObjective in_memory(model, phi, 0.01,
-                                            homodyne::PackedDataObjective::LoadPackedData(*source),
-                                            options);
+    homodyne::PackedDataObjective in_memory(
+        model, phi, 0.01, homodyne::PackedDataObjective::LoadPackedData(*source), options);
     std::printf("load into memory: %.3f s\n", Seconds(load_start));
     homodyne::StreamingReadOptions read_options;
     read_options.prefetch = arguments.prefetch;
@@ -235,10 +234,11 @@ int main(int argc, char** argv) {
       }
       const double reads_seconds = Seconds(reads_start);
       reads.reset();
-      std::printf("repeat %d: in memory %.3f s (cpu %.3f s), streaming %.3f s (cpu %.3f s): "
-                  "%.1f%% of in-memory speed; reads alone %.3f s\n",
-                  r + 1, memory.seconds, memory.cpu_seconds, streamed.seconds,
-                  streamed.cpu_seconds, 100.0 * memory.seconds / streamed.seconds, reads_seconds);
+      std::printf(
+          "repeat %d: in memory %.3f s (cpu %.3f s), streaming %.3f s (cpu %.3f s): "
+          "%.1f%% of in-memory speed; reads alone %.3f s\n",
+          r + 1, memory.seconds, memory.cpu_seconds, streamed.seconds, streamed.cpu_seconds,
+          100.0 * memory.seconds / streamed.seconds, reads_seconds);
       if (arguments.only.empty()) ratios.push_back(memory.seconds / streamed.seconds);
       last = arguments.only == "memory" ? memory.last : streamed.last;
       best_memory_cpu = std::min(best_memory_cpu, memory.cpu_seconds);
@@ -247,11 +247,12 @@ int main(int argc, char** argv) {
       best_streaming = std::min(best_streaming, streamed.seconds);
       best_reads = std::min(best_reads, reads_seconds);
     }
-    std::printf("min: in memory %.3f s, streaming %.3f s (%.1f%%); cpu: in memory %.3f s, "
-                "streaming %.3f s (%.1f%%); reads alone %.3f s; results bitwise equal: %s\n",
-                best_memory, best_streaming, 100.0 * best_memory / best_streaming, best_memory_cpu,
-                best_streaming_cpu, 100.0 * best_memory_cpu / best_streaming_cpu, best_reads,
-                equal ? "yes" : "NO");
+    std::printf(
+        "min: in memory %.3f s, streaming %.3f s (%.1f%%); cpu: in memory %.3f s, "
+        "streaming %.3f s (%.1f%%); reads alone %.3f s; results bitwise equal: %s\n",
+        best_memory, best_streaming, 100.0 * best_memory / best_streaming, best_memory_cpu,
+        best_streaming_cpu, 100.0 * best_memory_cpu / best_streaming_cpu, best_reads,
+        equal ? "yes" : "NO");
     if (!ratios.empty()) {
       std::sort(ratios.begin(), ratios.end());
       std::printf("median over the repeats of in-memory / streaming wall time: %.1f%%\n",

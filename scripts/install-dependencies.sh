@@ -10,7 +10,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libspdlog-dev
   libopenmpi-dev openmpi-bin
   python3-matplotlib python3-h5py python3-numpy python3-scipy python3-iminuit time
-  python3-dev pybind11-dev python3-pybind11 python3-pytest
+  python3-dev pybind11-dev python3-pybind11 python3-pytest clang-format
 )
 
 missing=()

@@ -91,9 +91,9 @@ std::string_view ToString(CmaesPreset preset);
 // Those names, case-insensitive; std::nullopt for anything else.
 std::optional<CmaesPreset> ParseCmaesPreset(std::string_view text);
 
-// How CMA-ES restarts (optimization.nlsq.cmaes.restart_strategy; src/optimize/cmaes_search.h): not at
-// all, IPOP (every restart doubles the population) or BIPOP (large- and small-population restarts
-// alternate).
+// How CMA-ES restarts (optimization.nlsq.cmaes.restart_strategy; src/optimize/cmaes_search.h): not
+// at all, IPOP (every restart doubles the population) or BIPOP (large- and small-population
+// restarts alternate).
 enum class CmaesRestartStrategy { kNone, kIpop, kBipop };
 // "none", "ipop", "bipop".
 std::string_view ToString(CmaesRestartStrategy strategy);
@@ -103,16 +103,16 @@ std::optional<CmaesRestartStrategy> ParseCmaesRestartStrategy(std::string_view t
 // optimization.nlsq.cmaes (docs/configuration.md, Global phase): CMA-ES over the projected chi2 in
 // the unit box of the physical parameters (pagmo2), then the local fit.
 struct CmaesSearchOptions {
-  bool enable = false;                     // selects CMA-ES as the global method
+  bool enable = false;  // selects CMA-ES as the global method
   CmaesPreset preset = CmaesPreset::kCmaesGlobal;
-  std::optional<int> max_generations;      // per run; null = the preset's
-  std::optional<int> popsize;              // first run's population; null = 4 + 3 ln(dimension)
-  double sigma = 0.5;                      // initial step in unit coordinates, > 0
-  double sigma_warmstart = 0.05;           // step of the warm run from the screened start, > 0
-  double tol_fun = 1e-8;                   // > 0
-  double tol_x = 1e-8;                     // > 0
+  std::optional<int> max_generations;  // per run; null = the preset's
+  std::optional<int> popsize;          // first run's population; null = 4 + 3 ln(dimension)
+  double sigma = 0.5;                  // initial step in unit coordinates, > 0
+  double sigma_warmstart = 0.05;       // step of the warm run from the screened start, > 0
+  double tol_fun = 1e-8;               // > 0
+  double tol_x = 1e-8;                 // > 0
   CmaesRestartStrategy restart_strategy = CmaesRestartStrategy::kBipop;
-  std::optional<int> max_restarts;         // null = the preset's
+  std::optional<int> max_restarts;  // null = the preset's
   bool refine_with_nlsq = true;  // false: report CMA-ES's best point, refined only by the final fit
 };
 
@@ -190,11 +190,11 @@ std::optional<PerAngleModeRequest> ParsePerAngleModeRequest(std::string_view tex
 
 // optimization.nlsq (and its anti_degeneracy part)
 struct NlsqOptions {
-  int max_iterations = 100;             // optimization.nlsq.max_iterations, > 0
-  double tolerance = 1e-8;              // ftol: relative chi2 change (`tolerance` or `ftol`), > 0
-  double xtol = 1e-8;                   // relative step, > 0
-  double gtol = 1e-8;                   // scaled gradient, > 0
-  double sigma = 0.01;                  // per-point noise when the data has none, > 0
+  int max_iterations = 100;  // optimization.nlsq.max_iterations, > 0
+  double tolerance = 1e-8;   // ftol: relative chi2 change (`tolerance` or `ftol`), > 0
+  double xtol = 1e-8;        // relative step, > 0
+  double gtol = 1e-8;        // scaled gradient, > 0
+  double sigma = 0.01;       // per-point noise when the data has none, > 0
   // optimization.nlsq.sigma: auto. Fit (fit.h) runs a first fit at `sigma`, estimates the noise
   // from its residuals, sqrt(chi2 / dof) at sigma 1, and fits again at that sigma from the first
   // fit's minimum (docs/results.md, Noise sigma).
@@ -273,9 +273,9 @@ struct PerformanceOptions {
   // performance.memory_limit_gb, > 0; after ResolveConfig, --memory-limit-gb (Python's
   // memory_limit_gb=) when given. Either wins over HOMODYNE_MEMORY_LIMIT and the system's.
   std::optional<double> memory_limit_gb;
-  bool memory_limit_from_command_line = false;    // memory_limit_gb is the shell's, not the file's
-  bool fast_mode = false;                         // performance.fast_mode (or top-level fast_mode)
-  BackendKind backend = BackendKind::kCpu;        // performance.backend: cpu | cuda | auto
+  bool memory_limit_from_command_line = false;  // memory_limit_gb is the shell's, not the file's
+  bool fast_mode = false;                       // performance.fast_mode (or top-level fast_mode)
+  BackendKind backend = BackendKind::kCpu;      // performance.backend: cpu | cuda | auto
   // performance.gpu_devices: the CUDA devices the cuda backend computes on (indices as the CUDA
   // runtime numbers them, distinct, >= 0); empty (the key absent or null) = every visible device.
   std::vector<int> gpu_devices;
@@ -387,18 +387,19 @@ struct ConfigOverrides {
     double value = 0.0;  // in the parameter's unit; finite
     std::string origin;  // as the user wrote it, for messages: "--initial-phi0"
   };
-  std::vector<InitialValue> initial_values;   // applied in order (a later one wins)
+  std::vector<InitialValue> initial_values;  // applied in order (a later one wins)
   // --phi: the angles to fit [degrees], each within 1 degree of a file angle; replaces
   // phi_filtering (DataSelection::phi_selected_degrees). Empty: not given. Finite.
   std::vector<double> phi_angles;
   // --multistart-n: optimization.nlsq.multi_start.n_starts, and the multi-start method unless
   // --global-search names another (then a UsageError); 1 .. 100000.
   std::optional<int> multi_start_n;
-  std::optional<int> cpu_threads;             // --threads, threads=; >= 1
-  std::optional<std::string> strategy;        // --strategy: standard | large | chunked | streaming
-  std::optional<std::string> backend;         // --backend: cpu | cuda | auto
-  std::optional<std::string> solver;          // --solver: lm | ceres
-  std::optional<std::string> uncertainty;     // --uncertainty, uncertainty=: jackknife | standard | curvature
+  std::optional<int> cpu_threads;       // --threads, threads=; >= 1
+  std::optional<std::string> strategy;  // --strategy: standard | large | chunked | streaming
+  std::optional<std::string> backend;   // --backend: cpu | cuda | auto
+  std::optional<std::string> solver;    // --solver: lm | ceres
+  std::optional<std::string>
+      uncertainty;  // --uncertainty, uncertainty=: jackknife | standard | curvature
   std::optional<bool> profile_intervals;      // --profile-intervals
   std::optional<bool> fast_mode;              // --fast-mode, fast_mode=
   std::optional<bool> variable_projection;    // false: --no-variable-projection

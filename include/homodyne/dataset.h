@@ -60,11 +60,11 @@ inline std::string_view ToString(QFitMode mode) {
 // experimental_data.apply_diagonal_correction and experimental_data.diagonal_correction
 // (docs/configuration.md, Model and data; docs/model.md, Diagonal correction).
 struct DiagonalCorrectionOptions {
-  bool apply = true;               // apply_diagonal_correction; false keeps the stored diagonal
-  std::string method = "basic";    // diagonal_correction.method: basic | statistical | interpolation
+  bool apply = true;             // apply_diagonal_correction; false keeps the stored diagonal
+  std::string method = "basic";  // diagonal_correction.method: basic | statistical | interpolation
   std::string estimator = "median";  // .estimator (statistical): median | mean | trimmed_mean
-  int window = 3;                  // .window (statistical): off-diagonal neighbours on each side, >= 1
-  double trim_fraction = 0.2;      // .trim_fraction (trimmed_mean): cut from each end, in [0, 0.5)
+  int window = 3;              // .window (statistical): off-diagonal neighbours on each side, >= 1
+  double trim_fraction = 0.2;  // .trim_fraction (trimmed_mean): cut from each end, in [0, 0.5)
 };
 
 // The diagonal correction `options` (method, estimator, window) in place on a row-major N x N
@@ -99,7 +99,7 @@ struct DataSelection {
   std::optional<std::pair<double, double>> data_q_range;  // data_filtering.q_range {min, max}
   std::optional<PhiRange> data_phi_range;                 // data_filtering.phi_range {min, max}
   bool data_filtering_fallback_on_empty = true;           // data_filtering.fallback_on_empty
-  QFitMode q_fit = QFitMode::kIndependent;  // analyzer_parameters.scattering.q_fit
+  QFitMode q_fit = QFitMode::kIndependent;                // analyzer_parameters.scattering.q_fit
   // How the stored diagonal of the matrices read for the result files and plots is replaced
   // (docs/model.md, Diagonal correction); the fit never reads the diagonal.
   DiagonalCorrectionOptions diagonal_correction;
@@ -108,7 +108,7 @@ inline constexpr double kPhiSelectionToleranceDegrees = 1.0;
 
 // One q ring of a file as a selection keeps it: its q and the angles kept there.
 struct RingInfo {
-  double q_inv_angstrom = 0.0;     // the file's q of the ring
+  double q_inv_angstrom = 0.0;      // the file's q of the ring
   std::vector<double> phi_degrees;  // kept angles, normalised, file order
   int num_raw_frames = 0;           // N_raw after slicing (the same for every ring)
   int64_t num_fit_points() const;   // n_angles * N * (N - 1)
@@ -202,8 +202,8 @@ class BatchSource {
   }
 
   // Frees what the source keeps between reads (the HDF5 source's row blocks, at most 16 MB, and
-  // its direct reads' buffers: docs/design.md section 8); the next read reads the file again. For callers done reading for
-  // a while, e.g. after loading the data into memory.
+  // its direct reads' buffers: docs/design.md section 8); the next read reads the file again. For
+  // callers done reading for a while, e.g. after loading the data into memory.
   virtual void ReleaseReadBuffers() {}
 };
 
@@ -234,8 +234,8 @@ struct InMemoryData {
   std::span<const float> float32_values;
   std::span<const double> float64_values;
   int num_angles = 0;
-  int num_times = 0;                 // N
-  std::vector<double> phi_degrees;   // one per angle
+  int num_times = 0;                // N
+  std::vector<double> phi_degrees;  // one per angle
   double q_inv_angstrom = 0.0;
   // The q of each matrix when they differ (a joint fit of several q rings: docs/design.md
   // section 2d): one per angle, and q_inv_angstrom is then ignored; empty: every

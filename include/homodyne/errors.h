@@ -61,11 +61,10 @@ class NotCompiledError : public Error {
 }  // namespace homodyne
 
 // Aborts with file and line when an internal invariant does not hold. Not for user input.
-#define HOMODYNE_CHECK(condition)                                                       \
-  do {                                                                                  \
-    if (!(condition)) {                                                                 \
-      std::fprintf(stderr, "%s:%d: internal check failed: %s\n", __FILE__, __LINE__, \
-                   #condition);                                                         \
-      std::abort();                                                                     \
-    }                                                                                   \
+#define HOMODYNE_CHECK(condition)                                                                 \
+  do {                                                                                            \
+    if (!(condition)) {                                                                           \
+      std::fprintf(stderr, "%s:%d: internal check failed: %s\n", __FILE__, __LINE__, #condition); \
+      std::abort();                                                                               \
+    }                                                                                             \
   } while (false)

@@ -37,20 +37,20 @@ struct FitPhaseReport {
 // only observe: the fit's numbers do not depend on them. An observer that wants to stop the fit
 // calls RequestInterrupt (the fit then saves a checkpoint and throws FitInterrupted).
 struct FitObserver {
-  std::function<void(const PassProgress&)> on_pass_chunk;            // chunks of every pass
-  std::function<void(const GlobalSearchProgress&)> on_global_search;  // the global phase
-  std::function<void(const IterationProgress&)> on_iteration;  // the final fit
+  std::function<void(const PassProgress&)> on_pass_chunk;                // chunks of every pass
+  std::function<void(const GlobalSearchProgress&)> on_global_search;     // the global phase
+  std::function<void(const IterationProgress&)> on_iteration;            // the final fit
   std::function<void(const CheckpointSaveReport&)> on_checkpoint_saved;  // after each save
   std::function<void(const FitPhaseReport&)> on_phase;                   // after each phase
 };
 
 // What a fit returns: the result files' content and what a caller needs to show or extend it.
 struct FitOutcome {
-  FitResult result;                     // parameters, uncertainties, covariance, chi2, warnings
-  std::string final_fit_report;         // one line: status, iterations, passes, chi2, time
-  std::vector<double> physical;         // fitted physical parameters, model order
-  std::optional<HomodyneModel> model;   // the model the fit used (times, q, L, mode)
-  CheckpointOptions checkpoints;        // where this fit kept its checkpoints
+  FitResult result;                    // parameters, uncertainties, covariance, chi2, warnings
+  std::string final_fit_report;        // one line: status, iterations, passes, chi2, time
+  std::vector<double> physical;        // fitted physical parameters, model order
+  std::optional<HomodyneModel> model;  // the model the fit used (times, q, L, mode)
+  CheckpointOptions checkpoints;       // where this fit kept its checkpoints
   bool checkpoints_enabled = false;
   // The lock of the checkpoint folder (docs/checkpoints.md, The folder lock), taken when the fit
   // opened its checkpoints and held while this pointer or a copy lives: RunFitJob releases it once
@@ -60,7 +60,7 @@ struct FitOutcome {
   // by RunFitJob before the fit starts and held while this pointer or a copy lives, so that a
   // caller writes its plots into the folder before another fit may. Null without output_dir.
   std::shared_ptr<void> results_lock;
-  int exit_code = 0;                    // 0 converged or max_iterations, 1 the optimiser failed
+  int exit_code = 0;  // 0 converged or max_iterations, 1 the optimiser failed
 };
 
 // Fits `source` (a file's BatchSource, or data in memory) with config's settings (a config from
@@ -101,7 +101,7 @@ void RemoveCheckpoints(const FitOutcome& outcome);
 // results folder is locked by another fit, and what Fit and WriteFitResults throw
 // (the lock released, the checkpoints kept); a failure of the fit is logged first.
 struct FitJobOptions {
-  std::optional<std::string> output_dir;             // result files and the performance log
+  std::optional<std::string> output_dir;  // result files and the performance log
   bool write_npz = false;  // nlsq/fitted_data.npz in the set too (--output-format npz)
   std::function<void(const FitOutcome&)> on_fitted;  // between the fit and the files; optional
 };

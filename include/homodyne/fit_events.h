@@ -72,7 +72,7 @@ struct CheckpointOptions {
 
 // One checkpoint save, finished.
 struct CheckpointSaveReport {
-  std::string path;     // the file written
+  std::string path;      // the file written
   double seconds = 0.0;  // wall time of the save [s]
   int64_t bytes = 0;     // its size
 };

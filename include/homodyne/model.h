@@ -113,8 +113,8 @@ class HomodyneModel {
   AnalysisMode mode_;
   ScatteringGeometry geometry_;
   std::vector<double> times_seconds_;
-  std::vector<double> angle_q_;   // empty unless given
-  std::vector<int> angle_ring_;   // per matrix, when rings_ is set
+  std::vector<double> angle_q_;  // empty unless given
+  std::vector<int> angle_ring_;  // per matrix, when rings_ is set
   // The one-q model of each ring when the matrices have several q (null: one q). Shared by
   // copies; immutable.
   std::shared_ptr<const std::vector<HomodyneModel>> rings_;
@@ -172,7 +172,7 @@ class ModelEvaluation {
  private:
   const HomodyneModel& model_;
   std::vector<double> parameters_;
-  std::unique_ptr<const ModePoint> point_;  // null for a model of several rings
+  std::unique_ptr<const ModePoint> point_;               // null for a model of several rings
   std::vector<std::unique_ptr<ModelEvaluation>> rings_;  // one per ring, or empty
 };
 

@@ -85,8 +85,8 @@ struct GlobalSearchRecord {
   int local_fits = 0;
   int generations = 0;  // CMA-ES
   int cmaes_runs = 0;
-  int moved_fits = 0;             // of local_fits, those from the mode's search moves
-  int refined_fits = 0;           // of local_fits, coarse minima refined on the search data
+  int moved_fits = 0;    // of local_fits, those from the mode's search moves
+  int refined_fits = 0;  // of local_fits, coarse minima refined on the search data
   // Method auto: ranked local fits and refinements that stopped on joining a minimum found
   // before them, and ranked starts left out (docs/design.md section 4b).
   int joined_local_fits = 0;
@@ -182,7 +182,7 @@ struct FitResult {
   // The HDF5 file the fit read, absolute; "" when the data came from memory (the Python
   // module's arrays). analysis_results_nlsq.json's dataset_info.data_file when set.
   std::string data_file;
-  double sigma = 0.0;    // the noise the residuals were divided by (optimization.nlsq.sigma)
+  double sigma = 0.0;  // the noise the residuals were divided by (optimization.nlsq.sigma)
   // Where `sigma` came from: "optimization.nlsq.sigma", or for sigma auto the estimate's source.
   std::string sigma_source = "optimization.nlsq.sigma";
   int64_t n_points = 0;  // points fitted (both triangles, diagonal excluded)
@@ -246,8 +246,7 @@ inline constexpr std::string_view kConvergenceHistoryFileName = "convergence_his
 // from the mode catalog ("" dimensionless), for plot labels. Throws InputError naming the file
 // and the reason.
 void WriteConvergenceHistory(const std::vector<IterationProgress>& iterations,
-                             const FitResult& result, double sigma,
-                             const std::string& output_dir);
+                             const FitResult& result, double sigma, const std::string& output_dir);
 
 // Writes nlsq/parameters.json, nlsq/analysis_results_nlsq.json and nlsq/convergence_metrics.json
 // under output_dir (created if absent) with the reference's fields plus ours, as one set, all or

@@ -142,8 +142,9 @@ void VisitMinima(std::vector<GlobalMinimum>& minima, Visitor& visitor) {
   }
   if (columns.chi2.size() != m || columns.counts.rows() != m || columns.counts.cols() != 3 ||
       static_cast<Eigen::Index>(statuses.size()) != m) {
-    throw std::runtime_error("/global_search: minimum_points, minimum_chi2, minimum_counts and "
-                             "minimum_statuses disagree in length");
+    throw std::runtime_error(
+        "/global_search: minimum_points, minimum_chi2, minimum_counts and "
+        "minimum_statuses disagree in length");
   }
   minima.assign(static_cast<size_t>(m), GlobalMinimum{});
   for (Eigen::Index i = 0; i < m; ++i) {
@@ -192,7 +193,8 @@ void VisitProfilePoints(std::vector<ProfilePointRecord>& points, Visitor& visito
   points.assign(columns.parameters.size(), ProfilePointRecord{});
   for (size_t k = 0; k < points.size(); ++k) {
     const double index = columns.parameters[k];
-    if (!(index >= 0.0 && index < 1024.0) || index != static_cast<double>(static_cast<int>(index))) {
+    if (!(index >= 0.0 && index < 1024.0) ||
+        index != static_cast<double>(static_cast<int>(index))) {
       throw std::runtime_error("/profile_intervals: parameter index " + std::to_string(index) +
                                " is not a parameter's");
     }
@@ -375,7 +377,6 @@ class CanonicalSerializer {
   std::string bytes_;
   std::string group_;
 };
-
 
 // ---------------------------------------------------------------------------------------------
 // HDF5 writing.
@@ -747,7 +748,6 @@ class Hdf5FieldReader {
   Hid group_;
 };
 
-
 }  // namespace
 
 int64_t FormatVersionOf(const Checkpoint& checkpoint) {
@@ -821,6 +821,5 @@ std::string Hdf5Reason() {
   }
   return text.empty() ? std::string("unknown HDF5 error") : text;
 }
-
 
 }  // namespace homodyne::checkpoint_internal

@@ -1,9 +1,10 @@
 // The state a checkpoint keeps (src/checkpoint/checkpoint_store.h, docs/design.md section 6):
 // the LM core's between two iterations, a pass's between two chunks, the global phase's work so
-// far, the profile intervals' points so far. The optimisers and the objective produce and consume these structs and the checkpoint
-// stores them, so they live in a header of their own at the checkpoint's layer, below both
-// (docs/design.md section 9, Layers): the checkpoint store then includes no optimiser header, and
-// the objective and the optimisers include this one without climbing.
+// far, the profile intervals' points so far. The optimisers and the objective produce and consume
+// these structs and the checkpoint stores them, so they live in a header of their own at the
+// checkpoint's layer, below both (docs/design.md section 9, Layers): the checkpoint store then
+// includes no optimiser header, and the objective and the optimisers include this one without
+// climbing.
 #pragma once
 
 #include <cstdint>
@@ -23,13 +24,13 @@ enum class StateSolver { kLmCore, kCeres };
 // with it, Minimize continues exactly as if it had never stopped.
 struct LevenbergMarquardtState {
   StateSolver solver = StateSolver::kLmCore;  // who wrote it
-  Eigen::VectorXd theta;    // the current point
-  Eigen::MatrixXd jtj;      // normal equations at theta (P x P)
-  Eigen::VectorXd jtr;      // P
-  double chi2 = 0.0;        // at theta
-  int64_t num_points = 0;   // residuals in chi2
-  double damping_mu = 0.0;  // NielsenDamping mu
-  double damping_nu = 2.0;  // NielsenDamping nu
+  Eigen::VectorXd theta;                      // the current point
+  Eigen::MatrixXd jtj;                        // normal equations at theta (P x P)
+  Eigen::VectorXd jtr;                        // P
+  double chi2 = 0.0;                          // at theta
+  int64_t num_points = 0;                     // residuals in chi2
+  double damping_mu = 0.0;                    // NielsenDamping mu
+  double damping_nu = 2.0;                    // NielsenDamping nu
   // Ceres states only (solver kCeres): trust region radius of the next step. 0 in the LM
   // core's states.
   double trust_region_radius = 0.0;
@@ -75,8 +76,8 @@ struct GlobalMinimum {
 // returns bitwise the uninterrupted run's minima, with only the work after the interruption left
 // to do.
 struct GlobalSearchTrail {
-  std::vector<double> evaluations;     // chi2 of every one-pass evaluation (screening, CMA-ES)
-  std::vector<GlobalMinimum> minima;   // every local fit's (or unrefined point's) minimum
+  std::vector<double> evaluations;    // chi2 of every one-pass evaluation (screening, CMA-ES)
+  std::vector<GlobalMinimum> minima;  // every local fit's (or unrefined point's) minimum
   // The projected problem's linear estimate after the last entry (VariableProjectionProblem::
   // linear_estimate). Checkpoints hold it; the search does not need it to continue, since every
   // evaluation and local fit starts from the start's scaling (or a minimum's, refinements).

@@ -32,8 +32,8 @@
 #include <vector>
 
 #include "base/fault_injection.h"
-#include "checkpoint_file.h"
 #include "checkpoint/checkpoint_store.h"
+#include "checkpoint_file.h"
 #include "homodyne/checkpoint_errors.h"
 #include "homodyne/errors.h"
 #include "io/durable_file.h"

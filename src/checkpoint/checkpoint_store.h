@@ -19,29 +19,31 @@ namespace homodyne {
 
 // Batch statistics of the run (docs/design.md section 7, issue 4).
 struct BatchStatistics {
-  int64_t batches = 0;         // batches computed (all passes)
-  int64_t retries = 0;         // batch reads retried
-  int64_t read_failures = 0;   // batch reads that failed after all retries
+  int64_t batches = 0;              // batches computed (all passes)
+  int64_t retries = 0;              // batch reads retried
+  int64_t read_failures = 0;        // batch reads that failed after all retries
   int64_t checkpoint_failures = 0;  // checkpoints that could not be written
 };
 
 // Everything a checkpoint holds.
 struct Checkpoint {
   LevenbergMarquardtState lm;
-  std::optional<PassState> pass;  // set when saved inside a pass
+  std::optional<PassState> pass;    // set when saved inside a pass
   GlobalSearchTrail global_search;  // the global phase's work so far (empty: none, or phase off)
   ProfileTrail profile_intervals;   // the profile intervals' points so far (empty: none)
   BatchStatistics statistics;
-  int64_t global_batch = 0;       // batches computed over the whole run: names the file
-  std::string config_sha256;      // SHA-256 of the resolved config (hex)
-  std::string data_fingerprint;   // DataFingerprint of the input (see below)
-  std::string engine_version;     // HOMODYNE_VERSION
-  std::string timestamp_utc;      // ISO 8601, when it was written
+  int64_t global_batch = 0;      // batches computed over the whole run: names the file
+  std::string config_sha256;     // SHA-256 of the resolved config (hex)
+  std::string data_fingerprint;  // DataFingerprint of the input (see below)
+  std::string engine_version;    // HOMODYNE_VERSION
+  std::string timestamp_utc;     // ISO 8601, when it was written
 };
 
 // SHA-256 of bytes, as 64 lowercase hex digits (FIPS 180-4).
 std::string Sha256Hex(const void* data, size_t size);
-inline std::string Sha256Hex(const std::string& text) { return Sha256Hex(text.data(), text.size()); }
+inline std::string Sha256Hex(const std::string& text) {
+  return Sha256Hex(text.data(), text.size());
+}
 
 // The checkpoint folder: files homodyne_state_batch_{global_batch:06d}.h5.
 class CheckpointStore {

@@ -27,27 +27,28 @@ struct CommandLineOptions {
   std::optional<double> tolerance;                // --tolerance
   // --initial-* (any case: --initial-D0): parameter name -> value, one entry per flag given.
   std::map<std::string, double> initial_values;
-  bool save_plots = false;                                   // --save-plots
-  std::optional<std::string> output_format;                  // --output-format yaml|json|npz
-  int verbosity = 0;                                         // -v (count)
-  bool quiet = false;                                        // --quiet
-  std::optional<int> threads;                                // --threads
-  std::optional<std::string> strategy;                       // --strategy
-  std::optional<double> memory_limit_gb;                     // --memory-limit-gb
-  std::optional<std::string> backend;                        // --backend cpu|cuda|auto
-  std::optional<std::string> checkpoint_dir;                 // --checkpoint-dir
-  std::optional<int> checkpoint_frequency;                   // --checkpoint-frequency
-  std::optional<double> checkpoint_min_interval;             // --checkpoint-min-interval
-  std::optional<bool> resume;                                // --resume / --no-resume
-  bool fast_mode = false;                                    // --fast-mode
-  std::optional<std::string> global_search;  // --global-search auto|off|multi-start|cmaes
-  bool no_variable_projection = false;       // --no-variable-projection
-  std::optional<std::string> solver;         // --solver lm|ceres
-  std::optional<std::string> uncertainty;    // --uncertainty auto|jackknife|standard|curvature
-  bool profile_intervals = false;            // --profile-intervals
-  bool dry_run = false;                      // --dry-run
+  bool save_plots = false;                        // --save-plots
+  std::optional<std::string> output_format;       // --output-format yaml|json|npz
+  int verbosity = 0;                              // -v (count)
+  bool quiet = false;                             // --quiet
+  std::optional<int> threads;                     // --threads
+  std::optional<std::string> strategy;            // --strategy
+  std::optional<double> memory_limit_gb;          // --memory-limit-gb
+  std::optional<std::string> backend;             // --backend cpu|cuda|auto
+  std::optional<std::string> checkpoint_dir;      // --checkpoint-dir
+  std::optional<int> checkpoint_frequency;        // --checkpoint-frequency
+  std::optional<double> checkpoint_min_interval;  // --checkpoint-min-interval
+  std::optional<bool> resume;                     // --resume / --no-resume
+  bool fast_mode = false;                         // --fast-mode
+  std::optional<std::string> global_search;       // --global-search auto|off|multi-start|cmaes
+  bool no_variable_projection = false;            // --no-variable-projection
+  std::optional<std::string> solver;              // --solver lm|ceres
+  std::optional<std::string> uncertainty;         // --uncertainty auto|jackknife|standard|curvature
+  bool profile_intervals = false;                 // --profile-intervals
+  bool dry_run = false;                           // --dry-run
   // --q-index K: of several rings fitted independently, ring K alone (0-based, the order of the
-  // config's list, ascending q for all): a SLURM array's task (docs/configuration.md, Several q rings).
+  // config's list, ascending q for all): a SLURM array's task (docs/configuration.md, Several q
+  // rings).
   std::optional<int> q_index;
   bool q_summary_only = false;  // --q-summary: only write OUTPUT_DIR/nlsq/q_summary.json and .csv
 };

@@ -93,7 +93,8 @@ void PrintResult(const FitOutcome& outcome, std::ostream& out) {
     out << line << unit_and_fixed(estimate);
     // The 68 % profile interval relative to the value (docs/results.md, Profile intervals).
     if (estimate.interval_68.size() == 2 && estimate.interval_method == "profile") {
-      std::snprintf(line, sizeof(line), "  [%+.3g, %+.3g]", estimate.interval_68[0] - estimate.value,
+      std::snprintf(line, sizeof(line), "  [%+.3g, %+.3g]",
+                    estimate.interval_68[0] - estimate.value,
                     estimate.interval_68[1] - estimate.value);
       out << line;
     }
@@ -202,7 +203,7 @@ int RunOneFit(const Config& config, const CommandLineOptions& options,
   };
   const FitOutcome outcome = RunFitJob(config, *source, job, observer);
   if (!CurrentProcessGroup()->is_root()) return outcome.exit_code;  // rank 0 prints and writes
-  if (options.save_plots) SavePlots(output_dir);  // a failure only warns
+  if (options.save_plots) SavePlots(output_dir);                    // a failure only warns
   out << "  results in " << output_dir << "/nlsq/\n";
   if (format && format->legacy_summary) {
     out << "  legacy summary in "
@@ -287,7 +288,8 @@ int RunIndependentRings(const Config& config, const CommandLineOptions& options,
         << " done; when every ring is, write the summary with --q-summary\n";
     return exit_code;
   }
-  out << "q summary in " << WriteRingSummary(options.output_dir, all_qs) << " (and q_summary.csv)\n";
+  out << "q summary in " << WriteRingSummary(options.output_dir, all_qs)
+      << " (and q_summary.csv)\n";
   if (options.save_plots) SaveRingSummaryPlot(options.output_dir);  // a failure only warns
   return exit_code;
 }
@@ -321,10 +323,11 @@ int RunDryRun(const Config& config, const CommandLineOptions& options, std::ostr
   // The rings, their angles and points; then the plan of the first ring (independent: each
   // ring's plan is the same but for its q) or of the joint data set.
   std::vector<RingInfo> all_rings;
-  const std::vector<RingInfo> rings =
-      config.data.q_fit == QFitMode::kIndependent ? RingsToRun(config, options, all_rings)
-                                                  : ListSelectedRings(config.data);
-  const size_t total = config.data.q_fit == QFitMode::kIndependent ? all_rings.size() : rings.size();
+  const std::vector<RingInfo> rings = config.data.q_fit == QFitMode::kIndependent
+                                          ? RingsToRun(config, options, all_rings)
+                                          : ListSelectedRings(config.data);
+  const size_t total =
+      config.data.q_fit == QFitMode::kIndependent ? all_rings.size() : rings.size();
   int64_t points = 0;
   for (const RingInfo& ring : rings) points += ring.num_fit_points();
   out << "q rings: " << total << " selected, q_fit: " << ToString(config.data.q_fit)

@@ -16,8 +16,8 @@ namespace homodyne::cli {
 // DataError for bad input.
 // Several q rings (analyzer_parameters.scattering.wavevector_q a list or all): q_fit independent
 // fits each ring (or the ring of --q-index) into options.output_dir/q_<q>/ and writes the summary
-// OUTPUT_DIR/nlsq/q_summary.json and .csv (--q-summary: the summary alone); q_fit joint fits every ring's
-// matrices at once into options.output_dir/nlsq/. Returns the worst exit code of the fits.
+// OUTPUT_DIR/nlsq/q_summary.json and .csv (--q-summary: the summary alone); q_fit joint fits every
+// ring's matrices at once into options.output_dir/nlsq/. Returns the worst exit code of the fits.
 int RunFit(const Config& config, const CommandLineOptions& options, std::ostream& out);
 
 // `homodyne --dry-run`: prints DescribeFitPlan (homodyne/fit.h) for the config's data to `out`

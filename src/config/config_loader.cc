@@ -329,7 +329,6 @@ void WarnLegacyKey(const ConfigReader& reader, const std::string& key, const std
   }
 }
 
-
 // A {min, max} pair of data_filtering (q_range, phi_range): both required and finite.
 std::pair<double, double> RangeOf(const ConfigReader& reader, const std::string& path) {
   const YAML::Node range = reader.Find(path);
@@ -1454,14 +1453,16 @@ std::string IgnoredKeysText(const Config& config) {
       group = config.ignored_keys[i];
     } else {
       group = parent + ".{";
-      for (size_t k = i; k < end; ++k) group += (k == i ? "" : ", ") + split(config.ignored_keys[k]).second;
+      for (size_t k = i; k < end; ++k)
+        group += (k == i ? "" : ", ") + split(config.ignored_keys[k]).second;
       group += "}";
     }
     keys += (keys.empty() ? "" : ", ") + group;
     i = end;
   }
   return "accepted and ignored (no effect in homodyne-cpp; docs/configuration.md, Accepted but "
-         "not used): " + keys;
+         "not used): " +
+         keys;
 }
 
 std::string BriefReport(const Config& config) {

@@ -21,8 +21,8 @@ std::string ShowNuls(std::string_view path) {
 }
 
 std::string NulInPathMessage(std::string_view key, std::string_view path) {
-  return std::string(key) + " = '" + ShowNuls(path) + "': contains a NUL character (\\0) at position " +
-         std::to_string(path.find('\0')) +
+  return std::string(key) + " = '" + ShowNuls(path) +
+         "': contains a NUL character (\\0) at position " + std::to_string(path.find('\0')) +
          "; a path ends at its first NUL for the system, so the file would go elsewhere";
 }
 

@@ -78,8 +78,8 @@ std::string_view ToString(UncertaintyMethod method) {
 
 std::optional<UncertaintyMethod> ParseUncertaintyMethod(std::string_view text) {
   return ParseByName<UncertaintyMethod>(
-      text, {UncertaintyMethod::kAuto, UncertaintyMethod::kJackknife,
-             UncertaintyMethod::kStandard, UncertaintyMethod::kCurvature});
+      text, {UncertaintyMethod::kAuto, UncertaintyMethod::kJackknife, UncertaintyMethod::kStandard,
+             UncertaintyMethod::kCurvature});
 }
 
 std::string_view ToString(LossFunction function) {

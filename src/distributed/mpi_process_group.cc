@@ -18,8 +18,8 @@ namespace {
 // Whether an MPI launcher started this process: the variables Open MPI's mpirun, MPICH's Hydra
 // and PMI/PMIx launchers (srun --mpi=pmix or pmi2) give every rank.
 bool StartedByMpiLauncher() {
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE",
-                           "MPI_LOCALNRANKS"}) {
+  for (const char* name :
+       {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS"}) {
     if (std::getenv(name) != nullptr) return true;
   }
   return false;

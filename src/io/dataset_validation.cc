@@ -38,12 +38,12 @@ void ValidateDatasetInfo(DatasetInfo& info) {
   for (size_t k = 0; k < info.angles.size(); ++k) {
     const AngleInfo& angle = info.angles[k];
     if (!(std::isfinite(angle.q_inv_angstrom) && angle.q_inv_angstrom > 0.0)) {
-      throw DataError(name + ": " + AngleName(angle, k) + " has q = " +
-                      Text(angle.q_inv_angstrom) + " 1/A; q must be finite and > 0");
+      throw DataError(name + ": " + AngleName(angle, k) + " has q = " + Text(angle.q_inv_angstrom) +
+                      " 1/A; q must be finite and > 0");
     }
     if (!std::isfinite(angle.phi_degrees)) {
-      throw DataError(name + ": " + AngleName(angle, k) + " has phi = " +
-                      Text(angle.phi_degrees) + "; phi must be a finite angle in degrees");
+      throw DataError(name + ": " + AngleName(angle, k) + " has phi = " + Text(angle.phi_degrees) +
+                      "; phi must be a finite angle in degrees");
     }
     for (size_t other = 0; other < k; ++other) {
       // Each (q, phi) once: rings of several (docs/configuration.md, Several q rings) share

@@ -31,7 +31,9 @@ double PowerWithZero(double t, double exponent) {
 
 double Softplus(double z) { return z > 30.0 ? z : std::log1p(std::exp(z)); }
 
-double SoftUnit(double z) { return 1.0 - Softplus(50.0 * (1.0 - Softplus(50.0 * z) / 50.0)) / 50.0; }
+double SoftUnit(double z) {
+  return 1.0 - Softplus(50.0 * (1.0 - Softplus(50.0 * z) / 50.0)) / 50.0;
+}
 
 std::vector<Rate> RatesOf(AnalysisMode mode) {
   const auto floored = [](double value) {
@@ -63,8 +65,7 @@ std::vector<Rate> RatesOf(AnalysisMode mode) {
                [](const std::vector<double>& p, double t) {
                  return p[6] * PowerWithZero(t, p[7]) + p[8];
                }},
-              {"fraction", "",
-               [](const std::vector<double>& p, double t) {
+              {"fraction", "", [](const std::vector<double>& p, double t) {
                  const double exponent = std::clamp(p[10] * (t - p[11]), -700.0, 700.0);
                  return SoftUnit(p[9] * std::exp(exponent) + p[12]);
                }}};

@@ -348,8 +348,7 @@ std::filesystem::path AddFittedData(DurableFileSet& set, BatchSource& source,
   try {
     InitializeHdf5();
     const std::string temporary = file.temporary_path().string();
-    Hid hdf5_file =
-        FileHid(H5Fcreate(temporary.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+    Hid hdf5_file = FileHid(H5Fcreate(temporary.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
     if (!hdf5_file.valid()) {
       throw std::runtime_error("cannot create " + temporary + ": " + Hdf5ErrorText());
     }

@@ -47,8 +47,7 @@ class InMemoryBatchSource : public BatchSource {
                              std::span<double> out) override {
     CopyRows(angle, row_begin, row_end, out);
   }
-  void ReadUpperTriangleRows(int angle, int row_begin, int row_end,
-                             std::span<float> out) override {
+  void ReadUpperTriangleRows(int angle, int row_begin, int row_end, std::span<float> out) override {
     CopyRows(angle, row_begin, row_end, out);
   }
 
@@ -119,8 +118,8 @@ std::unique_ptr<BatchSource> MakeInMemoryBatchSource(InMemoryData data) {
                      "n_t x n_t = " + std::to_string(expected));
   }
   if (data.phi_degrees.size() != static_cast<size_t>(data.num_angles)) {
-    throw InputError(name + ": " + std::to_string(data.phi_degrees.size()) +
-                     " phi angles for " + std::to_string(data.num_angles) + " matrices");
+    throw InputError(name + ": " + std::to_string(data.phi_degrees.size()) + " phi angles for " +
+                     std::to_string(data.num_angles) + " matrices");
   }
   if (!data.q_per_angle.empty() &&
       data.q_per_angle.size() != static_cast<size_t>(data.num_angles)) {

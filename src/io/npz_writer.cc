@@ -116,8 +116,7 @@ class ZipOutput {
   // Writes `bytes` at `at`, before the current end (after Flush).
   void Patch(uint64_t at, const std::string& bytes) {
     Flush();
-    const ssize_t written =
-        pwrite(file_.fd(), bytes.data(), bytes.size(), static_cast<off_t>(at));
+    const ssize_t written = pwrite(file_.fd(), bytes.data(), bytes.size(), static_cast<off_t>(at));
     if (written != static_cast<ssize_t>(bytes.size())) {
       throw std::runtime_error("cannot write " + file_.temporary_path().string() + ": " +
                                std::strerror(errno));
@@ -136,11 +135,11 @@ std::string ZipHeader(bool central, const std::string& name, uint32_t crc, uint3
                       uint32_t local_offset) {
   std::string out;
   Put32(out, central ? 0x02014b50 : 0x04034b50);
-  if (central) Put16(out, 20);  // version made by: 2.0
-  Put16(out, 20);               // version needed: 2.0
-  Put16(out, 0);                // flags
-  Put16(out, 0);                // method: stored
-  Put16(out, 0);                // time 00:00
+  if (central) Put16(out, 20);          // version made by: 2.0
+  Put16(out, 20);                       // version needed: 2.0
+  Put16(out, 0);                        // flags
+  Put16(out, 0);                        // method: stored
+  Put16(out, 0);                        // time 00:00
   Put16(out, (0 << 9) | (1 << 5) | 1);  // date 1980-01-01: the files are reproducible
   Put32(out, crc);
   Put32(out, size);  // compressed
@@ -236,9 +235,10 @@ bool AddFittedDataNpz(DurableFileSet& set, const std::filesystem::path& fitted_d
     total += 30 + name + data + 46 + name;
   }
   if (total > kZipLimit) {
-    spdlog::warn("{} not written: its {:.1f} GB need ZIP64, which this writer does not write; "
-                 "{} holds the same matrices",
-                 kFittedDataNpzFileName, static_cast<double>(total) / 1e9, kFittedDataFileName);
+    spdlog::warn(
+        "{} not written: its {:.1f} GB need ZIP64, which this writer does not write; "
+        "{} holds the same matrices",
+        kFittedDataNpzFileName, static_cast<double>(total) / 1e9, kFittedDataFileName);
     return false;
   }
 
@@ -278,9 +278,9 @@ bool AddFittedDataNpz(DurableFileSet& set, const std::filesystem::path& fitted_d
             }
             continue;
           }
-          const std::string source = std::string(group) + (p.matrix == Matrix::kData ? "data"
-                                                           : p.matrix == Matrix::kFit
-                                                               ? "fit"
+          const std::string source =
+              std::string(group) + (p.matrix == Matrix::kData  ? "data"
+                                    : p.matrix == Matrix::kFit ? "fit"
                                                                : "residuals");
           Hid dataset = OpenDataset(h5.get(), source);
           for (int64_t row = 0; row < n; row += band) {
@@ -295,8 +295,8 @@ bool AddFittedDataNpz(DurableFileSet& set, const std::filesystem::path& fitted_d
       }
       const uint32_t crc = out.crc();
       out.Patch(local, ZipHeader(false, name, crc, static_cast<uint32_t>(size), 0));
-      central += ZipHeader(true, name, crc, static_cast<uint32_t>(size),
-                           static_cast<uint32_t>(local));
+      central +=
+          ZipHeader(true, name, crc, static_cast<uint32_t>(size), static_cast<uint32_t>(local));
     }
     const uint64_t central_offset = out.offset();
     std::string end;

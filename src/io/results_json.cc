@@ -14,8 +14,8 @@
 #include <utility>
 #include <vector>
 
-#include "homodyne/errors.h"
 #include "homodyne/dataset.h"
+#include "homodyne/errors.h"
 #include "homodyne/results.h"
 #include "io/derived_rates.h"
 #include "io/durable_file.h"
@@ -281,17 +281,18 @@ ordered_json ParametersJson(const FitResult& result, const std::string& timestam
                          {"matrix", std::move(correlation)}};
   // The phi0 mirror check (docs/results.md, The phi0 mirror check), when it ran.
   if (const Phi0MirrorRecord& mirror = result.phi0_mirror; mirror.checked) {
-    json["phi0_mirror"] = {
-        {"angles_degrees", mirror.angles_degrees},
-        {"measure", mirror.measure},
-        {"fit", {{"phi0", Number(mirror.phi0)},
-                 {"uncertainty", Number(mirror.phi0_uncertainty)},
-                 {mirror.measure, Number(mirror.cost)}}},
-        {"mirror", {{"phi0", Number(mirror.mirror_phi0)},
-                    {"uncertainty", Number(mirror.mirror_uncertainty)},
-                    {mirror.measure, Number(mirror.mirror_cost)}}},
-        {"tie", mirror.tie},
-        {"note", mirror.note}};
+    json["phi0_mirror"] = {{"angles_degrees", mirror.angles_degrees},
+                           {"measure", mirror.measure},
+                           {"fit",
+                            {{"phi0", Number(mirror.phi0)},
+                             {"uncertainty", Number(mirror.phi0_uncertainty)},
+                             {mirror.measure, Number(mirror.cost)}}},
+                           {"mirror",
+                            {{"phi0", Number(mirror.mirror_phi0)},
+                             {"uncertainty", Number(mirror.mirror_uncertainty)},
+                             {mirror.measure, Number(mirror.mirror_cost)}}},
+                           {"tie", mirror.tie},
+                           {"note", mirror.note}};
   }
   return json;
 }
@@ -300,7 +301,8 @@ ordered_json AnalysisResultsJson(const FitResult& result, const std::string& tim
   ordered_json dataset_info = {
       {"n_angles", result.n_angles},
       {"n_time_points", static_cast<int64_t>(result.n_times) * result.n_times},
-      {"total_data_points", static_cast<int64_t>(result.n_angles) * result.n_times * result.n_times},
+      {"total_data_points",
+       static_cast<int64_t>(result.n_angles) * result.n_times * result.n_times},
       {"q_value", Number(result.q_inv_angstrom)}};
   if (!result.data_file.empty()) dataset_info["data_file"] = result.data_file;
   ordered_json json = {
@@ -380,9 +382,9 @@ void WriteResultSet(const FitResult& result, const FittedDataInputs* fitted_data
                                       fitted_data->source.info().FittedTimes(),
                                       fitted_data->source.info().q_inv_angstrom, result.sigma);
       }
-      AddJson(set, io_internal::kDerivedRatesFileName,
-              io_internal::DerivedRatesJson(result,
-                                            fitted_data->evaluation.model().times_seconds()));
+      AddJson(
+          set, io_internal::kDerivedRatesFileName,
+          io_internal::DerivedRatesJson(result, fitted_data->evaluation.model().times_seconds()));
     }
     const std::string timestamp = Timestamp();
     AddJson(set, kConvergenceMetricsFileName, ConvergenceMetricsJson(result));
@@ -419,8 +421,7 @@ std::vector<double> CorrelationMatrix(const std::vector<double>& covariance, siz
 }
 
 void WriteConvergenceHistory(const std::vector<IterationProgress>& iterations,
-                             const FitResult& result, double sigma,
-                             const std::string& output_dir) {
+                             const FitResult& result, double sigma, const std::string& output_dir) {
   ordered_json entries = ordered_json::array();
   for (const IterationProgress& iteration : iterations) {
     entries.push_back({{"iteration", iteration.iteration},

@@ -108,9 +108,9 @@ std::string WriteRingSummary(const std::string& output_dir, const std::vector<do
     if (analysis_mode.empty()) analysis_mode = StringOr(parameters, "analysis_mode", "");
     ring["convergence_status"] = StringOr(parameters, "convergence_status", "");
     ring["reduced_chi_squared"] = Number(NumberOr(parameters, "reduced_chi_squared", NAN));
-    const ordered_json quality =
-        analysis.is_object() && analysis.contains("fit_quality") ? analysis["fit_quality"]
-                                                                 : ordered_json(nullptr);
+    const ordered_json quality = analysis.is_object() && analysis.contains("fit_quality")
+                                     ? analysis["fit_quality"]
+                                     : ordered_json(nullptr);
     ring["quality_flag"] = StringOr(quality, "quality_flag", "");
     ordered_json values = ordered_json::object();
     if (parameters.contains("parameters") && parameters["parameters"].is_object()) {
@@ -158,7 +158,8 @@ std::string WriteRingSummary(const std::string& output_dir, const std::vector<do
 
   std::ostringstream csv;
   csv << "q,folder,fitted,convergence_status,quality_flag,reduced_chi_squared";
-  for (const std::string& name : parameter_names) csv << "," << name << "," << name << "_uncertainty";
+  for (const std::string& name : parameter_names)
+    csv << "," << name << "," << name << "_uncertainty";
   for (const std::string& name : rate_names) {
     csv << "," << name << "_at_reference_time," << name << "_at_reference_time_uncertainty";
   }
@@ -175,9 +176,8 @@ std::string WriteRingSummary(const std::string& output_dir, const std::vector<do
       csv << "," << CsvNumber(NumberOr(estimate, "value", NAN)) << ","
           << CsvNumber(NumberOr(estimate, "uncertainty", NAN));
     }
-    const ordered_json& at = ring.contains("rates_at_reference_time")
-                                 ? ring["rates_at_reference_time"]
-                                 : none;
+    const ordered_json& at =
+        ring.contains("rates_at_reference_time") ? ring["rates_at_reference_time"] : none;
     for (const std::string& name : rate_names) {
       const ordered_json& rate = at.contains(name) ? at[name] : none;
       csv << "," << CsvNumber(NumberOr(rate, "value", NAN)) << ","

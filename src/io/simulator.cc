@@ -110,7 +110,8 @@ void Validate(const Config& config) {
   const SimulationOptions& sim = config.simulation;
   if (sim.output.empty()) Reject("output", "\"\"", "must name a file");
   if (sim.frames < kMinSimulationFrames) {
-    Reject("frames", std::to_string(sim.frames), "must be >= " + std::to_string(kMinSimulationFrames));
+    Reject("frames", std::to_string(sim.frames),
+           "must be >= " + std::to_string(kMinSimulationFrames));
   }
   if (sim.phi_angles_degrees.empty()) Reject("phi_angles", "[]", "must list at least one angle");
   if (config.data.all_q_rings) {

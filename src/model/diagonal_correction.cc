@@ -8,8 +8,8 @@
 #include <span>
 #include <vector>
 
-#include "homodyne/errors.h"
 #include "homodyne/dataset.h"
+#include "homodyne/errors.h"
 #include "homodyne/model.h"
 
 namespace homodyne {

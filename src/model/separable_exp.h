@@ -87,10 +87,10 @@ static inline bool SeparableExpApplies(const double* cumulative, const double* f
   const double d0 = cumulative[j_begin] - cumulative[i];
   const double base = cumulative[block < i ? block : i];
   // Written so that NaN fails.
-  const bool applies =
-      d0 > 0.0 && w * (cumulative[j_begin + count - 1] - base) <= kSeparableExpMaxExponent &&
-      eps <= 2.0 * kSeparableExpNegligible * d0 * d0 &&
-      eps * w <= 2.0 * kSeparableExpNegligible * d0;
+  const bool applies = d0 > 0.0 &&
+                       w * (cumulative[j_begin + count - 1] - base) <= kSeparableExpMaxExponent &&
+                       eps <= 2.0 * kSeparableExpNegligible * d0 * d0 &&
+                       eps * w <= 2.0 * kSeparableExpNegligible * d0;
   if (!applies) return false;
   tile->factors_j = factors + j_begin;
   tile->split = block + kSeparableExpBlock - j_begin;

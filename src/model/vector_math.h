@@ -6,10 +6,10 @@
 // tests/model/pass_kernel_test.cc against std::exp, std::sin, std::cos).
 //
 // Internal linkage (static), at every optimisation level: the pass kernel is compiled once per
-// instruction-set level (homodyne/homodyne_pass_variant.h), and a translation unit must never hand its copy
-// of these functions to the linker, which would keep one copy for the whole program (an AVX-512
-// one in baseline code stops the program with SIGILL on an older CPU). For the same reason the
-// bit casts are memcpy, not the std::bit_cast template.
+// instruction-set level (homodyne/homodyne_pass_variant.h), and a translation unit must never hand
+// its copy of these functions to the linker, which would keep one copy for the whole program (an
+// AVX-512 one in baseline code stops the program with SIGILL on an older CPU). For the same reason
+// the bit casts are memcpy, not the std::bit_cast template.
 #pragma once
 
 #include <cmath>

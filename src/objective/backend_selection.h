@@ -26,9 +26,10 @@ struct BackendChoice {
 // section 5):
 //   kCpu:  the CPU backend.
 //   kAuto: the CUDA backend on the gpu_devices behind its self-check (kFallBack: a device that
-//          disagrees with the CPU is not used; the fit runs on the CPU with a warning) when this build has
-//          CUDA and the runtime finds a usable device; else the CPU backend, the reason saying why
-//          not CUDA (built without CUDA, no CUDA device, or the device could not be used).
+//          disagrees with the CPU is not used; the fit runs on the CPU with a warning) when this
+//          build has CUDA and the runtime finds a usable device; else the CPU backend, the reason
+//          saying why not CUDA (built without CUDA, no CUDA device, or the device could not be
+//          used).
 //   kCuda: the CUDA backend behind its self-check (kStop: a device that disagrees stops the fit
 //          with the difference); throws ConfigError starting "backend cuda: " and naming the
 //          reason when it cannot run: the build has no CUDA, the CUDA runtime found no device (its

@@ -44,10 +44,11 @@ int PassChunkBatchesOf(const PassOptions& options, std::span<const RowBatch> bat
   return static_cast<int>(std::min({asked, by_points, num_batches}));
 }
 
-// Rows [row_begin, row_end) of every angle k into out[k] (their packed values, UpperTriangleRowsSize
-// of them), in the pieces the source prepares for every angle at once (BatchSource::PrefetchRows:
-// compressed chunks decoded on the passes' threads, as the streaming reads do), every angle's
-// rows of a piece before the next piece is prepared. The same values as one ReadC2Rows per angle.
+// Rows [row_begin, row_end) of every angle k into out[k] (their packed values,
+// UpperTriangleRowsSize of them), in the pieces the source prepares for every angle at once
+// (BatchSource::PrefetchRows: compressed chunks decoded on the passes' threads, as the streaming
+// reads do), every angle's rows of a piece before the next piece is prepared. The same values as
+// one ReadC2Rows per angle.
 void ReadRowsOfEveryAngle(BatchSource& source, int row_begin, int row_end,
                           std::span<float* const> out) {
   const int64_t n = source.info().num_times();
@@ -158,10 +159,9 @@ void InMemoryPassData::KeepOnly(std::span<const RowBatch> batches,
   int64_t held = 0;
   std::vector<Run> kept = PlaceRuns(batches, runs, &held);
   if (!runs_.empty()) {
-    const bool same = std::equal(runs_.begin(), runs_.end(), kept.begin(), kept.end(),
-                                 [](const Run& a, const Run& b) {
-                                   return a.first == b.first && a.last == b.last;
-                                 });
+    const bool same = std::equal(
+        runs_.begin(), runs_.end(), kept.begin(), kept.end(),
+        [](const Run& a, const Run& b) { return a.first == b.first && a.last == b.last; });
     if (same) return;  // ReadRuns (or an earlier KeepOnly) holds these runs already
     throw std::logic_error("in-memory data: KeepOnly of other runs than those held");
   }
@@ -194,12 +194,10 @@ std::unique_ptr<InMemoryPassData> InMemoryPassData::ReadRuns(
       if (begin.row_stride > 1) {  // a subsample's batch: its rows one by one, angle by angle
         for (int k = 0; k < num_angles; ++k) {
           float* held_values = data[static_cast<size_t>(k)].data() + held_begin;
-          ForEachRowOf(begin, static_cast<int>(n),
-                       [&](int i, int64_t first_point, int64_t points) {
-                         ReadC2Rows(source, k, i, i + 1,
-                                    std::span<float>(held_values + first_point,
-                                                     static_cast<size_t>(points)));
-                       });
+          ForEachRowOf(begin, static_cast<int>(n), [&](int i, int64_t first_point, int64_t points) {
+            ReadC2Rows(source, k, i, i + 1,
+                       std::span<float>(held_values + first_point, static_cast<size_t>(points)));
+          });
         }
         ++b;
         continue;
@@ -501,10 +499,10 @@ void BatchedObjective::AddChunkCost(PreparedPass& pass, int first, int last,
   } else {
     data_->Fetch(batches_, first, last, num_angles(), pointers_);
     if (!range_.complete) ObserveRange(first, last, pointers_);
-    pass.ComputeSquaredResiduals(
-        std::span<const RowBatch>(batches_).subspan(static_cast<size_t>(first),
-                                                    static_cast<size_t>(last - first)),
-        pointers_, std::span<double>(sums).first(static_cast<size_t>(last - first)));
+    pass.ComputeSquaredResiduals(std::span<const RowBatch>(batches_).subspan(
+                                     static_cast<size_t>(first), static_cast<size_t>(last - first)),
+                                 pointers_,
+                                 std::span<double>(sums).first(static_cast<size_t>(last - first)));
   }
   const double scale = 2.0 / (sigma_ * sigma_);
   for (int b = first; b < last; ++b) total += scale * sums[static_cast<size_t>(b - first)];
@@ -555,8 +553,8 @@ namespace {
 // bounds[r + 1]), the part of its share of the whole chunk, where rank r's share starts at the
 // first batch that starts at or after r / size of the chunk's points. A batch's rank depends only
 // on the batch list, the chunk size and the rank count.
-void ShareBoundsOf(std::span<const RowBatch> batches, int first, int last, int chunk_size,
-                   int size, std::vector<int>& bounds) {
+void ShareBoundsOf(std::span<const RowBatch> batches, int first, int last, int chunk_size, int size,
+                   std::vector<int>& bounds) {
   const int chunk_first = first - first % chunk_size;
   const int chunk_last = std::min(chunk_first + chunk_size, static_cast<int>(batches.size()));
   bounds.assign(static_cast<size_t>(size) + 1, chunk_last);
@@ -586,14 +584,14 @@ std::pair<int, int> NextShare(const std::vector<RowBatch>& batches, int last, in
 
 }  // namespace
 
-std::vector<std::pair<int, int>> RankShareRuns(std::span<const RowBatch> batches,
-                                               int chunk_batches, int rank, int size) {
+std::vector<std::pair<int, int>> RankShareRuns(std::span<const RowBatch> batches, int chunk_batches,
+                                               int rank, int size) {
   const int num_batches = static_cast<int>(batches.size());
   std::vector<std::pair<int, int>> runs;
   std::vector<int> bounds;
   for (int first = 0; first < num_batches; first += chunk_batches) {
-    ShareBoundsOf(batches, first, std::min(first + chunk_batches, num_batches), chunk_batches,
-                  size, bounds);
+    ShareBoundsOf(batches, first, std::min(first + chunk_batches, num_batches), chunk_batches, size,
+                  bounds);
     const int begin = bounds[static_cast<size_t>(rank)];
     const int end = bounds[static_cast<size_t>(rank) + 1];
     if (end > begin) runs.emplace_back(begin, end);
@@ -609,10 +607,10 @@ void BatchedObjective::ShareBounds(int first, int last, std::vector<int>& bounds
 
 void BatchedObjective::KeepOwnShare() {
   if (!distributed()) return;
-  data_->KeepOnly(batches_,
-                  RankShareRuns(batches_, PassChunkBatches(), options_.group->rank(),
-                                options_.group->size()),
-                  num_angles());
+  data_->KeepOnly(
+      batches_,
+      RankShareRuns(batches_, PassChunkBatches(), options_.group->rank(), options_.group->size()),
+      num_angles());
 }
 
 void BatchedObjective::WidenRange(int from, int to, int first,
@@ -643,8 +641,7 @@ void BatchedObjective::ObserveSharedRange(int first, int last,
   range_.complete = range_next_batch_ == static_cast<int>(batches_.size());
 }
 
-std::pair<int, int> BatchedObjective::FetchOwnShare(int first, int last,
-                                                  FiniteValueRange& range) {
+std::pair<int, int> BatchedObjective::FetchOwnShare(int first, int last, FiniteValueRange& range) {
   const ProcessGroup& group = *options_.group;
   ShareBounds(first, last, share_bounds_);
   const int mine_first = ShareBegin(group.rank());
@@ -704,11 +701,11 @@ void BatchedObjective::ComputeSharedChunkGrams(PreparedPass& pass, int first, in
   if (mine_last > mine_first) {
     const size_t begin = static_cast<size_t>(mine_first - first) * n_angles;
     const size_t entries = static_cast<size_t>(mine_last - mine_first) * n_angles;
-    pass.ComputeGrams(std::span<const RowBatch>(batches_).subspan(
-                          static_cast<size_t>(mine_first),
-                          static_cast<size_t>(mine_last - mine_first)),
-                      pointers_, std::span<Eigen::MatrixXd>(chunk.grams).subspan(begin, entries),
-                      std::span<int64_t>(chunk.finite).subspan(begin, entries));
+    pass.ComputeGrams(
+        std::span<const RowBatch>(batches_).subspan(static_cast<size_t>(mine_first),
+                                                    static_cast<size_t>(mine_last - mine_first)),
+        pointers_, std::span<Eigen::MatrixXd>(chunk.grams).subspan(begin, entries),
+        std::span<int64_t>(chunk.finite).subspan(begin, entries));
   }
   share_mine_.clear();
   for (int b = mine_first; b < mine_last; ++b) {
@@ -925,13 +922,10 @@ PassOptions SubsamplePassOptions(std::shared_ptr<ProcessGroup> group, LossOption
 
 }  // namespace
 
-std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(BatchSource& source,
-                                                            HomodyneModel model,
-                                                            std::vector<double> phi_degrees,
-                                                            double sigma, int row_stride,
-                                                            std::shared_ptr<PassBackend> backend,
-                                                            std::shared_ptr<ProcessGroup> group,
-                                                            LossOptions loss) {
+std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(
+    BatchSource& source, HomodyneModel model, std::vector<double> phi_degrees, double sigma,
+    int row_stride, std::shared_ptr<PassBackend> backend, std::shared_ptr<ProcessGroup> group,
+    LossOptions loss) {
   int64_t total = 0;
   std::vector<RowBatch> rows =
       SubsampleRows(source.info().num_times(), row_stride, StridedBatches(backend), &total);
@@ -941,8 +935,8 @@ std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(BatchSource& source,
     std::unique_ptr<InMemoryPassData> data =
         ReadRowsOfThisRank(source, rows, options, int64_t{1} << 20);
     return std::make_unique<BatchedObjective>(std::move(model), std::move(phi_degrees), sigma,
-                                              std::move(data), std::move(options),
-                                              std::move(rows), std::move(backend));
+                                              std::move(data), std::move(options), std::move(rows),
+                                              std::move(backend));
   }
   InMemoryPassData::PackedData data(static_cast<size_t>(source.info().num_angles()));
   for (size_t k = 0; k < data.size(); ++k) {
@@ -982,8 +976,8 @@ std::unique_ptr<BatchedObjective> MakeRowSubsampleObjective(
   }
   return std::make_unique<BatchedObjective>(std::move(model), std::move(phi_degrees), sigma,
                                             std::make_unique<InMemoryPassData>(std::move(data)),
-                                            SubsamplePassOptions(std::move(group), loss), std::move(rows),
-                                            std::move(backend));
+                                            SubsamplePassOptions(std::move(group), loss),
+                                            std::move(rows), std::move(backend));
 }
 
 }  // namespace homodyne

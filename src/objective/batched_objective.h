@@ -110,8 +110,8 @@ uint64_t NewStableDataId();
 // it): one run [first, last) per chunk where the rank has a share, sorted and disjoint. The
 // shares depend only on the batch list, the chunk size and the rank count (docs/design.md
 // section 5b), so a rank can read its rows before its objective exists.
-std::vector<std::pair<int, int>> RankShareRuns(std::span<const RowBatch> batches,
-                                               int chunk_batches, int rank, int size);
+std::vector<std::pair<int, int>> RankShareRuns(std::span<const RowBatch> batches, int chunk_batches,
+                                               int rank, int size);
 
 // Packed strict upper triangles held in memory (large and chunked strategies).
 class InMemoryPassData : public PassData {
@@ -147,7 +147,7 @@ class InMemoryPassData : public PassData {
 
  private:
   struct Run {
-    int first = 0;             // batches [first, last)
+    int first = 0;  // batches [first, last)
     int last = 0;
     int64_t held_offset = 0;   // where the run's values start in data_'s arrays
     int64_t source_begin = 0;  // ... and where they were before KeepOnly
@@ -396,7 +396,7 @@ class BatchedObjective : public LeastSquaresProblem {
   int64_t passes_ = 0;
   std::vector<RowBatch> batches_;
   int pass_chunk_batches_ = 1;  // PassChunkBatches(), from the batch list and the options
-  PassState pass_;  // the pass in progress: its point and partial sums
+  PassState pass_;              // the pass in progress: its point and partial sums
   std::optional<PassState> resume_pass_;
   std::vector<const float*> pointers_;  // the batches of the current Fetch
   // Scratch of distributed passes: share bounds, counts, this rank's and everyone's values.

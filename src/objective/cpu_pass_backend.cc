@@ -10,9 +10,9 @@
 #include <span>
 #include <vector>
 
-#include "objective/pass_backend.h"
 #include "homodyne/errors.h"
 #include "model/pass_kernel.h"
+#include "objective/pass_backend.h"
 #include "objective/worker_pool.h"
 
 namespace homodyne {

@@ -1,7 +1,8 @@
 // The core's only door to the CUDA runtime (docs/design.md section 5): plain C++, no CUDA types.
 // Defined by cuda/device_query.cu in a build with CUDA (HOMODYNE_WITH_CUDA,
 // cmake/HomodyneCuda.cmake) and by cuda_device_query_stub.cc otherwise, so the code that calls it
-// compiles the same in both builds (no #ifdef). src/objective/CMakeLists.txt links one or the other.
+// compiles the same in both builds (no #ifdef). src/objective/CMakeLists.txt links one or the
+// other.
 #pragma once
 
 #include <string>

@@ -11,8 +11,8 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "objective/batched_objective.h"
 #include "model/mode_point.h"
+#include "objective/batched_objective.h"
 #include "objective/worker_pool.h"
 
 namespace homodyne {
@@ -121,11 +121,12 @@ void ComputeBatch(const ModelEvaluation& evaluation, std::span<const double> phi
         const Eigen::Map<const Eigen::MatrixXd> j_rows(
             jacobian.data() + first * static_cast<size_t>(local), local, count);
         const Eigen::Map<const Eigen::VectorXd> e(residual.data() + first, count);
-        double* cell = buffer + ((static_cast<size_t>(a - cells.first_block) * blocks +
-                                  static_cast<size_t>(b)) *
-                                     static_cast<size_t>(angles) +
-                                 static_cast<size_t>(k)) *
-                                    cell_values;
+        double* cell =
+            buffer +
+            ((static_cast<size_t>(a - cells.first_block) * blocks + static_cast<size_t>(b)) *
+                 static_cast<size_t>(angles) +
+             static_cast<size_t>(k)) *
+                cell_values;
         Eigen::Map<Eigen::VectorXd>(cell, local).noalias() += j_rows * e;
         Eigen::Map<Eigen::MatrixXd>(cell + local, local, local).noalias() +=
             j_rows * j_rows.transpose();
@@ -158,11 +159,11 @@ void AddBatch(const RowBatch& batch, const double* buffer, FrameBlockSums& sums)
     const int a = cells.first_block + r;
     for (int b = 0; b < sums.num_blocks(); ++b) {
       for (int k = 0; k < sums.num_angles; ++k) {
-        const double* cell = buffer + ((static_cast<size_t>(r) * sums.num_blocks() +
-                                        static_cast<size_t>(b)) *
-                                           static_cast<size_t>(sums.num_angles) +
-                                       static_cast<size_t>(k)) *
-                                          cell_values;
+        const double* cell =
+            buffer + ((static_cast<size_t>(r) * sums.num_blocks() + static_cast<size_t>(b)) *
+                          static_cast<size_t>(sums.num_angles) +
+                      static_cast<size_t>(k)) *
+                         cell_values;
         double* gradient = sums.gradient.data() + sums.GradientOffset(a, b, k);
         double* gram = sums.gram.data() + sums.GramOffset(a, b, k);
         for (int v = 0; v < local; ++v) gradient[v] += cell[v];
@@ -202,8 +203,8 @@ FrameBlockSums BatchedObjective::AccumulateFrameBlockSums(const Eigen::VectorXd&
   const auto compute = [&](int from, int to, int fetched) {
     starts.assign(1, 0);
     for (int b = from; b < to; ++b) {
-      starts.push_back(starts.back() + BufferSize(CellsOf(batches_[static_cast<size_t>(b)], sums),
-                                                  sums));
+      starts.push_back(starts.back() +
+                       BufferSize(CellsOf(batches_[static_cast<size_t>(b)], sums), sums));
     }
     buffers.resize(starts.back());
     ParallelFor(to - from, threads, [&](int index, int) {
@@ -220,8 +221,8 @@ FrameBlockSums BatchedObjective::AccumulateFrameBlockSums(const Eigen::VectorXd&
       data_->Fetch(batches_, first, last, angles, pointers_);
       compute(first, last, first);
       for (int b = first; b < last; ++b) {
-        AddBatch(batches_[static_cast<size_t>(b)], buffers.data() + starts[static_cast<size_t>(b - first)],
-                 sums);
+        AddBatch(batches_[static_cast<size_t>(b)],
+                 buffers.data() + starts[static_cast<size_t>(b - first)], sums);
       }
       continue;
     }
@@ -248,8 +249,8 @@ FrameBlockSums BatchedObjective::AccumulateFrameBlockSums(const Eigen::VectorXd&
     std::vector<double> all(batch_start.back());
     group.AllGather(std::span<const double>(buffers.data(), buffers.size()), counts, all);
     for (int b = first; b < last; ++b) {
-      AddBatch(batches_[static_cast<size_t>(b)], all.data() + batch_start[static_cast<size_t>(b - first)],
-               sums);
+      AddBatch(batches_[static_cast<size_t>(b)],
+               all.data() + batch_start[static_cast<size_t>(b - first)], sums);
     }
   }
   return sums;

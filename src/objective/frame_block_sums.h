@@ -18,8 +18,8 @@ struct FrameBlockSums {
   int num_angles = 0;
   // Per-point derivatives: d c2 / d(physical..., contrast_k, offset_k) of the point's angle k.
   int num_local = 0;
-  // Cell (a, b), a <= b: the finite upper-triangle points (i, j), i < j, with frame i in block a and
-  // frame j in block b. Per cell and angle, at CellOffset(a, b, k):
+  // Cell (a, b), a <= b: the finite upper-triangle points (i, j), i < j, with frame i in block a
+  // and frame j in block b. Per cell and angle, at CellOffset(a, b, k):
   //   gradient: sum of e J over the cell's points (num_local values), e = data - c2;
   //   gram:     sum of J J^T (num_local^2 values, column major, both triangles).
   // Cells with a > b stay zero.
@@ -46,8 +46,7 @@ struct FrameBlockSums {
     return CellIndex(a, b, angle) * static_cast<size_t>(num_local);
   }
   size_t GramOffset(int a, int b, int angle) const {
-    return CellIndex(a, b, angle) * static_cast<size_t>(num_local) *
-           static_cast<size_t>(num_local);
+    return CellIndex(a, b, angle) * static_cast<size_t>(num_local) * static_cast<size_t>(num_local);
   }
 };
 

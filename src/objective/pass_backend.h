@@ -15,9 +15,9 @@
 // section 5b).
 //
 // Backends: cpu (the batches of a range over the threads of worker_pool.h, the vectorised
-// PassKernel of src/model/pass_kernel.h); cuda (device_pass_backend.h: the kernels of cuda/pass_kernels.cu,
-// always behind the self-check of backend_self_check.h) and its host emulation for tests
-// (docs/backends.md).
+// PassKernel of src/model/pass_kernel.h); cuda (device_pass_backend.h: the kernels of
+// cuda/pass_kernels.cu, always behind the self-check of backend_self_check.h) and its host
+// emulation for tests (docs/backends.md).
 #pragma once
 
 #include <cstdint>

@@ -232,8 +232,7 @@ class StreamingPassData : public PassData {
       lock.unlock();
       std::exception_ptr error;
       try {
-        ReadChunk(request.chunk, request.first, request.last, request.num_angles,
-                  *request.target);
+        ReadChunk(request.chunk, request.first, request.last, request.num_angles, *request.target);
       } catch (...) {
         error = std::current_exception();
       }
@@ -273,7 +272,7 @@ class StreamingPassData : public PassData {
   const int prefetch_threads_;
   ChunkBuffer buffers_[2];
   int current_ = 0;
-  int chunk_ = 1;  // batches per fetch: the largest fetch seen
+  int chunk_ = 1;                                     // batches per fetch: the largest fetch seen
   std::optional<std::pair<int, int>> expected_next_;  // ExpectNextFetch's, for the next Fetch
   std::atomic<int64_t> retries_{0};
   // The reader thread (started by the first prefetch) and what it shares with Fetch, under mutex_.

@@ -14,9 +14,9 @@
 
 #include <Eigen/Dense>
 
-#include "optimize/levenberg_marquardt.h"
 #include "homodyne/model.h"
 #include "objective/batched_objective.h"
+#include "optimize/levenberg_marquardt.h"
 #include "optimize/per_angle_mode.h"
 
 namespace homodyne {

@@ -1,6 +1,6 @@
-// How the standard strategy names the end of a Ceres run (private to src/optimize and its tests): our
-// status from Ceres' termination type, the iterations it recorded and what the run saw, never from
-// the message, which is for people.
+// How the standard strategy names the end of a Ceres run (private to src/optimize and its tests):
+// our status from Ceres' termination type, the iterations it recorded and what the run saw, never
+// from the message, which is for people.
 #pragma once
 
 #include <ceres/iteration_callback.h>

@@ -33,8 +33,8 @@
 #include "homodyne/config.h"
 #include "homodyne/fit_events.h"
 #include "homodyne/process_group.h"
-#include "optimize/levenberg_marquardt.h"
 #include "objective/batched_objective.h"
+#include "optimize/levenberg_marquardt.h"
 #include "optimize/per_angle_mode.h"
 
 namespace homodyne {
@@ -42,13 +42,13 @@ namespace homodyne {
 // What the global phase did: the global_search section of convergence_metrics.json.
 struct GlobalSearchSummary {
   GlobalSearchMethod method = GlobalSearchMethod::kOff;  // the method run; kOff: not run
-  std::string reason;              // why this method (the config keys that chose it)
-  int candidates = 0;              // starting points screened (auto, multi_start)
-  int local_fits = 0;              // projected local fits run
-  int generations = 0;             // CMA-ES generations over all runs
-  int cmaes_runs = 0;              // CMA-ES runs (1 + restarts)
-  int moved_fits = 0;              // of the local fits, those from the mode's search moves
-  int refined_fits = 0;            // of the local fits, coarse minima refined on the search data
+  std::string reason;    // why this method (the config keys that chose it)
+  int candidates = 0;    // starting points screened (auto, multi_start)
+  int local_fits = 0;    // projected local fits run
+  int generations = 0;   // CMA-ES generations over all runs
+  int cmaes_runs = 0;    // CMA-ES runs (1 + restarts)
+  int moved_fits = 0;    // of the local fits, those from the mode's search moves
+  int refined_fits = 0;  // of the local fits, coarse minima refined on the search data
   // Of the refinements, those stopped once they had joined a minimum refined before them
   // (docs/design.md section 4b, Coarse to fine).
   int joined_refinements = 0;
@@ -57,18 +57,18 @@ struct GlobalSearchSummary {
   // once the best minimum had been reached from kAutoArrivals starts.
   int joined_local_fits = 0;
   int skipped_starts = 0;
-  int64_t passes = 0;              // passes over the search data (replayed ones included)
+  int64_t passes = 0;  // passes over the search data (replayed ones included)
   // How the passes were spent (replayed ones included): one per screened candidate or CMA-ES
   // evaluation, the local fits from screened candidates (or CMA-ES points), the moved fits.
   int64_t screening_passes = 0;
   int64_t local_fit_passes = 0;
   int64_t moved_fit_passes = 0;
-  int64_t refine_passes = 0;       // the refinements (on the search data; the rest on the coarse)
-  int64_t batches = 0;             // batches computed (not replayed): each level's passes x batches
-  int64_t replayed_passes = 0;     // of which replayed from GlobalSearchInputs::replay
-  int64_t point_evaluations = 0;   // passes x points of the data each ran on
-  int64_t search_points = 0;       // upper-triangle points of the search data (all angles)
-  int row_stride = 1;              // 1 = all rows; s = every s-th row (subsample)
+  int64_t refine_passes = 0;      // the refinements (on the search data; the rest on the coarse)
+  int64_t batches = 0;            // batches computed (not replayed): each level's passes x batches
+  int64_t replayed_passes = 0;    // of which replayed from GlobalSearchInputs::replay
+  int64_t point_evaluations = 0;  // passes x points of the data each ran on
+  int64_t search_points = 0;      // upper-triangle points of the search data (all angles)
+  int row_stride = 1;             // 1 = all rows; s = every s-th row (subsample)
   // The coarse level (method auto with GlobalSearchInputs::coarse_data): its points and rows
   // (set by the caller); 0 = none.
   int64_t coarse_points = 0;
@@ -91,10 +91,10 @@ struct GlobalSearchInputs {
   // minima within a few reduced chi2 of its best are then refined on `data` (coarse to fine,
   // docs/design.md section 4b). Null: everything runs on `data`.
   BatchedObjective* coarse_data = nullptr;
-  ScalingMap map;                    // the fit's reduced layout (after FixParameters)
-  BoundBox bounds;                   // reduced bounds; physical ones must be finite
-  Eigen::VectorXd start;             // the reduced start (initial_parameters and the scaling)
-  LevenbergMarquardtOptions local;   // tolerances and max_iterations of the local fits
+  ScalingMap map;                   // the fit's reduced layout (after FixParameters)
+  BoundBox bounds;                  // reduced bounds; physical ones must be finite
+  Eigen::VectorXd start;            // the reduced start (initial_parameters and the scaling)
+  LevenbergMarquardtOptions local;  // tolerances and max_iterations of the local fits
   // A trail saved by an interrupted run of the same method, config and data, replayed before
   // any new work (empty: none). A longer run's trail is not checked against this one's work:
   // the checkpoint identity (config and data hashes) guarantees they are the same search.

@@ -680,8 +680,7 @@ std::string LevenbergMarquardtSummary::BriefReport() const {
   }
   if (!parameters_at_bound.empty()) out << ", " << parameters_at_bound.size() << " at bound";
   if (covariance_pseudo_inverse) {
-    out << ", covariance by pseudo-inverse (" << undetermined_parameters.size()
-        << " undetermined)";
+    out << ", covariance by pseudo-inverse (" << undetermined_parameters.size() << " undetermined)";
   }
   if (!warnings.empty()) out << ", " << warnings.size() << " warnings";
   out.precision(3);

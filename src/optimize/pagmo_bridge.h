@@ -8,8 +8,8 @@
 // pagmo::cmaes holds Eigen vectors and matrices that the library allocates and the code creating
 // the object destroys; were that code compiled with -march=native, Eigen's inline free would not
 // match the library's malloc and corrupt the heap. pagmo_bridge.cc is therefore compiled with
-// -march=x86-64 (src/optimize/CMakeLists.txt) and keeps its Eigen code out of the rest of the program
-// (see the top of pagmo_bridge.cc).
+// -march=x86-64 (src/optimize/CMakeLists.txt) and keeps its Eigen code out of the rest of the
+// program (see the top of pagmo_bridge.cc).
 #pragma once
 
 #include <functional>

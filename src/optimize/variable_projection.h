@@ -40,8 +40,8 @@
 
 #include <Eigen/Dense>
 
-#include "optimize/levenberg_marquardt.h"
 #include "objective/batched_objective.h"
+#include "optimize/levenberg_marquardt.h"
 #include "optimize/per_angle_mode.h"
 
 namespace homodyne {

@@ -64,7 +64,9 @@ class FitRun {
   // sigma auto's first fit, whose minimum the second fit refines.
   FitRun(const Config& config, BatchSource& source, const FitObserver& observer,
          bool check_phi0_mirror = true)
-      : config_(config), source_(source), observer_(observer),
+      : config_(config),
+        source_(source),
+        observer_(observer),
         check_phi0_mirror_(check_phi0_mirror) {}
 
   FitOutcome Run() {
@@ -109,8 +111,8 @@ class FitRun {
       // ranks there, not each pass (global_search.h, GlobalSearchInputs::spread_group).
       coarse_row_stride_ = CoarseRowStride(info.num_times(), points, search_row_stride_);
       if (coarse_row_stride_ > 0) {
-        coarse_data_ = fit_->strategy->SearchData(coarse_row_stride_,
-                                                  CurrentProcessGroup()->size() > 1);
+        coarse_data_ =
+            fit_->strategy->SearchData(coarse_row_stride_, CurrentProcessGroup()->size() > 1);
       }
     }
     // On several ranks, each keeps only the data of its share of the batches from now on (the
@@ -177,8 +179,7 @@ class FitRun {
     if (global_search.method != GlobalSearchMethod::kOff) {
       const GlobalSearchSummary global =
           RunGlobalPhase({config_.nlsq, *search_data_, search_row_stride_, coarse_data_.get(),
-                          coarse_row_stride_, parameters, lm_,
-                          *fit_->checkpoints, observer_});
+                          coarse_row_stride_, parameters, lm_, *fit_->checkpoints, observer_});
       result().global_search =
           GlobalSearchRecordOf(global, global_search.method_reason, parameters.map,
                                PhysicalParameterNames(config_.analysis_mode));
@@ -277,10 +278,10 @@ class FitRun {
     const ReportedUncertainty uncertainty = UncertaintyOfTheSolution(recorded);
     const double uncertainty_seconds = SecondsSince(uncertainty_start);
     ReportPhase("uncertainties", uncertainty_seconds);
-    outcome_.physical = RecordSolution(summary_, lm_, *fit_->parameters, fit_->plan.scaling,
-                                       objective, fit_->phi_degrees,
-                                       !config_.performance.fast_mode, recorded, sum_of_squares,
-                                       ProfileProbeOfTheSolution(), uncertainty);
+    outcome_.physical =
+        RecordSolution(summary_, lm_, *fit_->parameters, fit_->plan.scaling, objective,
+                       fit_->phi_degrees, !config_.performance.fast_mode, recorded, sum_of_squares,
+                       ProfileProbeOfTheSolution(), uncertainty);
     if (!profile_trail_.empty()) {
       spdlog::info("profile intervals: {} profile points, {} of them from the checkpoint",
                    profile_trail_.points.size(), profile_points_replayed_);
@@ -335,8 +336,9 @@ class FitRun {
       reported.intervals = CheckpointedProbe(ProbeOfTheSolution());
       if (reported.intervals) reported.interval_ends = SpreadIntervalEnds();
       if (!reported.intervals) {
-        spdlog::warn("optimization.nlsq.profile_intervals: not computed (they need the plain "
-                     "loss and variable projection)");
+        spdlog::warn(
+            "optimization.nlsq.profile_intervals: not computed (they need the plain "
+            "loss and variable projection)");
       }
     }
     if (reported.method != UncertaintyMethod::kJackknife &&
@@ -358,9 +360,10 @@ class FitRun {
     }
     if (standard_because.empty() && support.empty()) standard_because = "no free parameter";
     if (!standard_because.empty()) {
-      spdlog::info("uncertainties: the standard error ({}; the frame-block jackknife needs a "
-                   "covariance, the plain loss and full validation)",
-                   standard_because);
+      spdlog::info(
+          "uncertainties: the standard error ({}; the frame-block jackknife needs a "
+          "covariance, the plain loss and full validation)",
+          standard_because);
       reported.method = UncertaintyMethod::kStandard;
       return reported;
     }
@@ -374,9 +377,10 @@ class FitRun {
     reported.sums_pass = true;
     reported.residual_lag1_correlation = RowCorrelationAtLag1(sums);
     if (reported.method == UncertaintyMethod::kAuto && ResidualsUncorrelated(sums)) {
-      spdlog::info("uncertainties: standard errors of independent noise (the residuals are "
-                   "uncorrelated along frames: lag-1 correlation {:.3f}), {:.2f} s",
-                   reported.residual_lag1_correlation, SecondsSince(start));
+      spdlog::info(
+          "uncertainties: standard errors of independent noise (the residuals are "
+          "uncorrelated along frames: lag-1 correlation {:.3f}), {:.2f} s",
+          reported.residual_lag1_correlation, SecondsSince(start));
       reported.method = UncertaintyMethod::kStandard;
       return reported;
     }
@@ -392,11 +396,11 @@ class FitRun {
       return reported;
     }
     const FrameBlockJackknife& jackknife = *reported.jackknife;
-    spdlog::info("uncertainties: frame-block jackknife over {} blocks of about {} frames (the "
-                 "residuals are correlated over about {} frame{}), {:.2f} s",
-                 jackknife.blocks, sums.num_frames() / jackknife.blocks,
-                 jackknife.correlation_frames, jackknife.correlation_frames == 1 ? "" : "s",
-                 SecondsSince(start));
+    spdlog::info(
+        "uncertainties: frame-block jackknife over {} blocks of about {} frames (the "
+        "residuals are correlated over about {} frame{}), {:.2f} s",
+        jackknife.blocks, sums.num_frames() / jackknife.blocks, jackknife.correlation_frames,
+        jackknife.correlation_frames == 1 ? "" : "s", SecondsSince(start));
     if (jackknife.blocks_too_short) {
       const std::string warning =
           "the residuals are correlated over about " +
@@ -421,7 +425,8 @@ class FitRun {
   ProfileProbe ProfileProbeOfTheSolution() {
     const bool asked =
         config_.nlsq.profile_check.value_or(DefinitionOf(config_.analysis_mode).profile_check);
-    if (!asked || fit_->strategy->objective().num_points() > config_.nlsq.global_search.max_points) {
+    if (!asked ||
+        fit_->strategy->objective().num_points() > config_.nlsq.global_search.max_points) {
       return nullptr;
     }
     return ProbeOfTheSolution();
@@ -476,9 +481,10 @@ class FitRun {
     spread_probe_ = ProbeOfTheSolution(profile_data_.get(), /*here_only=*/true);
     return [this, &group](size_t count, const std::function<ProfileEndFound(size_t)>& find) {
       std::vector<ProfileEndFound> ends(count);
-      spdlog::info("profile intervals: {} interval ends spread over {} ranks, each holding all "
-                   "the data",
-                   count, group.size());
+      spdlog::info(
+          "profile intervals: {} interval ends spread over {} ranks, each holding all "
+          "the data",
+          count, group.size());
       const int ranks = group.size();
       // One end as doubles: value, note (0 none, 1 bound, 2 failed), parameter, points, then
       // (value held, chi2 less the minimum, chi2) per point; an end not found here: 0 points.
@@ -587,18 +593,18 @@ class FitRun {
   std::unique_ptr<BatchedObjective> search_data_;  // until GlobalPhaseStep ends
   std::unique_ptr<BatchedObjective> coarse_data_;  // method auto's coarse level, or null
   int coarse_row_stride_ = 0;
-  LevenbergMarquardtOptions lm_;                   // the final fit's options
-  Eigen::VectorXd fit_start_;                      // GlobalPhaseStep
-  LevenbergMarquardtSummary summary_;              // FinalFitStep
+  LevenbergMarquardtOptions lm_;       // the final fit's options
+  Eigen::VectorXd fit_start_;          // GlobalPhaseStep
+  LevenbergMarquardtSummary summary_;  // FinalFitStep
   bool check_phi0_mirror_ = true;
-  std::optional<Phi0MirrorFinding> phi0_mirror_;   // Phi0MirrorStep
-  ProfileTrail profile_trail_;                     // CheckpointedProbe's points
+  std::optional<Phi0MirrorFinding> phi0_mirror_;    // Phi0MirrorStep
+  ProfileTrail profile_trail_;                      // CheckpointedProbe's points
   std::unique_ptr<BatchedObjective> profile_data_;  // SpreadIntervalEnds' whole data, or null
-  ProfileProbe spread_probe_;                      // its probe, on profile_data_ alone
-  bool spreading_ = false;                         // inside an end found on this rank alone
-  std::vector<ProfilePointRecord> spread_points_;  // that end's points
-  size_t profile_points_resumed_ = 0;              // of them, the resumed checkpoint's
-  int profile_points_replayed_ = 0;                // resumed points the intervals asked for
+  ProfileProbe spread_probe_;                       // its probe, on profile_data_ alone
+  bool spreading_ = false;                          // inside an end found on this rank alone
+  std::vector<ProfilePointRecord> spread_points_;   // that end's points
+  size_t profile_points_resumed_ = 0;               // of them, the resumed checkpoint's
+  int profile_points_replayed_ = 0;                 // resumed points the intervals asked for
 };
 
 }  // namespace
@@ -647,14 +653,15 @@ FitOutcome FitWithSigmaAuto(const Config& config, BatchSource& source,
   final_config.nlsq.global_search.method = GlobalSearchMethod::kOff;
   final_config.nlsq.global_search.method_reason =
       "sigma auto: the fit at the estimated sigma starts at the first fit's minimum (its global "
-      "phase: " + config.nlsq.global_search.method_reason + ")";
+      "phase: " +
+      config.nlsq.global_search.method_reason + ")";
   const std::string source_text = "sqrt(chi2 / dof) of a first fit at sigma " +
                                   FormatNumber(config.nlsq.sigma) + " (reduced chi2 " +
                                   FormatNumber(pilot.reduced_chi_squared) + ", dof " +
                                   std::to_string(pilot.degrees_of_freedom) + ")";
-  const std::string warning = "sigma adjusted: optimization.nlsq.sigma auto = " +
-                              FormatNumber(estimate) + ", " + source_text +
-                              "; the fit was repeated at that sigma from the first fit's minimum";
+  const std::string warning =
+      "sigma adjusted: optimization.nlsq.sigma auto = " + FormatNumber(estimate) + ", " +
+      source_text + "; the fit was repeated at that sigma from the first fit's minimum";
   spdlog::warn("{}", warning);
   FitOutcome final_outcome = FitRun(final_config, source, observer).Run();
   FitResult& result = final_outcome.result;

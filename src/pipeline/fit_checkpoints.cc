@@ -12,10 +12,10 @@
 #include <span>
 #include <sstream>
 #include <string_view>
-#include <vector>
 #include <system_error>
 #include <thread>
 #include <type_traits>
+#include <vector>
 
 #include "fit_identity.h"
 #include "homodyne/checkpoint_errors.h"

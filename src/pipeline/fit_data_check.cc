@@ -11,8 +11,8 @@ namespace homodyne {
 void CheckDataCanBeFitted(const BatchedObjective& objective, const std::string& data_name,
                           PerAngleMode mode, int num_reduced) {
   const int64_t finite_points = objective.num_residuals() / 2;
-  const int n_effective = EffectiveParameterCount(mode, objective.num_physical(),
-                                                  objective.num_angles(), num_reduced);
+  const int n_effective =
+      EffectiveParameterCount(mode, objective.num_physical(), objective.num_angles(), num_reduced);
   const int64_t dof = 2 * finite_points - n_effective;
   if (finite_points < num_reduced || dof <= 0) {
     throw DataError(

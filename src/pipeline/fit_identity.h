@@ -60,7 +60,7 @@ void VisitData(Struct& data, Visitor& visit) {
   // single-ring fits keep theirs. A ring of an independent run has its own q alone in the list
   // (SelectionOfRing): rings never share a checkpoint.
   visit("data.wavevector_q_list", kNumbersField, wavevector_q_list);
-  visit("data.all_q_rings", kNotNumbersField, all_q_rings);  // resolved into the list first
+  visit("data.all_q_rings", kNotNumbersField, all_q_rings);    // resolved into the list first
   visit("data.data_q_range", kNotNumbersField, data_q_range);  // resolved into the list first
   visit("data.data_phi_range", kNumbersField, data_phi_range);
   visit("data.data_filtering_fallback_on_empty", kNumbersField, data_filtering_fallback_on_empty);
@@ -133,10 +133,10 @@ void VisitCmaes(Struct& cmaes, Visitor& visit) {
 
 template <typename Struct, typename Visitor>
 void VisitNlsq(Struct& nlsq, Visitor& visit) {
-  auto& [max_iterations, tolerance, xtol, gtol, sigma, sigma_auto, loss, x_scale, anti_degeneracy_enabled,
-         per_angle_mode, constant_scaling_threshold, fourier_order, per_angle_mode_from_config,
-         variable_projection, solver, statistical_tolerance, profile_check, uncertainty,
-         profile_intervals, global_search, multi_start, cmaes] = nlsq;
+  auto& [max_iterations, tolerance, xtol, gtol, sigma, sigma_auto, loss, x_scale,
+         anti_degeneracy_enabled, per_angle_mode, constant_scaling_threshold, fourier_order,
+         per_angle_mode_from_config, variable_projection, solver, statistical_tolerance,
+         profile_check, uncertainty, profile_intervals, global_search, multi_start, cmaes] = nlsq;
   visit("optimization.nlsq.max_iterations", kNumbersField, max_iterations);
   visit("optimization.nlsq.tolerance", kNumbersField, tolerance);
   visit("optimization.nlsq.xtol", kNumbersField, xtol);
@@ -246,7 +246,7 @@ void VisitConfigFields(ConfigType& config, Visitor&& visit) {
   visit("warnings", kNotNumbersField, warnings);
   visit("unknown_sections", kNotNumbersField, unknown_sections);
   visit("ignored_keys", kNotNumbersField, ignored_keys);  // keys without effect
-  visit("dt_source", kNotNumbersField, dt_source);  // data.dt_seconds counts, not its origin
+  visit("dt_source", kNotNumbersField, dt_source);        // data.dt_seconds counts, not its origin
 }
 
 // The fields of one element of DataSelection::phi_ranges and of Config::bounds.

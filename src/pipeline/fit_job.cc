@@ -70,8 +70,8 @@ FitOutcome RunFitJob(const Config& config, BatchSource& source, const FitJobOpti
   // The final fit's iterations, for nlsq/convergence_history.json (the convergence plot).
   std::vector<IterationProgress> history;
   FitObserver recording = observer;
-  recording.on_iteration = [&history, inner = observer.on_iteration](
-                               const IterationProgress& iteration) {
+  recording.on_iteration = [&history,
+                            inner = observer.on_iteration](const IterationProgress& iteration) {
     history.push_back(iteration);
     if (inner) inner(iteration);
   };

@@ -109,9 +109,9 @@ FitParameters BuildFitParameters(const Config& config, const ResolvedScaling& sc
   const bool searches_physical = config.nlsq.global_search.method != GlobalSearchMethod::kOff ||
                                  config.nlsq.variable_projection;
   const std::vector<std::string>& fitted = parameters.map.reduced_names;
-  const bool none_physical = std::none_of(fitted.begin(), fitted.end(), [&](const std::string& name) {
-    return IsPhysicalParameter(config.analysis_mode, name);
-  });
+  const bool none_physical = std::none_of(
+      fitted.begin(), fitted.end(),
+      [&](const std::string& name) { return IsPhysicalParameter(config.analysis_mode, name); });
   if (none_physical && searches_physical) {
     throw ConfigError(config.source_path +
                       ": initial_parameters.fixed_parameters fixes every physical parameter: "

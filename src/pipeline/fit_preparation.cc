@@ -29,8 +29,7 @@ namespace {
 void SelectBackendStep(PreparedFit& fit) {
   fit.result.analysis_mode = fit.config.analysis_mode;
   try {
-    fit.backend =
-        SelectBackend(fit.config.performance.backend, fit.config.performance.gpu_devices);
+    fit.backend = SelectBackend(fit.config.performance.backend, fit.config.performance.gpu_devices);
   } catch (const ConfigError& error) {
     throw ConfigError(fit.config.source_path + ": " + error.what());
   }
@@ -89,8 +88,8 @@ void SetUpStrategyStep(PreparedFit& fit, std::chrono::steady_clock::time_point s
     if (prepared->observer.on_pass_chunk) prepared->observer.on_pass_chunk(progress);
     if (prepared->checkpoints) prepared->checkpoints->OnChunk(progress);
   };
-  const StrategyInputs inputs{fit.config,          fit.source,   *fit.model,
-                              fit.phi_degrees,     fit.plan.size, fit.on_chunk,
+  const StrategyInputs inputs{fit.config,          fit.source,           *fit.model,
+                              fit.phi_degrees,     fit.plan.size,        fit.on_chunk,
                               fit.backend.backend, CurrentProcessGroup()};
   fit.strategy = SetUpStrategy(fit.plan.strategy.kind, inputs, fit.result.recovery_actions);
   fit.result.strategy = std::string(ToString(fit.strategy->kind()));

@@ -1,8 +1,8 @@
 #include "fit_solution.h"
 
+#include <spdlog/spdlog.h>
 #include <boost/math/distributions/normal.hpp>
 #include <boost/math/distributions/students_t.hpp>
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cmath>
@@ -146,7 +146,6 @@ std::vector<std::string> StrongCorrelations(const FitResult& result, int n_physi
   return pairs;
 }
 
-
 namespace {
 
 // A number in a quality reason, e.g. "2.137".
@@ -225,8 +224,8 @@ std::vector<std::string> UncertaintyDisagreements(const FitResult& result,
   for (size_t p = 0; p < ratios.size(); ++p) {
     if (!(ratios[p] < lowest)) continue;  // NaN: nothing to compare
     disagree.push_back(result.physical[p].name);
-    evidence += (evidence.empty() ? "" : ", ") + result.physical[p].name + " " +
-                ReasonNumber(ratios[p]);
+    evidence +=
+        (evidence.empty() ? "" : ", ") + result.physical[p].name + " " + ReasonNumber(ratios[p]);
   }
   if (evidence.empty()) return {};
   return {"the frame-block jackknife's uncertainties of " + evidence +
@@ -300,11 +299,11 @@ std::vector<std::string> OtherMinimumWarnings(const FitResult& result, int64_t n
     list += (list.empty() ? "" : ", ") + name;
     undetermined.push_back(name);
   }
-  return {"the data do not determine " + list +
-          " (the global phase found other minima inside the 4-standard-error contour): " +
-          evidence +
-          (minima > 1 ? " (and " + std::to_string(minima - 1) + " more such minima)" : "") +
-          "; the uncertainties understate how far the data let them move"};
+  return {
+      "the data do not determine " + list +
+      " (the global phase found other minima inside the 4-standard-error contour): " + evidence +
+      (minima > 1 ? " (and " + std::to_string(minima - 1) + " more such minima)" : "") +
+      "; the uncertainties understate how far the data let them move"};
 }
 
 std::vector<std::string> ProfileWarnings(const FitResult& result, const ProfileProbe& probe,
@@ -335,8 +334,8 @@ std::vector<std::string> ProfileWarnings(const FitResult& result, const ProfileP
     for (const ParameterEstimate& other : result.physical) {
       const int j = index_of(other.name);
       if (j < 0 || j == i || !(covariance(j, j) > 0.0)) continue;
-      largest = std::max(largest, std::abs(covariance(i, j)) /
-                                      std::sqrt(covariance(i, i) * covariance(j, j)));
+      largest = std::max(
+          largest, std::abs(covariance(i, j)) / std::sqrt(covariance(i, i) * covariance(j, j)));
     }
     if (!(largest >= kProfileCorrelation)) continue;
     for (const double side : {-1.0, 1.0}) {
@@ -361,7 +360,8 @@ std::vector<std::string> ProfileWarnings(const FitResult& result, const ProfileP
   std::snprintf(rises, sizeof(rises),
                 " (%g standard errors from the result, the other parameters refitted, chi2 rises "
                 "by less than %g reduced chi2, where a quadratic surface rises by %g: ",
-                kProfileStandardErrors, kProfileRise, kProfileStandardErrors * kProfileStandardErrors);
+                kProfileStandardErrors, kProfileRise,
+                kProfileStandardErrors * kProfileStandardErrors);
   return {"the data do not determine " + list + rises + evidence +
           "): the uncertainties understate how far the data let them move"};
 }
@@ -554,8 +554,8 @@ void ReportUncertainty(const ReportedUncertainty& uncertainty, const ScalingMap&
     }
   }
   const int n_angles = static_cast<int>(result.per_angle.size());
-  for (int p = 0; p < n_physical; ++p) result.physical[static_cast<size_t>(p)].uncertainty =
-      reported.uncertainties[p];
+  for (int p = 0; p < n_physical; ++p)
+    result.physical[static_cast<size_t>(p)].uncertainty = reported.uncertainties[p];
   for (int k = 0; k < n_angles; ++k) {
     result.per_angle[static_cast<size_t>(k)].contrast.uncertainty =
         reported.uncertainties[n_physical + k];
@@ -611,10 +611,10 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
   const bool has_uncertainties = full.uncertainties.size() > 0;
   const std::vector<std::string> bound_marks = FullLayoutBoundMarks(summary, lm, map);
   const auto estimate = [&](const std::string& name, int f) {
-    return ParameterEstimate{name, full.theta[f],
-                             has_uncertainties ? full.uncertainties[f]
-                                               : std::numeric_limits<double>::quiet_NaN(),
-                             bound_marks[static_cast<size_t>(f)]};
+    return ParameterEstimate{
+        name, full.theta[f],
+        has_uncertainties ? full.uncertainties[f] : std::numeric_limits<double>::quiet_NaN(),
+        bound_marks[static_cast<size_t>(f)]};
   };
   for (int p = 0; p < n_physical; ++p) {
     result.physical.push_back(estimate(names[static_cast<size_t>(p)], p));
@@ -633,9 +633,10 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
   if (full_validation) {
     const std::string list = CommaList(StrongCorrelations(result, n_physical));
     if (!list.empty()) {
-      spdlog::info("correlated beyond 0.99 (each one's uncertainty is large along the pair; "
-                   "`correlation` in parameters.json): {}",
-                   list);
+      spdlog::info(
+          "correlated beyond 0.99 (each one's uncertainty is large along the pair; "
+          "`correlation` in parameters.json): {}",
+          list);
     }
   }
   result.per_angle_mode = std::string(ToString(scaling.mode));
@@ -698,8 +699,8 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
     loosely_determined.insert(loosely_determined.end(), named.begin() + static_cast<long>(before),
                               named.end());
     for (const std::string& name : loosely_determined) {
-      if (std::find(quality_inputs.undetermined.begin(), quality_inputs.undetermined.end(),
-                    name) == quality_inputs.undetermined.end()) {
+      if (std::find(quality_inputs.undetermined.begin(), quality_inputs.undetermined.end(), name) ==
+          quality_inputs.undetermined.end()) {
         quality_inputs.undetermined.push_back(name);
       }
     }
@@ -716,9 +717,8 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
   const bool statistical =
       result.uncertainty_method == "jackknife" || result.uncertainty_method == "standard";
   if (uncertainty.intervals && has_uncertainties) {
-    quality_inputs.unbounded_intervals =
-        AddProfileIntervals(uncertainty.intervals, full.uncertainties, lm, result,
-                            uncertainty.interval_ends);
+    quality_inputs.unbounded_intervals = AddProfileIntervals(
+        uncertainty.intervals, full.uncertainties, lm, result, uncertainty.interval_ends);
   } else if (profile && has_uncertainties && statistical && !loosely_determined.empty()) {
     // The profile check's probe profiles what the checks found far from quadratic: value +- t u
     // would claim the curvature's shape there (docs/results.md, Intervals). The quality flag
@@ -737,8 +737,8 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
 
 std::vector<std::string> AddProfileIntervals(const ProfileProbe& probe,
                                              const Eigen::VectorXd& curvature,
-                                             const LevenbergMarquardtOptions& lm,
-                                             FitResult& result, const ProfileEndsRunner& runner,
+                                             const LevenbergMarquardtOptions& lm, FitResult& result,
+                                             const ProfileEndsRunner& runner,
                                              const std::vector<std::string>* only) {
   const double infinity = std::numeric_limits<double>::infinity();
   const double chi2_min = result.chi_squared;
@@ -755,8 +755,7 @@ std::vector<std::string> AddProfileIntervals(const ProfileProbe& probe,
                               : 0.0;
     const std::optional<std::pair<double, double>> bounds = BoundsByName(lm, estimate.name);
     if (!(reported > 0.0) || !(curved > 0.0) || !std::isfinite(reported) || !std::isfinite(s2) ||
-        !bounds ||
-        (only && std::find(only->begin(), only->end(), estimate.name) == only->end())) {
+        !bounds || (only && std::find(only->begin(), only->end(), estimate.name) == only->end())) {
       continue;
     }
     const auto [lower, upper] = *bounds;
@@ -850,8 +849,8 @@ std::vector<std::string> WidenIntervalsToOtherMinima(const Eigen::VectorXd& curv
     const double curved = static_cast<Eigen::Index>(p) < curvature.size()
                               ? curvature[static_cast<Eigen::Index>(p)]
                               : 0.0;
-    if (estimate.interval_68.size() != 2 || estimate.interval_95.size() != 2 ||
-        !(reported > 0.0) || !(curved > 0.0) || !std::isfinite(reported) || !std::isfinite(s2)) {
+    if (estimate.interval_68.size() != 2 || estimate.interval_95.size() != 2 || !(reported > 0.0) ||
+        !(curved > 0.0) || !std::isfinite(reported) || !std::isfinite(s2)) {
       continue;
     }
     std::string note;

@@ -5,8 +5,8 @@
 #pragma once
 
 #include <cstdint>
-#include <limits>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -136,15 +136,14 @@ std::vector<std::string> UncertaintyDisagreements(const FitResult& result,
 // parameter refitted from the solution (a profile point); the fit may stop as soon as its chi2
 // is below `enough` (then returns that chi2). NaN when it cannot be computed (the value is
 // outside the parameter's bounds, the parameter is not fitted, or the fit failed).
-using ProfileProbe =
-    std::function<double(const std::string& name, double value, double enough)>;
+using ProfileProbe = std::function<double(const std::string& name, double value, double enough)>;
 
 // The profile check of the uncertainties (docs/results.md, What the uncertainties mean), part of
 // full validation: each physical parameter that is fitted, off its bounds, not named
 // undetermined yet (`undetermined`), and correlated with another physical parameter by
 // kProfileCorrelation or more in magnitude is held kProfileStandardErrors standard errors from
-// the result, on each side, and the rest refitted (probe). On a quadratic chi2 surface chi2 rises by
-// kProfileStandardErrors^2 s^2 there (s^2: the reduced chi2, at least 1); a rise below
+// the result, on each side, and the rest refitted (probe). On a quadratic chi2 surface chi2 rises
+// by kProfileStandardErrors^2 s^2 there (s^2: the reduced chi2, at least 1); a rise below
 // kProfileRise s^2 means the surface is flatter along that profile than the curvature at the
 // result says, so the uncertainty understates how far the data let the parameter move.
 // Returns the warning naming those parameters (empty when none) and appends them to
@@ -246,11 +245,11 @@ void AddStudentIntervals(const LevenbergMarquardtOptions& lm, FitResult& result)
 // with full_validation (not fast mode), parameters ended on a bound, OtherMinimumWarnings and
 // ProfileWarnings (their parameters also count as undetermined in the quality flag), then the
 // reported uncertainty's UncertaintyDisagreements and profile intervals' bounds (both in the
-// quality flag too); pairs correlated beyond 0.99 are logged as information (StrongCorrelations). lm: the reduced bounds and names the final fit ran with;
-// objective: the fit's (its residual count and full layout); phi_degrees: the data's angles;
-// result.analysis_mode names the physical parameters.
-// Under a robust loss (objective.loss() not linear) summary.final_chi2 is the robust objective
-// 2 cost; sum_of_squares then holds the plain chi2 at the solution (BatchedObjective::
+// quality flag too); pairs correlated beyond 0.99 are logged as information (StrongCorrelations).
+// lm: the reduced bounds and names the final fit ran with; objective: the fit's (its residual count
+// and full layout); phi_degrees: the data's angles; result.analysis_mode names the physical
+// parameters. Under a robust loss (objective.loss() not linear) summary.final_chi2 is the robust
+// objective 2 cost; sum_of_squares then holds the plain chi2 at the solution (BatchedObjective::
 // SumOfSquares; absent: NaN), which becomes chi_squared, and result.loss, f_scale and robust_cost
 // are set. The
 // covariance is the LM core's, s^2 (J^T J)^-1 of the rescaled Jacobian with s^2 = 2 cost / dof,
@@ -260,15 +259,12 @@ void AddStudentIntervals(const LevenbergMarquardtOptions& lm, FitResult& result)
 // finite stored points and p the effective parameter count (the stored points counted once);
 // jackknife replaces it with uncertainty.jackknife's.
 // Returns the fitted physical parameters, in the model's order.
-std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
-                                   const LevenbergMarquardtOptions& lm,
-                                   const FitParameters& parameters, const ResolvedScaling& scaling,
-                                   const BatchedObjective& objective,
-                                   const std::vector<double>& phi_degrees, bool full_validation,
-                                   FitResult& result,
-                                   std::optional<double> sum_of_squares = std::nullopt,
-                                   const ProfileProbe& profile = nullptr,
-                                   const ReportedUncertainty& uncertainty = {});
+std::vector<double> RecordSolution(
+    const LevenbergMarquardtSummary& summary, const LevenbergMarquardtOptions& lm,
+    const FitParameters& parameters, const ResolvedScaling& scaling,
+    const BatchedObjective& objective, const std::vector<double>& phi_degrees, bool full_validation,
+    FitResult& result, std::optional<double> sum_of_squares = std::nullopt,
+    const ProfileProbe& profile = nullptr, const ReportedUncertainty& uncertainty = {});
 
 // What the result's totals are counted from, at the end of a fit.
 struct FitTotals {

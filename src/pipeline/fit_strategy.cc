@@ -14,8 +14,8 @@
 
 #include "base/fault_injection.h"
 #include "objective/c2_rows.h"
-#include "optimize/reparametrized_problem.h"
 #include "optimize/ceres_standard_fit.h"
+#include "optimize/reparametrized_problem.h"
 
 namespace homodyne {
 namespace {
@@ -81,9 +81,8 @@ std::vector<ScalingEstimate> EstimateScalingInMemory(const Config& config,
   if (own_share_only) {
     const std::vector<int> rows = objective.held_rows();
     for (const std::vector<float>& values : objective.data()) {
-      estimates.push_back(EstimateScalingOverRanks(values, rows, n_times,
-                                                   config.BoundOf("contrast"),
-                                                   config.BoundOf("offset"), group));
+      estimates.push_back(EstimateScalingOverRanks(
+          values, rows, n_times, config.BoundOf("contrast"), config.BoundOf("offset"), group));
     }
     return estimates;
   }
@@ -172,9 +171,8 @@ class InMemoryStrategy : public FitStrategy {
   std::unique_ptr<BatchedObjective> SearchData(int row_stride,
                                                bool whole_on_every_rank) const override {
     if (group_->size() > 1) {
-      return MakeRowSubsampleObjective(source_, model_, phi_degrees_, sigma_, row_stride,
-                                       backend_, whole_on_every_rank ? nullptr : group_,
-                                       objective_->loss());
+      return MakeRowSubsampleObjective(source_, model_, phi_degrees_, sigma_, row_stride, backend_,
+                                       whole_on_every_rank ? nullptr : group_, objective_->loss());
     }
     return MakeRowSubsampleObjective(objective_->data(), model_, phi_degrees_, sigma_, row_stride,
                                      backend_, group_, objective_->loss());
@@ -313,10 +311,9 @@ std::unique_ptr<FitStrategy> MakeStrategy(StrategyKind kind, const StrategyInput
   // One process reads every row; each rank of a job only the rows of its batches.
   return std::make_unique<InMemoryStrategy>(
       kind, inputs,
-      std::make_unique<PackedDataObjective>(inputs.source, inputs.model, inputs.phi_degrees,
-                                            inputs.config.nlsq.sigma,
-                                            InMemoryStrategy::InMemoryPassOptions(kind, inputs),
-                                            inputs.backend),
+      std::make_unique<PackedDataObjective>(
+          inputs.source, inputs.model, inputs.phi_degrees, inputs.config.nlsq.sigma,
+          InMemoryStrategy::InMemoryPassOptions(kind, inputs), inputs.backend),
       /*own_share_only=*/inputs.group->size() > 1);
 }
 

@@ -12,13 +12,13 @@
 #include <Eigen/Dense>
 
 #include "fit_checkpoints.h"
-#include "objective/pass_backend.h"
 #include "homodyne/config.h"
 #include "homodyne/dataset.h"
-#include "optimize/initial_values.h"
-#include "optimize/levenberg_marquardt.h"
 #include "homodyne/model.h"
 #include "objective/batched_objective.h"
+#include "objective/pass_backend.h"
+#include "optimize/initial_values.h"
+#include "optimize/levenberg_marquardt.h"
 #include "optimize/per_angle_mode.h"
 #include "pipeline/memory_budget.h"
 

@@ -130,8 +130,9 @@ std::optional<FrameBlockJackknife> ComputeFrameBlockJackknife(const FrameBlockSu
         if (block_b != block_a) {
           AddLocal(gradient, at, block_gradient[static_cast<size_t>(block_b)]);
           AddLocal(gram, at, block_gram[static_cast<size_t>(block_b)]);
-          AddLocal(gradient, at,
-                   cell_gradient[static_cast<size_t>(block_a) * blocks + static_cast<size_t>(block_b)]);
+          AddLocal(
+              gradient, at,
+              cell_gradient[static_cast<size_t>(block_a) * blocks + static_cast<size_t>(block_b)]);
         }
       }
     }
@@ -153,8 +154,8 @@ std::optional<FrameBlockJackknife> ComputeFrameBlockJackknife(const FrameBlockSu
                            without)) {
       return std::nullopt;
     }
-    const Eigen::VectorXd u = without.Solve(
-        Restrict(m.transpose() * block_gradient[static_cast<size_t>(b)], support));
+    const Eigen::VectorXd u =
+        without.Solve(Restrict(m.transpose() * block_gradient[static_cast<size_t>(b)], support));
     v.noalias() += u * u.transpose();
   }
   for (int a = 0; a < blocks; ++a) {
@@ -196,10 +197,10 @@ ProfileEnd FindProfileEnd(const std::function<double(double)>& rise, double valu
     if (std::abs(risen - target) <= 0.01 * target) return {at, ""};
     if (risen < target && distance >= limit) return {value + direction * limit, "bound"};
     // The secant through the last two points (through the minimum first), kept within the side.
-    double next = root > near_root
-                      ? near_distance + (goal - near_root) * (distance - near_distance) /
-                                            (root - near_root)
-                      : 2.0 * distance;
+    double next =
+        root > near_root
+            ? near_distance + (goal - near_root) * (distance - near_distance) / (root - near_root)
+            : 2.0 * distance;
     if (!(next > 0.0)) next = 0.5 * distance;
     near_distance = distance;
     near_root = root;

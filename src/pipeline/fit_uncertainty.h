@@ -47,9 +47,9 @@ struct FrameBlockJackknife {
 // The linearised frame-block jackknife at the solution. The fine blocks of `sums` are merged (by
 // 2, 4, ...) into the fewest blocks that are still at least frames / (correlation length), and at
 // least kMinJackknifeBlocks (coverage on simulated ensembles chose this rule: docs/results.md,
-// Checking error bars); then, with s_B the gradient sum (J^T e) of the points that touch block B (row or
-// column in B), H_B their J^T J, H the total, and t_AB the gradient sum of the cell of blocks
-// A < B:
+// Checking error bars); then, with s_B the gradient sum (J^T e) of the points that touch block B
+// (row or column in B), H_B their J^T J, H the total, and t_AB the gradient sum of the cell of
+// blocks A < B:
 //   C = (B - 1) / B (sum_B u_B u_B^T - sum_{A<B} w_AB w_AB^T),
 //   u_B = (H - H_B)^-1 s_B,  w_AB = H^-1 t_AB,
 // u_B the change of the solution when the points of block B are deleted, less the cells counted

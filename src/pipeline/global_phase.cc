@@ -49,9 +49,10 @@ GlobalSearchSummary RunGlobalPhase(const GlobalPhaseContext& context) {
   if (ProcessGroup& group = *CurrentProcessGroup(); group.size() > 1 && context.coarse_data) {
     inputs.spread_group = &group;
     inputs.stop_requested_here = [] { return InterruptSignalHere() != 0; };
-    spdlog::info("global search {}: the coarse level's candidates and local fits spread over {} "
-                 "ranks",
-                 ToString(method), group.size());
+    spdlog::info(
+        "global search {}: the coarse level's candidates and local fits spread over {} "
+        "ranks",
+        ToString(method), group.size());
   }
   inputs.replay = checkpoints.global_search_trail();
   if (!inputs.replay.empty()) {
@@ -136,7 +137,8 @@ double ProfilePoint(BatchedObjective& objective, const ScalingMap& map, const Bo
     below = iteration.chi2 < enough;
     return !below && (here_only ? InterruptSignalHere() : InterruptSignal()) == 0;
   };
-  const LevenbergMarquardtSummary fit = Minimize(options, projected, projected.NonlinearPart(start));
+  const LevenbergMarquardtSummary fit =
+      Minimize(options, projected, projected.NonlinearPart(start));
   const bool finished =
       below || fit.IsConverged() || fit.status == LevenbergMarquardtStatus::kMaxIterations;
   return finished ? fit.final_chi2 : kNaN;

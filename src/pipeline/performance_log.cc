@@ -91,11 +91,10 @@ FitObserver PerformanceLog::Observe(FitObserver inner) {
         if (first) first(p);
         OnGlobalSearch(p);
       };
-  outer.on_iteration =
-      [this, first = std::move(inner.on_iteration)](const IterationProgress& i) {
-        if (first) first(i);
-        OnIteration(i);
-      };
+  outer.on_iteration = [this, first = std::move(inner.on_iteration)](const IterationProgress& i) {
+    if (first) first(i);
+    OnIteration(i);
+  };
   outer.on_checkpoint_saved =
       [this, first = std::move(inner.on_checkpoint_saved)](const CheckpointSaveReport& r) {
         if (first) first(r);
@@ -227,8 +226,7 @@ void PerformanceLog::LogWallByPhase(double start_seconds, const FitResult& resul
         "wall by phase: start " + Seconds(start_seconds) + ", load " +
             Seconds(result.load_seconds) + ", fit " + Seconds(fit) + ", error bars " +
             Seconds(result.uncertainty_seconds) + ", writing " + Seconds(write_seconds) +
-            " (total " +
-            Seconds(start_seconds + result.total_seconds + write_seconds) + ")");
+            " (total " + Seconds(start_seconds + result.total_seconds + write_seconds) + ")");
 }
 
 void PerformanceLog::LogFailure(const std::string& message) {

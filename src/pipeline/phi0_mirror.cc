@@ -36,8 +36,8 @@ std::string AnglesText(const std::vector<double>& phi_degrees) {
 
 }  // namespace
 
-std::optional<double> Phi0Mirror(const std::vector<double>& phi_degrees, double phi0,
-                                 double lower, double upper, double* outside_bounds) {
+std::optional<double> Phi0Mirror(const std::vector<double>& phi_degrees, double phi0, double lower,
+                                 double upper, double* outside_bounds) {
   if (outside_bounds != nullptr) *outside_bounds = kNaN;
   if (phi_degrees.empty() || !std::isfinite(phi0)) return std::nullopt;
   // The axis a modulo 90: the mean of the angles' offsets from the first, modulo 90.
@@ -61,8 +61,7 @@ std::optional<double> Phi0Mirror(const std::vector<double>& phi_degrees, double 
       if (!best || std::abs(candidate - phi0) < std::abs(*best - phi0)) best = candidate;
     } else if (std::isnan(nearest_outside) ||
                std::min(std::abs(candidate - lower), std::abs(candidate - upper)) <
-                   std::min(std::abs(nearest_outside - lower),
-                            std::abs(nearest_outside - upper))) {
+                   std::min(std::abs(nearest_outside - lower), std::abs(nearest_outside - upper))) {
       nearest_outside = candidate;
     }
   }
@@ -70,8 +69,7 @@ std::optional<double> Phi0Mirror(const std::vector<double>& phi_degrees, double 
   return best;
 }
 
-std::optional<Phi0MirrorFinding> CheckPhi0Mirror(BatchedObjective& objective,
-                                                 const ScalingMap& map,
+std::optional<Phi0MirrorFinding> CheckPhi0Mirror(BatchedObjective& objective, const ScalingMap& map,
                                                  const LevenbergMarquardtOptions& lm,
                                                  const LevenbergMarquardtSummary& solution,
                                                  const std::vector<double>& phi_degrees,
@@ -92,17 +90,18 @@ std::optional<Phi0MirrorFinding> CheckPhi0Mirror(BatchedObjective& objective,
   const std::optional<double> mirror = Phi0Mirror(phi_degrees, phi0, lower, upper, &outside);
   if (!mirror) {
     if (!std::isnan(outside)) {
-      spdlog::info("phi0 mirror check: the angles ({} deg) cannot tell phi0 = {} from {}, which "
-                   "lies outside its bounds [{}, {}]: the bounds chose the sign",
-                   AnglesText(phi_degrees), FormatNumber(phi0), FormatNumber(outside),
-                   FormatNumber(lower), FormatNumber(upper));
+      spdlog::info(
+          "phi0 mirror check: the angles ({} deg) cannot tell phi0 = {} from {}, which "
+          "lies outside its bounds [{}, {}]: the bounds chose the sign",
+          AnglesText(phi_degrees), FormatNumber(phi0), FormatNumber(outside), FormatNumber(lower),
+          FormatNumber(upper));
     }
     return std::nullopt;
   }
   const double standard_error =
       solution.uncertainties.size() > index ? solution.uncertainties[index] : 0.0;
-  if (std::abs(*mirror - phi0) <= std::max(1e-3, std::isfinite(standard_error) ? standard_error
-                                                                               : 0.0)) {
+  if (std::abs(*mirror - phi0) <=
+      std::max(1e-3, std::isfinite(standard_error) ? standard_error : 0.0)) {
     spdlog::info("phi0 mirror check: phi0 = {} and its mirror {} lie within one standard error",
                  FormatNumber(phi0), FormatNumber(*mirror));
     return std::nullopt;
@@ -162,10 +161,10 @@ void RecordPhi0Mirror(const Phi0MirrorFinding& finding, FitResult& result) {
   if (finding.tie) {
     record.note = "the angles cannot tell the two apart: the data fit both equally well";
     const std::string warning =
-        "phi0 mirror: the angles (" + finding.angles + " deg) cannot tell phi0 = " +
-        FormatNumber(finding.phi0) + " (" + measure + " " + FormatNumber(finding.cost) +
-        ") from phi0 = " + FormatNumber(finding.mirror_phi0) + " (" + measure + " " +
-        FormatNumber(finding.mirror_cost) +
+        "phi0 mirror: the angles (" + finding.angles +
+        " deg) cannot tell phi0 = " + FormatNumber(finding.phi0) + " (" + measure + " " +
+        FormatNumber(finding.cost) + ") from phi0 = " + FormatNumber(finding.mirror_phi0) + " (" +
+        measure + " " + FormatNumber(finding.mirror_cost) +
         "), which fit equally well; its sign is not determined by these data: an angle between "
         "those of the data separates them, or bounds of phi0 on one side of " +
         FormatNumber(std::round(0.5 * (finding.phi0 + finding.mirror_start) * 1e6) / 1e6 + 0.0) +
@@ -193,11 +192,11 @@ void RecordPhi0Mirror(const Phi0MirrorFinding& finding, FitResult& result) {
     return;
   }
   record.note = "the mirror fits worse";
-  spdlog::info("phi0 mirror check: the fit from the mirror phi0 = {} ended at {} with {} {} "
-               "against {} at phi0 = {}: the data prefer the result",
-               FormatNumber(finding.mirror_start), FormatNumber(finding.mirror_phi0), measure,
-               FormatNumber(finding.mirror_cost), FormatNumber(finding.cost),
-               FormatNumber(finding.phi0));
+  spdlog::info(
+      "phi0 mirror check: the fit from the mirror phi0 = {} ended at {} with {} {} "
+      "against {} at phi0 = {}: the data prefer the result",
+      FormatNumber(finding.mirror_start), FormatNumber(finding.mirror_phi0), measure,
+      FormatNumber(finding.mirror_cost), FormatNumber(finding.cost), FormatNumber(finding.phi0));
 }
 
 }  // namespace homodyne

@@ -27,8 +27,8 @@ inline constexpr double kPhi0MirrorAngleToleranceDegrees = 0.5;
 // when the angles disagree modulo 90 (e.g. 0, 30, 90: the data tell phi0 from -phi0).
 // `outside_bounds`, when not null, is set to the mirror 2a - phi0 nearest to the bounds when the
 // angles are symmetric but no mirror is inside them (NaN otherwise).
-std::optional<double> Phi0Mirror(const std::vector<double>& phi_degrees, double phi0,
-                                 double lower, double upper, double* outside_bounds = nullptr);
+std::optional<double> Phi0Mirror(const std::vector<double>& phi_degrees, double phi0, double lower,
+                                 double upper, double* outside_bounds = nullptr);
 
 // What the check found, before the result is recorded.
 struct Phi0MirrorFinding {
@@ -54,8 +54,7 @@ struct Phi0MirrorFinding {
 // bounds or within one standard error (or 1e-3 degrees) of phi0 (an info line says which of the
 // last two), the solution is empty, or the mirror fit was stopped by a signal (`stopped` set).
 // The local fit has lm's tolerances and a callback that only watches for signals.
-std::optional<Phi0MirrorFinding> CheckPhi0Mirror(BatchedObjective& objective,
-                                                 const ScalingMap& map,
+std::optional<Phi0MirrorFinding> CheckPhi0Mirror(BatchedObjective& objective, const ScalingMap& map,
                                                  const LevenbergMarquardtOptions& lm,
                                                  const LevenbergMarquardtSummary& solution,
                                                  const std::vector<double>& phi_degrees,

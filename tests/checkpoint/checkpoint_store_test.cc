@@ -356,7 +356,8 @@ TEST_F(CheckpointStoreTest, RoundTripWithPassIsBitwise) {
 // The format_version attribute of the checkpoint file at `path`.
 int64_t FormatVersionInFile(const std::string& path) {
   io_internal::Hid file = io_internal::FileHid(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
-  io_internal::Hid attribute = io_internal::AttributeHid(H5Aopen(file.get(), "format_version", H5P_DEFAULT));
+  io_internal::Hid attribute =
+      io_internal::AttributeHid(H5Aopen(file.get(), "format_version", H5P_DEFAULT));
   int64_t version = -1;
   EXPECT_GE(H5Aread(attribute.get(), H5T_NATIVE_INT64, &version), 0);
   return version;

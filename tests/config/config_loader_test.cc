@@ -446,12 +446,12 @@ TEST(ConfigNlsqTest, ProfileCheckIsTheModesDefaultUnlessSet) {
   EXPECT_FALSE(ParseConfig("analysis_mode: static\n", "p.yaml").nlsq.profile_check.has_value());
   EXPECT_FALSE(ParseConfig("optimization: {nlsq: {profile_check: null}}\n", "p.yaml")
                    .nlsq.profile_check.has_value());
-  EXPECT_EQ(ParseConfig("optimization: {nlsq: {profile_check: true}}\n", "p.yaml")
-                .nlsq.profile_check,
-            std::optional<bool>(true));
-  EXPECT_EQ(ParseConfig("optimization: {nlsq: {profile_check: false}}\n", "p.yaml")
-                .nlsq.profile_check,
-            std::optional<bool>(false));
+  EXPECT_EQ(
+      ParseConfig("optimization: {nlsq: {profile_check: true}}\n", "p.yaml").nlsq.profile_check,
+      std::optional<bool>(true));
+  EXPECT_EQ(
+      ParseConfig("optimization: {nlsq: {profile_check: false}}\n", "p.yaml").nlsq.profile_check,
+      std::optional<bool>(false));
   try {
     ParseConfig("optimization: {nlsq: {profile_check: sometimes}}\n", "p.yaml");
     ADD_FAILURE() << "accepted";
@@ -560,8 +560,8 @@ performance:
 
 TEST(ConfigPerformanceTest, GpuDevicesIsAListOfDistinctIndicesOrEveryVisibleDevice) {
   EXPECT_TRUE(ParseConfig("analysis_mode: static\n", "g.yaml").performance.gpu_devices.empty());
-  EXPECT_TRUE(ParseConfig("performance: {gpu_devices: null}\n", "g.yaml")
-                  .performance.gpu_devices.empty());
+  EXPECT_TRUE(
+      ParseConfig("performance: {gpu_devices: null}\n", "g.yaml").performance.gpu_devices.empty());
   EXPECT_EQ(ParseConfig("performance: {gpu_devices: [2, 0]}\n", "g.yaml").performance.gpu_devices,
             (std::vector<int>{2, 0}));
   for (const char* bad : {"1", "[]", "[-1]", "[0, 0]", "[1.5]", "[gpu0]", "{a: 1}", "[[0]]"}) {
@@ -714,8 +714,10 @@ TEST(ConfigFileTest, MalformedYamlNamesFileLineAndColumn) {
 TEST(ConfigFileTest, DuplicateKeyNamesItsPathAndBothLines) {
   // yaml-cpp would read the first and ignore the second in silence.
   try {
-    ParseConfig("optimization:\n  nlsq:\n    multi_start:\n      n_starts: 5\n"
-                "      n_starts: -3\n", "dup.yaml");
+    ParseConfig(
+        "optimization:\n  nlsq:\n    multi_start:\n      n_starts: 5\n"
+        "      n_starts: -3\n",
+        "dup.yaml");
     FAIL() << "no error";
   } catch (const ConfigError& e) {
     EXPECT_THAT(e.what(), HasSubstr("dup.yaml: optimization.nlsq.multi_start.n_starts is given "
@@ -916,8 +918,8 @@ TEST(ConfigIgnoredKeysTest, KeysWithoutEffectAreListedOnce) {
             "optimization.nlsq.anti_degeneracy.{hierarchical.*, shear_weighting.*}");
   EXPECT_THAT(BriefReport(config), HasSubstr(IgnoredKeysText(config) + "\n"));
   // Nothing without effect: no line.
-  const Config plain = ParseConfig("analysis_mode: static\nanalyzer_parameters: {dt: 0.1}\n",
-                                   "plain.yaml");
+  const Config plain =
+      ParseConfig("analysis_mode: static\nanalyzer_parameters: {dt: 0.1}\n", "plain.yaml");
   EXPECT_TRUE(plain.ignored_keys.empty());
   EXPECT_EQ(IgnoredKeysText(plain), "");
   EXPECT_THAT(BriefReport(plain), Not(HasSubstr("accepted and ignored")));
@@ -959,18 +961,19 @@ TEST(ConfigDiagonalCorrectionTest, KeysAreReadAndChecked) {
                            "{apply_diagonal_correction: false}\n",
                            "off.yaml")
                    .data.diagonal_correction.apply);
-  for (const auto& [yaml, message] : {
-           std::pair{"{method: smooth}",
-                     "experimental_data.diagonal_correction.method = 'smooth': must be basic, "
-                     "statistical or interpolation"},
-           std::pair{"{estimator: mode}", "experimental_data.diagonal_correction.estimator"},
-           std::pair{"{window: 0}", "experimental_data.diagonal_correction.window = 0"},
-           std::pair{"{trim_fraction: 0.5}",
-                     "experimental_data.diagonal_correction.trim_fraction = 0.5"}}) {
+  for (const auto& [yaml, message] :
+       {std::pair{"{method: smooth}",
+                  "experimental_data.diagonal_correction.method = 'smooth': must be basic, "
+                  "statistical or interpolation"},
+        std::pair{"{estimator: mode}", "experimental_data.diagonal_correction.estimator"},
+        std::pair{"{window: 0}", "experimental_data.diagonal_correction.window = 0"},
+        std::pair{"{trim_fraction: 0.5}",
+                  "experimental_data.diagonal_correction.trim_fraction = 0.5"}}) {
     try {
-      ParseConfig(std::string("analysis_mode: static\nexperimental_data:\n  diagonal_correction: ") +
-                      yaml + "\n",
-                  "bad.yaml");
+      ParseConfig(
+          std::string("analysis_mode: static\nexperimental_data:\n  diagonal_correction: ") + yaml +
+              "\n",
+          "bad.yaml");
       FAIL() << yaml << " was accepted";
     } catch (const ConfigError& error) {
       EXPECT_THAT(error.what(), HasSubstr(message)) << yaml;

@@ -286,7 +286,8 @@ TEST_F(ReaderTest, DiagonalCorrectionMethodsOfTheCorrectedReads) {
     source->ReadCorrectedUpperRows(0, 3, 7, std::span<double>(rows));
     for (int i = 3; i < 7; ++i) {
       EXPECT_EQ(rows[static_cast<size_t>((i - 3) * (n - 3) + (i - 3))],
-                full[static_cast<size_t>(i) * n + i]) << i;
+                full[static_cast<size_t>(i) * n + i])
+          << i;
     }
   }
   // apply_diagonal_correction: false: the stored diagonal.
@@ -295,7 +296,8 @@ TEST_F(ReaderTest, DiagonalCorrectionMethodsOfTheCorrectedReads) {
   std::unique_ptr<BatchSource> stored = OpenBatchSource(selection);
   std::vector<double> full(static_cast<size_t>(10) * 10);
   stored->ReadCorrectedMatrix(0, full);
-  for (int i = 0; i < 10; ++i) EXPECT_DOUBLE_EQ(full[static_cast<size_t>(i) * 10 + i], raw(i + 1, i + 1));
+  for (int i = 0; i < 10; ++i)
+    EXPECT_DOUBLE_EQ(full[static_cast<size_t>(i) * 10 + i], raw(i + 1, i + 1));
 }
 
 TEST_F(ReaderTest, ApsUSelectsTheExactQRing) {
@@ -606,8 +608,9 @@ TEST_F(BadInputTest, NonFinitePhiOrQNamesTheListEntry) {
   spec.phi_values = {0.0, std::numeric_limits<double>::quiet_NaN(), 90.0};
   const std::string path = PathOf("nan_phi.h5");
   WriteTestFile(path, spec);
-  ExpectDataError(SelectionFor(path), "/xpcs/qmap/dynamic_v_list_dim1[1] = nan: q and phi values "
-                                      "must be finite");
+  ExpectDataError(SelectionFor(path),
+                  "/xpcs/qmap/dynamic_v_list_dim1[1] = nan: q and phi values "
+                  "must be finite");
   TestFileSpec old_layout;
   old_layout.layout = FileLayout::kApsOld;
   old_layout.q_values = {0.0054, std::numeric_limits<double>::infinity(), 0.0054};

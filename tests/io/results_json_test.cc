@@ -278,10 +278,9 @@ TEST(DerivedRatesTest, StaticRateAndIntervalFollowTheCovariance) {
   for (size_t k = 0; k < t.size(); k += 97) {
     const double time = t[k].get<double>();
     const double d = 1000.0 * std::pow(time, -0.5) + 10.0;
-    const double sigma = std::sqrt(std::pow(time, -1.0) * 2500.0 +
-                                   std::pow(1000.0 * std::pow(time, -0.5) * std::log(time), 2) *
-                                       4e-4 +
-                                   9.0);
+    const double sigma =
+        std::sqrt(std::pow(time, -1.0) * 2500.0 +
+                  std::pow(1000.0 * std::pow(time, -0.5) * std::log(time), 2) * 4e-4 + 9.0);
     EXPECT_NEAR(json["D"][k].get<double>(), d, 1e-9 * d);
     EXPECT_NEAR(json["D_interval_68"][k][0].get<double>(), d - sigma, 1e-5 * sigma) << time;
     EXPECT_NEAR(json["D_interval_68"][k][1].get<double>(), d + sigma, 1e-5 * sigma) << time;

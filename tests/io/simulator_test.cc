@@ -386,11 +386,10 @@ TEST_F(SpeckleSimulationTest, NoiseIsCorrelatedAlongRowsAsAGaussianOneIsNot) {
   SimulateDataset(exact);
   const std::vector<double> model = ReadAllPoints(exact.simulation.output, exact);
   const int n = 59;  // the fitted grid
-  EXPECT_GT(LagOneCorrelation(ReadAllPoints(speckle.simulation.output, speckle), model, n, 3),
-            0.5);
-  EXPECT_LT(std::abs(LagOneCorrelation(ReadAllPoints(gaussian.simulation.output, gaussian),
-                                       model, n, 3)),
-            0.1);
+  EXPECT_GT(LagOneCorrelation(ReadAllPoints(speckle.simulation.output, speckle), model, n, 3), 0.5);
+  EXPECT_LT(
+      std::abs(LagOneCorrelation(ReadAllPoints(gaussian.simulation.output, gaussian), model, n, 3)),
+      0.1);
 }
 
 TEST_F(SpeckleSimulationTest, DeterministicWhateverTheThreads) {

@@ -17,6 +17,8 @@
 
 #include <Eigen/Dense>
 
+#include "homodyne/dataset.h"
+#include "homodyne/model.h"
 #include "model/isa_level.h"
 #include "model/pass_kernel.h"
 #include "model/pass_variants.h"
@@ -24,8 +26,6 @@
 #include "model/two_component/two_component_pass_variant.h"
 #include "model/two_component/two_component_point.h"
 #include "model/vector_math.h"
-#include "homodyne/dataset.h"
-#include "homodyne/model.h"
 
 namespace homodyne {
 namespace {
@@ -182,8 +182,7 @@ std::vector<IsaLevel> LevelsToTest() {
     if (CpuSupportsIsaLevel(level)) {
       levels.push_back(level);
     } else {
-      std::cout << "not checked: pass kernel level " << ToString(level)
-                << " (this CPU lacks it)\n";
+      std::cout << "not checked: pass kernel level " << ToString(level) << " (this CPU lacks it)\n";
     }
   }
   return levels;
@@ -465,12 +464,12 @@ TEST(PassKernelTest, TwoComponentVelocityTablesMatchLibmAtEveryLevel) {
   libm_tables(s, velocity, expected_sin, expected_cos);
   for (IsaLevel level : LevelsToTest()) {
     SCOPED_TRACE("instruction-set level " + std::string(ToString(level)));
-    const pass_kernel::TwoComponentFunctions* functions = HOMODYNE_PASS_VARIANT(
-        pass_kernel::TwoComponentFunctions, kTwoComponentFunctions, level);
+    const pass_kernel::TwoComponentFunctions* functions =
+        HOMODYNE_PASS_VARIANT(pass_kernel::TwoComponentFunctions, kTwoComponentFunctions, level);
     ASSERT_NE(functions, nullptr);
     std::vector<double> sin_table(static_cast<size_t>(n)), cos_table(static_cast<size_t>(n));
-    ASSERT_TRUE(functions->fill_velocity_tables(s, velocity.data(), n, sin_table.data(),
-                                                cos_table.data()));
+    ASSERT_TRUE(
+        functions->fill_velocity_tables(s, velocity.data(), n, sin_table.data(), cos_table.data()));
     double worst = 0.0;
     for (size_t j = 0; j < static_cast<size_t>(n); ++j) {
       worst = std::max({worst, std::fabs(sin_table[j] - expected_sin[j]),

@@ -207,17 +207,18 @@ TEST_P(ReferenceC2Test, PassKernelMatchesEveryElement) {
           const double cost = kernel.SumSquaredResiduals(i, i + 1, pointers, workspace);
           value = std::nanf("");
           ASSERT_EQ(finite[k], 1);
-          const double expected = reference.c2[k * static_cast<std::size_t>(n * n) +
-                                               static_cast<std::size_t>(i * n + j)];
-          max_c2_error = std::max(
-              max_c2_error, std::abs(-grams[k](residual_column, offset_column) - expected));
+          const double expected =
+              reference
+                  .c2[k * static_cast<std::size_t>(n * n) + static_cast<std::size_t>(i * n + j)];
+          max_c2_error = std::max(max_c2_error,
+                                  std::abs(-grams[k](residual_column, offset_column) - expected));
           max_cost_error = std::max(max_cost_error, std::abs(std::sqrt(cost) - expected));
           for (int a = 0; a < offset_column; ++a) {
-            const double jacobian = jacobians[k][point * static_cast<std::size_t>(m) +
-                                                 static_cast<std::size_t>(a)];
-            max_jacobian_error = std::max(
-                max_jacobian_error, std::abs(grams[k](offset_column, a) - jacobian) /
-                                        std::max(1.0, std::abs(jacobian)));
+            const double jacobian =
+                jacobians[k][point * static_cast<std::size_t>(m) + static_cast<std::size_t>(a)];
+            max_jacobian_error =
+                std::max(max_jacobian_error, std::abs(grams[k](offset_column, a) - jacobian) /
+                                                 std::max(1.0, std::abs(jacobian)));
           }
         }
       }

@@ -35,8 +35,9 @@ TEST(TwoComponentModelTest, NamesAliasesAndParameters) {
   EXPECT_EQ(ToString(AnalysisMode::kTwoComponent), "two_component");
   EXPECT_EQ(NumPhysicalParameters(AnalysisMode::kTwoComponent), kPhysical);
   const std::vector<std::string> expected = {
-      "D0_ref", "alpha_ref", "D_offset_ref", "D0_sample", "alpha_sample", "D_offset_sample", "v0",
-      "v_beta", "v_offset", "f0", "f1", "f2", "f3", "phi0_het"};
+      "D0_ref", "alpha_ref", "D_offset_ref", "D0_sample", "alpha_sample", "D_offset_sample",
+      "v0",     "v_beta",    "v_offset",     "f0",        "f1",           "f2",
+      "f3",     "phi0_het"};
   EXPECT_EQ(PhysicalParameterNames(AnalysisMode::kTwoComponent), expected);
   // The successor's registry bounds (docs/model.md, Bounds and start values).
   const ParameterDefinition* v0 = FindParameterDefinition("v0");
@@ -66,8 +67,7 @@ TEST(TwoComponentModelTest, MatchesTheSuccessorsResidualFixture) {
   std::vector<double> c2(static_cast<size_t>(n * n));
   size_t next = 0;
   for (size_t k = 0; k < spec["phi_angles"].size(); ++k) {
-    evaluation.ComputeC2Matrix(spec["phi_angles"][k], spec["contrasts"][k], spec["offsets"][k],
-                               c2);
+    evaluation.ComputeC2Matrix(spec["phi_angles"][k], spec["contrasts"][k], spec["offsets"][k], c2);
     for (int i = 1; i < n; ++i) {
       for (int j = 1; j < n; ++j) {
         if (i == j) continue;
@@ -114,10 +114,10 @@ void ExpectJacobianMatchesFiniteDifferences(const JacobianCase& c) {
       plus[static_cast<size_t>(p)] += h;
       minus[static_cast<size_t>(p)] -= h;
       std::vector<double> c2_plus(points), c2_minus(points);
-      ModelEvaluation(model, plus).EvaluateUpperTriangleRows(phi, contrast, offset, 0, n, c2_plus,
-                                                             {});
-      ModelEvaluation(model, minus).EvaluateUpperTriangleRows(phi, contrast, offset, 0, n,
-                                                              c2_minus, {});
+      ModelEvaluation(model, plus)
+          .EvaluateUpperTriangleRows(phi, contrast, offset, 0, n, c2_plus, {});
+      ModelEvaluation(model, minus)
+          .EvaluateUpperTriangleRows(phi, contrast, offset, 0, n, c2_minus, {});
       double scale = 0.0;
       for (size_t q = 0; q < points; ++q) {
         scale = std::max(scale, std::abs(jacobian[q * static_cast<size_t>(m) + p]));
@@ -147,8 +147,8 @@ std::vector<double> TimesFrom(double first, double dt, int n) {
 
 // D0_ref, alpha_ref, D_offset_ref, D0_sample, alpha_sample, D_offset_sample, v0, v_beta, v_offset,
 // f0, f1, f2, f3, phi0_het
-const std::vector<double> kGeneric = {2.0e4, 0.3, 50.0, 8.0e4, -0.4, 20.0, 300.0, 0.7, 5.0,
-                                      0.4,   0.2, 0.5,  0.1,   3.0};
+const std::vector<double> kGeneric = {2.0e4, 0.3, 50.0, 8.0e4, -0.4, 20.0, 300.0,
+                                      0.7,   5.0, 0.4,  0.2,   0.5,  0.1,  3.0};
 
 TEST(TwoComponentModelTest, JacobianMatchesFiniteDifferencesOnAGridFromDt) {
   ExpectJacobianMatchesFiniteDifferences({"t = dt, 2 dt, ...", TimesFrom(0.1, 0.1, 24), kGeneric});
@@ -163,13 +163,13 @@ TEST(TwoComponentModelTest, JacobianWithZeroExponentsKeepsTheZeroToTheZeroRule) 
   params[1] = 0.0;  // alpha_ref
   params[4] = 0.0;  // alpha_sample
   params[7] = 0.0;  // v_beta
-  ExpectJacobianMatchesFiniteDifferences({"alpha = v_beta = 0, t from 0", TimesFrom(0.0, 0.1, 20),
-                                          params});
+  ExpectJacobianMatchesFiniteDifferences(
+      {"alpha = v_beta = 0, t from 0", TimesFrom(0.0, 0.1, 20), params});
 }
 
 TEST(TwoComponentModelTest, JacobianNearTheFractionsSoftClip) {
   std::vector<double> low = kGeneric, high = kGeneric;
-  low[9] = 0.02;   // f0: x_s near 0 (z = f0 e^(f1 (t - f2)) + f3 ~ 0.01)
+  low[9] = 0.02;  // f0: x_s near 0 (z = f0 e^(f1 (t - f2)) + f3 ~ 0.01)
   low[12] = -0.01;
   high[9] = 0.05;  // x_s near 1
   high[12] = 0.97;

@@ -12,10 +12,10 @@
 
 #include "homodyne/config.h"
 #include "homodyne/dataset.h"
-#include "optimize/levenberg_marquardt.h"
 #include "homodyne/model.h"
-#include "objective/batched_objective.h"
 #include "homodyne/simulate.h"
+#include "objective/batched_objective.h"
+#include "optimize/levenberg_marquardt.h"
 #include "support/simulated_data_fixture.h"
 
 namespace homodyne {
@@ -73,7 +73,7 @@ TEST_F(ObjectiveTest, WeightedAngleGramsHoldTheRobustGradientCostAndReweightedCu
   PackedDataObjective robust(plain->model(), config.simulation.phi_angles_degrees, plain->sigma(),
                              plain->data(), options);
   Eigen::VectorXd theta = Truth(config);
-  theta[0] *= 1.2;                         // residuals of several sigma: the loss bites
+  theta[0] *= 1.2;  // residuals of several sigma: the loss bites
   theta[plain->OffsetIndex(1)] += 0.03;
   const AngleGrams weighted = robust.AccumulateAngleGrams(theta, /*weighted=*/true);
   const AngleGrams unweighted = robust.AccumulateAngleGrams(theta);

@@ -15,12 +15,12 @@
 
 #include <Eigen/Dense>
 
-#include "model/pass_kernel.h"
-#include "objective/pass_backend.h"
 #include "homodyne/dataset.h"
-#include "optimize/levenberg_marquardt.h"
 #include "homodyne/model.h"
+#include "model/pass_kernel.h"
 #include "objective/batched_objective.h"
+#include "objective/pass_backend.h"
+#include "optimize/levenberg_marquardt.h"
 
 namespace homodyne {
 namespace {

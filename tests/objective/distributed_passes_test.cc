@@ -89,7 +89,7 @@ TEST_P(DistributedPassesTest, EveryRankCountGivesBitwiseTheSingleProcessPasses) 
   data[1][1234] = std::numeric_limits<float>::quiet_NaN();  // a skipped point in some rank's share
   Eigen::VectorXd theta = Truth(config);
   theta *= 1.1;
-  constexpr int kChunk = 5;  // several chunks a pass; shares of 2 to 4 ranks within each
+  constexpr int kChunk = 5;     // several chunks a pass; shares of 2 to 4 ranks within each
   constexpr int kResumeAt = 7;  // not a chunk boundary: the resumed pass first completes a chunk
 
   // kind 0: the in-memory objective; kind 1: the row subsample (the global phase's data), whose
@@ -140,8 +140,8 @@ TEST_P(DistributedPassesTest, EveryRankCountGivesBitwiseTheSingleProcessPasses) 
     }
     ASSERT_TRUE(saved.has_value());
     const PassResults single = compute(kind, nullptr, kind == 0 ? &*saved : nullptr);
-    EXPECT_TRUE((single.resumed.jtj.array() == (kind == 0 ? single.full.jtj.array()
-                                                          : single.resumed.jtj.array()))
+    EXPECT_TRUE((single.resumed.jtj.array() ==
+                 (kind == 0 ? single.full.jtj.array() : single.resumed.jtj.array()))
                     .all());
     for (int size = 1; size <= 4; ++size) {
       SharedState state(size);
@@ -149,9 +149,8 @@ TEST_P(DistributedPassesTest, EveryRankCountGivesBitwiseTheSingleProcessPasses) 
       std::vector<std::thread> ranks;
       for (int rank = 0; rank < size; ++rank) {
         ranks.emplace_back([&, rank] {
-          results[static_cast<size_t>(rank)] =
-              compute(kind, std::make_shared<ThreadRank>(state, rank, size),
-                      kind == 0 ? &*saved : nullptr);
+          results[static_cast<size_t>(rank)] = compute(
+              kind, std::make_shared<ThreadRank>(state, rank, size), kind == 0 ? &*saved : nullptr);
         });
       }
       for (std::thread& rank : ranks) rank.join();
@@ -162,13 +161,13 @@ TEST_P(DistributedPassesTest, EveryRankCountGivesBitwiseTheSingleProcessPasses) 
   }
 }
 
-
 // One rank's view of a shared source: reads go to it one at a time (HDF5 is not thread-safe), and
 // the rows each read asks for are counted per angle.
 class CountingSource final : public BatchSource {
  public:
   CountingSource(BatchSource& source, std::mutex& lock)
-      : source_(source), lock_(lock),
+      : source_(source),
+        lock_(lock),
         reads_(static_cast<size_t>(source.info().num_angles()),
                std::vector<int>(static_cast<size_t>(source.info().num_times()), 0)) {}
   const DatasetInfo& info() const override { return source_.info(); }
@@ -178,8 +177,7 @@ class CountingSource final : public BatchSource {
     const std::lock_guard<std::mutex> hold(lock_);
     source_.ReadUpperTriangleRows(angle, row_begin, row_end, out);
   }
-  void ReadUpperTriangleRows(int angle, int row_begin, int row_end,
-                             std::span<float> out) override {
+  void ReadUpperTriangleRows(int angle, int row_begin, int row_end, std::span<float> out) override {
     Count(angle, row_begin, row_end);
     const std::lock_guard<std::mutex> hold(lock_);
     source_.ReadUpperTriangleRows(angle, row_begin, row_end, out);
@@ -366,12 +364,12 @@ TEST(EstimateScalingOverRanksTest, BitwiseTheSingleProcessEstimateForAnySplit) {
           const int64_t begin = UpperTriangleRowOffset(n, row_begin);
           const int64_t end = UpperTriangleRowOffset(n, row_end);
           estimates[static_cast<size_t>(rank)] = EstimateScalingOverRanks(
-              std::span<const float>(values.data() + begin, static_cast<size_t>(end - begin)),
-              rows, n, contrast, offset, *group);
+              std::span<const float>(values.data() + begin, static_cast<size_t>(end - begin)), rows,
+              n, contrast, offset, *group);
         });
         for (int rank = 0; rank < size; ++rank) {
-          SCOPED_TRACE(::testing::Message() << "n " << n << ", variant " << variant << ", "
-                                            << size << " ranks, rank " << rank);
+          SCOPED_TRACE(::testing::Message() << "n " << n << ", variant " << variant << ", " << size
+                                            << " ranks, rank " << rank);
           EXPECT_EQ(std::bit_cast<uint64_t>(estimates[static_cast<size_t>(rank)].contrast),
                     std::bit_cast<uint64_t>(single.contrast));
           EXPECT_EQ(std::bit_cast<uint64_t>(estimates[static_cast<size_t>(rank)].offset),

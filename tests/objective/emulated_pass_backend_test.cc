@@ -254,7 +254,7 @@ TEST_F(EmulatedFitTest, FitEqualsTheCpuFit) {
     Config config = SimulationConfig(fit_case.mode, 40);
     if (two_component) {  // D0_ref, ..., phi0_het (two_component_point.h)
       config.simulation.physical_parameters = {2.0e4, 0.3, 100.0, 5.0e4, -0.5, 0.0, 20.0,
-                                               0.5,   1.0, 0.3,   0.5,  0.5,  0.2, 2.0};
+                                               0.5,   1.0, 0.3,   0.5,   0.5,  0.2, 2.0};
     }
     std::unique_ptr<BatchSource> source = SimulateAndOpen(config);
     const PackedDataObjective::PackedData data = PackedDataObjective::LoadPackedData(*source);

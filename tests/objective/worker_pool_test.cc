@@ -7,9 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <csignal>
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <stdexcept>
 #include <thread>
 #include <vector>

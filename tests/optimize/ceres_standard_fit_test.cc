@@ -15,15 +15,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "optimize/ceres_termination.h"
 #include "homodyne/dataset.h"
 #include "homodyne/errors.h"
-#include "optimize/levenberg_marquardt.h"
 #include "homodyne/model.h"
 #include "objective/batched_objective.h"
-#include "optimize/reparametrized_problem.h"
-#include "optimize/per_angle_mode.h"
 #include "optimize/ceres_standard_fit.h"
+#include "optimize/ceres_termination.h"
+#include "optimize/levenberg_marquardt.h"
+#include "optimize/per_angle_mode.h"
+#include "optimize/reparametrized_problem.h"
 
 namespace homodyne {
 namespace {

@@ -97,9 +97,8 @@ class GlobalSearchTest : public SimulatedDataTest {
   // the objective's loss.
   void UseCoarseLevel(int row_stride) {
     coarse_ = MakeRowSubsampleObjective(objective_->data(), objective_->model(),
-                                        config_.simulation.phi_angles_degrees,
-                                        objective_->sigma(), row_stride, nullptr, nullptr,
-                                        objective_->loss());
+                                        config_.simulation.phi_angles_degrees, objective_->sigma(),
+                                        row_stride, nullptr, nullptr, objective_->loss());
   }
 
   // The data with outliers (every 97th point of each angle's triangle 0.5 above its value, about
@@ -273,7 +272,8 @@ TEST_F(GlobalSearchTest, MethodsOtherThanAutoIgnoreTheCoarseLevel) {
   UseCoarseLevel(4);
   NlsqOptions nlsq;
   nlsq.multi_start.n_starts = 8;
-  const GlobalSearchSummary summary = RunGlobalSearch(GlobalSearchMethod::kMultiStart, nlsq, Inputs());
+  const GlobalSearchSummary summary =
+      RunGlobalSearch(GlobalSearchMethod::kMultiStart, nlsq, Inputs());
   EXPECT_EQ(summary.coarse_points, 0);
   EXPECT_EQ(summary.refined_fits, 0);
   EXPECT_EQ(summary.point_evaluations, summary.passes * objective_->num_points());
@@ -472,8 +472,8 @@ class SpreadSearchTest : public GlobalSearchTest {
         bool signalled = false;
         inputs.stop_requested_here = [&] {
           ++calls;
-          signalled = signalled || (r == 1 && signal_on_rank1_after > 0 &&
-                                    calls >= signal_on_rank1_after);
+          signalled =
+              signalled || (r == 1 && signal_on_rank1_after > 0 && calls >= signal_on_rank1_after);
           return signalled;
         };
         RankRun& run = runs[static_cast<size_t>(r)];
@@ -675,10 +675,10 @@ TEST_F(GlobalSearchTest, CoarseFitsJoinFoundMinimaAndStopOnceTheBestIsReachedFro
   EXPECT_GT(summary.skipped_starts, 0) << summary.BriefReport();
   const int coarse_fits = summary.local_fits - summary.refined_fits;
   EXPECT_EQ(coarse_fits + summary.skipped_starts, 13) << summary.BriefReport();
-  EXPECT_NE(summary.BriefReport().find("(" + std::to_string(summary.joined_local_fits) +
-                                       " joined, " + std::to_string(summary.skipped_starts) +
-                                       " starts left out)"),
-            std::string::npos)
+  EXPECT_NE(
+      summary.BriefReport().find("(" + std::to_string(summary.joined_local_fits) + " joined, " +
+                                 std::to_string(summary.skipped_starts) + " starts left out)"),
+      std::string::npos)
       << summary.BriefReport();
   // In the trail, a joined coarse fit holds the minimum it joined: bitwise a fit's before it,
   // with its own start, iterations and passes.

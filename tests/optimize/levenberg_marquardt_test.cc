@@ -427,8 +427,7 @@ TEST(LevenbergMarquardtTest, HoldsABoundParameterOfAnExactDegeneracy) {
   EXPECT_EQ(held.theta[2], 1.0);  // held on its bound at every iteration
   EXPECT_NE(free.theta[2], 1.0);  // without the rule the degenerate pair moves together
   // The product the data determine, and the other parameters, at the optimum.
-  EXPECT_NEAR(held.theta[0] * std::exp(-held.theta[1] * held.theta[2]),
-              0.5 * std::exp(-0.4), 2e-3);
+  EXPECT_NEAR(held.theta[0] * std::exp(-held.theta[1] * held.theta[2]), 0.5 * std::exp(-0.4), 2e-3);
   EXPECT_NEAR(held.theta[1], 0.8, 5e-3);
   EXPECT_NEAR(held.theta[3], 0.2, 5e-3);
   EXPECT_NEAR(held.final_chi2, free.final_chi2, 1e-9 * free.final_chi2);

@@ -18,12 +18,12 @@
 
 #include "homodyne/config.h"
 #include "homodyne/dataset.h"
-#include "optimize/initial_values.h"
-#include "optimize/levenberg_marquardt.h"
 #include "homodyne/model.h"
 #include "objective/batched_objective.h"
-#include "optimize/reparametrized_problem.h"
+#include "optimize/initial_values.h"
+#include "optimize/levenberg_marquardt.h"
 #include "optimize/per_angle_mode.h"
+#include "optimize/reparametrized_problem.h"
 
 namespace homodyne {
 namespace {
@@ -351,13 +351,13 @@ TEST(ScalingMapTest, FourierStartReproducesStartsOnASeries) {
 // initial_parameters.fixed_parameters: fixed full parameters leave the reduced layout and keep
 // their start values; an averaged pair is removed only when all its rows are fixed.
 TEST(ScalingMapTest, FixParametersRemovesFixedColumnsAndKeepsTheirValues) {
-  const ScalingMap individual = BuildScalingMap(Resolve("individual", 3), 7, LaminarNames(),
-                                                {0.0, 45.0, 90.0},
-                                                Starts({0.3, 0.2, 0.1}, {1.0, 1.1, 0.9}), 2);
+  const ScalingMap individual =
+      BuildScalingMap(Resolve("individual", 3), 7, LaminarNames(), {0.0, 45.0, 90.0},
+                      Starts({0.3, 0.2, 0.1}, {1.0, 1.1, 0.9}), 2);
   const Eigen::VectorXd start = Eigen::VectorXd::LinSpaced(13, 1.0, 13.0);
   std::vector<bool> fixed(13, false);
-  fixed[1] = true;                             // alpha
-  fixed[7] = fixed[8] = fixed[9] = true;       // every contrast
+  fixed[1] = true;                        // alpha
+  fixed[7] = fixed[8] = fixed[9] = true;  // every contrast
   const ScalingMap map = FixParameters(individual, fixed, start);
   ASSERT_EQ(map.num_reduced(), 9);
   EXPECT_EQ(map.reduced_names[1], "D_offset");

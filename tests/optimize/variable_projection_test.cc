@@ -15,8 +15,8 @@
 #include <Eigen/Dense>
 
 #include "optimize/levenberg_marquardt.h"
-#include "optimize/reparametrized_problem.h"
 #include "optimize/per_angle_mode.h"
+#include "optimize/reparametrized_problem.h"
 #include "support/simulated_data_fixture.h"
 
 namespace homodyne {
@@ -359,7 +359,8 @@ class RobustVariableProjectionTest : public VariableProjectionTest {
   std::unique_ptr<PackedDataObjective> robust_;
 };
 
-TEST_F(RobustVariableProjectionTest, EvaluationsBoundTheRobustCostAndReachItsMinimumOverTheScaling) {
+TEST_F(RobustVariableProjectionTest,
+       EvaluationsBoundTheRobustCostAndReachItsMinimumOverTheScaling) {
   SetUpRobustProblem(60);
   VariableProjectionProblem projected(*robust_, map_, bounds_, reduced_truth_);
   Eigen::VectorXd n = projected.NonlinearPart(reduced_truth_);

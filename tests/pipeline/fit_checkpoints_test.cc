@@ -422,8 +422,7 @@ TEST(CheckCheckpointSolverTest, RefusesAStateOfTheOtherOptimiserNamingTheWayOut)
     CheckCheckpointSolver(core, StateSolver::kCeres, "ck");
     ADD_FAILURE() << "no error";
   } catch (const CheckpointMismatchError& error) {
-    EXPECT_THAT(error.Message("resume=False"),
-                EndsWith("or start afresh with resume=False"));
+    EXPECT_THAT(error.Message("resume=False"), EndsWith("or start afresh with resume=False"));
   }
 }
 

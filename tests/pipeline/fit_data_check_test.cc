@@ -59,8 +59,7 @@ std::vector<double> BadMatrices(const BadData& bad) {
   for (size_t k = 0; k < kPhi.size(); ++k) {
     for (int i = 0; i < n; ++i) {
       for (int j = 0; j < n; ++j) {
-        values[(k * n + i) * n + j] =
-            bad.value_of(good[(k * test::kTimes + i) * test::kTimes + j]);
+        values[(k * n + i) * n + j] = bad.value_of(good[(k * test::kTimes + i) * test::kTimes + j]);
       }
     }
   }
@@ -126,9 +125,8 @@ TEST(FitDataCheckTest, BadArraysInMemoryAreRefused) {
 }
 
 TEST(FitDataCheckTest, BadFilesAreRefused) {
-  const std::filesystem::path directory =
-      std::filesystem::temp_directory_path() /
-      ("homodyne_fit_data_check_" + std::to_string(::getpid()));
+  const std::filesystem::path directory = std::filesystem::temp_directory_path() /
+                                          ("homodyne_fit_data_check_" + std::to_string(::getpid()));
   std::filesystem::create_directories(directory);
   ExpectEveryCaseRefused([&](const BadData& bad, const std::vector<double>& values) {
     DataSelection selection;

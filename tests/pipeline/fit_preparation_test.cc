@@ -161,8 +161,8 @@ TEST(FitPreparationTest, FitGivesTheCallersThreadCountBack) {
   EXPECT_EQ(outcome.result.threads, 1);
   EXPECT_EQ(omp_get_max_threads(), 3);
 
-  Config refused = LaminarConfig("initial_parameters: {fixed_parameters: " +
-                                 std::string(kAllPhysical) + "}\n");
+  Config refused =
+      LaminarConfig("initial_parameters: {fixed_parameters: " + std::string(kAllPhysical) + "}\n");
   refused.performance.cpu_threads = 1;
   EXPECT_THROW(Fit(refused, *source), ConfigError);
   EXPECT_EQ(omp_get_max_threads(), 3);

@@ -288,8 +288,7 @@ TEST(StrongCorrelationsTest, PairsBeyondTheLimitAreNamed) {
   // D0 and alpha correlated by -0.995; contrast[0] is not physical.
   const FitResult result =
       ResultWithCovariance({1.0, -0.995, 0.0, -0.995, 1.0, 0.999, 0.0, 0.999, 1.0});
-  EXPECT_THAT(StrongCorrelations(result, 2),
-              ElementsAre("D0 and alpha (-0.9950)"));
+  EXPECT_THAT(StrongCorrelations(result, 2), ElementsAre("D0 and alpha (-0.9950)"));
 }
 
 // A jackknife result over `blocks` blocks whose uncertainties are `ratios` times the standard
@@ -307,8 +306,7 @@ TEST(UncertaintyDisagreementsTest, OnlyRatiosBelowTheJackknifesScatterAreFlagged
   // 64 blocks: scatter 1 / sqrt(126) = 0.089, so ratios below 0.733 are flagged; correlated
   // noise's large ratios are not.
   std::vector<std::string> disagree;
-  EXPECT_THAT(UncertaintyDisagreements(JackknifeResult(64, {0.8, 1.0, 40.0}), disagree),
-              IsEmpty());
+  EXPECT_THAT(UncertaintyDisagreements(JackknifeResult(64, {0.8, 1.0, 40.0}), disagree), IsEmpty());
   EXPECT_THAT(disagree, IsEmpty());
   const std::vector<std::string> warnings =
       UncertaintyDisagreements(JackknifeResult(64, {0.7, 1.0, std::nan("")}), disagree);
@@ -388,8 +386,7 @@ TEST(OtherMinimumWarningsTest, AnEqualMinimumFewStandardErrorsAwayIsEvidence) {
   // 0.1 above on half the points: a quadratic surface allows sqrt(0.2) + 2 = 2.4 SE; b is 3.
   std::vector<std::string> undetermined;
   EXPECT_EQ(
-      OtherMinimumWarnings(ResultWithMinima({{100.1, {1.0, 8.0}}}), 1000, undetermined).size(),
-      1u);
+      OtherMinimumWarnings(ResultWithMinima({{100.1, {1.0, 8.0}}}), 1000, undetermined).size(), 1u);
   EXPECT_THAT(undetermined, ElementsAre("b"));
 }
 
@@ -420,7 +417,6 @@ TEST(OtherMinimumWarningsTest, UnderARobustLossTheRobustCostSetsTheContour) {
   EXPECT_EQ(OtherMinimumWarnings(result, 1000, undetermined).size(), 1u);
   EXPECT_THAT(undetermined, ElementsAre("b"));
 }
-
 
 // ResultWithMinima with Student intervals of the standard error (a: [0.9, 1.1] and [0.8, 1.2];
 // b: [4, 6] and [3, 7]) whose curvature uncertainties are 1/sqrt(2) of the reported ones, so
@@ -477,7 +473,6 @@ TEST(WidenIntervalsToOtherMinimaTest, MinimaOutsideTheRegionsOrInsideTheInterval
   EXPECT_THAT(WidenIntervalsToOtherMinima(CurvatureOfIntervalsAndMinima(), 1000, no_search),
               IsEmpty());
 }
-
 
 // A result with three physical parameters: a = 1 +- 0.1 and b = 5 +- 1 correlated by `ab`, c =
 // 0 +- 2 uncorrelated; chi2 1000, reduced chi2 1.

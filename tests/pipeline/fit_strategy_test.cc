@@ -48,8 +48,8 @@ class FitStrategyTest : public ::testing::Test {
   }
 
   std::unique_ptr<FitStrategy> SetUp(StrategyKind kind, std::vector<std::string>* actions) {
-    const StrategyInputs inputs{config_, *source_, model_, phi_, size_, {}, MakeCpuPassBackend(),
-                                SingleProcessGroup()};
+    const StrategyInputs inputs{
+        config_, *source_, model_, phi_, size_, {}, MakeCpuPassBackend(), SingleProcessGroup()};
     return SetUpStrategy(kind, inputs, *actions);
   }
 

@@ -206,7 +206,7 @@ TEST(FrameBlockSumsTest, BlocksCoverTheFramesAndNeverCrossIt) {
   }
   EXPECT_EQ(sums.lags, (std::vector<int>{1, 2, 4, 8, 16, 32, 64}));
   EXPECT_EQ(FineFrameBlocks(1000, 3, 5), 64);
-  EXPECT_EQ(FineFrameBlocks(20, 3, 5), 10);  // at most half the frames
+  EXPECT_EQ(FineFrameBlocks(20, 3, 5), 10);        // at most half the frames
   EXPECT_LT(FineFrameBlocks(1000, 1000, 16), 64);  // the Grams' memory bound
 }
 
@@ -276,8 +276,7 @@ TEST(FitUncertaintyTest, ProfileIntervalsAreTheUncertaintyWhereChi2IsQuadratic) 
     // Close to quadratic at this noise: +-u and +-1.96 u within a few %.
     EXPECT_NEAR(p.value - p.interval_68[0], p.uncertainty, 0.05 * p.uncertainty) << p.name;
     EXPECT_NEAR(p.interval_68[1] - p.value, p.uncertainty, 0.05 * p.uncertainty) << p.name;
-    EXPECT_NEAR(p.interval_95[1] - p.interval_95[0], 2 * 1.96 * p.uncertainty,
-                0.1 * p.uncertainty)
+    EXPECT_NEAR(p.interval_95[1] - p.interval_95[0], 2 * 1.96 * p.uncertainty, 0.1 * p.uncertainty)
         << p.name;
   }
   for (const ParameterEstimate& p : outcome.result.physical) {

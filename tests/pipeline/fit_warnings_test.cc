@@ -39,9 +39,9 @@ FitResult FitWithBetaHeld(const std::vector<double>& truth) {
   const std::vector<double> phi = {0.0, 60.0};
   const std::vector<double> c2 = test::LaminarC2(truth, phi);
   const auto source = MakeInMemoryBatchSource(test::LaminarData(c2, phi));
-  Config config = ParseConfig(std::string(test::kLaminarConfig) +
-                                  "initial_parameters: {fixed_parameters: [beta]}\n",
-                              "fit_warnings_test");
+  Config config = ParseConfig(
+      std::string(test::kLaminarConfig) + "initial_parameters: {fixed_parameters: [beta]}\n",
+      "fit_warnings_test");
   config.initial.values = truth;
   config.nlsq.global_search.method = GlobalSearchMethod::kOff;  // as --global-search off
   return Fit(config, *source).result;
@@ -60,8 +60,8 @@ TEST(FitWarningsTest, SingularShearPairIsReportedWithLowerBoundUncertainties) {
               Contains("the data do not determine gamma_dot_t0, gamma_dot_t_offset"));
   // Their sum is the shear rate the data see; each alone is undetermined: the lower-bound
   // uncertainty dwarfs the sum itself (a pseudo-inverse without the bound gave about 1e-6).
-  const double shear = Physical(result, "gamma_dot_t0").value +
-                       Physical(result, "gamma_dot_t_offset").value;
+  const double shear =
+      Physical(result, "gamma_dot_t0").value + Physical(result, "gamma_dot_t_offset").value;
   EXPECT_NEAR(shear, 3e-4, 3e-5);
   EXPECT_GT(Physical(result, "gamma_dot_t0").uncertainty, 100.0 * shear);
   EXPECT_GT(Physical(result, "gamma_dot_t_offset").uncertainty, 100.0 * shear);
@@ -129,7 +129,8 @@ TEST(FitQualityFlagTest, PhysicalParameterOnBoundIsNotGood) {
   EXPECT_TRUE(std::isfinite(rate.uncertainty));
   for (const ParameterEstimate& p : result.physical) {
     if (p.at_bound.empty()) continue;
-    EXPECT_THAT(result.quality_reasons, Contains(p.name + " ended on its " + p.at_bound + " bound"));
+    EXPECT_THAT(result.quality_reasons,
+                Contains(p.name + " ended on its " + p.at_bound + " bound"));
     EXPECT_GT(p.uncertainty, 0.0) << p.name;
   }
   for (const AngleScaling& angle : result.per_angle) {
@@ -146,9 +147,9 @@ TEST(FitWarningsTest, StartOutsideBoundsIsAWarningOnEveryPath) {
   const std::vector<double> c2 = test::LaminarC2(truth, phi);
   const auto source = MakeInMemoryBatchSource(test::LaminarData(c2, phi));
   for (const GlobalSearchMethod method : {GlobalSearchMethod::kOff, GlobalSearchMethod::kAuto}) {
-    Config config = ParseConfig(std::string(test::kLaminarConfig) +
-                                    "initial_parameters: {fixed_parameters: [beta]}\n",
-                                "fit_warnings_test");
+    Config config = ParseConfig(
+        std::string(test::kLaminarConfig) + "initial_parameters: {fixed_parameters: [beta]}\n",
+        "fit_warnings_test");
     config.initial.values = {200000.0, -0.6, 5.0, 2e-4, 0.5, 1e-4, 4.0};
     config.nlsq.global_search.method = method;
     const FitResult result = Fit(config, *source).result;

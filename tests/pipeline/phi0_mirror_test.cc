@@ -80,11 +80,12 @@ TEST(Phi0MirrorTest, AnglesZeroAndNinetyWarnWithBothValues) {
   EXPECT_NE(result.quality_flag, "good");
   EXPECT_THAT(result.quality_reasons,
               ::testing::Contains(::testing::HasSubstr("the sign of phi0 is not determined")));
-  const auto warning = std::find_if(result.warnings.begin(), result.warnings.end(),
-                                    [](const std::string& w) { return w.find("phi0 mirror") == 0; });
+  const auto warning =
+      std::find_if(result.warnings.begin(), result.warnings.end(),
+                   [](const std::string& w) { return w.find("phi0 mirror") == 0; });
   ASSERT_NE(warning, result.warnings.end());
-  EXPECT_THAT(*warning, HasSubstr("the angles (0, 90 deg) cannot tell phi0 = " +
-                                  FormatNumber(mirror.phi0)));
+  EXPECT_THAT(*warning,
+              HasSubstr("the angles (0, 90 deg) cannot tell phi0 = " + FormatNumber(mirror.phi0)));
   EXPECT_THAT(*warning, HasSubstr("from phi0 = " + FormatNumber(mirror.mirror_phi0)));
   EXPECT_THAT(*warning, HasSubstr("chi2 " + FormatNumber(mirror.cost)));
   EXPECT_THAT(*warning, HasSubstr("chi2 " + FormatNumber(mirror.mirror_cost)));

@@ -19,8 +19,8 @@ namespace homodyne {
 
 // What the ranks of one in-process group share: a barrier and a slot per rank.
 struct SharedState {
-  explicit SharedState(int size) : barrier(size), blocks(static_cast<size_t>(size)),
-                                   values(static_cast<size_t>(size)) {}
+  explicit SharedState(int size)
+      : barrier(size), blocks(static_cast<size_t>(size)), values(static_cast<size_t>(size)) {}
   std::barrier<> barrier;
   std::vector<std::vector<double>> blocks;
   std::vector<int64_t> values;

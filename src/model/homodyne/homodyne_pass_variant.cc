@@ -1,5 +1,5 @@
-// The homodyne pass kernel's body for one instruction-set level (homodyne_pass_variant.h): compiled once per
-// level with that level's -march and HOMODYNE_PASS_KERNEL_LEVEL set to its name
+// The homodyne pass kernel's body for one instruction-set level (homodyne_pass_variant.h): compiled
+// once per level with that level's -march and HOMODYNE_PASS_KERNEL_LEVEL set to its name
 // (src/model/CMakeLists.txt). Formulas and guards are those of ModelEvaluation::EvaluateSegment
 // (homodyne_point.cc; docs/model.md), rearranged so the angle-independent factors are shared by
 // angles.
@@ -175,9 +175,9 @@ inline void PhaseSinc(double x, double inverse, double* sinc, double* dsinc) {
 //   P = sin A / s = S[j] (K[i] / s) - K[j] (S[i] / s),  cos A = K[j] K[i] + S[j] S[i],
 // sinc x = (sin x / s) (1 / M_G): 8 lane operations for sinc (instead of 11, and the Taylor
 // select's 8 and 2 divisions) and 3 more for cos x. The same terms, rounded in another order.
-inline void ProductSinc(double sin_j, double cos_j, double sin_i, double cos_i,
-                        double sin_i_over_s, double cos_i_over_s, double half_s_squared,
-                        double smoothing, double inverse_m, double* sinc, double* cos_x) {
+inline void ProductSinc(double sin_j, double cos_j, double sin_i, double cos_i, double sin_i_over_s,
+                        double cos_i_over_s, double half_s_squared, double smoothing,
+                        double inverse_m, double* sinc, double* cos_x) {
   const double sin_a_over_s = sin_j * cos_i_over_s - cos_j * sin_i_over_s;
   const double cos_a = cos_j * cos_i + sin_j * sin_i;
   const double h_r = half_s_squared * smoothing;
@@ -345,8 +345,8 @@ void ShearFactors(const Inputs& in, int i, int j_begin, int t_begin, int t_end,
 // the diffusion factors (DiffusionFactors; separable where DiffusionSeparable) and, laminar, the
 // shear factors (ShearFactors: the direct form before ShearSeriesBegin, the series from there).
 template <bool kWithDerivatives>
-void TileSharedFactors(const Inputs& in, int i, int j_begin, int count,
-                       SeparableExpRowCache* cache, const Scratch& scratch) {
+void TileSharedFactors(const Inputs& in, int i, int j_begin, int count, SeparableExpRowCache* cache,
+                       const Scratch& scratch) {
   SeparableExpTile diffusion;
   if (DiffusionSeparable(in, i, j_begin, count, cache, &diffusion)) {
     DiffusionFactors<kWithDerivatives, true>(in, i, j_begin, count, diffusion, scratch);
@@ -467,8 +467,8 @@ void AccumulateTile(const AngleCoefficients& angle, const ProductTables& tables,
   static_assert((kPhysical + 2) % 4 == 1);
   int64_t finite = 0;
   ForEachFormRange<kForm>(tables, count, [&]<SinCosForm kRangeForm>(int t_begin, int t_end) {
-    finite += FillTileRows<kLaminar, kRangeForm, kLinear>(angle, tables, data, t_begin, t_end,
-                                                         scratch);
+    finite +=
+        FillTileRows<kLaminar, kRangeForm, kLinear>(angle, tables, data, t_begin, t_end, scratch);
   });
   finite_points += finite;
   if constexpr (kLinear) {
@@ -707,11 +707,11 @@ void ForEachAngleTile(const Inputs& in, int row_begin, int row_end, int row_stri
 // Per angle the scratch's lane-Gram space holds kStaticAngleSums doubles: the data sums as lane
 // sums (gram_block.h; kStaticE2 ..., kGramLanes partial sums each, kMaxGramLanes apart), added
 // up once per batch, and the row sums of the non-finite points (kStaticCorrections on).
-inline constexpr int kStaticE2 = 0;       // sum e^2
-inline constexpr int kStaticE = 1;        // sum e
-inline constexpr int kStaticEG = 2;       // sum e g1f^2 (the contrast column)
-inline constexpr int kStaticEGD = 3;      // sum e g1f^2 D_p (3)
-inline constexpr int kStaticFinite = 6;   // finite points
+inline constexpr int kStaticE2 = 0;      // sum e^2
+inline constexpr int kStaticE = 1;       // sum e
+inline constexpr int kStaticEG = 2;      // sum e g1f^2 (the contrast column)
+inline constexpr int kStaticEGD = 3;     // sum e g1f^2 D_p (3)
+inline constexpr int kStaticFinite = 6;  // finite points
 inline constexpr int kStaticDataSums = 7;
 inline constexpr int kStaticCorrections = kStaticDataSums * kMaxGramLanes;
 inline constexpr int kStaticAngleSums = kStaticCorrections + kStaticRowSums;
@@ -725,9 +725,8 @@ static_assert(kStaticColumns * kCostTilePoints <= kTilePoints * PaddedTileColumn
 void AddStaticPoint(const Inputs& in, int i, int j, double* sums) {
   const int n = in.num_times;
   const double* dc = in.cumulative_diffusion_derivatives;
-  const double g2 = vector_math::ExpOfScaledDifference(2.0 * in.diffusion_prefactor,
-                                                       in.cumulative_diffusion[j],
-                                                       in.cumulative_diffusion[i]);
+  const double g2 = vector_math::ExpOfScaledDifference(
+      2.0 * in.diffusion_prefactor, in.cumulative_diffusion[j], in.cumulative_diffusion[i]);
   const double g4 = g2 * g2;
   double d[3];
   for (int p = 0; p < 3; ++p) d[p] = dc[p * n + j] - dc[p * n + i];
@@ -755,85 +754,85 @@ void AccumulateStaticRows(const Inputs& in, int row_begin, int row_end, int row_
   for (int m = 0; m < kStaticAngleSums * in.num_angles; ++m) sums[m] = 0.0;
   const double* dc = in.cumulative_diffusion_derivatives;
   SeparableExpRowCache row_factors;
-  ForEachTile<kCostTilePoints>(n, row_begin, row_end, row_stride, [&](int i, int j, int count,
-                                                                       int64_t point) {
-    TileSharedFactors<false>(in, i, j, count, &row_factors, scratch);
-    const double* g1d = scratch.g1_diffusion;
-    // D_p of the tile's points, once for all angles, in the shear columns (static: unused),
-    // zero in the lane padding (the lane loop multiplies them by the padding's zeros).
-    double* d0 = scratch.m_shear;
-    double* d1 = scratch.inverse_m_shear;
-    double* d2 = scratch.smoothing_shear;
-    ZeroLanePadding(d0, count);
-    ZeroLanePadding(d1, count);
-    ZeroLanePadding(d2, count);
-    {
-      const double* dc0 = dc + j;
-      const double* dc1 = dc + n + j;
-      const double* dc2 = dc + 2 * n + j;
-      const double dc_i0 = dc[i], dc_i1 = dc[n + i], dc_i2 = dc[2 * n + i];
+  ForEachTile<kCostTilePoints>(
+      n, row_begin, row_end, row_stride, [&](int i, int j, int count, int64_t point) {
+        TileSharedFactors<false>(in, i, j, count, &row_factors, scratch);
+        const double* g1d = scratch.g1_diffusion;
+        // D_p of the tile's points, once for all angles, in the shear columns (static: unused),
+        // zero in the lane padding (the lane loop multiplies them by the padding's zeros).
+        double* d0 = scratch.m_shear;
+        double* d1 = scratch.inverse_m_shear;
+        double* d2 = scratch.smoothing_shear;
+        ZeroLanePadding(d0, count);
+        ZeroLanePadding(d1, count);
+        ZeroLanePadding(d2, count);
+        {
+          const double* dc0 = dc + j;
+          const double* dc1 = dc + n + j;
+          const double* dc2 = dc + 2 * n + j;
+          const double dc_i0 = dc[i], dc_i1 = dc[n + i], dc_i2 = dc[2 * n + i];
 #pragma omp simd
-      for (int t = 0; t < count; ++t) {
-        d0[t] = dc0[t] - dc_i0;
-        d1[t] = dc1[t] - dc_i1;
-        d2[t] = dc2[t] - dc_i2;
-      }
-    }
-    for (int k = 0; k < in.num_angles; ++k) {
-      const float* values = data[k] + point;
-      PrefetchNextTile<kCostTilePoints>(values + count);
-      const double contrast = in.angles[k].contrast;
-      const double offset = in.angles[k].offset;
-      // The points' e and e g1f^2, branch-free (a non-finite d replaced by the model's c2: e = 0
-      // exactly), then whole vectors of them into the angle's lane sums: no horizontal sum per
-      // tile. J_p's zero where the floor binds is left out: there g = 1e-20, so those points'
-      // terms of J^T e are below 1e-20 relative to the others'.
-      double* e_column = scratch.tile;
-      double* eg_column = scratch.tile + kCostTilePoints;
-      double* finite_column = scratch.tile + 2 * kCostTilePoints;
+          for (int t = 0; t < count; ++t) {
+            d0[t] = dc0[t] - dc_i0;
+            d1[t] = dc1[t] - dc_i1;
+            d2[t] = dc2[t] - dc_i2;
+          }
+        }
+        for (int k = 0; k < in.num_angles; ++k) {
+          const float* values = data[k] + point;
+          PrefetchNextTile<kCostTilePoints>(values + count);
+          const double contrast = in.angles[k].contrast;
+          const double offset = in.angles[k].offset;
+          // The points' e and e g1f^2, branch-free (a non-finite d replaced by the model's c2: e =
+          // 0 exactly), then whole vectors of them into the angle's lane sums: no horizontal sum
+          // per tile. J_p's zero where the floor binds is left out: there g = 1e-20, so those
+          // points' terms of J^T e are below 1e-20 relative to the others'.
+          double* e_column = scratch.tile;
+          double* eg_column = scratch.tile + kCostTilePoints;
+          double* finite_column = scratch.tile + 2 * kCostTilePoints;
 #pragma omp simd
-      for (int t = 0; t < count; ++t) {
-        const double d = static_cast<double>(values[t]);
-        const bool is_finite = (d - d) == 0.0;
-        const double g1 = g1d[t];
-        const double g1_floored = g1 > kG1Floor ? g1 : kG1Floor;
-        const double g = g1_floored * g1_floored;
-        const double c2 = offset + contrast * g;
-        const double e = (is_finite ? d : c2) - c2;
-        e_column[t] = e;
-        eg_column[t] = e * g;
-        finite_column[t] = is_finite ? 1.0 : 0.0;
-      }
-      ZeroLanePadding(e_column, count);
-      ZeroLanePadding(eg_column, count);
-      ZeroLanePadding(finite_column, count);
-      double* angle_sums = sums + k * kStaticAngleSums;
-      double* lanes[kStaticDataSums];
-      for (int m = 0; m < kStaticDataSums; ++m) lanes[m] = angle_sums + m * kMaxGramLanes;
-      GramLanes ee = LoadLanes(lanes[kStaticE2]), e1 = LoadLanes(lanes[kStaticE]);
-      GramLanes eg = LoadLanes(lanes[kStaticEG]), finite = LoadLanes(lanes[kStaticFinite]);
-      GramLanes egd0 = LoadLanes(lanes[kStaticEGD]), egd1 = LoadLanes(lanes[kStaticEGD + 1]);
-      GramLanes egd2 = LoadLanes(lanes[kStaticEGD + 2]);
-      for (int t = 0; t < PaddedCount(count); t += kGramLanes) {
-        const GramLanes e = LoadLanes(e_column + t);
-        const GramLanes e_g = LoadLanes(eg_column + t);
-        ee += e * e;
-        e1 += e;
-        eg += e_g;
-        egd0 += e_g * LoadLanes(d0 + t);
-        egd1 += e_g * LoadLanes(d1 + t);
-        egd2 += e_g * LoadLanes(d2 + t);
-        finite += LoadLanes(finite_column + t);
-      }
-      StoreLanes(ee, lanes[kStaticE2]);
-      StoreLanes(e1, lanes[kStaticE]);
-      StoreLanes(eg, lanes[kStaticEG]);
-      StoreLanes(egd0, lanes[kStaticEGD]);
-      StoreLanes(egd1, lanes[kStaticEGD + 1]);
-      StoreLanes(egd2, lanes[kStaticEGD + 2]);
-      StoreLanes(finite, lanes[kStaticFinite]);
-    }
-  });
+          for (int t = 0; t < count; ++t) {
+            const double d = static_cast<double>(values[t]);
+            const bool is_finite = (d - d) == 0.0;
+            const double g1 = g1d[t];
+            const double g1_floored = g1 > kG1Floor ? g1 : kG1Floor;
+            const double g = g1_floored * g1_floored;
+            const double c2 = offset + contrast * g;
+            const double e = (is_finite ? d : c2) - c2;
+            e_column[t] = e;
+            eg_column[t] = e * g;
+            finite_column[t] = is_finite ? 1.0 : 0.0;
+          }
+          ZeroLanePadding(e_column, count);
+          ZeroLanePadding(eg_column, count);
+          ZeroLanePadding(finite_column, count);
+          double* angle_sums = sums + k * kStaticAngleSums;
+          double* lanes[kStaticDataSums];
+          for (int m = 0; m < kStaticDataSums; ++m) lanes[m] = angle_sums + m * kMaxGramLanes;
+          GramLanes ee = LoadLanes(lanes[kStaticE2]), e1 = LoadLanes(lanes[kStaticE]);
+          GramLanes eg = LoadLanes(lanes[kStaticEG]), finite = LoadLanes(lanes[kStaticFinite]);
+          GramLanes egd0 = LoadLanes(lanes[kStaticEGD]), egd1 = LoadLanes(lanes[kStaticEGD + 1]);
+          GramLanes egd2 = LoadLanes(lanes[kStaticEGD + 2]);
+          for (int t = 0; t < PaddedCount(count); t += kGramLanes) {
+            const GramLanes e = LoadLanes(e_column + t);
+            const GramLanes e_g = LoadLanes(eg_column + t);
+            ee += e * e;
+            e1 += e;
+            eg += e_g;
+            egd0 += e_g * LoadLanes(d0 + t);
+            egd1 += e_g * LoadLanes(d1 + t);
+            egd2 += e_g * LoadLanes(d2 + t);
+            finite += LoadLanes(finite_column + t);
+          }
+          StoreLanes(ee, lanes[kStaticE2]);
+          StoreLanes(e1, lanes[kStaticE]);
+          StoreLanes(eg, lanes[kStaticEG]);
+          StoreLanes(egd0, lanes[kStaticEGD]);
+          StoreLanes(egd1, lanes[kStaticEGD + 1]);
+          StoreLanes(egd2, lanes[kStaticEGD + 2]);
+          StoreLanes(finite, lanes[kStaticFinite]);
+        }
+      });
   // The non-finite points' terms, which the row sums hold: looked for only in the angles with
   // fewer finite points than the rows have (rare), and added up to be subtracted.
   int64_t points = 0;
@@ -887,8 +886,7 @@ void AccumulateStaticRows(const Inputs& in, int row_begin, int row_end, int row_
 void AccumulateRows(const Inputs& in, int row_begin, int row_end, int row_stride,
                     const float* const* data, double* const* grams, int64_t* finite_points,
                     const Scratch& scratch) {
-  if (!in.laminar && in.static_row_sums != nullptr &&
-      in.loss.function == LossFunction::kLinear) {
+  if (!in.laminar && in.static_row_sums != nullptr && in.loss.function == LossFunction::kLinear) {
     AccumulateStaticRows(in, row_begin, row_end, row_stride, data, grams, finite_points, scratch);
     return;
   }
@@ -902,9 +900,8 @@ void AccumulateRows(const Inputs& in, int row_begin, int row_end, int row_stride
                                            const ProductTables& tables, const float* values,
                                            int count) {
         if (in.loss.function == LossFunction::kLinear) {
-          AccumulateTile<kLaminar, kForm, true>(angle, tables, values, count, in.gram_size,
-                                                in.loss, scratch,
-                                                scratch.lane_grams + k * lane_gram_doubles,
+          AccumulateTile<kLaminar, kForm, true>(angle, tables, values, count, in.gram_size, in.loss,
+                                                scratch, scratch.lane_grams + k * lane_gram_doubles,
                                                 grams[k], finite_points[k]);
         } else {
           AccumulateTile<kLaminar, kForm, false>(angle, tables, values, count, in.gram_size,

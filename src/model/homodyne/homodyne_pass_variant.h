@@ -63,8 +63,8 @@ struct Inputs {
   // per-row sums above, N kStaticRowSums values (row N - 1's zero); the full pass then adds J^T J
   // from them and reads every point only for J^T e and e^T e. Null: the point-by-point Gram.
   const double* static_row_sums = nullptr;
-  const double* cumulative_shear = nullptr;                  // C_G, N values (laminar_flow)
-  const double* cumulative_shear_derivatives = nullptr;      // 3 N (laminar_flow)
+  const double* cumulative_shear = nullptr;              // C_G, N values (laminar_flow)
+  const double* cumulative_shear_derivatives = nullptr;  // 3 N (laminar_flow)
   const AngleCoefficients* angles = nullptr;
   int num_angles = 0;
   // The loss (robust_loss.h): linear keeps the plain [J | e] and sum of e^2; another rescales
@@ -79,13 +79,13 @@ struct Inputs {
 // long, no derivative columns (null), and `tile` holds at least kScalingColumns kCostTilePoints
 // doubles (gram_block.h: a segment's per-point values).
 struct Scratch {
-  double* g1_diffusion = nullptr;  // kTilePoints
-  double* dlog_g1d = nullptr;      // 3 kTilePoints: d log g1d / d(D0, alpha, D_off)
-  double* m_shear = nullptr;       // kTilePoints: M_G
+  double* g1_diffusion = nullptr;     // kTilePoints
+  double* dlog_g1d = nullptr;         // 3 kTilePoints: d log g1d / d(D0, alpha, D_off)
+  double* m_shear = nullptr;          // kTilePoints: M_G
   double* inverse_m_shear = nullptr;  // kTilePoints: 1 / M_G
-  double* dm_shear = nullptr;      // 3 kTilePoints: d M_G / d(g0, beta, g_off)
+  double* dm_shear = nullptr;         // 3 kTilePoints: d M_G / d(g0, beta, g_off)
   double* smoothing_shear = nullptr;  // kTilePoints: M_G - |diff_G| = 1e-12 / (M_G + |diff_G|)
-  double* tile = nullptr;          // kTilePoints PaddedTileColumns(gram_size), zero-initialised
+  double* tile = nullptr;             // kTilePoints PaddedTileColumns(gram_size), zero-initialised
   // The angles' lane Grams (gram_block.h): LaneGramDoubles(gram_size) per angle, num_angles of
   // them (accumulate_rows; accumulate_scaling_rows keeps its sums there, gram_block.h).
   double* lane_grams = nullptr;

@@ -67,8 +67,8 @@ inline void SincAndDerivative(double x, double* sinc, double* derivative) {
 // log_guarded_times[k] = log(guarded_times[k]), computed once for both rates: ts^exponent is
 // exp(exponent log ts) (one exp per time instead of a pow and a log; within a few ulp of pow,
 // docs/history/performance-notebook.md, Per-pass set-up).
-void IntegrateRate(const std::vector<double>& log_guarded_times, double amplitude,
-                   double exponent, double rate_offset, std::vector<double>* cumulative,
+void IntegrateRate(const std::vector<double>& log_guarded_times, double amplitude, double exponent,
+                   double rate_offset, std::vector<double>* cumulative,
                    std::vector<double>* derivatives) {
   const std::size_t n = log_guarded_times.size();
   cumulative->assign(n, 0.0);
@@ -85,8 +85,8 @@ void IntegrateRate(const std::vector<double>& log_guarded_times, double amplitud
     const double raw_rate = amplitude * power + rate_offset;
     const bool active = raw_rate > kRateFloor;
     const double rate = active ? raw_rate : kRateFloor;
-    const double partials[3] = {
-        active ? power : 0.0, active ? amplitude * power * log_ts : 0.0, active ? 1.0 : 0.0};
+    const double partials[3] = {active ? power : 0.0, active ? amplitude * power * log_ts : 0.0,
+                                active ? 1.0 : 0.0};
     if (k > 0) {
       (*cumulative)[k] = (*cumulative)[k - 1] + 0.5 * (previous_rate + rate);
       d_amplitude[k] = d_amplitude[k - 1] + 0.5 * (previous_partials[0] + partials[0]);
@@ -97,7 +97,6 @@ void IntegrateRate(const std::vector<double>& log_guarded_times, double amplitud
     for (int p = 0; p < 3; ++p) previous_partials[p] = partials[p];
   }
 }
-
 
 class HomodynePoint final : public ModePoint {
  public:
@@ -181,10 +180,9 @@ class HomodynePass final : public ModePass {
     scratch.lane_grams.resize(static_cast<size_t>(pass_kernel::LaneGramDoubles(scratch.gram_size)) *
                               angles_.size());
     // The static per-frame form reads the cost pass's factor columns (tiles of kCostTilePoints).
-    functions_->accumulate_rows(Inputs(scratch.gram_size), row_begin, row_end, row_stride, data,
-                                grams, finite_points,
-                                static_row_sums_.empty() ? ScratchOf(scratch)
-                                                         : CostScratchOf(scratch));
+    functions_->accumulate_rows(
+        Inputs(scratch.gram_size), row_begin, row_end, row_stride, data, grams, finite_points,
+        static_row_sums_.empty() ? ScratchOf(scratch) : CostScratchOf(scratch));
   }
 
   void SumSquaredResiduals(int row_begin, int row_end, int row_stride, const float* const* data,
@@ -280,9 +278,10 @@ class HomodynePass final : public ModePass {
   // Gram point by point). 1e-14 rather than the separable form's 1e-16: the per-frame sums leave
   // the smoothing out of J^T J only (the points' e and J^T e keep it), where it moves an entry by
   // at most that much relative, within the 1e-12 the pass kernel's tests hold the Gram to; at
-  // 1e-16 the form needed C_D to grow by 71 per frame (D >= 71 A^2/s at dt = 1 s). From the last row up: with r = exp(-2 w
-  // a_i) (r^2 for G4) and d_p = dC_D[i + 1] - dC_D[i] along theta_p, row i's sums are row i + 1's
-  // moved to frame i (D_p grows by d_p, G by the factor r) plus the point (i, i + 1):
+  // 1e-16 the form needed C_D to grow by 71 per frame (D >= 71 A^2/s at dt = 1 s). From the last
+  // row up: with r = exp(-2 w a_i) (r^2 for G4) and d_p = dC_D[i + 1] - dC_D[i] along theta_p, row
+  // i's sums are row i + 1's moved to frame i (D_p grows by d_p, G by the factor r) plus the point
+  // (i, i + 1):
   //   S4[i] = r^2 (1 + S4[i+1]),  S4_p[i] = r^2 (S4_p[i+1] + d_p (1 + S4[i+1])),
   //   S4_pq[i] = r^2 (S4_pq[i+1] + d_p S4_q[i+1] + d_q S4_p[i+1] + d_p d_q (1 + S4[i+1])),
   // and S2 likewise with r. O(N) per pass; each step rounds relative to its terms, which decay
@@ -387,13 +386,14 @@ class HomodynePass final : public ModePass {
   const HomodynePoint& point_;
   std::vector<double> diffusion_factors_;  // N values (BuildDiffusionFactors)
   std::vector<double> static_row_sums_;    // N kStaticRowSums values, or none (BuildStaticRowSums)
-  std::vector<double> shear_tables_;  // laminar_flow: per angle, N sines then N cosines
+  std::vector<double> shear_tables_;       // laminar_flow: per angle, N sines then N cosines
   const pass_kernel::Functions* functions_;
   PassLoss loss_;
   std::vector<pass_kernel::AngleCoefficients> angles_;
 };
 
-HomodynePoint::HomodynePoint(const HomodyneModel& model, std::span<const double> physical_parameters)
+HomodynePoint::HomodynePoint(const HomodyneModel& model,
+                             std::span<const double> physical_parameters)
     : laminar_(model.mode() == AnalysisMode::kLaminarFlow),
       parameters_(physical_parameters.begin(), physical_parameters.end()),
       diffusion_prefactor_(model.geometry().DiffusionPrefactor()),

@@ -65,14 +65,14 @@ inline constexpr int ColumnPoints = kWithDerivatives ? kTile : kCostTile;
 // row_caches: one per component, kept over a batch's tiles.
 template <bool kWithDerivatives>
 void SharedFactors(const TwoComponentInputs& in, int i, int j_begin, int count,
-                     SeparableExpRowCache* row_caches, double* factors) {
+                   SeparableExpRowCache* row_caches, double* factors) {
   constexpr int kPoints = ColumnPoints<kWithDerivatives>;
   const int n = in.num_times;
   const double w_q = in.transport_prefactor;
   for (int c = 0; c < 2; ++c) {
     const double* cum = c == 0 ? in.cumulative_reference : in.cumulative_sample;
-    const double* dcum = c == 0 ? in.cumulative_reference_derivatives
-                                : in.cumulative_sample_derivatives;
+    const double* dcum =
+        c == 0 ? in.cumulative_reference_derivatives : in.cumulative_sample_derivatives;
     const double* cj = cum + j_begin;
     const double ci = cum[i];
     const double di0 = dcum[i], di1 = dcum[n + i], di2 = dcum[2 * n + i];
@@ -83,8 +83,7 @@ void SharedFactors(const TwoComponentInputs& in, int i, int j_begin, int count,
     double* dh2 = dh1 + kTile;
     SeparableExpTile separable;
     if (SeparableExpApplies(cum, c == 0 ? in.reference_factors : in.sample_factors, w_q,
-                            tc::kSmoothAbsEpsilon, i, j_begin, count, &row_caches[c],
-                            &separable)) {
+                            tc::kSmoothAbsEpsilon, i, j_begin, count, &row_caches[c], &separable)) {
       const double* factors_j = separable.factors_j;
       const double factor_low = separable.factor_low, factor_high = separable.factor_high;
       const int split = separable.split;
@@ -257,7 +256,7 @@ void AccumulateTile(const TwoComponentInputs& in, const TwoComponentAngle& angle
     tile[(tc::kF0 + 2) * kTile + t] = c_du * dxi2 + c_dw * dxj[2 * n + t];
     tile[(tc::kF0 + 3) * kTile + t] = c_du * dxi3 + c_dw * dxj[3 * n + t];
     tile[tc::kPhi0Het * kTile + t] = c_phase * ds * dv;
-    tile[tc::kNumPhysical * kTile + t] = weight * g;         // d c2 / d contrast
+    tile[tc::kNumPhysical * kTile + t] = weight * g;  // d c2 / d contrast
     // weight * (d - c2) would be NaN for non-finite d.
     const double e = weight > 0.0 ? d - c2 : 0.0;
     if constexpr (kLinear) {

@@ -27,9 +27,9 @@ struct TwoComponentAngle {
 
 // What a pass reads: the mode's tables at the point (valid for the call) and the angles.
 struct TwoComponentInputs {
-  int num_times = 0;  // N
-  int gram_size = 0;  // 17: 14 physical, contrast, offset, e
-  double transport_prefactor = 0.0;  // q^2 / 2
+  int num_times = 0;                                         // N
+  int gram_size = 0;                                         // 17: 14 physical, contrast, offset, e
+  double transport_prefactor = 0.0;                          // q^2 / 2
   const double* cumulative_reference = nullptr;              // C[J_ref], N
   const double* cumulative_reference_derivatives = nullptr;  // 3 N
   const double* cumulative_sample = nullptr;                 // C[J_sample], N
@@ -38,10 +38,10 @@ struct TwoComponentInputs {
   // (separable_exp.h), for the per-row separable form of H_r and H_s; null: the direct form only.
   const double* reference_factors = nullptr;
   const double* sample_factors = nullptr;
-  const double* cumulative_velocity = nullptr;               // C[v], N
-  const double* cumulative_velocity_derivatives = nullptr;   // 3 N
-  const double* fraction = nullptr;                          // x_s, N
-  const double* fraction_derivatives = nullptr;              // 4 N: d x_s / d(f0..f3)
+  const double* cumulative_velocity = nullptr;              // C[v], N
+  const double* cumulative_velocity_derivatives = nullptr;  // 3 N
+  const double* fraction = nullptr;                         // x_s, N
+  const double* fraction_derivatives = nullptr;             // 4 N: d x_s / d(f0..f3)
   const TwoComponentAngle* angles = nullptr;
   int num_angles = 0;
   PassLoss loss;  // as the homodyne body's Inputs::loss (homodyne_pass_variant.h)

@@ -75,7 +75,8 @@ void CumulativeTrapezoid(const std::vector<double>& values, const std::vector<do
 
 class TwoComponentPoint final : public ModePoint {
  public:
-  TwoComponentPoint(const HomodyneModel& model, std::span<const double> p) : q_(model.geometry().q_inv_angstrom) {
+  TwoComponentPoint(const HomodyneModel& model, std::span<const double> p)
+      : q_(model.geometry().q_inv_angstrom) {
     HOMODYNE_CHECK(p.size() == static_cast<std::size_t>(kNumPhysical));
     parameters_.assign(p.begin(), p.end());
     TwoComponentTables tables = ComputeTwoComponentTables(model, p);
@@ -184,8 +185,7 @@ class TwoComponentPass final : public ModePass {
     transport_factors_.resize(2 * static_cast<std::size_t>(n));
     pass_kernel::BuildSeparableExpFactors(inputs_.cumulative_reference, n,
                                           inputs_.transport_prefactor, transport_factors_.data());
-    pass_kernel::BuildSeparableExpFactors(inputs_.cumulative_sample, n,
-                                          inputs_.transport_prefactor,
+    pass_kernel::BuildSeparableExpFactors(inputs_.cumulative_sample, n, inputs_.transport_prefactor,
                                           transport_factors_.data() + n);
     inputs_.reference_factors = transport_factors_.data();
     inputs_.sample_factors = transport_factors_.data() + n;
@@ -310,8 +310,8 @@ void TwoComponentPoint::EvaluateSegment(double phi_degrees, double contrast, dou
                                  dg_dw * fraction_derivatives_[m * n + col]);
     }
     jac[kPhi0Het] = contrast * dg_dphase * angle.dphase_dphi0_per_unit * dv;
-    jac[kNumPhysical] = g;          // d c2 / d contrast
-    jac[kNumPhysical + 1] = 1.0;    // d c2 / d offset
+    jac[kNumPhysical] = g;        // d c2 / d contrast
+    jac[kNumPhysical + 1] = 1.0;  // d c2 / d offset
   }
 }
 
@@ -362,8 +362,9 @@ TwoComponentTables ComputeTwoComponentTables(const HomodyneModel& model,
       partials[n + k] = active ? amplitude * dpower : 0.0;
       partials[2 * n + k] = active ? 1.0 : 0.0;
     }
-    TwoComponentTables::Integral& table =
-        c == 0 ? tables.reference : c == 1 ? tables.sample : tables.velocity;
+    TwoComponentTables::Integral& table = c == 0   ? tables.reference
+                                          : c == 1 ? tables.sample
+                                                   : tables.velocity;
     CumulativeTrapezoid(rate, partials, dt, &table.cumulative, &table.derivatives);
   }
   // The sample fraction x_s(t) and its derivatives with respect to f0..f3.
@@ -389,8 +390,8 @@ TwoComponentTables ComputeTwoComponentTables(const HomodyneModel& model,
   return tables;
 }
 
-std::unique_ptr<const ModePoint> MakeTwoComponentPoint(const HomodyneModel& model,
-                                                       std::span<const double> physical_parameters) {
+std::unique_ptr<const ModePoint> MakeTwoComponentPoint(
+    const HomodyneModel& model, std::span<const double> physical_parameters) {
   return std::make_unique<TwoComponentPoint>(model, physical_parameters);
 }
 
