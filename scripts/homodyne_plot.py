@@ -18,7 +18,7 @@ read are in RESULTS_DIR/nlsq/ (docs/design.md section 8):
                             parameters' units (written by homodyne since the convergence plot;
                             optional: without it the convergence plot says so and labels carry
                             no units)
-  derived_rates.json        optional (issue 40): "t" and rates ("D", "gamma_dot", ...) with
+  derived_rates.json        optional (docs/results.md, What the data determine): "t" and rates ("D", "gamma_dot", ...) with
                             their "KEY_interval_68" (and _95) [lo, hi] per time: bands
   analysis_results_nlsq.json  optional: dataset_info.data_file, the data file's name in titles
 Only fitted_data.h5 is required; a figure whose file is missing is drawn with what there is.
@@ -802,7 +802,7 @@ def plot_fit_g2(numpy, pyplot, results, plot_dir, dpi):
 
 
 # The rates of each mode (docs/model.md): (key, label, unit, parameter names, kind). The keys
-# are those of nlsq/derived_rates.json (issue 40), whose bands are drawn on the same panel.
+# are those of nlsq/derived_rates.json (docs/results.md, What the data determine), whose bands are drawn on the same panel.
 RATE_FLOOR = 1e-10  # the model's rate floor (model_limits::kRateFloor)
 MODE_RATES = {
     "static": [("D", "D(t) = D0 t^\u03b1 + D_offset", "\u00c5\u00b2/s",
@@ -845,7 +845,7 @@ def rate_curve(numpy, t, values, kind):
 
 
 def read_derived_rates(numpy, path):
-    """nlsq/derived_rates.json (issue 40): {"t": [...], KEY: [...], KEY_interval_68:
+    """nlsq/derived_rates.json (docs/results.md, What the data determine): {"t": [...], KEY: [...], KEY_interval_68:
     [[lo, hi], ...], ...} as {"t": array, KEY: (values, band 68 or None, band 95 or None)},
     or None when the file is absent; exits 1 naming the key when it does not fit."""
     content = read_json(path, {"t": ([NUMBER], True)})

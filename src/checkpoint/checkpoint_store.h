@@ -17,7 +17,7 @@ namespace homodyne {
 // LevenbergMarquardtState, PassState and GlobalSearchTrail are declared in checkpoint_state.h
 // (the LM core, the pass and the global phase produce and consume them); a checkpoint stores them.
 
-// Batch statistics of the run (docs/design.md section 7, issue 4).
+// Batch statistics of the run (docs/design.md section 7).
 struct BatchStatistics {
   int64_t batches = 0;              // batches computed (all passes)
   int64_t retries = 0;              // batch reads retried

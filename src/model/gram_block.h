@@ -86,7 +86,7 @@ inline void AddTileGram(const double* tile, int count, int gram_size, double* gr
   }
 }
 
-// The lane Gram (the linear loss's Gram update since issue 24): one angle's Gram entries, lower
+// The lane Gram (the linear loss's Gram update): one angle's Gram entries, lower
 // triangle and diagonal, each held as kGramLanes partial sums (lane l sums the tile points
 // t = l mod kGramLanes) in vector registers while a tile is added, and in memory between tiles;
 // the lanes are added up once per batch (FlushLaneGram), not once per tile, and only the

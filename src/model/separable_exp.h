@@ -1,5 +1,5 @@
 // The per-row separable form of a transport factor exp(-w M), M = sqrt((C[j] - C[i])^2 + eps),
-// for an integral C that does not decrease along the time grid (issue 24; docs/design.md section
+// for an integral C that does not decrease along the time grid (docs/design.md section
 // 2): the homodyne modes' g1 of diffusion and the two-component transports H_r, H_s.
 //
 // With C[j] >= C[i] for j > i, |C[j] - C[i]| = C[j] - C[i], and

@@ -114,7 +114,7 @@ case "$case_name" in
       --static-mode --data-file ./sim.h5
     expect_exit 0 "not scanned \(fast mode\)" "$bin_dir/homodyne" --config sim.yaml --dry-run \
       --fast-mode
-    # The command line's analysis mode decides bounds and start values (issue 10 review): a
+    # The command line's analysis mode decides bounds and start values: a
     # static config run with --laminar-flow gets laminar_flow's (it failed with "no bounds for
     # parameter 'gamma_dot_t0'"); a laminar_flow config whose start values and bounds name the
     # shear terms runs with --static-mode, which drops them with a warning.
@@ -641,7 +641,7 @@ PY
     expect_exit 0 "wrote unnamed/nlsq/g2_lag.png" "$bin_dir/homodyne-plot" unnamed --jobs 1
     cmp -s out/nlsq/g2_lag.png unnamed/nlsq/g2_lag.png &&
       { echo "FAIL: dataset_info.data_file is not in the g2 title"; failures=$((failures + 1)); }
-    # nlsq/derived_rates.json (issue 40): its 68 % bands are drawn on D(t); without the file
+    # nlsq/derived_rates.json (docs/results.md, What the data determine): its 68 % bands are drawn on D(t); without the file
     # (above) the curves of the fitted values alone.
     cp -r out banded
     "$python" - banded/nlsq <<'PY' || { echo "FAIL: writing derived_rates.json"; failures=$((failures + 1)); }

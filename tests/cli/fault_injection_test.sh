@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fault injection (issue 4): real fits of the streaming, chunked and standard strategies, interrupted,
+# Fault injection (docs/design.md section 7): real fits of the streaming, chunked and standard
+# strategies, interrupted,
 # killed, crashed while checkpointing, fed corrupt or foreign checkpoints, an unreadable batch,
 # an unwritable checkpoint folder, and NaN/Inf data; killed at each stage of the result writing,
 # a result file that cannot be written, two fits on one checkpoint folder and a stale lock; each

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One fit on the ranks of an MPI job (issue 21; docs/design.md section 5b): the results of
+# One fit on the ranks of an MPI job (docs/design.md section 5b): the results of
 # `mpirun -n K homodyne` are bitwise those of the plain single process, a signal to one rank
 # stops every rank with exit 3 after exactly one checkpoint, which a job of another rank count
 # resumes bitwise, and a rank that dies or cannot read its rows ends the whole job in bounded

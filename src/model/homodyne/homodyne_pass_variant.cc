@@ -53,7 +53,7 @@ inline void SincFromSinCos(double x, double sin_x, double cos_x, double inverse,
 // How a laminar tile computes sin and cos of its phases x = s M_G:
 //   kVector: vector_math::SinCos per point and angle;
 //   kLibm: libm, for phases beyond vector_math::kSinCosMaxArgument (rare; the loop stays scalar);
-//   kProduct: the per-row separable form (issue 24): with A = s (C_G[j] - C_G[i]) and
+//   kProduct: the per-row separable form (separable_exp.h): with A = s (C_G[j] - C_G[i]) and
 //     x = A + delta, delta = s (M_G - |diff_G|) (the smoothing of |diff_G|; C_G grows, so
 //     |diff_G| = C_G[j] - C_G[i]),
 //       sin A = S[j] K[i] - K[j] S[i],  cos A = K[j] K[i] + S[j] S[i]  (S, K: the angle's tables,
@@ -75,7 +75,7 @@ inline void SincFromSinCos(double x, double sin_x, double cos_x, double inverse,
 //     kSeries, the others in kProduct, as two loops over the tile's two ranges (ForEachFormRange;
 //     ProductTables::series_end), where the product form's conditions hold at the tile's first
 //     point apart from its phase (SeriesThenProductApplies). Each point gets the accuracy of its
-//     form (kSeriesMaxPhase = kProductMinPhase). (Until issue 24's sixth step both forms were
+//     form (kSeriesMaxPhase = kProductMinPhase). (Before the per-row forms, both forms were
 //     computed at every point of such a tile and one selected: 1.7 times the product form's
 //     instructions per point.)
 enum class SinCosForm { kVector, kLibm, kProduct, kSeries, kSeriesThenProduct };
@@ -186,15 +186,15 @@ inline void ProductSinc(double sin_j, double cos_j, double sin_i, double cos_i, 
   *cos_x = cos_a - h_r * (2.0 * sin_a_over_s + smoothing * cos_a);
 }
 
-// The diffusion factor g1d = exp(-w M_D) of a tile in per-row separable form (issue 24;
-// separable_exp.h): where it applies, one product per point, and diff_D / M_D = -1.
+// The diffusion factor g1d = exp(-w M_D) of a tile in per-row separable form (separable_exp.h):
+// where it applies, one product per point, and diff_D / M_D = -1.
 bool DiffusionSeparable(const Inputs& in, int i, int j_begin, int count,
                         SeparableExpRowCache* cache, SeparableExpTile* tile) {
   return SeparableExpApplies(in.cumulative_diffusion, in.diffusion_factors, in.diffusion_prefactor,
                              kSmoothAbsEpsilon, i, j_begin, count, cache, tile);
 }
 
-// M_G = sqrt(diff_G^2 + 1e-12) of a laminar tile without the square root (issue 24): with
+// M_G = sqrt(diff_G^2 + 1e-12) of a laminar tile without the square root (separable_exp.h): with
 // d = |diff_G| = C_G[j] - C_G[i] (C_G does not decrease) and u = 1e-12 / d^2,
 //   M_G = d sqrt(1 + u),  M_G - d = d (u/2 - u^2/8 + u^3/16),
 //   d / M_G = 1 - u/2 + 3u^2/8 - 5u^3/16,

@@ -60,7 +60,7 @@ inline constexpr int ColumnPoints = kWithDerivatives ? kTile : kCostTile;
 // The angle-independent factors of row i, columns [j_begin, j_begin + count), count at most
 // ColumnPoints<kWithDerivatives>; the derivative columns only kWithDerivatives.
 //
-// H_r and H_s in per-row separable form where it applies (issue 24; separable_exp.h): one
+// H_r and H_s in per-row separable form where it applies (separable_exp.h): one
 // product per point, and diff / M = 1 (C[J_c] does not decrease: J_c >= 0).
 // row_caches: one per component, kept over a batch's tiles.
 template <bool kWithDerivatives>
@@ -162,7 +162,7 @@ void SharedFactors(const TwoComponentInputs& in, int i, int j_begin, int count,
   }
 }
 
-// sin and cos of the phase Phi = s (C[v]_j - C[v]_i) in per-row separable form (issue 24):
+// sin and cos of the phase Phi = s (C[v]_j - C[v]_i) in per-row separable form (separable_exp.h):
 //   sin Phi = S[j] K[i] - K[j] S[i],  cos Phi = K[j] K[i] + S[j] S[i]
 // (S, K: TwoComponentAngle::velocity_sin, velocity_cos), within a few units of 1e-16 absolute at
 // any phase size. Phi enters c2 and the Jacobian only through sin and cos (no sinc), so absolute
