@@ -22,11 +22,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <exception>
 #include <filesystem>
 #include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -476,8 +478,25 @@ class FitRun {
         fit_->strategy->objective().num_points() > config_.nlsq.global_search.max_points) {
       return nullptr;
     }
-    profile_data_ = fit_->strategy->WholeDataHere();
-    if (!profile_data_) return nullptr;
+    // Every rank takes the same path: the ends are spread only when every rank holds the data
+    // (a rank whose copy failed would otherwise leave the others waiting in a gather).
+    std::string failure;
+    try {
+      profile_data_ = fit_->strategy->WholeDataHere();
+    } catch (const std::exception& error) {
+      failure = error.what();
+      profile_data_.reset();
+    }
+    if (group.MaxOverRanks(profile_data_ ? 0 : 1) != 0) {
+      if (!failure.empty()) {
+        spdlog::warn(
+            "profile intervals: this rank could not hold all the data ({}): the ends "
+            "are computed by all the ranks together",
+            failure);
+      }
+      profile_data_.reset();
+      return nullptr;
+    }
     spread_probe_ = ProbeOfTheSolution(profile_data_.get(), /*here_only=*/true);
     return [this, &group](size_t count, const std::function<ProfileEndFound(size_t)>& find) {
       std::vector<ProfileEndFound> ends(count);
@@ -486,11 +505,13 @@ class FitRun {
           "the data",
           count, group.size());
       const int ranks = group.size();
-      // One end as doubles: value, note (0 none, 1 bound, 2 failed), parameter, points, then
+      // One end as doubles: value, note (0 none, 1 bound, 2 failed, 3 an error every rank
+      // raises after the gather), parameter, points, then
       // (value held, chi2 less the minimum, chi2) per point; an end not found here: 0 points.
       constexpr int kBlock = 4 + 3 * kProfileEndEvaluations;
       const std::vector<int> counts(static_cast<size_t>(ranks), kBlock);
       std::vector<double> mine(kBlock), all(static_cast<size_t>(kBlock) * ranks);
+      std::exception_ptr failed;  // this rank's failure of a profile fit (note 3)
       for (size_t round = 0; round < count; round += static_cast<size_t>(ranks)) {
         const size_t item = round + static_cast<size_t>(group.rank());
         std::fill(mine.begin(), mine.end(), kNaN);
@@ -503,13 +524,17 @@ class FitRun {
           bool stopped = false;
           try {
             found = find(item);
+            HOMODYNE_CHECK(found.points.size() == spread_points_.size() &&
+                           found.points.size() <= static_cast<size_t>(kProfileEndEvaluations));
           } catch (const PassInterrupted&) {  // a signal here: the round ends first
             stopped = true;
+          } catch (...) {  // raised on every rank after the gather, not here alone
+            failed = std::current_exception();
+            stopped = true;
+            mine[1] = 3.0;
           }
           spreading_ = false;
           if (!stopped && InterruptSignalHere() == 0) {
-            HOMODYNE_CHECK(found.points.size() == spread_points_.size() &&
-                           found.points.size() <= static_cast<size_t>(kProfileEndEvaluations));
             mine[0] = found.end.value;
             mine[1] = found.end.note == "bound" ? 1.0 : found.end.note == "failed" ? 2.0 : 0.0;
             mine[2] = spread_points_.empty() ? -1.0 : spread_points_.front().parameter;
@@ -522,6 +547,12 @@ class FitRun {
           }
         }
         group.AllGather(mine, counts, all);
+        for (int r = 0; r < ranks; ++r) {
+          if (all[static_cast<size_t>(kBlock) * r + 1] != 3.0) continue;
+          if (failed) std::rethrow_exception(failed);
+          throw std::runtime_error("profile intervals: a profile fit failed on MPI rank " +
+                                   std::to_string(r) + " (its message is in that rank's log)");
+        }
         for (int r = 0; r < ranks && round + static_cast<size_t>(r) < count; ++r) {
           const double* block = all.data() + static_cast<size_t>(kBlock) * r;
           ProfileEndFound& found = ends[round + static_cast<size_t>(r)];

@@ -849,7 +849,11 @@ std::vector<std::string> WidenIntervalsToOtherMinima(const Eigen::VectorXd& curv
     const double curved = static_cast<Eigen::Index>(p) < curvature.size()
                               ? curvature[static_cast<Eigen::Index>(p)]
                               : 0.0;
-    if (estimate.interval_68.size() != 2 || estimate.interval_95.size() != 2 || !(reported > 0.0) ||
+    const auto finite = [](const std::vector<double>& interval) {
+      return interval.size() == 2 && std::isfinite(interval[0]) && std::isfinite(interval[1]);
+    };
+    // An end a profile could not compute stays as it is (its note says so).
+    if (!finite(estimate.interval_68) || !finite(estimate.interval_95) || !(reported > 0.0) ||
         !(curved > 0.0) || !std::isfinite(reported) || !std::isfinite(s2)) {
       continue;
     }

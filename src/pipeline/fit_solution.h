@@ -212,13 +212,14 @@ std::vector<std::string> AddProfileIntervals(const ProfileProbe& probe,
 // The intervals' check against the global phase's other minima (docs/results.md, Intervals): a
 // minimum whose chi2, scaled from the search data to all the data (num_points /
 // result.global_search.search_points), lies within a level's threshold z^2 s^2 u^2 / c^2 of the
-// chosen one (AddProfileIntervals' threshold; s^2 the reduced objective, as OtherMinimumWarnings
-// reads it) lies inside that level's profile-likelihood region: with the parameter held at the
-// minimum's value, chi2 is at most that minimum's. So each physical parameter's interval at that
-// level (68 %: z = 1, 95 %: z = 1.96) is widened to hold the minimum's value, and its
-// interval_note says so. Only parameters that have intervals and a curvature uncertainty c
-// (curvature: one per full-layout parameter, in result.physical's order) change. Returns the
-// names of the parameters widened, in result.physical's order.
+// chosen one (AddProfileIntervals' threshold, with s^2 the reduced value of what the global phase
+// minimised: the reduced chi2, or 2 cost / dof under a robust loss; not floored at 1 as
+// OtherMinimumWarnings' contour is) lies inside that level's profile-likelihood region: with the
+// parameter held at the minimum's value, chi2 is at most that minimum's. So each physical
+// parameter's interval at that level (68 %: z = 1, 95 %: z = 1.96) is widened to hold the minimum's
+// value, and its interval_note says so. Only parameters that have intervals and a curvature
+// uncertainty c (curvature: one per full-layout parameter, in result.physical's order) change.
+// Returns the names of the parameters widened, in result.physical's order.
 std::vector<std::string> WidenIntervalsToOtherMinima(const Eigen::VectorXd& curvature,
                                                      int64_t num_points, FitResult& result);
 
