@@ -249,6 +249,15 @@ double ReducedObjective(const FitResult& result) {
                    static_cast<double>(std::max<int64_t>(result.degrees_of_freedom, 1));
 }
 
+// The value of the physical parameter `name` at a minimum of the global phase; nullopt when the
+// phase did not search it.
+std::optional<double> ValueAtMinimum(const GlobalSearchRecord::Minimum& minimum,
+                                     const std::string& name) {
+  const auto at = std::find(minimum.names.begin(), minimum.names.end(), name);
+  if (at == minimum.names.end()) return std::nullopt;
+  return minimum.values[static_cast<size_t>(at - minimum.names.begin())];
+}
+
 }  // namespace
 
 std::vector<std::string> OtherMinimumWarnings(const FitResult& result, int64_t num_points,
@@ -267,9 +276,9 @@ std::vector<std::string> OtherMinimumWarnings(const FitResult& result, int64_t n
     if (static_cast<int>(m) == search.chosen || !(delta <= 16.0 * reduced)) continue;
     std::string differ;
     for (const ParameterEstimate& estimate : result.physical) {
-      const auto at = std::find(other.names.begin(), other.names.end(), estimate.name);
-      if (at == other.names.end()) continue;
-      const double value = other.values[static_cast<size_t>(at - other.names.begin())];
+      const std::optional<double> at_other = ValueAtMinimum(other, estimate.name);
+      if (!at_other) continue;
+      const double value = *at_other;
       // On a quadratic surface a point delta above the minimum is at most sqrt(delta /
       // reduced) standard errors from it in any parameter; 2 more allow for the search's
       // minima being fitted to a row subsample.
@@ -860,9 +869,9 @@ std::vector<std::string> WidenIntervalsToOtherMinima(const Eigen::VectorXd& curv
     std::string note;
     for (size_t m = 0; m < search.minima.size(); ++m) {
       const GlobalSearchRecord::Minimum& other = search.minima[m];
-      const auto at = std::find(other.names.begin(), other.names.end(), estimate.name);
-      if (static_cast<int>(m) == search.chosen || at == other.names.end()) continue;
-      const double value = other.values[static_cast<size_t>(at - other.names.begin())];
+      const std::optional<double> at_other = ValueAtMinimum(other, estimate.name);
+      if (static_cast<int>(m) == search.chosen || !at_other) continue;
+      const double value = *at_other;
       const double delta = (other.chi2 - chosen_chi2) * scale;
       if (!std::isfinite(value) || !std::isfinite(delta)) continue;
       for (const double z : {1.0, 1.96}) {
