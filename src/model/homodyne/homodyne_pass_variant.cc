@@ -885,15 +885,17 @@ void AccumulateStaticRows(const Inputs& in, int row_begin, int row_end, int row_
     const double finite = sum_of(kStaticData);
     // sum u D_p = sum_j A_p[j] U_j - sum_i A_p[i] R_i.
     const double* columns = scratch.column_sums + static_cast<int64_t>(k) * column_stride;
-    double column_terms[3] = {0.0, 0.0, 0.0};
-    for (int p = 0; p < 3; ++p) {
-      const double* dc_p = dc + static_cast<int64_t>(p) * n;
-      const double base_p = base[p];
-      double sum = 0.0;
-#pragma omp simd reduction(+ : sum)
-      for (int j = row_begin + 1; j < n; ++j) sum += (dc_p[j] - base_p) * columns[j];
-      column_terms[p] = sum;
+    const double* dc1 = dc + n;
+    const double* dc2 = dc + 2 * n;
+    double column0 = 0.0, column1 = 0.0, column2 = 0.0;
+#pragma omp simd reduction(+ : column0, column1, column2)
+    for (int j = row_begin + 1; j < n; ++j) {
+      const double u = columns[j];
+      column0 += (dc[j] - base[0]) * u;
+      column1 += (dc1[j] - base[1]) * u;
+      column2 += (dc2[j] - base[2]) * u;
     }
+    const double column_terms[3] = {column0, column1, column2};
     // Without a finite point J^T J is zero exactly (not the rounding the subtraction leaves).
     const bool any_finite = finite > 0.0;
     double total[kStaticRowSums];
