@@ -198,6 +198,23 @@ struct TileValues {
   AlignedDoubles residuals;
 };
 
+// out (r, c) = in (c, r) for r < rows, c < cols: `in` has cols rows of `in_stride` values, `out`
+// rows rows of `cols` values. In blocks of kTransposeBlock x kTransposeBlock, so that both sides
+// stay in the cache (a tile's column is 256 rows of 2 KB apart).
+constexpr int64_t kTransposeBlock = 16;
+void Transpose(const double* in, int64_t in_stride, int64_t rows, int64_t cols, double* out) {
+  for (int64_t c0 = 0; c0 < cols; c0 += kTransposeBlock) {
+    const int64_t c1 = std::min(cols, c0 + kTransposeBlock);
+    for (int64_t r0 = 0; r0 < rows; r0 += kTransposeBlock) {
+      const int64_t r1 = std::min(rows, r0 + kTransposeBlock);
+      for (int64_t c = c0; c < c1; ++c) {
+        const double* from = in + c * in_stride;
+        for (int64_t r = r0; r < r1; ++r) out[r * cols + c] = from[r];
+      }
+    }
+  }
+}
+
 // The tile's data from its band (`band`: rows [place.band_row, + side) from column band_row on,
 // `width` = N - band_row values a row).
 void CopyTileData(const std::vector<double>& band, int64_t width, const TilePlace& place,
@@ -213,10 +230,7 @@ void CopyTileData(const std::vector<double>& band, int64_t width, const TilePlac
     return;
   }
   // Tile (r, c) is band row c, band column place.row + r.
-  for (int64_t c = 0; c < place.cols; ++c) {
-    const double* band_row = origin + c * width + (place.row - place.band_row);
-    for (int64_t r = 0; r < place.rows; ++r) tile.data[r * place.cols + c] = band_row[r];
-  }
+  Transpose(origin + (place.row - place.band_row), width, place.rows, place.cols, tile.data.data());
 }
 
 // A mirror tile's values from its tile above the diagonal (`upper`, complete), transposed: the data
@@ -229,15 +243,9 @@ void TransposeTile(const TileValues& upper, const TilePlace& place, TileValues& 
     values->resize(size);
   }
   // Tile (r, c) is upper (c, r); upper has place.cols rows of place.rows values.
-  for (int64_t c = 0; c < place.cols; ++c) {
-    const size_t from = static_cast<size_t>(c * place.rows);
-    for (int64_t r = 0; r < place.rows; ++r) {
-      const size_t to = static_cast<size_t>(r * place.cols + c);
-      tile.data[to] = upper.data[from + static_cast<size_t>(r)];
-      tile.fit[to] = upper.fit[from + static_cast<size_t>(r)];
-      tile.residuals[to] = upper.residuals[from + static_cast<size_t>(r)];
-    }
-  }
+  Transpose(upper.data.data(), place.rows, place.rows, place.cols, tile.data.data());
+  Transpose(upper.fit.data(), place.rows, place.rows, place.cols, tile.fit.data());
+  Transpose(upper.residuals.data(), place.rows, place.rows, place.cols, tile.residuals.data());
 }
 
 // True when the model's c2 at (j, i) is bitwise its value at (i, j), so that a mirror tile's fit
