@@ -236,8 +236,9 @@ void CopyTileData(const std::vector<double>& band, int64_t width, const TilePlac
 // A mirror tile's values from its tile above the diagonal (`upper`, complete), transposed: the data
 // are symmetric (C = H + H^T), and so are the fit and the residuals where the model is (see
 // ModelIsSymmetric).
-void TransposeTile(const TileValues& upper, const TilePlace& place, TileValues& tile) {
-  tile.place = place;
+// `tile.place` is set.
+void TransposeTile(const TileValues& upper, TileValues& tile) {
+  const TilePlace& place = tile.place;
   const size_t size = static_cast<size_t>(place.rows * place.cols);
   for (AlignedDoubles* values : {&tile.data, &tile.fit, &tile.residuals}) {
     values->resize(size);
@@ -277,7 +278,7 @@ class TileEvaluation {
   // Leaves nothing to evaluate: `tile` is complete (a transposed mirror tile).
   void SetDone(TileValues& tile) {
     tile_ = &tile;
-    next_row_.store(tile.place.rows);
+    next_row_.store(tile.place.rows);  // the place is set before TransposeTile starts
   }
 
   // Evaluates rows until none is left.
@@ -405,22 +406,26 @@ void WriteTileValues(const AngleMatrices& matrices, const TileValues& tile,
 }
 
 // Helper threads per tile at most: with three, the evaluation of a tile takes less than its
-// writes (one thread), which then bound the time. Tiles of fewer points than kMinHelpedPoints
-// (the 32 x 32 tiles of N > 32768) are evaluated by the writing thread alone: starting a thread
-// would cost about what evaluating them does.
+// writes (one thread), which then bound the time. With direct writes (DirectChunkWriter) the
+// writing thread mostly waits for the device, so it starts as many helpers as there are threads
+// (up to kMaxHelpers), and joins them when its writes are done. Tiles of fewer points than
+// kMinHelpedPoints (the 32 x 32 tiles of N > 32768) are evaluated by the writing thread alone:
+// starting a thread would cost about what evaluating them does.
 constexpr int kMaxHelpers = 3;
 constexpr int64_t kMinHelpedPoints = int64_t{1} << 14;
 
 // One angle's matrices, tile by tile (FirstTilePlace, NextTilePlace), two tiles in flight:
 // while this thread writes one (HDF5, which takes one thread at a time), helper threads evaluate
-// the next, and this thread joins them when its writes are done. Threads: OpenMP's count (the
-// fit's while a fit writes its results), this one included, at most kMaxHelpers + 1.
+// the next (or transpose it: a mirror tile of a symmetric model), and this thread joins them when
+// its writes are done. Threads: OpenMP's count (the fit's while a fit writes its results), this
+// one included, at most kMaxHelpers + 1; with direct writes one more helper (see kMaxHelpers).
 void WriteAngleMatrices(BatchSource& source, int angle, const ModelEvaluation& evaluation,
                         double phi, double contrast, double offset, int64_t side,
                         const AngleMatrices& matrices, DirectChunkWriter& direct) {
   const int64_t n = source.info().num_times();
   if (n == 0) return;
-  const int helper_count = std::clamp(omp_get_max_threads() - 1, 0, kMaxHelpers);
+  const int helper_count =
+      std::clamp(omp_get_max_threads() - (direct.usable() ? 0 : 1), 0, kMaxHelpers);
   std::vector<double> band;  // rows [band_row, band_row + side) from column band_row on
   int64_t band_row = -1;
   TileValues tiles[2];
@@ -432,8 +437,16 @@ void WriteAngleMatrices(BatchSource& source, int angle, const ModelEvaluation& e
   auto start = [&](const TilePlace& place, int slot) {  // the tile's data, and helpers on it
     helpers.clear();
     if (place.mirror && symmetric) {  // the other slot holds its tile above the diagonal, done
-      TransposeTile(tiles[slot ^ 1], place, tiles[slot]);
-      evaluations[slot].SetDone(tiles[slot]);
+      TileValues& tile = tiles[slot];
+      const TileValues& upper = tiles[slot ^ 1];  // written meanwhile, unchanged
+      tile.place = place;
+      evaluations[slot].SetDone(tile);
+      if (helper_count == 0) {
+        TransposeTile(upper, tile);
+      } else {
+        helpers.push_back(
+            std::async(std::launch::async, [&upper, &tile] { TransposeTile(upper, tile); }));
+      }
       return;
     }
     if (place.band_row != band_row) {
