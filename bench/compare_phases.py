@@ -6,8 +6,9 @@ load, fit and error bars are `timings_s` of analysis_results_nlsq.json (load, to
 uncertainty, uncertainty; 0 where a build has no uncertainty), writing is the time from the fit's
 summary line (the one with "reduced chi2" and "points,") to the process's exit (the result files,
 their fsync and the exit, as bench/compare_writing.py), start is the rest of the run's wall. CPU:
-user + system of the process (getrusage), and of its writing (the process's CPU at the summary line
-from /proc). Prints every run, then per build the minimum and median of each column, and whether
+user + system of the process (getrusage), of its load (the process's CPU, from /proc, between the
+log lines "strategy ..." and "per-angle scaling ...", which enclose the load) and of its writing
+(from the summary line on). Prints every run, then per build the minimum and median of each column, and whether
 the last runs' fitted_data.h5 (h5diff) and parameters.json (timestamps aside) agree between the
 builds.
 
@@ -28,22 +29,31 @@ import sys
 import time
 
 
+def process_cpu(pid):
+    """User + system seconds of process `pid` so far (/proc, clock ticks)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def timed_run(binary, config, output_dir, flags):
     """The phases and CPU seconds of one run of `binary` (a dict)."""
     shutil.rmtree(output_dir, ignore_errors=True)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
     summary = None
-    cpu_at_summary = None
+    cpu_at = {}
     with subprocess.Popen([binary, "--config", config, "--output-dir", output_dir, *flags],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           cwd=os.path.dirname(config)) as process:
         for line in process.stdout:
+            if "strategy" not in cpu_at and "] strategy " in line:
+                cpu_at["strategy"] = process_cpu(process.pid)
+            if "scaling" not in cpu_at and "] per-angle scaling " in line:
+                cpu_at["scaling"] = process_cpu(process.pid)
             if summary is None and "reduced chi2" in line and "points," in line:
                 summary = time.monotonic()
-                with open(f"/proc/{process.pid}/stat") as stat:
-                    fields = stat.read().rsplit(")", 1)[1].split()
-                cpu_at_summary = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+                cpu_at["summary"] = process_cpu(process.pid)
     end = time.monotonic()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if process.returncode != 0:
@@ -58,7 +68,9 @@ def timed_run(binary, config, output_dir, flags):
     uncertainty = timings.get("uncertainty", 0.0)
     return {"whole": whole, "start": whole - timings["total"] - writing, "load": timings["load"],
             "fit": timings["total"] - timings["load"] - uncertainty, "error bars": uncertainty,
-            "writing": writing, "cpu": cpu, "cpu writing": cpu - cpu_at_summary}
+            "writing": writing, "cpu": cpu,
+            "cpu load": cpu_at.get("scaling", float("nan")) - cpu_at.get("strategy", float("nan")),
+            "cpu writing": cpu - cpu_at["summary"]}
 
 
 def parameters_without_timestamp(path):
