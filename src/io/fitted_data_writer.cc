@@ -165,8 +165,11 @@ bool NextTilePlace(int64_t n, int64_t side, TilePlace* place) {
   return true;
 }
 
-// Direct writes (DirectChunkWriter): file offsets, sizes and buffers in multiples of this.
+// Direct writes (DirectChunkWriter): file offsets, sizes and buffers in multiples of this, and
+// chunks of at least kMinDirectChunkBytes (side 128; the 8 KB chunks of N > 32768 would each be a
+// synchronous write to the device, where the page cache gathers them).
 constexpr int64_t kDirectAlignment = 4096;
+constexpr int64_t kMinDirectChunkBytes = int64_t{128} * 128 * 8;
 
 // Memory aligned to kDirectAlignment, for buffers written with O_DIRECT.
 template <class T>
@@ -314,17 +317,20 @@ std::atomic<int64_t> g_last_direct_chunks{0};
 // before it is published anyway. The matrices' datasets are then created with every chunk
 // allocated at once (H5D_ALLOC_TIME_EARLY, no fill: every chunk is written here), at a multiple of
 // kDirectAlignment (H5Pset_alignment), so that HDF5 knows where each chunk lies
-// (H5Dget_chunk_info_by_coord) and never writes those bytes itself. A chunk of a size that is not
-// a multiple of kDirectAlignment, a chunk placed otherwise, or a file system that refuses O_DIRECT
-// (at the open, or at the first write: EINVAL) is written through H5Dwrite, as without: the
-// values, chunks and datasets are the same either way.
+// (H5Dget_chunk_info_by_coord) and never writes those bytes itself. Chunks of a size that is not
+// a multiple of kDirectAlignment or below kMinDirectChunkBytes, a chunk placed otherwise, and every
+// chunk where the file system refuses O_DIRECT (at the open, or at the first write: EINVAL) are
+// written through H5Dwrite, as without: the values, chunks and datasets are the same either way.
 class DirectChunkWriter {
  public:
   // `path`: the file HDF5 is about to create (it exists: the durable set's temporary file);
   // `side`: the side of the chunks.
   DirectChunkWriter(const std::string& path, int64_t side) : side_(side) {
     const int64_t bytes = side * side * static_cast<int64_t>(sizeof(double));
-    if (!g_direct_writes_enabled.load() || bytes % kDirectAlignment != 0) return;
+    if (!g_direct_writes_enabled.load() || bytes % kDirectAlignment != 0 ||
+        bytes < kMinDirectChunkBytes) {
+      return;
+    }
     fd_ = io_internal::FileDescriptor(open(path.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC));
   }
 
