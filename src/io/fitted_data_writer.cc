@@ -413,10 +413,10 @@ void WriteTileValues(const AngleMatrices& matrices, const TileValues& tile,
 
 // Helper threads per tile at most: with three, the evaluation of a tile takes less than its
 // writes (one thread), which then bound the time. With direct writes (DirectChunkWriter) the
-// writing thread mostly waits for the device, so it starts as many helpers as there are threads
-// (up to kMaxHelpers), and joins them when its writes are done. Tiles of fewer points than
-// kMinHelpedPoints (the 32 x 32 tiles of N > 32768) are evaluated by the writing thread alone:
-// starting a thread would cost about what evaluating them does.
+// writing thread mostly waits for the device, so with 2 threads or more it starts as many helpers
+// as there are threads (up to kMaxHelpers), and joins them when its writes are done. Tiles of fewer
+// points than kMinHelpedPoints (the 32 x 32 tiles of N > 32768) are evaluated by the writing thread
+// alone: starting a thread would cost about what evaluating them does.
 constexpr int kMaxHelpers = 3;
 constexpr int64_t kMinHelpedPoints = int64_t{1} << 14;
 
@@ -424,14 +424,16 @@ constexpr int64_t kMinHelpedPoints = int64_t{1} << 14;
 // while this thread writes one (HDF5, which takes one thread at a time), helper threads evaluate
 // the next (or transpose it: a mirror tile of a symmetric model), and this thread joins them when
 // its writes are done. Threads: OpenMP's count (the fit's while a fit writes its results), this
-// one included, at most kMaxHelpers + 1; with direct writes one more helper (see kMaxHelpers).
+// one included, at most kMaxHelpers + 1; with direct writes and 2 threads or more, one more helper
+// (see kMaxHelpers).
 void WriteAngleMatrices(BatchSource& source, int angle, const ModelEvaluation& evaluation,
                         double phi, double contrast, double offset, int64_t side,
                         const AngleMatrices& matrices, DirectChunkWriter& direct) {
   const int64_t n = source.info().num_times();
   if (n == 0) return;
+  const int threads = omp_get_max_threads();
   const int helper_count =
-      std::clamp(omp_get_max_threads() - (direct.usable() ? 0 : 1), 0, kMaxHelpers);
+      std::clamp(threads - (direct.usable() && threads > 1 ? 0 : 1), 0, kMaxHelpers);
   std::vector<double> band;  // rows [band_row, band_row + side) from column band_row on
   int64_t band_row = -1;
   TileValues tiles[2];
