@@ -1,7 +1,6 @@
 // Chunks of compressed float32 matrices decoded on several threads (chunk_decoder.h).
 #include "io/chunk_decoder.h"
 
-#include <liblzf/lzf.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -15,6 +14,7 @@
 #include <vector>
 
 #include "io/hdf5_util.h"
+#include "io/lzf_decode.h"
 
 namespace homodyne::io_internal {
 namespace {
@@ -53,9 +53,8 @@ bool DecodeChunk(const ChunkPlan& plan, const StoredChunk& chunk, std::vector<fl
     }
     std::memcpy(decompressed, chunk.bytes.data(), chunk_bytes);
   } else if (plan.codec == ChunkPlan::Codec::kLzf) {
-    const unsigned produced =
-        lzf_decompress(chunk.bytes.data(), static_cast<unsigned>(chunk.bytes.size()), decompressed,
-                       static_cast<unsigned>(chunk_bytes));
+    const size_t produced =
+        LzfDecompress(chunk.bytes.data(), chunk.bytes.size(), decompressed, chunk_bytes);
     if (produced != chunk_bytes) {
       *why_not = "an LZF chunk does not decompress to " + std::to_string(chunk_bytes) + " bytes";
       return false;

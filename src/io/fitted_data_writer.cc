@@ -3,14 +3,21 @@
 //
 // Streams bands of rows (BatchSource::ReadCorrectedUpperRows: each band from the diagonal on) and
 // writes each band's square tiles and, by symmetry of the data, their mirror images below the
-// diagonal (the model evaluated there: ModelEvaluation::ComputeC2RowSegment), so the input is read
-// once and memory stays bounded by the band, not N^2. HDF5 writes the temporary file of a
+// diagonal (transposed where the model is symmetric, ModelIsSymmetric; else the model evaluated
+// there: ModelEvaluation::ComputeC2RowSegment), so the input is read once and memory stays bounded
+// by the band, not N^2. HDF5 writes the temporary file of a
 // DurableFileSet (io/durable_file.h), which publishes it, alone (WriteFittedData) or with the JSON
 // files (WriteAllResultFiles, results_json.cc).
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <future>
 #include <span>
@@ -22,7 +29,9 @@
 
 #include "homodyne/dataset.h"
 #include "homodyne/errors.h"
+#include "homodyne/model.h"
 #include "homodyne/results.h"
+#include "io/direct_reads.h"
 #include "io/durable_file.h"
 #include "io/hdf5_util.h"
 #include "io/result_files.h"
@@ -65,16 +74,28 @@ void WriteScalar(hid_t location, const std::string& name, double value) {
 // An N x N float64 dataset in square chunks of `side`, uncompressed: noisy data and residuals
 // barely compress (3 x 2000 x 2000: 288 MB raw, 200 MB with deflate) while deflate took 5-7 s,
 // more than the fit itself. Square chunks, so that a tile and its mirror image are whole chunks.
-Hid CreateMatrix(hid_t group, const std::string& name, int64_t n, int64_t side) {
+// `allocate_early`: every chunk allocated now and never filled (DirectChunkWriter writes them).
+Hid CreateMatrix(hid_t group, const std::string& name, int64_t n, int64_t side,
+                 bool allocate_early) {
   const hsize_t dims[2] = {static_cast<hsize_t>(n), static_cast<hsize_t>(n)};
   const hsize_t chunk[2] = {static_cast<hsize_t>(side), static_cast<hsize_t>(side)};
   Hid space = io_internal::SpaceHid(H5Screate_simple(2, dims, nullptr));
   Hid create = io_internal::PlistHid(H5Pcreate(H5P_DATASET_CREATE));
-  if (!space.valid() || !create.valid() || H5Pset_chunk(create.get(), 2, chunk) < 0) {
+  if (!space.valid() || !create.valid() || H5Pset_chunk(create.get(), 2, chunk) < 0 ||
+      (allocate_early && (H5Pset_alloc_time(create.get(), H5D_ALLOC_TIME_EARLY) < 0 ||
+                          H5Pset_fill_time(create.get(), H5D_FILL_TIME_NEVER) < 0))) {
+    throw std::runtime_error("cannot set up dataset " + name + ": " + io_internal::Hdf5ErrorText());
+  }
+  // No chunk cache: the writer writes whole chunks (a tile is one chunk), which HDF5 then writes
+  // straight from the tile's buffer instead of copying each into its cache first. The chunks and
+  // their values are the same; only a copy of every written byte is saved.
+  Hid access = io_internal::PlistHid(H5Pcreate(H5P_DATASET_ACCESS));
+  if (!access.valid() || H5Pset_chunk_cache(access.get(), H5D_CHUNK_CACHE_NSLOTS_DEFAULT, 0,
+                                            H5D_CHUNK_CACHE_W0_DEFAULT) < 0) {
     throw std::runtime_error("cannot set up dataset " + name + ": " + io_internal::Hdf5ErrorText());
   }
   Hid dataset = io_internal::DatasetHid(H5Dcreate2(group, name.c_str(), H5T_IEEE_F64LE, space.get(),
-                                                   H5P_DEFAULT, create.get(), H5P_DEFAULT));
+                                                   H5P_DEFAULT, create.get(), access.get()));
   if (!dataset.valid()) {
     throw std::runtime_error("cannot create dataset " + name + ": " + io_internal::Hdf5ErrorText());
   }
@@ -144,13 +165,58 @@ bool NextTilePlace(int64_t n, int64_t side, TilePlace* place) {
   return true;
 }
 
+// Direct writes (DirectChunkWriter): file offsets, sizes and buffers in multiples of this, and
+// chunks of at least kMinDirectChunkBytes (side 128; the 8 KB chunks of N > 32768 would each be a
+// synchronous write to the device, where the page cache gathers them).
+constexpr int64_t kDirectAlignment = 4096;
+constexpr int64_t kMinDirectChunkBytes = int64_t{128} * 128 * 8;
+
+// Memory aligned to kDirectAlignment, for buffers written with O_DIRECT.
+template <class T>
+struct AlignedAllocator {
+  using value_type = T;
+  AlignedAllocator() = default;
+  template <class U>
+  explicit AlignedAllocator(const AlignedAllocator<U>& /*other*/) {}
+  T* allocate(size_t count) {
+    const size_t bytes = (count * sizeof(T) + kDirectAlignment - 1) / kDirectAlignment *
+                         static_cast<size_t>(kDirectAlignment);
+    void* memory = std::aligned_alloc(static_cast<size_t>(kDirectAlignment), bytes);
+    if (memory == nullptr) throw std::bad_alloc();
+    return static_cast<T*>(memory);
+  }
+  void deallocate(T* memory, size_t /*count*/) { std::free(memory); }
+  template <class U>
+  bool operator==(const AlignedAllocator<U>& /*other*/) const {
+    return true;
+  }
+};
+using AlignedDoubles = std::vector<double, AlignedAllocator<double>>;
+
 // A tile's values, row-major: the data, the fit and the residuals data - fit.
 struct TileValues {
   TilePlace place;
-  std::vector<double> data;
-  std::vector<double> fit;
-  std::vector<double> residuals;
+  AlignedDoubles data;
+  AlignedDoubles fit;
+  AlignedDoubles residuals;
 };
+
+// out (r, c) = in (c, r) for r < rows, c < cols: `in` has cols rows of `in_stride` values, `out`
+// rows rows of `cols` values. In blocks of kTransposeBlock x kTransposeBlock, so that both sides
+// stay in the cache (a tile's column is 256 rows of 2 KB apart).
+constexpr int64_t kTransposeBlock = 16;
+void Transpose(const double* in, int64_t in_stride, int64_t rows, int64_t cols, double* out) {
+  for (int64_t c0 = 0; c0 < cols; c0 += kTransposeBlock) {
+    const int64_t c1 = std::min(cols, c0 + kTransposeBlock);
+    for (int64_t r0 = 0; r0 < rows; r0 += kTransposeBlock) {
+      const int64_t r1 = std::min(rows, r0 + kTransposeBlock);
+      for (int64_t c = c0; c < c1; ++c) {
+        const double* from = in + c * in_stride;
+        for (int64_t r = r0; r < r1; ++r) out[r * cols + c] = from[r];
+      }
+    }
+  }
+}
 
 // The tile's data from its band (`band`: rows [place.band_row, + side) from column band_row on,
 // `width` = N - band_row values a row).
@@ -167,10 +233,33 @@ void CopyTileData(const std::vector<double>& band, int64_t width, const TilePlac
     return;
   }
   // Tile (r, c) is band row c, band column place.row + r.
-  for (int64_t c = 0; c < place.cols; ++c) {
-    const double* band_row = origin + c * width + (place.row - place.band_row);
-    for (int64_t r = 0; r < place.rows; ++r) tile.data[r * place.cols + c] = band_row[r];
+  Transpose(origin + (place.row - place.band_row), width, place.rows, place.cols, tile.data.data());
+}
+
+// A mirror tile's values from its tile above the diagonal (`upper`, complete), transposed: the data
+// are symmetric (C = H + H^T), and so are the fit and the residuals where the model is (see
+// ModelIsSymmetric).
+// `tile.place` is set.
+void TransposeTile(const TileValues& upper, TileValues& tile) {
+  const TilePlace& place = tile.place;
+  const size_t size = static_cast<size_t>(place.rows * place.cols);
+  for (AlignedDoubles* values : {&tile.data, &tile.fit, &tile.residuals}) {
+    values->resize(size);
   }
+  // Tile (r, c) is upper (c, r); upper has place.cols rows of place.rows values.
+  Transpose(upper.data.data(), place.rows, place.rows, place.cols, tile.data.data());
+  Transpose(upper.fit.data(), place.rows, place.rows, place.cols, tile.fit.data());
+  Transpose(upper.residuals.data(), place.rows, place.rows, place.cols, tile.residuals.data());
+}
+
+// True when the model's c2 at (j, i) is bitwise its value at (i, j), so that a mirror tile's fit
+// can be the transposed fit of its tile: the homodyne modes, whose c2 depends on (i, j) only
+// through the smooth absolute values sqrt((C_i - C_j)^2 + 1e-12) of the time integrals
+// (docs/model.md, The time integrals: a cumulative trapezoid in steps), and a - b = -(b - a)
+// exactly. The two-component mode evaluates its mirror tiles.
+bool ModelIsSymmetric(const ModelEvaluation& evaluation) {
+  const AnalysisMode mode = evaluation.model().mode();
+  return mode == AnalysisMode::kStatic || mode == AnalysisMode::kLaminarFlow;
 }
 
 // The tile's fit and residuals, row by row, shared by the threads that call EvaluateRows: each
@@ -187,6 +276,12 @@ class TileEvaluation {
     tile.residuals.resize(tile.data.size());
     tile_ = &tile;
     next_row_.store(0);
+  }
+
+  // Leaves nothing to evaluate: `tile` is complete (a transposed mirror tile).
+  void SetDone(TileValues& tile) {
+    tile_ = &tile;
+    next_row_.store(tile.place.rows);  // the place is set before TransposeTile starts
   }
 
   // Evaluates rows until none is left.
@@ -212,33 +307,133 @@ class TileEvaluation {
   std::atomic<int64_t> next_row_{0};
 };
 
-void WriteTileValues(const AngleMatrices& matrices, const TileValues& tile) {
+// Set by io_internal::SetDirectChunkWritesForTesting; the count of the last file's direct writes.
+std::atomic<bool> g_direct_writes_enabled{true};
+std::atomic<int64_t> g_last_direct_chunks{0};
+
+// Whole chunks of the matrices written straight to the file, past the page cache (O_DIRECT), where
+// the file system allows it: copying the written bytes into fresh page-cache pages was the largest
+// part of the writing's CPU (docs/performance.md, Writing fitted_data.h5), and the file is fsynced
+// before it is published anyway. The matrices' datasets are then created with every chunk
+// allocated at once (H5D_ALLOC_TIME_EARLY, no fill: every chunk is written here), at a multiple of
+// kDirectAlignment (H5Pset_alignment), so that HDF5 knows where each chunk lies
+// (H5Dget_chunk_info_by_coord) and never writes those bytes itself. Chunks of a size that is not
+// a multiple of kDirectAlignment or below kMinDirectChunkBytes, a chunk placed otherwise, and every
+// chunk where the file system refuses O_DIRECT (at the open, or at the first write: EINVAL) are
+// written through H5Dwrite, as without: the values, chunks and datasets are the same either way.
+class DirectChunkWriter {
+ public:
+  // `path`: the file HDF5 is about to create (it exists: the durable set's temporary file);
+  // `side`: the side of the chunks.
+  DirectChunkWriter(const std::string& path, int64_t side) : side_(side) {
+    const int64_t bytes = side * side * static_cast<int64_t>(sizeof(double));
+    if (!g_direct_writes_enabled.load() || bytes % kDirectAlignment != 0 ||
+        bytes < kMinDirectChunkBytes) {
+      return;
+    }
+    fd_ = io_internal::FileDescriptor(open(path.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC));
+  }
+
+  // Whether the chunks may go this way (the file and dataset properties above are then needed).
+  bool usable() const { return fd_.valid(); }
+  int64_t chunks_written() const { return chunks_written_; }
+
+  // Writes the tile (`values`: place.rows x place.cols, row-major, aligned to kDirectAlignment)
+  // as the chunk of `dataset` at (place.row, place.col). False, having written nothing, when that
+  // chunk cannot be written directly: the caller writes it through HDF5. Throws
+  // std::runtime_error naming the dataset, the rows and columns and the OS reason when a write
+  // fails otherwise.
+  bool Write(hid_t dataset, const std::string& name, const TilePlace& place, const double* values) {
+    if (!fd_.valid()) return false;
+    const hsize_t origin[2] = {static_cast<hsize_t>(place.row), static_cast<hsize_t>(place.col)};
+    unsigned filter_mask = 0;
+    haddr_t address = HADDR_UNDEF;
+    hsize_t size = 0;
+    if (H5Dget_chunk_info_by_coord(dataset, origin, &filter_mask, &address, &size) < 0) {
+      io_internal::Hdf5ErrorText();  // clears HDF5's error stack; H5Dwrite reports any error
+      return false;
+    }
+    const int64_t bytes = side_ * side_ * static_cast<int64_t>(sizeof(double));
+    if (address == HADDR_UNDEF || static_cast<int64_t>(size) != bytes ||
+        address % static_cast<haddr_t>(kDirectAlignment) != 0) {
+      return false;
+    }
+    const double* chunk = values;
+    if (place.rows != side_ || place.cols != side_) {
+      // A tile at the matrix's edge: its chunk's other values lie outside the matrix (zero).
+      padded_.assign(static_cast<size_t>(side_ * side_), 0.0);
+      for (int64_t r = 0; r < place.rows; ++r) {
+        std::copy_n(values + r * place.cols, place.cols, padded_.data() + r * side_);
+      }
+      chunk = padded_.data();
+    }
+    const char* from = reinterpret_cast<const char*>(chunk);
+    int64_t done = 0;
+    while (done < bytes) {
+      const ssize_t written = pwrite(fd_.get(), from + done, static_cast<size_t>(bytes - done),
+                                     static_cast<off_t>(address) + done);
+      if (written < 0 && errno == EINTR) continue;
+      if (written < 0 && errno == EINVAL && done == 0 && chunks_written_ == 0) {
+        fd_ = io_internal::FileDescriptor();  // refused: HDF5 writes every chunk
+        return false;
+      }
+      if (written <= 0) {
+        const std::string reason = written < 0 ? std::strerror(errno) : "nothing written";
+        throw std::runtime_error(
+            "cannot write rows " + std::to_string(place.row) + ".." +
+            std::to_string(place.row + place.rows - 1) + ", columns " + std::to_string(place.col) +
+            ".." + std::to_string(place.col + place.cols - 1) + " of " + name + ": " + reason);
+      }
+      done += written;
+    }
+    ++chunks_written_;
+    return true;
+  }
+
+ private:
+  const int64_t side_;
+  io_internal::FileDescriptor fd_;
+  AlignedDoubles padded_;  // an edge tile's chunk
+  int64_t chunks_written_ = 0;
+};
+
+void WriteTileValues(const AngleMatrices& matrices, const TileValues& tile,
+                     DirectChunkWriter& direct) {
   const TilePlace& place = tile.place;
-  WriteTile(matrices.data.get(), matrices.name + "/data", place.row, place.rows, place.col,
-            place.cols, tile.data.data());
-  WriteTile(matrices.fit.get(), matrices.name + "/fit", place.row, place.rows, place.col,
-            place.cols, tile.fit.data());
-  WriteTile(matrices.residuals.get(), matrices.name + "/residuals", place.row, place.rows,
-            place.col, place.cols, tile.residuals.data());
+  const std::pair<hid_t, const char*> datasets[3] = {{matrices.data.get(), "/data"},
+                                                     {matrices.fit.get(), "/fit"},
+                                                     {matrices.residuals.get(), "/residuals"}};
+  const double* values[3] = {tile.data.data(), tile.fit.data(), tile.residuals.data()};
+  for (int m = 0; m < 3; ++m) {
+    const std::string name = matrices.name + datasets[m].second;
+    if (direct.Write(datasets[m].first, name, place, values[m])) continue;
+    WriteTile(datasets[m].first, name, place.row, place.rows, place.col, place.cols, values[m]);
+  }
 }
 
 // Helper threads per tile at most: with three, the evaluation of a tile takes less than its
-// writes (one thread), which then bound the time. Tiles of fewer points than kMinHelpedPoints
-// (the 32 x 32 tiles of N > 32768) are evaluated by the writing thread alone: starting a thread
-// would cost about what evaluating them does.
+// writes (one thread), which then bound the time. With direct writes (DirectChunkWriter) the
+// writing thread mostly waits for the device, so with 2 threads or more it starts as many helpers
+// as there are threads (up to kMaxHelpers), and joins them when its writes are done. Tiles of fewer
+// points than kMinHelpedPoints (the 32 x 32 tiles of N > 32768) are evaluated by the writing thread
+// alone: starting a thread would cost about what evaluating them does.
 constexpr int kMaxHelpers = 3;
 constexpr int64_t kMinHelpedPoints = int64_t{1} << 14;
 
 // One angle's matrices, tile by tile (FirstTilePlace, NextTilePlace), two tiles in flight:
 // while this thread writes one (HDF5, which takes one thread at a time), helper threads evaluate
-// the next, and this thread joins them when its writes are done. Threads: OpenMP's count (the
-// fit's while a fit writes its results), this one included, at most kMaxHelpers + 1.
+// the next (or transpose it: a mirror tile of a symmetric model), and this thread joins them when
+// its writes are done. Threads: OpenMP's count (the fit's while a fit writes its results), this
+// one included, at most kMaxHelpers + 1; with direct writes and 2 threads or more, one more helper
+// (see kMaxHelpers).
 void WriteAngleMatrices(BatchSource& source, int angle, const ModelEvaluation& evaluation,
                         double phi, double contrast, double offset, int64_t side,
-                        const AngleMatrices& matrices) {
+                        const AngleMatrices& matrices, DirectChunkWriter& direct) {
   const int64_t n = source.info().num_times();
   if (n == 0) return;
-  const int helper_count = std::clamp(omp_get_max_threads() - 1, 0, kMaxHelpers);
+  const int threads = omp_get_max_threads();
+  const int helper_count =
+      std::clamp(threads - (direct.usable() && threads > 1 ? 0 : 1), 0, kMaxHelpers);
   std::vector<double> band;  // rows [band_row, band_row + side) from column band_row on
   int64_t band_row = -1;
   TileValues tiles[2];
@@ -246,7 +441,22 @@ void WriteAngleMatrices(BatchSource& source, int angle, const ModelEvaluation& e
                                    {evaluation, phi, contrast, offset}};
   // Declared after the tiles and evaluations: their destructors wait for the helpers first.
   std::vector<std::future<void>> helpers;
+  const bool symmetric = ModelIsSymmetric(evaluation);
   auto start = [&](const TilePlace& place, int slot) {  // the tile's data, and helpers on it
+    helpers.clear();
+    if (place.mirror && symmetric) {  // the other slot holds its tile above the diagonal, done
+      TileValues& tile = tiles[slot];
+      const TileValues& upper = tiles[slot ^ 1];  // written meanwhile, unchanged
+      tile.place = place;
+      evaluations[slot].SetDone(tile);
+      if (helper_count == 0) {
+        TransposeTile(upper, tile);
+      } else {
+        helpers.push_back(
+            std::async(std::launch::async, [&upper, &tile] { TransposeTile(upper, tile); }));
+      }
+      return;
+    }
     if (place.band_row != band_row) {
       const int64_t rows = std::min(side, n - place.band_row);
       band.resize(static_cast<size_t>(rows * (n - place.band_row)));
@@ -257,7 +467,6 @@ void WriteAngleMatrices(BatchSource& source, int angle, const ModelEvaluation& e
     CopyTileData(band, n - band_row, place, tiles[slot]);
     TileEvaluation& tile_evaluation = evaluations[slot];
     tile_evaluation.Reset(tiles[slot]);
-    helpers.clear();
     if (place.rows * place.cols < kMinHelpedPoints) return;
     for (int h = 0; h < helper_count; ++h) {
       helpers.push_back(
@@ -274,14 +483,14 @@ void WriteAngleMatrices(BatchSource& source, int angle, const ModelEvaluation& e
   for (int slot = 0;; slot ^= 1) {
     const bool more = NextTilePlace(n, side, &place);
     if (more) start(place, slot ^ 1);  // evaluated while this slot's tile is written
-    WriteTileValues(matrices, tiles[slot]);
+    WriteTileValues(matrices, tiles[slot], direct);
     if (!more) break;
     finish(slot ^ 1);
   }
 }
 
 void WriteContents(hid_t file, BatchSource& source, const ModelEvaluation& evaluation,
-                   const std::vector<AngleScaling>& per_angle) {
+                   const std::vector<AngleScaling>& per_angle, DirectChunkWriter& direct) {
   const DatasetInfo& info = source.info();
   const int64_t n = info.num_times();
   const size_t n_angles = per_angle.size();
@@ -323,11 +532,12 @@ void WriteContents(hid_t file, BatchSource& source, const ModelEvaluation& evalu
     io_internal::WriteAttribute(group.get(), "contrast", contrast[k]);
     io_internal::WriteAttribute(group.get(), "offset", offset[k]);
     if (n == 0) continue;
-    AngleMatrices matrices{name, CreateMatrix(group.get(), "data", n, side),
-                           CreateMatrix(group.get(), "fit", n, side),
-                           CreateMatrix(group.get(), "residuals", n, side)};
+    const bool early = direct.usable();
+    AngleMatrices matrices{name, CreateMatrix(group.get(), "data", n, side, early),
+                           CreateMatrix(group.get(), "fit", n, side, early),
+                           CreateMatrix(group.get(), "residuals", n, side, early)};
     WriteAngleMatrices(source, static_cast<int>(k), evaluation.OfAngle(static_cast<int>(k)), phi[k],
-                       contrast[k], offset[k], side, matrices);
+                       contrast[k], offset[k], side, matrices, direct);
     if (matrices.data.Close() < 0 || matrices.fit.Close() < 0 || matrices.residuals.Close() < 0) {
       throw std::runtime_error("cannot close the datasets of /angles/" + name + ": " +
                                io_internal::Hdf5ErrorText());
@@ -348,11 +558,19 @@ std::filesystem::path AddFittedData(DurableFileSet& set, BatchSource& source,
   try {
     InitializeHdf5();
     const std::string temporary = file.temporary_path().string();
-    Hid hdf5_file = FileHid(H5Fcreate(temporary.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+    DirectChunkWriter direct(temporary, TileSide(source.info().num_times()));
+    Hid access = PlistHid(H5Pcreate(H5P_FILE_ACCESS));
+    if (!access.valid() || (direct.usable() && H5Pset_alignment(access.get(), kDirectAlignment,
+                                                                kDirectAlignment) < 0)) {
+      throw std::runtime_error("cannot set up " + temporary + ": " + Hdf5ErrorText());
+    }
+    Hid hdf5_file = FileHid(H5Fcreate(temporary.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access.get()));
     if (!hdf5_file.valid()) {
       throw std::runtime_error("cannot create " + temporary + ": " + Hdf5ErrorText());
     }
-    WriteContents(hdf5_file.get(), source, evaluation, per_angle);
+    g_last_direct_chunks.store(0);
+    WriteContents(hdf5_file.get(), source, evaluation, per_angle, direct);
+    g_last_direct_chunks.store(direct.chunks_written());
     if (H5Fflush(hdf5_file.get(), H5F_SCOPE_LOCAL) < 0 || hdf5_file.Close() < 0) {
       throw std::runtime_error("cannot close " + temporary + ": " + Hdf5ErrorText());
     }
@@ -362,6 +580,10 @@ std::filesystem::path AddFittedData(DurableFileSet& set, BatchSource& source,
   }
   return file.temporary_path();
 }
+
+void SetDirectChunkWritesForTesting(bool enabled) { g_direct_writes_enabled.store(enabled); }
+
+int64_t DirectChunkWritesOfLastFittedData() { return g_last_direct_chunks.load(); }
 
 }  // namespace io_internal
 

@@ -3,6 +3,7 @@
 // (WriteAllResultFiles, results.h). Private to src/io.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -23,6 +24,13 @@ std::filesystem::path CreateResultsFolder(const std::string& output_dir);
 std::filesystem::path AddFittedData(DurableFileSet& set, BatchSource& source,
                                     const ModelEvaluation& evaluation,
                                     const std::vector<AngleScaling>& per_angle);
+
+// fitted_data.h5's matrices go straight to the file (O_DIRECT, whole chunks) where the file system
+// allows it, else through HDF5 (fitted_data_writer.cc, DirectChunkWriter); the same contents either
+// way. For tests: direct writes off (false) or allowed again (true, the default), and how many
+// chunks the last AddFittedData wrote directly.
+void SetDirectChunkWritesForTesting(bool enabled);
+int64_t DirectChunkWritesOfLastFittedData();
 
 // Adds fitted_data.npz (kFittedDataNpzFileName, npz_writer.cc) to `set`: the successor's arrays
 // (phi_angles, c2_exp, c2_theoretical_raw: the model at contrast 1 and offset 1,

@@ -5,6 +5,8 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -816,8 +818,42 @@ PackedDataObjective::PackedDataObjective(BatchSource& source, HomodyneModel mode
 void PackedDataObjective::CountFiniteValues(bool gather_over_ranks) {
   int64_t finite_points = 0;
   FiniteValueRange range;
+  // kLanes running counts, minima and maxima, branch-free, so that the loop is vectorised (a tenth
+  // of the in-memory load's CPU when it was a loop of branches); the same count and the same
+  // extreme values (equal values differ only as -0 and +0, which compare equal). The lanes' counts
+  // are 32-bit, added up every kBlock values.
+  constexpr size_t kLanes = 16;
+  constexpr size_t kBlock = size_t{1} << 30;
+  constexpr float kLargest = std::numeric_limits<float>::max();
+  constexpr float kInfinity = std::numeric_limits<float>::infinity();
   for (const std::vector<float>& values : data_view_->data()) {
-    for (float value : values) {
+    float low[kLanes], high[kLanes];
+    std::fill(low, low + kLanes, range.min);
+    std::fill(high, high + kLanes, range.max);
+    const float* data = values.data();
+    const size_t whole = values.size() / kLanes * kLanes;
+    for (size_t block = 0; block < whole; block += kBlock) {
+      const size_t block_end = std::min(whole, block + kBlock);
+      int32_t counts[kLanes] = {};
+      for (size_t i = block; i < block_end; i += kLanes) {
+        for (size_t l = 0; l < kLanes; ++l) {
+          const float value = data[i + l];
+          const bool finite = std::fabs(value) <= kLargest;  // false for NaN and +-inf
+          counts[l] += finite ? 1 : 0;
+          const float as_low = finite ? value : kInfinity;
+          const float as_high = finite ? value : -kInfinity;
+          low[l] = as_low < low[l] ? as_low : low[l];
+          high[l] = as_high > high[l] ? as_high : high[l];
+        }
+      }
+      for (size_t l = 0; l < kLanes; ++l) finite_points += counts[l];
+    }
+    for (size_t l = 0; l < kLanes; ++l) {
+      range.min = std::min(range.min, low[l]);
+      range.max = std::max(range.max, high[l]);
+    }
+    for (size_t i = whole; i < values.size(); ++i) {
+      const float value = values[i];
       if (!std::isfinite(value)) continue;
       ++finite_points;
       range.min = std::min(range.min, value);

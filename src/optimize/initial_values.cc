@@ -81,19 +81,34 @@ ScalingEstimate EstimateScalingFromRows(std::span<const float> values, std::span
   if (n_times < 2) return midpoints;
   const double lag_high = LagPercentile(n_times, 80.0);
   const double lag_low = LagPercentile(n_times, 20.0);
-  std::vector<double> all, far, near;
+  // The far and near lags' values; every finite value (a copy of the data as doubles, twice) only
+  // when one of them has fewer than 10, which short rows give. The same values in the same order
+  // either way.
+  std::vector<double> far, near;
+  size_t finite = 0;
   size_t index = 0;
   for (int i : rows) {
     for (int j = i + 1; j < n_times && index < values.size(); ++j, ++index) {
       const double value = values[index];
       if (!std::isfinite(value)) continue;
-      all.push_back(value);
+      ++finite;
       if (j - i >= lag_high) far.push_back(value);
       if (j - i <= lag_low) near.push_back(value);
     }
   }
-  if (all.size() < 100) return midpoints;
-  std::vector<double> all_copy = all;
+  if (finite < 100) return midpoints;
+  std::vector<double> all, all_copy;
+  if (far.size() < 10 || near.size() < 10) {
+    all.reserve(finite);
+    index = 0;
+    for (int i : rows) {
+      for (int j = i + 1; j < n_times && index < values.size(); ++j, ++index) {
+        const double value = values[index];
+        if (std::isfinite(value)) all.push_back(value);
+      }
+    }
+    all_copy = all;
+  }
   const double offset = far.size() >= 10 ? Percentile(far, 10.0) : Percentile(all, 10.0);
   const double ceiling = near.size() >= 10 ? Percentile(near, 90.0) : Percentile(all_copy, 90.0);
   ScalingEstimate estimate;

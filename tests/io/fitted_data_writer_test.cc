@@ -1,14 +1,18 @@
 // Tests of WriteFittedData (include/homodyne/results.h) and BatchSource::ReadCorrectedRows and
 // ReadCorrectedUpperRows.
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -21,6 +25,7 @@
 #include "homodyne/results.h"
 #include "homodyne/simulate.h"
 #include "io/hdf5_util.h"
+#include "io/result_files.h"
 #include "io_test_util.h"
 
 namespace homodyne {
@@ -292,6 +297,121 @@ TEST_P(FittedDataWriterThreadsTest, SeveralBandsAndTilesOnALargerGrid) {
       ASSERT_EQ(residuals[p], matrix[p] - fit[p]) << i << " " << j;
     }
   }
+}
+
+// Whether the file system of `folder` opens a file for direct writes (O_DIRECT): where it does not
+// (tmpfs), the writer writes every chunk through HDF5.
+bool DirectWritesPossibleIn(const std::string& folder) {
+  const std::string probe = folder + "/direct_probe";
+  std::ofstream(probe) << "";
+  const int fd = open(probe.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
+  if (fd >= 0) close(fd);
+  std::filesystem::remove(probe);
+  return fd >= 0;
+}
+
+// Every dataset and attribute of fitted_data.h5, as doubles, by path.
+std::map<std::string, std::vector<double>> FileContents(const std::string& path, int angles) {
+  io_internal::Hid file = io_internal::FileHid(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  EXPECT_TRUE(file.valid()) << path;
+  std::map<std::string, std::vector<double>> contents;
+  for (const char* name : {"/t", "/phi", "/q", "/contrast", "/offset"}) {
+    contents[name] = io_internal::ReadAllDoubles(file.get(), name);
+  }
+  for (int a = 0; a < angles; ++a) {
+    char group_name[32];
+    std::snprintf(group_name, sizeof(group_name), "/angles/phi_%03d", a);
+    const std::string base = group_name;
+    for (const char* name : {"/data", "/fit", "/residuals"}) {
+      contents[base + name] = io_internal::ReadAllDoubles(file.get(), base + name);
+    }
+    io_internal::Hid group = io_internal::GroupHid(H5Gopen2(file.get(), group_name, H5P_DEFAULT));
+    for (const char* name : {"phi", "q", "contrast", "offset"}) {
+      contents[base + "@" + name] = {ReadAttribute(group.get(), name)};
+    }
+  }
+  return contents;
+}
+
+// Direct writes (O_DIRECT, fitted_data_writer.cc DirectChunkWriter) against HDF5's writes of the
+// same chunks: the same values in every dataset and attribute, bitwise, for the modes whose mirror
+// tiles are transposed (static, laminar_flow) and N = 1099 (tiles of 256 and of 75 at the edge);
+// the same chunk shape. Direct writes happen where the temporary folder's file system allows them.
+class FittedDataWriterDirectTest : public FittedDataWriterTest,
+                                   public ::testing::WithParamInterface<AnalysisMode> {
+ protected:
+  void TearDown() override {
+    io_internal::SetDirectChunkWritesForTesting(true);
+    FittedDataWriterTest::TearDown();
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Modes, FittedDataWriterDirectTest,
+                         ::testing::Values(AnalysisMode::kStatic, AnalysisMode::kLaminarFlow));
+
+TEST_P(FittedDataWriterDirectTest, SameContentsAsWritesThroughHdf5) {
+  config_ = LaminarSimulationConfig(PathOf("sim.h5"), 40, 0.01, 11);
+  config_.simulation.frames = 1100;
+  config_.simulation.phi_angles_degrees = {30.0, 100.0};
+  config_.simulation.contrast = {0.4, 0.3};
+  if (GetParam() == AnalysisMode::kStatic) {
+    config_.analysis_mode = AnalysisMode::kStatic;
+    config_.simulation.physical_parameters = {1000.0, -0.3, 10.0};
+  }
+  SimulateDataset(config_);
+  source_ = OpenBatchSource(SelectionOf(config_));
+  const int n = source_->info().num_times();
+  const HomodyneModel model(config_.analysis_mode, config_.geometry, source_->info().FittedTimes());
+  const ModelEvaluation evaluation(model, config_.simulation.physical_parameters);
+  const std::vector<AngleScaling> scaling = TruthScaling(config_, source_->info());
+
+  io_internal::SetDirectChunkWritesForTesting(false);
+  WriteFittedData(*source_, evaluation, scaling, PathOf("hdf5"));
+  EXPECT_EQ(io_internal::DirectChunkWritesOfLastFittedData(), 0);
+  io_internal::SetDirectChunkWritesForTesting(true);
+  WriteFittedData(*source_, evaluation, scaling, PathOf("direct"));
+  // 2 angles x 3 matrices x 25 chunks (5 x 5 of side 256), where direct writes are possible.
+  const bool possible = DirectWritesPossibleIn(PathOf("direct/nlsq"));
+  EXPECT_EQ(io_internal::DirectChunkWritesOfLastFittedData(), possible ? 2 * 3 * 25 : 0);
+
+  const auto hdf5 = FileContents(PathOf("hdf5/nlsq/fitted_data.h5"), 2);
+  const auto direct = FileContents(PathOf("direct/nlsq/fitted_data.h5"), 2);
+  ASSERT_EQ(hdf5.size(), direct.size());
+  for (const auto& [name, values] : hdf5) {
+    ASSERT_EQ(direct.count(name), 1u) << name;
+    const std::vector<double>& other = direct.at(name);
+    ASSERT_EQ(values.size(), other.size()) << name;
+    EXPECT_EQ(std::memcmp(values.data(), other.data(), values.size() * sizeof(double)), 0) << name;
+  }
+  // The fit, mirrored or evaluated, is the model at every point, and the data the matrix.
+  std::vector<double> matrix(static_cast<size_t>(n) * static_cast<size_t>(n));
+  std::vector<double> row(static_cast<size_t>(n));
+  for (int a = 0; a < 2; ++a) {
+    char base[32];
+    std::snprintf(base, sizeof(base), "/angles/phi_%03d", a);
+    source_->ReadCorrectedMatrix(a, matrix);
+    EXPECT_EQ(direct.at(std::string(base) + "/data"), matrix);
+    const std::vector<double>& fit = direct.at(std::string(base) + "/fit");
+    for (int i = 0; i < n; ++i) {
+      evaluation.ComputeC2RowSegment(scaling[a].phi_degrees, scaling[a].contrast.value, 1.0, i, 0,
+                                     n, row);
+      for (int j = 0; j < n; ++j) {
+        ASSERT_EQ(fit[static_cast<size_t>(i) * n + j], row[static_cast<size_t>(j)])
+            << a << " " << i << " " << j;
+      }
+    }
+  }
+  io_internal::Hid file = io_internal::FileHid(
+      H5Fopen(PathOf("direct/nlsq/fitted_data.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  io_internal::Hid dataset =
+      io_internal::DatasetHid(H5Dopen2(file.get(), "/angles/phi_001/residuals", H5P_DEFAULT));
+  ASSERT_TRUE(dataset.valid());
+  io_internal::Hid create = io_internal::PlistHid(H5Dget_create_plist(dataset.get()));
+  hsize_t chunk[2] = {0, 0};
+  ASSERT_EQ(H5Pget_chunk(create.get(), 2, chunk), 2);
+  EXPECT_EQ(chunk[0], 256u);
+  EXPECT_EQ(chunk[1], 256u);
+  EXPECT_EQ(H5Pget_nfilters(create.get()), 0);
 }
 
 TEST_F(FittedDataWriterTest, UnwritableOutputDirNamesThePath) {

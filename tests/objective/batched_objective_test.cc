@@ -3,7 +3,9 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <limits>
 #include <memory>
@@ -314,6 +316,43 @@ TEST_F(ObjectiveTest, RecoversStaticParameters) {
   std::unique_ptr<PackedDataObjective> objective =
       MakeObjective(config, PackedDataObjective::kDefaultBatchPoints);
   ExpectRecovery(*objective, Truth(config), {3900.0, -0.4, 13.0});
+}
+
+// The count of finite points and their range (PackedDataObjective::CountFiniteValues, in lanes):
+// those of a loop over every value, with NaN and +-inf in the lanes' part and in the tail, and an
+// extreme value in the tail (3 x 39 x 38 / 2 = 741 values per angle: 46 blocks of 16 and 5 more).
+TEST_F(ObjectiveTest, FiniteCountAndRangeSkipNanAndInfinityAnywhere) {
+  const Config config = SimulationConfig(AnalysisMode::kStatic, 40);
+  std::unique_ptr<PackedDataObjective> reference = MakeObjective(config, 60);
+  PackedDataObjective::PackedData data = reference->data();
+  const float inf = std::numeric_limits<float>::infinity();
+  data[0][3] = std::numeric_limits<float>::quiet_NaN();
+  data[0][20] = inf;
+  data[1][100] = -inf;
+  data[1][data[1].size() - 2] = std::numeric_limits<float>::quiet_NaN();
+  data[2][data[2].size() - 1] = -5.0f;  // the minimum, in the tail
+  data[2][31] = 7.0f;                   // the maximum, in a lane
+  int64_t finite = 0;
+  float low = inf, high = -inf;
+  for (const std::vector<float>& values : data) {
+    ASSERT_EQ(values.size() % 16, 5u);
+    for (float value : values) {
+      if (!std::isfinite(value)) continue;
+      ++finite;
+      low = std::min(low, value);
+      high = std::max(high, value);
+    }
+  }
+  PackedDataObjective objective(reference->model(), config.simulation.phi_angles_degrees,
+                                reference->sigma(), data);
+  EXPECT_EQ(objective.num_residuals(), 2 * finite);
+  EXPECT_EQ(objective.num_nonfinite_points(), 4);
+  EXPECT_EQ(finite, 3 * 741 - 4);
+  EXPECT_EQ(objective.finite_value_range().min, -5.0f);
+  EXPECT_EQ(objective.finite_value_range().max, 7.0f);
+  EXPECT_EQ(low, -5.0f);
+  EXPECT_EQ(high, 7.0f);
+  EXPECT_TRUE(objective.finite_value_range().complete);
 }
 
 }  // namespace

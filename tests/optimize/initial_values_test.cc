@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
+#include <span>
 #include <vector>
 
 #include "homodyne/dataset.h"
@@ -82,6 +84,82 @@ TEST(EstimateScalingFromDataTest, ClipsToBoundsAndFallsBackToMidpoints) {
       EstimateScalingFromData(few, 10, {"contrast", 0.0, 1.0}, {"offset", 0.5, 1.5});
   EXPECT_DOUBLE_EQ(midpoints.contrast, 0.5);
   EXPECT_DOUBLE_EQ(midpoints.offset, 1.0);
+}
+
+// EstimateScalingFromRows as it was written before it stopped copying every value (the values of
+// all lags only where the far or near lags have fewer than 10), for the test below.
+ScalingEstimate EstimateScalingCopyingEveryValue(std::span<const float> values,
+                                                 std::span<const int> rows, int n_times,
+                                                 const ParameterBound& contrast_bound,
+                                                 const ParameterBound& offset_bound) {
+  const ScalingEstimate midpoints{0.5 * (contrast_bound.min + contrast_bound.max),
+                                  0.5 * (offset_bound.min + offset_bound.max)};
+  // LagPercentile(n, q): lag d occurs n - d times.
+  auto lag_percentile = [n_times](double q) {
+    std::vector<double> lags;
+    for (int d = 1; d < n_times; ++d) lags.insert(lags.end(), static_cast<size_t>(n_times - d), d);
+    return Percentile(lags, q);
+  };
+  const double lag_high = lag_percentile(80.0);
+  const double lag_low = lag_percentile(20.0);
+  std::vector<double> all, far, near;
+  size_t index = 0;
+  for (int i : rows) {
+    for (int j = i + 1; j < n_times && index < values.size(); ++j, ++index) {
+      const double value = values[index];
+      if (!std::isfinite(value)) continue;
+      all.push_back(value);
+      if (j - i >= lag_high) far.push_back(value);
+      if (j - i <= lag_low) near.push_back(value);
+    }
+  }
+  if (all.size() < 100) return midpoints;
+  std::vector<double> all_copy = all;
+  const double offset = far.size() >= 10 ? Percentile(far, 10.0) : Percentile(all, 10.0);
+  const double ceiling = near.size() >= 10 ? Percentile(near, 90.0) : Percentile(all_copy, 90.0);
+  ScalingEstimate estimate;
+  estimate.offset = std::clamp(offset, offset_bound.min, offset_bound.max);
+  estimate.contrast = std::clamp(ceiling - estimate.offset, contrast_bound.min, contrast_bound.max);
+  return estimate;
+}
+
+TEST(EstimateScalingFromRowsTest, SameEstimateAsCopyingEveryValue) {
+  // Noisy decays with non-finite points, on every row, on every third row, and on short rows at
+  // the end only (no far lag among them: the offset from every value), bitwise.
+  const int n = 200;
+  std::mt19937 generator(5);
+  std::normal_distribution<double> noise(0.0, 0.02);
+  const std::vector<std::vector<int>> row_sets = {[] {
+                                                    std::vector<int> r;
+                                                    for (int i = 0; i < 200; ++i) r.push_back(i);
+                                                    return r;
+                                                  }(),
+                                                  [] {
+                                                    std::vector<int> r;
+                                                    for (int i = 0; i < 199; i += 3) r.push_back(i);
+                                                    return r;
+                                                  }(),
+                                                  [] {
+                                                    std::vector<int> r;
+                                                    for (int i = 150; i < 199; ++i) r.push_back(i);
+                                                    return r;
+                                                  }()};
+  for (const std::vector<int>& rows : row_sets) {
+    std::vector<float> values;
+    for (int i : rows) {
+      for (int j = i + 1; j < n; ++j) {
+        const double c2 = 1.02 + 0.3 * std::exp(-(j - i) / 20.0) + noise(generator);
+        values.push_back((i * 7 + j) % 97 == 0 ? std::nanf("") : static_cast<float>(c2));
+      }
+    }
+    const ParameterBound contrast{"contrast", 0.0, 1.0}, offset{"offset", 0.5, 1.5};
+    const ScalingEstimate got = EstimateScalingFromRows(values, rows, n, contrast, offset);
+    const ScalingEstimate expected =
+        EstimateScalingCopyingEveryValue(values, rows, n, contrast, offset);
+    EXPECT_EQ(got.offset, expected.offset) << rows.size() << " rows";
+    EXPECT_EQ(got.contrast, expected.contrast) << rows.size() << " rows";
+    EXPECT_GT(got.contrast, 0.1);
+  }
 }
 
 }  // namespace
