@@ -435,13 +435,58 @@ constexpr int kSummedOrder[tc::kNumPhysical] = {
     tc::kF0,        tc::kF0 + 1,    tc::kF0 + 2,   tc::kF0 + 3};
 
 // An angle's lanes in the summed pass (kGramLanes doubles per entry; within LaneGramDoubles of the
-// full Gram): the row of d c2 / d contrast against tile columns [0, 15), the row of e against
-// [0, 16), the 16 columns' sums, the contrast row's (unused) sums, then the finite count.
+// full Gram): the row of d c2 / d contrast against tile columns [0, 16) (the last entry unused),
+// the row of e against [0, 16), the 16 columns' sums, then the finite count.
 constexpr int kSummedContrastRow = 0;
-constexpr int kSummedERow = 15;
-constexpr int kSummedColumnSums = 31;
-constexpr int kSummedUnusedSums = 47;
-constexpr int kSummedCount = 62;
+constexpr int kSummedERow = 16;
+constexpr int kSummedColumnSums = 32;
+constexpr int kSummedCount = 48;
+constexpr int kSummedTileColumns = tc::kNumPhysical + 2;  // [J_phys, d c2 / d contrast, e]
+
+// Columns [c0, c0 + kCols) of the contrast and e rows and the column sums (AddContrastAndERows):
+// each column loaded once for its three sums, 3 kCols sums in flight.
+template <int kCols>
+inline void AddContrastAndERowsOf(const double* tile, int padded_count, int c0, double* lanes) {
+  GramLanes by_contrast[kCols], by_e[kCols], sums[kCols];
+#pragma GCC unroll 16
+  for (int c = 0; c < kCols; ++c) {
+    by_contrast[c] = LoadLanes(lanes + (kSummedContrastRow + c0 + c) * kGramLanes);
+    by_e[c] = LoadLanes(lanes + (kSummedERow + c0 + c) * kGramLanes);
+    sums[c] = LoadLanes(lanes + (kSummedColumnSums + c0 + c) * kGramLanes);
+  }
+  const double* contrast_row = tile + tc::kNumPhysical * kTile;
+  const double* e_row = tile + (tc::kNumPhysical + 1) * kTile;
+  const double* cols = tile + c0 * kTile;
+  for (int t = 0; t < padded_count; t += kGramLanes) {
+    const GramLanes g = LoadLanes(contrast_row + t);
+    const GramLanes e = LoadLanes(e_row + t);
+#pragma GCC unroll 16
+    for (int c = 0; c < kCols; ++c) {
+      GramLanes y = LoadLanes(cols + c * kTile + t);
+      __asm__("" : "+v"(y));  // one load for the three sums (gram_block.h, AddLaneRowColumns)
+      by_contrast[c] += g * y;
+      by_e[c] += e * y;
+      sums[c] += y;
+    }
+  }
+#pragma GCC unroll 16
+  for (int c = 0; c < kCols; ++c) {
+    StoreLanes(by_contrast[c], lanes + (kSummedContrastRow + c0 + c) * kGramLanes);
+    StoreLanes(by_e[c], lanes + (kSummedERow + c0 + c) * kGramLanes);
+    StoreLanes(sums[c], lanes + (kSummedColumnSums + c0 + c) * kGramLanes);
+  }
+}
+
+// The angle's lanes += the contrast and e rows of the tile against its 16 columns and the
+// columns' sums, over points [0, padded_count), in chunks whose 3 sums per column and 3 loaded
+// vectors fit the level's vector registers (32 at AVX-512, 16 below).
+inline void AddContrastAndERows(const double* tile, int padded_count, double* lanes) {
+  constexpr int kChunk = kGramLanes == 8 ? 8 : 4;
+  static_assert(kSummedTileColumns % kChunk == 0);
+  for (int c0 = 0; c0 < kSummedTileColumns; c0 += kChunk) {
+    AddContrastAndERowsOf<kChunk>(tile, padded_count, c0, lanes);
+  }
+}
 
 // The physical columns of one row vector c_P P + c_Q Q + c_v R_v + c_phi R_phi at point t into
 // tile columns column[p] (p the physical index), from the factor and summed columns.
@@ -575,12 +620,8 @@ void AccumulateSummedTile(const TwoComponentAngle& angle, const ProductTables& t
     finite += weight > 0.0 ? 1 : 0;
   }
   finite_points += finite;
-  const int padded_count = PaddedCount(count);
-  ZeroTilePadding(tile, 0, tc::kNumPhysical + 2, count);
-  AddLaneRow(tile, padded_count, tc::kNumPhysical + 1, tc::kNumPhysical + 2,
-             lanes + kSummedERow * kGramLanes, lanes + kSummedColumnSums * kGramLanes);
-  AddLaneRow(tile, padded_count, tc::kNumPhysical, tc::kNumPhysical + 1,
-             lanes + kSummedContrastRow * kGramLanes, lanes + kSummedUnusedSums * kGramLanes);
+  ZeroTilePadding(tile, 0, kSummedTileColumns, count);
+  AddContrastAndERows(tile, PaddedCount(count), lanes);
   lanes[kSummedCount * kGramLanes] += static_cast<double>(finite);
 }
 
