@@ -18,10 +18,12 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // VariableProjectionProblem::SumsPhysicalBlock: the angles from which a two-component full pass
-// sums the physical block over them (below, W of the sum has rank below 4 at every point and the
-// per-angle pass costs no more; docs/design.md section 2, The two-component physical block summed
-// over the angles).
-constexpr int kMinSummedAngles = 4;
+// sums the physical block over them. The sum's per-point part (about 250 multiply-adds) is shared
+// by the angles and each angle's own Gram rows cost about 72 operations instead of 152, so it pays
+// from about 4 angles on by the count; it was measured at 23 (docs/design.md section 2, The
+// two-component physical block summed over the angles), and 8 keeps the fits of fewer angles as
+// they were.
+constexpr int kMinSummedAngles = 8;
 // A summed pass whose contrast moves exceed this (relative) after all is taken again per angle.
 constexpr double kSummedMoveLimit = 1e-9;
 

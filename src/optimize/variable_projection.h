@@ -105,7 +105,7 @@ class VariableProjectionProblem : public LeastSquaresProblem {
   }
   // True when a full pass at the scaling the last Cost solved at the same n sums the physical
   // block over the angles (PassColumns::kSummedPhysical): the two-component mode under the
-  // linear loss with at least 4 angles. Then LocalFitOptions judges trials by Cost.
+  // linear loss with at least 8 angles. Then LocalFitOptions judges trials by Cost.
   bool SumsPhysicalBlock() const;
 
  private:

@@ -324,7 +324,7 @@ TEST_P(VariableProjectionModeTest, ReachesTheFullProblemsOptimum) {
 INSTANTIATE_TEST_SUITE_P(PerAngleModes, VariableProjectionModeTest,
                          ::testing::Values("individual", "auto", "constant", "fourier"));
 
-// The two-component mode at 6 angles (VariableProjectionProblem::SumsPhysicalBlock): a full pass
+// The two-component mode at 8 angles (VariableProjectionProblem::SumsPhysicalBlock): a full pass
 // at the scaling the last Cost solved at the same point takes the physical block summed over the
 // angles (PassColumns::kSummedPhysical; docs/design.md section 2, The two-component physical
 // block summed over the angles), and local fits judge trials by Cost.
@@ -332,9 +332,9 @@ class SummedVariableProjectionTest : public VariableProjectionTest {
  protected:
   void SetUpTwoComponent(int frames) {
     config_ = SimulationConfig(AnalysisMode::kTwoComponent, frames);
-    config_.simulation.phi_angles_degrees = {0.0, 30.0, 60.0, 90.0, 120.0, 150.0};
-    config_.simulation.contrast = {0.30, 0.28, 0.26, 0.24, 0.22, 0.20};
-    config_.simulation.offset = {1.00, 1.01, 1.02, 0.99, 0.98, 1.00};
+    config_.simulation.phi_angles_degrees = {0.0, 22.5, 45.0, 67.5, 90.0, 112.5, 135.0, 157.5};
+    config_.simulation.contrast = {0.30, 0.29, 0.28, 0.26, 0.24, 0.22, 0.21, 0.20};
+    config_.simulation.offset = {1.00, 1.01, 1.02, 0.99, 0.98, 1.00, 1.01, 0.99};
     objective_ = MakeObjective(config_, 2000);
     truth_ = Truth(config_);
     NlsqOptions nlsq;
@@ -430,7 +430,7 @@ TEST_F(SummedVariableProjectionTest, ProjectedFitReachesThePerAngleFitsOptimum) 
   }
 }
 
-// Below 4 angles (the fixture's 3) the pass and the trials stay per angle, as before.
+// Below 8 angles (the fixture's 3) the pass and the trials stay per angle, as before.
 TEST_F(VariableProjectionTest, ThreeTwoComponentAnglesKeepThePerAnglePass) {
   config_ = SimulationConfig(AnalysisMode::kTwoComponent, 40);
   objective_ = MakeObjective(config_, 2000);
