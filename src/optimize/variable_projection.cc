@@ -19,7 +19,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // VariableProjectionProblem::SumsPhysicalBlock: the angles from which a two-component full pass
 // sums the physical block over them. The sum's per-point part (about 250 multiply-adds) is shared
-// by the angles and each angle's own Gram rows cost about 72 operations instead of 152, so it pays
+// by the angles and each angle's own Gram rows cost about 64 operations instead of 152, so it pays
 // from about 4 angles on by the count; it was measured at 23 (docs/design.md section 2, The
 // two-component physical block summed over the angles), and 8 keeps the fits of fewer angles as
 // they were.
