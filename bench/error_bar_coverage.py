@@ -8,7 +8,9 @@ fitted physical parameter whether the truth lies within its 68 % and 95 % interv
 result's interval_68 and interval_95 where it has them: docs/results.md, Intervals; else value
 +- 1 and +- 1.96 uncertainties).
 Prints, per method and parameter, the fraction of sets covered (68 % and 95 % nominal), the rms
-error over the median uncertainty, and the fit times.
+error over the median uncertainty, and the fit times; where some 68 % intervals are the
+parameter's bounds (interval_note "not determined within parameter_space.bounds"), also the
+coverage of the other (set, parameter) pairs.
 
   bench/error_bar_coverage.py --scenario iid_laminar --sets 30 --bin build/src/cli
 
@@ -133,8 +135,10 @@ def main():
                     result = json.load(handle)
                 used = (result.get("uncertainty") or {}).get("method", method)
                 row.setdefault("used", {})[method] = used
+                row.setdefault("uncertainty", {})[method] = result.get("uncertainty")
                 row[method] = {name: (entry["value"], entry["uncertainty"],
-                                      entry.get("interval_68"), entry.get("interval_95"))
+                                      entry.get("interval_68"), entry.get("interval_95"),
+                                      entry.get("interval_note", ""))
                                for name, entry in result["parameters"].items()
                                if name in truth and not entry.get("fixed", False)}
             rows.append(row)
@@ -146,12 +150,17 @@ def main():
           f"{'rms err / median unc':>21s} {'median |z|':>10s} {'rms z':>6s}")
     for method in methods:
         all68, all95 = [], []
+        # The (set, parameter) pairs whose 68 % interval is the parameter's bounds (the result's
+        # interval_note says "not determined within parameter_space.bounds"): they cover the
+        # truth by construction, so the coverage is also given without them.
+        determined_hits68, determined_hits95, determined_count, undetermined = 0, 0, 0, {}
         for name in names:
             z = []
             errors, uncertainties = [], []
             inside68, inside95 = 0, 0
             for row in rows:
-                value, unc, interval68, interval95 = (list(row[method][name]) + [None, None])[:4]
+                value, unc, interval68, interval95, note = (
+                    list(row[method][name]) + [None, None, ""])[:5]
                 truth = row["truth"][name]
                 error = value - truth
                 errors.append(error)
@@ -166,6 +175,14 @@ def main():
                         inside68 += hit
                     else:
                         inside95 += hit
+                    if not (note or "").startswith("not determined"):
+                        if counter == "68":
+                            determined_hits68 += hit
+                            determined_count += 1
+                        else:
+                            determined_hits95 += hit
+                if (note or "").startswith("not determined"):
+                    undetermined[name] = undetermined.get(name, 0) + 1
             c68 = inside68 / len(z)
             c95 = inside95 / len(z)
             all68.append(c68)
@@ -184,6 +201,12 @@ def main():
         print(f"{method:10s} {'(all)':20s} {statistics.mean(all68):9.2f} {statistics.mean(all95):9.2f}"
               f"   fit wall median {statistics.median(seconds[method]):.2f} s; sets by method "
               + ", ".join(f"{k} {v}" for k, v in sorted(used.items())))
+        if undetermined:
+            print(f"{method:10s} {'(determined)':20s} "
+                  f"{determined_hits68 / max(determined_count, 1):9.2f} "
+                  f"{determined_hits95 / max(determined_count, 1):9.2f}   without the "
+                  f"{sum(undetermined.values())} intervals not determined within the bounds ("
+                  + ", ".join(f"{k} {v}" for k, v in undetermined.items()) + ")")
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(rows, handle, indent=1)

@@ -53,7 +53,8 @@ using CacheLineDoubles = std::vector<double, CacheLineAllocator<double>>;
 // [J | e] (column c at c kTilePoints, columns padded with zeros to a multiple of 4) and the
 // angle-independent per-point factors of one tile, kFactorColumns columns of kTilePoints; and the
 // lane Grams of a batch's angles (gram_block.h: LaneGramDoubles(gram_size) per angle), which a
-// mode's pass sizes for its angles before each call.
+// mode's pass sizes for its angles before each call (the static full pass keeps its column sums
+// after them: Scratch::column_sums, src/model/homodyne/homodyne_pass_variant.h).
 struct PassScratch {
   static constexpr int kFactorColumns = 32;
   explicit PassScratch(int gram_size);

@@ -738,6 +738,23 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
   if (full_validation && has_uncertainties) {
     WidenIntervalsToOtherMinima(full.uncertainties, objective.num_points(), result);
   }
+  // Intervals that are the bounds: the parameter is undetermined within them.
+  std::vector<std::string> spanning;
+  for (const ParameterEstimate& physical_estimate : result.physical) {
+    if (physical_estimate.interval_note.rfind(kNotDeterminedNote, 0) != 0) continue;
+    spanning.push_back(physical_estimate.name);
+    if (std::find(quality_inputs.undetermined.begin(), quality_inputs.undetermined.end(),
+                  physical_estimate.name) == quality_inputs.undetermined.end()) {
+      quality_inputs.undetermined.push_back(physical_estimate.name);
+    }
+  }
+  if (full_validation && !spanning.empty()) {
+    const std::string warning = "the 68 % intervals of " + CommaList(spanning) +
+                                " span parameter_space.bounds: the data do not determine them "
+                                "within the bounds (interval_note)";
+    spdlog::warn("{}", warning);
+    result.warnings.push_back(warning);
+  }
   FitQuality quality = AssessFitQuality(quality_inputs);
   result.quality_flag = std::move(quality.flag);
   result.quality_reasons = std::move(quality.reasons);
@@ -822,6 +839,9 @@ std::vector<std::string> AddProfileIntervals(const ProfileProbe& probe,
         }
       }
     }
+    const bool spans_bounds =
+        ends[first_search[p]].end.note == "bound" && ends[first_search[p] + 1].end.note == "bound";
+    if (spans_bounds) notes.insert(notes.begin(), kNotDeterminedNote);
     for (size_t n = 0; n < notes.size(); ++n) {
       estimate.interval_note += (n ? "; " : "") + notes[n];
     }
@@ -923,7 +943,11 @@ void AddStudentIntervals(const LevenbergMarquardtOptions& lm, FitResult& result)
       (probability == 0.975 ? estimate.interval_95 : estimate.interval_68) = {low, high};
     }
     estimate.interval_method = "student_t";
-    if (clipped) estimate.interval_note = "clipped to parameter_space.bounds";
+    if (estimate.interval_68[0] <= lower && estimate.interval_68[1] >= upper) {
+      estimate.interval_note = kNotDeterminedNote;
+    } else if (clipped) {
+      estimate.interval_note = "clipped to parameter_space.bounds";
+    }
   }
 }
 

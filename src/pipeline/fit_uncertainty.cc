@@ -85,6 +85,60 @@ Eigen::VectorXd Restrict(const Eigen::VectorXd& v, const std::vector<int>& suppo
 
 }  // namespace
 
+std::optional<BlockLeverage> BlockLeverage::Of(const Eigen::MatrixXd& h,
+                                               const std::vector<int>& support) {
+  BlockLeverage result;
+  result.support_ = support;
+  const int n = static_cast<int>(support.size());
+  result.scale_.resize(n);
+  for (int i = 0; i < n; ++i) {
+    const double diagonal = h(support[i], support[i]);
+    result.scale_[i] = diagonal > 0.0 ? 1.0 / std::sqrt(diagonal) : 0.0;
+  }
+  const Eigen::MatrixXd scaled = result.Scaled(h);
+  if (!scaled.allFinite()) return std::nullopt;
+  const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eigen(scaled);
+  if (eigen.info() != Eigen::Success) return std::nullopt;
+  const Eigen::VectorXd& values = eigen.eigenvalues();
+  const double cutoff = kPseudoInverseRcond * std::max(values.maxCoeff(), 0.0);
+  Eigen::VectorXd inverse_root(n);
+  for (int i = 0; i < n; ++i) {
+    inverse_root[i] = values[i] > cutoff && values[i] > 0.0 ? 1.0 / std::sqrt(values[i]) : 0.0;
+  }
+  result.inverse_root_ =
+      eigen.eigenvectors() * inverse_root.asDiagonal() * eigen.eigenvectors().transpose();
+  return result;
+}
+
+std::optional<Eigen::VectorXd> BlockLeverage::Adjust(const Eigen::MatrixXd& h_block,
+                                                     const Eigen::VectorXd& gradient,
+                                                     double power) const {
+  const Eigen::MatrixXd share = inverse_root_ * Scaled(h_block) * inverse_root_;
+  if (!share.allFinite()) return std::nullopt;
+  const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eigen(share);
+  if (eigen.info() != Eigen::Success) return std::nullopt;
+  const Eigen::VectorXd& values = eigen.eigenvalues();
+  Eigen::VectorXd factors(values.size());
+  for (Eigen::Index i = 0; i < values.size(); ++i) {
+    const double rest = 1.0 - values[i];
+    factors[i] = rest > kPseudoInverseRcond ? std::pow(rest, -power) : 0.0;
+  }
+  const Eigen::VectorXd root_gradient = inverse_root_ * (scale_.asDiagonal() * gradient);
+  const Eigen::VectorXd adjusted =
+      eigen.eigenvectors() *
+      (factors.asDiagonal() * (eigen.eigenvectors().transpose() * root_gradient));
+  return Eigen::VectorXd(scale_.asDiagonal() * (inverse_root_ * adjusted));
+}
+
+Eigen::MatrixXd BlockLeverage::Scaled(const Eigen::MatrixXd& x) const {
+  const int n = static_cast<int>(support_.size());
+  Eigen::MatrixXd out(n, n);
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < n; ++j) out(i, j) = scale_[i] * x(support_[i], support_[j]) * scale_[j];
+  }
+  return out;
+}
+
 std::optional<FrameBlockJackknife> ComputeFrameBlockJackknife(const FrameBlockSums& sums,
                                                               const ScalingMap& map,
                                                               const std::vector<int>& support,
@@ -148,15 +202,15 @@ std::optional<FrameBlockJackknife> ComputeFrameBlockJackknife(const FrameBlockSu
   if (!InvertScaledBlock(h, support, inverse)) return std::nullopt;
   const int s = static_cast<int>(support.size());
   Eigen::MatrixXd v = Eigen::MatrixXd::Zero(s, s);
+  const std::optional<BlockLeverage> leverage = BlockLeverage::Of(h, support);
+  if (!leverage) return std::nullopt;
   for (int b = 0; b < blocks; ++b) {
-    ScaledPseudoInverse without;
-    if (!InvertScaledBlock(h - to_reduced_matrix(block_gram[static_cast<size_t>(b)]), support,
-                           without)) {
-      return std::nullopt;
-    }
-    const Eigen::VectorXd u =
-        without.Solve(Restrict(m.transpose() * block_gradient[static_cast<size_t>(b)], support));
-    v.noalias() += u * u.transpose();
+    const std::optional<Eigen::VectorXd> u =
+        leverage->Adjust(to_reduced_matrix(block_gram[static_cast<size_t>(b)]),
+                         Restrict(m.transpose() * block_gradient[static_cast<size_t>(b)], support),
+                         kJackknifeLeveragePower);
+    if (!u) return std::nullopt;
+    v.noalias() += *u * u->transpose();
   }
   for (int a = 0; a < blocks; ++a) {
     for (int b = a + 1; b < blocks; ++b) {
@@ -166,9 +220,6 @@ std::optional<FrameBlockJackknife> ComputeFrameBlockJackknife(const FrameBlockSu
       v.noalias() -= w * w.transpose();
     }
   }
-  // The delete-a-group jackknife's factor (B - 1) / B, centred at the full fit's solution, as
-  // the cluster-robust CV3 estimator defines it (docs/design.md section 4d).
-  v *= static_cast<double>(blocks - 1) / static_cast<double>(blocks);
   if (!v.allFinite()) return std::nullopt;
   // The two sums estimate one covariance; their difference may have small negative directions.
   Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eigen(v);

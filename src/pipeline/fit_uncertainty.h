@@ -44,17 +44,49 @@ struct FrameBlockJackknife {
   bool blocks_too_short = false;
 };
 
+// The leverage of each block's points on the fit (docs/design.md section 4d): with D the
+// Jacobi scaling of H over `support` (D_aa = 1 / sqrt(H_aa)), S = D H D (its eigenvalues below
+// kPseudoInverseRcond times the largest dropped, as InvertScaledBlock drops them) and
+// P_B = S^-1/2 D H_B D S^-1/2 (eigenvalues in [0, 1]: the share of the information on each
+// direction that the block's points hold),
+//   Adjust(H_B, s_B, p) = D S^-1/2 (I - P_B)^-p S^-1/2 D s_B,
+// which at p = 1 is (H - H_B)^-1 s_B, the deleted block's refit step, and at p = 0 H^-1 s_B. A
+// direction the block holds all of (1 - eigenvalue below kPseudoInverseRcond) adds nothing, as
+// the pseudo-inverse of H - H_B drops it. H and H_B: reduced-layout matrices; s_B: over support.
+class BlockLeverage {
+ public:
+  // nullopt when H's scaled block is not finite or its decomposition failed.
+  static std::optional<BlockLeverage> Of(const Eigen::MatrixXd& h, const std::vector<int>& support);
+  // nullopt when the block's share is not finite or its decomposition failed.
+  std::optional<Eigen::VectorXd> Adjust(const Eigen::MatrixXd& h_block,
+                                        const Eigen::VectorXd& gradient, double power) const;
+
+ private:
+  Eigen::MatrixXd Scaled(const Eigen::MatrixXd& x) const;  // D x D over support
+
+  std::vector<int> support_;
+  Eigen::VectorXd scale_;
+  Eigen::MatrixXd inverse_root_;  // S^-1/2
+};
+
+// The power p of the leverage correction (I - P_B)^-p of each deleted block's change of the
+// solution: 1 is the refit's first Newton step (the CV3 estimator), 1/2 the bias-reduced
+// linearisation (CR2); 3/4 chosen by coverage on the speckle simulator (docs/design.md
+// section 4d).
+inline constexpr double kJackknifeLeveragePower = 0.75;
+
 // The linearised frame-block jackknife at the solution. The fine blocks of `sums` are merged (by
 // 2, 4, ...) into the fewest blocks that are still at least frames / (correlation length), and at
 // least kMinJackknifeBlocks (coverage on simulated ensembles chose this rule: docs/results.md,
 // Checking error bars); then, with s_B the gradient sum (J^T e) of the points that touch block B
 // (row or column in B), H_B their J^T J, H the total, and t_AB the gradient sum of the cell of
 // blocks A < B:
-//   C = (B - 1) / B (sum_B u_B u_B^T - sum_{A<B} w_AB w_AB^T),
-//   u_B = (H - H_B)^-1 s_B,  w_AB = H^-1 t_AB,
-// u_B the change of the solution when the points of block B are deleted, less the cells counted
-// for both of their blocks, with the delete-a-group jackknife's factor (B - 1) / B (B blocks);
-// negative eigenvalues of C are set to 0. In the reduced layout of `map`,
+//   C = sum_B u_B u_B^T - sum_{A<B} w_AB w_AB^T,
+//   u_B = H^-1/2 (I - P_B)^-p H^-1/2 s_B,  P_B = H^-1/2 H_B H^-1/2,  w_AB = H^-1 t_AB,
+// u_B the change of the solution when the points of block B are deleted, to first order, with
+// the leverage correction's power p = kJackknifeLeveragePower (in Jacobi-scaled coordinates),
+// less the cells counted for both of their blocks; negative eigenvalues of C are set to 0. In the
+// reduced layout of `map`,
 // over the reduced parameters `support` (the others get zero rows); the full-layout derivatives
 // of sums map through map.matrix. nullopt when an inversion fails (a non-finite sum).
 std::optional<FrameBlockJackknife> ComputeFrameBlockJackknife(const FrameBlockSums& sums,

@@ -64,8 +64,11 @@ MemoryEstimate EstimateMemory(StrategyKind strategy, const ProblemSize& size) {
   // Model precomputation: cumulative integrals and their derivatives, O(N).
   const int64_t model_tables = DoubleBytes(int64_t{size.num_times} * 8);
   // Pass kernel scratch (pass_kernel.h): per thread one tile of [J | e] (256 points x 12 padded
-  // columns) and the shared factors (8 x 256); per batch of a chunk one Gram matrix per angle.
-  const int64_t tiles = DoubleBytes(threads * 256 * (12 + 8));
+  // columns), the shared factors (8 x 256) and the static full pass's column sums (one per frame
+  // and angle, and a vector's padding: docs/design.md section 2, The static full pass through
+  // per-frame sums); per batch of a chunk one Gram matrix per angle.
+  const int64_t tiles =
+      DoubleBytes(threads * (256 * (12 + 8) + angles * (int64_t{size.num_times} + 16)));
   const int64_t gram = DoubleBytes(11 * 11);
   const int64_t batches = std::max<int64_t>(size.fit_points / batch, 1);
 

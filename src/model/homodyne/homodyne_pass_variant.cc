@@ -698,28 +698,73 @@ void ForEachAngleTile(const Inputs& in, int row_begin, int row_end, int row_stri
 // 2, The static full pass through per-frame sums). With J_p = -2 c w g1^2 D_p (D_p = dC_D[j] -
 // dC_D[i] along theta_p), J_contrast = g1^2, J_offset = 1, every entry of J^T J is a sum over the
 // points of G4 = g1^4, G2 = g1^2 times products of D_p: the rows' sums of Inputs::static_row_sums,
-// scaled per angle by c and w. Only the data terms read every point: per point e, e g, e and
-// e g D_p (3), as the cost pass's residual plus four multiply-adds. A non-finite data point's
-// terms, which the row sums hold, are subtracted (SubtractStaticPoint). Where the floor or the
-// clip binds, the row sums hold g1^4 and g1^2 instead of zero and 1e-20: below 1e-20 relative to
-// the entries (the points next to the diagonal have g1 near 1).
+// scaled per angle by c and w. Only the data terms read every point: e^2, e, and with
+// u = e g1^2 (floored g1), u itself and J^T e's sums of u D_p, exchanged into sums over rows and
+// columns: with b the batch's first row and A_p[j] = dC_D[j] / d theta_p - dC_D[b] / d theta_p,
+//   sum u D_p = sum_j A_p[j] U_j - sum_i A_p[i] R_i,
+// U_j the batch's column sum of u (Scratch::column_sums, one add per point), R_i the row's sum of
+// u (per tile, as lanes), so per point the cost pass's residual, e^2, e, u, the column add and
+// the data's sum (below) instead of three more products with D_p. The rebase at b keeps the two
+// sums' terms near the size of the u D_p they replace: measured within 3e-17 of the Gram's scales
+// also with all rows in one batch (tests/model/pass_kernel_test.cc). The column sums cost O(N)
+// per batch and angle (zeroed, then read once). A non-finite data point's terms, which the row
+// sums hold, are subtracted (AddStaticPoint); the data's lane sum, non-finite exactly when some
+// point is, says when to look for them. Where the floor or the clip binds, the row sums hold g1^4
+// and g1^2 instead of zero and 1e-20: below 1e-20 relative to the entries (the points next to the
+// diagonal have g1 near 1).
 //
 // Per angle the scratch's lane-Gram space holds kStaticAngleSums doubles: the data sums as lane
 // sums (gram_block.h; kStaticE2 ..., kGramLanes partial sums each, kMaxGramLanes apart), added
 // up once per batch, and the row sums of the non-finite points (kStaticCorrections on).
-inline constexpr int kStaticE2 = 0;      // sum e^2
-inline constexpr int kStaticE = 1;       // sum e
-inline constexpr int kStaticEG = 2;      // sum e g1f^2 (the contrast column)
-inline constexpr int kStaticEGD = 3;     // sum e g1f^2 D_p (3)
-inline constexpr int kStaticFinite = 6;  // finite points
+inline constexpr int kStaticE2 = 0;    // sum e^2
+inline constexpr int kStaticE = 1;     // sum e
+inline constexpr int kStaticEG = 2;    // sum u = e g1f^2 (the contrast column)
+inline constexpr int kStaticRowU = 3;  // sum_i A_p[i] R_i (3)
+inline constexpr int kStaticData = 6;  // sum of the data values (then the finite points' count)
 inline constexpr int kStaticDataSums = 7;
 inline constexpr int kStaticCorrections = kStaticDataSums * kMaxGramLanes;
 inline constexpr int kStaticAngleSums = kStaticCorrections + kStaticRowSums;
 static_assert(kStaticAngleSums <= LaneGramDoubles(6), "fits an angle's lane-Gram space");
-// The tile's per-point columns (the scratch's tile, kCostTilePoints each): e, e g1f^2 and the
-// finite indicator.
-inline constexpr int kStaticColumns = 3;
-static_assert(kStaticColumns * kCostTilePoints <= kTilePoints * PaddedTileColumns(6));
+
+// kGramLanes float32 values as doubles (one vcvtps2pd from memory: converting a float vector
+// type compiled to five instructions at AVX-512).
+inline GramLanes LoadFloatLanes(const float* values) {
+  GramLanes lanes;
+  for (int l = 0; l < kGramLanes; ++l) lanes[l] = static_cast<double>(values[l]);
+  return lanes;
+}
+
+inline GramLanes BroadcastLanes(double value) {
+  GramLanes lanes;
+  for (int l = 0; l < kGramLanes; ++l) lanes[l] = value;
+  return lanes;
+}
+
+// The running data sums of one angle's tile (AddStaticDataVector).
+struct StaticDataLanes {
+  GramLanes e2, e, u, data;
+};
+
+// One vector of kGramLanes points of the static full pass's data terms: d the data, g1 the
+// points' g1 of diffusion (unfloored), valid false at a row's padding (its d and g1 then any
+// finite value); adds e^2, e, u = e g1f^2 and d to the lanes and u to the columns' sums
+// (columns[0, kGramLanes)). A non-finite d gives e = u = 0 and poisons lanes.data.
+template <typename Mask>
+inline void AddStaticDataVector(GramLanes d, GramLanes g1, Mask valid, GramLanes contrast,
+                                GramLanes offset, double* columns, StaticDataLanes& lanes) {
+  const GramLanes floor = BroadcastLanes(kG1Floor);
+  const GramLanes zero = {};
+  const GramLanes g1_floored = g1 > floor ? g1 : floor;
+  const GramLanes g = g1_floored * g1_floored;
+  const GramLanes residual = d - (offset + contrast * g);
+  const GramLanes e = (((d - d) == zero) & valid) ? residual : zero;
+  const GramLanes u = e * g;
+  lanes.e2 += e * e;
+  lanes.e += e;
+  lanes.u += u;
+  lanes.data += d;
+  StoreLanes(LoadLanes(columns) + u, columns);
+}
 
 // The row sums' terms of the point (i, j) (Inputs::static_row_sums), added to sums.
 void AddStaticPoint(const Inputs& in, int i, int j, double* sums) {
@@ -740,10 +785,32 @@ void AddStaticPoint(const Inputs& in, int i, int j, double* sums) {
   }
 }
 
+// terms[p] = sum over j in [column_begin, n) of (dc[p n + j] - base[p]) columns[j]: the column
+// sums' part of J^T e (AccumulateStaticRows). Not inlined: inside the pass's loop nest the
+// compiler kept this loop's pointers on the stack (20 instructions per 8 columns, 12 alone).
+__attribute__((noinline)) void StaticColumnTerms(const double* dc, int n, int column_begin,
+                                                 const double* base, const double* columns,
+                                                 double* terms) {
+  const double* dc1 = dc + n;
+  const double* dc2 = dc + 2 * n;
+  double sum0 = 0.0, sum1 = 0.0, sum2 = 0.0;
+#pragma omp simd reduction(+ : sum0, sum1, sum2)
+  for (int j = column_begin; j < n; ++j) {
+    const double u = columns[j];
+    sum0 += (dc[j] - base[0]) * u;
+    sum1 += (dc1[j] - base[1]) * u;
+    sum2 += (dc2[j] - base[2]) * u;
+  }
+  terms[0] = sum0;
+  terms[1] = sum1;
+  terms[2] = sum2;
+}
+
 void AccumulateStaticRows(const Inputs& in, int row_begin, int row_end, int row_stride,
                           const float* const* data, double* const* grams, int64_t* finite_points,
                           const Scratch& scratch) {
   const int n = in.num_times;
+  if (row_begin >= n - 1) return;  // no point
   // The rows' sums, shared by the angles.
   double rows[kStaticRowSums] = {};
   for (int i = row_begin; i < row_end && i < n - 1; i += row_stride) {
@@ -752,110 +819,95 @@ void AccumulateStaticRows(const Inputs& in, int row_begin, int row_end, int row_
   }
   double* const sums = scratch.lane_grams;
   for (int m = 0; m < kStaticAngleSums * in.num_angles; ++m) sums[m] = 0.0;
+  // The batch's columns are row_begin + 1 .. n - 1 (and a vector's padding past them).
+  const int column_stride = StaticColumnSumsStride(n);
+  for (int k = 0; k < in.num_angles; ++k) {
+    double* columns = scratch.column_sums + static_cast<int64_t>(k) * column_stride;
+    for (int j = row_begin + 1; j < column_stride; ++j) columns[j] = 0.0;
+  }
   const double* dc = in.cumulative_diffusion_derivatives;
+  const double base[3] = {dc[row_begin], dc[n + row_begin], dc[2 * n + row_begin]};
   SeparableExpRowCache row_factors;
   ForEachTile<kCostTilePoints>(
       n, row_begin, row_end, row_stride, [&](int i, int j, int count, int64_t point) {
         TileSharedFactors<false>(in, i, j, count, &row_factors, scratch);
-        const double* g1d = scratch.g1_diffusion;
-        // D_p of the tile's points, once for all angles, in the shear columns (static: unused),
-        // zero in the lane padding (the lane loop multiplies them by the padding's zeros).
-        double* d0 = scratch.m_shear;
-        double* d1 = scratch.inverse_m_shear;
-        double* d2 = scratch.smoothing_shear;
-        ZeroLanePadding(d0, count);
-        ZeroLanePadding(d1, count);
-        ZeroLanePadding(d2, count);
-        {
-          const double* dc0 = dc + j;
-          const double* dc1 = dc + n + j;
-          const double* dc2 = dc + 2 * n + j;
-          const double dc_i0 = dc[i], dc_i1 = dc[n + i], dc_i2 = dc[2 * n + i];
-#pragma omp simd
-          for (int t = 0; t < count; ++t) {
-            d0[t] = dc0[t] - dc_i0;
-            d1[t] = dc1[t] - dc_i1;
-            d2[t] = dc2[t] - dc_i2;
-          }
-        }
+        double* g1d = scratch.g1_diffusion;
+        ZeroLanePadding(g1d, count);
+        const double row_a[3] = {dc[i] - base[0], dc[n + i] - base[1], dc[2 * n + i] - base[2]};
+        const int whole = count / kGramLanes * kGramLanes;
         for (int k = 0; k < in.num_angles; ++k) {
           const float* values = data[k] + point;
           PrefetchNextTile<kCostTilePoints>(values + count);
-          const double contrast = in.angles[k].contrast;
-          const double offset = in.angles[k].offset;
-          // The points' e and e g1f^2, branch-free (a non-finite d replaced by the model's c2: e =
-          // 0 exactly), then whole vectors of them into the angle's lane sums: no horizontal sum
-          // per tile. J_p's zero where the floor binds is left out: there g = 1e-20, so those
-          // points' terms of J^T e are below 1e-20 relative to the others'.
-          double* e_column = scratch.tile;
-          double* eg_column = scratch.tile + kCostTilePoints;
-          double* finite_column = scratch.tile + 2 * kCostTilePoints;
-#pragma omp simd
-          for (int t = 0; t < count; ++t) {
-            const double d = static_cast<double>(values[t]);
-            const bool is_finite = (d - d) == 0.0;
-            const double g1 = g1d[t];
-            const double g1_floored = g1 > kG1Floor ? g1 : kG1Floor;
-            const double g = g1_floored * g1_floored;
-            const double c2 = offset + contrast * g;
-            const double e = (is_finite ? d : c2) - c2;
-            e_column[t] = e;
-            eg_column[t] = e * g;
-            finite_column[t] = is_finite ? 1.0 : 0.0;
-          }
-          ZeroLanePadding(e_column, count);
-          ZeroLanePadding(eg_column, count);
-          ZeroLanePadding(finite_column, count);
+          const GramLanes contrast = BroadcastLanes(in.angles[k].contrast);
+          const GramLanes offset = BroadcastLanes(in.angles[k].offset);
+          double* columns = scratch.column_sums + static_cast<int64_t>(k) * column_stride + j;
           double* angle_sums = sums + k * kStaticAngleSums;
           double* lanes[kStaticDataSums];
           for (int m = 0; m < kStaticDataSums; ++m) lanes[m] = angle_sums + m * kMaxGramLanes;
-          GramLanes ee = LoadLanes(lanes[kStaticE2]), e1 = LoadLanes(lanes[kStaticE]);
-          GramLanes eg = LoadLanes(lanes[kStaticEG]), finite = LoadLanes(lanes[kStaticFinite]);
-          GramLanes egd0 = LoadLanes(lanes[kStaticEGD]), egd1 = LoadLanes(lanes[kStaticEGD + 1]);
-          GramLanes egd2 = LoadLanes(lanes[kStaticEGD + 2]);
-          for (int t = 0; t < PaddedCount(count); t += kGramLanes) {
-            const GramLanes e = LoadLanes(e_column + t);
-            const GramLanes e_g = LoadLanes(eg_column + t);
-            ee += e * e;
-            e1 += e;
-            eg += e_g;
-            egd0 += e_g * LoadLanes(d0 + t);
-            egd1 += e_g * LoadLanes(d1 + t);
-            egd2 += e_g * LoadLanes(d2 + t);
-            finite += LoadLanes(finite_column + t);
+          // The tile's sums from zero (its u is the row's R_i term), added to the angle's lanes
+          // after the tile: whole vectors, no horizontal sum per tile.
+          StaticDataLanes tile = {};
+          const GramLanes all = {};
+          const auto all_valid = all == all;
+          for (int t = 0; t < whole; t += kGramLanes) {
+            AddStaticDataVector(LoadFloatLanes(values + t), LoadLanes(g1d + t), all_valid, contrast,
+                                offset, columns + t, tile);
           }
-          StoreLanes(ee, lanes[kStaticE2]);
-          StoreLanes(e1, lanes[kStaticE]);
-          StoreLanes(eg, lanes[kStaticEG]);
-          StoreLanes(egd0, lanes[kStaticEGD]);
-          StoreLanes(egd1, lanes[kStaticEGD + 1]);
-          StoreLanes(egd2, lanes[kStaticEGD + 2]);
-          StoreLanes(finite, lanes[kStaticFinite]);
+          if (whole < count) {
+            // The row's last points: the data copied (no read past the rows' data), the padding
+            // 0 and not valid.
+            GramLanes d = {}, index;
+            for (int l = 0; l < kGramLanes; ++l) {
+              if (whole + l < count) d[l] = static_cast<double>(values[whole + l]);
+              index[l] = l;
+            }
+            AddStaticDataVector(d, LoadLanes(g1d + whole), index < BroadcastLanes(count - whole),
+                                contrast, offset, columns + whole, tile);
+          }
+          StoreLanes(LoadLanes(lanes[kStaticE2]) + tile.e2, lanes[kStaticE2]);
+          StoreLanes(LoadLanes(lanes[kStaticE]) + tile.e, lanes[kStaticE]);
+          StoreLanes(LoadLanes(lanes[kStaticEG]) + tile.u, lanes[kStaticEG]);
+          for (int p = 0; p < 3; ++p) {
+            StoreLanes(LoadLanes(lanes[kStaticRowU + p]) + BroadcastLanes(row_a[p]) * tile.u,
+                       lanes[kStaticRowU + p]);
+          }
+          StoreLanes(LoadLanes(lanes[kStaticData]) + tile.data, lanes[kStaticData]);
         }
       });
-  // The non-finite points' terms, which the row sums hold: looked for only in the angles with
-  // fewer finite points than the rows have (rare), and added up to be subtracted.
+  // The finite points: all of the rows' where the data's sum is finite (a sum of at most 2^53
+  // float32 values cannot overflow); else counted, and the non-finite points' terms, which the
+  // row sums hold, added up to be subtracted. Then the count replaces the data's sum.
   int64_t points = 0;
   for (int i = row_begin; i < row_end && i < n - 1; i += row_stride) points += n - 1 - i;
   for (int k = 0; k < in.num_angles; ++k) {
     double* angle_sums = sums + k * kStaticAngleSums;
-    if (LaneSum(angle_sums + kStaticFinite * kMaxGramLanes) >= static_cast<double>(points)) {
-      continue;
-    }
-    int64_t point = 0;
-    for (int i = row_begin; i < row_end && i < n - 1; i += row_stride) {
-      for (int j = i + 1; j < n; ++j, ++point) {
-        const double d = static_cast<double>(data[k][point]);
-        if ((d - d) != 0.0) AddStaticPoint(in, i, j, angle_sums + kStaticCorrections);
+    double* data_lanes = angle_sums + kStaticData * kMaxGramLanes;
+    const double data_sum = LaneSum(data_lanes);
+    int64_t finite = points;
+    if ((data_sum - data_sum) != 0.0) {
+      int64_t point = 0;
+      for (int i = row_begin; i < row_end && i < n - 1; i += row_stride) {
+        for (int j = i + 1; j < n; ++j, ++point) {
+          const double d = static_cast<double>(data[k][point]);
+          if ((d - d) != 0.0) {
+            AddStaticPoint(in, i, j, angle_sums + kStaticCorrections);
+            --finite;
+          }
+        }
       }
     }
+    for (int l = 0; l < kGramLanes; ++l) data_lanes[l] = l == 0 ? static_cast<double>(finite) : 0;
   }
   const double w = in.diffusion_prefactor;
   const int size = in.gram_size;  // 6: D0, alpha, D_offset, contrast, offset, e
   for (int k = 0; k < in.num_angles; ++k) {
     const double* angle_sums = sums + k * kStaticAngleSums;
     auto sum_of = [angle_sums](int m) { return LaneSum(angle_sums + m * kMaxGramLanes); };
-    const double finite = sum_of(kStaticFinite);
+    const double finite = sum_of(kStaticData);
+    // sum u D_p = sum_j A_p[j] U_j - sum_i A_p[i] R_i.
+    const double* columns = scratch.column_sums + static_cast<int64_t>(k) * column_stride;
+    double column_terms[3];
+    StaticColumnTerms(dc, n, row_begin + 1, base, columns, column_terms);
     // Without a finite point J^T J is zero exactly (not the rounding the subtraction leaves).
     const bool any_finite = finite > 0.0;
     double total[kStaticRowSums];
@@ -871,7 +923,7 @@ void AccumulateStaticRows(const Inputs& in, int row_begin, int row_end, int row_
       for (int p = q; p < 3; ++p) at(p, q) += (a * a) * total[pq++];
       at(3, q) += a * total[kStaticG4D + q];
       at(4, q) += a * total[kStaticG2D + q];
-      at(5, q) += a * sum_of(kStaticEGD + q);
+      at(5, q) += a * (column_terms[q] - sum_of(kStaticRowU + q));
     }
     at(3, 3) += total[kStaticG4];
     at(4, 3) += total[kStaticG2];

@@ -89,7 +89,17 @@ struct Scratch {
   // The angles' lane Grams (gram_block.h): LaneGramDoubles(gram_size) per angle, num_angles of
   // them (accumulate_rows; accumulate_scaling_rows keeps its sums there, gram_block.h).
   double* lane_grams = nullptr;
+  // The static full pass through per-frame sums (Inputs::static_row_sums): per angle a batch's
+  // column sums of e g1^2, StaticColumnSumsStride(N) doubles each, num_angles of them; null in
+  // the other passes.
+  double* column_sums = nullptr;
 };
+
+// Doubles of one angle's column sums in Scratch::column_sums: N and the widest vector's padding
+// (a row's last vector step writes up to kMaxGramLanes - 1 columns past N - 1).
+constexpr int StaticColumnSumsStride(int num_times) {
+  return (num_times + kMaxGramLanes - 1) / kMaxGramLanes * kMaxGramLanes + kMaxGramLanes;
+}
 
 // The entry points of one level (their contracts are PassKernel's, pass_kernel.h).
 struct Functions {

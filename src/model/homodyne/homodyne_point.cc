@@ -177,12 +177,24 @@ class HomodynePass final : public ModePass {
   void AccumulateRows(int row_begin, int row_end, int row_stride, const float* const* data,
                       double* const* grams, int64_t* finite_points,
                       PassScratch& scratch) const override {
-    scratch.lane_grams.resize(static_cast<size_t>(pass_kernel::LaneGramDoubles(scratch.gram_size)) *
-                              angles_.size());
-    // The static per-frame form reads the cost pass's factor columns (tiles of kCostTilePoints).
-    functions_->accumulate_rows(
-        Inputs(scratch.gram_size), row_begin, row_end, row_stride, data, grams, finite_points,
-        static_row_sums_.empty() ? ScratchOf(scratch) : CostScratchOf(scratch));
+    const size_t lane_grams =
+        static_cast<size_t>(pass_kernel::LaneGramDoubles(scratch.gram_size)) * angles_.size();
+    if (static_row_sums_.empty()) {
+      scratch.lane_grams.resize(lane_grams);
+      functions_->accumulate_rows(Inputs(scratch.gram_size), row_begin, row_end, row_stride, data,
+                                  grams, finite_points, ScratchOf(scratch));
+      return;
+    }
+    // The static per-frame form reads the cost pass's factor columns (tiles of kCostTilePoints)
+    // and keeps its column sums after the lane Grams.
+    const int num_times = static_cast<int>(point_.cumulative_diffusion_.size());
+    scratch.lane_grams.resize(lane_grams +
+                              static_cast<size_t>(pass_kernel::StaticColumnSumsStride(num_times)) *
+                                  angles_.size());
+    pass_kernel::Scratch cost_scratch = CostScratchOf(scratch);
+    cost_scratch.column_sums = scratch.lane_grams.data() + lane_grams;
+    functions_->accumulate_rows(Inputs(scratch.gram_size), row_begin, row_end, row_stride, data,
+                                grams, finite_points, cost_scratch);
   }
 
   void SumSquaredResiduals(int row_begin, int row_end, int row_stride, const float* const* data,
