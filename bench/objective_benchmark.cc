@@ -260,6 +260,20 @@ void BM_AngleGramsTwoComponent23Coarse(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * objective.num_points());
 }
 
+// The same pass with the physical block summed over the angles (PassColumns::kSummedPhysical:
+// variable projection's full pass at the scaling its scaling pass solved).
+void BM_SummedAngleGramsTwoComponent23Coarse(benchmark::State& state) {
+  omp_set_num_threads(static_cast<int>(state.range(0)));
+  homodyne::BatchedObjective& objective = ManyAngleCoarseObjective();
+  const Eigen::VectorXd theta = ManyAngleTwoComponentTheta();
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(
+        objective.AccumulateAngleGrams(theta, false, homodyne::PassColumns::kSummedPhysical)
+            .finite_points);
+  }
+  state.SetItemsProcessed(state.iterations() * objective.num_points());
+}
+
 void BM_ScalingGramsTwoComponent23Coarse(benchmark::State& state) {
   omp_set_num_threads(static_cast<int>(state.range(0)));
   homodyne::BatchedObjective& objective = ManyAngleCoarseObjective();
@@ -360,6 +374,11 @@ BENCHMARK(BM_ScalingGramsTwoComponentCoarse)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK(BM_AngleGramsTwoComponent23Coarse)
+    ->Arg(1)
+    ->Arg(2)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_SummedAngleGramsTwoComponent23Coarse)
     ->Arg(1)
     ->Arg(2)
     ->Unit(benchmark::kMillisecond)

@@ -88,6 +88,17 @@ class ModePass {
   virtual void AccumulateScalingRows(int row_begin, int row_end, int row_stride,
                                      const float* const* data, double* const* grams,
                                      int64_t* finite_points, PassScratch& scratch) const = 0;
+  // AccumulateRows with the physical block summed over the angles (PassColumns::kSummedPhysical,
+  // src/objective/batched_objective.h): the sum over k of grams[k]'s physical blocks is that of
+  // AccumulateRows (to rounding), wherever a body puts it; every other entry is AccumulateRows'.
+  // The default is AccumulateRows itself; the two-component body sums in the pass under the
+  // linear loss (docs/design.md section 2, The two-component physical block summed over the
+  // angles).
+  virtual void AccumulateSummedPhysicalRows(int row_begin, int row_end, int row_stride,
+                                            const float* const* data, double* const* grams,
+                                            int64_t* finite_points, PassScratch& scratch) const {
+    AccumulateRows(row_begin, row_end, row_stride, data, grams, finite_points, scratch);
+  }
   // True when AccumulateRows adds J^T J from per-frame sums and reads the points only for J^T e
   // and e^T e (the static mode, docs/design.md section 2, The static full pass through per-frame
   // sums); false when it builds the Gram point by point.

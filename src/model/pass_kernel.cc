@@ -41,6 +41,23 @@ PassKernel::PassKernel(const ModelEvaluation& evaluation, std::span<const double
 void PassKernel::AccumulateRows(int row_begin, int row_end, std::span<const float* const> data,
                                 std::span<Eigen::MatrixXd> grams, std::span<int64_t> finite_points,
                                 Workspace& workspace, int row_stride) const {
+  AccumulateFullRows(row_begin, row_end, data, grams, finite_points, workspace, row_stride,
+                     /*summed_physical=*/false);
+}
+
+void PassKernel::AccumulateSummedPhysicalRows(int row_begin, int row_end,
+                                              std::span<const float* const> data,
+                                              std::span<Eigen::MatrixXd> grams,
+                                              std::span<int64_t> finite_points,
+                                              Workspace& workspace, int row_stride) const {
+  AccumulateFullRows(row_begin, row_end, data, grams, finite_points, workspace, row_stride,
+                     /*summed_physical=*/true);
+}
+
+void PassKernel::AccumulateFullRows(int row_begin, int row_end, std::span<const float* const> data,
+                                    std::span<Eigen::MatrixXd> grams,
+                                    std::span<int64_t> finite_points, Workspace& workspace,
+                                    int row_stride, bool summed_physical) const {
   HOMODYNE_CHECK(0 <= row_begin && row_begin <= row_end && row_end <= num_times_ &&
                  row_stride >= 1);
   HOMODYNE_CHECK(data.size() == static_cast<size_t>(num_angles_) &&
@@ -57,8 +74,13 @@ void PassKernel::AccumulateRows(int row_begin, int row_end, std::span<const floa
   // workspace's own line instead, added to finite_points once (the same integers).
   std::vector<int64_t, CacheLineAllocator<int64_t>>& finite = workspace.finite_points_;
   finite.assign(static_cast<size_t>(num_angles_), 0);
-  pass_->AccumulateRows(row_begin, row_end, row_stride, data.data(), gram_data.data(),
-                        finite.data(), workspace.scratch_);
+  if (summed_physical) {
+    pass_->AccumulateSummedPhysicalRows(row_begin, row_end, row_stride, data.data(),
+                                        gram_data.data(), finite.data(), workspace.scratch_);
+  } else {
+    pass_->AccumulateRows(row_begin, row_end, row_stride, data.data(), gram_data.data(),
+                          finite.data(), workspace.scratch_);
+  }
   for (size_t k = 0; k < finite.size(); ++k) finite_points[k] += finite[k];
 }
 

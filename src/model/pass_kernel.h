@@ -83,6 +83,16 @@ class PassKernel {
                       std::span<Eigen::MatrixXd> grams, std::span<int64_t> finite_points,
                       Workspace& workspace, int row_stride = 1) const;
 
+  // AccumulateRows with the physical block summed over the angles (PassColumns::kSummedPhysical,
+  // src/objective/batched_objective.h; ModePass::AccumulateSummedPhysicalRows): the sum over k of
+  // grams[k]'s physical blocks equals AccumulateRows' to rounding, wherever the mode's body puts
+  // it (the two-component body under the linear loss: in grams[0], the others' left as they
+  // are); every other entry is AccumulateRows'.
+  void AccumulateSummedPhysicalRows(int row_begin, int row_end, std::span<const float* const> data,
+                                    std::span<Eigen::MatrixXd> grams,
+                                    std::span<int64_t> finite_points, Workspace& workspace,
+                                    int row_stride = 1) const;
+
   // The scaling pass (PassColumns::kScaling, src/objective/pass_backend.h): adds, for every
   // angle k, the 3 x 3 Gram matrix of [d c2 / d contrast_k, d c2 / d offset_k, e] over rows
   // of AccumulateRows to grams[k] (3 x 3; lower triangle and diagonal updated) and the number
@@ -99,6 +109,10 @@ class PassKernel {
                              Workspace& workspace, int row_stride = 1) const;
 
  private:
+  void AccumulateFullRows(int row_begin, int row_end, std::span<const float* const> data,
+                          std::span<Eigen::MatrixXd> grams, std::span<int64_t> finite_points,
+                          Workspace& workspace, int row_stride, bool summed_physical) const;
+
   int num_times_;
   int gram_size_;
   IsaLevel level_;

@@ -213,7 +213,14 @@ class PreparedPass;  // backend.h: a backend bound to one point
 //   kScaling: the scaling columns and e only, [d c2 / d contrast_k, d c2 / d offset_k, e] (3):
 //     the sums that the projected chi2 of variable projection needs (variable_projection.h),
 //     for about the price of a cost pass on the CPU. Linear loss only.
-enum class PassColumns { kAll, kScaling };
+//   kSummedPhysical: kAll's columns, but of the physical block (the physical parameters' rows
+//     and columns) only the sum over the angles is defined: a backend may hold it in any angle's
+//     block and leave the others' 0 (every other entry is kAll's, to rounding). Per-angle blocks
+//     meet it, so a backend without a kernel of its own (the device backends, the homodyne modes
+//     on the CPU) gives kAll's; the CPU's two-component body sums the angles in the pass under
+//     the linear loss (docs/design.md section 2, The two-component physical block summed over the
+//     angles), for variable projection's passes at the scaling they solved (variable_projection.h).
+enum class PassColumns { kAll, kScaling, kSummedPhysical };
 
 // Per-angle sums of one full pass, for variable projection (variable_projection.h).
 struct AngleGrams {

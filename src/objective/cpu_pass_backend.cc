@@ -131,6 +131,11 @@ class CpuPreparedPass : public PreparedPass {
                          batch.row_begin, batch.row_end, data.subspan(slot, count),
                          grams.subspan(slot, count), finite_points.subspan(slot, count), workspace,
                          batch.row_stride);
+                   } else if (columns_ == PassColumns::kSummedPhysical) {
+                     kernel_.AccumulateSummedPhysicalRows(
+                         batch.row_begin, batch.row_end, data.subspan(slot, count),
+                         grams.subspan(slot, count), finite_points.subspan(slot, count), workspace,
+                         batch.row_stride);
                    } else {
                      kernel_.AccumulateRows(batch.row_begin, batch.row_end,
                                             data.subspan(slot, count), grams.subspan(slot, count),
@@ -171,7 +176,7 @@ class CpuPassBackend : public PassBackend {
     HOMODYNE_CHECK(point.evaluation != nullptr &&
                    point.contrast.size() == point.phi_degrees.size() &&
                    point.offset.size() == point.phi_degrees.size());
-    HOMODYNE_CHECK(point.columns == PassColumns::kAll ||
+    HOMODYNE_CHECK(point.columns != PassColumns::kScaling ||
                    point.loss.function == LossFunction::kLinear);
     return std::make_unique<CpuPreparedPass>(point, workspaces_);
   }

@@ -273,7 +273,11 @@ std::unique_ptr<PreparedPass> DevicePassBackend::Prepare(const PassPoint& point)
     return ScalingPassFromFullPass(
         std::make_unique<DevicePreparedPass>(full_point, geometry_, devices_));
   }
-  return std::make_unique<DevicePreparedPass>(point, geometry_, devices_);
+  // kSummedPhysical: the device kernels keep each angle's physical block, which meets it
+  // (PassColumns, batched_objective.h).
+  PassPoint full_point = point;
+  full_point.columns = PassColumns::kAll;
+  return std::make_unique<DevicePreparedPass>(full_point, geometry_, devices_);
 }
 
 int DevicePassBackend::num_devices() const { return static_cast<int>(devices_->slots.size()); }

@@ -17,6 +17,16 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
+// VariableProjectionProblem::SumsPhysicalBlock: the angles from which a two-component full pass
+// sums the physical block over them. The sum's per-point part (about 250 multiply-adds) is shared
+// by the angles and each angle's own Gram rows cost about 64 operations instead of 152, so it pays
+// from about 4 angles on by the count; it was measured at 23 (docs/design.md section 2, The
+// two-component physical block summed over the angles), and 8 keeps the fits of fewer angles as
+// they were.
+constexpr int kMinSummedAngles = 8;
+// A summed pass whose contrast moves exceed this (relative) after all is taken again per angle.
+constexpr double kSummedMoveLimit = 1e-9;
+
 // A contrast this close to 0 would zero the Jacobian's physical columns at the evaluated point
 // (they are contrast * d g1^2 / d theta); the pass is taken at this contrast instead and the
 // result transformed to the projected one (the transform handles any evaluation point).
@@ -147,6 +157,10 @@ LevenbergMarquardtOptions VariableProjectionProblem::LocalFitOptions(
   base.upper_bounds = bounds.upper;
   base.parameter_names = NonlinearNames();
   base.resume_state.reset();
+  // Where the full pass sums the physical block over the angles (SumsPhysicalBlock), a trial
+  // is judged by a scaling pass and only an accepted one gets the full pass, at the scaling that
+  // scaling pass solved: a rejected trial costs a scaling pass instead of a full one.
+  if (SumsPhysicalBlock()) base.trial_evaluation = TrialEvaluation::kCostOnlyPass;
   return base;
 }
 
@@ -219,20 +233,45 @@ NormalEquations VariableProjectionProblem::ProjectedEquations(const Eigen::Vecto
   // The evaluated point: n with the current linear estimate (contrasts kept off 0).
   const EvaluatedPoint point = EvaluatedPointAt(n);
   const Eigen::VectorXd& theta = point.theta;
+  // At the scaling the last Cost solved at this n (the LM core's accepted trial, kCostOnlyPass)
+  // the moves below are rounding, so the physical block may come summed over the angles
+  // (PassColumns::kSummedPhysical): the transform scales it by angle 0's factor, within rounding
+  // of each angle's own. Elsewhere, or if a move is larger after all, each angle's block.
+  bool summed = SumsPhysicalBlock() && solved_at_.size() == n.size() && solved_at_ == n &&
+                point.theta == point.theta_on_map;
+  solved_at_.resize(0);
   ++passes_;
   // Under a robust loss the pass weights each point's row by sqrt(rho'(z)) (see the top of
   // variable_projection.h); under the linear loss it is the plain pass.
-  const AngleGrams angle_grams =
-      objective_.AccumulateAngleGrams(theta, /*weighted=*/!objective_.loss().is_linear());
+  AngleGrams angle_grams =
+      objective_.AccumulateAngleGrams(theta, /*weighted=*/!objective_.loss().is_linear(),
+                                      summed ? PassColumns::kSummedPhysical : PassColumns::kAll);
   const int m = static_cast<int>(angle_grams.grams.front().rows()) - 1;  // e column
   const int ci = m - 2;                                                  // contrast column
   const int oi = m - 1;                                                  // offset column
   std::vector<Eigen::Matrix3d> scaling_grams(static_cast<size_t>(n_angles));
-  for (int k = 0; k < n_angles; ++k) {
-    scaling_grams[static_cast<size_t>(k)] =
-        angle_grams.grams[static_cast<size_t>(k)].bottomRightCorner(3, 3);
+  const auto solve = [&] {
+    for (int k = 0; k < n_angles; ++k) {
+      scaling_grams[static_cast<size_t>(k)] =
+          angle_grams.grams[static_cast<size_t>(k)].bottomRightCorner(3, 3);
+    }
+    return SolveScaling(point, scaling_grams);
+  };
+  ScalingSolution scaling = solve();
+  if (summed) {
+    for (int k = 0; k < n_angles; ++k) {
+      const double contrast = theta[objective_.ContrastIndex(k)];
+      if (!(std::abs(scaling.moves[static_cast<size_t>(k)][0]) <=
+            kSummedMoveLimit * std::abs(contrast))) {
+        summed = false;
+      }
+    }
+    if (!summed) {
+      ++passes_;
+      angle_grams = objective_.AccumulateAngleGrams(theta, /*weighted=*/false, PassColumns::kAll);
+      scaling = solve();
+    }
   }
-  const ScalingSolution scaling = SolveScaling(point, scaling_grams);
   const Eigen::VectorXd& l = scaling.l;
 
   // Each angle's Gram matrix moved to (contrast, offset) = W l + base: physical columns scale
@@ -317,8 +356,19 @@ double VariableProjectionProblem::ProjectedCost(const Eigen::VectorXd& n) {
     const Eigen::Vector3d t(-u[0], -u[1], 1.0);
     chi2 += scale * (t.transpose() * scaling_grams[static_cast<size_t>(k)] * t)(0, 0);
   }
-  if (std::isfinite(chi2) && scaling.l.allFinite()) linear_estimate_ = scaling.l;
+  if (std::isfinite(chi2) && scaling.l.allFinite()) {
+    linear_estimate_ = scaling.l;
+    solved_at_ = n;
+  } else {
+    solved_at_.resize(0);
+  }
   return chi2;
+}
+
+bool VariableProjectionProblem::SumsPhysicalBlock() const {
+  return objective_.loss().is_linear() &&
+         objective_.model().mode() == AnalysisMode::kTwoComponent &&
+         objective_.num_angles() >= kMinSummedAngles;
 }
 
 NormalEquations VariableProjectionProblem::Accumulate(const Eigen::VectorXd& n) {

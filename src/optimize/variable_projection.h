@@ -99,7 +99,14 @@ class VariableProjectionProblem : public LeastSquaresProblem {
   // reweighting step from it); restoring it makes a replayed search (global_search.h) continue
   // bitwise.
   const Eigen::VectorXd& linear_estimate() const { return linear_estimate_; }
-  void set_linear_estimate(const Eigen::VectorXd& estimate) { linear_estimate_ = estimate; }
+  void set_linear_estimate(const Eigen::VectorXd& estimate) {
+    linear_estimate_ = estimate;
+    solved_at_.resize(0);
+  }
+  // True when a full pass at the scaling the last Cost solved at the same n sums the physical
+  // block over the angles (PassColumns::kSummedPhysical): the two-component mode under the
+  // linear loss with at least 8 angles. Then LocalFitOptions judges trials by Cost.
+  bool SumsPhysicalBlock() const;
 
  private:
   // Where an evaluation at n takes its pass: the reduced point z (n with the linear estimate l0,
@@ -137,6 +144,9 @@ class VariableProjectionProblem : public LeastSquaresProblem {
   std::vector<int> nonlinear_;
   std::vector<int> linear_;
   Eigen::VectorXd linear_estimate_;  // l at the last evaluation: where the next one is taken
+  // The n at which the last evaluation was a Cost that solved linear_estimate_ (empty otherwise):
+  // a full pass there is at its best scaling up to rounding (ProjectedEquations).
+  Eigen::VectorXd solved_at_;
   int64_t passes_ = 0;
 };
 

@@ -458,6 +458,92 @@ TEST(PassKernelTest, TwoComponentWithPhasesBeyondTheVectorRangeMatches) {
   ExpectKernelMatchesReferenceAtEveryLevel(c, 1e-10);
 }
 
+// The full pass with the physical block summed over the angles (PassKernel::
+// AccumulateSummedPhysicalRows; docs/design.md section 2, The two-component physical block summed
+// over the angles) against the long-double point-by-point reference: the physical block of angle
+// 0 holds the sum over the angles' blocks, the other angles' stay 0, every other entry is the
+// angle's own; relative to the diagonal scales, as ExpectKernelMatchesReference. Rows in batches
+// of 7 (the tile walk restarts per batch), with the NaN and inf points of MakeData.
+void ExpectSummedPhysicalBlockMatchesReference(const KernelCase& c, IsaLevel level,
+                                               double tolerance) {
+  SCOPED_TRACE("instruction-set level " + std::string(ToString(level)));
+  const HomodyneModel model(c.mode, c.geometry, Times(c.n, c.geometry.dt_seconds));
+  const std::vector<std::vector<float>> data = MakeData(model, c, c.physical);
+  std::vector<double> start = c.physical;
+  for (double& value : start) value *= 1.05;
+  const ModelEvaluation evaluation(model, start);
+  std::vector<int64_t> reference_finite;
+  const std::vector<Eigen::MatrixXd> reference =
+      ReferenceGrams(evaluation, c, data, &reference_finite);
+  const PassKernel kernel(evaluation, c.phi, c.contrast, c.offset, level);
+  const int g = kernel.gram_size();
+  const int p = g - 3;
+  std::vector<Eigen::MatrixXd> grams(c.phi.size(), Eigen::MatrixXd::Zero(g, g));
+  std::vector<int64_t> finite(c.phi.size(), 0);
+  PassKernel::Workspace workspace(g);
+  for (int row = 0; row < c.n; row += 7) {
+    const int row_end = std::min(row + 7, c.n);
+    std::vector<const float*> pointers;
+    for (const auto& values : data) {
+      pointers.push_back(values.data() + UpperTriangleRowOffset(c.n, row));
+    }
+    kernel.AccumulateSummedPhysicalRows(row, row_end, pointers, grams, finite, workspace);
+  }
+  Eigen::MatrixXd summed_reference = Eigen::MatrixXd::Zero(p, p);
+  for (size_t k = 0; k < c.phi.size(); ++k) summed_reference += reference[k].topLeftCorner(p, p);
+  for (size_t k = 0; k < c.phi.size(); ++k) {
+    EXPECT_EQ(finite[k], reference_finite[k]) << "angle " << k;
+    for (int a = 0; a < g; ++a) {
+      for (int col = 0; col <= a; ++col) {
+        const bool physical = a < p;  // then col < p too
+        if (physical && k > 0) {
+          EXPECT_EQ(grams[k](a, col), 0.0)
+              << "angle " << k << " entry (" << a << ", " << col << ")";
+          continue;
+        }
+        const Eigen::MatrixXd& expected = physical ? summed_reference : reference[k];
+        const double scale = std::sqrt(expected(a, a) * expected(col, col)) + 1e-300;
+        EXPECT_NEAR(grams[k](a, col) / scale, expected(a, col) / scale, tolerance)
+            << "angle " << k << " entry (" << a << ", " << col << ")";
+      }
+    }
+  }
+}
+
+TEST(PassKernelTest, TwoComponentSummedPhysicalBlockMatchesTheReference) {
+  std::vector<std::pair<std::string, KernelCase>> cases;
+  cases.emplace_back("3 angles", TwoComponentCase());
+  KernelCase many = TwoComponentCase();
+  many.n = 120;
+  many.phi.clear();
+  many.contrast.clear();
+  many.offset.clear();
+  for (int k = 0; k < 23; ++k) {
+    many.phi.push_back(8.0 * k);
+    many.contrast.push_back(0.2 + 0.01 * k);
+    many.offset.push_back(1.0 + 0.001 * k);
+  }
+  cases.emplace_back("23 angles", many);
+  KernelCase one = TwoComponentCase();
+  one.phi = {30.0};
+  one.contrast = {0.3};
+  one.offset = {1.0};
+  cases.emplace_back("1 angle (W of rank 1)", one);
+  KernelCase long_rows = TwoComponentCase();
+  long_rows.n = 2 * pass_kernel::kCostTilePoints + 48;
+  cases.emplace_back("rows across factor blocks", long_rows);
+  for (const auto& [name, c] : cases) {
+    SCOPED_TRACE(name);
+    for (IsaLevel level : LevelsToTest())
+      ExpectSummedPhysicalBlockMatchesReference(c, level, 1e-12);
+  }
+  KernelCase fast = TwoComponentCase();
+  fast.physical[6] = 3.0e8;  // phases beyond the vector range, as the per-angle test's 1e-10
+  SCOPED_TRACE("large phases");
+  for (IsaLevel level : LevelsToTest())
+    ExpectSummedPhysicalBlockMatchesReference(fast, level, 1e-10);
+}
+
 // The velocity phase tables (FillVelocityPhaseTables, two_component_point.h) of every level's
 // vector loop against libm's sin and cos of s C[v]_j with the same first-order correction: within
 // 4e-16 absolute over phases of both signs up to 1e5 rad (C[v] changes sign, as v may); phases

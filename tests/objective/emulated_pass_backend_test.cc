@@ -191,6 +191,28 @@ TEST(EmulatedPassBackendTest, ScalingPassIsTheFullPassesSubBlocks) {
   }
 }
 
+// A device backend keeps each angle's physical block for PassColumns::kSummedPhysical (which
+// per-angle blocks meet: batched_objective.h): bitwise its kAll pass.
+TEST(EmulatedPassBackendTest, SummedPhysicalPassIsTheFullPass) {
+  const std::shared_ptr<PassBackend> emulated = MakeEmulatedPassBackend({3, 64});
+  for (const PassCase& pass_case : ComparisonCases()) {
+    SCOPED_TRACE(pass_case.name);
+    const PassSums full = ComputeAllSums(*emulated, pass_case);
+    const PassSums summed =
+        ComputeAllSums(*emulated, pass_case, PassLoss(), 0, PassColumns::kSummedPhysical);
+    ASSERT_EQ(summed.grams.size(), full.grams.size());
+    for (size_t slot = 0; slot < full.grams.size(); ++slot) {
+      const Eigen::MatrixXd& expected = full.grams[slot];
+      ASSERT_EQ(summed.grams[slot].rows(), expected.rows());
+      for (int a = 0; a < expected.rows(); ++a) {
+        for (int c = 0; c <= a; ++c) EXPECT_EQ(summed.grams[slot](a, c), expected(a, c)) << slot;
+      }
+    }
+    EXPECT_EQ(summed.finite, full.finite);
+    EXPECT_EQ(summed.costs, full.costs);
+  }
+}
+
 TEST(EmulatedPassBackendTest, SumsOfABatchDoNotDependOnTheChunking) {
   const std::shared_ptr<PassBackend> emulated = MakeEmulatedPassBackend({4, 32});
   const PassCase pass_case =

@@ -82,7 +82,23 @@ struct TwoComponentFunctions {
   // in magnitude: returns true. Otherwise writes nothing and returns false (the caller uses libm).
   bool (*fill_velocity_tables)(double s, const double* velocity, int64_t n, double* sin_table,
                                double* cos_table);
+  // accumulate_rows' sums with the physical block summed over the angles (ModePass::
+  // AccumulateSummedPhysicalRows; linear loss only): grams[0]'s physical block holds the sum
+  // over the angles, the other angles' physical blocks are left as they are; every other entry
+  // as accumulate_rows'. lane_grams: SummedLaneGramsDoubles(gram_size, num_angles) doubles.
+  void (*accumulate_summed_rows)(const TwoComponentInputs& inputs, int row_begin, int row_end,
+                                 int row_stride, const float* const* data, double* const* grams,
+                                 int64_t* finite_points, double* factors, double* tile,
+                                 double* lane_grams);
 };
+
+// The scratch of accumulate_summed_rows: the angles' lanes, the summed physical block's lane Gram
+// and kTwoComponentSummedColumns columns of kTilePoints.
+inline constexpr int kTwoComponentSummedColumns = 19;
+constexpr int64_t SummedLaneGramsDoubles(int gram_size, int num_angles) {
+  return static_cast<int64_t>(num_angles) * LaneGramDoubles(gram_size) +
+         LaneGramDoubles(gram_size - 3) + kTwoComponentSummedColumns * kTilePoints;
+}
 
 // One definition per level the build compiles (src/model/CMakeLists.txt; pass_variants.h).
 HOMODYNE_DECLARE_PASS_VARIANTS(TwoComponentFunctions, kTwoComponentFunctions)

@@ -142,6 +142,21 @@ class TwoComponentPass final : public ModePass {
                                 scratch.factors.data(), scratch.tile.data(),
                                 scratch.lane_grams.data());
   }
+  void AccumulateSummedPhysicalRows(int row_begin, int row_end, int row_stride,
+                                    const float* const* data, double* const* grams,
+                                    int64_t* finite_points, PassScratch& scratch) const override {
+    if (inputs_.loss.function != LossFunction::kLinear) {
+      AccumulateRows(row_begin, row_end, row_stride, data, grams, finite_points, scratch);
+      return;
+    }
+    pass_kernel::TwoComponentInputs inputs = inputs_;
+    inputs.gram_size = scratch.gram_size;
+    scratch.lane_grams.resize(static_cast<size_t>(
+        pass_kernel::SummedLaneGramsDoubles(scratch.gram_size, static_cast<int>(angles_.size()))));
+    functions_->accumulate_summed_rows(inputs, row_begin, row_end, row_stride, data, grams,
+                                       finite_points, scratch.factors.data(), scratch.tile.data(),
+                                       scratch.lane_grams.data());
+  }
   void SumSquaredResiduals(int row_begin, int row_end, int row_stride, const float* const* data,
                            double* squared_residuals, PassScratch& scratch) const override {
     // The per-thread sums of e^2 live in the lane Grams' space (gram_block.h).
