@@ -27,12 +27,14 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <new>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <system_error>
 #include <vector>
 
+#include "base/fault_injection.h"
 #include "checkpoint/checkpoint_store.h"
 #include "homodyne/dataset.h"
 #include "homodyne/errors.h"
@@ -454,6 +456,11 @@ class FitRun {
       return nullptr;
     }
     return [this, &objective, here_only](const std::string& name, double value, double enough) {
+      // The fault point of a profile fit's allocations (src/base/fault_injection.h).
+      if (const FaultInjector* faults = InstalledFaultInjector();
+          faults != nullptr && faults->FailAllocation("profile_fit")) {
+        throw std::bad_alloc();
+      }
       const FitParameters& parameters = *fit_->parameters;
       const ScalingMap& map = parameters.map;
       const auto at = std::find(parameters.full_names.begin(), parameters.full_names.end(), name);
