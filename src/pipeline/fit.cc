@@ -701,6 +701,7 @@ class FitRun {
         const double chi2 = known ? *known : spread_probe_(name, value, enough);
         spread_points_.push_back({parameter, value, chi2});
         spread_passes_.push_back(profile_data_->passes() - passes_before);
+        fit_->checkpoints->OnLocalProfilePoint(spread_passes_.back());
         if (AgreedSignalBetweenPoints() != 0) {
           throw PassInterrupted("a profile end stopped between two points: a rank has a signal");
         }

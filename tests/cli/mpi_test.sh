@@ -263,8 +263,10 @@ case "$case_name" in
     done
     rm -rf checkpoints
     # SIGTERM on rank 1 only, a quarter into the single process's profile batches (rank 1 counts
-    # those of its own ends): among the intervals. Every rank stops at the end of the round (the
-    # chunk, streaming); the resumed jobs take the saved profile points from the checkpoint.
+    # every rank's points at each round's end and its own points between: the signal comes
+    # between two points of its end, standard). Every rank stops at the next agreement on a
+    # signal, after its point in progress (the chunk, streaming); the resumed jobs take the saved
+    # profile points from the checkpoint.
     interrupt_rank_1_after $((plain + (total - plain) / 4))
     grep -q "iteration" <<<"$last_output" && ! grep -q "results in" <<<"$last_output" ||
       { echo "FAIL: not stopped among the intervals"; failures=$((failures + 1)); }
