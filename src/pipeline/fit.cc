@@ -484,10 +484,10 @@ class FitRun {
   // end order as one process records them (a point the trail holds already, from the checkpoint
   // or an earlier end, is not recorded again, and its passes are not counted: every rank counts
   // the same batches, the single process's; FitCheckpoints::OnProfilePoint, where the ranks also
-  // agree on a signal). Between two profile points of an end the ranks agree on a signal too
-  // (AgreedSignalBetweenPoints: every rank makes kProfileEndEvaluations such agreements per
-  // round, those whose end needs fewer points after it), so a signal waits for at most one
-  // refit on each rank, not a whole end; an end stopped by a signal keeps no point, the round
+  // agree on a signal). After each profile point of an end the ranks agree on a signal too
+  // (AgreedSignalBetweenPoints; a rank whose end is done, or that has none, makes the same
+  // agreements until every rank's end is done), so a signal waits for at most one refit on each
+  // rank, not a whole end; an end stopped by a signal keeps no point, the round
   // ends and the fit stops with the ends before it saved. Null (each refit's passes shared in
   // lock step instead) on one process, for a strategy that cannot hold the data (streaming), and
   // above optimization.nlsq.global_search.max_points points, where K copies of the data would
@@ -540,7 +540,7 @@ class FitRun {
         const size_t item = round + static_cast<size_t>(group.rank());
         std::fill(mine.begin(), mine.end(), kNaN);
         mine[3] = 0.0;
-        spread_agreements_ = 0;
+        spread_round_stopped_ = false;
         if (item < count) {
           spread_points_.clear();
           spread_passes_.clear();
@@ -572,9 +572,13 @@ class FitRun {
             }
           }
         }
-        // The agreements this rank's end did not make (it needed fewer points, stopped or
-        // failed, or there was none): every rank makes the same number, in the same order.
-        while (spread_agreements_ < kProfileEndEvaluations) AgreedSignalBetweenPoints();
+        // The agreements of the ends still going on other ranks (this rank's end is done,
+        // stopped or failed, or there was none), until none is or a signal stopped the round:
+        // every rank makes the same agreements, in the same order.
+        if (!spread_round_stopped_) {
+          while (!AgreedSignalBetweenPoints(/*working=*/false) && spread_anyone_working_) {
+          }
+        }
         group.AllGather(mine, counts, all);
         for (int r = 0; r < ranks; ++r) {
           if (all[static_cast<size_t>(kBlock) * r + 1] != 3.0) continue;
@@ -604,14 +608,17 @@ class FitRun {
     };
   }
 
-  // Inside SpreadIntervalEnds' rounds: the largest signal of all ranks (each rank's own flag,
-  // InterruptSignalHere), after each profile point of an end and, to make up the round's
-  // kProfileEndEvaluations, after the end; a collective, so every rank makes the same number.
-  int64_t AgreedSignalBetweenPoints() {
-    // One more than the others make would leave them in another collective: abort instead.
-    HOMODYNE_CHECK(spread_agreements_ < kProfileEndEvaluations);
-    ++spread_agreements_;
-    return CurrentProcessGroup()->MaxOverRanks(InterruptSignalHere());
+  // Inside SpreadIntervalEnds' rounds, a collective: each rank tells whether it has a signal
+  // (its own flag, InterruptSignalHere) and whether it is still in its end (`working`: after
+  // each of its points; false once its end is done). True when a rank has a signal: every rank
+  // then stops its end and makes no more agreements in the round (spread_round_stopped_); else
+  // spread_anyone_working_ says whether a rank is still in its end (then the others agree again).
+  bool AgreedSignalBetweenPoints(bool working) {
+    const int64_t agreed = CurrentProcessGroup()->MaxOverRanks(
+        (InterruptSignalHere() != 0 ? 2 : 0) + (working ? 1 : 0));
+    spread_round_stopped_ = agreed >= 2;
+    spread_anyone_working_ = agreed == 1;
+    return spread_round_stopped_;
   }
 
   // The chi2 of the trail's point of this parameter and these bits of its value at index `from`
@@ -702,7 +709,7 @@ class FitRun {
         spread_points_.push_back({parameter, value, chi2});
         spread_passes_.push_back(profile_data_->passes() - passes_before);
         fit_->checkpoints->OnLocalProfilePoint(spread_passes_.back());
-        if (AgreedSignalBetweenPoints() != 0) {
+        if (AgreedSignalBetweenPoints(/*working=*/true)) {
           throw PassInterrupted("a profile end stopped between two points: a rank has a signal");
         }
         return chi2;
@@ -735,8 +742,9 @@ class FitRun {
   bool spreading_ = false;                          // inside an end found on this rank alone
   std::vector<ProfilePointRecord> spread_points_;   // that end's points
   std::vector<int64_t> spread_passes_;              // and the passes each took
-  int spread_agreements_ = 0;  // AgreedSignalBetweenPoints of this round, this rank
-  size_t check_points_ = 0;    // the profile check's points asked for: the trail's first ones
+  bool spread_round_stopped_ = false;   // AgreedSignalBetweenPoints: a signal, this round
+  bool spread_anyone_working_ = false;  // and a rank still in its end
+  size_t check_points_ = 0;  // the profile check's points asked for: the trail's first ones
   size_t profile_points_resumed_ = 0;  // of the trail, the resumed checkpoint's
   int profile_points_replayed_ = 0;    // resumed points the check and intervals asked for
 };
