@@ -21,6 +21,7 @@
 #include <bit>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <filesystem>
@@ -282,7 +283,7 @@ class FitRun {
     // check's and the profile intervals' probes take from them (CheckpointedCheckProbe,
     // CheckpointedProbe).
     profile_trail_ = fit_->checkpoints->profile_trail();
-    profile_points_resumed_ = profile_trail_.points.size();
+    profile_point_resumed_.assign(profile_trail_.points.size(), true);
     const Clock::time_point uncertainty_start = Clock::now();
     const ReportedUncertainty uncertainty = UncertaintyOfTheSolution(recorded);
     const double uncertainty_seconds = SecondsSince(uncertainty_start);
@@ -598,6 +599,7 @@ class FitRun {
             found.points.emplace_back(point.value, block[5 + 4 * k]);
             if (KnownProfilePoint(point.parameter, point.value, check_points_)) continue;
             profile_trail_.points.push_back(point);
+            profile_point_resumed_.push_back(false);
             passes += static_cast<int64_t>(block[7 + 4 * k]);
           }
         }
@@ -631,7 +633,7 @@ class FitRun {
     for (size_t k = from; k < points.size(); ++k) {
       if (points[k].parameter == parameter &&
           std::bit_cast<uint64_t>(points[k].value) == std::bit_cast<uint64_t>(value)) {
-        if (count_replayed && k < profile_points_resumed_) ++profile_points_replayed_;
+        if (count_replayed && profile_point_resumed_[k]) ++profile_points_replayed_;
         return points[k].chi2;
       }
     }
@@ -646,16 +648,19 @@ class FitRun {
 
   // A profile point computed by `probe` on the fit's data (every rank together) and recorded:
   // a signal during it stops the fit with the points before it saved (FitInterrupted), so the
-  // resumed run computes it again; else it goes into the trail, its passes are counted and the
-  // checkpoints may save (FitCheckpoints::OnProfilePoint).
+  // resumed run computes it again; else it goes into the trail at index `at` (at most its size:
+  // the end), its passes are counted and the checkpoints may save (FitCheckpoints::
+  // OnProfilePoint).
   double ComputeProfilePoint(const ProfileProbe& probe, int parameter, const std::string& name,
-                             double value, double enough) {
+                             double value, double enough, size_t at) {
     const BatchedObjective& objective = fit_->strategy->objective();
     const int64_t passes_before = objective.passes();
     const double chi2 = probe(name, value, enough);
     FitCheckpoints& checkpoints = *fit_->checkpoints;
     checkpoints.StopIfInterrupted();  // a signal during the point: saved without it
-    profile_trail_.points.push_back({parameter, value, chi2});
+    const auto offset = static_cast<std::ptrdiff_t>(std::min(at, profile_trail_.points.size()));
+    profile_trail_.points.insert(profile_trail_.points.begin() + offset, {parameter, value, chi2});
+    profile_point_resumed_.insert(profile_point_resumed_.begin() + offset, false);
     checkpoints.OnProfilePoint(objective.passes() - passes_before, profile_trail_);
     return chi2;
   }
@@ -666,9 +671,12 @@ class FitRun {
   // the trail. The check runs before any interval, so its points are the trail's first ones, in
   // the order it asks for them; the k-th point it asks for is the trail's k-th when that holds the
   // same parameter and bits of the value (its chi2 is that of the check's early stop at `enough`,
-  // not a full refit's: the intervals never take it, CheckpointedProbe), else it is computed (a
-  // trail written at another instruction-set level may differ in the last bits: the points after
-  // it are then dropped and computed again). Null when `probe` is.
+  // not a full refit's: the intervals never take it, CheckpointedProbe), else it is computed and
+  // inserted there, before the points that were: a checkpoint of a run without the check (the
+  // trail holds the intervals' points only; optimization.nlsq.profile_check is not in the
+  // checkpoint's identity), or one written at another instruction-set level (the last bits may
+  // differ). The intervals may still take the points after it, found by value. Null when `probe`
+  // is.
   ProfileProbe CheckpointedCheckProbe(ProfileProbe probe) {
     if (!probe) return nullptr;
     return [this, probe = std::move(probe)](const std::string& name, double value, double enough) {
@@ -677,14 +685,10 @@ class FitRun {
       std::vector<ProfilePointRecord>& points = profile_trail_.points;
       if (k < points.size() && points[k].parameter == parameter &&
           std::bit_cast<uint64_t>(points[k].value) == std::bit_cast<uint64_t>(value)) {
-        if (k < profile_points_resumed_) ++profile_points_replayed_;
+        if (profile_point_resumed_[k]) ++profile_points_replayed_;
         return points[k].chi2;
       }
-      if (k < points.size()) {
-        points.resize(k);
-        profile_points_resumed_ = std::min(profile_points_resumed_, k);
-      }
-      return ComputeProfilePoint(probe, parameter, name, value, enough);
+      return ComputeProfilePoint(probe, parameter, name, value, enough, k);
     };
   }
 
@@ -717,7 +721,8 @@ class FitRun {
       if (const std::optional<double> known = KnownProfilePoint(parameter, value, check_points_)) {
         return *known;
       }
-      return ComputeProfilePoint(probe, parameter, name, value, enough);
+      return ComputeProfilePoint(probe, parameter, name, value, enough,
+                                 profile_trail_.points.size());
     };
   }
 
@@ -745,8 +750,8 @@ class FitRun {
   bool spread_round_stopped_ = false;   // AgreedSignalBetweenPoints: a signal, this round
   bool spread_anyone_working_ = false;  // and a rank still in its end
   size_t check_points_ = 0;  // the profile check's points asked for: the trail's first ones
-  size_t profile_points_resumed_ = 0;  // of the trail, the resumed checkpoint's
-  int profile_points_replayed_ = 0;    // resumed points the check and intervals asked for
+  std::vector<bool> profile_point_resumed_;  // per point of the trail: the resumed checkpoint's
+  int profile_points_replayed_ = 0;          // resumed points the check and intervals asked for
 };
 
 }  // namespace

@@ -298,6 +298,14 @@ case "$case_name" in
       { echo "FAIL: no profile intervals in the resumed result"; failures=$((failures + 1)); }
     same_result_files reference interrupted "profile check SIGTERM, intervals SIGTERM + resume"
     [ "$(checkpoint_count)" -eq 0 ] || { echo "FAIL: checkpoints left after success"; failures=$((failures + 1)); }
+    # profile_check is not in the checkpoint's identity (it adds warnings and intervals after the
+    # fit): a checkpoint saved in the check, resumed with the check off, gives the plain fit's
+    # result files.
+    HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=$((plain + (total - plain) / 10)):15 expect_exit 3 \
+      "interrupted by SIGTERM; checkpoint saved" fit_with_faults --output-dir check_off
+    expect_exit 0 "resumed from the checkpoint" "$bin_dir/homodyne" --config plain.yaml \
+      "${strategy_flags[@]}" "${local_only[@]}" --output-dir check_off
+    same_result_files plain check_off "profile check SIGTERM, resumed with profile_check: false"
     ;;
   global_sigterm)
     # SIGTERM inside the global phase (it screens ~140 candidates, one pass each, before any
