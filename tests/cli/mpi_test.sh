@@ -20,6 +20,8 @@
 #                           single process (standard: the ranks spread the interval ends;
 #                           streaming: lock step); SIGTERM on rank 1 among the intervals, resumed
 #                           on 3 ranks and in one process
+#   check_signal            two_component (its profile check, in lock step): SIGTERM on rank 1
+#                           in the check, resumed on 3 ranks and in one process
 #   profile_faults          laminar_flow with --profile-intervals (standard), 2 ranks: rank 1
 #                           cannot copy all the data (lock step instead, bitwise), then a profile
 #                           fit fails on rank 1 (exit 1 naming it)
@@ -277,6 +279,37 @@ case "$case_name" in
     same_points "resumed by one process"
     grep -Eo "profile points: [0-9]+" <<<"$resumed3_output" >/dev/null &&
       last_output=$resumed3_output && same_points "resumed on 3 ranks"
+    ;;
+  check_signal)
+    # The profile check of a two_component fit (docs/results.md, What the uncertainties mean; the
+    # mode's default) and the intervals of what it names, refitted in lock step: SIGTERM on rank 1
+    # a tenth into their batches (in the check) stops every rank with exit 3 and one checkpoint,
+    # which 3 ranks and one process resume bitwise.
+    write_config laminar_flow 100000 100000 150
+    sed -i 's/^analysis_mode: laminar_flow/analysis_mode: two_component/
+      s/^  parameter_names: .*/  parameter_names: [D0_ref, alpha_ref, D_offset_ref, D0_sample, alpha_sample, D_offset_sample, v0, v_beta, v_offset, f0, f1, f2, f3, phi0_het]/
+      s/^  values: .*/  values: [1050, -0.32, 11, 21000, -0.48, 0.5, 21, 0.52, 1.1, 0.31, 0.012, 0.5, 0.21, 2.2]\n  fixed_parameters: [f2]/
+      s/^  parameters: {D0: .*/  parameters: {D0_ref: 1000, alpha_ref: -0.3, D_offset_ref: 10, D0_sample: 20000, alpha_sample: -0.5, D_offset_sample: 0, v0: 20, v_beta: 0.5, v_offset: 1, f0: 0.3, f1: 0.01, f2: 0.5, f3: 0.2, phi0_het: 2}/
+      /^               gamma_dot_t_offset: 0, phi0: 0}/d' fit.yaml
+    "$bin_dir/homodyne-simulate" --config fit.yaml > /dev/null || { echo "FAIL: simulate"; exit 1; }
+    flags=(--config fit.yaml --strategy standard --threads 1 --global-search off)
+    expect_exit 0 "results in" "$bin_dir/homodyne" "${flags[@]}" --output-dir single
+    grep -q "standard errors from the result" <<<"$last_output" ||
+      { echo "FAIL: the profile check named no parameter"; failures=$((failures + 1)); }
+    total=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['batch_statistics']['batches'])" \
+      single/nlsq/convergence_metrics.json)
+    sed 's/^    max_iterations: 40$/&\n    profile_check: false/' fit.yaml > plain.yaml
+    expect_exit 0 "results in" "$bin_dir/homodyne" --config plain.yaml --strategy standard \
+      --threads 1 --global-search off --output-dir plain
+    plain=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['batch_statistics']['batches'])" \
+      plain/nlsq/convergence_metrics.json)
+    [ "$total" -gt $((plain + 8)) ] ||
+      { echo "FAIL: the check and its intervals took $((total - plain)) batches, too few to interrupt"; failures=$((failures + 1)); }
+    rm -rf checkpoints
+    interrupt_rank_1_after $((plain + (total - plain) / 10))
+    grep -q "standard errors from the result" <<<"$last_output" &&
+      { echo "FAIL: not stopped in the check"; failures=$((failures + 1)); }
+    resume_on_3_ranks_and_one_process single
     ;;
   profile_faults)
     # The failure paths of the spread interval ends (docs/design.md section 5b), on rank 1 alone:
