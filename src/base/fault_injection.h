@@ -38,10 +38,11 @@ class FaultInjector {
   virtual ~FaultInjector() = default;
 
   // Asked before an allocation that can exhaust memory: `site` is a strategy's name
-  // (ToString(StrategyKind): "standard", "large", "chunked", "streaming") while it is set up, or
-  // "ceres_jacobian" before the Ceres standard fit allocates its Jacobian
-  // (src/pipeline/fit_strategy.cc). True: the caller throws std::bad_alloc, as the allocation
-  // would.
+  // (ToString(StrategyKind): "standard", "large", "chunked", "streaming") while it is set up,
+  // "ceres_jacobian" before the Ceres standard fit allocates its Jacobian, "whole_data" before a
+  // rank of a job copies all the data for the profile intervals (src/pipeline/fit_strategy.cc),
+  // or "profile_fit" before each profile point's refit (src/pipeline/fit.cc). True: the caller
+  // throws std::bad_alloc, as the allocation would.
   virtual bool FailAllocation(std::string_view /*site*/) const { return false; }
 
   // Asked before each read of a streamed batch (every angle, every retry;

@@ -21,18 +21,21 @@
 #include <bit>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <filesystem>
 #include <functional>
 #include <limits>
 #include <memory>
+#include <new>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <system_error>
 #include <vector>
 
+#include "base/fault_injection.h"
 #include "checkpoint/checkpoint_store.h"
 #include "homodyne/dataset.h"
 #include "homodyne/errors.h"
@@ -276,17 +279,24 @@ class FitRun {
       sum_of_squares =
           fit_->strategy->objective().SumOfSquares(fit_->parameters->map.Expand(summary_.theta));
     }
+    // The profile points of the checkpoint this run resumed from (empty when none): the profile
+    // check's and the profile intervals' probes take from them (CheckpointedCheckProbe,
+    // CheckpointedProbe).
+    profile_trail_ = fit_->checkpoints->profile_trail();
+    profile_point_resumed_.assign(profile_trail_.points.size(), true);
     const Clock::time_point uncertainty_start = Clock::now();
     const ReportedUncertainty uncertainty = UncertaintyOfTheSolution(recorded);
     const double uncertainty_seconds = SecondsSince(uncertainty_start);
     ReportPhase("uncertainties", uncertainty_seconds);
-    outcome_.physical =
-        RecordSolution(summary_, lm_, *fit_->parameters, fit_->plan.scaling, objective,
-                       fit_->phi_degrees, !config_.performance.fast_mode, recorded, sum_of_squares,
-                       ProfileProbeOfTheSolution(), uncertainty);
+    const ProfileProbe profile_check = CheckpointedCheckProbe(ProfileProbeOfTheSolution());
+    outcome_.physical = RecordSolution(summary_, lm_, *fit_->parameters, fit_->plan.scaling,
+                                       objective, fit_->phi_degrees, !config_.performance.fast_mode,
+                                       recorded, sum_of_squares, profile_check, uncertainty);
     if (!profile_trail_.empty()) {
-      spdlog::info("profile intervals: {} profile points, {} of them from the checkpoint",
-                   profile_trail_.points.size(), profile_points_replayed_);
+      spdlog::info(
+          "profile points: {} (the profile check's and intervals'), {} of them from the "
+          "checkpoint",
+          profile_trail_.points.size(), profile_points_replayed_);
     }
     RecordTotals(
         {summary_, source_.info(), objective, checkpoints.statistics(), checkpoints.saves(),
@@ -447,6 +457,11 @@ class FitRun {
       return nullptr;
     }
     return [this, &objective, here_only](const std::string& name, double value, double enough) {
+      // The fault point of a profile fit's allocations (src/base/fault_injection.h).
+      if (const FaultInjector* faults = InstalledFaultInjector();
+          faults != nullptr && faults->FailAllocation("profile_fit")) {
+        throw std::bad_alloc();
+      }
       const FitParameters& parameters = *fit_->parameters;
       const ScalingMap& map = parameters.map;
       const auto at = std::find(parameters.full_names.begin(), parameters.full_names.end(), name);
@@ -466,12 +481,18 @@ class FitRun {
   // found by rank i mod K, in rounds of K ends, on every row of the data held by that rank
   // (FitStrategy::WholeDataHere: bitwise the single process's objective), alone; one AllGather
   // after each round brings every rank every end of the round (its value, note and profile
-  // points), whose points then go into the checkpoints' trail (FitCheckpoints::OnProfilePoint,
-  // where the ranks also agree on a signal). An end stopped by a signal on its rank keeps no
-  // point: the round ends and the fit stops with the ends before it saved. Null (each refit's
-  // passes shared in lock step instead) on one process, for a strategy that cannot hold the data
-  // (streaming), and above optimization.nlsq.global_search.max_points points, where K copies of
-  // the data would cost more memory than the gathers they save.
+  // points, each with the passes it took), whose points then go into the checkpoints' trail in
+  // end order as one process records them (a point the trail holds already, from the checkpoint
+  // or an earlier end, is not recorded again, and its passes are not counted: every rank counts
+  // the same batches, the single process's; FitCheckpoints::OnProfilePoint, where the ranks also
+  // agree on a signal). After each profile point of an end the ranks agree on a signal too
+  // (AgreedSignalBetweenPoints; a rank whose end is done, or that has none, makes the same
+  // agreements until every rank's end is done), so a signal waits for at most one refit on each
+  // rank, not a whole end; an end stopped by a signal keeps no point, the round
+  // ends and the fit stops with the ends before it saved. Null (each refit's passes shared in
+  // lock step instead) on one process, for a strategy that cannot hold the data (streaming), and
+  // above optimization.nlsq.global_search.max_points points, where K copies of the data would
+  // cost more memory than the gathers they save.
   ProfileEndsRunner SpreadIntervalEnds() {
     ProcessGroup& group = *CurrentProcessGroup();
     if (group.size() <= 1 ||
@@ -487,13 +508,16 @@ class FitRun {
       failure = error.what();
       profile_data_.reset();
     }
-    if (group.MaxOverRanks(profile_data_ ? 0 : 1) != 0) {
+    // The highest rank that failed, plus one (0: none); rank 0 logs it, that rank its reason.
+    if (const int64_t failed_rank = group.MaxOverRanks(profile_data_ ? 0 : group.rank() + 1);
+        failed_rank != 0) {
       if (!failure.empty()) {
-        spdlog::warn(
-            "profile intervals: this rank could not hold all the data ({}): the ends "
-            "are computed by all the ranks together",
-            failure);
+        spdlog::warn("profile intervals: this rank could not hold all the data: {}", failure);
       }
+      spdlog::warn(
+          "profile intervals: MPI rank {} could not hold all the data: the interval ends are "
+          "computed by all the ranks together",
+          failed_rank - 1);
       profile_data_.reset();
       return nullptr;
     }
@@ -507,8 +531,9 @@ class FitRun {
       const int ranks = group.size();
       // One end as doubles: value, note (0 none, 1 bound, 2 failed, 3 an error every rank
       // raises after the gather), parameter, points, then
-      // (value held, chi2 less the minimum, chi2) per point; an end not found here: 0 points.
-      constexpr int kBlock = 4 + 3 * kProfileEndEvaluations;
+      // (value held, chi2 less the minimum, chi2, passes) per point; an end not found here: 0
+      // points.
+      constexpr int kBlock = 4 + 4 * kProfileEndEvaluations;
       const std::vector<int> counts(static_cast<size_t>(ranks), kBlock);
       std::vector<double> mine(kBlock), all(static_cast<size_t>(kBlock) * ranks);
       std::exception_ptr failed;  // this rank's failure of a profile fit (note 3)
@@ -516,9 +541,10 @@ class FitRun {
         const size_t item = round + static_cast<size_t>(group.rank());
         std::fill(mine.begin(), mine.end(), kNaN);
         mine[3] = 0.0;
-        const int64_t passes_before = profile_data_->passes();
+        spread_round_stopped_ = false;
         if (item < count) {
           spread_points_.clear();
+          spread_passes_.clear();
           spreading_ = true;
           ProfileEndFound found;
           bool stopped = false;
@@ -526,7 +552,7 @@ class FitRun {
             found = find(item);
             HOMODYNE_CHECK(found.points.size() == spread_points_.size() &&
                            found.points.size() <= static_cast<size_t>(kProfileEndEvaluations));
-          } catch (const PassInterrupted&) {  // a signal here: the round ends first
+          } catch (const PassInterrupted&) {  // a signal here or agreed: the round ends first
             stopped = true;
           } catch (...) {  // raised on every rank after the gather, not here alone
             failed = std::current_exception();
@@ -540,10 +566,18 @@ class FitRun {
             mine[2] = spread_points_.empty() ? -1.0 : spread_points_.front().parameter;
             mine[3] = static_cast<double>(found.points.size());
             for (size_t k = 0; k < found.points.size(); ++k) {
-              mine[4 + 3 * k] = found.points[k].first;
-              mine[5 + 3 * k] = found.points[k].second;
-              mine[6 + 3 * k] = spread_points_[k].chi2;
+              mine[4 + 4 * k] = found.points[k].first;
+              mine[5 + 4 * k] = found.points[k].second;
+              mine[6 + 4 * k] = spread_points_[k].chi2;
+              mine[7 + 4 * k] = static_cast<double>(spread_passes_[k]);
             }
+          }
+        }
+        // The agreements of the ends still going on other ranks (this rank's end is done,
+        // stopped or failed, or there was none), until none is or a signal stopped the round:
+        // every rank makes the same agreements, in the same order.
+        if (!spread_round_stopped_) {
+          while (!AgreedSignalBetweenPoints(/*working=*/false) && spread_anyone_working_) {
           }
         }
         group.AllGather(mine, counts, all);
@@ -553,64 +587,142 @@ class FitRun {
           throw std::runtime_error("profile intervals: a profile fit failed on MPI rank " +
                                    std::to_string(r) + " (its message is in that rank's log)");
         }
+        int64_t passes = 0;  // of the points new to the trail
         for (int r = 0; r < ranks && round + static_cast<size_t>(r) < count; ++r) {
           const double* block = all.data() + static_cast<size_t>(kBlock) * r;
           ProfileEndFound& found = ends[round + static_cast<size_t>(r)];
           found.end.value = block[0];
           found.end.note = block[1] == 1.0 ? "bound" : block[1] == 2.0 ? "failed" : "";
           for (int k = 0; k < static_cast<int>(block[3]); ++k) {
-            found.points.emplace_back(block[4 + 3 * k], block[5 + 3 * k]);
-            profile_trail_.points.push_back(
-                {static_cast<int>(block[2]), block[4 + 3 * k], block[6 + 3 * k]});
+            const ProfilePointRecord point{static_cast<int>(block[2]), block[4 + 4 * k],
+                                           block[6 + 4 * k]};
+            found.points.emplace_back(point.value, block[5 + 4 * k]);
+            if (KnownProfilePoint(point.parameter, point.value, check_points_)) continue;
+            profile_trail_.points.push_back(point);
+            profile_point_resumed_.push_back(false);
+            passes += static_cast<int64_t>(block[7 + 4 * k]);
           }
         }
         // The ranks agree on a signal here (an end it stopped has no points: not recorded).
-        fit_->checkpoints->OnProfilePoint(profile_data_->passes() - passes_before, profile_trail_);
+        fit_->checkpoints->OnProfilePoint(passes, profile_trail_);
       }
       return ends;
     };
   }
 
+  // Inside SpreadIntervalEnds' rounds, a collective: each rank tells whether it has a signal
+  // (its own flag, InterruptSignalHere) and whether it is still in its end (`working`: after
+  // each of its points; false once its end is done). True when a rank has a signal: every rank
+  // then stops its end and makes no more agreements in the round (spread_round_stopped_); else
+  // spread_anyone_working_ says whether a rank is still in its end (then the others agree again).
+  bool AgreedSignalBetweenPoints(bool working) {
+    const int64_t agreed = CurrentProcessGroup()->MaxOverRanks(
+        (InterruptSignalHere() != 0 ? 2 : 0) + (working ? 1 : 0));
+    spread_round_stopped_ = agreed >= 2;
+    spread_anyone_working_ = agreed == 1;
+    return spread_round_stopped_;
+  }
+
+  // The chi2 of the trail's point of this parameter and these bits of its value at index `from`
+  // or later (a point the trail holds is the same refit: taken, not computed again); nullopt
+  // when it holds none. With count_replayed, a point of the checkpoint this run resumed from
+  // counts as replayed (profile_points_replayed_, the log's).
+  std::optional<double> KnownProfilePoint(int parameter, double value, size_t from,
+                                          bool count_replayed = true) {
+    const std::vector<ProfilePointRecord>& points = profile_trail_.points;
+    for (size_t k = from; k < points.size(); ++k) {
+      if (points[k].parameter == parameter &&
+          std::bit_cast<uint64_t>(points[k].value) == std::bit_cast<uint64_t>(value)) {
+        if (count_replayed && profile_point_resumed_[k]) ++profile_points_replayed_;
+        return points[k].chi2;
+      }
+    }
+    return std::nullopt;
+  }
+
+  // The index of a physical parameter in the full layout (ProfilePointRecord::parameter).
+  int ParameterIndexOf(const std::string& name) const {
+    const std::vector<std::string>& names = fit_->parameters->full_names;
+    return static_cast<int>(std::find(names.begin(), names.end(), name) - names.begin());
+  }
+
+  // A profile point computed by `probe` on the fit's data (every rank together) and recorded:
+  // a signal during it stops the fit with the points before it saved (FitInterrupted), so the
+  // resumed run computes it again; else it goes into the trail at index `at` (at most its size:
+  // the end), its passes are counted and the checkpoints may save (FitCheckpoints::
+  // OnProfilePoint).
+  double ComputeProfilePoint(const ProfileProbe& probe, int parameter, const std::string& name,
+                             double value, double enough, size_t at) {
+    const BatchedObjective& objective = fit_->strategy->objective();
+    const int64_t passes_before = objective.passes();
+    const double chi2 = probe(name, value, enough);
+    FitCheckpoints& checkpoints = *fit_->checkpoints;
+    checkpoints.StopIfInterrupted();  // a signal during the point: saved without it
+    const auto offset = static_cast<std::ptrdiff_t>(std::min(at, profile_trail_.points.size()));
+    profile_trail_.points.insert(profile_trail_.points.begin() + offset, {parameter, value, chi2});
+    profile_point_resumed_.insert(profile_point_resumed_.begin() + offset, false);
+    checkpoints.OnProfilePoint(objective.passes() - passes_before, profile_trail_);
+    return chi2;
+  }
+
+  // The profile check's probe (ProfileProbeOfTheSolution, fit_solution.h ProfileWarnings) with
+  // its points in the checkpoints' trail, as the profile intervals' (CheckpointedProbe): a signal
+  // among them saves a checkpoint and stops the fit (exit 3), and the resumed run takes them from
+  // the trail. The check runs before any interval, so its points are the trail's first ones, in
+  // the order it asks for them; the k-th point it asks for is the trail's k-th when that holds the
+  // same parameter and bits of the value (its chi2 is that of the check's early stop at `enough`,
+  // not a full refit's: the intervals never take it, CheckpointedProbe), else it is computed and
+  // inserted there, before the points that were: a checkpoint of a run without the check (the
+  // trail holds the intervals' points only; optimization.nlsq.profile_check is not in the
+  // checkpoint's identity), or one written at another instruction-set level (the last bits may
+  // differ). The intervals may still take the points after it, found by value. Null when `probe`
+  // is.
+  ProfileProbe CheckpointedCheckProbe(ProfileProbe probe) {
+    if (!probe) return nullptr;
+    return [this, probe = std::move(probe)](const std::string& name, double value, double enough) {
+      const int parameter = ParameterIndexOf(name);
+      const size_t k = check_points_++;
+      std::vector<ProfilePointRecord>& points = profile_trail_.points;
+      if (k < points.size() && points[k].parameter == parameter &&
+          std::bit_cast<uint64_t>(points[k].value) == std::bit_cast<uint64_t>(value)) {
+        if (profile_point_resumed_[k]) ++profile_points_replayed_;
+        return points[k].chi2;
+      }
+      return ComputeProfilePoint(probe, parameter, name, value, enough, k);
+    };
+  }
+
   // The profile intervals' probe with its points in the checkpoints (FitCheckpoints::
-  // OnProfilePoint): a point that the checkpoint this run resumed from holds (the same parameter,
-  // the same bits of its value) is taken from it, every other is computed with `probe` and added
-  // to the trail. A point that a signal stopped (the probe's NaN) is not recorded: the checkpoint
-  // is saved without it and the fit stops (FitInterrupted), so the resumed run computes it again.
-  // The points' order and values are those of an uninterrupted run, so the intervals are bitwise
-  // its own. Null when `probe` is.
+  // OnProfilePoint): a point that the trail holds after the profile check's points (the same
+  // parameter, the same bits of its value: from the checkpoint this run resumed from, or asked
+  // for again, as the 95 % search can pass where the 68 % one went) is taken from it, every
+  // other is computed with `probe` and added to the trail (ComputeProfilePoint). The points'
+  // order and values are those of an uninterrupted run, so the intervals are bitwise its own.
+  // Within SpreadIntervalEnds' ends the point is computed on this rank alone and recorded after
+  // the round. Null when `probe` is.
   ProfileProbe CheckpointedProbe(ProfileProbe probe) {
     if (!probe) return nullptr;
-    profile_trail_ = fit_->checkpoints->profile_trail();
-    profile_points_resumed_ = profile_trail_.points.size();
     return [this, probe = std::move(probe)](const std::string& name, double value, double enough) {
-      const std::vector<std::string>& names = fit_->parameters->full_names;
-      const int parameter =
-          static_cast<int>(std::find(names.begin(), names.end(), name) - names.begin());
-      // A point asked for again (the 95 % search can pass where the 68 % one went) is the same
-      // refit: taken from the trail too.
-      std::optional<double> known;
-      for (size_t k = 0; k < profile_trail_.points.size() && !known; ++k) {
-        const ProfilePointRecord& point = profile_trail_.points[k];
-        if (point.parameter == parameter &&
-            std::bit_cast<uint64_t>(point.value) == std::bit_cast<uint64_t>(value)) {
-          if (k < profile_points_resumed_) ++profile_points_replayed_;
-          known = point.chi2;
-        }
-      }
+      const int parameter = ParameterIndexOf(name);
       if (spreading_) {  // an end found on this rank alone (SpreadIntervalEnds)
+        // Not counted as replayed here: every rank counts the round's points after the gather.
+        const std::optional<double> known =
+            KnownProfilePoint(parameter, value, check_points_, /*count_replayed=*/false);
+        const int64_t passes_before = profile_data_->passes();
         const double chi2 = known ? *known : spread_probe_(name, value, enough);
         spread_points_.push_back({parameter, value, chi2});
+        spread_passes_.push_back(profile_data_->passes() - passes_before);
+        fit_->checkpoints->OnLocalProfilePoint(spread_passes_.back());
+        if (AgreedSignalBetweenPoints(/*working=*/true)) {
+          throw PassInterrupted("a profile end stopped between two points: a rank has a signal");
+        }
         return chi2;
       }
-      if (known) return *known;
-      const BatchedObjective& objective = fit_->strategy->objective();
-      const int64_t passes_before = objective.passes();
-      const double chi2 = probe(name, value, enough);
-      FitCheckpoints& checkpoints = *fit_->checkpoints;
-      checkpoints.StopIfInterrupted();  // a signal during the point: saved without it
-      profile_trail_.points.push_back({parameter, value, chi2});
-      checkpoints.OnProfilePoint(objective.passes() - passes_before, profile_trail_);
-      return chi2;
+      if (const std::optional<double> known = KnownProfilePoint(parameter, value, check_points_)) {
+        return *known;
+      }
+      return ComputeProfilePoint(probe, parameter, name, value, enough,
+                                 profile_trail_.points.size());
     };
   }
 
@@ -634,8 +746,12 @@ class FitRun {
   ProfileProbe spread_probe_;                       // its probe, on profile_data_ alone
   bool spreading_ = false;                          // inside an end found on this rank alone
   std::vector<ProfilePointRecord> spread_points_;   // that end's points
-  size_t profile_points_resumed_ = 0;               // of them, the resumed checkpoint's
-  int profile_points_replayed_ = 0;                 // resumed points the intervals asked for
+  std::vector<int64_t> spread_passes_;              // and the passes each took
+  bool spread_round_stopped_ = false;   // AgreedSignalBetweenPoints: a signal, this round
+  bool spread_anyone_working_ = false;  // and a rank still in its end
+  size_t check_points_ = 0;  // the profile check's points asked for: the trail's first ones
+  std::vector<bool> profile_point_resumed_;  // per point of the trail: the resumed checkpoint's
+  int profile_points_replayed_ = 0;          // resumed points the check and intervals asked for
 };
 
 }  // namespace

@@ -420,11 +420,21 @@ void FitCheckpoints::OnGlobalSearchFinished(int64_t batches, const GlobalSearchT
 
 void FitCheckpoints::OnProfilePoint(int64_t passes, const ProfileTrail& trail) {
   profile_trail_ = trail;
+  local_profile_batches_ = 0;  // counted now, by every rank
   AdvanceBatches(passes * batches_per_pass_);
   if (const int signal_number = InterruptSignal(); signal_number != 0) {
     SaveAndStop(nullptr, signal_number);
   }
   if (enabled_ && PeriodicSaveDue()) Save(nullptr);
+}
+
+void FitCheckpoints::OnLocalProfilePoint(int64_t passes) {
+  local_profile_batches_ += passes * batches_per_pass_;
+  if (test_signal_ && global_batch_ + local_profile_batches_ >= test_signal_->after_batches) {
+    const int signal_number = test_signal_->signal_number;
+    test_signal_.reset();
+    std::raise(signal_number);
+  }
 }
 
 void FitCheckpoints::AdvanceBatches(int64_t batches) {

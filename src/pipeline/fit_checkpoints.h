@@ -152,6 +152,11 @@ class FitCheckpoints {
   void OnProfilePoint(int64_t passes, const ProfileTrail& trail);
   // The profile points of a checkpoint this run resumed from (empty when none).
   const ProfileTrail& profile_trail() const { return profile_trail_; }
+  // A profile point that this rank alone computed in `passes` passes, inside a round of the
+  // spread interval ends (fit.cc SpreadIntervalEnds), whose batches every rank counts only at the
+  // round's end (OnProfilePoint): until then only the injected signal's count sees them, so that
+  // a test can signal one rank between two points of an end. Nothing else changes.
+  void OnLocalProfilePoint(int64_t passes);
   // The chunk callback of a pass: counts batches, saves every checkpoint_frequency batches
   // (policy.save_inside_passes), and on a signal saves and throws FitInterrupted.
   void OnChunk(const PassProgress& progress);
@@ -200,6 +205,7 @@ class FitCheckpoints {
   int64_t test_batch_delay_ms_ = 0;  // FaultInjector::BatchDelayMilliseconds
   BatchStatistics statistics_;
   int64_t global_batch_ = 0;
+  int64_t local_profile_batches_ = 0;  // OnLocalProfilePoint's since the last OnProfilePoint
   int64_t batches_at_last_save_ = 0;
   int64_t saves_ = 0;
   int64_t batches_per_pass_;

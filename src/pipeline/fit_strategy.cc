@@ -22,7 +22,8 @@ namespace {
 
 // The fault point of an allocation that can exhaust memory (src/base/fault_injection.h):
 // throws std::bad_alloc when an installed injector asks for it, so the fallbacks can be tested
-// without exhausting memory. `what`: a strategy's name, or "ceres_jacobian".
+// without exhausting memory. `what`: a strategy's name, "ceres_jacobian", or "whole_data" (a
+// rank's copy of all the data for the profile intervals, FitStrategy::WholeDataHere).
 void MaybeInjectAllocationFailure(std::string_view what) {
   const FaultInjector* faults = InstalledFaultInjector();
   if (faults != nullptr && faults->FailAllocation(what)) throw std::bad_alloc();
@@ -157,6 +158,7 @@ class InMemoryStrategy : public FitStrategy {
   // The single process's objective: its pass options without the group, the chunk callback and
   // the agreed signal check.
   std::unique_ptr<BatchedObjective> WholeDataHere() const override {
+    MaybeInjectAllocationFailure("whole_data");
     PassOptions options = pass_options_;
     options.group = nullptr;
     options.on_chunk = nullptr;

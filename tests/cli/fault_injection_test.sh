@@ -109,6 +109,8 @@ case "$case_name" in
   global_sigterm | global_kill9) local_only=() ;;
   # Profile intervals need variable projection (docs/results.md, Profile intervals).
   profile_sigterm) local_only=(--global-search off); case_flags=(--profile-intervals) ;;
+  # The profile check and the intervals of what it names need variable projection too.
+  check_sigterm) local_only=(--global-search off) ;;
 esac
 fit() {
   "$bin_dir/homodyne" --config fit.yaml "${strategy_flags[@]}" "${local_only[@]}" \
@@ -130,6 +132,7 @@ esac
 
 # The uninterrupted reference (its own checkpoint folder, removed on success).
 expect_exit 0 "LM converged" fit --output-dir reference --checkpoint-dir ./reference_checkpoints
+reference_output=$last_output
 grep -q "\"analysis_mode\": \"$mode\"" reference/nlsq/parameters.json ||
   { echo "FAIL: the reference fit is not a $mode fit"; failures=$((failures + 1)); }
 # The result files of a fit (include/homodyne/results.h, kResultFileNames), in publishing order.
@@ -237,13 +240,72 @@ case "$case_name" in
     h5dump -a format_version "$(newest_checkpoint)" 2>/dev/null | grep -q "(0): 5" ||
       { echo "FAIL: the checkpoint holds no profile points (format_version 5)"; failures=$((failures + 1)); }
     expect_exit 0 "resumed from the checkpoint" fit --output-dir interrupted
-    grep -Eq "profile intervals: [0-9]+ profile points, [1-9][0-9]* of them from the checkpoint" \
+    grep -Eq "profile points: [0-9]+ \(the profile check's and intervals'\), [1-9][0-9]* of them from the checkpoint" \
       <<<"$last_output" ||
       { echo "FAIL: the resumed run did not take profile points from the checkpoint"; failures=$((failures + 1)); }
     grep -q '"interval_method": "profile"' interrupted/nlsq/parameters.json ||
       { echo "FAIL: no profile intervals in the resumed result"; failures=$((failures + 1)); }
     same_result_files reference interrupted "profile intervals SIGTERM + resume"
     [ "$(checkpoint_count)" -eq 0 ] || { echo "FAIL: checkpoints left after success"; failures=$((failures + 1)); }
+    ;;
+  check_sigterm)
+    # SIGTERM in the profile check of the uncertainties and in the profile intervals of the
+    # parameters it names (docs/results.md, What the uncertainties mean and Intervals; the
+    # default for two_component, which names D_offset_ref, f0 and f3 here): each exits 3 with a
+    # checkpoint that holds the profile points computed so far, like a signal anywhere else, and
+    # the run resumed twice writes bitwise the reference's result files.
+    [ "$mode" = two_component ] || { echo "FAIL: check_sigterm needs MODE two_component"; exit 1; }
+    total=$(reference_batches)
+    reference_points=$(grep -Eo "profile points: [0-9]+" <<<"$reference_output")
+    sed 's/nlsq: {max_iterations: [0-9]*/&, profile_check: false/' fit.yaml > plain.yaml
+    expect_exit 0 "LM converged" "$bin_dir/homodyne" --config plain.yaml "${strategy_flags[@]}" \
+      "${local_only[@]}" --output-dir plain --checkpoint-dir ./plain_checkpoints
+    grep -q "standard errors from the result" <<<"$last_output" &&
+      { echo "FAIL: profile_check: false still checked"; failures=$((failures + 1)); }
+    plain=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['batch_statistics']['batches'])" \
+      plain/nlsq/convergence_metrics.json)
+    # The check's and the intervals' refits count as batches (their passes), as the final fit's.
+    [ "$total" -gt $((plain + 8)) ] ||
+      { echo "FAIL: the check and its intervals took $((total - plain)) batches, too few to interrupt"; failures=$((failures + 1)); }
+    rm -rf checkpoints
+    # A tenth into the profile batches: in the check (its warning, printed when it ends, is not out).
+    HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=$((plain + (total - plain) / 10)):15 expect_exit 3 \
+      "interrupted by SIGTERM; checkpoint saved" fit_with_faults --output-dir interrupted
+    grep -q "standard errors from the result" <<<"$last_output" &&
+      { echo "FAIL: the first signal came after the profile check"; failures=$((failures + 1)); }
+    [ ! -e interrupted/nlsq/parameters.json ] ||
+      { echo "FAIL: the interrupted run wrote results"; failures=$((failures + 1)); }
+    h5dump -a format_version "$(newest_checkpoint)" 2>/dev/null | grep -q "(0): 5" ||
+      { echo "FAIL: the checkpoint holds no profile points (format_version 5)"; failures=$((failures + 1)); }
+    # Resumed, and stopped again three quarters in (the batch count goes on from the
+    # checkpoint's): after the check, among the intervals of what it named.
+    HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=$((plain + (total - plain) * 3 / 4)):15 expect_exit 3 \
+      "interrupted by SIGTERM; checkpoint saved" fit_with_faults --output-dir interrupted
+    grep -q "resumed from the checkpoint" <<<"$last_output" ||
+      { echo "FAIL: the second run did not resume"; failures=$((failures + 1)); }
+    grep -q "standard errors from the result" <<<"$last_output" ||
+      { echo "FAIL: the second signal came before the check's end"; failures=$((failures + 1)); }
+    [ ! -e interrupted/nlsq/parameters.json ] ||
+      { echo "FAIL: the interrupted run wrote results"; failures=$((failures + 1)); }
+    expect_exit 0 "resumed from the checkpoint" fit --output-dir interrupted
+    grep -Eq "profile points: [0-9]+ \(the profile check's and intervals'\), [1-9][0-9]* of them from the checkpoint" \
+      <<<"$last_output" ||
+      { echo "FAIL: the resumed run did not take profile points from the checkpoint"; failures=$((failures + 1)); }
+    # The trail of profile points is an uninterrupted run's: no point recorded twice.
+    [ "$(grep -Eo "profile points: [0-9]+" <<<"$last_output")" = "$reference_points" ] ||
+      { echo "FAIL: the resumed run recorded $(grep -Eo "profile points: [0-9]+" <<<"$last_output"), the reference $reference_points"; failures=$((failures + 1)); }
+    grep -q '"interval_method": "profile"' interrupted/nlsq/parameters.json ||
+      { echo "FAIL: no profile intervals in the resumed result"; failures=$((failures + 1)); }
+    same_result_files reference interrupted "profile check SIGTERM, intervals SIGTERM + resume"
+    [ "$(checkpoint_count)" -eq 0 ] || { echo "FAIL: checkpoints left after success"; failures=$((failures + 1)); }
+    # profile_check is not in the checkpoint's identity (it adds warnings and intervals after the
+    # fit): a checkpoint saved in the check, resumed with the check off, gives the plain fit's
+    # result files.
+    HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=$((plain + (total - plain) / 10)):15 expect_exit 3 \
+      "interrupted by SIGTERM; checkpoint saved" fit_with_faults --output-dir check_off
+    expect_exit 0 "resumed from the checkpoint" "$bin_dir/homodyne" --config plain.yaml \
+      "${strategy_flags[@]}" "${local_only[@]}" --output-dir check_off
+    same_result_files plain check_off "profile check SIGTERM, resumed with profile_check: false"
     ;;
   global_sigterm)
     # SIGTERM inside the global phase (it screens ~140 candidates, one pass each, before any

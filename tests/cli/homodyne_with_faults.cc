@@ -5,8 +5,9 @@
 //
 // The variables, each unset or empty for no fault:
 //   HOMODYNE_TEST_FAIL_ALLOCATION=NAME[,NAME...]  the allocations that throw std::bad_alloc: a
-//       strategy's set-up (standard, large, chunked, streaming) or the Ceres Jacobian
-//       (ceres_jacobian);
+//       strategy's set-up (standard, large, chunked, streaming), the Ceres Jacobian
+//       (ceres_jacobian), a rank's copy of all the data for the profile intervals (whole_data) or
+//       a profile point's refit (profile_fit);
 //   HOMODYNE_TEST_FAIL_READ_AT_BATCH=B            every streamed read of batch B fails;
 //   HOMODYNE_TEST_SIGNAL_AFTER_BATCHES=N:SIGNAL   SIGNAL is raised once N batches are done;
 //   HOMODYNE_TEST_CRASH_DURING_CHECKPOINT_WRITE=1 every checkpoint save aborts half way;

@@ -20,6 +20,11 @@
 #                           single process (standard: the ranks spread the interval ends;
 #                           streaming: lock step); SIGTERM on rank 1 among the intervals, resumed
 #                           on 3 ranks and in one process
+#   check_signal            two_component (its profile check, in lock step): SIGTERM on rank 1
+#                           in the check, resumed on 3 ranks and in one process
+#   profile_faults          laminar_flow with --profile-intervals (standard), 2 ranks: rank 1
+#                           cannot copy all the data (lock step instead, bitwise), then a profile
+#                           fit fails on rank 1 (exit 1 naming it)
 #   rank_killed             rank 1 SIGKILLed mid-fit (streaming)
 #   unreadable_rows         every read of a batch of rank 1's share fails (streaming)
 #   bad_input               a config error under 2 ranks: reported once, exit 1
@@ -119,6 +124,7 @@ resume_on_3_ranks_and_one_process() {
   cp -r checkpoints checkpoints_copy
   expect_exit 0 "resumed from the checkpoint" ranks 3 "$bin_dir/homodyne" "${flags[@]}" \
     --output-dir resumed3
+  resumed3_output=$last_output
   same_results "$reference" resumed3
   rm -rf checkpoints && mv checkpoints_copy checkpoints
   expect_exit 0 "resumed from the checkpoint" "$bin_dir/homodyne" "${flags[@]}" \
@@ -227,6 +233,14 @@ case "$case_name" in
       { echo "FAIL: no profile intervals"; failures=$((failures + 1)); }
     total=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['batch_statistics']['batches'])" \
       single/nlsq/convergence_metrics.json)
+    # The trail of profile points (what the checkpoints keep) has as many points on any rank
+    # count, resumed or not: none recorded twice.
+    single_points=$(grep -Eo "profile points: [0-9]+" <<<"$last_output")
+    [ -n "$single_points" ] || { echo "FAIL: no profile points line"; failures=$((failures + 1)); }
+    same_points() {
+      [ "$(grep -Eo "profile points: [0-9]+" <<<"$last_output")" = "$single_points" ] ||
+        { echo "FAIL ($1): $(grep -Eo "profile points: [0-9]+" <<<"$last_output"), the single process $single_points"; failures=$((failures + 1)); }
+    }
     expect_exit 0 "results in" "$bin_dir/homodyne" --config fit.yaml --strategy "$strategy" \
       --threads 1 --global-search off --output-dir plain
     plain=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['batch_statistics']['batches'])" \
@@ -234,6 +248,13 @@ case "$case_name" in
     for k in 2 3; do
       expect_exit 0 "results in" ranks "$k" "$bin_dir/homodyne" "${flags[@]}" --output-dir "ranks$k"
       same_results single "ranks$k"
+      same_points "$k ranks"
+      # Every rank counts the batches of every end (rank 0's are in the results): the single
+      # process's count.
+      batches=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['batch_statistics']['batches'])" \
+        "ranks$k/nlsq/convergence_metrics.json")
+      [ "$batches" = "$total" ] ||
+        { echo "FAIL: $k ranks counted $batches batches, the single process $total"; failures=$((failures + 1)); }
       spread=0
       grep -q "interval ends spread over $k ranks" <<<"$last_output" && spread=1
       if [ "$strategy" = streaming ] && [ "$spread" = 1 ]; then
@@ -244,15 +265,78 @@ case "$case_name" in
     done
     rm -rf checkpoints
     # SIGTERM on rank 1 only, a quarter into the single process's profile batches (rank 1 counts
-    # those of its own ends): among the intervals. Every rank stops at the end of the round (the
-    # chunk, streaming); the resumed jobs take the saved profile points from the checkpoint.
+    # every rank's points at each round's end and its own points between: the signal comes
+    # between two points of its end, standard). Every rank stops at the next agreement on a
+    # signal, after its point in progress (the chunk, streaming); the resumed jobs take the saved
+    # profile points from the checkpoint.
     interrupt_rank_1_after $((plain + (total - plain) / 4))
     grep -q "iteration" <<<"$last_output" && ! grep -q "results in" <<<"$last_output" ||
       { echo "FAIL: not stopped among the intervals"; failures=$((failures + 1)); }
     resume_on_3_ranks_and_one_process single
-    grep -Eq "profile intervals: [0-9]+ profile points, [1-9][0-9]* of them from the checkpoint" \
+    grep -Eq "profile points: [0-9]+ \(the profile check's and intervals'\), [1-9][0-9]* of them from the checkpoint" \
       <<<"$last_output" ||
       { echo "FAIL: the resumed run took no profile point from the checkpoint"; failures=$((failures + 1)); }
+    same_points "resumed by one process"
+    grep -Eo "profile points: [0-9]+" <<<"$resumed3_output" >/dev/null &&
+      last_output=$resumed3_output && same_points "resumed on 3 ranks"
+    ;;
+  check_signal)
+    # The profile check of a two_component fit (docs/results.md, What the uncertainties mean; the
+    # mode's default) and the intervals of what it names, refitted in lock step: SIGTERM on rank 1
+    # a tenth into their batches (in the check) stops every rank with exit 3 and one checkpoint,
+    # which 3 ranks and one process resume bitwise.
+    write_config laminar_flow 100000 100000 150
+    sed -i 's/^analysis_mode: laminar_flow/analysis_mode: two_component/
+      s/^  parameter_names: .*/  parameter_names: [D0_ref, alpha_ref, D_offset_ref, D0_sample, alpha_sample, D_offset_sample, v0, v_beta, v_offset, f0, f1, f2, f3, phi0_het]/
+      s/^  values: .*/  values: [1050, -0.32, 11, 21000, -0.48, 0.5, 21, 0.52, 1.1, 0.31, 0.012, 0.5, 0.21, 2.2]\n  fixed_parameters: [f2]/
+      s/^  parameters: {D0: .*/  parameters: {D0_ref: 1000, alpha_ref: -0.3, D_offset_ref: 10, D0_sample: 20000, alpha_sample: -0.5, D_offset_sample: 0, v0: 20, v_beta: 0.5, v_offset: 1, f0: 0.3, f1: 0.01, f2: 0.5, f3: 0.2, phi0_het: 2}/
+      /^               gamma_dot_t_offset: 0, phi0: 0}/d' fit.yaml
+    "$bin_dir/homodyne-simulate" --config fit.yaml > /dev/null || { echo "FAIL: simulate"; exit 1; }
+    flags=(--config fit.yaml --strategy standard --threads 1 --global-search off)
+    expect_exit 0 "results in" "$bin_dir/homodyne" "${flags[@]}" --output-dir single
+    grep -q "standard errors from the result" <<<"$last_output" ||
+      { echo "FAIL: the profile check named no parameter"; failures=$((failures + 1)); }
+    total=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['batch_statistics']['batches'])" \
+      single/nlsq/convergence_metrics.json)
+    sed 's/^    max_iterations: 40$/&\n    profile_check: false/' fit.yaml > plain.yaml
+    expect_exit 0 "results in" "$bin_dir/homodyne" --config plain.yaml --strategy standard \
+      --threads 1 --global-search off --output-dir plain
+    plain=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['batch_statistics']['batches'])" \
+      plain/nlsq/convergence_metrics.json)
+    [ "$total" -gt $((plain + 8)) ] ||
+      { echo "FAIL: the check and its intervals took $((total - plain)) batches, too few to interrupt"; failures=$((failures + 1)); }
+    rm -rf checkpoints
+    interrupt_rank_1_after $((plain + (total - plain) / 10))
+    grep -q "standard errors from the result" <<<"$last_output" &&
+      { echo "FAIL: not stopped in the check"; failures=$((failures + 1)); }
+    resume_on_3_ranks_and_one_process single
+    ;;
+  profile_faults)
+    # The failure paths of the spread interval ends (docs/design.md section 5b), on rank 1 alone:
+    # a rank that cannot hold all the data (its copy's allocation fails) makes every rank refit in
+    # lock step instead, bitwise the single process; a profile fit that fails on rank 1 ends the
+    # job on every rank with an error naming the rank, never a wait in a gather.
+    write_config laminar_flow 100000 100000 200
+    flags=(--config fit.yaml --strategy standard --threads 1 --global-search off
+           --profile-intervals)
+    expect_exit 0 "results in" "$bin_dir/homodyne" "${flags[@]}" --output-dir single
+    fail_on_rank_1() {
+      ranks 2 bash -c '
+        [ "${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}" = 1 ] &&
+          export HOMODYNE_TEST_FAIL_ALLOCATION="$0"
+        exec "$@"' "$@"
+    }
+    expect_exit 0 "MPI rank 1 could not hold all the data: the interval ends are computed by all the ranks together" \
+      fail_on_rank_1 whole_data "$faults_program" "${flags[@]}" --output-dir lockstep
+    grep -q "interval ends spread over" <<<"$last_output" &&
+      { echo "FAIL: the ends were spread without rank 1's copy"; failures=$((failures + 1)); }
+    same_results single lockstep
+    start=$(date +%s)
+    expect_exit 1 "a profile fit failed on MPI rank 1" \
+      fail_on_rank_1 profile_fit "$faults_program" "${flags[@]}" --output-dir failed
+    echo "ok: the job with a failed profile fit ended after $(( $(date +%s) - start )) s"
+    [ ! -e failed/nlsq/parameters.json ] ||
+      { echo "FAIL: the failed job wrote results"; failures=$((failures + 1)); }
     ;;
   rank_killed)
     write_config laminar_flow 100000
