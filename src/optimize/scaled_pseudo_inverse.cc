@@ -1,4 +1,4 @@
-// InvertScaledBlock (scaled_pseudo_inverse.h).
+// The Jacobi-scaled pseudo-inverse (scaled_pseudo_inverse.h).
 #include "optimize/scaled_pseudo_inverse.h"
 
 #include <algorithm>
@@ -6,10 +6,30 @@
 
 namespace homodyne {
 
+Eigen::VectorXd JacobiScale(const Eigen::MatrixXd& a, const std::vector<int>& indices) {
+  const int count = static_cast<int>(indices.size());
+  Eigen::VectorXd scale(count);
+  for (int i = 0; i < count; ++i) {
+    const double diagonal = a(indices[i], indices[i]);
+    scale[i] = diagonal > 0.0 ? 1.0 / std::sqrt(diagonal) : 0.0;
+  }
+  return scale;
+}
+
+Eigen::MatrixXd ScaledBlock(const Eigen::MatrixXd& x, const std::vector<int>& indices,
+                            const Eigen::VectorXd& scale) {
+  const int count = static_cast<int>(indices.size());
+  Eigen::MatrixXd scaled(count, count);
+  for (int i = 0; i < count; ++i) {
+    for (int j = 0; j < count; ++j) scaled(i, j) = scale[i] * x(indices[i], indices[j]) * scale[j];
+  }
+  return scaled;
+}
+
 bool InvertScaledBlock(const Eigen::MatrixXd& a, const std::vector<int>& indices,
                        ScaledPseudoInverse& result) {
   const int count = static_cast<int>(indices.size());
-  result.scale.resize(count);
+  result.scale.resize(0);
   result.pseudo_inverse = false;
   // An empty block (no free parameter: every one held on a bound) has the empty inverse; the
   // eigen-decomposition below would read the largest of no eigenvalues.
@@ -18,17 +38,11 @@ bool InvertScaledBlock(const Eigen::MatrixXd& a, const std::vector<int>& indices
     result.undetermined_floor.resize(0, 0);
     return true;
   }
+  result.scale = JacobiScale(a, indices);
   for (int i = 0; i < count; ++i) {
-    const double diagonal = a(indices[i], indices[i]);
-    result.scale[i] = diagonal > 0.0 ? 1.0 / std::sqrt(diagonal) : 0.0;
-    if (!(diagonal > 0.0)) result.pseudo_inverse = true;
+    if (!(a(indices[i], indices[i]) > 0.0)) result.pseudo_inverse = true;
   }
-  Eigen::MatrixXd scaled(count, count);
-  for (int i = 0; i < count; ++i) {
-    for (int j = 0; j < count; ++j) {
-      scaled(i, j) = result.scale[i] * a(indices[i], indices[j]) * result.scale[j];
-    }
-  }
+  const Eigen::MatrixXd scaled = ScaledBlock(a, indices, result.scale);
   if (!scaled.allFinite()) return false;
   const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eigen(scaled);
   if (eigen.info() != Eigen::Success) return false;

@@ -35,6 +35,13 @@ struct ScaledPseudoInverse {
   }
 };
 
+// The Jacobi scaling of the block A_FF (rows and columns `indices` of a): D_aa = 1 / sqrt(A_aa),
+// 0 where A_aa <= 0.
+Eigen::VectorXd JacobiScale(const Eigen::MatrixXd& a, const std::vector<int>& indices);
+// D x_FF D: the block of x at `indices`, scaled by `scale` (JacobiScale of the matrix it scales).
+Eigen::MatrixXd ScaledBlock(const Eigen::MatrixXd& x, const std::vector<int>& indices,
+                            const Eigen::VectorXd& scale);
+
 // False if the scaled block is not finite or its eigen-decomposition failed (only for absurdly
 // scaled input). An empty `indices` (no free parameter) gives true and empty (0 x 0) results.
 bool InvertScaledBlock(const Eigen::MatrixXd& a, const std::vector<int>& indices,

@@ -155,6 +155,11 @@ std::string ReasonNumber(double value) {
   return text;
 }
 
+// Appends `name` to `names` unless it is there already.
+void AddName(const std::string& name, std::vector<std::string>& names) {
+  if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+}
+
 // Whether no fitted parameter was free to move at the result: every one held on a bound with its
 // gradient pointing out, or by equal bounds (ComputeCovarianceAtSolution lists them all).
 bool NothingFree(const LevenbergMarquardtSummary& summary) {
@@ -707,12 +712,7 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
     }
     loosely_determined.insert(loosely_determined.end(), named.begin() + static_cast<long>(before),
                               named.end());
-    for (const std::string& name : loosely_determined) {
-      if (std::find(quality_inputs.undetermined.begin(), quality_inputs.undetermined.end(), name) ==
-          quality_inputs.undetermined.end()) {
-        quality_inputs.undetermined.push_back(name);
-      }
-    }
+    for (const std::string& name : loosely_determined) AddName(name, quality_inputs.undetermined);
   }
   const int64_t stored_points = objective.num_residuals() / 2;
   ReportUncertainty(uncertainty, map, summary.theta, summary.covariance,
@@ -743,10 +743,7 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
   for (const ParameterEstimate& physical_estimate : result.physical) {
     if (physical_estimate.interval_note.rfind(kNotDeterminedNote, 0) != 0) continue;
     spanning.push_back(physical_estimate.name);
-    if (std::find(quality_inputs.undetermined.begin(), quality_inputs.undetermined.end(),
-                  physical_estimate.name) == quality_inputs.undetermined.end()) {
-      quality_inputs.undetermined.push_back(physical_estimate.name);
-    }
+    AddName(physical_estimate.name, quality_inputs.undetermined);
   }
   if (full_validation && !spanning.empty()) {
     const std::string warning = "the 68 % intervals of " + CommaList(spanning) +

@@ -90,12 +90,8 @@ std::optional<BlockLeverage> BlockLeverage::Of(const Eigen::MatrixXd& h,
   BlockLeverage result;
   result.support_ = support;
   const int n = static_cast<int>(support.size());
-  result.scale_.resize(n);
-  for (int i = 0; i < n; ++i) {
-    const double diagonal = h(support[i], support[i]);
-    result.scale_[i] = diagonal > 0.0 ? 1.0 / std::sqrt(diagonal) : 0.0;
-  }
-  const Eigen::MatrixXd scaled = result.Scaled(h);
+  result.scale_ = JacobiScale(h, support);
+  const Eigen::MatrixXd scaled = ScaledBlock(h, support, result.scale_);
   if (!scaled.allFinite()) return std::nullopt;
   const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eigen(scaled);
   if (eigen.info() != Eigen::Success) return std::nullopt;
@@ -113,7 +109,8 @@ std::optional<BlockLeverage> BlockLeverage::Of(const Eigen::MatrixXd& h,
 std::optional<Eigen::VectorXd> BlockLeverage::Adjust(const Eigen::MatrixXd& h_block,
                                                      const Eigen::VectorXd& gradient,
                                                      double power) const {
-  const Eigen::MatrixXd share = inverse_root_ * Scaled(h_block) * inverse_root_;
+  const Eigen::MatrixXd share =
+      inverse_root_ * ScaledBlock(h_block, support_, scale_) * inverse_root_;
   if (!share.allFinite()) return std::nullopt;
   const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eigen(share);
   if (eigen.info() != Eigen::Success) return std::nullopt;
@@ -128,15 +125,6 @@ std::optional<Eigen::VectorXd> BlockLeverage::Adjust(const Eigen::MatrixXd& h_bl
       eigen.eigenvectors() *
       (factors.asDiagonal() * (eigen.eigenvectors().transpose() * root_gradient));
   return Eigen::VectorXd(scale_.asDiagonal() * (inverse_root_ * adjusted));
-}
-
-Eigen::MatrixXd BlockLeverage::Scaled(const Eigen::MatrixXd& x) const {
-  const int n = static_cast<int>(support_.size());
-  Eigen::MatrixXd out(n, n);
-  for (int i = 0; i < n; ++i) {
-    for (int j = 0; j < n; ++j) out(i, j) = scale_[i] * x(support_[i], support_[j]) * scale_[j];
-  }
-  return out;
 }
 
 std::optional<FrameBlockJackknife> ComputeFrameBlockJackknife(const FrameBlockSums& sums,

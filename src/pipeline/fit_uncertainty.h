@@ -62,10 +62,8 @@ class BlockLeverage {
                                         const Eigen::VectorXd& gradient, double power) const;
 
  private:
-  Eigen::MatrixXd Scaled(const Eigen::MatrixXd& x) const;  // D x D over support
-
   std::vector<int> support_;
-  Eigen::VectorXd scale_;
+  Eigen::VectorXd scale_;         // D (JacobiScale of H)
   Eigen::MatrixXd inverse_root_;  // S^-1/2
 };
 
