@@ -282,67 +282,13 @@ class HomodynePass final : public ModePass {
                                           point_.diffusion_prefactor_, diffusion_factors_.data());
   }
 
-  // The static mode's per-row sums (pass_kernel::Inputs::static_row_sums; docs/design.md section
-  // 2, The static full pass through per-frame sums), when the per-frame form holds on the whole
-  // grid: C_D grows from every frame to the next by a_i > 0 with the smoothing of M_D at most
-  // kPerFrameNegligible relative there (separable_exp.h's two conditions at d0 = a_i with this
-  // bound, so at every point of the grid, as C_D grows), else none (the full pass then builds the
-  // Gram point by point). 1e-14 rather than the separable form's 1e-16: the per-frame sums leave
-  // the smoothing out of J^T J only (the points' e and J^T e keep it), where it moves an entry by
-  // at most that much relative, within the 1e-12 the pass kernel's tests hold the Gram to; at
-  // 1e-16 the form needed C_D to grow by 71 per frame (D >= 71 A^2/s at dt = 1 s). From the last
-  // row up: with r = exp(-2 w a_i) (r^2 for G4) and d_p = dC_D[i + 1] - dC_D[i] along theta_p, row
-  // i's sums are row i + 1's moved to frame i (D_p grows by d_p, G by the factor r) plus the point
-  // (i, i + 1):
-  //   S4[i] = r^2 (1 + S4[i+1]),  S4_p[i] = r^2 (S4_p[i+1] + d_p (1 + S4[i+1])),
-  //   S4_pq[i] = r^2 (S4_pq[i+1] + d_p S4_q[i+1] + d_q S4_p[i+1] + d_p d_q (1 + S4[i+1])),
-  // and S2 likewise with r. O(N) per pass; each step rounds relative to its terms, which decay
-  // by r, so the sums are within about (decay length in frames) ulp of the point-by-point sums.
+  // The static mode's per-row sums (pass_kernel::Inputs::static_row_sums; StaticRowSums below)
+  // when the per-frame form holds on the whole grid, else none (the full pass then builds the
+  // Gram point by point).
   void BuildStaticRowSums() {
-    const std::vector<double>& c = point_.cumulative_diffusion_;
-    const int n = static_cast<int>(c.size());
-    const double w = point_.diffusion_prefactor_;
-    for (int i = 0; i + 1 < n; ++i) {
-      const double a = c[i + 1] - c[i];
-      // Written so that NaN fails.
-      constexpr double kPerFrameNegligible = 1e-14;
-      const bool holds = a > 0.0 &&
-                         model_limits::kSmoothAbsEpsilon <= 2.0 * kPerFrameNegligible * a * a &&
-                         model_limits::kSmoothAbsEpsilon * w <= 2.0 * kPerFrameNegligible * a;
-      if (!holds) return;
-    }
-    using namespace pass_kernel;
-    const double* dc = point_.cumulative_diffusion_derivatives_.data();
-    static_row_sums_.assign(static_cast<size_t>(n) * kStaticRowSums, 0.0);
-    double s4 = 0.0, s2 = 0.0, s4d[3] = {0.0, 0.0, 0.0}, s2d[3] = {0.0, 0.0, 0.0};
-    double s4dd[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
-    for (int i = n - 2; i >= 0; --i) {
-      const double r2 = vector_math::ExpOfScaledDifference(2.0 * w, c[i + 1], c[i]);
-      const double r4 = vector_math::ExpOfScaledDifference(4.0 * w, c[i + 1], c[i]);
-      double d[3];
-      for (int p = 0; p < 3; ++p) d[p] = dc[p * n + i + 1] - dc[p * n + i];
-      const double one4 = 1.0 + s4, one2 = 1.0 + s2;
-      int pq = 0;
-      for (int q = 0; q < 3; ++q) {
-        for (int p = q; p < 3; ++p, ++pq) {
-          s4dd[pq] = r4 * (s4dd[pq] + d[p] * s4d[q] + d[q] * s4d[p] + d[p] * d[q] * one4);
-        }
-      }
-      for (int p = 0; p < 3; ++p) {
-        s4d[p] = r4 * (s4d[p] + d[p] * one4);
-        s2d[p] = r2 * (s2d[p] + d[p] * one2);
-      }
-      s4 = r4 * one4;
-      s2 = r2 * one2;
-      double* row = static_row_sums_.data() + static_cast<size_t>(i) * kStaticRowSums;
-      row[kStaticG4] = s4;
-      row[kStaticG2] = s2;
-      for (int p = 0; p < 3; ++p) {
-        row[kStaticG4D + p] = s4d[p];
-        row[kStaticG2D + p] = s2d[p];
-      }
-      for (int m = 0; m < 6; ++m) row[kStaticG4DD + m] = s4dd[m];
-    }
+    static_row_sums_ =
+        StaticRowSums(point_.cumulative_diffusion_, point_.cumulative_diffusion_derivatives_,
+                      point_.diffusion_prefactor_);
   }
 
   // The angles' tables sin(s C_G[j]) and cos(s C_G[j]) (AngleCoefficients::shear_sin, shear_cos;
@@ -516,6 +462,92 @@ void HomodynePoint::EvaluateSegmentOf(double phi_degrees, double contrast, doubl
 }
 
 }  // namespace
+
+// When the per-frame form holds on the whole grid: C_D grows from every frame to the next by
+// a_i > 0 with the smoothing of M_D at most kPerFrameNegligible relative there (separable_exp.h's
+// two conditions at d0 = a_i with this bound, so at every point of the grid, as C_D grows). 1e-14
+// rather than the separable form's 1e-16: the per-frame sums leave the smoothing out of J^T J only
+// (the points' e and J^T e keep it), where it moves an entry by at most that much relative, within
+// the 1e-12 the pass kernel's tests hold the Gram to; at 1e-16 the form needed C_D to grow by 71
+// per frame (D >= 71 A^2/s at dt = 1 s). From the last row up: with r = exp(-2 w a_i) (r^2 for
+// G4) and d_p = dC_D[i + 1] - dC_D[i] along theta_p, row i's sums are row i + 1's moved to frame
+// i (D_p grows by d_p, G by the factor r) plus the point (i, i + 1):
+//   S4[i] = r^2 (1 + S4[i+1]),  S4_p[i] = r^2 (S4_p[i+1] + d_p (1 + S4[i+1])),
+//   S4_pq[i] = r^2 (S4_pq[i+1] + d_p S4_q[i+1] + d_q S4_p[i+1] + d_p d_q (1 + S4[i+1])),
+// and S2 likewise with r. O(N) per pass; each step rounds relative to its terms, which decay by r,
+// so the sums are within about (decay length in frames) ulp of the point-by-point sums.
+std::vector<double> StaticRowSums(std::span<const double> cumulative_diffusion,
+                                  std::span<const double> cumulative_diffusion_derivatives,
+                                  double diffusion_prefactor) {
+  const std::span<const double> c = cumulative_diffusion;
+  const int n = static_cast<int>(c.size());
+  HOMODYNE_CHECK(cumulative_diffusion_derivatives.size() == 3 * c.size());
+  const double w = diffusion_prefactor;
+  for (int i = 0; i + 1 < n; ++i) {
+    const double a = c[i + 1] - c[i];
+    // Written so that NaN fails.
+    constexpr double kPerFrameNegligible = 1e-14;
+    const bool holds = a > 0.0 &&
+                       model_limits::kSmoothAbsEpsilon <= 2.0 * kPerFrameNegligible * a * a &&
+                       model_limits::kSmoothAbsEpsilon * w <= 2.0 * kPerFrameNegligible * a;
+    if (!holds) return {};
+  }
+  using namespace pass_kernel;
+  const double* dc = cumulative_diffusion_derivatives.data();
+  std::vector<double> sums(static_cast<size_t>(n) * kStaticRowSums, 0.0);
+  double s4 = 0.0, s2 = 0.0, s4d[3] = {0.0, 0.0, 0.0}, s2d[3] = {0.0, 0.0, 0.0};
+  double s4dd[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+  for (int i = n - 2; i >= 0; --i) {
+    const double r2 = vector_math::ExpOfScaledDifference(2.0 * w, c[i + 1], c[i]);
+    const double r4 = vector_math::ExpOfScaledDifference(4.0 * w, c[i + 1], c[i]);
+    double d[3];
+    for (int p = 0; p < 3; ++p) d[p] = dc[p * n + i + 1] - dc[p * n + i];
+    const double one4 = 1.0 + s4, one2 = 1.0 + s2;
+    int pq = 0;
+    for (int q = 0; q < 3; ++q) {
+      for (int p = q; p < 3; ++p, ++pq) {
+        s4dd[pq] = r4 * (s4dd[pq] + d[p] * s4d[q] + d[q] * s4d[p] + d[p] * d[q] * one4);
+      }
+    }
+    for (int p = 0; p < 3; ++p) {
+      s4d[p] = r4 * (s4d[p] + d[p] * one4);
+      s2d[p] = r2 * (s2d[p] + d[p] * one2);
+    }
+    s4 = r4 * one4;
+    s2 = r2 * one2;
+    double* row = sums.data() + static_cast<size_t>(i) * kStaticRowSums;
+    row[kStaticG4] = s4;
+    row[kStaticG2] = s2;
+    for (int p = 0; p < 3; ++p) {
+      row[kStaticG4D + p] = s4d[p];
+      row[kStaticG2D + p] = s2d[p];
+    }
+    for (int m = 0; m < 6; ++m) row[kStaticG4DD + m] = s4dd[m];
+  }
+  return sums;
+}
+
+void AddStaticPointRowSums(std::span<const double> cumulative_diffusion,
+                           std::span<const double> cumulative_diffusion_derivatives,
+                           double diffusion_prefactor, int i, int j, double* sums) {
+  using namespace pass_kernel;
+  const int n = static_cast<int>(cumulative_diffusion.size());
+  HOMODYNE_CHECK(0 <= i && i < j && j < n);
+  const double* dc = cumulative_diffusion_derivatives.data();
+  const double g2 = vector_math::ExpOfScaledDifference(
+      2.0 * diffusion_prefactor, cumulative_diffusion[j], cumulative_diffusion[i]);
+  const double g4 = g2 * g2;
+  double d[3];
+  for (int p = 0; p < 3; ++p) d[p] = dc[p * n + j] - dc[p * n + i];
+  sums[kStaticG4] += g4;
+  sums[kStaticG2] += g2;
+  int pq = kStaticG4DD;
+  for (int q = 0; q < 3; ++q) {
+    sums[kStaticG4D + q] += g4 * d[q];
+    sums[kStaticG2D + q] += g2 * d[q];
+    for (int p = q; p < 3; ++p) sums[pq++] += g4 * d[p] * d[q];
+  }
+}
 
 HomodyneRateTables ComputeHomodyneRateTables(const HomodyneModel& model,
                                              std::span<const double> physical_parameters) {

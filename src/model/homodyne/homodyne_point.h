@@ -29,4 +29,23 @@ struct HomodyneRateTables {
 HomodyneRateTables ComputeHomodyneRateTables(const HomodyneModel& model,
                                              std::span<const double> physical_parameters);
 
+// The static mode's per-row sums of the full pass through per-frame sums (docs/design.md section
+// 2, The static full pass through per-frame sums; layout pass_kernel::kStaticRowSums,
+// homodyne_pass_variant.h: N rows of 14 values, row N - 1's zero) from C_D (N values), its
+// derivatives (3 N) and the diffusion prefactor w, where the per-frame form holds on the whole
+// grid; empty where it does not (then the full pass builds the Gram point by point). The one
+// predicate and sweep of the CPU pass (HomodynePass) and of the device passes' inputs
+// (homodyne_device.cc), so both take the per-frame form at the same points, from the same sums.
+// Call it under the linear loss only (a robust loss rescales every point).
+std::vector<double> StaticRowSums(std::span<const double> cumulative_diffusion,
+                                  std::span<const double> cumulative_diffusion_derivatives,
+                                  double diffusion_prefactor);
+
+// Adds the point (i, j)'s terms of those row sums (i < j) to sums[0, 14): what a non-finite data
+// point contributes to them and the Gram must not (the device passes' subtraction,
+// homodyne_device.cc; the CPU pass body has its own copy, homodyne_pass_variant.cc AddStaticPoint).
+void AddStaticPointRowSums(std::span<const double> cumulative_diffusion,
+                           std::span<const double> cumulative_diffusion_derivatives,
+                           double diffusion_prefactor, int i, int j, double* sums);
+
 }  // namespace homodyne
