@@ -91,15 +91,19 @@ class Stream {
   cudaStream_t stream_ = nullptr;
 };
 
-// The full-pass kernel (device_schedule.h): block blockIdx.x is block (blockIdx.x mod
+// The full-pass kernels (device_schedule.h): block blockIdx.x is block (blockIdx.x mod
 // blocks_per_job) of job (blockIdx.x / blocks_per_job); each thread's partial sums, then the
 // block's tree in shared memory, entry after entry, then thread 0 writes the block's sums.
 // Mode: a device mode of device_modes.h (each mode its own instantiation, sized by its Gram).
-template <class Mode>
+// kDataTerms false: the Gram point by point (ThreadGramPartial, TriangleEntries + 1 sums per
+// thread); true: the full pass through per-frame sums (ThreadDataPartial, the mode's kDataSums
+// sums per thread; the host adds the data-free part, GramsFromDataSums).
+template <class Mode, bool kDataTerms>
 __global__ void GramKernel(typename Mode::Tables tables, const typename Mode::Angle* angles,
                            LossTerms loss, const PassJob* jobs, int blocks_per_job,
                            double* block_sums) {
-  constexpr int kStride = Mode::Shape::kTriangle + 1;
+  constexpr int kStride =
+      kDataTerms ? device_pass::DataSumsOf<Mode>::value : Mode::Shape::kTriangle + 1;
   extern __shared__ double values[];  // blockDim.x
   const int t = static_cast<int>(threadIdx.x);
   const int threads = static_cast<int>(blockDim.x);
@@ -109,9 +113,15 @@ __global__ void GramKernel(typename Mode::Tables tables, const typename Mode::An
   double partial[kStride];
 #pragma unroll
   for (int e = 0; e < kStride; ++e) partial[e] = 0.0;
-  device_pass::ThreadGramPartial<Mode>(tables, angles[job.angle], loss, job,
-                                       static_cast<int64_t>(block) * threads + t,
-                                       static_cast<int64_t>(blocks_per_job) * threads, partial);
+  if constexpr (kDataTerms) {
+    device_pass::ThreadDataPartial<Mode>(tables, angles[job.angle], job,
+                                         static_cast<int64_t>(block) * threads + t,
+                                         static_cast<int64_t>(blocks_per_job) * threads, partial);
+  } else {
+    device_pass::ThreadGramPartial<Mode>(tables, angles[job.angle], loss, job,
+                                         static_cast<int64_t>(block) * threads + t,
+                                         static_cast<int64_t>(blocks_per_job) * threads, partial);
+  }
   double* out = block_sums + (static_cast<int64_t>(job_index) * blocks_per_job + block) * kStride;
 #pragma unroll
   for (int e = 0; e < kStride; ++e) {
@@ -154,7 +164,7 @@ __global__ void CostKernel(typename Mode::Tables tables, const typename Mode::An
 // job larger than this is a part of its own; resident jobs copy nothing and take no room.
 constexpr size_t kPartValues = size_t{1} << 24;
 
-enum class PassKind { kGrams, kCosts };
+enum class PassKind { kGrams, kDataSums, kCosts };
 
 // One launch of the kernel of `kind` for the mode it is called with (DeviceModes::Visit), on the
 // point's tables and angles in device memory.
@@ -177,8 +187,16 @@ struct LaunchKernel {
     const typename Mode::Tables mode_tables = Mode::TablesAt(scalars, tables);
     const auto* mode_angles = static_cast<const typename Mode::Angle*>(angles);
     if (kind == PassKind::kGrams) {
-      GramKernel<Mode><<<grid, threads, shared, stream>>>(mode_tables, mode_angles, loss, jobs,
-                                                          blocks_per_job, block_sums);
+      GramKernel<Mode, false><<<grid, threads, shared, stream>>>(mode_tables, mode_angles, loss,
+                                                                 jobs, blocks_per_job, block_sums);
+    } else if (kind == PassKind::kDataSums) {
+      if constexpr (device_pass::DataSumsOf<Mode>::value > 0) {
+        GramKernel<Mode, true><<<grid, threads, shared, stream>>>(mode_tables, mode_angles, loss,
+                                                                  jobs, blocks_per_job, block_sums);
+      } else {
+        throw Error(std::string("CUDA pass kernels: mode ") + Mode::kName +
+                    " has no full pass through per-frame sums");
+      }
     } else {
       CostKernel<Mode><<<grid, threads, shared, stream>>>(mode_tables, mode_angles, loss, jobs,
                                                           blocks_per_job, block_sums);
@@ -231,6 +249,11 @@ class CudaPassRunner final : public PassRunner {
   void RunGrams(const PassJob* jobs, const unsigned char* resident, int num_jobs,
                 const LaunchGeometry& geometry, std::vector<double>& block_sums) override {
     Run(PassKind::kGrams, jobs, resident, num_jobs, geometry, block_sums);
+  }
+
+  void RunDataSums(const PassJob* jobs, const unsigned char* resident, int num_jobs,
+                   const LaunchGeometry& geometry, std::vector<double>& block_sums) override {
+    Run(PassKind::kDataSums, jobs, resident, num_jobs, geometry, block_sums);
   }
 
   void RunCosts(const PassJob* jobs, const unsigned char* resident, int num_jobs,
@@ -311,8 +334,13 @@ class CudaPassRunner final : public PassRunner {
     if (mode_ < 0) throw Error("CUDA pass kernels: no point set");
     Check(cudaSetDevice(device_), "cudaSetDevice");
     const int gram_size = device_pass::DeviceModes::GramSize(mode_);
-    const size_t per_block =
-        kind == PassKind::kGrams ? device_pass::TriangleEntries(gram_size) + 1 : 1;
+    size_t per_block = 1;  // kCosts
+    if (kind == PassKind::kGrams) {
+      per_block = static_cast<size_t>(device_pass::TriangleEntries(gram_size)) + 1;
+    } else if (kind == PassKind::kDataSums) {
+      per_block = static_cast<size_t>(device_pass::DeviceModes::DataSums(mode_));
+      if (per_block == 0) throw Error("CUDA pass kernels: the mode has no data-sum kernel");
+    }
     const size_t blocks = static_cast<size_t>(geometry.blocks_per_job);
     block_sums.assign(static_cast<size_t>(num_jobs) * blocks * per_block, 0.0);
     int next = 0;

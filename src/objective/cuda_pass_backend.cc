@@ -62,6 +62,8 @@ class CudaPassDevice final : public PassDevice {
     const int num_jobs = static_cast<int>(jobs.size());
     if (kind == DevicePassKind::kGrams) {
       runner_->RunGrams(jobs.data(), resident.data(), num_jobs, geometry, block_sums);
+    } else if (kind == DevicePassKind::kDataSums) {
+      runner_->RunDataSums(jobs.data(), resident.data(), num_jobs, geometry, block_sums);
     } else {
       runner_->RunCosts(jobs.data(), resident.data(), num_jobs, geometry, block_sums);
     }

@@ -42,6 +42,13 @@ class PassRunner {
                         int num_jobs, const device_pass::LaunchGeometry& geometry,
                         std::vector<double>& block_sums) = 0;
 
+  // The kernel of the full pass through per-frame sums over jobs[0, num_jobs) (a mode with
+  // kDataSums, device_modes.h): block_sums receives, job after job, block after block, the mode's
+  // DataSums doubles per block (device_schedule.h ThreadDataPartial); resident as RunGrams.
+  virtual void RunDataSums(const device_pass::PassJob* jobs, const unsigned char* resident,
+                           int num_jobs, const device_pass::LaunchGeometry& geometry,
+                           std::vector<double>& block_sums) = 0;
+
   // The cost kernel over jobs[0, num_jobs): one double per block, job after job.
   virtual void RunCosts(const device_pass::PassJob* jobs, const unsigned char* resident,
                         int num_jobs, const device_pass::LaunchGeometry& geometry,

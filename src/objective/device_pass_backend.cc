@@ -152,6 +152,14 @@ class DevicePreparedPass final : public PreparedPass {
     std::vector<PassJob> jobs = MakePassJobs(num_times_, batches, data, inputs_.num_angles());
     HOMODYNE_CHECK(grams.size() == jobs.size() && finite_points.size() == jobs.size());
     if (jobs.empty()) return;
+    // Through per-frame sums where the mode's inputs hold them (the static mode under the linear
+    // loss where the CPU's pass does: docs/design.md section 2), else point by point.
+    if (inputs_.per_frame()) {
+      Run(DevicePassKind::kDataSums, batches, jobs);
+      GramsFromDataSums(inputs_, jobs, data, block_sums_, geometry_.blocks_per_job, grams,
+                        finite_points);
+      return;
+    }
     Run(DevicePassKind::kGrams, batches, jobs);
     GramsFromBlockSums(block_sums_, geometry_.blocks_per_job, inputs_.gram_size, grams,
                        finite_points);
@@ -180,10 +188,12 @@ class DevicePreparedPass final : public PreparedPass {
   void Run(DevicePassKind kind, std::span<const RowBatch> batches, std::vector<PassJob>& jobs) {
     const int num_devices = static_cast<int>(devices_->slots.size());
     const size_t angles = static_cast<size_t>(inputs_.num_angles());
-    const size_t per_block =
-        kind == DevicePassKind::kGrams
-            ? static_cast<size_t>(device_pass::TriangleEntries(inputs_.gram_size)) + 1
-            : 1;
+    size_t per_block = 1;  // kCosts
+    if (kind == DevicePassKind::kGrams) {
+      per_block = static_cast<size_t>(device_pass::TriangleEntries(inputs_.gram_size)) + 1;
+    } else if (kind == DevicePassKind::kDataSums) {
+      per_block = static_cast<size_t>(device_pass::DeviceModes::DataSums(inputs_.mode));
+    }
     const size_t per_job = static_cast<size_t>(geometry_.blocks_per_job) * per_block;
     block_sums_.assign(jobs.size() * per_job, 0.0);
     const std::vector<int> bounds = DeviceShareBounds(batches, num_devices);

@@ -46,6 +46,11 @@ struct DevicePassInputs {
   std::vector<unsigned char> angles;  // angle_count values of the mode's Angle
   int angle_count = 0;
   device_pass::LossTerms loss;
+  // The mode's per-row sums where its full pass goes through per-frame sums at this point
+  // (device_pass::DeviceInputs::row_sums: the static mode under the linear loss, where the CPU's
+  // pass does); host only, never copied to a device. Empty: the point-by-point Gram.
+  std::vector<double> row_sums;
+  bool per_frame() const { return !row_sums.empty(); }
   int num_angles() const { return angle_count; }
   // The angles' terms as the mode's Angle (Mode::Angle, the type they were made as).
   template <class Angle>
@@ -72,13 +77,25 @@ std::vector<device_pass::PassJob> MakePassJobs(int num_times, std::span<const Ro
 void GramsFromBlockSums(std::span<const double> block_sums, int blocks_per_job, int gram_size,
                         std::span<Eigen::MatrixXd> grams, std::span<int64_t> finite_points);
 
+// Block sums of a full pass through per-frame sums (inputs.per_frame(); device_schedule.h
+// ThreadDataPartial: DataSums(mode) doubles per block, job after job, block after block) into the
+// jobs' Gram matrices and finite counts: each job's blocks added in block order, then the mode's
+// GramFromDataSums adds the data-free part from inputs.row_sums, subtracting the terms of the
+// job's non-finite points, which it finds in host_data[job] (the job's values on the host).
+void GramsFromDataSums(const DevicePassInputs& inputs, std::span<const device_pass::PassJob> jobs,
+                       std::span<const float* const> host_data, std::span<const double> block_sums,
+                       int blocks_per_job, std::span<Eigen::MatrixXd> grams,
+                       std::span<int64_t> finite_points);
+
 // Block sums of a cost pass (one double per block, job after job) into the batches' sums: each
 // job's blocks in block order, then a batch's angles in angle order.
 void CostsFromBlockSums(std::span<const double> block_sums, int blocks_per_job, int num_angles,
                         std::span<double> squared_residuals);
 
-// What a device pass computes in one launch: the full pass (Gram matrices) or the cost pass.
-enum class DevicePassKind { kGrams, kCosts };
+// What a device pass computes in one launch: the full pass (Gram matrices point by point), the
+// full pass through per-frame sums (the points' data terms: DevicePassInputs::per_frame()) or the
+// cost pass.
+enum class DevicePassKind { kGrams, kDataSums, kCosts };
 
 // One device of a device backend: the CUDA device of cuda_pass_backend.cc, or its host emulation
 // (emulated_pass_backend.cc). Used by one thread at a time (a call's shares run on one thread per
@@ -113,8 +130,8 @@ class PassDevice {
   // uploads when point_serial differs from the last launch's (a serial is never reused).
   // jobs[i].data is the device address of resident data when resident[i] != 0, else a host
   // address whose values the device copies for this launch (the pinned double-buffered path of
-  // cuda_pass_runner.h). block_sums receives what GramsFromBlockSums (kGrams) or
-  // CostsFromBlockSums (kCosts) read, for these jobs.
+  // cuda_pass_runner.h). block_sums receives what GramsFromBlockSums (kGrams), GramsFromDataSums
+  // (kDataSums) or CostsFromBlockSums (kCosts) read, for these jobs.
   virtual void Launch(DevicePassKind kind, const DevicePassInputs& inputs, uint64_t point_serial,
                       std::span<const device_pass::PassJob> jobs, std::span<const uint8_t> resident,
                       const device_pass::LaunchGeometry& geometry,

@@ -28,14 +28,19 @@ struct MakeInputsOfMode {
     using Angle = typename Mode::Angle;
     static_assert(std::is_trivially_copyable_v<Angle>, "copied to a device as bytes");
     device_pass::DeviceInputs<Angle> made;
-    const device_pass::DevicePoint device_point{point.evaluation, point.phi_degrees.data(),
-                                                point.contrast.data(), point.offset.data(),
-                                                static_cast<int>(point.phi_degrees.size())};
+    const device_pass::DevicePoint device_point{point.evaluation,
+                                                point.phi_degrees.data(),
+                                                point.contrast.data(),
+                                                point.offset.data(),
+                                                static_cast<int>(point.phi_degrees.size()),
+                                                static_cast<int>(point.loss.function)};
     Mode::MakeInputs(device_point, &made);
     HOMODYNE_CHECK(made.angles.size() == point.phi_degrees.size());
     inputs->gram_size = Mode::Shape::kGramSize;
     inputs->scalars = made.scalars;
     inputs->tables = std::move(made.tables);
+    inputs->row_sums = std::move(made.row_sums);
+    HOMODYNE_CHECK(inputs->row_sums.empty() || device_pass::DataSumsOf<Mode>::value > 0);
     inputs->angle_count = static_cast<int>(made.angles.size());
     inputs->angles.resize(made.angles.size() * sizeof(Angle));
     if (!made.angles.empty()) {
@@ -44,7 +49,64 @@ struct MakeInputsOfMode {
   }
 };
 
+// A job's Gram from its data sums, for the mode it is called with (DeviceModes::Visit).
+struct GramsFromDataSumsOfMode {
+  const DevicePassInputs& inputs;
+  std::span<const device_pass::PassJob> jobs;
+  std::span<const float* const> host_data;
+  std::span<const double> block_sums;
+  int blocks_per_job;
+  std::span<Eigen::MatrixXd> grams;
+  std::span<int64_t> finite_points;
+
+  template <class Mode>
+  void operator()(Mode) const {
+    constexpr int kStride = device_pass::DataSumsOf<Mode>::value;
+    if constexpr (kStride == 0) {
+      HOMODYNE_CHECK(false);  // no full pass through per-frame sums in this mode
+    } else {
+      using Shape = typename Mode::Shape;
+      const typename Mode::Tables tables = Mode::TablesAt(inputs.scalars, inputs.tables.data());
+      const std::vector<typename Mode::Angle> angles = inputs.AnglesAs<typename Mode::Angle>();
+      const std::size_t job_doubles = static_cast<std::size_t>(blocks_per_job) * kStride;
+      HOMODYNE_CHECK(grams.size() == jobs.size() && finite_points.size() == jobs.size() &&
+                     host_data.size() == jobs.size() &&
+                     block_sums.size() == jobs.size() * job_doubles);
+      for (std::size_t job = 0; job < jobs.size(); ++job) {
+        const double* sums = block_sums.data() + job * job_doubles;
+        double data_sums[kStride];
+        for (int m = 0; m < kStride; ++m) {
+          data_sums[m] = device_pass::BlockOrderSum(sums + m, blocks_per_job, kStride);
+        }
+        double triangle[Shape::kTriangle];
+        const device_pass::PassJob& pass_job = jobs[job];
+        Mode::GramFromDataSums(tables, inputs.row_sums.data(),
+                               angles[static_cast<std::size_t>(pass_job.angle)], pass_job.row_begin,
+                               pass_job.row_end, host_data[job], data_sums, triangle,
+                               &finite_points[job]);
+        Eigen::MatrixXd& gram = grams[job];
+        gram.setZero(Shape::kGramSize, Shape::kGramSize);
+        int entry = 0;
+        for (int a = 0; a < Shape::kGramSize; ++a) {
+          for (int c = 0; c <= a; ++c, ++entry) gram(a, c) = triangle[entry];
+        }
+      }
+    }
+  }
+};
+
 }  // namespace
+
+void GramsFromDataSums(const DevicePassInputs& inputs, std::span<const device_pass::PassJob> jobs,
+                       std::span<const float* const> host_data, std::span<const double> block_sums,
+                       int blocks_per_job, std::span<Eigen::MatrixXd> grams,
+                       std::span<int64_t> finite_points) {
+  HOMODYNE_CHECK(inputs.per_frame());
+  const bool visited = device_pass::DeviceModes::Visit(
+      inputs.mode, GramsFromDataSumsOfMode{inputs, jobs, host_data, block_sums, blocks_per_job,
+                                           grams, finite_points});
+  HOMODYNE_CHECK(visited);
+}
 
 DevicePassInputs MakeDevicePassInputs(const PassPoint& point) {
   HOMODYNE_CHECK(point.evaluation != nullptr && point.contrast.size() == point.phi_degrees.size() &&

@@ -26,14 +26,14 @@ namespace {
 using device_pass::LaunchGeometry;
 using device_pass::PassJob;
 
-// One launch of the full-pass kernel over `jobs`, emulated: block_sums receives, job after job and
-// block after block, each block's TriangleEntries + 1 sums (device_schedule.h).
-template <class Mode>
-void EmulateGramLaunch(const typename Mode::Tables& tables,
-                       std::span<const typename Mode::Angle> angles,
-                       const device_pass::LossTerms& loss, std::span<const PassJob> jobs,
-                       const LaunchGeometry& geometry, std::vector<double>& block_sums) {
-  constexpr int kStride = Mode::Shape::kTriangle + 1;
+// One launch of a kernel whose threads keep kStride partial sums each over `jobs`, emulated:
+// block_sums receives, job after job and block after block, each block's kStride sums, every
+// entry added over the block's threads by the kernels' tree (device_schedule.h).
+// thread_partial(angle, job, global_thread, thread_stride, partial) is the kernel's thread.
+template <int kStride, class Angle, class ThreadPartial>
+void EmulateBlockSumsLaunch(std::span<const Angle> angles, std::span<const PassJob> jobs,
+                            const LaunchGeometry& geometry, std::vector<double>& block_sums,
+                            ThreadPartial thread_partial) {
   const int threads = geometry.threads_per_block;
   const int blocks = geometry.blocks_per_job;
   const int64_t thread_stride = static_cast<int64_t>(blocks) * threads;
@@ -41,13 +41,12 @@ void EmulateGramLaunch(const typename Mode::Tables& tables,
   std::vector<double> partials(static_cast<size_t>(threads) * kStride);
   std::vector<double> values(static_cast<size_t>(threads));
   for (size_t job = 0; job < jobs.size(); ++job) {
-    const typename Mode::Angle& angle = angles[static_cast<size_t>(jobs[job].angle)];
+    const Angle& angle = angles[static_cast<size_t>(jobs[job].angle)];
     for (int block = 0; block < blocks; ++block) {
       std::fill(partials.begin(), partials.end(), 0.0);
       for (int t = 0; t < threads; ++t) {
-        device_pass::ThreadGramPartial<Mode>(
-            tables, angle, loss, jobs[job], static_cast<int64_t>(block) * threads + t,
-            thread_stride, partials.data() + static_cast<size_t>(t) * kStride);
+        thread_partial(angle, jobs[job], static_cast<int64_t>(block) * threads + t, thread_stride,
+                       partials.data() + static_cast<size_t>(t) * kStride);
       }
       double* out = block_sums.data() + (job * blocks + static_cast<size_t>(block)) * kStride;
       for (int entry = 0; entry < kStride; ++entry) {
@@ -61,6 +60,37 @@ void EmulateGramLaunch(const typename Mode::Tables& tables,
       }
     }
   }
+}
+
+// One launch of the full-pass kernel over `jobs`, emulated: each block's TriangleEntries + 1 sums
+// (device_schedule.h ThreadGramPartial).
+template <class Mode>
+void EmulateGramLaunch(const typename Mode::Tables& tables,
+                       std::span<const typename Mode::Angle> angles,
+                       const device_pass::LossTerms& loss, std::span<const PassJob> jobs,
+                       const LaunchGeometry& geometry, std::vector<double>& block_sums) {
+  EmulateBlockSumsLaunch<Mode::Shape::kTriangle + 1>(
+      angles, jobs, geometry, block_sums,
+      [&](const typename Mode::Angle& angle, const PassJob& job, int64_t global_thread,
+          int64_t thread_stride, double* partial) {
+        device_pass::ThreadGramPartial<Mode>(tables, angle, loss, job, global_thread, thread_stride,
+                                             partial);
+      });
+}
+
+// One launch of the kernel of the full pass through per-frame sums over `jobs`, emulated: each
+// block's Mode::kDataSums sums (device_schedule.h ThreadDataPartial).
+template <class Mode>
+void EmulateDataLaunch(const typename Mode::Tables& tables,
+                       std::span<const typename Mode::Angle> angles, std::span<const PassJob> jobs,
+                       const LaunchGeometry& geometry, std::vector<double>& block_sums) {
+  EmulateBlockSumsLaunch<device_pass::DataSumsOf<Mode>::value>(
+      angles, jobs, geometry, block_sums,
+      [&](const typename Mode::Angle& angle, const PassJob& job, int64_t global_thread,
+          int64_t thread_stride, double* partial) {
+        device_pass::ThreadDataPartial<Mode>(tables, angle, job, global_thread, thread_stride,
+                                             partial);
+      });
 }
 
 // One launch of the cost kernel over `jobs`, emulated: block_sums receives one sum per block, job
@@ -106,6 +136,12 @@ struct EmulateLaunch {
     const std::vector<typename Mode::Angle> angles = inputs.AnglesAs<typename Mode::Angle>();
     if (kind == DevicePassKind::kGrams) {
       EmulateGramLaunch<Mode>(tables, angles, inputs.loss, jobs, geometry, block_sums);
+    } else if (kind == DevicePassKind::kDataSums) {
+      if constexpr (device_pass::DataSumsOf<Mode>::value > 0) {
+        EmulateDataLaunch<Mode>(tables, angles, jobs, geometry, block_sums);
+      } else {
+        HOMODYNE_CHECK(false);  // the mode has no full pass through per-frame sums
+      }
     } else {
       EmulateCostLaunch<Mode>(tables, angles, inputs.loss, jobs, geometry, block_sums);
     }
@@ -160,6 +196,8 @@ class EmulatedPassDevice final : public PassDevice {
               const LaunchGeometry& geometry, std::vector<double>& block_sums) override {
     HOMODYNE_CHECK(!jobs.empty() && resident.size() == jobs.size());
     ++counters_.launches;
+    if (kind == DevicePassKind::kGrams) ++counters_.point_gram_launches;
+    if (kind == DevicePassKind::kDataSums) ++counters_.data_sum_launches;
     // The launch's jobs with their data on the "device": resident arrays where they are (checked
     // to lie in this device's memory), the others copied into the staging memory.
     int64_t staged = 0;

@@ -32,6 +32,11 @@ struct EmulatedDeviceCounters {
   int64_t resident_uploads = 0;  // arrays uploaded once, kept for later passes
   int64_t launch_copies = 0;     // arrays copied for one launch (streamed or not resident)
   int64_t launches = 0;
+  // Of the launches: full passes that built the Gram point by point (ThreadGramPartial), and full
+  // passes through per-frame sums (ThreadDataPartial: the data terms only; the static mode under
+  // the linear loss, docs/design.md section 2). The others are cost passes.
+  int64_t point_gram_launches = 0;
+  int64_t data_sum_launches = 0;
   int64_t resident_bytes = 0;  // held now
 };
 

@@ -58,11 +58,12 @@ inline std::vector<double> PhysicalOf(AnalysisMode mode) {
 
 // The model at 0.95 times the point plus noise, so the residuals are not noise only, with NaN
 // and inf cells where the triangle has room for them (nan_cells of them per angle, spread).
+// physical: the point (empty: PhysicalOf(mode)).
 inline PassCase MakeCase(std::string name, AnalysisMode mode, int num_times, int64_t batch_points,
-                         int nan_cells = 2) {
+                         int nan_cells = 2, std::vector<double> physical = {}) {
   PassCase pass_case{std::move(name),
                      MakeModel(mode, num_times),
-                     PhysicalOf(mode),
+                     physical.empty() ? PhysicalOf(mode) : std::move(physical),
                      {0.0, 45.0, 95.0},
                      {0.3, 0.25, 0.2},
                      {1.0, 1.02, 0.98},
@@ -195,9 +196,16 @@ inline bool BitwiseEqual(const PassSums& a, const PassSums& b) {
 
 // The cases every device backend is compared on: the three modes, a large triangle in batches of
 // 1500 points (not a multiple of any block size), a grid of 2 times (one point), batches of one
-// row, and a triangle whose first rows are all NaN.
+// row, and a triangle whose first rows are all NaN; and the static mode's full pass through
+// per-frame sums (docs/design.md section 2) at slow decay (D0 30: its sums run over the whole
+// grid) and fast decay (D0 3e6: floored and clipped points), with NaN and inf cells, as the CPU
+// pass kernel's test of that form (tests/model/pass_kernel_test.cc).
 inline std::vector<PassCase> ComparisonCases() {
   std::vector<PassCase> cases;
+  cases.push_back(MakeCase("static slow decay (D0 30), 300 times, batches of 2000",
+                           AnalysisMode::kStatic, 300, 2000, 7, {30.0, -0.5, 10.0}));
+  cases.push_back(MakeCase("static fast decay (D0 3e6), 300 times, batches of 2000",
+                           AnalysisMode::kStatic, 300, 2000, 7, {3.0e6, -0.5, 10.0}));
   for (AnalysisMode mode :
        {AnalysisMode::kStatic, AnalysisMode::kLaminarFlow, AnalysisMode::kTwoComponent}) {
     const std::string prefix(ToString(mode));

@@ -1,12 +1,14 @@
 // Tests of the host emulation of the CUDA backend (src/objective/emulated_pass_backend.cc): the
 // registered device modes against the catalog (src/model/device/device_modes.h); the kernels'
 // arithmetic and schedule against the CPU backend, on static, laminar_flow and two_component, odd
-// sizes and several launch geometries; its independence of the chunking; and a whole fit on it
-// against the CPU fit (docs/backends.md, Verified where).
+// sizes and several launch geometries; the static full pass through per-frame sums taken where the
+// CPU's is (counted by the emulated devices); its independence of the chunking; and a whole fit on
+// it against the CPU fit (docs/backends.md, Verified where).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,6 +17,8 @@
 #include "homodyne/errors.h"
 #include "homodyne/model.h"
 #include "model/device/device_modes.h"
+#include "model/isa_level.h"
+#include "model/pass_kernel.h"
 #include "model/two_component/two_component_point.h"
 #include "objective/batched_objective.h"
 #include "objective/device_pass_backend.h"
@@ -138,6 +142,99 @@ TEST(EmulatedPassBackendTest, EverySumAgreesWithTheCpuBackendOnEveryCaseAndGeome
       EXPECT_EQ(actual.finite, expected.finite);
     }
   }
+}
+
+// The static full pass goes through per-frame sums on the device backends (the threads sum the
+// points' data terms only, the host adds the per-row sums: docs/design.md section 2) exactly where
+// the CPU pass does (the one predicate, StaticRowSums), and nowhere else: counted by the emulated
+// device's launches of each full-pass kernel, so a silent fall-back to the point-by-point Gram
+// fails here. Slow and fast decay, NaN and inf cells, a grid of 2 times, rows all NaN; a point
+// where the form does not hold (D0 1e-3: C_D grows by far less than its smoothing per frame), a
+// robust loss and laminar_flow build the Gram point by point, and every pass agrees with the CPU
+// backend within the comparison's tolerance.
+TEST(EmulatedPassBackendTest, StaticFullPassTakesThePerFrameFormWhereTheCpuPassDoes) {
+  const std::shared_ptr<PassBackend> cpu = MakeCpuPassBackend();
+  struct FormCase {
+    PassCase pass_case;
+    PassLoss loss;
+    bool per_frame;
+  };
+  std::vector<FormCase> cases;
+  for (PassCase& pass_case : ComparisonCases()) {
+    if (pass_case.model.mode() == AnalysisMode::kStatic) {
+      cases.push_back({std::move(pass_case), PassLoss(), true});
+    }
+  }
+  ASSERT_GE(cases.size(), 6u);
+  cases.push_back({device_pass_testing::MakeCase("static, D0 1e-3", AnalysisMode::kStatic, 60, 300,
+                                                 3, {1.0e-3, -0.5, 0.0}),
+                   PassLoss(), false});
+  cases.push_back({device_pass_testing::MakeCase("static, soft_l1", AnalysisMode::kStatic, 60, 300),
+                   PassLoss{LossFunction::kSoftL1, 0.02}, false});
+  cases.push_back(
+      {device_pass_testing::MakeCase("laminar_flow", AnalysisMode::kLaminarFlow, 60, 300),
+       PassLoss(), false});
+  for (const FormCase& form_case : cases) {
+    const PassCase& pass_case = form_case.pass_case;
+    SCOPED_TRACE(pass_case.name);
+    const ModelEvaluation evaluation(pass_case.model, pass_case.physical);
+    const PassKernel kernel(evaluation, pass_case.phi, pass_case.contrast, pass_case.offset,
+                            ActiveIsaLevel(), form_case.loss);
+    EXPECT_EQ(kernel.per_frame_gram(), form_case.per_frame);
+    const PassPoint point{&evaluation,      pass_case.phi,  pass_case.contrast,
+                          pass_case.offset, form_case.loss, 0,
+                          PassColumns::kAll};
+    EXPECT_EQ(MakeDevicePassInputs(point).per_frame(), form_case.per_frame);
+
+    const std::shared_ptr<PassBackend> emulated = MakeEmulatedPassBackend({3, 32});
+    const PassSums actual = ComputeAllSums(*emulated, pass_case, form_case.loss);
+    const EmulatedDeviceCounters counters = EmulatedCounters(*emulated).at(0);
+    if (form_case.per_frame) {
+      EXPECT_GE(counters.data_sum_launches, 1);
+      EXPECT_EQ(counters.point_gram_launches, 0);
+    } else {
+      EXPECT_EQ(counters.data_sum_launches, 0);
+      EXPECT_GE(counters.point_gram_launches, 1);
+    }
+    const PassSums expected = ComputeAllSums(*cpu, pass_case, form_case.loss);
+    std::string where;
+    EXPECT_LE(LargestError(actual, expected, &where), kTolerance) << where;
+    EXPECT_EQ(actual.finite, expected.finite);
+  }
+}
+
+// The per-frame form's host part subtracts the terms of exactly the job's non-finite points: with
+// every point of a batch's angle NaN that angle's Gram is exactly zero and its count 0, and a
+// single inf point moves the sums to those of the same data with that point NaN (bitwise: the
+// data terms skip both, the subtraction takes the same terms).
+TEST(EmulatedPassBackendTest, PerFrameFormSubtractsTheNonFinitePoints) {
+  PassCase pass_case = device_pass_testing::MakeCase("static, 50 times", AnalysisMode::kStatic, 50,
+                                                     200, 0, {30.0, -0.5, 10.0});
+  ASSERT_GE(pass_case.batches.size(), 3u);
+  const RowBatch& second = pass_case.batches[1];
+  for (int64_t p = second.offset; p < second.offset + second.points; ++p) {
+    pass_case.data[1][static_cast<size_t>(p)] = std::numeric_limits<float>::quiet_NaN();
+  }
+  const std::shared_ptr<PassBackend> emulated = MakeEmulatedPassBackend({2, 16});
+  PassCase with_inf = pass_case;
+  with_inf.data[2][17] = std::numeric_limits<float>::infinity();
+  PassCase with_nan = pass_case;
+  with_nan.data[2][17] = std::numeric_limits<float>::quiet_NaN();
+  const PassSums inf_sums = ComputeAllSums(*emulated, with_inf);
+  const PassSums nan_sums = ComputeAllSums(*emulated, with_nan);
+  EXPECT_GE(EmulatedCounters(*emulated).at(0).data_sum_launches, 2);
+  EXPECT_EQ(EmulatedCounters(*emulated).at(0).point_gram_launches, 0);
+  EXPECT_TRUE(device_pass_testing::BitwiseEqual(inf_sums, nan_sums));
+  const size_t angles = pass_case.phi.size();
+  const size_t all_nan = 1 * angles + 1;  // batch 1, angle 1
+  EXPECT_EQ(inf_sums.finite[all_nan], 0);
+  EXPECT_TRUE((inf_sums.grams[all_nan].array() == 0.0).all());
+  const PassSums unmarked = ComputeAllSums(*emulated, pass_case);
+  EXPECT_EQ(inf_sums.finite[2], unmarked.finite[2] - 1);  // batch 0, angle 2
+  EXPECT_NE(inf_sums.grams[2](3, 3), unmarked.grams[2](3, 3));
+  const PassSums cpu = ComputeAllSums(*MakeCpuPassBackend(), with_inf);
+  std::string where;
+  EXPECT_LE(LargestError(inf_sums, cpu, &where), kTolerance) << where;
 }
 
 TEST(EmulatedPassBackendTest, RobustLossesAgreeWithTheCpuBackend) {
@@ -285,8 +382,9 @@ TEST_F(EmulatedFitTest, FitEqualsTheCpuFit) {
     options.loss = fit_case.loss;
     PackedDataObjective cpu(ModelOf(config, *source), AnglesOf(*source), 0.01, data, options,
                             MakeCpuPassBackend());
+    const std::shared_ptr<PassBackend> emulated_backend = MakeEmulatedPassBackend({2, 64});
     PackedDataObjective emulated(ModelOf(config, *source), AnglesOf(*source), 0.01, data, options,
-                                 MakeEmulatedPassBackend({2, 64}));
+                                 emulated_backend);
     Eigen::VectorXd start = Truth(config);
     for (int a = 0; a < cpu.num_physical(); ++a) {
       start[a] *= a % 2 == 0 ? (two_component ? 1.02 : 1.2) : (two_component ? 0.98 : 0.9);
@@ -310,6 +408,14 @@ TEST_F(EmulatedFitTest, FitEqualsTheCpuFit) {
           << "parameter " << a;
     }
     EXPECT_NEAR(actual.final_chi2, expected.final_chi2, 1e-10 * expected.final_chi2);
+    // The static fit's full passes went through per-frame sums (docs/design.md section 2).
+    const EmulatedDeviceCounters counters = EmulatedCounters(*emulated_backend).at(0);
+    if (fit_case.mode == AnalysisMode::kStatic) {
+      EXPECT_GE(counters.data_sum_launches, actual.iterations);
+      EXPECT_EQ(counters.point_gram_launches, 0);
+    } else {
+      EXPECT_EQ(counters.data_sum_launches, 0);
+    }
   }
 }
 

@@ -15,11 +15,18 @@
 //   Row, Cost             a point's row of [J | e] and its cost term (device_schedule.h);
 //   MakeInputs            host only: the DeviceInputs at a point (the tables' scalars and array,
 //                         the angles' terms), computed by the CPU model's own arithmetic.
+// and optionally, for a full pass through per-frame sums (the static mode's, docs/design.md
+// section 2; a mode without them builds every Gram point by point):
+//   kDataSums             the partial sums a thread keeps of the points' data terms (> 0);
+//   DataTerms             adds a point's data terms to them (device_schedule.h ThreadDataPartial);
+//   GramFromDataSums      host only: a job's Gram from its data sums and the inputs' row_sums,
+//                         where MakeInputs filled them (the point-by-point Gram where it did not).
 // Written for nvcc's C++17 as well as the host compiler (contract of device_point.h).
 #pragma once
 
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "model/device/device_point.h"
 #include "model/device/device_schedule.h"
@@ -27,6 +34,16 @@
 #include "model/two_component/two_component_device.h"
 
 namespace homodyne::device_pass {
+
+// A mode's kDataSums, 0 when it has none (no full pass through per-frame sums).
+template <class Mode, class = void>
+struct DataSumsOf {
+  static constexpr int value = 0;
+};
+template <class Mode>
+struct DataSumsOf<Mode, std::void_t<decltype(Mode::kDataSums)>> {
+  static constexpr int value = Mode::kDataSums;
+};
 
 // A list of device modes; a mode's index in it identifies the mode in the device inputs and the
 // CUDA runner.
@@ -38,6 +55,13 @@ struct DeviceModeList {
   static constexpr int GramSize(int index) {
     constexpr int sizes[] = {Modes::Shape::kGramSize...};
     return sizes[index];
+  }
+
+  // The data sums per thread of mode `index`'s full pass through per-frame sums (DataSumsOf; 0:
+  // none).
+  static constexpr int DataSums(int index) {
+    constexpr int sums[] = {DataSumsOf<Modes>::value...};
+    return sums[index];
   }
 
   // The largest Gram side of the modes.

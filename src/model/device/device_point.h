@@ -188,6 +188,7 @@ struct DevicePoint {
   const double* contrast = nullptr;
   const double* offset = nullptr;
   int num_angles = 0;
+  int loss_function = 0;  // LossTerms::function: a mode takes its per-frame form under 0 only
 };
 
 // The scalars of a mode's tables, passed by value to a kernel: N and the mode's own numbers
@@ -201,11 +202,15 @@ struct TableScalars {
 // A mode's device inputs at a point, as its MakeInputs makes them on the host: the tables'
 // scalars and one array (the layout of the mode's TablesAt), and one Angle per angle. The tables'
 // array is copied to a device as it is, the angles as bytes (Angle is trivially copyable).
+// row_sums: a mode with a full pass through per-frame sums (kDataSums, device_modes.h) fills them
+// where that form holds at the point (the data-free part of the Gram, read on the host only:
+// GramFromDataSums); empty: the full pass builds the Gram point by point.
 template <class Angle>
 struct DeviceInputs {
   TableScalars scalars;
   std::vector<double> tables;
   std::vector<Angle> angles;
+  std::vector<double> row_sums;
 };
 
 }  // namespace device_pass

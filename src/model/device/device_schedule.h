@@ -111,6 +111,21 @@ HOMODYNE_HOST_DEVICE inline void ThreadGramPartial(const typename Mode::Tables& 
   }
 }
 
+// Thread `global_thread` of a job's full pass through per-frame sums (a mode with kDataSums,
+// device_modes.h; linear loss only): partial[0, Mode::kDataSums) += the data terms of its points
+// (Mode::DataTerms), the data-free part of the Gram being the host's (Mode::GramFromDataSums).
+template <class Mode>
+HOMODYNE_HOST_DEVICE inline void ThreadDataPartial(const typename Mode::Tables& tables,
+                                                   const typename Mode::Angle& angle,
+                                                   const PassJob& job, int64_t global_thread,
+                                                   int64_t thread_stride, double* partial) {
+  for (int64_t p = global_thread; p < job.points; p += thread_stride) {
+    int i, j;
+    LocatePoint(tables.num_times, job, p, &i, &j);
+    Mode::DataTerms(tables, angle, i, j, static_cast<double>(job.data[p]), partial);
+  }
+}
+
 // Thread `global_thread` of a job's cost pass: *partial += the cost terms of its points
 // (Mode::Cost).
 template <class Mode>

@@ -52,6 +52,20 @@ struct AngleTerms {
   double dphase_dphi0_per_step = 0.0;  // d(s cos(phi0 - phi)) / d phi0, phi0 in degrees
 };
 
+// g1 of diffusion at point (i, j), exp(-w M_D) with M_D = sqrt(diff_D^2 + 1e-12) and the exponent
+// clipped at kLogG1DiffusionMin (*clipped then true); diff_D = C_D[i] - C_D[j] and M_D returned
+// through diff_d and m_d.
+HOMODYNE_HOST_DEVICE inline double DiffusionG1(const ModelTables& tables, int i, int j,
+                                               double* diff_d, double* m_d, bool* clipped) {
+  const double w = tables.diffusion_prefactor;
+  *diff_d = tables.cumulative_diffusion[i] - tables.cumulative_diffusion[j];
+  *m_d = DeviceSqrt(*diff_d * *diff_d + kSmoothAbsEpsilon);
+  double log_g1d = -w * *m_d;
+  *clipped = log_g1d < kLogG1DiffusionMin;
+  if (*clipped) log_g1d = kLogG1DiffusionMin;
+  return DeviceExp(log_g1d);
+}
+
 // c2 at point (i, j) of one angle, and with kWithJacobian its row of [J | e] in row[0, kGramSize):
 // J = d c2 / d(physical..., contrast, offset), e = data - c2. A non-finite data value gives a zero
 // row (it counts for nothing). Returns c2.
@@ -60,12 +74,9 @@ HOMODYNE_HOST_DEVICE inline double PointModel(const ModelTables& tables, const A
                                               int i, int j, double data, double* row) {
   const int n = tables.num_times;
   const double w = tables.diffusion_prefactor;
-  const double diff_d = tables.cumulative_diffusion[i] - tables.cumulative_diffusion[j];
-  const double m_d = DeviceSqrt(diff_d * diff_d + kSmoothAbsEpsilon);
-  double log_g1d = -w * m_d;
-  const bool clipped = log_g1d < kLogG1DiffusionMin;
-  if (clipped) log_g1d = kLogG1DiffusionMin;
-  const double g1d = DeviceExp(log_g1d);
+  double diff_d, m_d;
+  bool clipped;
+  const double g1d = DiffusionG1(tables, i, j, &diff_d, &m_d, &clipped);
 
   double g1 = g1d;
   double diff_g = 0.0;
@@ -126,6 +137,44 @@ HOMODYNE_HOST_DEVICE inline double PointCost(const ModelTables& tables, const An
   return ResidualCost(loss, data - PointModel<kLaminar, false>(tables, angle, i, j, data, nullptr));
 }
 
+// The static full pass through per-frame sums (docs/design.md section 2, The static full pass
+// through per-frame sums; docs/backends.md): the data-free part of the Gram, J^T J, comes from the
+// CPU's per-row sums (StaticRowSums, homodyne_point.h) on the host, and the device threads sum
+// only the point terms that read the data, kStaticDataSums per thread instead of the point-by-point
+// Gram's 21 products and the count. Their layout:
+inline constexpr int kStaticDataE2 = 0;     // sum e^2
+inline constexpr int kStaticDataE = 1;      // sum e
+inline constexpr int kStaticDataU = 2;      // sum u, u = e g1f^2 (the contrast column's J^T e)
+inline constexpr int kStaticDataUD = 3;     // sum u D_p (3), D_p = dC_D / d theta_p at j less at i
+inline constexpr int kStaticDataCount = 6;  // the finite points
+inline constexpr int kStaticDataSums = 7;
+
+// Adds the point (i, j)'s data terms to partial[0, kStaticDataSums) (nothing but the count's 0
+// for non-finite data): e = data - c2 with the point's own g1 (smoothed, clipped and floored, as
+// PointModel and the CPU's per-frame pass), e^2 and u D_p each by one DeviceFma.
+HOMODYNE_HOST_DEVICE inline void StaticPointDataTerms(const ModelTables& tables,
+                                                      const AngleTerms& angle, int i, int j,
+                                                      double data, double* partial) {
+  if (!IsFiniteValue(data)) return;
+  double diff_d, m_d;
+  bool clipped;
+  const double g1 = DiffusionG1(tables, i, j, &diff_d, &m_d, &clipped);
+  const double g1_floored = g1 > kG1Floor ? g1 : kG1Floor;
+  const double g1_squared = g1_floored * g1_floored;
+  const double e = data - (angle.offset + angle.contrast * g1_squared);
+  const double u = e * g1_squared;
+  const int n = tables.num_times;
+  const double* dc_d = tables.cumulative_diffusion_derivatives;
+  partial[kStaticDataE2] = DeviceFma(e, e, partial[kStaticDataE2]);
+  partial[kStaticDataE] += e;
+  partial[kStaticDataU] += u;
+  for (int p = 0; p < 3; ++p) {
+    partial[kStaticDataUD + p] =
+        DeviceFma(u, dc_d[p * n + j] - dc_d[p * n + i], partial[kStaticDataUD + p]);
+  }
+  partial[kStaticDataCount] += 1.0;
+}
+
 // The device traits of the homodyne modes, static (false) and laminar_flow (true): what the
 // shared schedule, the host emulation and the CUDA kernels are instantiated on
 // (src/model/device/device_modes.h lists the modes; docs/adding-a-mode.md).
@@ -162,6 +211,23 @@ struct HomodyneDeviceMode {
                                           const LossTerms& loss, int i, int j, double data) {
     return PointCost<kLaminar>(tables, angle, loss, i, j, data);
   }
+
+  // The full pass through per-frame sums (device_modes.h, the optional members): static only;
+  // laminar_flow builds its Gram point by point (docs/design.md section 2: no per-frame product).
+  static constexpr int kDataSums = kLaminar ? 0 : kStaticDataSums;
+  HOMODYNE_HOST_DEVICE static void DataTerms(const Tables& tables, const Angle& angle, int i, int j,
+                                             double data, double* partial) {
+    if constexpr (!kLaminar) StaticPointDataTerms(tables, angle, i, j, data, partial);
+  }
+  // Host only (homodyne_device.cc): a job's Gram from its data sums (DataTerms added over its
+  // points) and the inputs' row sums (DeviceInputs::row_sums) of rows [row_begin, row_end),
+  // scaled by the angle's contrast and w as the CPU's per-frame pass; the terms of the job's
+  // non-finite points (host_data: the job's values on the host, read only when the count says
+  // some are not finite) subtracted from the row sums. triangle: TriangleEntries(kGramSize)
+  // values, row by row (the block sums' layout); *finite the count.
+  static void GramFromDataSums(const Tables& tables, const double* row_sums, const Angle& angle,
+                               int row_begin, int row_end, const float* host_data,
+                               const double* data_sums, double* triangle, int64_t* finite);
 
   // Host only (homodyne_device.cc): the inputs at a point of this mode, the tables computed by
   // the CPU model's own arithmetic (ComputeHomodyneRateTables) and the angles' coefficients as
