@@ -65,14 +65,10 @@ double SecondsSince(Clock::time_point start) {
 // fit (its strategy, checkpoints, model and angles).
 class FitRun {
  public:
-  // check_phi0_mirror: run the phi0 mirror check (phi0_mirror.h) after the final fit; off for
-  // sigma auto's first fit, whose minimum the second fit refines.
-  FitRun(const Config& config, BatchSource& source, const FitObserver& observer,
-         bool check_phi0_mirror = true)
-      : config_(config),
-        source_(source),
-        observer_(observer),
-        check_phi0_mirror_(check_phi0_mirror) {}
+  // pilot: sigma auto's first fit, whose minimum the second fit refines: no phi0 mirror check
+  // (phi0_mirror.h) after the final fit and no profile intervals of undetermined parameters.
+  FitRun(const Config& config, BatchSource& source, const FitObserver& observer, bool pilot = false)
+      : config_(config), source_(source), observer_(observer), pilot_(pilot) {}
 
   FitOutcome Run() {
     fit_ = PrepareFit(config_, source_, observer_);
@@ -246,8 +242,7 @@ class FitRun {
   // The phi0 mirror check (phi0_mirror.h): one more local fit when the angles cannot tell phi0
   // from its mirror. A signal during it stops the fit as one during the final fit does.
   void Phi0MirrorStep() {
-    if (!check_phi0_mirror_ || summary_.status == LevenbergMarquardtStatus::kStoppedByCallback)
-      return;
+    if (pilot_ || summary_.status == LevenbergMarquardtStatus::kStoppedByCallback) return;
     bool stopped = false;
     phi0_mirror_ = CheckPhi0Mirror(fit_->strategy->objective(), fit_->parameters->map, lm_,
                                    summary_, fit_->phi_degrees, &stopped);
@@ -352,6 +347,12 @@ class FitRun {
             "optimization.nlsq.profile_intervals: not computed (they need the plain "
             "loss and variable projection)");
       }
+    }
+    // Else profiles for the parameters the data do not determine, where a profile point costs
+    // no more than the profile check's (ProfileProbeOfTheSolution's limit), not in fast mode.
+    if (!reported.intervals && !config_.performance.fast_mode && !pilot_ &&
+        fit_->strategy->objective().num_points() <= config_.nlsq.global_search.max_points) {
+      reported.undetermined_intervals = CheckpointedProbe(ProbeOfTheSolution());
     }
     if (reported.method != UncertaintyMethod::kJackknife &&
         reported.method != UncertaintyMethod::kAuto) {
@@ -739,7 +740,7 @@ class FitRun {
   LevenbergMarquardtOptions lm_;       // the final fit's options
   Eigen::VectorXd fit_start_;          // GlobalPhaseStep
   LevenbergMarquardtSummary summary_;  // FinalFitStep
-  bool check_phi0_mirror_ = true;
+  bool pilot_ = false;
   std::optional<Phi0MirrorFinding> phi0_mirror_;    // Phi0MirrorStep
   ProfileTrail profile_trail_;                      // CheckpointedProbe's points
   std::unique_ptr<BatchedObjective> profile_data_;  // SpreadIntervalEnds' whole data, or null
@@ -773,7 +774,7 @@ FitOutcome FitWithSigmaAuto(const Config& config, BatchSource& source,
   first_observer.on_iteration = nullptr;  // the convergence history is the final fit's
   spdlog::info("sigma auto: a first fit at sigma {} to estimate the noise",
                FormatNumber(config.nlsq.sigma));
-  FitOutcome first = FitRun(first_config, source, first_observer, false).Run();
+  FitOutcome first = FitRun(first_config, source, first_observer, /*pilot=*/true).Run();
   const FitResult& pilot = first.result;
   const double chi2_at_unit_sigma =
       pilot.chi_squared * config.nlsq.sigma * config.nlsq.sigma;  // sum of (data - c2)^2

@@ -155,9 +155,14 @@ std::string ReasonNumber(double value) {
   return text;
 }
 
+// Whether `names` holds `name`.
+bool Contains(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
 // Appends `name` to `names` unless it is there already.
 void AddName(const std::string& name, std::vector<std::string>& names) {
-  if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  if (!Contains(names, name)) names.push_back(name);
 }
 
 // Whether no fitted parameter was free to move at the result: every one held on a bound with its
@@ -725,16 +730,29 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
   }
   const bool statistical =
       result.uncertainty_method == "jackknife" || result.uncertainty_method == "standard";
-  if (uncertainty.intervals && has_uncertainties) {
-    quality_inputs.unbounded_intervals = AddProfileIntervals(
-        uncertainty.intervals, full.uncertainties, lm, result, uncertainty.interval_ends);
-  } else if (profile && has_uncertainties && statistical && !loosely_determined.empty()) {
-    // The profile check's probe profiles what the checks found far from quadratic: value +- t u
-    // would claim the curvature's shape there (docs/results.md, Intervals). The quality flag
-    // counts them as undetermined already.
-    AddProfileIntervals(profile, full.uncertainties, lm, result, nullptr, &loosely_determined);
+  // The physical parameters along which J^T J is singular: their u is a lower bound.
+  std::vector<std::string> singular;
+  for (const int i : summary.undetermined_parameters) {
+    const std::string& name = lm.parameter_names[static_cast<size_t>(i)];
+    if (Contains(names, name)) singular.push_back(name);
   }
-  AddStudentIntervals(lm, result);
+  if (uncertainty.intervals && has_uncertainties) {
+    quality_inputs.unbounded_intervals =
+        AddProfileIntervals(uncertainty.intervals, full.uncertainties, lm, result,
+                            uncertainty.interval_ends, nullptr, singular);
+  } else if (has_uncertainties && statistical) {
+    // Profiles where value +- t u would claim the curvature's shape (docs/results.md, Intervals):
+    // what the checks found far from quadratic (the profile check's probe) and what the data do
+    // not determine. The quality flag counts both as undetermined already.
+    if (profile && !loosely_determined.empty()) {
+      AddProfileIntervals(profile, full.uncertainties, lm, result, nullptr, &loosely_determined);
+    }
+    if (uncertainty.undetermined_intervals && !singular.empty()) {
+      AddProfileIntervals(uncertainty.undetermined_intervals, full.uncertainties, lm, result,
+                          nullptr, &singular, singular);
+    }
+  }
+  AddStudentIntervals(lm, result, singular);
   if (full_validation && has_uncertainties) {
     WidenIntervalsToOtherMinima(full.uncertainties, objective.num_points(), result);
   }
@@ -762,10 +780,12 @@ std::vector<std::string> AddProfileIntervals(const ProfileProbe& probe,
                                              const Eigen::VectorXd& curvature,
                                              const LevenbergMarquardtOptions& lm, FitResult& result,
                                              const ProfileEndsRunner& runner,
-                                             const std::vector<std::string>* only) {
+                                             const std::vector<std::string>* only,
+                                             const std::vector<std::string>& undetermined) {
   const double infinity = std::numeric_limits<double>::infinity();
   const double chi2_min = result.chi_squared;
   const double s2 = result.reduced_chi_squared;
+  const double undetermined_ratio = UndeterminedUncertaintyRatio(result, curvature, undetermined);
   // Every end to find, parameter by parameter: the 68 % lower and upper, then the 95 % ones.
   std::vector<ProfileEndSearch> searches;
   std::vector<size_t> first_search(result.physical.size(), 0);
@@ -784,10 +804,14 @@ std::vector<std::string> AddProfileIntervals(const ProfileProbe& probe,
     const auto [lower, upper] = *bounds;
     profiled[p] = true;
     first_search[p] = searches.size();
+    const double ratio = Contains(undetermined, estimate.name) && std::isfinite(undetermined_ratio)
+                             ? undetermined_ratio
+                             : reported / curved;
     for (const double z : {1.0, 1.96}) {
-      const double target = z * z * s2 * (reported * reported) / (curved * curved);
-      searches.push_back({estimate.name, estimate.value, z * reported, -1, lower, target});
-      searches.push_back({estimate.name, estimate.value, z * reported, +1, upper, target});
+      const double target = z * z * s2 * ratio * ratio;
+      const double first_step = z * ratio * curved;
+      searches.push_back({estimate.name, estimate.value, first_step, -1, lower, target});
+      searches.push_back({estimate.name, estimate.value, first_step, +1, upper, target});
     }
   }
   const std::function<ProfileEndFound(size_t)> find = [&](size_t i) {
@@ -861,6 +885,23 @@ std::vector<std::string> AddProfileIntervals(const ProfileProbe& probe,
   return reached;
 }
 
+double UndeterminedUncertaintyRatio(const FitResult& result, const Eigen::VectorXd& curvature,
+                                    const std::vector<std::string>& undetermined) {
+  double largest = std::numeric_limits<double>::quiet_NaN();
+  for (size_t p = 0; p < result.physical.size() && static_cast<Eigen::Index>(p) < curvature.size();
+       ++p) {
+    const double reported = result.physical[p].uncertainty;
+    const double curved = curvature[static_cast<Eigen::Index>(p)];
+    if (Contains(undetermined, result.physical[p].name) || !(reported > 0.0) || !(curved > 0.0) ||
+        !std::isfinite(reported) || !std::isfinite(curved)) {
+      continue;
+    }
+    const double ratio = reported / curved;
+    if (!(ratio <= largest)) largest = ratio;
+  }
+  return largest;
+}
+
 std::vector<std::string> WidenIntervalsToOtherMinima(const Eigen::VectorXd& curvature,
                                                      int64_t num_points, FitResult& result) {
   const GlobalSearchRecord& search = result.global_search;
@@ -920,11 +961,14 @@ double StudentQuantile(double probability, int degrees_of_freedom) {
       probability);
 }
 
-void AddStudentIntervals(const LevenbergMarquardtOptions& lm, FitResult& result) {
+void AddStudentIntervals(const LevenbergMarquardtOptions& lm, FitResult& result,
+                         const std::vector<std::string>& widen) {
   if (result.uncertainty_method != "jackknife" && result.uncertainty_method != "standard") return;
   const int dof = result.uncertainty_method == "jackknife" ? result.uncertainty_blocks - 1 : 0;
   for (ParameterEstimate& estimate : result.physical) {
-    if (!estimate.interval_68.empty() || !(estimate.uncertainty > 0.0) ||
+    const bool hull = !estimate.interval_68.empty() && !estimate.interval_95.empty() &&
+                      Contains(widen, estimate.name);
+    if ((!estimate.interval_68.empty() && !hull) || !(estimate.uncertainty > 0.0) ||
         !std::isfinite(estimate.uncertainty)) {
       continue;
     }
@@ -932,15 +976,34 @@ void AddStudentIntervals(const LevenbergMarquardtOptions& lm, FitResult& result)
     if (!bounds) continue;  // held fixed
     const auto [lower, upper] = *bounds;
     bool clipped = false;
+    bool widened = false;
     for (const double probability : {kOneSigmaProbability, 0.975}) {
       const double half = StudentQuantile(probability, dof) * estimate.uncertainty;
       const double low = std::max(lower, estimate.value - half);
       const double high = std::min(upper, estimate.value + half);
       clipped = clipped || low > estimate.value - half || high < estimate.value + half;
-      (probability == 0.975 ? estimate.interval_95 : estimate.interval_68) = {low, high};
+      std::vector<double>& interval =
+          probability == 0.975 ? estimate.interval_95 : estimate.interval_68;
+      if (!hull) {
+        interval = {low, high};
+        continue;
+      }
+      // A profile end that could not be computed (NaN) stays unknown.
+      widened = widened || low < interval[0] || high > interval[1];
+      interval = {std::min(interval[0], low), std::max(interval[1], high)};
+    }
+    const bool spans = estimate.interval_68[0] <= lower && estimate.interval_68[1] >= upper;
+    if (hull) {
+      std::string note = estimate.interval_note;
+      if (widened) note += std::string(note.empty() ? "" : "; ") + "widened to value +- t u";
+      if (spans && note.rfind(kNotDeterminedNote, 0) != 0) {
+        note = kNotDeterminedNote + (note.empty() ? "" : "; " + note);
+      }
+      estimate.interval_note = note;
+      continue;
     }
     estimate.interval_method = "student_t";
-    if (estimate.interval_68[0] <= lower && estimate.interval_68[1] >= upper) {
+    if (spans) {
       estimate.interval_note = kNotDeterminedNote;
     } else if (clipped) {
       estimate.interval_note = "clipped to parameter_space.bounds";

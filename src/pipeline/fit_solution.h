@@ -191,6 +191,10 @@ struct ReportedUncertainty {
   ProfileProbe intervals;
   // Who finds the intervals' ends (AddProfileIntervals); null: this process, one after the other.
   ProfileEndsRunner interval_ends;
+  // Set (and `intervals` null): the physical parameters the data do not determine (J^T J singular
+  // along them at the result) get profile intervals with it instead of value +- t u, which their
+  // lower-bound u would make far too narrow (docs/results.md, Intervals). Null: none.
+  ProfileProbe undetermined_intervals;
 };
 
 // The profile-likelihood intervals of result.physical (docs/results.md, Profile intervals): for
@@ -202,12 +206,24 @@ struct ReportedUncertainty {
 // comes before is the bound, and the parameter's interval_note and a warning say so; returns the
 // names of the parameters with such an end (or an end that could not be computed). The ends are
 // independent: `runner` finds them (null: one after the other, here). only: the parameters to
-// profile (all of result.physical when null).
+// profile (all of result.physical when null). undetermined: parameters the data do not determine
+// (J^T J singular along them): their reported u is a lower bound, so their ratio u / c is taken
+// as UndeterminedUncertaintyRatio's instead (the profile then follows their valley on the scale
+// of the correlated noise, not of the lower bound).
 std::vector<std::string> AddProfileIntervals(const ProfileProbe& probe,
                                              const Eigen::VectorXd& curvature,
                                              const LevenbergMarquardtOptions& lm, FitResult& result,
                                              const ProfileEndsRunner& runner = nullptr,
-                                             const std::vector<std::string>* only = nullptr);
+                                             const std::vector<std::string>* only = nullptr,
+                                             const std::vector<std::string>& undetermined = {});
+
+// The ratio u / c of reported to curvature uncertainty that the profile intervals of undetermined
+// parameters take (AddProfileIntervals): the largest of the other physical parameters' (those
+// with finite, positive u and c, not named in `undetermined`), the widest scale of chi2 the
+// reported method found in the data; NaN when none has one (each then keeps its own u / c).
+// curvature: as AddProfileIntervals'.
+double UndeterminedUncertaintyRatio(const FitResult& result, const Eigen::VectorXd& curvature,
+                                    const std::vector<std::string>& undetermined);
 
 // The intervals' check against the global phase's other minima (docs/results.md, Intervals): a
 // minimum whose chi2, scaled from the search data to all the data (num_points /
@@ -241,7 +257,11 @@ double StudentQuantile(double probability, int degrees_of_freedom);
 // quantile with the jackknife's blocks - 1 degrees of freedom (its variance estimate has that
 // many), the normal's for the standard error; clipped to lm's bounds (by name; parameters not in
 // lm are held and get none), interval_method "student_t" (docs/results.md, Intervals).
-void AddStudentIntervals(const LevenbergMarquardtOptions& lm, FitResult& result);
+// widen: parameters whose intervals are profiles of a lower-bound u (the data do not determine
+// them): each level becomes the hull of the profile's interval and value +- t u, the wider of two
+// answers neither of which is sure, with interval_note saying so where value +- t u widened it.
+void AddStudentIntervals(const LevenbergMarquardtOptions& lm, FitResult& result,
+                         const std::vector<std::string>& widen = {});
 
 // Fills result.physical, per_angle, covariance_names, covariance, per_angle_mode, chi_squared,
 // reduced_chi_squared, degrees_of_freedom, convergence_status and termination_reason

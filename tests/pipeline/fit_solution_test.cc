@@ -618,5 +618,78 @@ TEST(ResultBoundWarningsTest, ABoundInsideACorrelationNamesThePairToFix) {
   EXPECT_THAT(ResultBoundWarnings(summary, options), ElementsAre(HasSubstr("widen")));
 }
 
+// A parameter the data do not determine (J^T J singular along it) reports a lower-bound u, so
+// value +- u claims far too little; its profile takes the largest u / c of the others (the chi2
+// scale the reported method found in the data) and follows its valley on that scale.
+TEST(AddProfileIntervalsTest, AnUndeterminedParameterTakesTheLargestRatioOfTheOthers) {
+  FitResult result;
+  // a: u 3 against curvature 1 (ratio 3), b: ratio 2, c: a lower bound u 0.01 = its curvature.
+  result.physical = {{"a", 1.0, 3.0, ""}, {"b", 5.0, 2.0, ""}, {"c", 0.0, 0.01, ""}};
+  result.chi_squared = 1000.0;
+  result.reduced_chi_squared = 1.0;
+  const Eigen::Vector3d curvature(1.0, 1.0, 0.01);
+  LevenbergMarquardtOptions lm;
+  lm.parameter_names = {"a", "b", "c"};
+  lm.lower_bounds = Eigen::Vector3d(-100.0, -100.0, -1.0);
+  lm.upper_bounds = Eigen::Vector3d(100.0, 100.0, 1.0);
+  const std::vector<std::string> undetermined = {"c"};
+  EXPECT_DOUBLE_EQ(UndeterminedUncertaintyRatio(result, curvature, undetermined), 3.0);
+  EXPECT_TRUE(std::isnan(UndeterminedUncertaintyRatio(result, curvature, {"a", "b", "c"})));
+
+  // c's chi2 rises as its curvature says: (c / 0.01)^2.
+  const ProfileProbe probe = [&](const std::string& name, double value, double) {
+    return name == "c" ? result.chi_squared + (value / 0.01) * (value / 0.01) : std::nan("");
+  };
+  FitResult scaled = result;
+  AddProfileIntervals(probe, curvature, lm, scaled, nullptr, &undetermined, undetermined);
+  const ParameterEstimate& c = scaled.physical[2];
+  ASSERT_EQ(c.interval_68.size(), 2u);
+  EXPECT_EQ(c.interval_method, "profile");
+  // Delta chi2 = 3^2 at 68 %: +-0.03, not the lower bound's +-0.01; 95 %: +-1.96 x 0.03.
+  EXPECT_NEAR(c.interval_68[0], -0.03, 3e-4);
+  EXPECT_NEAR(c.interval_68[1], 0.03, 3e-4);
+  EXPECT_NEAR(c.interval_95[1], 1.96 * 0.03, 6e-4);
+  EXPECT_TRUE(scaled.physical[0].interval_68.empty());  // not asked for
+
+  // Not named undetermined: its own ratio 1, +-0.01.
+  FitResult own = result;
+  AddProfileIntervals(probe, curvature, lm, own, nullptr, &undetermined);
+  EXPECT_NEAR(own.physical[2].interval_68[1], 0.01, 1e-4);
+}
+
+// The profile of a parameter the data do not determine and value +- t u of its lower-bound u:
+// its intervals are the hull of both (AddStudentIntervals' widen).
+TEST(AddStudentIntervalsTest, UndeterminedParametersGetTheHullOfProfileAndStudent) {
+  LevenbergMarquardtOptions lm;
+  lm.parameter_names = {"a", "b"};
+  lm.lower_bounds = Eigen::Vector2d(0.0, 0.0);
+  lm.upper_bounds = Eigen::Vector2d(1.0, 1.0);
+  FitResult result;
+  result.uncertainty_method = "standard";
+  // a: u 0.01, profile [0.2, 0.8] (wider: kept); b: u 0.3, profile [0.45, 0.55] (narrower).
+  result.physical = {{"a", 0.5, 0.01, ""}, {"b", 0.5, 0.3, ""}};
+  for (ParameterEstimate& estimate : result.physical) {
+    estimate.interval_method = "profile";
+    estimate.interval_68 =
+        estimate.name == "a" ? std::vector<double>{0.2, 0.8} : std::vector<double>{0.45, 0.55};
+    estimate.interval_95 = estimate.interval_68;
+  }
+  AddStudentIntervals(lm, result, {"a", "b"});
+  const ParameterEstimate& a = result.physical[0];
+  const ParameterEstimate& b = result.physical[1];
+  EXPECT_EQ(a.interval_68, std::vector<double>({0.2, 0.8}));
+  EXPECT_EQ(a.interval_note, "");
+  EXPECT_EQ(a.interval_method, "profile");
+  EXPECT_DOUBLE_EQ(b.interval_68[0], 0.2);  // 0.5 -+ 0.3
+  EXPECT_DOUBLE_EQ(b.interval_68[1], 0.8);
+  EXPECT_EQ(b.interval_95, std::vector<double>({0.0, 1.0}));  // +-1.96 u, clipped
+  EXPECT_EQ(b.interval_note, "widened to value +- t u");
+  // Not named: a parameter with intervals keeps them.
+  FitResult kept = result;
+  kept.physical[1].interval_68 = {0.45, 0.55};
+  AddStudentIntervals(lm, kept);
+  EXPECT_EQ(kept.physical[1].interval_68, std::vector<double>({0.45, 0.55}));
+}
+
 }  // namespace
 }  // namespace homodyne
