@@ -155,6 +155,11 @@ std::string ReasonNumber(double value) {
   return text;
 }
 
+// The degrees of freedom of AddStudentIntervals' t: the jackknife's blocks - 1, else 0 (normal).
+int StudentDegreesOfFreedom(const FitResult& result) {
+  return result.uncertainty_method == "jackknife" ? result.uncertainty_blocks - 1 : 0;
+}
+
 // Whether `names` holds `name`.
 bool Contains(const std::vector<std::string>& names, const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();
@@ -747,9 +752,14 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
     if (profile && !loosely_determined.empty()) {
       AddProfileIntervals(profile, full.uncertainties, lm, result, nullptr, &loosely_determined);
     }
-    if (uncertainty.undetermined_intervals && !singular.empty()) {
+    // Not those whose value +- t u spans the bounds already: the hull is the bounds anyway.
+    std::vector<std::string> to_profile;
+    for (const std::string& name : singular) {
+      if (!StudentIntervalSpansBounds(lm, result, name)) to_profile.push_back(name);
+    }
+    if (uncertainty.undetermined_intervals && !to_profile.empty()) {
       AddProfileIntervals(uncertainty.undetermined_intervals, full.uncertainties, lm, result,
-                          nullptr, &singular, singular);
+                          nullptr, &to_profile, singular);
     }
   }
   AddStudentIntervals(lm, result, singular);
@@ -961,10 +971,23 @@ double StudentQuantile(double probability, int degrees_of_freedom) {
       probability);
 }
 
+bool StudentIntervalSpansBounds(const LevenbergMarquardtOptions& lm, const FitResult& result,
+                                const std::string& name) {
+  const std::optional<std::pair<double, double>> bounds = BoundsByName(lm, name);
+  if (!bounds) return false;
+  for (const ParameterEstimate& estimate : result.physical) {
+    if (estimate.name != name) continue;
+    const double half = StudentQuantile(kOneSigmaProbability, StudentDegreesOfFreedom(result)) *
+                        estimate.uncertainty;
+    return estimate.value - half <= bounds->first && estimate.value + half >= bounds->second;
+  }
+  return false;
+}
+
 void AddStudentIntervals(const LevenbergMarquardtOptions& lm, FitResult& result,
                          const std::vector<std::string>& widen) {
   if (result.uncertainty_method != "jackknife" && result.uncertainty_method != "standard") return;
-  const int dof = result.uncertainty_method == "jackknife" ? result.uncertainty_blocks - 1 : 0;
+  const int dof = StudentDegreesOfFreedom(result);
   for (ParameterEstimate& estimate : result.physical) {
     const bool hull = !estimate.interval_68.empty() && !estimate.interval_95.empty() &&
                       Contains(widen, estimate.name);

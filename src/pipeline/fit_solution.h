@@ -262,6 +262,11 @@ double StudentQuantile(double probability, int degrees_of_freedom);
 // answers neither of which is sure, with interval_note saying so where value +- t u widened it.
 void AddStudentIntervals(const LevenbergMarquardtOptions& lm, FitResult& result,
                          const std::vector<std::string>& widen = {});
+// Whether the physical parameter `name`'s 68 % value +- t u (AddStudentIntervals' t, unclipped)
+// reaches both of its bounds in lm (false for a parameter not in lm or not in result.physical; a
+// NaN u reaches neither).
+bool StudentIntervalSpansBounds(const LevenbergMarquardtOptions& lm, const FitResult& result,
+                                const std::string& name);
 
 // Fills result.physical, per_angle, covariance_names, covariance, per_angle_mode, chi_squared,
 // reduced_chi_squared, degrees_of_freedom, convergence_status and termination_reason

@@ -684,6 +684,12 @@ TEST(AddStudentIntervalsTest, UndeterminedParametersGetTheHullOfProfileAndStuden
   EXPECT_DOUBLE_EQ(b.interval_68[1], 0.8);
   EXPECT_EQ(b.interval_95, std::vector<double>({0.0, 1.0}));  // +-1.96 u, clipped
   EXPECT_EQ(b.interval_note, "widened to value +- t u");
+  // b's 68 % value +- t u, [0.2, 0.8], does not reach the bounds [0, 1]; with u 0.6 it does.
+  EXPECT_FALSE(StudentIntervalSpansBounds(lm, result, "b"));
+  result.physical[1].uncertainty = 0.6;
+  EXPECT_TRUE(StudentIntervalSpansBounds(lm, result, "b"));
+  EXPECT_FALSE(StudentIntervalSpansBounds(lm, result, "held"));  // not in lm
+  result.physical[1].uncertainty = 0.3;
   // Not named: a parameter with intervals keeps them.
   FitResult kept = result;
   kept.physical[1].interval_68 = {0.45, 0.55};

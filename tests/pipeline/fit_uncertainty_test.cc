@@ -363,10 +363,11 @@ TEST(FitUncertaintyTest, ProfileIntervalsAreTheUncertaintyWhereChi2IsQuadratic) 
   EXPECT_EQ(plain.result.physical[0].value, outcome.result.physical[0].value);
 }
 
-TEST(FitUncertaintyTest, ParametersTheDataDoNotDetermineGetProfileIntervalsByDefault) {
+TEST(FitUncertaintyTest, UndeterminedParametersWhoseStudentIntervalSpansTheBoundsAreNotProfiled) {
   // alpha held at 0: D(t) = D0 + D_offset, so the data fix the sum alone and J^T J is singular
-  // along D0 - D_offset. Their reported u is a lower bound; value +- t u would claim to know
-  // each. Their default intervals are profiles, which follow the valley to the bounds.
+  // along D0 - D_offset, exactly: their lower-bound u (the pseudo-inverse's) is 3e5, so value +-
+  // t u spans their bounds, and a profile could only widen it to the same bounds: none is computed
+  // (tests/pipeline/undetermined_intervals_test.py has the profiles of a small lower bound).
   const std::vector<double> c2 = StaticC2(0.0, 11);
   const auto source = MakeInMemoryBatchSource(test::LaminarData(c2, kPhi));
   Config config = ParseConfig(std::string(test::kStaticConfig) +
@@ -375,27 +376,14 @@ TEST(FitUncertaintyTest, ParametersTheDataDoNotDetermineGetProfileIntervalsByDef
                               "fit_uncertainty_test");
   const FitOutcome outcome = Fit(config, *source);
   const FitResult& result = outcome.result;
-  const ParameterEstimate& d0 = result.physical[0];
-  const ParameterEstimate& d_offset = result.physical[2];
-  for (const ParameterEstimate* estimate : {&d0, &d_offset}) {
-    ASSERT_EQ(estimate->interval_68.size(), 2u) << estimate->name;
-    EXPECT_EQ(estimate->interval_method, "profile") << estimate->name;
+  for (const int p : {0, 2}) {
+    const ParameterEstimate& estimate = result.physical[static_cast<size_t>(p)];
+    ASSERT_GT(estimate.uncertainty, 1e5) << estimate.name;
+    EXPECT_EQ(estimate.interval_method, "student_t") << estimate.name;
+    EXPECT_TRUE(estimate.profile_values.empty()) << estimate.name;
+    EXPECT_EQ(estimate.interval_note.rfind(kNotDeterminedNote, 0), 0u) << estimate.interval_note;
   }
-  // The sum is fixed, so D0's profile is flat across its bounds [100, 1e5]; D_offset's is flat
-  // until D0 reaches a bound (from sum - 1e5 to sum - 100). Their u (the pseudo-inverse's, 3e5
-  // here) then widens D_offset's to its bounds.
-  EXPECT_EQ(d0.interval_note.rfind(kNotDeterminedNote, 0), 0u) << d0.interval_note;
-  ASSERT_GT(d_offset.uncertainty, 1e5);
-  EXPECT_GE(d_offset.profile_values.size(), 4u);  // the result and at least one per end
-  EXPECT_EQ(d_offset.interval_68, std::vector<double>({-1e5, 1e5}));
-  EXPECT_EQ(d_offset.interval_note.rfind(kNotDeterminedNote, 0), 0u) << d_offset.interval_note;
-  EXPECT_NE(d_offset.interval_note.find("widened to value +- t u"), std::string::npos);
   EXPECT_NE(result.quality_flag, "good");
-  // Fast mode skips the profiles: the symmetric interval of the lower bound.
-  config.performance.fast_mode = true;
-  const FitOutcome fast = Fit(config, *source);
-  EXPECT_EQ(fast.result.physical[0].interval_method, "student_t");
-  EXPECT_EQ(fast.result.physical[0].value, result.physical[0].value);
 }
 
 }  // namespace
