@@ -374,14 +374,25 @@ TEST_P(FittedDataWriterDirectTest, SameContentsAsWritesThroughHdf5) {
   const bool possible = DirectWritesPossibleIn(PathOf("direct/nlsq"));
   EXPECT_EQ(io_internal::DirectChunkWritesOfLastFittedData(), possible ? 2 * 3 * 25 : 0);
 
+  // One thread: the tiles evaluated and written without helper threads, the same file.
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  WriteFittedData(*source_, evaluation, scaling, PathOf("direct1"));
+  omp_set_num_threads(threads);
+  EXPECT_EQ(io_internal::DirectChunkWritesOfLastFittedData(), possible ? 2 * 3 * 25 : 0);
+
   const auto hdf5 = FileContents(PathOf("hdf5/nlsq/fitted_data.h5"), 2);
   const auto direct = FileContents(PathOf("direct/nlsq/fitted_data.h5"), 2);
-  ASSERT_EQ(hdf5.size(), direct.size());
-  for (const auto& [name, values] : hdf5) {
-    ASSERT_EQ(direct.count(name), 1u) << name;
-    const std::vector<double>& other = direct.at(name);
-    ASSERT_EQ(values.size(), other.size()) << name;
-    EXPECT_EQ(std::memcmp(values.data(), other.data(), values.size() * sizeof(double)), 0) << name;
+  for (const std::string folder : {"direct", "direct1"}) {
+    const auto written = FileContents(PathOf(folder + "/nlsq/fitted_data.h5"), 2);
+    ASSERT_EQ(hdf5.size(), written.size()) << folder;
+    for (const auto& [name, values] : hdf5) {
+      ASSERT_EQ(written.count(name), 1u) << folder << " " << name;
+      const std::vector<double>& other = written.at(name);
+      ASSERT_EQ(values.size(), other.size()) << folder << " " << name;
+      EXPECT_EQ(std::memcmp(values.data(), other.data(), values.size() * sizeof(double)), 0)
+          << folder << " " << name;
+    }
   }
   // The fit, mirrored or evaluated, is the model at every point, and the data the matrix.
   std::vector<double> matrix(static_cast<size_t>(n) * static_cast<size_t>(n));
@@ -412,6 +423,64 @@ TEST_P(FittedDataWriterDirectTest, SameContentsAsWritesThroughHdf5) {
   EXPECT_EQ(chunk[0], 256u);
   EXPECT_EQ(chunk[1], 256u);
   EXPECT_EQ(H5Pget_nfilters(create.get()), 0);
+}
+
+// A diagonal tile of a symmetric model is evaluated on and right of its diagonal and its fit
+// mirrored below (fitted_data_writer.cc, TileEvaluation): the fit is still the model at every
+// point, and the residuals below the diagonal are the source's data there minus the fit, also
+// where the source's matrix is not symmetric (data in memory, as given). One tile (N = 40).
+TEST_F(FittedDataWriterTest, DiagonalTileOfAnAsymmetricSource) {
+  config_ = LaminarSimulationConfig(PathOf("sim.h5"), 41, 0.01, 11);
+  const int n = 40;
+  std::vector<double> values(static_cast<size_t>(2 * n * n));
+  for (int a = 0; a < 2; ++a) {
+    for (int i = 0; i < n; ++i) {
+      for (int j = 0; j < n; ++j) {  // (i, j) and (j, i) differ
+        values[static_cast<size_t>((a * n + i) * n + j)] = 1.0 + 0.01 * a + 0.003 * i + 0.0007 * j;
+      }
+    }
+  }
+  InMemoryData data;
+  data.float64_values = values;
+  data.num_angles = 2;
+  data.num_times = n;
+  data.phi_degrees = {10.0, 60.0};
+  data.q_inv_angstrom = config_.geometry.q_inv_angstrom;
+  data.dt_seconds = config_.geometry.dt_seconds;
+  source_ = MakeInMemoryBatchSource(data);
+  const HomodyneModel model(config_.analysis_mode, config_.geometry, source_->info().FittedTimes());
+  const ModelEvaluation evaluation(model, config_.simulation.physical_parameters);
+  std::vector<AngleScaling> scaling(2);
+  for (size_t k = 0; k < 2; ++k) {
+    scaling[k].phi_degrees = data.phi_degrees[k];
+    scaling[k].contrast = {"contrast", 0.3 + 0.1 * static_cast<double>(k), 0.0};
+    scaling[k].offset = {"offset", 1.0, 0.0};
+  }
+  WriteFittedData(*source_, evaluation, scaling, PathOf("out"));
+  const auto contents = FileContents(PathOf("out/nlsq/fitted_data.h5"), 2);
+  std::vector<double> matrix(static_cast<size_t>(n * n));
+  std::vector<double> row(static_cast<size_t>(n));
+  int below_differs = 0;  // points below the diagonal whose data are not their mirror's
+  for (int a = 0; a < 2; ++a) {
+    char base[32];
+    std::snprintf(base, sizeof(base), "/angles/phi_%03d", a);
+    const std::vector<double>& data_out = contents.at(std::string(base) + "/data");
+    const std::vector<double>& fit = contents.at(std::string(base) + "/fit");
+    const std::vector<double>& residuals = contents.at(std::string(base) + "/residuals");
+    source_->ReadCorrectedMatrix(a, matrix);
+    for (int i = 0; i < n; ++i) {
+      evaluation.ComputeC2RowSegment(scaling[a].phi_degrees, scaling[a].contrast.value, 1.0, i, 0,
+                                     n, row);
+      for (int j = 0; j < n; ++j) {
+        const size_t at = static_cast<size_t>(i) * n + j;
+        ASSERT_EQ(data_out[at], matrix[at]) << a << " " << i << " " << j;
+        ASSERT_EQ(fit[at], row[static_cast<size_t>(j)]) << a << " " << i << " " << j;
+        ASSERT_EQ(residuals[at], data_out[at] - fit[at]) << a << " " << i << " " << j;
+        if (j < i && data_out[at] != data_out[static_cast<size_t>(j) * n + i]) ++below_differs;
+      }
+    }
+  }
+  EXPECT_GT(below_differs, 0);  // the source is asymmetric where the writer reads it
 }
 
 TEST_F(FittedDataWriterTest, UnwritableOutputDirNamesThePath) {
