@@ -25,6 +25,7 @@
 #include "homodyne/results.h"
 #include "homodyne/simulate.h"
 #include "io/hdf5_util.h"
+#include "io/read_paths.h"
 #include "io/result_files.h"
 #include "io_test_util.h"
 
@@ -481,6 +482,78 @@ TEST_F(FittedDataWriterTest, DiagonalTileOfAnAsymmetricSource) {
     }
   }
   EXPECT_GT(below_differs, 0);  // the source is asymmetric where the writer reads it
+}
+
+// The fit's data in memory lent to the source (io_internal::LendHeldUpperTriangles, what
+// WriteFitResults does after an in-memory fit): the same file, bitwise, as with the data read
+// from the file again, and no row decoded for it. float32, lzf and uncompressed, N = 300 (two
+// bands: the second band's first diagonal value from the lent data). Not taken: float64 data,
+// a triangle of another size, a source in memory.
+class FittedDataWriterHeldDataTest : public FittedDataWriterTest,
+                                     public ::testing::WithParamInterface<std::string> {};
+
+INSTANTIATE_TEST_SUITE_P(Compression, FittedDataWriterHeldDataTest,
+                         ::testing::Values(std::string("lzf"), std::string("none")));
+
+TEST_P(FittedDataWriterHeldDataTest, SameFileAsTheDataReadAgain) {
+  config_ = LaminarSimulationConfig(PathOf("sim.h5"), 301, 0.01, 11);
+  config_.simulation.dtype = "float32";
+  config_.simulation.compression = GetParam();
+  SimulateDataset(config_);
+  source_ = OpenBatchSource(SelectionOf(config_));
+  const int n = source_->info().num_times();
+  ASSERT_EQ(n, 300);
+  const int angles = source_->info().num_angles();
+  const HomodyneModel model(config_.analysis_mode, config_.geometry, source_->info().FittedTimes());
+  const ModelEvaluation evaluation(model, config_.simulation.physical_parameters);
+  const std::vector<AngleScaling> scaling = TruthScaling(config_, source_->info());
+  auto held = std::make_shared<std::vector<std::vector<float>>>(static_cast<size_t>(angles));
+  for (int a = 0; a < angles; ++a) {
+    std::vector<float>& triangle = (*held)[static_cast<size_t>(a)];
+    triangle.resize(static_cast<size_t>(UpperTriangleSize(n)));
+    source_->ReadUpperTriangleRows(a, 0, n, std::span<float>(triangle));
+  }
+
+  WriteFittedData(*source_, evaluation, scaling, PathOf("reread"));
+  const int64_t decoded = io_internal::RowsDecodedForCorrectedReads(*source_);
+  if (GetParam() == "lzf") {
+    EXPECT_GT(decoded, 0);  // decoded for the corrected reads
+  }
+  // A triangle of another size is not taken.
+  auto short_triangles = std::make_shared<std::vector<std::vector<float>>>(*held);
+  short_triangles->back().pop_back();
+  EXPECT_FALSE(io_internal::LendHeldUpperTriangles(*source_, short_triangles));
+  ASSERT_TRUE(io_internal::LendHeldUpperTriangles(*source_, held));
+  WriteFittedData(*source_, evaluation, scaling, PathOf("held"));
+  EXPECT_EQ(io_internal::RowsDecodedForCorrectedReads(*source_), decoded);
+  EXPECT_FALSE(io_internal::LendHeldUpperTriangles(*source_, nullptr));
+
+  const auto reread = FileContents(PathOf("reread/nlsq/fitted_data.h5"), angles);
+  const auto lent = FileContents(PathOf("held/nlsq/fitted_data.h5"), angles);
+  ASSERT_EQ(reread.size(), lent.size());
+  for (const auto& [name, values] : reread) {
+    ASSERT_EQ(lent.count(name), 1u) << name;
+    const std::vector<double>& other = lent.at(name);
+    ASSERT_EQ(values.size(), other.size()) << name;
+    EXPECT_EQ(std::memcmp(values.data(), other.data(), values.size() * sizeof(double)), 0) << name;
+  }
+
+  // float64 in the file: the floats the fit would hold are not the file's values.
+  Config float64 = LaminarSimulationConfig(PathOf("sim64.h5"), 301, 0.01, 11);
+  float64.simulation.compression = GetParam();
+  SimulateDataset(float64);
+  const std::unique_ptr<BatchSource> source64 = OpenBatchSource(SelectionOf(float64));
+  EXPECT_FALSE(io_internal::LendHeldUpperTriangles(*source64, held));
+  // A source of data in memory reads no file.
+  std::vector<double> values(static_cast<size_t>(3 * n * n), 1.0);
+  InMemoryData data;
+  data.float64_values = values;
+  data.num_angles = 3;
+  data.num_times = n;
+  data.phi_degrees = {0.0, 45.0, 200.0};
+  data.q_inv_angstrom = 0.0054;
+  data.dt_seconds = 0.1;
+  EXPECT_FALSE(io_internal::LendHeldUpperTriangles(*MakeInMemoryBatchSource(data), held));
 }
 
 TEST_F(FittedDataWriterTest, UnwritableOutputDirNamesThePath) {
