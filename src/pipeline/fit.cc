@@ -799,6 +799,7 @@ FitOutcome FitWithSigmaAuto(const Config& config, BatchSource& source,
     first.result.sigma_source = "optimization.nlsq.sigma auto: no estimate; the first fit's sigma";
     return first;
   }
+  first.held_data.reset();  // the second fit reads the data again: not two copies at once
   Config final_config = config;
   final_config.nlsq.sigma_auto = false;
   final_config.nlsq.sigma = estimate;
