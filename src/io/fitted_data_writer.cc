@@ -282,11 +282,15 @@ class TileEvaluation {
         offset_(offset),
         symmetric_(ModelIsSymmetric(evaluation)) {}
 
-  // Starts on `tile`, whose place and data are set: sizes its fit and residuals.
-  void Reset(TileValues& tile) {
+  // Starts on `tile`, whose place and data are set: sizes its fit and residuals. With `band` (a
+  // tile above the diagonal, its data sized only): EvaluateRows copies each row's data first,
+  // from band[r * band_width + c] (the tile's row r, column c).
+  void Reset(TileValues& tile, const double* band = nullptr, int64_t band_width = 0) {
     tile.fit.resize(tile.data.size());
     tile.residuals.resize(tile.data.size());
     tile_ = &tile;
+    band_ = band;
+    band_width_ = band_width;
     upper_only_ = symmetric_ && !tile.place.mirror && tile.place.row == tile.place.col;
     next_row_.store(0);
   }
@@ -294,6 +298,7 @@ class TileEvaluation {
   // Leaves nothing to evaluate: `tile` is complete (a transposed mirror tile).
   void SetDone(TileValues& tile) {
     tile_ = &tile;
+    band_ = nullptr;
     upper_only_ = false;
     next_row_.store(tile.place.rows);  // the place is set before TransposeTile starts
   }
@@ -302,6 +307,9 @@ class TileEvaluation {
   void EvaluateRows() {
     const TilePlace& place = tile_->place;
     for (int64_t r = next_row_.fetch_add(1); r < place.rows; r = next_row_.fetch_add(1)) {
+      if (band_ != nullptr) {
+        std::copy_n(band_ + r * band_width_, place.cols, tile_->data.data() + r * place.cols);
+      }
       const int64_t first = upper_only_ ? r : 0;  // the row's first column evaluated
       const size_t origin = static_cast<size_t>(r * place.cols + first);
       const int64_t count = place.cols - first;
@@ -338,6 +346,8 @@ class TileEvaluation {
   const double phi_, contrast_, offset_;
   const bool symmetric_;
   TileValues* tile_ = nullptr;
+  const double* band_ = nullptr;  // where the rows' data are copied from (Reset), or null
+  int64_t band_width_ = 0;
   bool upper_only_ = false;  // a diagonal tile of a symmetric model
   std::atomic<int64_t> next_row_{0};
 };
@@ -402,15 +412,21 @@ class DirectChunkWriter {
   // chunk's other values lie outside the matrix, zero).
   const double* ChunkOf(const TilePlace& place, const double* values,
                         AlignedDoubles& padded) const {
-    if (place.rows == side_ && place.cols == side_) return values;
+    if (IsWholeChunk(place)) return values;
     padded.resize(static_cast<size_t>(side_ * side_));
-    for (int64_t r = 0; r < place.rows; ++r) {
-      double* row = padded.data() + r * side_;
-      std::copy_n(values + r * place.cols, place.cols, row);
-      std::fill(row + place.cols, row + side_, 0.0);
-    }
-    std::fill(padded.begin() + place.rows * side_, padded.end(), 0.0);
+    for (int64_t r = 0; r < side_; ++r) PadChunkRow(place, values, padded.data(), r);
     return padded.data();
+  }
+  bool IsWholeChunk(const TilePlace& place) const {
+    return place.rows == side_ && place.cols == side_;
+  }
+  // Row r (< side) of an edge tile's chunk in `padded` (side x side values): the tile's row
+  // (`values` as ChunkOf's), then zeros.
+  void PadChunkRow(const TilePlace& place, const double* values, double* padded, int64_t r) const {
+    double* row = padded + r * side_;
+    const int64_t cols = r < place.rows ? place.cols : 0;
+    if (cols > 0) std::copy_n(values + r * place.cols, cols, row);
+    std::fill(row + cols, row + side_, 0.0);
   }
 
   // Writes `chunk` (chunk_bytes(), aligned) at `address` now. False, having written nothing, when
@@ -790,8 +806,14 @@ void WriteAngleMatricesDirectly(BatchSource& source, int angle, const ModelEvalu
                                       static_cast<int>(place.band_row + rows), band);
         band_row = place.band_row;
       }
-      CopyTileData(band, n - band_row, place, tile);
-      tile_evaluation.Reset(tile);
+      if (place.mirror) {  // of a model evaluated there: its data transposed from the band
+        CopyTileData(band, n - band_row, place, tile);
+        tile_evaluation.Reset(tile);
+      } else {  // its data copied row by row as the rows are evaluated
+        tile.place = place;
+        tile.data.resize(static_cast<size_t>(place.rows * place.cols));
+        tile_evaluation.Reset(tile, band.data() + (place.col - band_row), n - band_row);
+      }
       if (place.rows * place.cols >= kMinHelpedPoints) {
         helpers.Run([&] { tile_evaluation.EvaluateRows(); });
       } else {
@@ -800,11 +822,23 @@ void WriteAngleMatricesDirectly(BatchSource& source, int angle, const ModelEvalu
       tile_evaluation.CompleteDiagonalTile();
     }
     const double* values[3] = {tile.data.data(), tile.fit.data(), tile.residuals.data()};
+    // An edge tile's chunks, padded on every thread (DirectChunkWriter::PadChunkRow).
+    const bool whole = direct.IsWholeChunk(place);
+    if (!whole && direct.usable()) {
+      for (AlignedDoubles& padded : slot.padded) padded.resize(static_cast<size_t>(side * side));
+      std::atomic<int64_t> next_row{0};
+      helpers.Run([&] {
+        for (int64_t k = next_row.fetch_add(1); k < 3 * side; k = next_row.fetch_add(1)) {
+          const size_t m = static_cast<size_t>(k / side);
+          direct.PadChunkRow(place, values[m], slot.padded[m].data(), k % side);
+        }
+      });
+    }
     for (int m = 0; m < 3; ++m) {
       const std::string name = matrices.name + datasets[m].second;
       const std::optional<int64_t> address = direct.Locate(datasets[m].first, place);
       if (address) {
-        const double* chunk = direct.ChunkOf(place, values[m], slot.padded[m]);
+        const double* chunk = whole ? values[m] : slot.padded[m].data();
         if (queue) {
           queue->Submit(chunk, direct.chunk_bytes(), *address, &slot.pending,
                         DirectChunkWriter::ChunkText(name, place));

@@ -336,8 +336,9 @@ std::map<std::string, std::vector<double>> FileContents(const std::string& path,
 
 // Direct writes (O_DIRECT, fitted_data_writer.cc DirectChunkWriter) against HDF5's writes of the
 // same chunks: the same values in every dataset and attribute, bitwise, for the modes whose mirror
-// tiles are transposed (static, laminar_flow) and N = 1099 (tiles of 256 and of 75 at the edge);
-// the same chunk shape. Direct writes happen where the temporary folder's file system allows them.
+// tiles are transposed (static, laminar_flow) and the one whose are evaluated (two_component), N =
+// 1099 (tiles of 256 and of 75 at the edge), 2 threads and 1; the same chunk shape. Direct writes
+// happen where the temporary folder's file system allows them.
 class FittedDataWriterDirectTest : public FittedDataWriterTest,
                                    public ::testing::WithParamInterface<AnalysisMode> {
  protected:
@@ -348,7 +349,8 @@ class FittedDataWriterDirectTest : public FittedDataWriterTest,
 };
 
 INSTANTIATE_TEST_SUITE_P(Modes, FittedDataWriterDirectTest,
-                         ::testing::Values(AnalysisMode::kStatic, AnalysisMode::kLaminarFlow));
+                         ::testing::Values(AnalysisMode::kStatic, AnalysisMode::kLaminarFlow,
+                                           AnalysisMode::kTwoComponent));
 
 TEST_P(FittedDataWriterDirectTest, SameContentsAsWritesThroughHdf5) {
   config_ = LaminarSimulationConfig(PathOf("sim.h5"), 40, 0.01, 11);
@@ -358,6 +360,11 @@ TEST_P(FittedDataWriterDirectTest, SameContentsAsWritesThroughHdf5) {
   if (GetParam() == AnalysisMode::kStatic) {
     config_.analysis_mode = AnalysisMode::kStatic;
     config_.simulation.physical_parameters = {1000.0, -0.3, 10.0};
+  }
+  if (GetParam() == AnalysisMode::kTwoComponent) {  // mirror tiles evaluated, not transposed
+    config_.analysis_mode = AnalysisMode::kTwoComponent;
+    config_.simulation.physical_parameters = {1000.0, -0.3, 10.0, 20000.0, -0.5, 0.0, 20.0,
+                                              0.5,    1.0,  0.3,  0.01,    0.5,  0.2, 2.0};
   }
   SimulateDataset(config_);
   source_ = OpenBatchSource(SelectionOf(config_));
