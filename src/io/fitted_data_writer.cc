@@ -4,10 +4,11 @@
 // Streams bands of rows (BatchSource::ReadCorrectedUpperRows: each band from the diagonal on) and
 // writes each band's square tiles and, by symmetry of the data, their mirror images below the
 // diagonal (transposed where the model is symmetric, ModelIsSymmetric; else the model evaluated
-// there: ModelEvaluation::ComputeC2RowSegment), so the input is read once and memory stays bounded
-// by the band, not N^2. HDF5 writes the temporary file of a
-// DurableFileSet (io/durable_file.h), which publishes it, alone (WriteFittedData) or with the JSON
-// files (WriteAllResultFiles, results_json.cc).
+// there: ModelEvaluation::ComputeC2RowSegment), so the input is read once (after an in-memory fit
+// one value per angle: the fit's data in memory, lent to the source, io/read_paths.h
+// LendHeldUpperTriangles) and memory stays bounded by the band and the tiles in flight, not N^2.
+// HDF5 writes the temporary file of a DurableFileSet (io/durable_file.h), which publishes it, alone
+// (WriteFittedData) or with the JSON files (WriteAllResultFiles, results_json.cc).
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -381,8 +382,6 @@ class DirectChunkWriter {
 
   // Whether the chunks may go this way (the file and dataset properties above are then needed).
   bool usable() const { return fd_.valid(); }
-  // Whether a chunk has been written this way: the file system took O_DIRECT writes.
-  bool proven() const { return fd_.valid() && chunks_written_ > 0; }
   int fd() const { return fd_.get(); }
   int64_t chunk_bytes() const { return side_ * side_ * static_cast<int64_t>(sizeof(double)); }
   int64_t chunks_written() const { return chunks_written_; }
