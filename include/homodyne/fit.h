@@ -60,6 +60,13 @@ struct FitOutcome {
   // by RunFitJob before the fit starts and held while this pointer or a copy lives, so that a
   // caller writes its plots into the folder before another fit may. Null without output_dir.
   std::shared_ptr<void> results_lock;
+  // The data the fit held in memory, every angle's packed strict upper triangle as float32 read
+  // from the source (dataset.h order): set by the in-memory strategies of one process, null where
+  // the fit streamed its data or held a share of them. WriteFitResults writes fitted_data.h5's
+  // data from them instead of reading the file again where they are the file's values (float32
+  // matrices). It keeps the fit's data objects alive: RunFitJob resets it once the results are
+  // written; a caller of Fit resets it when it does not write them.
+  std::shared_ptr<const std::vector<std::vector<float>>> held_data;
   int exit_code = 0;  // 0 converged or max_iterations, 1 the optimiser failed
 };
 

@@ -100,6 +100,8 @@ class HdfBatchSource final : public BatchSource {
   void ReadCorrectedRows(int angle, int row_begin, int row_end, std::span<double> out) override;
   void ReadCorrectedUpperRows(int angle, int row_begin, int row_end,
                               std::span<double> out) override;
+  // LendHeldUpperTriangles (read_paths.h).
+  bool LendHeldUpperTriangles(std::shared_ptr<const std::vector<std::vector<float>>> values);
   void ReleaseReadBuffers() override {
     decoded_floats_ = {};
     float_blocks_ = {};
@@ -194,7 +196,28 @@ class HdfBatchSource final : public BatchSource {
   int64_t rows_decoded_by_prefetch_ = 0;
   int64_t rows_decoded_for_corrected_reads_ = 0;
   std::vector<float> decoded_floats_;  // DecodeDoubleBlock's float32 values before widening
+  // The fit's data in memory, lent (LendHeldUpperTriangles) while the corrected reads take the
+  // values off the diagonal from them; null otherwise.
+  std::shared_ptr<const std::vector<std::vector<float>>> held_;
 };
+
+bool HdfBatchSource::LendHeldUpperTriangles(
+    std::shared_ptr<const std::vector<std::vector<float>>> values) {
+  held_ = nullptr;
+  if (values == nullptr || values->size() != info_.angles.size()) return false;
+  const int64_t size = UpperTriangleSize(info_.num_times());
+  for (size_t k = 0; k < values->size(); ++k) {
+    if (static_cast<int64_t>((*values)[k].size()) != size) return false;
+    // float32 in the file: widened, the floats are exactly what the file's reads give.
+    Hid type = io_internal::TypeHid(H5Dget_type(Dataset(static_cast<int>(k))));
+    if (!type.valid() || H5Tget_class(type.get()) != H5T_FLOAT || H5Tget_size(type.get()) != 4) {
+      Hdf5ErrorText();  // clears HDF5's error stack
+      return false;
+    }
+  }
+  held_ = std::move(values);
+  return true;
+}
 
 void HdfBatchSource::PlanChunkDecodingOfEveryAngle(bool allowed) {
   chunk_plans_.assign(info_.angles.size(), std::nullopt);
@@ -590,19 +613,37 @@ void HdfBatchSource::ReadCorrectedUpperRows(int angle, int row_begin, int row_en
     const RowBlock<double>& block = BlockWithRow<double>(angle, r);
     return block.values.data() + (r - block.raw_begin) * raw_width;
   };
+  // The fit's data in memory where lent (LendHeldUpperTriangles): fitted (i, j), j > i, at
+  // held[UpperTriangleRowOffset(n, i) + j - i - 1], the file's float32 value.
+  const float* held = held_ ? (*held_)[static_cast<size_t>(angle)].data() : nullptr;
   // The super-diagonal values around each diagonal point (docs/model.md, Diagonal correction):
   // s_before of row i is raw C[i, i + 1] (fitted (i - 1, i); raw frame 0's when i = 0), s_after
   // fitted (i, i + 1).
-  double s_before = raw_row(r0)[r0 + 1];
+  double s_before = 0.0;
+  if (held == nullptr) {
+    s_before = raw_row(r0)[r0 + 1];
+  } else if (r0 > 0) {
+    s_before = held[UpperTriangleRowOffset(n, r0 - 1)];
+  } else {
+    ReadRaw(angle, 0, 1, 1, 1, &s_before);  // raw frame 0's, not among the fitted data
+  }
   for (int64_t i = r0; i < row_end; ++i) {
-    const double* raw = raw_row(i + 1);
     double* row = out.data() + (i - r0) * width;  // row[j - r0] is fitted (i, j)
     // Below the diagonal: the rows of this band above row i, mirrored.
     for (int64_t j = r0; j < i; ++j) {
       row[j - r0] = out[static_cast<size_t>((j - r0) * width + (i - r0))];
     }
-    for (int64_t j = i + 1; j < n; ++j) row[j - r0] = raw[j + 1];
-    const double s_after = i < n - 1 ? raw[i + 2] : 0.0;
+    double s_after = 0.0;
+    if (held != nullptr) {
+      const float* values = held + UpperTriangleRowOffset(n, i);  // values[j - i - 1]: (i, j)
+      double* right = row + (i + 1 - r0);
+      for (int64_t k = 0; k < n - 1 - i; ++k) right[k] = values[k];
+      if (i < n - 1) s_after = values[0];
+    } else {
+      const double* raw = raw_row(i + 1);
+      for (int64_t j = i + 1; j < n; ++j) row[j - r0] = raw[j + 1];
+      if (i < n - 1) s_after = raw[i + 2];
+    }
     row[i - r0] = model_internal::CorrectedDiagonalValue(i + 1, n + 1, s_before, s_after);
     s_before = s_after;
   }
@@ -654,6 +695,12 @@ std::unique_ptr<BatchSource> io_internal::OpenHdfBatchSource(const DataSelection
 std::vector<std::string> io_internal::Float32ReadPaths(const BatchSource& source) {
   const auto* hdf_source = dynamic_cast<const HdfBatchSource*>(&source);
   return hdf_source != nullptr ? hdf_source->float32_read_paths() : std::vector<std::string>{};
+}
+
+bool io_internal::LendHeldUpperTriangles(
+    BatchSource& source, std::shared_ptr<const std::vector<std::vector<float>>> values) {
+  auto* hdf = dynamic_cast<HdfBatchSource*>(&source);
+  return hdf != nullptr && hdf->LendHeldUpperTriangles(std::move(values));
 }
 
 int64_t io_internal::RowsDecodedForCorrectedReads(const BatchSource& source) {

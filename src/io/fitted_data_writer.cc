@@ -4,25 +4,32 @@
 // Streams bands of rows (BatchSource::ReadCorrectedUpperRows: each band from the diagonal on) and
 // writes each band's square tiles and, by symmetry of the data, their mirror images below the
 // diagonal (transposed where the model is symmetric, ModelIsSymmetric; else the model evaluated
-// there: ModelEvaluation::ComputeC2RowSegment), so the input is read once and memory stays bounded
-// by the band, not N^2. HDF5 writes the temporary file of a
-// DurableFileSet (io/durable_file.h), which publishes it, alone (WriteFittedData) or with the JSON
-// files (WriteAllResultFiles, results_json.cc).
+// there: ModelEvaluation::ComputeC2RowSegment), so the input is read once (after an in-memory fit
+// one value per angle: the fit's data in memory, lent to the source, io/read_paths.h
+// LendHeldUpperTriangles) and memory stays bounded by the band and the tiles in flight, not N^2.
+// HDF5 writes the temporary file of a DurableFileSet (io/durable_file.h), which publishes it, alone
+// (WriteFittedData) or with the JSON files (WriteAllResultFiles, results_json.cc).
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <filesystem>
+#include <functional>
 #include <future>
+#include <mutex>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <omp.h>
@@ -264,23 +271,36 @@ bool ModelIsSymmetric(const ModelEvaluation& evaluation) {
 
 // The tile's fit and residuals, row by row, shared by the threads that call EvaluateRows: each
 // takes the next row not yet taken. A row's values depend only on the row (ComputeC2RowSegment
-// evaluates each point on its own), not on the thread, the tiling or the thread count.
+// evaluates each point on its own), not on the thread, the tiling or the thread count. A diagonal
+// tile of a symmetric model (ModelIsSymmetric) is evaluated on and right of its diagonal only, and
+// CompleteDiagonalTile mirrors that fit below the diagonal: the same values, evaluated once.
 class TileEvaluation {
  public:
   TileEvaluation(const ModelEvaluation& evaluation, double phi, double contrast, double offset)
-      : evaluation_(evaluation), phi_(phi), contrast_(contrast), offset_(offset) {}
+      : evaluation_(evaluation),
+        phi_(phi),
+        contrast_(contrast),
+        offset_(offset),
+        symmetric_(ModelIsSymmetric(evaluation)) {}
 
-  // Starts on `tile`, whose place and data are set: sizes its fit and residuals.
-  void Reset(TileValues& tile) {
+  // Starts on `tile`, whose place and data are set: sizes its fit and residuals. With `band` (a
+  // tile above the diagonal, its data sized only): EvaluateRows copies each row's data first,
+  // from band[r * band_width + c] (the tile's row r, column c).
+  void Reset(TileValues& tile, const double* band = nullptr, int64_t band_width = 0) {
     tile.fit.resize(tile.data.size());
     tile.residuals.resize(tile.data.size());
     tile_ = &tile;
+    band_ = band;
+    band_width_ = band_width;
+    upper_only_ = symmetric_ && !tile.place.mirror && tile.place.row == tile.place.col;
     next_row_.store(0);
   }
 
   // Leaves nothing to evaluate: `tile` is complete (a transposed mirror tile).
   void SetDone(TileValues& tile) {
     tile_ = &tile;
+    band_ = nullptr;
+    upper_only_ = false;
     next_row_.store(tile.place.rows);  // the place is set before TransposeTile starts
   }
 
@@ -288,22 +308,48 @@ class TileEvaluation {
   void EvaluateRows() {
     const TilePlace& place = tile_->place;
     for (int64_t r = next_row_.fetch_add(1); r < place.rows; r = next_row_.fetch_add(1)) {
-      const size_t origin = static_cast<size_t>(r * place.cols);
+      if (band_ != nullptr) {
+        std::copy_n(band_ + r * band_width_, place.cols, tile_->data.data() + r * place.cols);
+      }
+      const int64_t first = upper_only_ ? r : 0;  // the row's first column evaluated
+      const size_t origin = static_cast<size_t>(r * place.cols + first);
+      const int64_t count = place.cols - first;
       double* fit = tile_->fit.data() + origin;
       evaluation_.ComputeC2RowSegment(phi_, contrast_, offset_, static_cast<int>(place.row + r),
-                                      static_cast<int>(place.col),
+                                      static_cast<int>(place.col + first),
                                       static_cast<int>(place.col + place.cols),
-                                      std::span<double>(fit, static_cast<size_t>(place.cols)));
+                                      std::span<double>(fit, static_cast<size_t>(count)));
       const double* data = tile_->data.data() + origin;
       double* residuals = tile_->residuals.data() + origin;
-      for (int64_t c = 0; c < place.cols; ++c) residuals[c] = data[c] - fit[c];
+      for (int64_t c = 0; c < count; ++c) residuals[c] = data[c] - fit[c];
+    }
+  }
+
+  // Once every row is evaluated: a diagonal tile evaluated on and right of its diagonal only gets
+  // its fit below the diagonal by symmetry, and the residuals there (data - fit: the data below
+  // the diagonal are those the source gave, symmetric or not).
+  void CompleteDiagonalTile() {
+    if (!upper_only_) return;
+    const int64_t side = tile_->place.rows;
+    double* fit = tile_->fit.data();
+    const double* data = tile_->data.data();
+    double* residuals = tile_->residuals.data();
+    for (int64_t r = 1; r < side; ++r) {
+      for (int64_t c = 0; c < r; ++c) {
+        fit[r * side + c] = fit[c * side + r];
+        residuals[r * side + c] = data[r * side + c] - fit[r * side + c];
+      }
     }
   }
 
  private:
   const ModelEvaluation& evaluation_;
   const double phi_, contrast_, offset_;
+  const bool symmetric_;
   TileValues* tile_ = nullptr;
+  const double* band_ = nullptr;  // where the rows' data are copied from (Reset), or null
+  int64_t band_width_ = 0;
+  bool upper_only_ = false;  // a diagonal tile of a symmetric model
   std::atomic<int64_t> next_row_{0};
 };
 
@@ -336,65 +382,206 @@ class DirectChunkWriter {
 
   // Whether the chunks may go this way (the file and dataset properties above are then needed).
   bool usable() const { return fd_.valid(); }
+  int fd() const { return fd_.get(); }
+  int64_t chunk_bytes() const { return side_ * side_ * static_cast<int64_t>(sizeof(double)); }
   int64_t chunks_written() const { return chunks_written_; }
 
-  // Writes the tile (`values`: place.rows x place.cols, row-major, aligned to kDirectAlignment)
-  // as the chunk of `dataset` at (place.row, place.col). False, having written nothing, when that
-  // chunk cannot be written directly: the caller writes it through HDF5. Throws
-  // std::runtime_error naming the dataset, the rows and columns and the OS reason when a write
-  // fails otherwise.
-  bool Write(hid_t dataset, const std::string& name, const TilePlace& place, const double* values) {
-    if (!fd_.valid()) return false;
+  // Where the chunk of `dataset` at (place.row, place.col) lies in the file, when it can be
+  // written directly (allocated, whole, aligned); nullopt otherwise: the caller writes it through
+  // HDF5. An HDF5 call: from the thread that writes through HDF5.
+  std::optional<int64_t> Locate(hid_t dataset, const TilePlace& place) const {
+    if (!fd_.valid()) return std::nullopt;
     const hsize_t origin[2] = {static_cast<hsize_t>(place.row), static_cast<hsize_t>(place.col)};
     unsigned filter_mask = 0;
     haddr_t address = HADDR_UNDEF;
     hsize_t size = 0;
     if (H5Dget_chunk_info_by_coord(dataset, origin, &filter_mask, &address, &size) < 0) {
       io_internal::Hdf5ErrorText();  // clears HDF5's error stack; H5Dwrite reports any error
-      return false;
+      return std::nullopt;
     }
-    const int64_t bytes = side_ * side_ * static_cast<int64_t>(sizeof(double));
-    if (address == HADDR_UNDEF || static_cast<int64_t>(size) != bytes ||
+    if (address == HADDR_UNDEF || static_cast<int64_t>(size) != chunk_bytes() ||
         address % static_cast<haddr_t>(kDirectAlignment) != 0) {
+      return std::nullopt;
+    }
+    return static_cast<int64_t>(address);
+  }
+
+  // The tile's chunk (`values`: place.rows x place.cols, row-major, aligned to kDirectAlignment):
+  // `values` itself for a whole tile, else the tile in `padded` (a tile at the matrix's edge: its
+  // chunk's other values lie outside the matrix, zero).
+  const double* ChunkOf(const TilePlace& place, const double* values,
+                        AlignedDoubles& padded) const {
+    if (IsWholeChunk(place)) return values;
+    padded.resize(static_cast<size_t>(side_ * side_));
+    for (int64_t r = 0; r < side_; ++r) PadChunkRow(place, values, padded.data(), r);
+    return padded.data();
+  }
+  bool IsWholeChunk(const TilePlace& place) const {
+    return place.rows == side_ && place.cols == side_;
+  }
+  // Row r (< side) of an edge tile's chunk in `padded` (side x side values): the tile's row
+  // (`values` as ChunkOf's), then zeros.
+  void PadChunkRow(const TilePlace& place, const double* values, double* padded, int64_t r) const {
+    double* row = padded + r * side_;
+    const int64_t cols = r < place.rows ? place.cols : 0;
+    if (cols > 0) std::copy_n(values + r * place.cols, cols, row);
+    std::fill(row + cols, row + side_, 0.0);
+  }
+
+  // Writes `chunk` (chunk_bytes(), aligned) at `address` now. False, having written nothing, when
+  // the file system refuses the first such write (EINVAL): no chunk goes this way then, the caller
+  // writes every chunk through HDF5. Throws std::runtime_error naming `what` (the dataset, rows
+  // and columns) and the OS reason when a write fails otherwise.
+  bool WriteNow(int64_t address, const double* chunk, const std::string& what) {
+    if (!fd_.valid()) return false;
+    const int error = WriteFully(fd_.get(), chunk, chunk_bytes(), address);
+    if (error == EINVAL && chunks_written_ == 0) {
+      fd_ = io_internal::FileDescriptor();  // refused: HDF5 writes every chunk
       return false;
     }
-    const double* chunk = values;
-    if (place.rows != side_ || place.cols != side_) {
-      // A tile at the matrix's edge: its chunk's other values lie outside the matrix (zero).
-      padded_.assign(static_cast<size_t>(side_ * side_), 0.0);
-      for (int64_t r = 0; r < place.rows; ++r) {
-        std::copy_n(values + r * place.cols, place.cols, padded_.data() + r * side_);
-      }
-      chunk = padded_.data();
-    }
-    const char* from = reinterpret_cast<const char*>(chunk);
-    int64_t done = 0;
-    while (done < bytes) {
-      const ssize_t written = pwrite(fd_.get(), from + done, static_cast<size_t>(bytes - done),
-                                     static_cast<off_t>(address) + done);
-      if (written < 0 && errno == EINTR) continue;
-      if (written < 0 && errno == EINVAL && done == 0 && chunks_written_ == 0) {
-        fd_ = io_internal::FileDescriptor();  // refused: HDF5 writes every chunk
-        return false;
-      }
-      if (written <= 0) {
-        const std::string reason = written < 0 ? std::strerror(errno) : "nothing written";
-        throw std::runtime_error(
-            "cannot write rows " + std::to_string(place.row) + ".." +
-            std::to_string(place.row + place.rows - 1) + ", columns " + std::to_string(place.col) +
-            ".." + std::to_string(place.col + place.cols - 1) + " of " + name + ": " + reason);
-      }
-      done += written;
-    }
+    if (error != 0) throw std::runtime_error(what + ": " + ErrorText(error));
     ++chunks_written_;
     return true;
+  }
+
+  // The file's blocks of bytes [offset, offset + bytes), allocated now (fallocate), where the
+  // file system does it: the direct writes then fill allocated blocks instead of holes, which the
+  // file system allocates one write at a time (docs/performance.md, Writing fitted_data.h5). The
+  // bytes read as zeros until written, as a hole's; nothing happens where fallocate fails.
+  void Reserve(int64_t offset, int64_t bytes) const {
+    if (fd_.valid() && bytes > 0) {
+      static_cast<void>(
+          fallocate(fd_.get(), 0, static_cast<off_t>(offset), static_cast<off_t>(bytes)));
+    }
+  }
+
+  // Counts a chunk written elsewhere (ChunkWriteQueue) with this writer's descriptor.
+  void CountQueuedWrite() { ++chunks_written_; }
+
+  // Writes the tile as the chunk of `dataset` at (place.row, place.col) now (Locate, ChunkOf,
+  // WriteNow). False, having written nothing, when that chunk cannot be written directly.
+  bool Write(hid_t dataset, const std::string& name, const TilePlace& place, const double* values) {
+    const std::optional<int64_t> address = Locate(dataset, place);
+    if (!address) return false;
+    return WriteNow(*address, ChunkOf(place, values, padded_), ChunkText(name, place));
+  }
+
+  // "rows a..b, columns c..d of NAME", for messages.
+  static std::string ChunkText(const std::string& name, const TilePlace& place) {
+    return "cannot write rows " + std::to_string(place.row) + ".." +
+           std::to_string(place.row + place.rows - 1) + ", columns " + std::to_string(place.col) +
+           ".." + std::to_string(place.col + place.cols - 1) + " of " + name;
+  }
+
+  // Writes `bytes` bytes from `from` at file offset `address` of `fd`, whole (retried on EINTR and
+  // short writes). Returns 0, or the errno of the failed write (EIO where nothing was written).
+  static int WriteFully(int fd, const void* from, int64_t bytes, int64_t address) {
+    const char* next = static_cast<const char*>(from);
+    int64_t done = 0;
+    while (done < bytes) {
+      const ssize_t written = pwrite(fd, next + done, static_cast<size_t>(bytes - done),
+                                     static_cast<off_t>(address + done));
+      if (written < 0 && errno == EINTR) continue;
+      if (written < 0) return errno;
+      if (written == 0) return EIO;
+      done += written;
+    }
+    return 0;
+  }
+
+  static std::string ErrorText(int error) {
+    return error == EIO ? std::string("nothing written (") + std::strerror(error) + ")"
+                        : std::strerror(error);
   }
 
  private:
   const int64_t side_;
   io_internal::FileDescriptor fd_;
-  AlignedDoubles padded_;  // an edge tile's chunk
+  AlignedDoubles padded_;  // an edge tile's chunk (Write)
   int64_t chunks_written_ = 0;
+};
+
+// Chunk writes queued to kWriteThreads threads (DirectChunkWriter's descriptor): each pwrite with
+// O_DIRECT waits for the device, mostly without the CPU, and the device writes several at once
+// faster than one after another (docs/performance.md, Writing fitted_data.h5). A queued chunk's
+// buffer must stay unchanged until its slot's count (Submit's `pending`) is back to 0 (Wait).
+// The destructor drops the chunks not started and waits for those being written.
+constexpr int kWriteThreads = 3;
+class ChunkWriteQueue {
+ public:
+  explicit ChunkWriteQueue(int fd) : fd_(fd) {
+    for (int t = 0; t < kWriteThreads; ++t) workers_.emplace_back([this] { Work(); });
+  }
+  ChunkWriteQueue(const ChunkWriteQueue&) = delete;
+  ChunkWriteQueue& operator=(const ChunkWriteQueue&) = delete;
+  ~ChunkWriteQueue() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+      jobs_.clear();
+    }
+    work_.notify_all();
+    for (std::thread& worker : workers_) worker.join();
+  }
+
+  // Queues `bytes` bytes of `chunk` for file offset `address`; `pending` (guarded by this queue)
+  // counts it until it is written. `what` names the chunk in a failure's message.
+  void Submit(const double* chunk, int64_t bytes, int64_t address, int* pending, std::string what) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++*pending;
+      jobs_.push_back({chunk, bytes, address, pending, std::move(what)});
+    }
+    work_.notify_one();
+  }
+
+  // Waits until `pending` is 0. Throws std::runtime_error with the first failed write's message
+  // (the chunk and the OS reason).
+  void Wait(const int* pending) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [&] { return *pending == 0 || !failure_.empty(); });
+    if (!failure_.empty()) throw std::runtime_error(failure_);
+  }
+
+ private:
+  struct Job {
+    const double* chunk = nullptr;
+    int64_t bytes = 0;
+    int64_t address = 0;
+    int* pending = nullptr;
+    std::string what;
+  };
+
+  void Work() {
+    for (;;) {
+      Job job;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        work_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+        if (jobs_.empty()) return;
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      const int error = DirectChunkWriter::WriteFully(fd_, job.chunk, job.bytes, job.address);
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (error != 0 && failure_.empty()) {
+          failure_ = job.what + ": " + DirectChunkWriter::ErrorText(error);
+        }
+        --*job.pending;
+      }
+      done_.notify_all();
+    }
+  }
+
+  const int fd_;
+  std::mutex mutex_;
+  std::condition_variable work_;  // a job queued, or stop
+  std::condition_variable done_;  // a job done
+  std::deque<Job> jobs_;
+  std::string failure_;
+  bool stop_ = false;
+  std::vector<std::thread> workers_;  // last: started once the rest exists
 };
 
 void WriteTileValues(const AngleMatrices& matrices, const TileValues& tile,
@@ -412,28 +599,25 @@ void WriteTileValues(const AngleMatrices& matrices, const TileValues& tile,
 }
 
 // Helper threads per tile at most: with three, the evaluation of a tile takes less than its
-// writes (one thread), which then bound the time. With direct writes (DirectChunkWriter) the
-// writing thread mostly waits for the device, so with 2 threads or more it starts as many helpers
-// as there are threads (up to kMaxHelpers), and joins them when its writes are done. Tiles of fewer
-// points than kMinHelpedPoints (the 32 x 32 tiles of N > 32768) are evaluated by the writing thread
-// alone: starting a thread would cost about what evaluating them does.
+// writes (one thread), which then bound the time. Tiles of fewer points than kMinHelpedPoints (the
+// 32 x 32 tiles of N > 32768) are evaluated by one thread alone: starting a thread would cost
+// about what evaluating them does.
 constexpr int kMaxHelpers = 3;
 constexpr int64_t kMinHelpedPoints = int64_t{1} << 14;
 
-// One angle's matrices, tile by tile (FirstTilePlace, NextTilePlace), two tiles in flight:
-// while this thread writes one (HDF5, which takes one thread at a time), helper threads evaluate
-// the next (or transpose it: a mirror tile of a symmetric model), and this thread joins them when
-// its writes are done. Threads: OpenMP's count (the fit's while a fit writes its results), this
-// one included, at most kMaxHelpers + 1; with direct writes and 2 threads or more, one more helper
-// (see kMaxHelpers).
-void WriteAngleMatrices(BatchSource& source, int angle, const ModelEvaluation& evaluation,
-                        double phi, double contrast, double offset, int64_t side,
-                        const AngleMatrices& matrices, DirectChunkWriter& direct) {
+// One angle's matrices through HDF5 (H5Dwrite), tile by tile (FirstTilePlace, NextTilePlace),
+// two tiles in flight: while this thread writes one (HDF5, which takes one thread at a time),
+// helper threads evaluate the next (or transpose it: a mirror tile of a symmetric model), and this
+// thread joins them when its writes are done. Threads: OpenMP's count (the fit's while a fit
+// writes its results), this one included, at most kMaxHelpers + 1.
+void WriteAngleMatricesThroughHdf5(BatchSource& source, int angle,
+                                   const ModelEvaluation& evaluation, double phi, double contrast,
+                                   double offset, int64_t side, const AngleMatrices& matrices,
+                                   DirectChunkWriter& direct) {
   const int64_t n = source.info().num_times();
   if (n == 0) return;
   const int threads = omp_get_max_threads();
-  const int helper_count =
-      std::clamp(threads - (direct.usable() && threads > 1 ? 0 : 1), 0, kMaxHelpers);
+  const int helper_count = std::clamp(threads - 1, 0, kMaxHelpers);
   std::vector<double> band;  // rows [band_row, band_row + side) from column band_row on
   int64_t band_row = -1;
   TileValues tiles[2];
@@ -476,6 +660,7 @@ void WriteAngleMatrices(BatchSource& source, int angle, const ModelEvaluation& e
   auto finish = [&](int slot) {  // joins the helpers until the tile's rows are done
     evaluations[slot].EvaluateRows();
     for (std::future<void>& helper : helpers) helper.get();
+    evaluations[slot].CompleteDiagonalTile();
   };
   TilePlace place = FirstTilePlace(n, side);
   start(place, 0);
@@ -486,6 +671,202 @@ void WriteAngleMatrices(BatchSource& source, int angle, const ModelEvaluation& e
     WriteTileValues(matrices, tiles[slot], direct);
     if (!more) break;
     finish(slot ^ 1);
+  }
+}
+
+// Threads that run a job together with the thread that asks (Run), started once: waiting
+// between jobs they sleep, where OpenMP's threads would spin and take the cores from the writes'
+// threads and from the band's decoding between tiles.
+class HelperThreads {
+ public:
+  explicit HelperThreads(int count) {
+    for (int h = 0; h < count; ++h) threads_.emplace_back([this] { Serve(); });
+  }
+  HelperThreads(const HelperThreads&) = delete;
+  HelperThreads& operator=(const HelperThreads&) = delete;
+  ~HelperThreads() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    start_.notify_all();
+    for (std::thread& thread : threads_) thread.join();
+  }
+
+  // Runs `job` on every helper and on this thread; returns when all have returned. `job` must
+  // not throw.
+  void Run(const std::function<void()>& job) {
+    if (threads_.empty()) {
+      job();
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      job_ = &job;
+      running_ = static_cast<int>(threads_.size());
+      ++generation_;
+    }
+    start_.notify_all();
+    job();
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [&] { return running_ == 0; });
+    job_ = nullptr;
+  }
+
+ private:
+  void Serve() {
+    int64_t seen = 0;
+    for (;;) {
+      const std::function<void()>* job = nullptr;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        start_.wait(lock, [&] { return stop_ || generation_ != seen; });
+        if (stop_) return;
+        seen = generation_;
+        job = job_;
+      }
+      (*job)();
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        --running_;
+      }
+      done_.notify_one();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable start_;  // a job, or stop
+  std::condition_variable done_;   // a helper done with the job
+  const std::function<void()>* job_ = nullptr;
+  int running_ = 0;  // helpers still in the job
+  int64_t generation_ = 0;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;  // last: started once the rest exists
+};
+
+// One angle's matrices with direct writes (DirectChunkWriter), tile by tile: this thread and up
+// to kMaxHelpers helper threads (HelperThreads, OpenMP's count) evaluate a tile (or transpose it: a
+// mirror tile of a symmetric model), then its three chunks are queued to ChunkWriteQueue's threads,
+// and the next tile is evaluated while they are written; kSlots tiles in flight at most. A chunk
+// that cannot go directly is written through HDF5 by this thread, and after a refused first direct
+// write (WriteNow) every chunk is. The same values and chunks as WriteAngleMatricesThroughHdf5.
+constexpr int kSlots = 4;
+// What WriteAngleMatricesDirectly keeps from one angle to the next: the buffers (so that each
+// angle does not fault in fresh pages) and the threads.
+struct DirectWriteState {
+  struct Slot {
+    TileValues tile;
+    AlignedDoubles padded[3];  // the chunks of an edge tile (DirectChunkWriter::ChunkOf)
+    int pending = 0;           // its chunks queued and not yet written (ChunkWriteQueue)
+  };
+  explicit DirectWriteState(int threads) : slots(kSlots), helpers(threads - 1) {}
+  std::vector<double> band;  // rows [band_row, band_row + side) from column band_row on
+  std::vector<Slot> slots;
+  HelperThreads helpers;
+  // Declared after the slots: its destructor waits for the writes of their buffers first.
+  std::optional<ChunkWriteQueue> queue;  // once a direct write has been taken (WriteNow)
+};
+void WriteAngleMatricesDirectly(BatchSource& source, int angle, const ModelEvaluation& evaluation,
+                                double phi, double contrast, double offset, int64_t side,
+                                const AngleMatrices& matrices, DirectChunkWriter& direct,
+                                DirectWriteState& state) {
+  const int64_t n = source.info().num_times();
+  if (n == 0) return;
+  const bool symmetric = ModelIsSymmetric(evaluation);
+  std::vector<double>& band = state.band;
+  int64_t band_row = -1;
+  std::vector<DirectWriteState::Slot>& slots = state.slots;
+  HelperThreads& helpers = state.helpers;
+  std::optional<ChunkWriteQueue>& queue = state.queue;
+  TileEvaluation tile_evaluation(evaluation, phi, contrast, offset);
+  const std::pair<hid_t, const char*> datasets[3] = {{matrices.data.get(), "/data"},
+                                                     {matrices.fit.get(), "/fit"},
+                                                     {matrices.residuals.get(), "/residuals"}};
+  TilePlace place = FirstTilePlace(n, side);
+  for (int64_t t = 0;; ++t) {
+    DirectWriteState::Slot& slot = slots[static_cast<size_t>(t % kSlots)];
+    if (queue) queue->Wait(&slot.pending);
+    TileValues& tile = slot.tile;
+    if (place.mirror && symmetric) {
+      // The tile before holds its tile above the diagonal, complete (being written: read only).
+      const TileValues& upper = slots[static_cast<size_t>((t + kSlots - 1) % kSlots)].tile;
+      tile.place = place;
+      for (AlignedDoubles* values : {&tile.data, &tile.fit, &tile.residuals}) {
+        values->resize(static_cast<size_t>(place.rows * place.cols));
+      }
+      // Rows [r0, r0 + kTransposeBlock) of the tile are those columns of `upper` (Transpose).
+      const int64_t blocks = (place.rows + kTransposeBlock - 1) / kTransposeBlock;
+      std::atomic<int64_t> next_block{0};
+      helpers.Run([&] {
+        for (int64_t b = next_block.fetch_add(1); b < blocks; b = next_block.fetch_add(1)) {
+          const int64_t r0 = b * kTransposeBlock;
+          const int64_t rows = std::min(kTransposeBlock, place.rows - r0);
+          const int64_t out = r0 * place.cols;
+          Transpose(upper.data.data() + r0, place.rows, rows, place.cols, tile.data.data() + out);
+          Transpose(upper.fit.data() + r0, place.rows, rows, place.cols, tile.fit.data() + out);
+          Transpose(upper.residuals.data() + r0, place.rows, rows, place.cols,
+                    tile.residuals.data() + out);
+        }
+      });
+    } else {
+      if (place.band_row != band_row) {
+        const int64_t rows = std::min(side, n - place.band_row);
+        band.resize(static_cast<size_t>(rows * (n - place.band_row)));
+        source.ReadCorrectedUpperRows(angle, static_cast<int>(place.band_row),
+                                      static_cast<int>(place.band_row + rows), band);
+        band_row = place.band_row;
+      }
+      if (place.mirror) {  // of a model evaluated there: its data transposed from the band
+        CopyTileData(band, n - band_row, place, tile);
+        tile_evaluation.Reset(tile);
+      } else {  // its data copied row by row as the rows are evaluated
+        tile.place = place;
+        tile.data.resize(static_cast<size_t>(place.rows * place.cols));
+        tile_evaluation.Reset(tile, band.data() + (place.col - band_row), n - band_row);
+      }
+      if (place.rows * place.cols >= kMinHelpedPoints) {
+        helpers.Run([&] { tile_evaluation.EvaluateRows(); });
+      } else {
+        tile_evaluation.EvaluateRows();
+      }
+      tile_evaluation.CompleteDiagonalTile();
+    }
+    const double* values[3] = {tile.data.data(), tile.fit.data(), tile.residuals.data()};
+    // An edge tile's chunks, padded on every thread (DirectChunkWriter::PadChunkRow).
+    const bool whole = direct.IsWholeChunk(place);
+    if (!whole && direct.usable()) {
+      for (AlignedDoubles& padded : slot.padded) padded.resize(static_cast<size_t>(side * side));
+      std::atomic<int64_t> next_row{0};
+      helpers.Run([&] {
+        for (int64_t k = next_row.fetch_add(1); k < 3 * side; k = next_row.fetch_add(1)) {
+          const size_t m = static_cast<size_t>(k / side);
+          direct.PadChunkRow(place, values[m], slot.padded[m].data(), k % side);
+        }
+      });
+    }
+    for (int m = 0; m < 3; ++m) {
+      const std::string name = matrices.name + datasets[m].second;
+      const std::optional<int64_t> address = direct.Locate(datasets[m].first, place);
+      if (address) {
+        const double* chunk = whole ? values[m] : slot.padded[m].data();
+        if (queue) {
+          queue->Submit(chunk, direct.chunk_bytes(), *address, &slot.pending,
+                        DirectChunkWriter::ChunkText(name, place));
+          direct.CountQueuedWrite();
+          continue;
+        }
+        // The first direct write, now: whether the file system takes them.
+        if (direct.WriteNow(*address, chunk, DirectChunkWriter::ChunkText(name, place))) {
+          queue.emplace(direct.fd());
+          continue;
+        }
+      }
+      WriteTile(datasets[m].first, name, place.row, place.rows, place.col, place.cols, values[m]);
+    }
+    if (!NextTilePlace(n, side, &place)) break;
+  }
+  if (queue) {
+    for (const DirectWriteState::Slot& slot : slots) queue->Wait(&slot.pending);
   }
 }
 
@@ -519,6 +900,7 @@ void WriteContents(hid_t file, BatchSource& source, const ModelEvaluation& evalu
     throw std::runtime_error("cannot create group /angles: " + io_internal::Hdf5ErrorText());
   }
   const int64_t side = TileSide(n);
+  std::optional<DirectWriteState> direct_state;  // with direct writes, from the first angle on
   for (size_t k = 0; k < n_angles; ++k) {
     const std::string name = AngleGroupName(k);
     Hid group = io_internal::GroupHid(
@@ -533,11 +915,29 @@ void WriteContents(hid_t file, BatchSource& source, const ModelEvaluation& evalu
     io_internal::WriteAttribute(group.get(), "offset", offset[k]);
     if (n == 0) continue;
     const bool early = direct.usable();
+    hsize_t size_before = 0;
+    if (early && H5Fget_filesize(file, &size_before) < 0) size_before = 0;
     AngleMatrices matrices{name, CreateMatrix(group.get(), "data", n, side, early),
                            CreateMatrix(group.get(), "fit", n, side, early),
                            CreateMatrix(group.get(), "residuals", n, side, early)};
-    WriteAngleMatrices(source, static_cast<int>(k), evaluation.OfAngle(static_cast<int>(k)), phi[k],
-                       contrast[k], offset[k], side, matrices, direct);
+    hsize_t size_after = 0;
+    if (early && size_before > 0 && H5Fget_filesize(file, &size_after) >= 0 &&
+        size_after > size_before) {
+      direct.Reserve(static_cast<int64_t>(size_before),
+                     static_cast<int64_t>(size_after - size_before));
+    }
+    if (direct.usable()) {
+      if (!direct_state) {
+        direct_state.emplace(std::clamp(omp_get_max_threads(), 1, kMaxHelpers + 1));
+      }
+      WriteAngleMatricesDirectly(source, static_cast<int>(k),
+                                 evaluation.OfAngle(static_cast<int>(k)), phi[k], contrast[k],
+                                 offset[k], side, matrices, direct, *direct_state);
+    } else {
+      WriteAngleMatricesThroughHdf5(source, static_cast<int>(k),
+                                    evaluation.OfAngle(static_cast<int>(k)), phi[k], contrast[k],
+                                    offset[k], side, matrices, direct);
+    }
     if (matrices.data.Close() < 0 || matrices.fit.Close() < 0 || matrices.residuals.Close() < 0) {
       throw std::runtime_error("cannot close the datasets of /angles/" + name + ": " +
                                io_internal::Hdf5ErrorText());

@@ -32,4 +32,13 @@ int64_t RowsDecodedByPrefetch(const BatchSource& source);
 // and calls: 0 when none, and for any other source.
 int64_t RowsDecodedForCorrectedReads(const BatchSource& source);
 
+// Lends a source made by OpenBatchSource the fit's data as it held them in memory
+// (FitOutcome::held_data: every angle's packed strict upper triangle, float32, read from this
+// source): its corrected reads (ReadCorrectedUpperRows: the fitted data's writer) take the values
+// off the diagonal from them instead of decoding the file again, the same values bitwise. Taken
+// only where they are the file's values: every selected matrix float32, one whole triangle per
+// angle. Null: no longer lent. Returns whether the source takes them (false for any other source).
+bool LendHeldUpperTriangles(BatchSource& source,
+                            std::shared_ptr<const std::vector<std::vector<float>>> values);
+
 }  // namespace homodyne::io_internal

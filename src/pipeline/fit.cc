@@ -41,6 +41,7 @@
 #include "homodyne/errors.h"
 #include "homodyne/process_group.h"
 #include "homodyne/results.h"
+#include "io/read_paths.h"
 #include "model/mode_catalog.h"
 #include "objective/batched_objective.h"
 #include "optimize/global_search.h"
@@ -324,6 +325,12 @@ class FitRun {
     outcome_.checkpoints_enabled = checkpoints.enabled();
     outcome_.checkpoint_lock = checkpoints.folder_lock();
     outcome_.exit_code = FitExitCode(recorded.convergence_status);
+    // The data in memory go on to the result files' writer (FitOutcome::held_data), with the
+    // strategy that holds them.
+    if (const std::vector<std::vector<float>>* held = fit_->strategy->WholeDataInMemory()) {
+      const std::shared_ptr<const FitStrategy> strategy(std::move(fit_->strategy));
+      outcome_.held_data = std::shared_ptr<const std::vector<std::vector<float>>>(strategy, held);
+    }
     outcome_.result = std::move(recorded);
     return std::move(outcome_);
   }
@@ -793,6 +800,7 @@ FitOutcome FitWithSigmaAuto(const Config& config, BatchSource& source,
     first.result.sigma_source = "optimization.nlsq.sigma auto: no estimate; the first fit's sigma";
     return first;
   }
+  first.held_data.reset();  // the second fit reads the data again: not two copies at once
   Config final_config = config;
   final_config.nlsq.sigma_auto = false;
   final_config.nlsq.sigma = estimate;
@@ -832,6 +840,14 @@ void WriteFitResults(const FitOutcome& outcome, BatchSource& source, const std::
                      bool npz) {
   if (!CurrentProcessGroup()->is_root()) return;  // rank 0 of a job writes
   const ModelEvaluation evaluation(*outcome.model, outcome.physical);
+  // fitted_data.h5's data from the fit's data in memory where the source takes them, not from
+  // the file read again (io/read_paths.h); lent for the writing only.
+  struct Lent {
+    BatchSource& source;
+    ~Lent() { io_internal::LendHeldUpperTriangles(source, nullptr); }
+  };
+  const Lent lent{source};
+  io_internal::LendHeldUpperTriangles(source, outcome.held_data);
   WriteAllResultFiles(outcome.result, source, evaluation, output_dir, npz);
 }
 

@@ -85,11 +85,15 @@ FitOutcome RunFitJob(const Config& config, BatchSource& source, const FitJobOpti
   }();
   outcome.results_lock = results_lock;
   performance_log.LogTotal(outcome.result);
-  if (!root) return outcome;  // rank 0 writes the files and removes the checkpoints
+  if (!root) {
+    outcome.held_data.reset();  // FitOutcome::held_data: for the writer alone
+    return outcome;             // rank 0 writes the files and removes the checkpoints
+  }
   if (options.on_fitted) options.on_fitted(outcome);
   if (options.output_dir) {
     const auto write_start = std::chrono::steady_clock::now();
     WriteFitResults(outcome, source, *options.output_dir, options.write_npz);
+    outcome.held_data.reset();  // written: the fit's data in memory are freed
     const double write_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - write_start).count();
     performance_log.LogOperation("results written to " + *options.output_dir + "/nlsq",
@@ -105,6 +109,7 @@ FitOutcome RunFitJob(const Config& config, BatchSource& source, const FitJobOpti
       spdlog::warn("{}; the result files are complete", error.what());
     }
   }
+  outcome.held_data.reset();  // no result files written: freed all the same
   // The results are durable: only now may the checkpoints go (a kill up to here resumes and
   // writes the same results again), and then the folder's lock.
   KillIfInjectedAt("before_checkpoint_removal");

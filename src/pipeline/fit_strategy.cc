@@ -154,6 +154,10 @@ class InMemoryStrategy : public FitStrategy {
 
   CheckpointPolicy checkpoint_policy() const override { return InMemoryPolicy(kind()); }
   BatchedObjective& objective() override { return *objective_; }
+  // One process holds every row (several ranks: their shares).
+  const std::vector<std::vector<float>>* WholeDataInMemory() const override {
+    return group_->size() > 1 ? nullptr : &objective_->data();
+  }
 
   // The single process's objective: its pass options without the group, the chunk callback and
   // the agreed signal check.

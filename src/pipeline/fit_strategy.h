@@ -66,6 +66,10 @@ class FitStrategy {
   // Null where the strategy cannot hold the data in memory (streaming). Reads the source.
   virtual std::unique_ptr<BatchedObjective> WholeDataHere() const { return nullptr; }
 
+  // Every angle's whole packed triangle as this process holds it in memory (FitOutcome::held_data),
+  // or null: streamed data, or a rank's share of them.
+  virtual const std::vector<std::vector<float>>* WholeDataInMemory() const { return nullptr; }
+
   // On several ranks (include/homodyne/process_group.h): frees the data of the batches other
   // ranks compute (BatchedObjective::KeepOwnShare), once SearchData has run. The in-memory
   // strategies read only this rank's rows in the first place (nothing to free); a strategy whose

@@ -25,6 +25,7 @@
 #include "homodyne/results.h"
 #include "homodyne/simulate.h"
 #include "io/hdf5_util.h"
+#include "io/read_paths.h"
 #include "io/result_files.h"
 #include "io_test_util.h"
 
@@ -335,8 +336,9 @@ std::map<std::string, std::vector<double>> FileContents(const std::string& path,
 
 // Direct writes (O_DIRECT, fitted_data_writer.cc DirectChunkWriter) against HDF5's writes of the
 // same chunks: the same values in every dataset and attribute, bitwise, for the modes whose mirror
-// tiles are transposed (static, laminar_flow) and N = 1099 (tiles of 256 and of 75 at the edge);
-// the same chunk shape. Direct writes happen where the temporary folder's file system allows them.
+// tiles are transposed (static, laminar_flow) and the one whose are evaluated (two_component), N =
+// 1099 (tiles of 256 and of 75 at the edge), 2 threads and 1; the same chunk shape. Direct writes
+// happen where the temporary folder's file system allows them.
 class FittedDataWriterDirectTest : public FittedDataWriterTest,
                                    public ::testing::WithParamInterface<AnalysisMode> {
  protected:
@@ -347,7 +349,8 @@ class FittedDataWriterDirectTest : public FittedDataWriterTest,
 };
 
 INSTANTIATE_TEST_SUITE_P(Modes, FittedDataWriterDirectTest,
-                         ::testing::Values(AnalysisMode::kStatic, AnalysisMode::kLaminarFlow));
+                         ::testing::Values(AnalysisMode::kStatic, AnalysisMode::kLaminarFlow,
+                                           AnalysisMode::kTwoComponent));
 
 TEST_P(FittedDataWriterDirectTest, SameContentsAsWritesThroughHdf5) {
   config_ = LaminarSimulationConfig(PathOf("sim.h5"), 40, 0.01, 11);
@@ -357,6 +360,11 @@ TEST_P(FittedDataWriterDirectTest, SameContentsAsWritesThroughHdf5) {
   if (GetParam() == AnalysisMode::kStatic) {
     config_.analysis_mode = AnalysisMode::kStatic;
     config_.simulation.physical_parameters = {1000.0, -0.3, 10.0};
+  }
+  if (GetParam() == AnalysisMode::kTwoComponent) {  // mirror tiles evaluated, not transposed
+    config_.analysis_mode = AnalysisMode::kTwoComponent;
+    config_.simulation.physical_parameters = {1000.0, -0.3, 10.0, 20000.0, -0.5, 0.0, 20.0,
+                                              0.5,    1.0,  0.3,  0.01,    0.5,  0.2, 2.0};
   }
   SimulateDataset(config_);
   source_ = OpenBatchSource(SelectionOf(config_));
@@ -374,14 +382,25 @@ TEST_P(FittedDataWriterDirectTest, SameContentsAsWritesThroughHdf5) {
   const bool possible = DirectWritesPossibleIn(PathOf("direct/nlsq"));
   EXPECT_EQ(io_internal::DirectChunkWritesOfLastFittedData(), possible ? 2 * 3 * 25 : 0);
 
+  // One thread: the tiles evaluated and written without helper threads, the same file.
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  WriteFittedData(*source_, evaluation, scaling, PathOf("direct1"));
+  omp_set_num_threads(threads);
+  EXPECT_EQ(io_internal::DirectChunkWritesOfLastFittedData(), possible ? 2 * 3 * 25 : 0);
+
   const auto hdf5 = FileContents(PathOf("hdf5/nlsq/fitted_data.h5"), 2);
   const auto direct = FileContents(PathOf("direct/nlsq/fitted_data.h5"), 2);
-  ASSERT_EQ(hdf5.size(), direct.size());
-  for (const auto& [name, values] : hdf5) {
-    ASSERT_EQ(direct.count(name), 1u) << name;
-    const std::vector<double>& other = direct.at(name);
-    ASSERT_EQ(values.size(), other.size()) << name;
-    EXPECT_EQ(std::memcmp(values.data(), other.data(), values.size() * sizeof(double)), 0) << name;
+  for (const std::string folder : {"direct", "direct1"}) {
+    const auto written = FileContents(PathOf(folder + "/nlsq/fitted_data.h5"), 2);
+    ASSERT_EQ(hdf5.size(), written.size()) << folder;
+    for (const auto& [name, values] : hdf5) {
+      ASSERT_EQ(written.count(name), 1u) << folder << " " << name;
+      const std::vector<double>& other = written.at(name);
+      ASSERT_EQ(values.size(), other.size()) << folder << " " << name;
+      EXPECT_EQ(std::memcmp(values.data(), other.data(), values.size() * sizeof(double)), 0)
+          << folder << " " << name;
+    }
   }
   // The fit, mirrored or evaluated, is the model at every point, and the data the matrix.
   std::vector<double> matrix(static_cast<size_t>(n) * static_cast<size_t>(n));
@@ -412,6 +431,136 @@ TEST_P(FittedDataWriterDirectTest, SameContentsAsWritesThroughHdf5) {
   EXPECT_EQ(chunk[0], 256u);
   EXPECT_EQ(chunk[1], 256u);
   EXPECT_EQ(H5Pget_nfilters(create.get()), 0);
+}
+
+// A diagonal tile of a symmetric model is evaluated on and right of its diagonal and its fit
+// mirrored below (fitted_data_writer.cc, TileEvaluation): the fit is still the model at every
+// point, and the residuals below the diagonal are the source's data there minus the fit, also
+// where the source's matrix is not symmetric (data in memory, as given). One tile (N = 40).
+TEST_F(FittedDataWriterTest, DiagonalTileOfAnAsymmetricSource) {
+  config_ = LaminarSimulationConfig(PathOf("sim.h5"), 41, 0.01, 11);
+  const int n = 40;
+  std::vector<double> values(static_cast<size_t>(2 * n * n));
+  for (int a = 0; a < 2; ++a) {
+    for (int i = 0; i < n; ++i) {
+      for (int j = 0; j < n; ++j) {  // (i, j) and (j, i) differ
+        values[static_cast<size_t>((a * n + i) * n + j)] = 1.0 + 0.01 * a + 0.003 * i + 0.0007 * j;
+      }
+    }
+  }
+  InMemoryData data;
+  data.float64_values = values;
+  data.num_angles = 2;
+  data.num_times = n;
+  data.phi_degrees = {10.0, 60.0};
+  data.q_inv_angstrom = config_.geometry.q_inv_angstrom;
+  data.dt_seconds = config_.geometry.dt_seconds;
+  source_ = MakeInMemoryBatchSource(data);
+  const HomodyneModel model(config_.analysis_mode, config_.geometry, source_->info().FittedTimes());
+  const ModelEvaluation evaluation(model, config_.simulation.physical_parameters);
+  std::vector<AngleScaling> scaling(2);
+  for (size_t k = 0; k < 2; ++k) {
+    scaling[k].phi_degrees = data.phi_degrees[k];
+    scaling[k].contrast = {"contrast", 0.3 + 0.1 * static_cast<double>(k), 0.0};
+    scaling[k].offset = {"offset", 1.0, 0.0};
+  }
+  WriteFittedData(*source_, evaluation, scaling, PathOf("out"));
+  const auto contents = FileContents(PathOf("out/nlsq/fitted_data.h5"), 2);
+  std::vector<double> matrix(static_cast<size_t>(n * n));
+  std::vector<double> row(static_cast<size_t>(n));
+  int below_differs = 0;  // points below the diagonal whose data are not their mirror's
+  for (int a = 0; a < 2; ++a) {
+    char base[32];
+    std::snprintf(base, sizeof(base), "/angles/phi_%03d", a);
+    const std::vector<double>& data_out = contents.at(std::string(base) + "/data");
+    const std::vector<double>& fit = contents.at(std::string(base) + "/fit");
+    const std::vector<double>& residuals = contents.at(std::string(base) + "/residuals");
+    source_->ReadCorrectedMatrix(a, matrix);
+    for (int i = 0; i < n; ++i) {
+      evaluation.ComputeC2RowSegment(scaling[a].phi_degrees, scaling[a].contrast.value, 1.0, i, 0,
+                                     n, row);
+      for (int j = 0; j < n; ++j) {
+        const size_t at = static_cast<size_t>(i) * n + j;
+        ASSERT_EQ(data_out[at], matrix[at]) << a << " " << i << " " << j;
+        ASSERT_EQ(fit[at], row[static_cast<size_t>(j)]) << a << " " << i << " " << j;
+        ASSERT_EQ(residuals[at], data_out[at] - fit[at]) << a << " " << i << " " << j;
+        if (j < i && data_out[at] != data_out[static_cast<size_t>(j) * n + i]) ++below_differs;
+      }
+    }
+  }
+  EXPECT_GT(below_differs, 0);  // the source is asymmetric where the writer reads it
+}
+
+// The fit's data in memory lent to the source (io_internal::LendHeldUpperTriangles, what
+// WriteFitResults does after an in-memory fit): the same file, bitwise, as with the data read
+// from the file again, and no row decoded for it. float32, lzf and uncompressed, N = 300 (two
+// bands: the second band's first diagonal value from the lent data). Not taken: float64 data,
+// a triangle of another size, a source in memory.
+class FittedDataWriterHeldDataTest : public FittedDataWriterTest,
+                                     public ::testing::WithParamInterface<std::string> {};
+
+INSTANTIATE_TEST_SUITE_P(Compression, FittedDataWriterHeldDataTest,
+                         ::testing::Values(std::string("lzf"), std::string("none")));
+
+TEST_P(FittedDataWriterHeldDataTest, SameFileAsTheDataReadAgain) {
+  config_ = LaminarSimulationConfig(PathOf("sim.h5"), 301, 0.01, 11);
+  config_.simulation.dtype = "float32";
+  config_.simulation.compression = GetParam();
+  SimulateDataset(config_);
+  source_ = OpenBatchSource(SelectionOf(config_));
+  const int n = source_->info().num_times();
+  ASSERT_EQ(n, 300);
+  const int angles = source_->info().num_angles();
+  const HomodyneModel model(config_.analysis_mode, config_.geometry, source_->info().FittedTimes());
+  const ModelEvaluation evaluation(model, config_.simulation.physical_parameters);
+  const std::vector<AngleScaling> scaling = TruthScaling(config_, source_->info());
+  auto held = std::make_shared<std::vector<std::vector<float>>>(static_cast<size_t>(angles));
+  for (int a = 0; a < angles; ++a) {
+    std::vector<float>& triangle = (*held)[static_cast<size_t>(a)];
+    triangle.resize(static_cast<size_t>(UpperTriangleSize(n)));
+    source_->ReadUpperTriangleRows(a, 0, n, std::span<float>(triangle));
+  }
+
+  WriteFittedData(*source_, evaluation, scaling, PathOf("reread"));
+  const int64_t decoded = io_internal::RowsDecodedForCorrectedReads(*source_);
+  if (GetParam() == "lzf") {
+    EXPECT_GT(decoded, 0);  // decoded for the corrected reads
+  }
+  // A triangle of another size is not taken.
+  auto short_triangles = std::make_shared<std::vector<std::vector<float>>>(*held);
+  short_triangles->back().pop_back();
+  EXPECT_FALSE(io_internal::LendHeldUpperTriangles(*source_, short_triangles));
+  ASSERT_TRUE(io_internal::LendHeldUpperTriangles(*source_, held));
+  WriteFittedData(*source_, evaluation, scaling, PathOf("held"));
+  EXPECT_EQ(io_internal::RowsDecodedForCorrectedReads(*source_), decoded);
+  EXPECT_FALSE(io_internal::LendHeldUpperTriangles(*source_, nullptr));
+
+  const auto reread = FileContents(PathOf("reread/nlsq/fitted_data.h5"), angles);
+  const auto lent = FileContents(PathOf("held/nlsq/fitted_data.h5"), angles);
+  ASSERT_EQ(reread.size(), lent.size());
+  for (const auto& [name, values] : reread) {
+    ASSERT_EQ(lent.count(name), 1u) << name;
+    const std::vector<double>& other = lent.at(name);
+    ASSERT_EQ(values.size(), other.size()) << name;
+    EXPECT_EQ(std::memcmp(values.data(), other.data(), values.size() * sizeof(double)), 0) << name;
+  }
+
+  // float64 in the file: the floats the fit would hold are not the file's values.
+  Config float64 = LaminarSimulationConfig(PathOf("sim64.h5"), 301, 0.01, 11);
+  float64.simulation.compression = GetParam();
+  SimulateDataset(float64);
+  const std::unique_ptr<BatchSource> source64 = OpenBatchSource(SelectionOf(float64));
+  EXPECT_FALSE(io_internal::LendHeldUpperTriangles(*source64, held));
+  // A source of data in memory reads no file.
+  std::vector<double> values(static_cast<size_t>(3 * n * n), 1.0);
+  InMemoryData data;
+  data.float64_values = values;
+  data.num_angles = 3;
+  data.num_times = n;
+  data.phi_degrees = {0.0, 45.0, 200.0};
+  data.q_inv_angstrom = 0.0054;
+  data.dt_seconds = 0.1;
+  EXPECT_FALSE(io_internal::LendHeldUpperTriangles(*MakeInMemoryBatchSource(data), held));
 }
 
 TEST_F(FittedDataWriterTest, UnwritableOutputDirNamesThePath) {

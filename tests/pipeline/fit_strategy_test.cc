@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <new>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -142,6 +143,31 @@ TEST_P(FitStrategyByModeTest, EveryStrategySearchesTheSameRowsBitwise) {
   // The whole data (stride 1) is the strategy's own objective, point for point.
   const std::unique_ptr<FitStrategy> streaming = SetUp(StrategyKind::kStreaming, &actions);
   EXPECT_EQ(streaming->SearchData(1)->num_points(), streaming->objective().num_points());
+}
+
+// The in-memory strategies of one process hand their whole data over to the result files' writer
+// (FitStrategy::WholeDataInMemory, FitOutcome::held_data): every angle's packed triangle, the
+// floats the source gives; the streaming strategy holds none.
+TEST_F(FitStrategyTest, InMemoryStrategiesHandTheirWholeDataOver) {
+  const int n = source_->info().num_times();
+  for (const StrategyKind kind : {StrategyKind::kStandard, StrategyKind::kLarge,
+                                  StrategyKind::kChunked, StrategyKind::kStreaming}) {
+    SCOPED_TRACE(std::string(ToString(kind)));
+    std::vector<std::string> actions;
+    const std::unique_ptr<FitStrategy> strategy = SetUp(kind, &actions);
+    const std::vector<std::vector<float>>* held = strategy->WholeDataInMemory();
+    if (kind == StrategyKind::kStreaming) {
+      EXPECT_EQ(held, nullptr);
+      continue;
+    }
+    ASSERT_NE(held, nullptr);
+    ASSERT_EQ(held->size(), phi_.size());
+    for (int a = 0; a < static_cast<int>(phi_.size()); ++a) {
+      std::vector<float> read(static_cast<size_t>(UpperTriangleSize(n)));
+      source_->ReadUpperTriangleRows(a, 0, n, std::span<float>(read));
+      EXPECT_EQ((*held)[static_cast<size_t>(a)], read) << a;
+    }
+  }
 }
 
 TEST_F(FitStrategyTest, AllocationFailureWhileSettingUpFallsBackToALeanerStrategy) {
