@@ -355,10 +355,10 @@ class FitRun {
             "loss and variable projection)");
       }
     }
-    // Else profiles for the parameters the data do not determine, where a profile point costs
-    // no more than the profile check's (ProfileProbeOfTheSolution's limit), not in fast mode.
+    // Else profiles for the parameters the data do not determine, where profile points are
+    // affordable, not in fast mode.
     if (!reported.intervals && !config_.performance.fast_mode && !pilot_ &&
-        fit_->strategy->objective().num_points() <= config_.nlsq.global_search.max_points) {
+        ProfilePointsAffordable()) {
       reported.undetermined_intervals = CheckpointedProbe(ProbeOfTheSolution());
     }
     if (reported.method != UncertaintyMethod::kJackknife &&
@@ -440,16 +440,19 @@ class FitRun {
   // `enough` then counts as not flagged). None (no check) when optimization.nlsq.profile_check,
   // else the mode's catalog entry (profile_check), does not ask for it, under a robust loss,
   // whose projected chi2 is not the reported one, without variable projection, without a
-  // solution, and above global_search.max_points points, where each profile point would cost
-  // the passes of a local fit over all the data.
+  // solution, and where profile points are not affordable (ProfilePointsAffordable).
   ProfileProbe ProfileProbeOfTheSolution() {
     const bool asked =
         config_.nlsq.profile_check.value_or(DefinitionOf(config_.analysis_mode).profile_check);
-    if (!asked ||
-        fit_->strategy->objective().num_points() > config_.nlsq.global_search.max_points) {
-      return nullptr;
-    }
+    if (!asked || !ProfilePointsAffordable()) return nullptr;
     return ProbeOfTheSolution();
+  }
+
+  // Whether the checks' profile points (the profile check's, the undetermined parameters'
+  // intervals) are run: at most global_search.max_points points, above which each profile point
+  // would cost the passes of a local fit over all the data.
+  bool ProfilePointsAffordable() const {
+    return fit_->strategy->objective().num_points() <= config_.nlsq.global_search.max_points;
   }
 
   // ProfilePoint at the solution (the profile check's and the profile intervals' probe); null

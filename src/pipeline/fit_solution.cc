@@ -155,9 +155,11 @@ std::string ReasonNumber(double value) {
   return text;
 }
 
-// The degrees of freedom of AddStudentIntervals' t: the jackknife's blocks - 1, else 0 (normal).
-int StudentDegreesOfFreedom(const FitResult& result) {
-  return result.uncertainty_method == "jackknife" ? result.uncertainty_blocks - 1 : 0;
+// Half the width of AddStudentIntervals' interval at `probability` (its upper quantile): t u, t
+// Student's quantile with the jackknife's blocks - 1 degrees of freedom, else the normal's.
+double StudentHalfWidth(const FitResult& result, double uncertainty, double probability) {
+  const int dof = result.uncertainty_method == "jackknife" ? result.uncertainty_blocks - 1 : 0;
+  return StudentQuantile(probability, dof) * uncertainty;
 }
 
 // Whether `names` holds `name`.
@@ -977,8 +979,7 @@ bool StudentIntervalSpansBounds(const LevenbergMarquardtOptions& lm, const FitRe
   if (!bounds) return false;
   for (const ParameterEstimate& estimate : result.physical) {
     if (estimate.name != name) continue;
-    const double half = StudentQuantile(kOneSigmaProbability, StudentDegreesOfFreedom(result)) *
-                        estimate.uncertainty;
+    const double half = StudentHalfWidth(result, estimate.uncertainty, kOneSigmaProbability);
     return estimate.value - half <= bounds->first && estimate.value + half >= bounds->second;
   }
   return false;
@@ -987,7 +988,6 @@ bool StudentIntervalSpansBounds(const LevenbergMarquardtOptions& lm, const FitRe
 void AddStudentIntervals(const LevenbergMarquardtOptions& lm, FitResult& result,
                          const std::vector<std::string>& widen) {
   if (result.uncertainty_method != "jackknife" && result.uncertainty_method != "standard") return;
-  const int dof = StudentDegreesOfFreedom(result);
   for (ParameterEstimate& estimate : result.physical) {
     const bool hull = !estimate.interval_68.empty() && !estimate.interval_95.empty() &&
                       Contains(widen, estimate.name);
@@ -1001,7 +1001,7 @@ void AddStudentIntervals(const LevenbergMarquardtOptions& lm, FitResult& result,
     bool clipped = false;
     bool widened = false;
     for (const double probability : {kOneSigmaProbability, 0.975}) {
-      const double half = StudentQuantile(probability, dof) * estimate.uncertainty;
+      const double half = StudentHalfWidth(result, estimate.uncertainty, probability);
       const double low = std::max(lower, estimate.value - half);
       const double high = std::min(upper, estimate.value + half);
       clipped = clipped || low > estimate.value - half || high < estimate.value + half;

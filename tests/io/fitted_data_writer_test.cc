@@ -37,6 +37,23 @@ using testing_io::LaminarSimulationConfig;
 using testing_io::SelectionOf;
 using testing_io::TempDirTest;
 
+// The creation property list of `dataset` in the HDF5 file `path`, after checking that the dataset
+// is chunked in `side` x `side` tiles (an invalid list where it cannot be opened).
+io_internal::Hid ChunkedCreatePlist(const std::string& path, const char* dataset_name,
+                                    hsize_t side) {
+  io_internal::Hid file = io_internal::FileHid(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  EXPECT_TRUE(file.valid()) << path;
+  io_internal::Hid dataset =
+      io_internal::DatasetHid(H5Dopen2(file.get(), dataset_name, H5P_DEFAULT));
+  EXPECT_TRUE(dataset.valid()) << dataset_name;
+  io_internal::Hid create = io_internal::PlistHid(H5Dget_create_plist(dataset.get()));
+  hsize_t chunk[2] = {0, 0};
+  EXPECT_EQ(H5Pget_chunk(create.get(), 2, chunk), 2) << dataset_name;
+  EXPECT_EQ(chunk[0], side) << dataset_name;
+  EXPECT_EQ(chunk[1], side) << dataset_name;
+  return create;
+}
+
 // The truth as a fit result: one scaling per kept angle.
 std::vector<AngleScaling> TruthScaling(const Config& config, const DatasetInfo& info) {
   std::vector<AngleScaling> scaling(static_cast<size_t>(info.num_angles()));
@@ -267,19 +284,11 @@ TEST_P(FittedDataWriterThreadsTest, SeveralBandsAndTilesOnALargerGrid) {
   const ModelEvaluation evaluation(model, config_.simulation.physical_parameters);
   const std::vector<AngleScaling> scaling = TruthScaling(config_, source_->info());
   WriteFittedData(*source_, evaluation, scaling, PathOf("out"));
+  ASSERT_TRUE(
+      ChunkedCreatePlist(PathOf("out/nlsq/fitted_data.h5"), "/angles/phi_000/fit", 256).valid());
   io_internal::Hid file = io_internal::FileHid(
       H5Fopen(PathOf("out/nlsq/fitted_data.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
   ASSERT_TRUE(file.valid());
-  {
-    io_internal::Hid dataset =
-        io_internal::DatasetHid(H5Dopen2(file.get(), "/angles/phi_000/fit", H5P_DEFAULT));
-    ASSERT_TRUE(dataset.valid());
-    io_internal::Hid create = io_internal::PlistHid(H5Dget_create_plist(dataset.get()));
-    hsize_t chunk[2] = {0, 0};
-    ASSERT_EQ(H5Pget_chunk(create.get(), 2, chunk), 2);
-    EXPECT_EQ(chunk[0], 256u);
-    EXPECT_EQ(chunk[1], 256u);
-  }
   std::vector<double> matrix(static_cast<size_t>(n) * static_cast<size_t>(n));
   source_->ReadCorrectedMatrix(0, matrix);
   const std::vector<double> data = io_internal::ReadAllDoubles(file.get(), "/angles/phi_000/data");
@@ -420,16 +429,9 @@ TEST_P(FittedDataWriterDirectTest, SameContentsAsWritesThroughHdf5) {
       }
     }
   }
-  io_internal::Hid file = io_internal::FileHid(
-      H5Fopen(PathOf("direct/nlsq/fitted_data.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
-  io_internal::Hid dataset =
-      io_internal::DatasetHid(H5Dopen2(file.get(), "/angles/phi_001/residuals", H5P_DEFAULT));
-  ASSERT_TRUE(dataset.valid());
-  io_internal::Hid create = io_internal::PlistHid(H5Dget_create_plist(dataset.get()));
-  hsize_t chunk[2] = {0, 0};
-  ASSERT_EQ(H5Pget_chunk(create.get(), 2, chunk), 2);
-  EXPECT_EQ(chunk[0], 256u);
-  EXPECT_EQ(chunk[1], 256u);
+  io_internal::Hid create =
+      ChunkedCreatePlist(PathOf("direct/nlsq/fitted_data.h5"), "/angles/phi_001/residuals", 256);
+  ASSERT_TRUE(create.valid());
   EXPECT_EQ(H5Pget_nfilters(create.get()), 0);
 }
 
