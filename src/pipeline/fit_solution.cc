@@ -788,6 +788,34 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
   return std::vector<double>(full.theta.data(), full.theta.data() + n_physical);
 }
 
+namespace {
+
+// The four ends of one parameter's intervals, ends[first .. first + 3] (68 % lower and upper,
+// 95 % lower and upper, as AddProfileIntervals orders its searches), made consistent: each end
+// widened to the profile points of all four searches below its level (WidenProfileEnd), and each
+// 95 % end at least as far out as the 68 % one, so that the 68 % interval lies inside the 95 %.
+void NestProfileEnds(const std::vector<ProfileEndSearch>& searches, size_t first,
+                     std::vector<ProfileEndFound>& ends) {
+  std::vector<std::pair<double, double>> points;
+  for (size_t i = first; i < first + 4; ++i) {
+    points.insert(points.end(), ends[i].points.begin(), ends[i].points.end());
+  }
+  for (size_t i = first; i < first + 4; ++i) {
+    const ProfileEndSearch& search = searches[i];
+    ends[i].end = WidenProfileEnd(ends[i].end, search.value, search.direction, search.bound,
+                                  search.target, points);
+  }
+  for (size_t side = 0; side < 2; ++side) {
+    const ProfileEnd& inner = ends[first + side].end;
+    ProfileEnd& outer = ends[first + 2 + side].end;
+    const int direction = searches[first + side].direction;
+    if (inner.note == "failed" || outer.note == "failed") continue;
+    if (direction * (inner.value - outer.value) > 0.0) outer = inner;
+  }
+}
+
+}  // namespace
+
 std::vector<std::string> AddProfileIntervals(const ProfileProbe& probe,
                                              const Eigen::VectorXd& curvature,
                                              const LevenbergMarquardtOptions& lm, FitResult& result,
@@ -845,6 +873,9 @@ std::vector<std::string> AddProfileIntervals(const ProfileProbe& probe,
     for (size_t i = 0; i < searches.size(); ++i) ends.push_back(find(i));
   }
   HOMODYNE_CHECK(ends.size() == searches.size());
+  for (size_t p = 0; p < result.physical.size(); ++p) {
+    if (profiled[p]) NestProfileEnds(searches, first_search[p], ends);
+  }
 
   std::vector<std::string> reached;
   for (size_t p = 0; p < result.physical.size(); ++p) {

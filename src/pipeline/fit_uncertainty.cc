@@ -248,4 +248,19 @@ ProfileEnd FindProfileEnd(const std::function<double(double)>& rise, double valu
   return {value + direction * distance, ""};  // the last secant step: within a few %
 }
 
+ProfileEnd WidenProfileEnd(const ProfileEnd& end, double value, int direction, double bound,
+                           double target, const std::vector<std::pair<double, double>>& points) {
+  if (end.note == "failed" || !std::isfinite(end.value)) return end;
+  ProfileEnd widened = end;
+  double reach = direction * (end.value - value);  // how far the end lies from the value
+  for (const auto& [held, risen] : points) {
+    const double distance = direction * (held - value);
+    if (distance > reach && risen < target) {
+      reach = distance;
+      widened = {held, held == bound ? "bound" : ""};
+    }
+  }
+  return widened;
+}
+
 }  // namespace homodyne

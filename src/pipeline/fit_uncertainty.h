@@ -5,6 +5,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <Eigen/Dense>
@@ -109,5 +110,15 @@ struct ProfileEnd {
 inline constexpr int kProfileEndEvaluations = 6;
 ProfileEnd FindProfileEnd(const std::function<double(double)>& rise, double value,
                           double first_step, int direction, double bound, double target);
+
+// `end` (on side `direction` of the interval of a parameter at `value`) moved out to the farthest
+// of `points` (value held, chi2 less the minimum) on that side whose rise is below `target`. A
+// profile point's refit is local, so its chi2 is at least the profile's there: a point below the
+// level lies inside the profile-likelihood region wherever the search for the end stopped (on a
+// rugged profile, whose refits at neighbouring values land in different minima, another level's
+// search can find such a point beyond it). A point at `bound` makes the end the bound ("bound").
+// An end that failed stays failed.
+ProfileEnd WidenProfileEnd(const ProfileEnd& end, double value, int direction, double bound,
+                           double target, const std::vector<std::pair<double, double>>& points);
 
 }  // namespace homodyne

@@ -657,6 +657,52 @@ TEST(AddProfileIntervalsTest, AnUndeterminedParameterTakesTheLargestRatioOfTheOt
   EXPECT_NEAR(own.physical[2].interval_68[1], 0.01, 1e-4);
 }
 
+// A rugged profile (refits at neighbouring values landing in different minima): the 68 % search
+// stops at a wall of chi2 that the 95 % search steps over, into another valley whose chi2 is below
+// the 68 % level. A profile point's refit bounds the profile from above, so that point lies inside
+// the 68 % region: each interval reaches the points below its level, and the 68 % lies inside the
+// 95 %.
+TEST(AddProfileIntervalsTest, EndsReachThePointsBelowTheirLevelAndNest) {
+  FitResult result;
+  result.physical = {{"a", 0.0, 1.0, ""}};
+  result.chi_squared = 100.0;
+  result.reduced_chi_squared = 1.0;
+  const Eigen::VectorXd curvature = Eigen::VectorXd::Constant(1, 1.0);
+  LevenbergMarquardtOptions lm;
+  lm.parameter_names = {"a"};
+  lm.lower_bounds = Eigen::VectorXd::Constant(1, -10.0);
+  lm.upper_bounds = Eigen::VectorXd::Constant(1, 10.0);
+  // Rise a^2, but 50 on (0.5, 1.5) (the 68 % search's first point, 1, is there) and 0.5 on
+  // (1.8, 2.2) (the 95 % search's first point, 1.96, is there).
+  std::vector<double> held;
+  const auto rise = [](double value) {
+    if (value > 0.5 && value < 1.5) return 50.0;
+    if (value > 1.8 && value < 2.2) return 0.5;
+    return value * value;
+  };
+  const ProfileProbe probe = [&](const std::string&, double value, double) {
+    held.push_back(value);
+    return result.chi_squared + rise(value);
+  };
+  AddProfileIntervals(probe, curvature, lm, result);
+  const ParameterEstimate& a = result.physical[0];
+  ASSERT_EQ(a.interval_68.size(), 2u);
+  ASSERT_EQ(a.interval_95.size(), 2u);
+  // The quadratic side as before: one step each.
+  EXPECT_NEAR(a.interval_68[0], -1.0, 0.01);
+  EXPECT_NEAR(a.interval_95[0], -1.96, 0.02);
+  // The 68 % search alone ends before the wall; the 95 % search's points in the valley beyond it
+  // are below the 68 % level: the farthest of them is the 68 % end.
+  double farthest_below = 0.0;
+  for (const double value : held) {
+    if (value > 0.0 && rise(value) < 1.0) farthest_below = std::max(farthest_below, value);
+  }
+  EXPECT_GT(farthest_below, 1.8);
+  EXPECT_EQ(a.interval_68[1], farthest_below);
+  EXPECT_GE(a.interval_95[1], a.interval_68[1]);
+  EXPECT_EQ(a.interval_method, "profile");
+}
+
 // The profile of a parameter the data do not determine and value +- t u of its lower-bound u:
 // its intervals are the hull of both (AddStudentIntervals' widen).
 TEST(AddStudentIntervalsTest, UndeterminedParametersGetTheHullOfProfileAndStudent) {

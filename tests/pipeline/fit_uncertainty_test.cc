@@ -323,6 +323,32 @@ TEST(ProfileEndTest, QuadraticRiseIsFoundInOneStepAndBoundsClip) {
   EXPECT_EQ(failed.note, "failed");
 }
 
+// A profile point below the level lies inside the region (its refit's chi2 bounds the profile
+// from above), wherever the end's own search stopped.
+TEST(ProfileEndTest, WidenedToThePointsBelowTheLevel) {
+  const double infinity = std::numeric_limits<double>::infinity();
+  const ProfileEnd end{12.0, ""};
+  // Upper side of value 10, target 1: 13 (rise 0.5) lies beyond the end; 14 is above the level,
+  // 9 on the other side, 12.5 nearer than 13.
+  const std::vector<std::pair<double, double>> points = {
+      {12.5, 0.9}, {13.0, 0.5}, {14.0, 5.0}, {9.0, 0.1}};
+  const ProfileEnd widened = WidenProfileEnd(end, 10.0, +1, infinity, 1.0, points);
+  EXPECT_EQ(widened.value, 13.0);
+  EXPECT_EQ(widened.note, "");
+  // The lower side: 9 is nearer than its end at 8, which stays.
+  EXPECT_EQ(WidenProfileEnd({8.0, ""}, 10.0, -1, -infinity, 1.0, points).value, 8.0);
+  // A point below the level at the bound: the end is the bound.
+  const ProfileEnd at_bound = WidenProfileEnd(end, 10.0, +1, 13.0, 1.0, points);
+  EXPECT_EQ(at_bound.value, 13.0);
+  EXPECT_EQ(at_bound.note, "bound");
+  // Nothing below the level beyond the end, or a failed end: unchanged.
+  EXPECT_EQ(WidenProfileEnd(end, 10.0, +1, infinity, 0.4, points).value, 12.0);
+  const ProfileEnd failed = WidenProfileEnd({std::nan(""), "failed"}, 10.0, +1, infinity, 1.0,
+                                            points);
+  EXPECT_EQ(failed.note, "failed");
+  EXPECT_TRUE(std::isnan(failed.value));
+}
+
 TEST(FitUncertaintyTest, ProfileIntervalsAreTheUncertaintyWhereChi2IsQuadratic) {
   // D_offset held at its truth: D0 and alpha alone are well determined, chi2 nearly quadratic
   // (with D_offset free, D0 and D_offset lie in a curved valley and their intervals are wider
