@@ -81,6 +81,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenario", choices=sorted(SCENARIOS), required=True)
     parser.add_argument("--sets", type=int, default=30)
+    parser.add_argument("--first-set", type=int, default=0,
+                        help="index of the first set (sets FIRST .. FIRST + SETS - 1: an ensemble "
+                             "of new sets beside one measured before)")
     parser.add_argument("--frames", type=int, help="override the scenario's frames")
     parser.add_argument("--bin", default=os.path.join(HERE, "..", "build", "src", "cli"),
                         help="folder of homodyne and homodyne-simulate")
@@ -100,7 +103,7 @@ def main():
     rows = []
     seconds = {m: [] for m in methods}
     with tempfile.TemporaryDirectory(prefix="coverage_") as work:
-        for index in range(args.sets):
+        for index in range(args.first_set, args.first_set + args.sets):
             rng = random.Random(1000 + (0 if args.fixed_truth else index))
             truth = sampler(rng)
             config = json.loads(json.dumps(base))
@@ -142,9 +145,11 @@ def main():
                                for name, entry in result["parameters"].items()
                                if name in truth and not entry.get("fixed", False)}
             rows.append(row)
-            print(f"set {index + 1}/{args.sets} done", file=sys.stderr)
+            print(f"set {index + 1 - args.first_set}/{args.sets} done", file=sys.stderr)
     names = [n for n in rows[0][methods[0]]]
-    print(f"scenario {args.scenario}: {args.sets} sets, {frames} frames, noise {' '.join(noise)}"
+    print(f"scenario {args.scenario}: {args.sets} sets"
+          + (f" from set {args.first_set}" if args.first_set else "")
+          + f", {frames} frames, noise {' '.join(noise)}"
           + "".join(f", {setting}" for setting in args.set))
     print(f"{'method':10s} {'parameter':20s} {'68% cover':>9s} {'95% cover':>9s} "
           f"{'rms err / median unc':>21s} {'median |z|':>10s} {'rms z':>6s}")

@@ -343,8 +343,8 @@ TEST(ProfileEndTest, WidenedToThePointsBelowTheLevel) {
   EXPECT_EQ(at_bound.note, "bound");
   // Nothing below the level beyond the end, or a failed end: unchanged.
   EXPECT_EQ(WidenProfileEnd(end, 10.0, +1, infinity, 0.4, points).value, 12.0);
-  const ProfileEnd failed = WidenProfileEnd({std::nan(""), "failed"}, 10.0, +1, infinity, 1.0,
-                                            points);
+  const ProfileEnd failed =
+      WidenProfileEnd({std::nan(""), "failed"}, 10.0, +1, infinity, 1.0, points);
   EXPECT_EQ(failed.note, "failed");
   EXPECT_TRUE(std::isnan(failed.value));
 }
