@@ -743,26 +743,47 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
     const std::string& name = lm.parameter_names[static_cast<size_t>(i)];
     if (Contains(names, name)) singular.push_back(name);
   }
+  // The profiled parameters with an end at a bound or not computed, over every call below.
+  std::vector<std::string> unbounded;
   if (uncertainty.intervals && has_uncertainties) {
     quality_inputs.unbounded_intervals =
         AddProfileIntervals(uncertainty.intervals, full.uncertainties, lm, result,
                             uncertainty.interval_ends, nullptr, singular);
+    unbounded = quality_inputs.unbounded_intervals;
   } else if (has_uncertainties && statistical) {
     // Profiles where value +- t u would claim the curvature's shape (docs/results.md, Intervals):
     // what the checks found far from quadratic (the profile check's probe) and what the data do
-    // not determine. The quality flag counts both as undetermined already.
-    if (profile && !loosely_determined.empty()) {
-      AddProfileIntervals(profile, full.uncertainties, lm, result, nullptr, &loosely_determined);
+    // not determine, each parameter once (a singular one on the undetermined parameters' scale
+    // whichever probe profiles it). The quality flag counts both as undetermined already.
+    const bool checked = profile && !loosely_determined.empty();
+    if (checked) {
+      unbounded = AddProfileIntervals(profile, full.uncertainties, lm, result, nullptr,
+                                      &loosely_determined, singular);
     }
     // Not those whose value +- t u spans the bounds already: the hull is the bounds anyway.
     std::vector<std::string> to_profile;
     for (const std::string& name : singular) {
+      if (checked && Contains(loosely_determined, name)) continue;
       if (!StudentIntervalSpansBounds(lm, result, name)) to_profile.push_back(name);
     }
     if (uncertainty.undetermined_intervals && !to_profile.empty()) {
-      AddProfileIntervals(uncertainty.undetermined_intervals, full.uncertainties, lm, result,
-                          nullptr, &to_profile, singular);
+      for (const std::string& name :
+           AddProfileIntervals(uncertainty.undetermined_intervals, full.uncertainties, lm, result,
+                               nullptr, &to_profile, singular)) {
+        AddName(name, unbounded);
+      }
     }
+  }
+  if (!unbounded.empty()) {
+    std::vector<std::string> in_order;  // the mode's order
+    for (const ParameterEstimate& physical_estimate : result.physical) {
+      if (Contains(unbounded, physical_estimate.name)) in_order.push_back(physical_estimate.name);
+    }
+    const std::string warning = "the profile intervals of " + CommaList(in_order) +
+                                " reach a bound or could not be computed: the data do not bound "
+                                "them within parameter_space.bounds (interval_note)";
+    spdlog::warn("{}", warning);
+    result.warnings.push_back(warning);
   }
   AddStudentIntervals(lm, result, singular);
   if (full_validation && has_uncertainties) {
@@ -911,19 +932,18 @@ std::vector<std::string> AddProfileIntervals(const ProfileProbe& probe,
     }
     if (!notes.empty()) reached.push_back(estimate.name);
     std::sort(points.begin(), points.end());
+    // A value two searches held (a bound both reached) is the same refit: once.
+    points.erase(std::unique(points.begin(), points.end(),
+                             [](const auto& a, const auto& b) { return a.first == b.first; }),
+                 points.end());
+    estimate.profile_values.clear();
+    estimate.profile_delta_chi2.clear();
     for (const auto& [value, delta] : points) {
       if (!std::isfinite(delta)) continue;
       estimate.profile_values.push_back(value);
       estimate.profile_delta_chi2.push_back(delta);
     }
     estimate.profile_quadratic = s2 / (curved * curved);
-  }
-  if (!reached.empty()) {
-    const std::string warning = "the profile intervals of " + CommaList(reached) +
-                                " reach a bound or could not be computed: the data do not bound "
-                                "them within parameter_space.bounds (interval_note)";
-    spdlog::warn("{}", warning);
-    result.warnings.push_back(warning);
   }
   return reached;
 }

@@ -203,10 +203,10 @@ struct ReportedUncertainty {
 // chi2, the parameter held and the others refitted (probe), rises above result.chi_squared by
 // z^2 s^2 u^2 / c^2 (s^2: the reduced chi2; z = 1 and 1.96), which on a quadratic chi2 is +-z u:
 // the profile's shape with the reported method's scale. An end that the bound (lm's, by name)
-// comes before is the bound, and the parameter's interval_note and a warning say so; returns the
-// names of the parameters with such an end (or an end that could not be computed). The ends are
-// independent: `runner` finds them (null: one after the other, here). only: the parameters to
-// profile (all of result.physical when null). undetermined: parameters the data do not determine
+// comes before is the bound, and the parameter's interval_note says so; returns the names of the
+// parameters with such an end (or an end that could not be computed), for the caller's warning. The
+// ends are independent: `runner` finds them (null: one after the other, here). only: the parameters
+// to profile (all of result.physical when null). undetermined: parameters the data do not determine
 // (J^T J singular along them): their reported u is a lower bound, so their ratio u / c is taken
 // as UndeterminedUncertaintyRatio's instead (the profile then follows their valley on the scale
 // of the correlated noise, not of the lower bound).
