@@ -288,8 +288,8 @@ struct NlsqResult {
     }
     return ReadOnly(DoubleArray(static_cast<py::ssize_t>(values.size()), values.data()));
   }
-  // (P, 2) [lower, upper] of each physical parameter's profile interval (docs/results.md, Profile
-  // intervals); NaN rows where none was computed.
+  // (P, 2) [lower, upper] of each physical parameter's interval (docs/results.md, Intervals);
+  // NaN rows where none was computed.
   DoubleArray Intervals(bool ninety_five) const {
     const auto& physical = outcome.result.physical;
     DoubleArray ends({static_cast<py::ssize_t>(physical.size()), py::ssize_t{2}});
@@ -991,11 +991,12 @@ void BindNlsqResult(py::module_& m) {
           "fixed).")
       .def_property_readonly(
           "interval_68", [](const NlsqResult& r) { return r.Intervals(false); },
-          "(P, 2) 68 % profile interval [lower, upper] of each physical parameter; NaN unless "
-          "the config's optimization.nlsq.profile_intervals is true.")
+          "(P, 2) 68 % interval [lower, upper] of each physical parameter (docs/results.md, "
+          "Intervals: a profile or value +- t u, as interval_method in to_dict()['physical'] "
+          "says); NaN rows where none was computed (uncertainty curvature, a fixed parameter).")
       .def_property_readonly(
           "interval_95", [](const NlsqResult& r) { return r.Intervals(true); },
-          "(P, 2) 95 % profile interval, as interval_68.")
+          "(P, 2) 95 % interval, as interval_68.")
       .def_property_readonly(
           "uncertainty_method",
           [](const NlsqResult& r) { return r.outcome.result.uncertainty_method; },

@@ -47,6 +47,18 @@ struct ParameterEstimate {
   std::string unit{};
 };
 
+// The interval_note that starts a parameter's note when its 68 % interval reaches both of its
+// bounds (a student_t interval clipped at both ends, a profile whose chi2 rises by less than the
+// level within the bounds on both sides): the interval is the bounds, not a statement about the
+// data (docs/results.md, Intervals).
+inline constexpr const char* kNotDeterminedNote = "not determined within parameter_space.bounds";
+
+// Whether the estimate's 68 % interval is its bounds (its interval_note starts with
+// kNotDeterminedNote).
+inline bool NotDeterminedWithinBounds(const ParameterEstimate& estimate) {
+  return estimate.interval_note.rfind(kNotDeterminedNote, 0) == 0;
+}
+
 // Contrast and offset of one angle (always one pair per angle, whatever the per-angle mode).
 struct AngleScaling {
   double phi_degrees = 0.0;

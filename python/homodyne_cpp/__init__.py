@@ -320,6 +320,10 @@ def compute_c2(params, t, phi, q, L=None, contrast=0.5, offset=1.0, mode="lamina
 # NlsqResult in a notebook
 
 
+# The interval_note of a parameter whose 68 % interval is its bounds (docs/results.md, Intervals).
+_NOT_DETERMINED_NOTE = "not determined within parameter_space.bounds"
+
+
 def _units_and_fixed(self):
     """{name: unit} of the physical parameters ("" dimensionless; docs/model.md, Symbols and
     units) and the set of those initial_parameters.fixed_parameters held."""
@@ -359,11 +363,21 @@ def _str(self):
     per-angle scaling, chi2 and the quality flag (as the CLI prints it)."""
     held = self.at_bound
     units, fixed = _units_and_fixed(self)
+    physical = {p["name"]: p for p in self.to_dict()["physical"]}
     lines = [self.report]
     for name, value, error in zip(self.param_names, self.parameters, self.uncertainties):
         unit = f" {units[name]}" if units.get(name) else ""
-        mark = (" (fixed)" if name in fixed else "") + (
-            f" (at {held[name]} bound)" if name in held else "")
+        estimate = physical.get(name, {})
+        # An end not computed is null in to_dict(), NaN in the CLI's table ("+nan").
+        interval = [float("nan") if end is None else end
+                    for end in estimate.get("interval_68") or []]
+        # The 68 % profile interval relative to the value (docs/results.md, Profile intervals).
+        shown = (f"  [{interval[0] - value:+.3g}, {interval[1] - value:+.3g}]"
+                 if estimate.get("interval_method") == "profile" and len(interval) == 2 else "")
+        mark = (" (fixed)" if name in fixed else "") + shown + (
+            f" (at {held[name]} bound)" if name in held else "") + (
+            " (not determined within the bounds)"
+            if estimate.get("interval_note", "").startswith(_NOT_DETERMINED_NOTE) else "")
         lines.append(f"  {name:<20} {value:14.6g} +- {error:.3g}{unit}{mark}")
     for k, phi in enumerate(self.phi_angles):
         lines.append(f"  phi {phi:8.2f} deg      contrast {self.contrast[k]:.6f} +- "

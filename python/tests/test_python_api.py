@@ -100,6 +100,9 @@ def test_uncertainty_keyword_chooses_the_method_and_changes_no_value(in_set):
     # An end a profile fit could not compute is NaN (its estimate's interval_note says so).
     assert (np.isnan(lower) | (lower < values)).all() and (np.isnan(upper) | (values < upper)).all()
     assert (np.isnan(lower) | (with_intervals.interval_95[:, 0] <= lower)).all()  # bound: equal
+    # Printed as the CLI prints them: the 68 % profile interval relative to the value.
+    d0 = next(line for line in str(with_intervals).splitlines() if line.split()[:1] == ["D0"])
+    assert f"  [{lower[0] - values[0]:+.3g}, {upper[0] - values[0]:+.3g}]" in d0
     with pytest.raises(ValueError, match="uncertainty = 'sandwich': must be one of auto, jackknife, "
                                          "standard, curvature"):
         hc.fit_nlsq(None, config, checkpoints=False, uncertainty="sandwich")

@@ -77,9 +77,11 @@ void PrintResult(const FitOutcome& outcome, std::ostream& out) {
     out << "  fit " << result.convergence_status << ": " << result.termination_reason << "\n";
   }
   // " (at lower bound)" after a value the bound, not the data, holds (docs/results.md, Parameters
-  // at a bound).
+  // at a bound), and " (not determined within the bounds)" after one whose 68 % interval is its
+  // bounds (docs/results.md, Intervals).
   const auto bound_mark = [](const ParameterEstimate& estimate) {
-    return estimate.at_bound.empty() ? std::string() : " (at " + estimate.at_bound + " bound)";
+    return (estimate.at_bound.empty() ? std::string() : " (at " + estimate.at_bound + " bound)") +
+           (NotDeterminedWithinBounds(estimate) ? " (not determined within the bounds)" : "");
   };
   // The unit after the uncertainty (docs/model.md, Symbols and units) and " (fixed)" after a
   // parameter held by initial_parameters.fixed_parameters.

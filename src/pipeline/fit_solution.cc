@@ -792,7 +792,7 @@ std::vector<double> RecordSolution(const LevenbergMarquardtSummary& summary,
   // Intervals that are the bounds: the parameter is undetermined within them.
   std::vector<std::string> spanning;
   for (const ParameterEstimate& physical_estimate : result.physical) {
-    if (physical_estimate.interval_note.rfind(kNotDeterminedNote, 0) != 0) continue;
+    if (!NotDeterminedWithinBounds(physical_estimate)) continue;
     spanning.push_back(physical_estimate.name);
     AddName(physical_estimate.name, quality_inputs.undetermined);
   }

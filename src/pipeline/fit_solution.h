@@ -239,12 +239,6 @@ double UndeterminedUncertaintyRatio(const FitResult& result, const Eigen::Vector
 std::vector<std::string> WidenIntervalsToOtherMinima(const Eigen::VectorXd& curvature,
                                                      int64_t num_points, FitResult& result);
 
-// The interval_note that starts a parameter's note when its 68 % interval reaches both of its
-// bounds (a student_t interval clipped at both ends, a profile whose chi2 rises by less than the
-// level within the bounds on both sides): the interval is the bounds, not a statement about the
-// data (docs/results.md, Intervals).
-inline constexpr const char* kNotDeterminedNote = "not determined within parameter_space.bounds";
-
 // The probability below +1 standard deviation of a normal distribution, Phi(1): a 68 % interval
 // runs from its 1 - p to its p quantile.
 inline constexpr double kOneSigmaProbability = 0.8413447460685429;

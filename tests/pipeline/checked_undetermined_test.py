@@ -58,6 +58,17 @@ def main():
         notes = [note.strip() for note in estimate.get("interval_note", "").split(";")]
         if len(notes) != len(set(notes)) or any(note.count(" end ") > 1 for note in notes):
             failures.append(f"{name}: its interval_note repeats: {estimate['interval_note']}")
+    # The printed table marks the parameters whose 68 % interval is their bounds.
+    marked = {line.split()[0] for line in run.stdout.splitlines()
+              if line.endswith(" (not determined within the bounds)")}
+    spanning = {name for name, estimate in parameters.items()
+                if estimate.get("interval_note", "").startswith(
+                    "not determined within parameter_space.bounds")}
+    print(f"marked in the table: {sorted(marked)}; intervals that are the bounds: "
+          f"{sorted(spanning)}")
+    if not spanning or marked != spanning:
+        failures.append(f"the table marks {sorted(marked)} as not determined, the intervals "
+                        f"say {sorted(spanning)}")
     warnings = [line for line in log.splitlines() if "the profile intervals of" in line]
     if len(warnings) != 1:
         failures.append(f"{len(warnings)} warnings of profile intervals at a bound, not one: "
