@@ -253,11 +253,13 @@ ProfileEnd WidenProfileEnd(const ProfileEnd& end, double value, int direction, d
   if (end.note == "failed" || !std::isfinite(end.value)) return end;
   ProfileEnd widened = end;
   double reach = direction * (end.value - value);  // how far the end lies from the value
+  // The bound as FindProfileEnd holds it (the same expression, so the same bits).
+  const double at_bound = value + direction * std::abs(bound - value);
   for (const auto& [held, risen] : points) {
     const double distance = direction * (held - value);
     if (distance > reach && risen < target) {
       reach = distance;
-      widened = {held, held == bound ? "bound" : ""};
+      widened = {held, held == at_bound ? "bound" : ""};
     }
   }
   return widened;

@@ -341,6 +341,14 @@ TEST(ProfileEndTest, WidenedToThePointsBelowTheLevel) {
   const ProfileEnd at_bound = WidenProfileEnd(end, 10.0, +1, 13.0, 1.0, points);
   EXPECT_EQ(at_bound.value, 13.0);
   EXPECT_EQ(at_bound.note, "bound");
+  // The point a search held at the bound (FindProfileEnd's value + |bound - value|, here
+  // 1.9999999999999998, not the bound's bits) is at the bound too.
+  const double held_at_bound = -0.3 + std::abs(2.0 - (-0.3));
+  ASSERT_NE(held_at_bound, 2.0);
+  const ProfileEnd to_bound =
+      WidenProfileEnd({0.5, ""}, -0.3, +1, 2.0, 1.0, {{held_at_bound, 0.2}});
+  EXPECT_EQ(to_bound.value, held_at_bound);
+  EXPECT_EQ(to_bound.note, "bound");
   // Nothing below the level beyond the end, or a failed end: unchanged.
   EXPECT_EQ(WidenProfileEnd(end, 10.0, +1, infinity, 0.4, points).value, 12.0);
   const ProfileEnd failed =
