@@ -334,15 +334,18 @@ def _units_and_fixed(self):
 
 def _repr_html_(self):
     """An HTML table for notebooks: parameter, value, uncertainty and a mark ("at lower bound",
-    "at upper bound", or "fixed" where the uncertainty is 0), then chi2, reduced chi2 and the
-    quality flag."""
+    "at upper bound", or "fixed" where the uncertainty is 0; "not determined within the bounds"
+    where the 68 % interval is the bounds), then chi2, reduced chi2 and the quality flag."""
     import html
     rows = []
     held = self.at_bound
     units, fixed = _units_and_fixed(self)
+    notes = {p["name"]: p.get("interval_note", "") for p in self.to_dict()["physical"]}
     for name, value, error in zip(self.param_names, self.parameters, self.uncertainties):
         mark = (f"at {held[name]} bound" if name in held
                 else "fixed" if name in fixed or error == 0 else "")
+        if notes.get(name, "").startswith(_NOT_DETERMINED_NOTE):
+            mark = (mark + ", " if mark else "") + "not determined within the bounds"
         rows.append(f"<tr><td>{html.escape(name)}</td><td>{value:.6g}</td><td>{error:.3g}</td>"
                     f"<td>{html.escape(units.get(name, ''))}</td><td>{mark}</td></tr>")
     quality = html.escape(self.quality_flag)

@@ -319,6 +319,29 @@ def test_print_shows_units_and_fixed_parameters(in_set):
     assert "<td>Å²/s^(1+α)</td>" in result._repr_html_()
 
 
+def test_parameters_whose_interval_is_the_bounds_are_marked(in_set):
+    """print(result) and the HTML table mark a parameter whose 68 % interval is its bounds, as the
+    CLI's table does (docs/results.md, Intervals): with alpha held at 0, D(t) = D0 + D_offset, and
+    the data fix only the sum."""
+    config = copy.deepcopy(LAMINAR_DICT)
+    config["initial_parameters"]["values"][1] = 0.0
+    config["initial_parameters"]["fixed_parameters"] = ["alpha"]
+    fitted = hc.fit_nlsq(None, config, checkpoints=False, global_search="off")
+    notes = {p["name"]: p["interval_note"] for p in fitted.to_dict()["physical"]}
+    spanning = {name for name, note in notes.items()
+                if note.startswith("not determined within parameter_space.bounds")}
+    assert spanning
+    lines = {line.split()[0]: line for line in str(fitted).splitlines()[1:]
+             if line.split() and line.split()[0] in notes}
+    html = fitted._repr_html_()
+    for name in notes:
+        marked = lines[name].endswith(" (not determined within the bounds)")
+        assert marked == (name in spanning), lines[name]
+        row = html[html.index(f"<td>{name}</td>"):]
+        row = row[:row.index("</tr>")]
+        assert ("not determined within the bounds" in row) == (name in spanning), row
+
+
 def test_html_table_lists_parameters_and_quality(fitted):
     html = fitted._repr_html_()
     assert html.startswith("<table>")
