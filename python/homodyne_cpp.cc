@@ -1220,6 +1220,9 @@ PYBIND11_MODULE(_core, m) {
   using namespace homodyne::python;
   m.doc() = "The compiled part of homodyne_cpp (docs/python.md); import homodyne_cpp instead.";
   m.attr("__version__") = HOMODYNE_VERSION;
+  // The interval_note's start for an interval that is the bounds (homodyne/results.h), for the
+  // printed result's marks.
+  m.attr("_NOT_DETERMINED_NOTE") = homodyne::kNotDeterminedNote;
   // Quiet by default in Python: a notebook shows the engine's warnings, not its progress lines
   // (fit_nlsq(verbose=True) or set_log_level("info") shows them).
   spdlog::set_level(spdlog::level::warn);

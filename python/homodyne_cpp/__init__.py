@@ -320,16 +320,22 @@ def compute_c2(params, t, phi, q, L=None, contrast=0.5, offset=1.0, mode="lamina
 # NlsqResult in a notebook
 
 
-# The interval_note of a parameter whose 68 % interval is its bounds (docs/results.md, Intervals).
-_NOT_DETERMINED_NOTE = "not determined within parameter_space.bounds"
+def _physical(self):
+    """{name: the physical parameter's entry of to_dict()} (value, unit, fixed, intervals, ...)."""
+    return {p["name"]: p for p in self.to_dict()["physical"]}
 
 
-def _units_and_fixed(self):
-    """{name: unit} of the physical parameters ("" dimensionless; docs/model.md, Symbols and
-    units) and the set of those initial_parameters.fixed_parameters held."""
-    physical = self.to_dict()["physical"]
-    return ({p["name"]: p["unit"] for p in physical},
-            {p["name"] for p in physical if p["fixed"]})
+def _units_and_fixed(physical):
+    """{name: unit} of the physical parameters of _physical ("" dimensionless; docs/model.md,
+    Symbols and units) and the set of those initial_parameters.fixed_parameters held."""
+    return ({name: p["unit"] for name, p in physical.items()},
+            {name for name, p in physical.items() if p["fixed"]})
+
+
+def _not_determined(entry):
+    """Whether an entry of _physical has a 68 % interval that is its bounds (docs/results.md,
+    Intervals: its interval_note starts with the engine's note for that)."""
+    return entry.get("interval_note", "").startswith(_core._NOT_DETERMINED_NOTE)
 
 
 def _repr_html_(self):
@@ -339,12 +345,12 @@ def _repr_html_(self):
     import html
     rows = []
     held = self.at_bound
-    units, fixed = _units_and_fixed(self)
-    notes = {p["name"]: p.get("interval_note", "") for p in self.to_dict()["physical"]}
+    physical = _physical(self)
+    units, fixed = _units_and_fixed(physical)
     for name, value, error in zip(self.param_names, self.parameters, self.uncertainties):
         mark = (f"at {held[name]} bound" if name in held
                 else "fixed" if name in fixed or error == 0 else "")
-        if notes.get(name, "").startswith(_NOT_DETERMINED_NOTE):
+        if _not_determined(physical.get(name, {})):
             mark = (mark + ", " if mark else "") + "not determined within the bounds"
         rows.append(f"<tr><td>{html.escape(name)}</td><td>{value:.6g}</td><td>{error:.3g}</td>"
                     f"<td>{html.escape(units.get(name, ''))}</td><td>{mark}</td></tr>")
@@ -365,8 +371,8 @@ def _str(self):
     """The printed result: the final fit's line, then parameter, value, uncertainty and mark, the
     per-angle scaling, chi2 and the quality flag (as the CLI prints it)."""
     held = self.at_bound
-    units, fixed = _units_and_fixed(self)
-    physical = {p["name"]: p for p in self.to_dict()["physical"]}
+    physical = _physical(self)
+    units, fixed = _units_and_fixed(physical)
     lines = [self.report]
     for name, value, error in zip(self.param_names, self.parameters, self.uncertainties):
         unit = f" {units[name]}" if units.get(name) else ""
@@ -379,8 +385,7 @@ def _str(self):
                  if estimate.get("interval_method") == "profile" and len(interval) == 2 else "")
         mark = (" (fixed)" if name in fixed else "") + shown + (
             f" (at {held[name]} bound)" if name in held else "") + (
-            " (not determined within the bounds)"
-            if estimate.get("interval_note", "").startswith(_NOT_DETERMINED_NOTE) else "")
+            " (not determined within the bounds)" if _not_determined(estimate) else "")
         lines.append(f"  {name:<20} {value:14.6g} +- {error:.3g}{unit}{mark}")
     for k, phi in enumerate(self.phi_angles):
         lines.append(f"  phi {phi:8.2f} deg      contrast {self.contrast[k]:.6f} +- "
