@@ -42,6 +42,7 @@
 #include "io/durable_file.h"
 #include "io/hdf5_util.h"
 #include "io/result_files.h"
+#include "model/pass_kernel.h"
 
 namespace homodyne {
 namespace {
@@ -270,14 +271,19 @@ bool ModelIsSymmetric(const ModelEvaluation& evaluation) {
 }
 
 // The tile's fit and residuals, row by row, shared by the threads that call EvaluateRows: each
-// takes the next row not yet taken. A row's values depend only on the row (ComputeC2RowSegment
-// evaluates each point on its own), not on the thread, the tiling or the thread count. A diagonal
-// tile of a symmetric model (ModelIsSymmetric) is evaluated on and right of its diagonal only, and
-// CompleteDiagonalTile mirrors that fit below the diagonal: the same values, evaluated once.
+// takes the next row not yet taken. A row's values depend only on the row and the tile's columns,
+// not on the thread or the thread count. Above the diagonal the fit is the pass kernel's model
+// (PassKernel::EvaluateUpperSegment: vectorised, within a few ulp of the scalar model, 4x to 6x
+// faster), where the mode has that form; the diagonal, the points below it and the other modes
+// take the scalar model (ComputeC2RowSegment). A diagonal tile of a symmetric model
+// (ModelIsSymmetric) is evaluated on and right of its diagonal only, and CompleteDiagonalTile
+// mirrors that fit below the diagonal: the same values, evaluated once.
 class TileEvaluation {
  public:
   TileEvaluation(const ModelEvaluation& evaluation, double phi, double contrast, double offset)
       : evaluation_(evaluation),
+        kernel_(evaluation, std::span<const double>(&phi, 1), std::span<const double>(&contrast, 1),
+                std::span<const double>(&offset, 1)),
         phi_(phi),
         contrast_(contrast),
         offset_(offset),
@@ -307,6 +313,7 @@ class TileEvaluation {
   // Evaluates rows until none is left.
   void EvaluateRows() {
     const TilePlace& place = tile_->place;
+    PassKernel::Workspace workspace(kernel_.gram_size());
     for (int64_t r = next_row_.fetch_add(1); r < place.rows; r = next_row_.fetch_add(1)) {
       if (band_ != nullptr) {
         std::copy_n(band_ + r * band_width_, place.cols, tile_->data.data() + r * place.cols);
@@ -315,10 +322,8 @@ class TileEvaluation {
       const size_t origin = static_cast<size_t>(r * place.cols + first);
       const int64_t count = place.cols - first;
       double* fit = tile_->fit.data() + origin;
-      evaluation_.ComputeC2RowSegment(phi_, contrast_, offset_, static_cast<int>(place.row + r),
-                                      static_cast<int>(place.col + first),
-                                      static_cast<int>(place.col + place.cols),
-                                      std::span<double>(fit, static_cast<size_t>(count)));
+      EvaluateRowSegment(static_cast<int>(place.row + r), static_cast<int>(place.col + first),
+                         static_cast<int>(place.col + place.cols), fit, workspace);
       const double* data = tile_->data.data() + origin;
       double* residuals = tile_->residuals.data() + origin;
       for (int64_t c = 0; c < count; ++c) residuals[c] = data[c] - fit[c];
@@ -343,7 +348,25 @@ class TileEvaluation {
   }
 
  private:
+  // The fit at row i, columns [j_begin, j_end): the scalar model at and below the diagonal, the
+  // pass kernel's right of it where the mode has that form.
+  void EvaluateRowSegment(int i, int j_begin, int j_end, double* fit,
+                          PassKernel::Workspace& workspace) const {
+    const int upper_begin = std::clamp(i + 1, j_begin, j_end);  // the first column right of i
+    if (upper_begin < j_end &&
+        kernel_.EvaluateUpperSegment(0, i, upper_begin, j_end,
+                                     std::span<double>(fit + (upper_begin - j_begin),
+                                                       static_cast<size_t>(j_end - upper_begin)),
+                                     workspace)) {
+      j_end = upper_begin;
+    }
+    if (j_begin == j_end) return;
+    evaluation_.ComputeC2RowSegment(phi_, contrast_, offset_, i, j_begin, j_end,
+                                    std::span<double>(fit, static_cast<size_t>(j_end - j_begin)));
+  }
+
   const ModelEvaluation& evaluation_;
+  const PassKernel kernel_;  // angle 0: this tile's angle
   const double phi_, contrast_, offset_;
   const bool symmetric_;
   TileValues* tile_ = nullptr;

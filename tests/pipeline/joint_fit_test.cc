@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <span>
 #include <string>
@@ -222,8 +223,14 @@ TEST(JointFitResultsTest, ResultFilesNameEachMatrixsQAndFitEachAtIt) {
     std::vector<double> expected(n * n);
     evaluation.ComputeC2Matrix(scaling.phi_degrees, scaling.contrast.value, scaling.offset.value,
                                expected);
-    EXPECT_EQ(io_internal::ReadAllDoubles(file.get(), std::string(group) + "/fit"), expected)
-        << group;
+    // The writer's model within 8 ulp of the scalar one (docs/design.md section 8, Output).
+    const std::vector<double> fit =
+        io_internal::ReadAllDoubles(file.get(), std::string(group) + "/fit");
+    ASSERT_EQ(fit.size(), expected.size()) << group;
+    for (size_t p = 0; p < fit.size(); ++p) {
+      ASSERT_NEAR(fit[p], expected[p], 8.0 * std::numeric_limits<double>::epsilon() * expected[p])
+          << group << " " << p;
+    }
   }
   std::filesystem::remove_all(folder);
 }

@@ -648,12 +648,41 @@ SinCosForm LaminarForm(const AngleCoefficients& angle, int i, int j_begin, int c
   return form;
 }
 
+// Calls body.template operator()<kLaminar, kForm>(tables) with the angle's form of sin and cos at
+// the tile of row i, columns [j_begin, j_begin + count), whose shared factors the scratch holds
+// (LaminarForm; kVector for static flow), and its product tables.
+template <typename Body>
+void WithAngleForm(const Inputs& in, const AngleCoefficients& angle, int i, int j_begin, int count,
+                   const Scratch& scratch, Body&& body) {
+  ProductTables tables;
+  if (!in.laminar) {
+    body.template operator()<false, SinCosForm::kVector>(tables);
+    return;
+  }
+  switch (LaminarForm(angle, i, j_begin, count, scratch, &tables)) {
+    case SinCosForm::kLibm:
+      body.template operator()<true, SinCosForm::kLibm>(tables);
+      break;
+    case SinCosForm::kVector:
+      body.template operator()<true, SinCosForm::kVector>(tables);
+      break;
+    case SinCosForm::kProduct:
+      body.template operator()<true, SinCosForm::kProduct>(tables);
+      break;
+    case SinCosForm::kSeries:
+      body.template operator()<true, SinCosForm::kSeries>(tables);
+      break;
+    case SinCosForm::kSeriesThenProduct:
+      body.template operator()<true, SinCosForm::kSeriesThenProduct>(tables);
+      break;
+  }
+}
+
 // For every tile of rows row_begin, row_begin + row_stride, ... (below row_end; ForEachTile): its
 // shared factors (TileSharedFactors<kFullPass>), then, for every angle k,
 // body.template operator()<kLaminar, kForm>(k, angle, tables, values, count) with the angle's form
-// of sin and cos (LaminarForm; kVector for static flow), its product tables and its data values of
-// the tile. Tiles of kTilePoints in the full pass, kCostTilePoints in the others (tile.h; the
-// scratch's columns hold that many: Scratch).
+// (WithAngleForm), its product tables and its data values of the tile. Tiles of kTilePoints in the
+// full pass, kCostTilePoints in the others (tile.h; the scratch's columns hold that many: Scratch).
 template <bool kFullPass, typename Body>
 void ForEachAngleTile(const Inputs& in, int row_begin, int row_end, int row_stride,
                       const float* const* data, const Scratch& scratch, Body&& body) {
@@ -667,29 +696,11 @@ void ForEachAngleTile(const Inputs& in, int row_begin, int row_end, int row_stri
           const AngleCoefficients& angle = in.angles[k];
           const float* values = data[k] + point;
           PrefetchNextTile<kPoints>(values + count);
-          ProductTables tables;
-          if (!in.laminar) {
-            body.template operator()<false, SinCosForm::kVector>(k, angle, tables, values, count);
-            continue;
-          }
-          switch (LaminarForm(angle, i, j, count, scratch, &tables)) {
-            case SinCosForm::kLibm:
-              body.template operator()<true, SinCosForm::kLibm>(k, angle, tables, values, count);
-              break;
-            case SinCosForm::kVector:
-              body.template operator()<true, SinCosForm::kVector>(k, angle, tables, values, count);
-              break;
-            case SinCosForm::kProduct:
-              body.template operator()<true, SinCosForm::kProduct>(k, angle, tables, values, count);
-              break;
-            case SinCosForm::kSeries:
-              body.template operator()<true, SinCosForm::kSeries>(k, angle, tables, values, count);
-              break;
-            case SinCosForm::kSeriesThenProduct:
-              body.template operator()<true, SinCosForm::kSeriesThenProduct>(k, angle, tables,
-                                                                             values, count);
-              break;
-          }
+          WithAngleForm(in, angle, i, j, count, scratch,
+                        [&]<bool kLaminar, SinCosForm kForm>(const ProductTables& tables) {
+                          body.template operator()<kLaminar, kForm>(k, angle, tables, values,
+                                                                    count);
+                        });
         }
       });
 }
@@ -1007,9 +1018,37 @@ void AccumulateScalingRows(const Inputs& in, int row_begin, int row_end, int row
   }
 }
 
+// c2 = offset + contrast g1^2 of angle k at row i, columns [j_begin, j_end) (i < j_begin): the
+// cost pass's model (StoreTileResiduals), in segments of kCostTilePoints.
+void EvaluateUpperSegment(const Inputs& in, int k, int i, int j_begin, int j_end, double* c2_out,
+                          const Scratch& scratch) {
+  const AngleCoefficients& angle = in.angles[k];
+  SeparableExpRowCache row_factors;
+  for (int j = j_begin; j < j_end; j += kCostTilePoints) {
+    const int count = j_end - j < kCostTilePoints ? j_end - j : kCostTilePoints;
+    TileSharedFactors<false>(in, i, j, count, &row_factors, scratch);
+    double* c2 = c2_out + (j - j_begin);
+    WithAngleForm(in, angle, i, j, count, scratch,
+                  [&]<bool kLaminar, SinCosForm kForm>(const ProductTables& tables) {
+                    ForEachFormRange<kForm>(
+                        tables, count, [&]<SinCosForm kRangeForm>(int t_begin, int t_end) {
+                          const TileModel tile = TileModelOf<kRangeForm>(angle, tables, scratch);
+                          const double contrast = angle.contrast;
+                          const double offset = angle.offset;
+#pragma omp simd
+                          for (int t = t_begin; t < t_end; ++t) {
+                            c2[t] =
+                                offset + contrast * FlooredG1Squared<kLaminar, kRangeForm>(tile, t);
+                          }
+                        });
+                  });
+  }
+}
+
 }  // namespace
 
 // External linkage from the declaration in homodyne_pass_variant.h.
-const Functions kFunctions = {&AccumulateRows, &SumSquaredResiduals, &AccumulateScalingRows};
+const Functions kFunctions = {&AccumulateRows, &SumSquaredResiduals, &AccumulateScalingRows,
+                              &EvaluateUpperSegment};
 
 }  // namespace homodyne::pass_kernel::HOMODYNE_PASS_KERNEL_LEVEL

@@ -123,6 +123,11 @@ struct Functions {
   void (*accumulate_scaling_rows)(const Inputs& inputs, int row_begin, int row_end, int row_stride,
                                   const float* const* data, double* const* grams,
                                   int64_t* finite_points, const Scratch& scratch);
+  // c2 of angle k at row i, columns [j_begin, j_end) with i < j_begin (the strict upper
+  // triangle), into c2_out: the cost pass's model, to rounding the scalar model's
+  // (PassKernel::EvaluateUpperSegment).
+  void (*evaluate_upper_segment)(const Inputs& inputs, int k, int i, int j_begin, int j_end,
+                                 double* c2_out, const Scratch& scratch);
 };
 
 // One definition per level the build compiles (src/model/CMakeLists.txt); only those are linked
