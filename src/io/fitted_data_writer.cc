@@ -260,22 +260,26 @@ void TransposeTile(const TileValues& upper, TileValues& tile) {
   Transpose(upper.residuals.data(), place.rows, place.rows, place.cols, tile.residuals.data());
 }
 
-// True when the model's c2 at (j, i) is bitwise its value at (i, j), so that a mirror tile's fit
-// can be the transposed fit of its tile: the homodyne modes, whose c2 depends on (i, j) only
-// through the smooth absolute values sqrt((C_i - C_j)^2 + 1e-12) of the time integrals
+// True when the model's c2 at (j, i) is its value at (i, j), so that a mirror tile's fit can be the
+// transposed fit of its tile: every mode of the catalog. The homodyne modes' c2 depends on (i, j)
+// only through the smooth absolute values sqrt((C_i - C_j)^2 + 1e-12) of the time integrals
 // (docs/model.md, The time integrals: a cumulative trapezoid in steps), and a - b = -(b - a)
-// exactly. The two-component mode evaluates its mirror tiles.
+// exactly; the two-component mode's likewise, through its transports' |C_j - C_i|, the cosine of
+// its phase (odd in (i, j)) and products of the fractions at i and j (docs/model.md, Two-component
+// mode). Above the diagonal the fit is the pass kernel's (TileEvaluation), below it that fit
+// transposed: within a few ulp of the scalar model at both.
 bool ModelIsSymmetric(const ModelEvaluation& evaluation) {
   const AnalysisMode mode = evaluation.model().mode();
-  return mode == AnalysisMode::kStatic || mode == AnalysisMode::kLaminarFlow;
+  return mode == AnalysisMode::kStatic || mode == AnalysisMode::kLaminarFlow ||
+         mode == AnalysisMode::kTwoComponent;
 }
 
 // The tile's fit and residuals, row by row, shared by the threads that call EvaluateRows: each
 // takes the next row not yet taken. A row's values depend only on the row and the tile's columns,
 // not on the thread or the thread count. Above the diagonal the fit is the pass kernel's model
-// (PassKernel::EvaluateUpperSegment: vectorised, within a few ulp of the scalar model, 4x to 6x
-// faster), where the mode has that form; the diagonal, the points below it and the other modes
-// take the scalar model (ComputeC2RowSegment). A diagonal tile of a symmetric model
+// (PassKernel::EvaluateUpperSegment: vectorised, within a few ulp of the scalar model), where the
+// mode has that form (every mode of the catalog); the diagonal takes the scalar model
+// (ComputeC2RowSegment), as would a mode without that form. A diagonal tile of a symmetric model
 // (ModelIsSymmetric) is evaluated on and right of its diagonal only, and CompleteDiagonalTile
 // mirrors that fit below the diagonal: the same values, evaluated once.
 class TileEvaluation {

@@ -794,6 +794,24 @@ void AccumulateScalingRows(const TwoComponentInputs& in, int row_begin, int row_
   }
 }
 
+// c2 = offset + contrast g of angle k at row i, columns [j_begin, j_end) (i < j_begin): the cost
+// pass's model (StoreTileResiduals), in segments of kCostTile.
+void EvaluateUpperSegment(const TwoComponentInputs& in, int k, int i, int j_begin, int j_end,
+                          double* c2_out, double* factors) {
+  const TwoComponentAngle& angle = in.angles[k];
+  SeparableExpRowCache row_caches[2];
+  for (int j = j_begin; j < j_end; j += kCostTile) {
+    const int count = j_end - j < kCostTile ? j_end - j : kCostTile;
+    SharedFactors<false>(in, i, j, count, row_caches, factors);
+    const TileModel tile = TileModelOf(TablesOf(angle, i, j), factors);
+    const double contrast = angle.contrast;
+    const double offset = angle.offset;
+    double* c2 = c2_out + (j - j_begin);
+#pragma omp simd
+    for (int t = 0; t < count; ++t) c2[t] = offset + contrast * TileG(tile, t);
+  }
+}
+
 // The high and low halves of x (Veltkamp's split): hi + lo = x exactly, each with at most 26
 // significant bits, so the product of two halves is exact. |x| < 1e300 (no overflow).
 inline void SplitHalves(double x, double* hi, double* lo) {
@@ -842,8 +860,8 @@ bool FillVelocityTables(double s, const double* velocity, int64_t n, double* sin
 }  // namespace
 
 // External linkage from the declaration in two_component_pass_variant.h.
-const TwoComponentFunctions kTwoComponentFunctions = {&AccumulateRows, &SumSquaredResiduals,
-                                                      &AccumulateScalingRows, &FillVelocityTables,
-                                                      &AccumulateSummedRows};
+const TwoComponentFunctions kTwoComponentFunctions = {
+    &AccumulateRows,     &SumSquaredResiduals,  &AccumulateScalingRows,
+    &FillVelocityTables, &AccumulateSummedRows, &EvaluateUpperSegment};
 
 }  // namespace homodyne::pass_kernel::HOMODYNE_PASS_KERNEL_LEVEL

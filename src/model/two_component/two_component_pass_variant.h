@@ -90,6 +90,11 @@ struct TwoComponentFunctions {
                                  int row_stride, const float* const* data, double* const* grams,
                                  int64_t* finite_points, double* factors, double* tile,
                                  double* lane_grams);
+  // c2 of angle k at row i, columns [j_begin, j_end) with i < j_begin (the strict upper
+  // triangle), into c2_out: the cost pass's model, to rounding the scalar model's
+  // (PassKernel::EvaluateUpperSegment).
+  void (*evaluate_upper_segment)(const TwoComponentInputs& inputs, int k, int i, int j_begin,
+                                 int j_end, double* c2_out, double* factors);
 };
 
 // The scratch of accumulate_summed_rows: the angles' lanes, the summed physical block's lane Gram
