@@ -8,7 +8,9 @@ fitted physical parameter whether the truth lies within its 68 % and 95 % interv
 result's interval_68 and interval_95 where it has them: docs/results.md, Intervals; else value
 +- 1 and +- 1.96 uncertainties).
 Prints, per method and parameter, the fraction of sets covered (68 % and 95 % nominal), the rms
-error over the median uncertainty, and the fit times; where some 68 % intervals are the
+error over the median uncertainty, and the fit times; per rate of nlsq/derived_rates.json (D(t),
+and gamma_dot(t) or the two-component rates) the fraction of sets whose 68 % interval at the
+middle of the window holds the truth's rate there; where some 68 % intervals are the
 parameter's bounds (interval_note "not determined within parameter_space.bounds"), also the
 coverage of the other (set, parameter) pairs.
 
@@ -60,6 +62,52 @@ def two_component_truth(rng):
             "D_offset_sample": 0.0, "v0": 20.0 * log_uniform(rng, 0.7, 1.4), "v_beta": 0.5,
             "v_offset": 1.0, "f0": 0.3, "f1": 0.01, "f2": 0.5, "f3": 0.2,
             "phi0_het": rng.uniform(-5.0, 5.0)}
+
+
+def power(t, exponent):
+    """docs/model.md's pw(t, e): 0 for t <= 0, (1e-10)^e up to 1e-10, t^e beyond."""
+    if t <= 0.0:
+        return 0.0
+    return max(t, 1e-10) ** exponent
+
+
+def softplus(z):
+    return max(z, 0.0) + math.log1p(math.exp(-abs(z)))
+
+
+def true_rates(mode, truth, t):
+    """The rates of nlsq/derived_rates.json (docs/results.md, What the data determine) at time t
+    [s] from the truth's parameters (docs/model.md: Rates; Two-component mode)."""
+    if mode == "two_component":
+        def soft01(z):
+            return 1.0 - softplus(50.0 * (1.0 - softplus(50.0 * z) / 50.0)) / 50.0
+        exponent = min(max(truth["f1"] * (t - truth["f2"]), -700.0), 700.0)
+        return {"D_ref": max(truth["D0_ref"] * power(t, truth["alpha_ref"]) + truth["D_offset_ref"], 0.0),
+                "D_sample": max(truth["D0_sample"] * power(t, truth["alpha_sample"])
+                                + truth["D_offset_sample"], 0.0),
+                "v": truth["v0"] * power(t, truth["v_beta"]) + truth["v_offset"],
+                "fraction": soft01(truth["f0"] * math.exp(exponent) + truth["f3"])}
+    rates = {"D": max(truth["D0"] * t ** truth["alpha"] + truth["D_offset"], 1e-10)}
+    if mode == "laminar_flow":
+        rates["gamma_dot"] = max(truth["gamma_dot_t0"] * t ** truth["beta"]
+                                 + truth["gamma_dot_t_offset"], 1e-10)
+    return rates
+
+
+def middle_rates(path, mode, truth):
+    """{rate: (value, lo, hi, true value)} at the fitted window's middle time, from the fit's
+    derived_rates.json (its 68 % interval)."""
+    with open(path) as handle:
+        derived = json.load(handle)
+    times = derived["t"]
+    k = len(times) // 2
+    truths = true_rates(mode, truth, times[k])
+    out = {}
+    for name, true_value in truths.items():
+        interval = derived.get(name + "_interval_68")
+        lo, hi = interval[k] if interval else (None, None)
+        out[name] = (derived[name][k], lo, hi, true_value)
+    return out
 
 
 SCENARIOS = {
@@ -139,6 +187,8 @@ def main():
                 used = (result.get("uncertainty") or {}).get("method", method)
                 row.setdefault("used", {})[method] = used
                 row.setdefault("uncertainty", {})[method] = result.get("uncertainty")
+                row.setdefault("rates", {})[method] = middle_rates(
+                    os.path.join(out, "nlsq", "derived_rates.json"), config["analysis_mode"], truth)
                 row[method] = {name: (entry["value"], entry["uncertainty"],
                                       entry.get("interval_68"), entry.get("interval_95"),
                                       entry.get("interval_note", ""))
@@ -212,6 +262,18 @@ def main():
                   f"{determined_hits95 / max(determined_count, 1):9.2f}   without the "
                   f"{sum(undetermined.values())} intervals not determined within the bounds ("
                   + ", ".join(f"{k} {v}" for k, v in undetermined.items()) + ")")
+        # What the data determine: the rates at the middle of the window and their 68 % intervals
+        # (derived_rates.json).
+        rate_names = list(rows[0]["rates"][method])
+        covered = []
+        for name in rate_names:
+            hits = [lo is not None and lo <= true <= hi
+                    for value, lo, hi, true in (row["rates"][method][name] for row in rows)]
+            errors = [abs(value - true) / abs(true) if true else float("nan")
+                      for value, lo, hi, true in (row["rates"][method][name] for row in rows)]
+            covered.append(sum(hits) / len(hits))
+            print(f"{method:10s} {'rate ' + name:20s} {covered[-1]:9.2f} {'':>9s}   at the window's "
+                  f"middle; median |error| / rate {statistics.median(errors):.3f}")
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(rows, handle, indent=1)
