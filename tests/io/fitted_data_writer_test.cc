@@ -55,7 +55,6 @@ io_internal::Hid ChunkedCreatePlist(const std::string& path, const char* dataset
   return create;
 }
 
-// The truth as a fit result: one scaling per kept angle.
 // The written fit at (i, j) against the scalar model's value there: equal on the diagonal, within
 // 8 ulp elsewhere (the pass kernel's model above the diagonal, its mirror below:
 // fitted_data_writer.cc, TileEvaluation; tests/model/pass_kernel_test.cc,
@@ -68,6 +67,7 @@ io_internal::Hid ChunkedCreatePlist(const std::string& path, const char* dataset
          << "fit at (" << i << ", " << j << ") " << written << ", the scalar model " << scalar;
 }
 
+// The truth as a fit result: one scaling per kept angle.
 std::vector<AngleScaling> TruthScaling(const Config& config, const DatasetInfo& info) {
   std::vector<AngleScaling> scaling(static_cast<size_t>(info.num_angles()));
   for (size_t k = 0; k < scaling.size(); ++k) {
