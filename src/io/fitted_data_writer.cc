@@ -2,9 +2,8 @@
 // (docs/design.md section 8).
 //
 // Streams bands of rows (BatchSource::ReadCorrectedUpperRows: each band from the diagonal on) and
-// writes each band's square tiles and, by symmetry of the data, their mirror images below the
-// diagonal (transposed where the model is symmetric, ModelIsSymmetric; else the model evaluated
-// there: ModelEvaluation::ComputeC2RowSegment), so the input is read once (after an in-memory fit
+// writes each band's square tiles and, by symmetry of the data and the model, their mirror images
+// below the diagonal (transposed: TransposeTile), so the input is read once (after an in-memory fit
 // one value per angle: the fit's data in memory, lent to the source, io/read_paths.h
 // LendHeldUpperTriangles) and memory stays bounded by the band and the tiles in flight, not N^2.
 // HDF5 writes the temporary file of a DurableFileSet (io/durable_file.h), which publishes it, alone
@@ -226,27 +225,22 @@ void Transpose(const double* in, int64_t in_stride, int64_t rows, int64_t cols, 
   }
 }
 
-// The tile's data from its band (`band`: rows [place.band_row, + side) from column band_row on,
-// `width` = N - band_row values a row).
+// The data of a tile on or above the diagonal from its band (`band`: rows [place.band_row, + side)
+// from column band_row on, `width` = N - band_row values a row).
 void CopyTileData(const std::vector<double>& band, int64_t width, const TilePlace& place,
                   TileValues& tile) {
+  HOMODYNE_CHECK(!place.mirror);  // a mirror tile is its tile transposed (TransposeTile)
   tile.place = place;
   tile.data.resize(static_cast<size_t>(place.rows * place.cols));
-  const double* origin = band.data();
-  if (!place.mirror) {
-    for (int64_t r = 0; r < place.rows; ++r) {
-      std::copy_n(origin + r * width + (place.col - place.band_row), place.cols,
-                  tile.data.begin() + r * place.cols);
-    }
-    return;
+  for (int64_t r = 0; r < place.rows; ++r) {
+    std::copy_n(band.data() + r * width + (place.col - place.band_row), place.cols,
+                tile.data.begin() + r * place.cols);
   }
-  // Tile (r, c) is band row c, band column place.row + r.
-  Transpose(origin + (place.row - place.band_row), width, place.rows, place.cols, tile.data.data());
 }
 
 // A mirror tile's values from its tile above the diagonal (`upper`, complete), transposed: the data
-// are symmetric (C = H + H^T), and so are the fit and the residuals where the model is (see
-// ModelIsSymmetric).
+// are symmetric (C = H + H^T), and so are the fit and the residuals (TileEvaluation: the model of
+// every mode is symmetric in (i, j)).
 // `tile.place` is set.
 void TransposeTile(const TileValues& upper, TileValues& tile) {
   const TilePlace& place = tile.place;
@@ -260,28 +254,18 @@ void TransposeTile(const TileValues& upper, TileValues& tile) {
   Transpose(upper.residuals.data(), place.rows, place.rows, place.cols, tile.residuals.data());
 }
 
-// True when the model's c2 at (j, i) is its value at (i, j), so that a mirror tile's fit can be the
-// transposed fit of its tile: every mode of the catalog. The homodyne modes' c2 depends on (i, j)
-// only through the smooth absolute values sqrt((C_i - C_j)^2 + 1e-12) of the time integrals
-// (docs/model.md, The time integrals: a cumulative trapezoid in steps), and a - b = -(b - a)
-// exactly; the two-component mode's likewise, through its transports' |C_j - C_i|, the cosine of
-// its phase (odd in (i, j)) and products of the fractions at i and j (docs/model.md, Two-component
-// mode). Above the diagonal the fit is the pass kernel's (TileEvaluation), below it that fit
-// transposed: within a few ulp of the scalar model at both.
-bool ModelIsSymmetric(const ModelEvaluation& evaluation) {
-  const AnalysisMode mode = evaluation.model().mode();
-  return mode == AnalysisMode::kStatic || mode == AnalysisMode::kLaminarFlow ||
-         mode == AnalysisMode::kTwoComponent;
-}
-
-// The tile's fit and residuals, row by row, shared by the threads that call EvaluateRows: each
-// takes the next row not yet taken. A row's values depend only on the row and the tile's columns,
-// not on the thread or the thread count. Above the diagonal the fit is the pass kernel's model
-// (PassKernel::EvaluateUpperSegment: vectorised, within a few ulp of the scalar model), where the
-// mode has that form (every mode of the catalog); the diagonal takes the scalar model
-// (ComputeC2RowSegment), as would a mode without that form. A diagonal tile of a symmetric model
-// (ModelIsSymmetric) is evaluated on and right of its diagonal only, and CompleteDiagonalTile
-// mirrors that fit below the diagonal: the same values, evaluated once.
+// The fit and residuals of a tile on or above the diagonal, row by row, shared by the threads that
+// call EvaluateRows: each takes the next row not yet taken. A row's values depend only on the row
+// and the tile's columns, not on the thread or the thread count. Right of the diagonal the fit is
+// the pass kernel's model (PassKernel::EvaluateUpperSegment: vectorised, within a few ulp of the
+// scalar model), on it the scalar model (ComputeC2RowSegment). The model of every mode is
+// symmetric in (i, j): the homodyne modes' c2 depends on (i, j) only through the smooth absolute
+// values sqrt((C_i - C_j)^2 + 1e-12) of the time integrals (docs/model.md, The time integrals: a
+// cumulative trapezoid in steps), the two-component mode's also through the cosine of a phase
+// odd in (i, j) and products of the fractions at i and j (docs/model.md, Two-component mode). So
+// a tile below the diagonal is its mirror transposed (TransposeTile), and a diagonal tile is
+// evaluated on and right of its diagonal only, CompleteDiagonalTile mirroring that fit below it:
+// the same values, evaluated once.
 class TileEvaluation {
  public:
   TileEvaluation(const ModelEvaluation& evaluation, double phi, double contrast, double offset)
@@ -290,8 +274,7 @@ class TileEvaluation {
                 std::span<const double>(&offset, 1)),
         phi_(phi),
         contrast_(contrast),
-        offset_(offset),
-        symmetric_(ModelIsSymmetric(evaluation)) {}
+        offset_(offset) {}
 
   // Starts on `tile`, whose place and data are set: sizes its fit and residuals. With `band` (a
   // tile above the diagonal, its data sized only): EvaluateRows copies each row's data first,
@@ -302,7 +285,8 @@ class TileEvaluation {
     tile_ = &tile;
     band_ = band;
     band_width_ = band_width;
-    upper_only_ = symmetric_ && !tile.place.mirror && tile.place.row == tile.place.col;
+    HOMODYNE_CHECK(!tile.place.mirror);  // transposed, not evaluated
+    upper_only_ = tile.place.row == tile.place.col;
     next_row_.store(0);
   }
 
@@ -352,31 +336,29 @@ class TileEvaluation {
   }
 
  private:
-  // The fit at row i, columns [j_begin, j_end): the scalar model at and below the diagonal, the
-  // pass kernel's right of it where the mode has that form.
+  // The fit at row i, columns [j_begin, j_end) with i <= j_begin: the scalar model on the
+  // diagonal, the pass kernel's right of it.
   void EvaluateRowSegment(int i, int j_begin, int j_end, double* fit,
                           PassKernel::Workspace& workspace) const {
-    const int upper_begin = std::clamp(i + 1, j_begin, j_end);  // the first column right of i
-    if (upper_begin < j_end &&
-        kernel_.EvaluateUpperSegment(0, i, upper_begin, j_end,
-                                     std::span<double>(fit + (upper_begin - j_begin),
-                                                       static_cast<size_t>(j_end - upper_begin)),
-                                     workspace)) {
-      j_end = upper_begin;
+    HOMODYNE_CHECK(i <= j_begin && j_begin < j_end);
+    if (j_begin == i) {
+      evaluation_.ComputeC2RowSegment(phi_, contrast_, offset_, i, i, i + 1,
+                                      std::span<double>(fit, 1));
+      ++j_begin;
+      ++fit;
     }
-    if (j_begin == j_end) return;
-    evaluation_.ComputeC2RowSegment(phi_, contrast_, offset_, i, j_begin, j_end,
-                                    std::span<double>(fit, static_cast<size_t>(j_end - j_begin)));
+    kernel_.EvaluateUpperSegment(0, i, j_begin, j_end,
+                                 std::span<double>(fit, static_cast<size_t>(j_end - j_begin)),
+                                 workspace);
   }
 
   const ModelEvaluation& evaluation_;
   const PassKernel kernel_;  // angle 0: this tile's angle
   const double phi_, contrast_, offset_;
-  const bool symmetric_;
   TileValues* tile_ = nullptr;
   const double* band_ = nullptr;  // where the rows' data are copied from (Reset), or null
   int64_t band_width_ = 0;
-  bool upper_only_ = false;  // a diagonal tile of a symmetric model
+  bool upper_only_ = false;  // a diagonal tile
   std::atomic<int64_t> next_row_{0};
 };
 
@@ -634,8 +616,8 @@ constexpr int64_t kMinHelpedPoints = int64_t{1} << 14;
 
 // One angle's matrices through HDF5 (H5Dwrite), tile by tile (FirstTilePlace, NextTilePlace),
 // two tiles in flight: while this thread writes one (HDF5, which takes one thread at a time),
-// helper threads evaluate the next (or transpose it: a mirror tile of a symmetric model), and this
-// thread joins them when its writes are done. Threads: OpenMP's count (the fit's while a fit
+// helper threads evaluate the next (or transpose it: a mirror tile), and this thread joins them
+// when its writes are done. Threads: OpenMP's count (the fit's while a fit
 // writes its results), this one included, at most kMaxHelpers + 1.
 void WriteAngleMatricesThroughHdf5(BatchSource& source, int angle,
                                    const ModelEvaluation& evaluation, double phi, double contrast,
@@ -652,10 +634,9 @@ void WriteAngleMatricesThroughHdf5(BatchSource& source, int angle,
                                    {evaluation, phi, contrast, offset}};
   // Declared after the tiles and evaluations: their destructors wait for the helpers first.
   std::vector<std::future<void>> helpers;
-  const bool symmetric = ModelIsSymmetric(evaluation);
   auto start = [&](const TilePlace& place, int slot) {  // the tile's data, and helpers on it
     helpers.clear();
-    if (place.mirror && symmetric) {  // the other slot holds its tile above the diagonal, done
+    if (place.mirror) {  // the other slot holds its tile above the diagonal, done
       TileValues& tile = tiles[slot];
       const TileValues& upper = tiles[slot ^ 1];  // written meanwhile, unchanged
       tile.place = place;
@@ -773,10 +754,10 @@ class HelperThreads {
 
 // One angle's matrices with direct writes (DirectChunkWriter), tile by tile: this thread and up
 // to kMaxHelpers helper threads (HelperThreads, OpenMP's count) evaluate a tile (or transpose it: a
-// mirror tile of a symmetric model), then its three chunks are queued to ChunkWriteQueue's threads,
-// and the next tile is evaluated while they are written; kSlots tiles in flight at most. A chunk
-// that cannot go directly is written through HDF5 by this thread, and after a refused first direct
-// write (WriteNow) every chunk is. The same values and chunks as WriteAngleMatricesThroughHdf5.
+// mirror tile), then its three chunks are queued to ChunkWriteQueue's threads, and the next tile is
+// evaluated while they are written; kSlots tiles in flight at most. A chunk that cannot go directly
+// is written through HDF5 by this thread, and after a refused first direct write (WriteNow) every
+// chunk is. The same values and chunks as WriteAngleMatricesThroughHdf5.
 constexpr int kSlots = 4;
 // What WriteAngleMatricesDirectly keeps from one angle to the next: the buffers (so that each
 // angle does not fault in fresh pages) and the threads.
@@ -799,7 +780,6 @@ void WriteAngleMatricesDirectly(BatchSource& source, int angle, const ModelEvalu
                                 DirectWriteState& state) {
   const int64_t n = source.info().num_times();
   if (n == 0) return;
-  const bool symmetric = ModelIsSymmetric(evaluation);
   std::vector<double>& band = state.band;
   int64_t band_row = -1;
   std::vector<DirectWriteState::Slot>& slots = state.slots;
@@ -814,7 +794,7 @@ void WriteAngleMatricesDirectly(BatchSource& source, int angle, const ModelEvalu
     DirectWriteState::Slot& slot = slots[static_cast<size_t>(t % kSlots)];
     if (queue) queue->Wait(&slot.pending);
     TileValues& tile = slot.tile;
-    if (place.mirror && symmetric) {
+    if (place.mirror) {
       // The tile before holds its tile above the diagonal, complete (being written: read only).
       const TileValues& upper = slots[static_cast<size_t>((t + kSlots - 1) % kSlots)].tile;
       tile.place = place;
@@ -843,14 +823,10 @@ void WriteAngleMatricesDirectly(BatchSource& source, int angle, const ModelEvalu
                                       static_cast<int>(place.band_row + rows), band);
         band_row = place.band_row;
       }
-      if (place.mirror) {  // of a model evaluated there: its data transposed from the band
-        CopyTileData(band, n - band_row, place, tile);
-        tile_evaluation.Reset(tile);
-      } else {  // its data copied row by row as the rows are evaluated
-        tile.place = place;
-        tile.data.resize(static_cast<size_t>(place.rows * place.cols));
-        tile_evaluation.Reset(tile, band.data() + (place.col - band_row), n - band_row);
-      }
+      // Its data copied row by row as the rows are evaluated.
+      tile.place = place;
+      tile.data.resize(static_cast<size_t>(place.rows * place.cols));
+      tile_evaluation.Reset(tile, band.data() + (place.col - band_row), n - band_row);
       if (place.rows * place.cols >= kMinHelpedPoints) {
         helpers.Run([&] { tile_evaluation.EvaluateRows(); });
       } else {

@@ -105,12 +105,9 @@ class ModePass {
   virtual bool PerFrameGram() const { return false; }
   // c2 of angle k at row i, columns [j_begin, j_end) with i < j_begin <= j_end <= N (the strict
   // upper triangle), into c2_out: the passes' model, vectorised, to rounding (a few ulp) the
-  // scalar ModePoint::EvaluateSegment's. Returns false and writes nothing where the body has no
-  // such form (the default): the caller then evaluates with EvaluateSegment.
-  virtual bool EvaluateUpperSegment(int /*k*/, int /*i*/, int /*j_begin*/, int /*j_end*/,
-                                    double* /*c2_out*/, PassScratch& /*scratch*/) const {
-    return false;
-  }
+  // scalar ModePoint::EvaluateSegment's (the fitted_data.h5 writer's model).
+  virtual void EvaluateUpperSegment(int k, int i, int j_begin, int j_end, double* c2_out,
+                                    PassScratch& scratch) const = 0;
 };
 
 // One mode's model at one physical parameter vector. Immutable; safe to share between threads.

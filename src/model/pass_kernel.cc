@@ -119,13 +119,13 @@ double PassKernel::SumSquaredResiduals(int row_begin, int row_end,
   return total;
 }
 
-bool PassKernel::EvaluateUpperSegment(int k, int i, int j_begin, int j_end,
+void PassKernel::EvaluateUpperSegment(int k, int i, int j_begin, int j_end,
                                       std::span<double> c2_out, Workspace& workspace) const {
   HOMODYNE_CHECK(0 <= k && k < num_angles_);
   HOMODYNE_CHECK(0 <= i && i < j_begin && j_begin <= j_end && j_end <= num_times_);
   HOMODYNE_CHECK(c2_out.size() >= static_cast<size_t>(j_end - j_begin));
-  if (j_begin == j_end) return true;
-  return pass_->EvaluateUpperSegment(k, i, j_begin, j_end, c2_out.data(), workspace.scratch_);
+  if (j_begin == j_end) return;
+  pass_->EvaluateUpperSegment(k, i, j_begin, j_end, c2_out.data(), workspace.scratch_);
 }
 
 }  // namespace homodyne

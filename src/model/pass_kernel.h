@@ -111,9 +111,7 @@ class PassKernel {
   // c2 of angle k at row i, columns [j_begin, j_end) with i < j_begin <= j_end <= N (the strict
   // upper triangle), into c2_out (j_end - j_begin values): the model as the passes compute it,
   // within a few ulp of ModelEvaluation::ComputeC2RowSegment's and at a fraction of its cost.
-  // Returns false and writes nothing where the mode has no such form (ModePass's default; every
-  // mode of the catalog has it): evaluate with ComputeC2RowSegment there.
-  bool EvaluateUpperSegment(int k, int i, int j_begin, int j_end, std::span<double> c2_out,
+  void EvaluateUpperSegment(int k, int i, int j_begin, int j_end, std::span<double> c2_out,
                             Workspace& workspace) const;
 
  private:

@@ -507,7 +507,7 @@ TEST(PassKernelTest, UpperSegmentsMatchTheScalarModel) {
             for (int j_end : {j_begin + 1, j_begin + 37, j_begin + 300, n}) {
               if (j_begin >= n || j_end > n) continue;
               std::fill(values.begin(), values.end(), -1.0);
-              ASSERT_TRUE(kernel.EvaluateUpperSegment(k, i, j_begin, j_end, values, workspace));
+              kernel.EvaluateUpperSegment(k, i, j_begin, j_end, values, workspace);
               for (int j = j_begin; j < j_end; ++j) {
                 const double want = expected[static_cast<size_t>(j)];
                 const double got = values[static_cast<size_t>(j - j_begin)];

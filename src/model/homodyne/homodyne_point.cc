@@ -218,11 +218,10 @@ class HomodynePass final : public ModePass {
 
   bool PerFrameGram() const override { return !static_row_sums_.empty(); }
 
-  bool EvaluateUpperSegment(int k, int i, int j_begin, int j_end, double* c2_out,
+  void EvaluateUpperSegment(int k, int i, int j_begin, int j_end, double* c2_out,
                             PassScratch& scratch) const override {
     functions_->evaluate_upper_segment(Inputs(scratch.gram_size), k, i, j_begin, j_end, c2_out,
                                        CostScratchOf(scratch));
-    return true;
   }
 
  private:

@@ -176,11 +176,10 @@ class TwoComponentPass final : public ModePass {
                                         finite_points, scratch.factors.data(), scratch.tile.data(),
                                         scratch.lane_grams.data());
   }
-  bool EvaluateUpperSegment(int k, int i, int j_begin, int j_end, double* c2_out,
+  void EvaluateUpperSegment(int k, int i, int j_begin, int j_end, double* c2_out,
                             PassScratch& scratch) const override {
     functions_->evaluate_upper_segment(inputs_, k, i, j_begin, j_end, c2_out,
                                        scratch.factors.data());
-    return true;
   }
 
  private:
